@@ -1,0 +1,70 @@
+/*!
+A generic CEL + YAML rule engine: rule packs that validate and mutate Kubernetes-style manifests,
+with findings that point at the source line and column.
+
+The engine knows nothing about WorkloadRun: it loads rule files, compiles their CEL, evaluates
+them over JSON documents, applies patches and reports findings. The NVCRE domain lives in the
+`nvcre-policy` crate, which drives this engine with the packs under `rules/`.
+
+# Brief overview
+
+- [`Source`] and [`parse_documents`] read YAML/JSON streams into [`Document`]s that keep a
+  [`SpanIndex`] (field path → line:column).
+- [`RuleSet`] loads `RulePack` and `Table` documents and compiles every CEL expression; a pack
+  that does not compile is refused with file, line and rule id ([`Error::Pack`]).
+- [`CompiledPack::evaluate`] runs a pack on one document and returns an [`Outcome`]: the mutated
+  document and its [`Finding`]s. [`Table::render`] renders a data table with parameters.
+- [`patch`] holds the merge (lists merged by `name`), JSON Patch and list insertion used by
+  mutations and by callers.
+
+# Example
+
+```
+use nvcre_engine::{parse_documents, Origin, RuleSet, Source};
+
+let rules = Source::new("rules/queue.yaml", r#"
+apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: RulePack
+metadata: {name: queue}
+match:
+  resources: [{kind: WorkloadRun}]
+rules:
+- id: queue-length
+  validate:
+    expression: size(object.spec.gangScheduler.queue) <= 63
+    message: "Too long: may not be more than 63 bytes"
+    fieldPath: spec.gangScheduler.queue
+"#);
+let set = RuleSet::from_sources(&[rules])?;
+let input = Source::new("run.yaml", format!(
+    "kind: WorkloadRun\nspec:\n  gangScheduler:\n    queue: {}\n", "q".repeat(64)));
+let doc = &parse_documents(&input)?[0];
+let origin = Origin { file: "run.yaml", document: 0, spans: Some(&doc.spans) };
+let outcome = set.packs[0].evaluate(&doc.value, origin, &serde_json::Value::Null)?;
+let f = &outcome.findings[0];
+assert_eq!((f.line, f.column), (Some(4), Some(12)));
+assert_eq!(f.message, "Too long: may not be more than 63 bytes");
+# Ok::<(), Box<dyn std::error::Error>>(())
+```
+*/
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+// Input paths must not panic: every lookup is checked, every error typed.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+mod error;
+mod eval;
+mod expr;
+mod finding;
+mod pack;
+pub mod patch;
+mod path;
+mod source;
+
+pub use error::Error;
+pub use eval::{Origin, Outcome};
+pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel};
+pub use finding::{Finding, Severity};
+pub use pack::{CompiledPack, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry};
+pub use path::{FieldPath, Segment};
+pub use source::{Document, MAX_SOURCE_BYTES, Pos, Source, SpanIndex, parse_documents};

@@ -1,0 +1,412 @@
+//! Source text and documents with spans kept from the first byte.
+//!
+//! A [`Source`] is one named text (a file or stdin). [`parse_documents`] reads it as a YAML (or
+//! JSON) multi-document stream with `serde-saphyr` and returns one [`Document`] per stream
+//! document: the plain JSON value plus a [`SpanIndex`] from every field path to its line:column.
+
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Number, Value};
+use serde_saphyr::Spanned;
+
+use crate::error::Error;
+use crate::path::FieldPath;
+
+/// Largest input accepted by [`parse_documents`], in bytes (64 MiB). Larger inputs are refused
+/// with [`Error::TooLarge`] before parsing starts.
+pub const MAX_SOURCE_BYTES: usize = 64 * 1024 * 1024;
+
+/// One named input text: a file, a rule pack or standard input (`<stdin>`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Source {
+    /// Display name used in findings and errors (a path as given, or `<stdin>`).
+    pub name: String,
+    /// The full text.
+    pub text: String,
+}
+
+impl Source {
+    /// Wraps a name and text into a shareable source.
+    pub fn new(name: impl Into<String>, text: impl Into<String>) -> Arc<Source> {
+        Arc::new(Source {
+            name: name.into(),
+            text: text.into(),
+        })
+    }
+
+    /// Returns the text of 1-based `line`, without its line terminator, if it exists.
+    pub fn line_text(&self, line: usize) -> Option<&str> {
+        self.text.lines().nth(line.checked_sub(1)?)
+    }
+
+    /// Byte offset of a 1-based `line` / 1-based character `column`, clamped to the text.
+    pub fn offset_of(&self, pos: Pos) -> usize {
+        let mut offset = 0usize;
+        for (i, l) in self.text.split_inclusive('\n').enumerate() {
+            if i + 1 == pos.line {
+                let col_bytes: usize = l
+                    .chars()
+                    .take(pos.column.saturating_sub(1))
+                    .map(char::len_utf8)
+                    .sum();
+                return offset + col_bytes;
+            }
+            offset += l.len();
+        }
+        self.text.len()
+    }
+}
+
+/// A 1-based line and column in a [`Source`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+pub struct Pos {
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column, in characters.
+    pub column: usize,
+}
+
+impl fmt::Display for Pos {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}:{}", self.line, self.column)
+    }
+}
+
+/// Where one node sits: the key of its mapping entry (if any) and the value itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct NodeSpan {
+    key: Option<Pos>,
+    value: Pos,
+    scalar: bool,
+}
+
+/// Field path → source position, for every node of one document.
+///
+/// Lookups take a [`FieldPath`]; a path that does not exist (a missing field) falls back to its
+/// nearest existing ancestor, so a finding about an absent key points at the mapping that lacks it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SpanIndex {
+    spans: HashMap<String, NodeSpan>,
+}
+
+impl SpanIndex {
+    /// The position of `path`: the value for scalars, the key for mappings and lists written in
+    /// block style (the value of those starts on a later line). Missing paths fall back to the
+    /// nearest ancestor. `None` only when the index is empty.
+    pub fn lookup(&self, path: &FieldPath) -> Option<Pos> {
+        let mut segments = path.segments().to_vec();
+        loop {
+            let key = FieldPath::from_segments(segments.clone()).pointer();
+            if let Some(span) = self.spans.get(&key) {
+                return Some(if span.scalar {
+                    span.value
+                } else {
+                    span.key.unwrap_or(span.value)
+                });
+            }
+            segments.pop()?;
+        }
+    }
+
+    /// The position of the key of `path`'s mapping entry (the name of a field rather than its
+    /// value); falls back to [`SpanIndex::lookup`].
+    pub fn lookup_key(&self, path: &FieldPath) -> Option<Pos> {
+        self.spans
+            .get(&path.pointer())
+            .and_then(|s| s.key)
+            .or_else(|| self.lookup(path))
+    }
+
+    /// True when `path` itself (not an ancestor) was present in the source.
+    pub fn contains(&self, path: &FieldPath) -> bool {
+        self.spans.contains_key(&path.pointer())
+    }
+}
+
+/// One document of a stream: its JSON value, its index in the stream and its spans.
+#[derive(Debug, Clone)]
+pub struct Document {
+    /// The source this document was read from.
+    pub source: Arc<Source>,
+    /// 0-based index of the document in its stream.
+    pub index: usize,
+    /// The document as a JSON value (mappings keep their source order).
+    pub value: Value,
+    /// Field path → line:column.
+    pub spans: SpanIndex,
+}
+
+impl Document {
+    /// A document built in memory (rendered output): no spans.
+    pub fn synthetic(name: &str, value: Value) -> Document {
+        Document {
+            source: Source::new(name, String::new()),
+            index: 0,
+            value,
+            spans: SpanIndex::default(),
+        }
+    }
+}
+
+/// Parses a YAML or JSON stream into documents, keeping spans.
+///
+/// Empty documents (a stream that is only comments, or `---` with nothing after) are skipped but
+/// still counted, so `index` matches what a user counts in the file.
+///
+/// # Errors
+/// [`Error::Yaml`] with the source name, line and column on a syntax error, a duplicate key or an
+/// alias budget breach; [`Error::TooLarge`] above [`MAX_SOURCE_BYTES`].
+pub fn parse_documents(source: &Arc<Source>) -> Result<Vec<Document>, Error> {
+    if source.text.len() > MAX_SOURCE_BYTES {
+        return Err(Error::TooLarge {
+            source_name: source.name.clone(),
+            bytes: source.text.len(),
+            limit: MAX_SOURCE_BYTES,
+        });
+    }
+    // YAML 1.2 core booleans only: `yes`, `on`, `y` stay the strings the user wrote.
+    let mut options = serde_saphyr::Options::default();
+    options.strict_booleans = true;
+    let nodes: Vec<Option<Spanned<Node>>> =
+        serde_saphyr::from_multiple_with_options(&source.text, options)
+        .map_err(|e| yaml_error(source, &e))?;
+    let mut docs = Vec::new();
+    for (index, node) in nodes.into_iter().enumerate() {
+        let Some(node) = node else { continue };
+        let mut spans = SpanIndex::default();
+        let value = into_value(node, None, String::new(), &mut spans);
+        if value.is_null() {
+            continue;
+        }
+        docs.push(Document {
+            source: source.clone(),
+            index,
+            value,
+            spans,
+        });
+    }
+    Ok(docs)
+}
+
+fn yaml_error(source: &Source, e: &serde_saphyr::Error) -> Error {
+    let pos = e.location().and_then(|l| {
+        let line = usize::try_from(l.line()).ok()?;
+        let column = usize::try_from(l.column()).ok()?;
+        (line > 0).then_some(Pos { line, column })
+    });
+    // The library's Display may embed a snippet; keep only its first line for the message.
+    let text = e.to_string();
+    let message = text.lines().next().unwrap_or("invalid YAML").trim().to_string();
+    Error::Yaml {
+        source_name: source.name.clone(),
+        pos,
+        message,
+    }
+}
+
+fn pos_of(loc: &serde_saphyr::Location) -> Pos {
+    Pos {
+        line: usize::try_from(loc.line()).unwrap_or(0),
+        column: usize::try_from(loc.column()).unwrap_or(0),
+    }
+}
+
+fn into_value(
+    node: Spanned<Node>,
+    key: Option<Pos>,
+    pointer: String,
+    spans: &mut SpanIndex,
+) -> Value {
+    let value_pos = pos_of(&node.referenced);
+    let scalar = !matches!(node.value, Node::Seq(_) | Node::Map(_));
+    spans.spans.insert(
+        pointer.clone(),
+        NodeSpan {
+            key,
+            value: value_pos,
+            scalar,
+        },
+    );
+    match node.value {
+        Node::Null => Value::Null,
+        Node::Bool(b) => Value::Bool(b),
+        Node::Num(n) => Value::Number(n),
+        Node::Str(s) => Value::String(s),
+        Node::Seq(items) => Value::Array(
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    let pos = pos_of(&item.referenced);
+                    into_value(item, Some(pos), format!("{pointer}/{i}"), spans)
+                })
+                .collect(),
+        ),
+        Node::Map(entries) => {
+            let mut map = Map::new();
+            for (k, v) in entries {
+                let key_pos = pos_of(&k.referenced);
+                let key_text = k.value.into_key();
+                let child = format!("{pointer}/{}", escape_pointer(&key_text));
+                let value = into_value(v, Some(key_pos), child, spans);
+                map.insert(key_text, value);
+            }
+            Value::Object(map)
+        }
+    }
+}
+
+/// RFC 6901 escaping of one reference token.
+pub(crate) fn escape_pointer(token: &str) -> String {
+    token.replace('~', "~0").replace('/', "~1")
+}
+
+/// A YAML node as read, before conversion to JSON.
+#[derive(Debug)]
+enum Node {
+    Null,
+    Bool(bool),
+    Num(Number),
+    Str(String),
+    Seq(Vec<Spanned<Node>>),
+    Map(Vec<(Spanned<Node>, Spanned<Node>)>),
+}
+
+impl Node {
+    /// Mapping keys become strings, as Kubernetes (JSON) requires.
+    fn into_key(self) -> String {
+        match self {
+            Node::Null => "null".to_string(),
+            Node::Bool(b) => b.to_string(),
+            Node::Num(n) => n.to_string(),
+            Node::Str(s) => s,
+            Node::Seq(_) | Node::Map(_) => "<complex key>".to_string(),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Node {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NodeVisitor)
+    }
+}
+
+struct NodeVisitor;
+
+impl<'de> Visitor<'de> for NodeVisitor {
+    type Value = Node;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Node, E> {
+        Ok(Node::Null)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Node, E> {
+        Ok(Node::Null)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Node, D::Error> {
+        Node::deserialize(d)
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Node, E> {
+        Ok(Node::Bool(v))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Node, E> {
+        Ok(Node::Num(v.into()))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Node, E> {
+        Ok(Node::Num(v.into()))
+    }
+    fn visit_i128<E: de::Error>(self, v: i128) -> Result<Node, E> {
+        Ok(i64::try_from(v)
+            .map(|n| Node::Num(n.into()))
+            .unwrap_or_else(|_| Node::Str(v.to_string())))
+    }
+    fn visit_u128<E: de::Error>(self, v: u128) -> Result<Node, E> {
+        Ok(u64::try_from(v)
+            .map(|n| Node::Num(n.into()))
+            .unwrap_or_else(|_| Node::Str(v.to_string())))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Node, E> {
+        // JSON has no NaN/Inf: keep such a scalar as its text rather than lose it.
+        Ok(Number::from_f64(v)
+            .map(Node::Num)
+            .unwrap_or_else(|| Node::Str(v.to_string())))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Node, E> {
+        Ok(Node::Str(v.to_string()))
+    }
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Node, E> {
+        Ok(Node::Str(v))
+    }
+    fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Node, E> {
+        Ok(Node::Str(String::from_utf8_lossy(v).into_owned()))
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Node, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element::<Spanned<Node>>()? {
+            items.push(item);
+        }
+        Ok(Node::Seq(items))
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Node, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(k) = map.next_key::<Spanned<Node>>()? {
+            let v = map.next_value::<Spanned<Node>>()?;
+            entries.push((k, v));
+        }
+        Ok(Node::Map(entries))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Vec<Document> {
+        parse_documents(&Source::new("t.yaml", text)).expect("parses")
+    }
+
+    #[test]
+    fn spans_point_at_scalar_values_and_block_keys() {
+        let docs = parse("a:\n  b: hello\n  list:\n  - x\n  - y: 1\n");
+        let d = &docs[0];
+        let p = |s: &str| FieldPath::parse(s).expect("path");
+        assert_eq!(d.spans.lookup(&p("a.b")), Some(Pos { line: 2, column: 6 }));
+        assert_eq!(d.spans.lookup(&p("a.list")), Some(Pos { line: 3, column: 3 }));
+        assert_eq!(d.spans.lookup(&p("a.list[1].y")), Some(Pos { line: 5, column: 8 }));
+        // missing field → nearest ancestor
+        assert_eq!(d.spans.lookup(&p("a.missing")), Some(Pos { line: 1, column: 1 }));
+    }
+
+    #[test]
+    fn multi_document_stream_keeps_indexes() {
+        let docs = parse("a: 1\n---\nb: \"true\"\n---\nc: yes\n");
+        assert_eq!(docs.len(), 3);
+        assert_eq!(docs[1].index, 1);
+        assert_eq!(docs[2].value, serde_json::json!({"c": "yes"}));
+        assert_eq!(docs[1].value, serde_json::json!({"b": "true"}));
+    }
+
+    #[test]
+    fn keys_with_slashes_and_dots() {
+        let docs = parse("labels:\n  kai.scheduler/queue: team-a\n");
+        let p = FieldPath::parse("labels[\"kai.scheduler/queue\"]").expect("path");
+        assert_eq!(docs[0].spans.lookup(&p), Some(Pos { line: 2, column: 24 }));
+    }
+
+    #[test]
+    fn syntax_error_has_position() {
+        let err = parse_documents(&Source::new("bad.yaml", "a: [1, 2\nb: 3\n")).unwrap_err();
+        match err {
+            Error::Yaml { source_name, pos, .. } => {
+                assert_eq!(source_name, "bad.yaml");
+                assert!(pos.is_some());
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+}
