@@ -1,1 +1,11 @@
-//! placeholder
+/*!
+The NVCRE domain: WorkloadRun and Workflow types, the build of a WorkloadRun into a Workflow,
+detection, override resolution, the post-override contract and placement, driven by the rule
+packs under `rules/` through `nvcre-engine`.
+*/
+#![forbid(unsafe_code)]
+#![deny(missing_docs)]
+// Input paths must not panic: every lookup is checked, every error typed.
+#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+
+pub mod api;

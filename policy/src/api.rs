@@ -1,0 +1,545 @@
+//! Serde types of the NVCRE API: `WorkloadRun` and `Workflow` (`nvcre.nvidia.com/v1alpha1`).
+//!
+//! Field names and meanings are those of the original CRDs (reference `workloadrun-api.md` §1
+//! and §3). Kubernetes core types that NVCRE passes through untouched (Volume, Container,
+//! ResourceRequirements, tolerations, …) are kept as JSON values so nothing the user wrote is
+//! lost or reshaped.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The API group NVCRE owns.
+pub const GROUP: &str = "nvcre.nvidia.com";
+/// `apiVersion` of WorkloadRun and Workflow.
+pub const API_VERSION: &str = "nvcre.nvidia.com/v1alpha1";
+/// The older fork's group, accepted on input with a warning (seeds/README.md).
+pub const LEGACY_API_VERSION: &str = "cre.nvidia.com/v1alpha1";
+/// Default gang queue (`gangScheduler.queue` unset or empty).
+pub const DEFAULT_QUEUE: &str = "default-queue";
+/// Default queue label key (`gangScheduler.queueLabelKey` unset or empty).
+pub const DEFAULT_QUEUE_LABEL_KEY: &str = "kai.scheduler/queue";
+/// KAI Scheduler's scheduler name.
+pub const KAI_SCHEDULER: &str = "kai-scheduler";
+
+/// Object metadata: the parts NVCRE reads or writes.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    /// Object name.
+    #[serde(default)]
+    pub name: String,
+    /// Namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+/// A WorkloadRun document.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadRun {
+    /// `nvcre.nvidia.com/v1alpha1` (or the legacy group on input).
+    #[serde(default)]
+    pub api_version: String,
+    /// `WorkloadRun`.
+    #[serde(default)]
+    pub kind: String,
+    /// Metadata; `name` names the Workflow and every generated object.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The spec (immutable after creation).
+    pub spec: WorkloadRunSpec,
+    /// Status, passed through.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<Value>,
+}
+
+/// `WorkloadRun.spec` (workloadrun-api.md §1, field table).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkloadRunSpec {
+    /// Workload container image.
+    #[serde(default)]
+    pub image: String,
+    /// Exactly one of torch / mpi / exec.
+    #[serde(default)]
+    pub framework: Framework,
+    /// Nodes per job group (Pinned) or exactly the job size (Unpinned).
+    #[serde(default)]
+    pub num_nodes: i64,
+    /// Eligible nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<TargetSpec>,
+    /// GPUs per node; default from the architecture table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpus_per_node: Option<i64>,
+    /// Mellanox NICs per node; default from the architecture/platform table.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mlnx_per_node: Option<i64>,
+    /// Extended resource name of the RDMA NICs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic_resource_name: Option<String>,
+    /// Image pull secrets (LocalObjectReference list).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub image_pull_secrets: Vec<Value>,
+    /// Container env, merged over the base NCCL env by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Extra pod volumes (after `dshm`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<Value>,
+    /// Extra container mounts (after `dshm`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volume_mounts: Vec<Value>,
+    /// `NCCL_MNNVL_ENABLE`; default true on gb200/gb300.
+    #[serde(default, rename = "enableMNNVL", skip_serializing_if = "Option::is_none")]
+    pub enable_mnnvl: Option<bool>,
+    /// Config files mounted at /config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<ConfigSpec>,
+    /// Checkpoint PVC.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointSpec>,
+    /// Worker container resources (ResourceRequirements).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<Value>,
+    /// Init containers of the worker pod.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_containers: Vec<Value>,
+    /// Scale, repetitions, concurrency, timeout, placement.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orchestration: Option<WorkloadRunOrchestration>,
+    /// Metric thresholds (CEL over `value`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub thresholds: BTreeMap<String, String>,
+    /// Goodput measurement config, copied to the Job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goodput_measurement: Option<Value>,
+    /// Bandwidth measurement config, copied to the Job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bandwidth_measurement: Option<Value>,
+    /// User overrides, appended after the platform overrides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<OverrideSpec>,
+    /// Gang-aware scheduler.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang_scheduler: Option<GangSchedulerSpec>,
+    /// Labels for the workload object (the TrainJob).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_metadata: Option<WorkloadMetadata>,
+}
+
+/// `spec.framework`: exactly one member is set.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Framework {
+    /// torchrun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub torch: Option<TorchSpec>,
+    /// mpirun.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi: Option<MpiSpec>,
+    /// A verbatim command.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exec: Option<ExecSpec>,
+}
+
+/// The framework kind, as the override table's `frameworkType`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FrameworkType {
+    /// `torch`.
+    Torch,
+    /// `mpi`.
+    Mpi,
+    /// `exec`.
+    Exec,
+}
+
+impl FrameworkType {
+    /// `torch`, `mpi` or `exec`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FrameworkType::Torch => "torch",
+            FrameworkType::Mpi => "mpi",
+            FrameworkType::Exec => "exec",
+        }
+    }
+}
+
+impl Framework {
+    /// torch if set, else mpi if set, else exec (render-pipeline.md §1.2 step 6).
+    pub fn kind(&self) -> FrameworkType {
+        if self.torch.is_some() {
+            FrameworkType::Torch
+        } else if self.mpi.is_some() {
+            FrameworkType::Mpi
+        } else {
+            FrameworkType::Exec
+        }
+    }
+}
+
+/// `framework.torch`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TorchSpec {
+    /// `torchrun <script>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub script: Option<String>,
+    /// `torchrun -m <module>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub module: Option<String>,
+    /// Appended after script/module.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+}
+
+/// `framework.mpi`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MpiSpec {
+    /// The MPI program.
+    #[serde(default)]
+    pub binary: String,
+    /// Program arguments.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+    /// Extra mpirun arguments (platform arguments are prepended).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mpi_args: Vec<String>,
+    /// `OpenMPI` (the runtime hard-codes it anyway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi_implementation: Option<String>,
+    /// Path to mpirun in the image.
+    #[serde(default)]
+    pub mpirun_path: String,
+}
+
+/// `framework.exec`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExecSpec {
+    /// The trainer command, verbatim.
+    #[serde(default)]
+    pub command: Vec<String>,
+    /// The trainer args.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub args: Vec<String>,
+}
+
+/// A container env var (core/v1 EnvVar).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct EnvVar {
+    /// Variable name.
+    pub name: String,
+    /// Literal value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Source (secret, configmap, field ref…), forwarded to MPI ranks as a bare `-x NAME`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value_from: Option<Value>,
+}
+
+impl EnvVar {
+    /// A literal `name=value` variable.
+    pub fn new(name: &str, value: &str) -> EnvVar {
+        EnvVar {
+            name: name.to_string(),
+            value: Some(value.to_string()),
+            value_from: None,
+        }
+    }
+}
+
+/// `spec.target` (TargetSpec).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TargetSpec {
+    /// Label equality.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub node_selector: BTreeMap<String, String>,
+    /// NodeSelectorRequirements (In, NotIn, Exists, DoesNotExist).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<NodeSelectorRequirement>,
+    /// Explicit node list.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub node_names: Vec<String>,
+    /// Nodes must carry all these taints; matching tolerations are injected.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taint_selectors: Vec<TaintSelector>,
+}
+
+/// core/v1 NodeSelectorRequirement.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NodeSelectorRequirement {
+    /// Label key.
+    pub key: String,
+    /// In, NotIn, Exists, DoesNotExist (Gt/Lt are refused by discovery).
+    pub operator: String,
+    /// Values for In/NotIn.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+/// `target.taintSelectors[]`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TaintSelector {
+    /// Taint key (required).
+    pub key: String,
+    /// Value; empty matches any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// Effect; empty matches any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<String>,
+}
+
+/// `spec.config`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigSpec {
+    /// Files to put in a generated ConfigMap `<run>-config`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inline: Option<BTreeMap<String, String>>,
+    /// An existing ConfigMap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map_ref: Option<NameRef>,
+}
+
+/// `{name: …}`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NameRef {
+    /// The name.
+    #[serde(default)]
+    pub name: String,
+}
+
+/// `spec.checkpoint`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CheckpointSpec {
+    /// PVC size, a quantity.
+    #[serde(default)]
+    pub storage_size: String,
+    /// Storage class; cluster default when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage_class_name: Option<String>,
+    /// Restarts allowed; default 0.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_restarts: Option<i64>,
+}
+
+/// `spec.orchestration` of a WorkloadRun.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkloadRunOrchestration {
+    /// `intra-node`, `intra-rack` or `full-scale`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub test_scale: Option<String>,
+    /// Workflow iterations; default 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat_count: Option<i64>,
+    /// Concurrent jobs; 0 = unlimited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_concurrent: Option<i64>,
+    /// Go duration string; default `24h`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_per_job: Option<String>,
+    /// `Pinned` (default) or `Unpinned`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
+}
+
+/// `spec.gangScheduler`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GangSchedulerSpec {
+    /// Required, e.g. `kai-scheduler` or `runai-scheduler`.
+    #[serde(default)]
+    pub scheduler_name: String,
+    /// Queue; `default-queue` when unset or empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<String>,
+    /// Queue label key; `kai.scheduler/queue` when unset or empty.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_label_key: Option<String>,
+}
+
+impl GangSchedulerSpec {
+    /// The resolved intent (defaults filled in), or `None` when no scheduler is named
+    /// (nothing is injected then; render-pipeline.md §5).
+    pub fn resolved(&self) -> Option<GangSchedulerSpec> {
+        if self.scheduler_name.is_empty() {
+            return None;
+        }
+        let or_default = |v: &Option<String>, d: &str| match v.as_deref() {
+            None | Some("") => d.to_string(),
+            Some(s) => s.to_string(),
+        };
+        Some(GangSchedulerSpec {
+            scheduler_name: self.scheduler_name.clone(),
+            queue: Some(or_default(&self.queue, DEFAULT_QUEUE)),
+            queue_label_key: Some(or_default(&self.queue_label_key, DEFAULT_QUEUE_LABEL_KEY)),
+        })
+    }
+
+    /// The queue (after [`GangSchedulerSpec::resolved`], always set).
+    pub fn queue(&self) -> &str {
+        self.queue.as_deref().unwrap_or(DEFAULT_QUEUE)
+    }
+
+    /// The queue label key (after [`GangSchedulerSpec::resolved`], always set).
+    pub fn queue_label_key(&self) -> &str {
+        self.queue_label_key.as_deref().unwrap_or(DEFAULT_QUEUE_LABEL_KEY)
+    }
+}
+
+/// `spec.workloadMetadata`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadMetadata {
+    /// Labels on the workload object (TrainJob), not on pods.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+}
+
+/// One override (shared by WorkloadRun and Workflow; workloadrun-api.md §1 OverrideSpec).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OverrideSpec {
+    /// When the override applies; empty matches always.
+    #[serde(default)]
+    pub when: WhenSpec,
+    /// Strategic merge into `jobTemplate`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_template: Option<Value>,
+    /// RFC 6902 patch of `jobTemplate` (array, or a string holding one), after the merge.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_template_patch: Option<Value>,
+    /// Dependencies merged by apiVersion + kind + name, or appended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dependencies: Option<Vec<Value>>,
+    /// Orchestration fields, each replacing the base value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orchestration: Option<serde_json::Map<String, Value>>,
+}
+
+/// `when` of an override: every given criterion must hold.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WhenSpec {
+    /// Platform match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub platform: Option<StringMatch>,
+    /// GPU architecture match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_architecture: Option<StringMatch>,
+    /// Exact workload kind, e.g. `TrainJob`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_kind: Option<String>,
+    /// Topology mode / domain count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<TopologyMatch>,
+    /// JSON subset match against the context config.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Value>,
+    /// CEL over platform, gpuArchitecture, workloadKind, topologyMode, domainCount.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expression: Option<String>,
+}
+
+/// `{equals | in | notIn}`; all given sub-fields must hold.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StringMatch {
+    /// Exact, case-sensitive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals: Option<String>,
+    /// One of.
+    #[serde(default, rename = "in", skip_serializing_if = "Option::is_none")]
+    pub in_: Option<Vec<String>>,
+    /// None of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_in: Option<Vec<String>>,
+}
+
+/// `when.topology`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TopologyMatch {
+    /// `topology` or `simple`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    /// Distinct topology domains.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain_count: Option<IntMatch>,
+}
+
+/// `{equals, greaterThan, lessThan}` (strict comparisons).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct IntMatch {
+    /// Equal to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub equals: Option<i64>,
+    /// Strictly greater than.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub greater_than: Option<i64>,
+    /// Strictly less than.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub less_than: Option<i64>,
+}
+
+/// A Workflow document (workloadrun-api.md §3). `jobTemplate`, `dependencies` and the
+/// orchestration pieces stay JSON: overrides patch them as documents.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Workflow {
+    /// `nvcre.nvidia.com/v1alpha1`.
+    pub api_version: String,
+    /// `Workflow`.
+    pub kind: String,
+    /// Metadata.
+    pub metadata: ObjectMeta,
+    /// The spec.
+    pub spec: WorkflowSpec,
+}
+
+/// `Workflow.spec`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WorkflowSpec {
+    /// Namespace for Jobs and dependencies.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// `{metadata?, spec: JobSpec}`.
+    #[serde(default)]
+    pub job_template: Value,
+    /// target, topology, diagnose, execution, iterations, placement.
+    #[serde(default)]
+    pub orchestration: serde_json::Map<String, Value>,
+    /// Embedded objects created before the jobs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dependencies: Vec<Value>,
+    /// Unresolved overrides.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub overrides: Vec<OverrideSpec>,
+    /// `validation.performance`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub validation: Option<Value>,
+    /// The persisted gang-scheduling contract (resolved).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gang_scheduler: Option<GangSchedulerSpec>,
+}
