@@ -1,1 +1,175 @@
-fn main() {}
+//! `nvcre-policy`: render WorkloadRuns into the Workflows NVCRE would submit, and check
+//! manifests against the rule packs. The binary is glue: the work lives in `nvcre-policy` and
+//! `nvcre-engine`.
+//!
+//! Exit codes: 0 clean, 1 policy violations, 2 usage / input / rule-file error.
+#![forbid(unsafe_code)]
+
+mod check;
+mod input;
+mod report;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use nvcre_engine::{RuleSet, to_yaml};
+use nvcre_policy::error::PolicyError;
+use nvcre_policy::packs::load_rules;
+use nvcre_policy::render::{RenderRequest, render_workflow, render_workload_run};
+
+/// Render and check NVCRE WorkloadRun / Workflow manifests with policy kept as CEL + YAML rules.
+#[derive(Debug, Parser)]
+#[command(name = "nvcre-policy", version, about, long_about = None)]
+struct Cli {
+    /// Rule directory replacing the embedded default rules (every *.yaml below it).
+    #[arg(long, global = true, env = "NVCRE_RULES", value_name = "DIR")]
+    rules: Option<PathBuf>,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Print the Workflow a WorkloadRun (or a Workflow, resolved for a platform) renders to.
+    Render(RenderArgs),
+    /// The `nvcrectl workloadrun` spelling: `nvcre-policy workloadrun render …`.
+    Workloadrun {
+        #[command(subcommand)]
+        command: WorkloadrunCommand,
+    },
+    /// The `nvcrectl workflow` spelling: `nvcre-policy workflow render …`.
+    Workflow {
+        #[command(subcommand)]
+        command: WorkloadrunCommand,
+    },
+    /// Report rule findings for WorkloadRun and Workflow documents.
+    Check(check::CheckArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkloadrunCommand {
+    /// Same as `nvcre-policy render`.
+    Render(RenderArgs),
+}
+
+/// Output format of `render`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum RenderFormat {
+    Yaml,
+    Json,
+}
+
+#[derive(Debug, Args)]
+struct RenderArgs {
+    /// Resolve overrides for this platform (aws, gcp, azure, oci, onprem, togetherai, mistral,
+    /// forge, nscale) and enforce the gang contract.
+    #[arg(long)]
+    platform: Option<String>,
+    /// GPU architecture (gb300, NVIDIA-GB300 and "NVIDIA GB300" are the same); default: the
+    /// target's nvidia.com/gpu.product node selector.
+    #[arg(long = "gpu-arch")]
+    gpu_arch: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
+    output: RenderFormat,
+    /// The manifest (`-` for standard input).
+    #[arg(value_name = "FILE")]
+    file: String,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(code) => code,
+    }
+}
+
+fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
+    let rules = load(&cli)?;
+    match cli.command {
+        Command::Render(args)
+        | Command::Workloadrun {
+            command: WorkloadrunCommand::Render(args),
+        }
+        | Command::Workflow {
+            command: WorkloadrunCommand::Render(args),
+        } => render(&rules, &args),
+        Command::Check(args) => Ok(check::run(&rules, &args)),
+    }
+}
+
+fn load(cli: &Cli) -> Result<RuleSet, ExitCode> {
+    load_rules(cli.rules.as_deref()).map_err(|e| {
+        report::error_line(&e.to_string());
+        ExitCode::from(2)
+    })
+}
+
+fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
+    let req = RenderRequest {
+        platform: args.platform.clone(),
+        gpu_arch: args.gpu_arch.clone(),
+        allow_unknown_arch: false,
+    };
+    let docs = input::read_one(&args.file).map_err(|e| {
+        report::error_line(&e);
+        ExitCode::from(2)
+    })?;
+    let mut outputs = Vec::new();
+    for doc in &docs {
+        let kind = doc.value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+        let result = if kind == "Workflow" {
+            render_workflow(rules, doc, &req)
+        } else {
+            render_workload_run(rules, doc, &req)
+        };
+        match result {
+            Ok(rendered) => {
+                for w in &rendered.warnings {
+                    report::warning_line(w);
+                }
+                outputs.push(rendered.workflow);
+            }
+            Err(e) => return Err(report_policy_error(&e)),
+        }
+    }
+    let mut text = String::new();
+    for (i, w) in outputs.iter().enumerate() {
+        match args.output {
+            RenderFormat::Yaml => {
+                if i > 0 {
+                    text.push_str("---\n");
+                }
+                text.push_str(&to_yaml(w).map_err(|e| {
+                    report::error_line(&e);
+                    ExitCode::from(2)
+                })?);
+            }
+            RenderFormat::Json => {
+                text.push_str(&serde_json::to_string_pretty(w).unwrap_or_default());
+                text.push('\n');
+            }
+        }
+    }
+    let mut out = std::io::stdout().lock();
+    // A closed pipe (`| head`) is not an error.
+    let _ = out.write_all(text.as_bytes());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a render failure: one line per error finding (with its source position when the
+/// finding has one), or the error message; returns the exit code.
+fn report_policy_error(e: &PolicyError) -> ExitCode {
+    match e {
+        PolicyError::Rejected(findings) => {
+            for f in findings {
+                report::finding_line(f);
+            }
+        }
+        other => report::error_line(&other.to_string()),
+    }
+    ExitCode::from(e.exit_code())
+}

@@ -60,7 +60,12 @@ impl CompiledPack {
     ///
     /// # Errors
     /// [`Error::Patch`] when a mutation cannot be applied (the engine could not do its job).
-    pub fn evaluate(&self, doc: &Value, origin: Origin<'_>, params: &Value) -> Result<Outcome, Error> {
+    pub fn evaluate(
+        &self,
+        doc: &Value,
+        origin: Origin<'_>,
+        params: &Value,
+    ) -> Result<Outcome, Error> {
         let mut run = Run {
             pack: self,
             origin,
@@ -141,14 +146,24 @@ impl Run<'_> {
     }
 
     /// Runs one rule; returns true when it mutated the document.
-    fn rule(&mut self, rule: &Rule, scope: &Scope, pack_vars: &BTreeMap<String, Cel>) -> Result<bool, Error> {
+    fn rule(
+        &mut self,
+        rule: &Rule,
+        scope: &Scope,
+        pack_vars: &BTreeMap<String, Cel>,
+    ) -> Result<bool, Error> {
         let items: Vec<(Option<Cel>, Option<Cel>)> = match &rule.for_each {
             None => vec![(None, None)],
             Some((expr, _, _)) => match expr.eval(scope) {
                 Ok(Cel::List(l)) => l
                     .iter()
                     .enumerate()
-                    .map(|(i, v)| (Some(v.clone()), Some(Cel::Int(i64::try_from(i).unwrap_or(i64::MAX)))))
+                    .map(|(i, v)| {
+                        (
+                            Some(v.clone()),
+                            Some(Cel::Int(i64::try_from(i).unwrap_or(i64::MAX))),
+                        )
+                    })
                     .collect(),
                 Ok(Cel::Map(m)) => {
                     // Maps iterate over their keys, sorted, so findings come in a stable order.
@@ -158,7 +173,13 @@ impl Run<'_> {
                 }
                 Ok(Cel::Null) => Vec::new(),
                 Ok(other) => {
-                    self.eval_error(rule, &format!("forEach.in must be a list or map, got {}", crate::expr::type_name(&other)));
+                    self.eval_error(
+                        rule,
+                        &format!(
+                            "forEach.in must be a list or map, got {}",
+                            crate::expr::type_name(&other)
+                        ),
+                    );
                     return Ok(false);
                 }
                 Err(e) => {
@@ -207,8 +228,13 @@ impl Run<'_> {
                             },
                         };
                         let path = field_path(v.field_path.as_ref(), &s);
-                        self.findings
-                            .push(self.finding(&rule.id, rule.severity, rule.pos.line, message, path));
+                        self.findings.push(self.finding(
+                            &rule.id,
+                            rule.severity,
+                            rule.pos.line,
+                            message,
+                            path,
+                        ));
                     }
                     Err(e) => self.eval_error(rule, &e),
                 }
@@ -219,10 +245,14 @@ impl Run<'_> {
                     Mutation::Merge { path, value } => value
                         .render(&s, &none)
                         .map(|v| patch::merge_at_path(&mut self.doc, path, &v, &MergeNamedLists)),
-                    Mutation::Insert { path, values, end } => values.render(&s, &none).map(|v| match v {
-                        Value::Array(items) => patch::insert_list(&mut self.doc, path, items, *end),
-                        other => patch::insert_list(&mut self.doc, path, vec![other], *end),
-                    }),
+                    Mutation::Insert { path, values, end } => {
+                        values.render(&s, &none).map(|v| match v {
+                            Value::Array(items) => {
+                                patch::insert_list(&mut self.doc, path, items, *end)
+                            }
+                            other => patch::insert_list(&mut self.doc, path, vec![other], *end),
+                        })
+                    }
                     Mutation::JsonPatch(ops) => ops
                         .render(&s, &none)
                         .map(|v| patch::json_patch(&mut self.doc, &v)),
@@ -316,11 +346,30 @@ impl Table {
     /// # Errors
     /// [`Error::Pack`] naming the table file, the entry id and the failing expression.
     pub fn render(&self, params: &Value) -> Result<Vec<(String, Value)>, Error> {
+        self.render_entries(params, true)
+    }
+
+    /// Renders every entry, ignoring `include` (to list a table's rows).
+    ///
+    /// # Errors
+    /// As [`Table::render`].
+    pub fn render_all(&self, params: &Value) -> Result<Vec<(String, Value)>, Error> {
+        self.render_entries(params, false)
+    }
+
+    fn render_entries(
+        &self,
+        params: &Value,
+        honor_include: bool,
+    ) -> Result<Vec<(String, Value)>, Error> {
         let mut scope = Scope::new();
         scope.bind("params", params);
         let mut frags = Fragments::new();
         for (name, t) in &self.fragments {
-            scope.bind("fragments", &Value::Object(frags.clone().into_iter().collect()));
+            scope.bind(
+                "fragments",
+                &Value::Object(frags.clone().into_iter().collect()),
+            );
             let v = t.render(&scope, &frags).map_err(|message| Error::Pack {
                 file: self.source.name.clone(),
                 pos: None,
@@ -329,7 +378,10 @@ impl Table {
             })?;
             frags.insert(name.clone(), v);
         }
-        scope.bind("fragments", &Value::Object(frags.clone().into_iter().collect()));
+        scope.bind(
+            "fragments",
+            &Value::Object(frags.clone().into_iter().collect()),
+        );
         let mut out = Vec::new();
         for e in &self.entries {
             let err = |message: String| Error::Pack {
@@ -338,8 +390,11 @@ impl Table {
                 rule: Some(e.id.clone()),
                 message,
             };
-            if let Some(inc) = &e.include {
-                if !inc.eval_bool(&scope).map_err(|m| err(format!("include: {m}")))? {
+            if let Some(inc) = e.include.as_ref().filter(|_| honor_include) {
+                if !inc
+                    .eval_bool(&scope)
+                    .map_err(|m| err(format!("include: {m}")))?
+                {
                     continue;
                 }
             }

@@ -121,7 +121,10 @@ fn rewrite_optional_select(text: &str) -> String {
         if c == '.' && chars.get(i + 1) == Some(&'?') {
             let start = i + 2;
             let mut end = start;
-            while chars.get(end).is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_') {
+            while chars
+                .get(end)
+                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
+            {
                 end += 1;
             }
             if end > start {
@@ -398,9 +401,9 @@ impl Template {
                     match p {
                         Part::Text(t) => s.push_str(t),
                         Part::Expr(e) => {
-                            let v = e
-                                .eval(scope)
-                                .map_err(|err| format!("evaluating ${{{{ {} }}}}: {err}", e.text()))?;
+                            let v = e.eval(scope).map_err(|err| {
+                                format!("evaluating ${{{{ {} }}}}: {err}", e.text())
+                            })?;
                             s.push_str(&cel_to_text(&v)?);
                         }
                     }
@@ -539,17 +542,31 @@ mod tests {
     #[test]
     fn kubernetes_cel_libraries_and_optional_syntax() {
         let s = scope(json!({"labels": {"kai.scheduler/queue": "q"}, "n": 3}));
-        let e = |t: &str| Expr::compile(t).expect("compiles").eval_json(&s).expect("evals");
+        let e = |t: &str| {
+            Expr::compile(t)
+                .expect("compiles")
+                .eval_json(&s)
+                .expect("evals")
+        };
         assert_eq!(e("'kai.scheduler/queue' in params.labels"), json!(true));
         assert_eq!(e("params.?missing.orValue('d')"), json!("d"));
         assert_eq!(e("params.?labels.?x.?y.orValue('d')"), json!("d"));
         assert_eq!(e("params.?labels.?x.hasValue()"), json!(false));
         assert_eq!(e("params.?n.orValue(0)"), json!(3));
-        assert_eq!(e("'a.?b' + params.?labels['kai.scheduler/queue'].orValue('')"), json!("a.?bq"));
-        assert_eq!(e("quantity('1Gi').isGreaterThan(quantity('1Mi'))"), json!(true));
+        assert_eq!(
+            e("'a.?b' + params.?labels['kai.scheduler/queue'].orValue('')"),
+            json!("a.?bq")
+        );
+        assert_eq!(
+            e("quantity('1Gi').isGreaterThan(quantity('1Mi'))"),
+            json!(true)
+        );
         assert_eq!(e("[1,2,3].isSorted()"), json!(true));
         assert_eq!(e("params.n <= 63"), json!(true));
-        assert_eq!(e("[['-x','A'],['-x','B']].flatten()"), json!(["-x", "A", "-x", "B"]));
+        assert_eq!(
+            e("[['-x','A'],['-x','B']].flatten()"),
+            json!(["-x", "A", "-x", "B"])
+        );
         assert_eq!(e("['b','a'].join(',')"), json!("b,a"));
     }
 

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::source::Pos;
 
 /// How serious a finding is. Exit code 1 is decided by the caller's threshold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
     /// Informational.

@@ -50,7 +50,10 @@ assert_eq!(f.message, "Too long: may not be more than 63 bytes");
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 // Input paths must not panic: every lookup is checked, every error typed.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 mod error;
 mod eval;
@@ -67,4 +70,4 @@ pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel};
 pub use finding::{Finding, Severity};
 pub use pack::{CompiledPack, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry};
 pub use path::{FieldPath, Segment};
-pub use source::{Document, MAX_SOURCE_BYTES, Pos, Source, SpanIndex, parse_documents};
+pub use source::{Document, MAX_SOURCE_BYTES, Pos, Source, SpanIndex, parse_documents, to_yaml};

@@ -301,7 +301,12 @@ impl RuleSet {
                     "RulePack" => {
                         let pack = compile_pack(&doc)?;
                         if !names.insert(format!("pack/{}", pack.name)) {
-                            return Err(pack_err(&doc, "metadata.name", None, format!("duplicate pack name {:?}", pack.name)));
+                            return Err(pack_err(
+                                &doc,
+                                "metadata.name",
+                                None,
+                                format!("duplicate pack name {:?}", pack.name),
+                            ));
                         }
                         for (i, r) in pack.rules.iter().enumerate() {
                             if !rule_ids.insert(r.id.clone()) {
@@ -318,7 +323,12 @@ impl RuleSet {
                     "Table" => {
                         let table = compile_table(&doc)?;
                         if !names.insert(format!("table/{}", table.name)) {
-                            return Err(pack_err(&doc, "metadata.name", None, format!("duplicate table name {:?}", table.name)));
+                            return Err(pack_err(
+                                &doc,
+                                "metadata.name",
+                                None,
+                                format!("duplicate table name {:?}", table.name),
+                            ));
                         }
                         set.tables.push(Arc::new(table));
                     }
@@ -396,10 +406,7 @@ fn collect_rule_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> Result<(
                 continue;
             }
             collect_rule_files(&path, out)?;
-        } else if path
-            .extension()
-            .is_some_and(|e| e == "yaml" || e == "yml")
-        {
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             out.push(path);
         }
     }
@@ -438,7 +445,10 @@ fn deserialize_file(doc: &Document) -> Result<PackFile, Error> {
             doc,
             "apiVersion",
             None,
-            format!("apiVersion must be {RULES_API_VERSION}, got {:?}", file.api_version),
+            format!(
+                "apiVersion must be {RULES_API_VERSION}, got {:?}",
+                file.api_version
+            ),
         ));
     }
     Ok(file)
@@ -460,11 +470,21 @@ fn compile_expr(doc: &Document, path: &str, rule: Option<&str>, text: &str) -> R
     Expr::compile(text).map_err(|e| pack_err(doc, path, rule, format!("CEL does not compile: {e}")))
 }
 
-fn compile_template(doc: &Document, path: &str, rule: Option<&str>, v: &Value) -> Result<Template, Error> {
+fn compile_template(
+    doc: &Document,
+    path: &str,
+    rule: Option<&str>,
+    v: &Value,
+) -> Result<Template, Error> {
     Template::compile(v).map_err(|e| pack_err(doc, path, rule, format!("template: {e}")))
 }
 
-fn compile_vars(doc: &Document, base: &str, rule: Option<&str>, vars: &[VarSpec]) -> Result<Vec<(String, Expr)>, Error> {
+fn compile_vars(
+    doc: &Document,
+    base: &str,
+    rule: Option<&str>,
+    vars: &[VarSpec],
+) -> Result<Vec<(String, Expr)>, Error> {
     vars.iter()
         .enumerate()
         .map(|(i, v)| {
@@ -476,11 +496,17 @@ fn compile_vars(doc: &Document, base: &str, rule: Option<&str>, vars: &[VarSpec]
         .collect()
 }
 
-fn compile_fragments(doc: &Document, frags: &BTreeMap<String, Value>) -> Result<Vec<(String, Template)>, Error> {
+fn compile_fragments(
+    doc: &Document,
+    frags: &BTreeMap<String, Value>,
+) -> Result<Vec<(String, Template)>, Error> {
     frags
         .iter()
         .map(|(name, v)| {
-            let path = FieldPath::root().key("fragments").key(name.clone()).to_string();
+            let path = FieldPath::root()
+                .key("fragments")
+                .key(name.clone())
+                .to_string();
             Ok((name.clone(), compile_template(doc, &path, None, v)?))
         })
         .collect()
@@ -489,7 +515,12 @@ fn compile_fragments(doc: &Document, frags: &BTreeMap<String, Value>) -> Result<
 fn compile_pack(doc: &Document) -> Result<CompiledPack, Error> {
     let file = deserialize_file(doc)?;
     if !file.entries.is_empty() {
-        return Err(pack_err(doc, "entries", None, "a RulePack has rules, not entries".into()));
+        return Err(pack_err(
+            doc,
+            "entries",
+            None,
+            "a RulePack has rules, not entries".into(),
+        ));
     }
     let matcher = match &file.matcher {
         None => Matcher::default(),
@@ -526,7 +557,12 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec) -> Result<Rule, Error> {
         .and_then(|p| doc.spans.lookup(&p))
         .unwrap_or(Pos { line: 0, column: 0 });
     if r.validate.is_none() && r.mutate.is_empty() {
-        return Err(pack_err(doc, &base, id, "a rule needs validate or mutate".into()));
+        return Err(pack_err(
+            doc,
+            &base,
+            id,
+            "a rule needs validate or mutate".into(),
+        ));
     }
     let validate = match &r.validate {
         None => None,
@@ -541,7 +577,12 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec) -> Result<Rule, Error> {
                     ));
                 }
                 (Some(m), None) => Message::Static(m.clone()),
-                (None, Some(e)) => Message::Expr(compile_expr(doc, &format!("{base}.validate.messageExpression"), id, e)?),
+                (None, Some(e)) => Message::Expr(compile_expr(
+                    doc,
+                    &format!("{base}.validate.messageExpression"),
+                    id,
+                    e,
+                )?),
                 (None, None) => Message::Static(format!("failed rule {}", r.id)),
             };
             let field_path = match (&v.field_path, &v.field_path_expression) {
@@ -553,9 +594,11 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec) -> Result<Rule, Error> {
                         "fieldPath and fieldPathExpression are mutually exclusive".into(),
                     ));
                 }
-                (Some(p), None) => Some(FieldPathSpec::Static(FieldPath::parse(p).map_err(|e| {
-                    pack_err(doc, &format!("{base}.validate.fieldPath"), id, e)
-                })?)),
+                (Some(p), None) => {
+                    Some(FieldPathSpec::Static(FieldPath::parse(p).map_err(|e| {
+                        pack_err(doc, &format!("{base}.validate.fieldPath"), id, e)
+                    })?))
+                }
                 (None, Some(e)) => Some(FieldPathSpec::Expr(compile_expr(
                     doc,
                     &format!("{base}.validate.fieldPathExpression"),
@@ -565,7 +608,12 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec) -> Result<Rule, Error> {
                 (None, None) => None,
             };
             Some(Validate {
-                expression: compile_expr(doc, &format!("{base}.validate.expression"), id, &v.expression)?,
+                expression: compile_expr(
+                    doc,
+                    &format!("{base}.validate.expression"),
+                    id,
+                    &v.expression,
+                )?,
                 message,
                 field_path,
             })
@@ -592,9 +640,12 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec) -> Result<Rule, Error> {
                 values: compile_template(doc, &format!("{mbase}.append.values"), id, values)?,
                 end: End::Back,
             },
-            MutationSpec::JsonPatch(ops) => {
-                Mutation::JsonPatch(compile_template(doc, &format!("{mbase}.jsonPatch"), id, ops)?)
-            }
+            MutationSpec::JsonPatch(ops) => Mutation::JsonPatch(compile_template(
+                doc,
+                &format!("{mbase}.jsonPatch"),
+                id,
+                ops,
+            )?),
         });
     }
     Ok(Rule {
@@ -639,19 +690,41 @@ fn compile_table(doc: &Document) -> Result<Table, Error> {
     for (i, e) in file.entries.iter().enumerate() {
         let base = format!("entries[{i}]");
         let Some(obj) = e.as_object() else {
-            return Err(pack_err(doc, &base, None, "a table entry must be a mapping".into()));
+            return Err(pack_err(
+                doc,
+                &base,
+                None,
+                "a table entry must be a mapping".into(),
+            ));
         };
         let Some(id) = obj.get("id").and_then(Value::as_str) else {
-            return Err(pack_err(doc, &base, None, "a table entry needs a string id".into()));
+            return Err(pack_err(
+                doc,
+                &base,
+                None,
+                "a table entry needs a string id".into(),
+            ));
         };
         if !ids.insert(id.to_string()) {
-            return Err(pack_err(doc, &format!("{base}.id"), Some(id), "duplicate entry id".into()));
+            return Err(pack_err(
+                doc,
+                &format!("{base}.id"),
+                Some(id),
+                "duplicate entry id".into(),
+            ));
         }
         let include = match obj.get("include") {
             None => None,
-            Some(Value::String(s)) => Some(compile_expr(doc, &format!("{base}.include"), Some(id), s)?),
+            Some(Value::String(s)) => {
+                Some(compile_expr(doc, &format!("{base}.include"), Some(id), s)?)
+            }
             Some(_) => {
-                return Err(pack_err(doc, &format!("{base}.include"), Some(id), "include must be a CEL string".into()));
+                return Err(pack_err(
+                    doc,
+                    &format!("{base}.include"),
+                    Some(id),
+                    "include must be a CEL string".into(),
+                ));
             }
         };
         let mut body = obj.clone();
@@ -684,7 +757,8 @@ mod tests {
         RuleSet::from_sources(&[Source::new("rules/x.yaml", text)])
     }
 
-    const HEAD: &str = "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata:\n  name: p\n";
+    const HEAD: &str =
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata:\n  name: p\n";
 
     #[test]
     fn cel_syntax_error_names_file_line_and_rule() {
@@ -694,7 +768,9 @@ mod tests {
         let err = load(&text).unwrap_err();
         let msg = err.to_string();
         assert!(
-            msg.starts_with("rule pack error: rules/x.yaml:11:17: rule broken: CEL does not compile:"),
+            msg.starts_with(
+                "rule pack error: rules/x.yaml:11:17: rule broken: CEL does not compile:"
+            ),
             "{msg}"
         );
     }
@@ -703,7 +779,10 @@ mod tests {
     fn unknown_fields_are_refused_with_their_line() {
         let text = format!("{HEAD}rules:\n- id: r\n  validate:\n    expresion: 'true'\n");
         let msg = load(&text).unwrap_err().to_string();
-        assert!(msg.starts_with("rule pack error: rules/x.yaml:8:5: rule r: unknown field `expresion`"), "{msg}");
+        assert!(
+            msg.starts_with("rule pack error: rules/x.yaml:8:5: rule r: unknown field `expresion`"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -712,6 +791,9 @@ mod tests {
             "{HEAD}rules:\n- id: r\n  validate: {{expression: 'true'}}\n- id: r\n  validate: {{expression: 'true'}}\n"
         );
         let msg = load(&text).unwrap_err().to_string();
-        assert_eq!(msg, "rule pack error: rules/x.yaml:8:7: rule r: duplicate rule id");
+        assert_eq!(
+            msg,
+            "rule pack error: rules/x.yaml:8:7: rule r: duplicate rule id"
+        );
     }
 }

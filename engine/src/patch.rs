@@ -88,7 +88,11 @@ fn merge_at(base: &mut Value, patch: &Value, policy: &dyn ListPolicy, path: &mut
         {
             for pv in p {
                 let name = item_name(pv);
-                match b.iter_mut().enumerate().find(|(_, bv)| item_name(bv) == name) {
+                match b
+                    .iter_mut()
+                    .enumerate()
+                    .find(|(_, bv)| item_name(bv) == name)
+                {
                     Some((i, bv)) => {
                         let mut child = path.clone().index(i);
                         merge_at(bv, pv, policy, &mut child);
@@ -122,7 +126,9 @@ fn strip_nulls(v: &mut Value) {
 }
 
 fn item_name(v: &Value) -> Option<&str> {
-    v.get("name").and_then(Value::as_str).filter(|s| !s.is_empty())
+    v.get("name")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
 fn all_named(items: &[Value]) -> bool {
@@ -163,7 +169,12 @@ pub enum End {
 ///
 /// # Errors
 /// [`Error::Patch`] when something on the path is not a mapping, or the target is not a list.
-pub fn insert_list(doc: &mut Value, path: &FieldPath, items: Vec<Value>, end: End) -> Result<(), Error> {
+pub fn insert_list(
+    doc: &mut Value,
+    path: &FieldPath,
+    items: Vec<Value>,
+    end: End,
+) -> Result<(), Error> {
     let target = ensure_path(doc, path, Value::Array(Vec::new()))?;
     let list = target
         .as_array_mut()
@@ -194,7 +205,11 @@ pub fn merge_at_path(
     Ok(())
 }
 
-fn ensure_path<'a>(doc: &'a mut Value, path: &FieldPath, leaf: Value) -> Result<&'a mut Value, Error> {
+fn ensure_path<'a>(
+    doc: &'a mut Value,
+    path: &FieldPath,
+    leaf: Value,
+) -> Result<&'a mut Value, Error> {
     let mut cur = doc;
     let n = path.segments().len();
     for (i, seg) in path.segments().iter().enumerate() {
@@ -254,7 +269,10 @@ mod tests {
             &json!({"args": ["c"], "t": {"env": [{"name": "B", "value": "2"}]}}),
             &ReplaceListsAt::new(["t.env"]),
         );
-        assert_eq!(base, json!({"args": ["c"], "t": {"env": [{"name": "B", "value": "2"}]}}));
+        assert_eq!(
+            base,
+            json!({"args": ["c"], "t": {"env": [{"name": "B", "value": "2"}]}})
+        );
     }
 
     #[test]

@@ -112,7 +112,8 @@ impl FieldPath {
                             while chars.get(i).is_some_and(char::is_ascii_digit) {
                                 i += 1;
                             }
-                            let digits: String = chars.get(start..i).unwrap_or(&[]).iter().collect();
+                            let digits: String =
+                                chars.get(start..i).unwrap_or(&[]).iter().collect();
                             let n = digits
                                 .parse::<usize>()
                                 .map_err(|_| format!("bad index at {start} in {text:?}"))?;
@@ -158,8 +159,7 @@ impl FieldPath {
 
 fn is_plain_key(k: &str) -> bool {
     !k.is_empty()
-        && k
-            .chars()
+        && k.chars()
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 

@@ -172,7 +172,7 @@ pub fn parse_documents(source: &Arc<Source>) -> Result<Vec<Document>, Error> {
     options.strict_booleans = true;
     let nodes: Vec<Option<Spanned<Node>>> =
         serde_saphyr::from_multiple_with_options(&source.text, options)
-        .map_err(|e| yaml_error(source, &e))?;
+            .map_err(|e| yaml_error(source, &e))?;
     let mut docs = Vec::new();
     for (index, node) in nodes.into_iter().enumerate() {
         let Some(node) = node else { continue };
@@ -199,7 +199,12 @@ fn yaml_error(source: &Source, e: &serde_saphyr::Error) -> Error {
     });
     // The library's Display may embed a snippet; keep only its first line for the message.
     let text = e.to_string();
-    let message = text.lines().next().unwrap_or("invalid YAML").trim().to_string();
+    let message = text
+        .lines()
+        .next()
+        .unwrap_or("invalid YAML")
+        .trim()
+        .to_string();
     Error::Yaml {
         source_name: source.name.clone(),
         pos,
@@ -376,10 +381,19 @@ mod tests {
         let d = &docs[0];
         let p = |s: &str| FieldPath::parse(s).expect("path");
         assert_eq!(d.spans.lookup(&p("a.b")), Some(Pos { line: 2, column: 6 }));
-        assert_eq!(d.spans.lookup(&p("a.list")), Some(Pos { line: 3, column: 3 }));
-        assert_eq!(d.spans.lookup(&p("a.list[1].y")), Some(Pos { line: 5, column: 8 }));
+        assert_eq!(
+            d.spans.lookup(&p("a.list")),
+            Some(Pos { line: 3, column: 3 })
+        );
+        assert_eq!(
+            d.spans.lookup(&p("a.list[1].y")),
+            Some(Pos { line: 5, column: 8 })
+        );
         // missing field → nearest ancestor
-        assert_eq!(d.spans.lookup(&p("a.missing")), Some(Pos { line: 1, column: 1 }));
+        assert_eq!(
+            d.spans.lookup(&p("a.missing")),
+            Some(Pos { line: 1, column: 1 })
+        );
     }
 
     #[test]
@@ -395,18 +409,38 @@ mod tests {
     fn keys_with_slashes_and_dots() {
         let docs = parse("labels:\n  kai.scheduler/queue: team-a\n");
         let p = FieldPath::parse("labels[\"kai.scheduler/queue\"]").expect("path");
-        assert_eq!(docs[0].spans.lookup(&p), Some(Pos { line: 2, column: 24 }));
+        assert_eq!(
+            docs[0].spans.lookup(&p),
+            Some(Pos {
+                line: 2,
+                column: 24
+            })
+        );
     }
 
     #[test]
     fn syntax_error_has_position() {
         let err = parse_documents(&Source::new("bad.yaml", "a: [1, 2\nb: 3\n")).unwrap_err();
         match err {
-            Error::Yaml { source_name, pos, .. } => {
+            Error::Yaml {
+                source_name, pos, ..
+            } => {
                 assert_eq!(source_name, "bad.yaml");
                 assert!(pos.is_some());
             }
             other => panic!("unexpected {other:?}"),
         }
     }
+}
+
+/// Writes a JSON value as block-style YAML (the form `kubectl apply -f` reads), keeping the
+/// key order of mappings.
+///
+/// # Errors
+/// The serializer's message (only for values YAML cannot hold, which JSON values never are).
+pub fn to_yaml(value: &Value) -> Result<String, String> {
+    let mut options = serde_saphyr::SerializerOptions::default();
+    // Long strings (scripts) stay as written instead of being folded.
+    options.prefer_block_scalars = true;
+    serde_saphyr::to_string_with_options(value, options).map_err(|e| e.to_string())
 }

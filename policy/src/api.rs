@@ -99,7 +99,11 @@ pub struct WorkloadRunSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub volume_mounts: Vec<Value>,
     /// `NCCL_MNNVL_ENABLE`; default true on gb200/gb300.
-    #[serde(default, rename = "enableMNNVL", skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        rename = "enableMNNVL",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub enable_mnnvl: Option<bool>,
     /// Config files mounted at /config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -402,7 +406,9 @@ impl GangSchedulerSpec {
 
     /// The queue label key (after [`GangSchedulerSpec::resolved`], always set).
     pub fn queue_label_key(&self) -> &str {
-        self.queue_label_key.as_deref().unwrap_or(DEFAULT_QUEUE_LABEL_KEY)
+        self.queue_label_key
+            .as_deref()
+            .unwrap_or(DEFAULT_QUEUE_LABEL_KEY)
     }
 }
 

@@ -6,6 +6,17 @@ packs under `rules/` through `nvcre-engine`.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 // Input paths must not panic: every lookup is checked, every error typed.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod api;
+pub mod build;
+pub mod check;
+pub mod contract;
+pub mod detect;
+pub mod error;
+pub mod packs;
+pub mod render;
+pub mod resolve;

@@ -1,0 +1,67 @@
+//! Reading manifests: files, directories (recursively: .yaml, .yml, .json) and standard input.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use nvcre_engine::{Document, Source, parse_documents};
+
+/// Reads one file (or `-`) as a document stream.
+pub fn read_one(path: &str) -> Result<Vec<Document>, String> {
+    let source = read_source(path)?;
+    parse_documents(&source).map_err(|e| e.to_string())
+}
+
+/// Reads the text of a file, or of stdin for `-`.
+pub fn read_source(path: &str) -> Result<std::sync::Arc<Source>, String> {
+    if path == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| format!("reading <stdin>: {e}"))?;
+        return Ok(Source::new("<stdin>", text));
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
+    Ok(Source::new(path, text))
+}
+
+/// Expands paths: files as given, directories recursively to their manifest files in path
+/// order, `-` kept. Missing paths are reported as errors.
+pub fn expand(paths: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut files = Vec::new();
+    let mut errors = Vec::new();
+    for p in paths {
+        if p == "-" {
+            files.push(p.clone());
+            continue;
+        }
+        let path = Path::new(p);
+        if path.is_dir() {
+            let mut found = Vec::new();
+            if let Err(e) = walk(path, &mut found) {
+                errors.push(format!("reading {p}: {e}"));
+            }
+            found.sort();
+            files.extend(found.into_iter().map(|f| f.display().to_string()));
+        } else if path.exists() {
+            files.push(p.clone());
+        } else {
+            errors.push(format!("reading {p}: no such file or directory"));
+        }
+    }
+    (files, errors)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let path = entry?.path();
+        if path.is_dir() {
+            walk(&path, out)?;
+        } else if path
+            .extension()
+            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
+        {
+            out.push(path);
+        }
+    }
+    Ok(())
+}

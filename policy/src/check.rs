@@ -1,0 +1,95 @@
+//! `check`: findings for one manifest document, by kind.
+//!
+//! - WorkloadRun: every admission finding; when admission passes, the build and the construction
+//!   label checks (reported at the WorkloadRun's own lines); with a platform, the post-override
+//!   contract too.
+//! - Workflow: the post-override checks (placement, workload labels, gang contract) on the
+//!   document as written, or, with a platform, after its overrides resolve.
+//! - Other kinds: every pack whose `match` selects them.
+
+use nvcre_engine::{Document, Finding, Origin, RuleSet};
+use serde_json::Value;
+
+use crate::contract::{self, run_stage};
+use crate::error::PolicyError;
+use crate::render::{RenderRequest, render_workflow, render_workload_run};
+
+/// Node context of a check.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckRequest {
+    /// Resolve overrides for this platform before the post-override checks.
+    pub platform: Option<String>,
+    /// GPU architecture for the resolution.
+    pub gpu_arch: Option<String>,
+}
+
+/// All findings for `doc`.
+///
+/// # Errors
+/// Input errors (a document that cannot be read as its kind, bad flags, rules that fail to run).
+pub fn check_document(
+    rules: &RuleSet,
+    doc: &Document,
+    req: &CheckRequest,
+) -> Result<Vec<Finding>, PolicyError> {
+    let origin = Origin {
+        file: &doc.source.name,
+        document: doc.index,
+        spans: Some(&doc.spans),
+    };
+    let kind = doc.value.get("kind").and_then(Value::as_str).unwrap_or("");
+    let render_req = RenderRequest {
+        platform: req.platform.clone(),
+        gpu_arch: req.gpu_arch.clone(),
+        allow_unknown_arch: true,
+    };
+    match kind {
+        "WorkloadRun" => {
+            let mut doc = doc.clone();
+            crate::render::normalize_api_version(&mut doc.value, &mut Vec::new(), "");
+            let admission =
+                run_stage(rules, contract::ADMISSION, &doc.value, origin, &Value::Null)?;
+            if !admission.errors().is_empty() {
+                return Ok(admission.findings);
+            }
+            let mut findings = admission.findings;
+            match render_workload_run(rules, &doc, &render_req) {
+                Ok(_) => {}
+                Err(PolicyError::Rejected(f)) => findings.extend(f),
+                Err(e) => return Err(e),
+            }
+            Ok(findings)
+        }
+        "Workflow" => {
+            if req.platform.is_some() {
+                return match render_workflow(rules, doc, &render_req) {
+                    Ok(_) => Ok(Vec::new()),
+                    Err(PolicyError::Rejected(f)) => Ok(f),
+                    Err(e) => Err(e),
+                };
+            }
+            let mut doc = doc.clone();
+            crate::render::normalize_api_version(&mut doc.value, &mut Vec::new(), "");
+            let mut findings = Vec::new();
+            let mut value = doc.value.clone();
+            for stage in [
+                contract::PLACEMENT,
+                contract::WORKLOAD_LABELS,
+                contract::GANG_CONTRACT,
+            ] {
+                let out = run_stage(rules, stage, &value, origin, &Value::Null)?;
+                value = out.value;
+                findings.extend(out.findings);
+            }
+            Ok(findings)
+        }
+        _ => {
+            let mut findings = Vec::new();
+            for pack in &rules.packs {
+                let out = pack.evaluate(&doc.value, origin, &Value::Null)?;
+                findings.extend(out.findings);
+            }
+            Ok(findings)
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! The policy layer's error type.
+
+use nvcre_engine::{Finding, Pos};
+
+/// Why a render or check could not produce a clean result.
+///
+/// [`PolicyError::Rejected`] means policy violations (exit code 1); every other variant means
+/// the input, the flags or the rules could not be used (exit code 2).
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum PolicyError {
+    /// The input violates rules: the findings say which and where.
+    #[error("{}", .0.first().map(|f| f.message.as_str()).unwrap_or("policy violation"))]
+    Rejected(Vec<Finding>),
+    /// A flag value or flag combination is wrong.
+    #[error("{0}")]
+    Usage(String),
+    /// The input document cannot be read as the expected type.
+    #[error("{file}{}: {message}", pos.map(|p| format!(":{p}")).unwrap_or_default())]
+    Input {
+        /// File name (or `<stdin>`).
+        file: String,
+        /// Position of the offending field, when known.
+        pos: Option<Pos>,
+        /// What is wrong, with the field path.
+        message: String,
+    },
+    /// The WorkloadRun cannot be built (workloadrun-api.md §6 "CLI" messages).
+    #[error("{0}")]
+    Build(String),
+    /// Applying overrides failed.
+    #[error("applying overrides: {0}")]
+    Resolve(#[from] crate::resolve::ResolveError),
+    /// The engine could not load or run the rules.
+    #[error(transparent)]
+    Engine(#[from] nvcre_engine::Error),
+    /// A table the pipeline needs is missing from the rule set.
+    #[error("rule set has no table {0:?}")]
+    MissingTable(String),
+    /// A table entry does not have the expected shape.
+    #[error("table {table}, entry {entry}: {message}")]
+    TableEntry {
+        /// Table name.
+        table: String,
+        /// Entry id.
+        entry: String,
+        /// The deserialisation error.
+        message: String,
+    },
+}
+
+impl PolicyError {
+    /// 1 for policy violations, 2 for everything else.
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            PolicyError::Rejected(_) => 1,
+            _ => 2,
+        }
+    }
+}

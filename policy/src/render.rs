@@ -1,0 +1,471 @@
+//! The main job: a WorkloadRun (or a Workflow) in, the Workflow that would be submitted out.
+//!
+//! WorkloadRun (render-pipeline.md §1.2, workloadrun-api.md §5 `workloadrun render`):
+//! admission rules → node context (`--platform`/`--gpu-arch`, else the architecture from
+//! `target.nodeSelector["nvidia.com/gpu.product"]`) → defaults table → platform override table →
+//! build → construction label checks → with a platform: resolve overrides, clear
+//! `spec.overrides`, enforce placement, workload labels and the gang contract.
+
+use nvcre_engine::{Document, FieldPath, Origin, RuleSet};
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::api::{
+    API_VERSION, EnvVar, LEGACY_API_VERSION, OverrideSpec, WhenSpec, Workflow, WorkloadRun,
+};
+use crate::build::{BuildParams, build_workflow};
+use crate::contract::{self, enforce};
+use crate::detect::{self, quote};
+use crate::error::PolicyError;
+use crate::resolve::{AppliedOverride, OverrideContext, resolve_overrides, when_matches};
+
+/// Name of the WorkloadRun platform override table.
+pub const OVERRIDE_TABLE: &str = "workloadrun-platform-overrides";
+/// The WorkloadRun default of `execution.timeoutPerJob` (the code's 24h, in Go's notation).
+pub const DEFAULT_TIMEOUT_PER_JOB: &str = "24h0m0s";
+/// Annotation with the architecture the render used.
+pub const ANNOTATION_ARCH: &str = "nvcrectl.nvidia.com/detected-gpu-architecture";
+/// Annotation with the platform the render used (only with a platform).
+pub const ANNOTATION_PLATFORM: &str = "nvcrectl.nvidia.com/detected-platform";
+/// Annotation listing the overrides applied (Workflow render).
+pub const ANNOTATION_APPLIED: &str = "nvcrectl.nvidia.com/applied-overrides";
+
+/// The node context of a render.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RenderRequest {
+    /// `--platform`: resolve overrides for this platform and enforce the contract.
+    pub platform: Option<String>,
+    /// `--gpu-arch`, in any accepted spelling.
+    pub gpu_arch: Option<String>,
+    /// Use the unknown architecture ("") instead of failing when none can be determined
+    /// (`check` does not need one for the construction checks).
+    pub allow_unknown_arch: bool,
+}
+
+/// A rendered Workflow and what the render decided.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    /// The Workflow document.
+    pub workflow: Value,
+    /// Notes for stderr (legacy API group, warnings from rules).
+    pub warnings: Vec<String>,
+    /// Overrides applied (empty without a platform).
+    pub applied: Vec<AppliedOverride>,
+    /// The platform used ("" without one).
+    pub platform: String,
+    /// The GPU architecture used.
+    pub gpu_architecture: String,
+}
+
+/// One row of the platform override table, with the WorkloadRun-only keys.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct PlatformOverride {
+    #[serde(default)]
+    when: WhenSpec,
+    #[serde(default)]
+    pre_command: Vec<String>,
+    #[serde(default)]
+    mpi_args: Vec<String>,
+    #[serde(default)]
+    job_template: Option<Value>,
+    #[serde(default)]
+    job_template_patch: Option<Value>,
+    #[serde(default)]
+    dependencies: Option<Vec<Value>>,
+    #[serde(default)]
+    orchestration: Option<Map<String, Value>>,
+}
+
+impl PlatformOverride {
+    fn spec(&self) -> OverrideSpec {
+        OverrideSpec {
+            when: self.when.clone(),
+            job_template: self.job_template.clone(),
+            job_template_patch: self.job_template_patch.clone(),
+            dependencies: self.dependencies.clone(),
+            orchestration: self.orchestration.clone(),
+        }
+    }
+}
+
+/// Reads a document as `T`, reporting the field path and line:column of the first problem.
+///
+/// # Errors
+/// [`PolicyError::Input`] with `parsing <what>: <path>: <serde message>`.
+pub fn parse_typed<T: for<'de> Deserialize<'de>>(
+    doc: &Document,
+    what: &str,
+) -> Result<T, PolicyError> {
+    serde_path_to_error::deserialize(&doc.value).map_err(|e| {
+        let path = e.path().to_string();
+        let pos = FieldPath::parse(&path)
+            .ok()
+            .and_then(|p| doc.spans.lookup_key(&p));
+        PolicyError::Input {
+            file: doc.source.name.clone(),
+            pos,
+            message: format!("parsing {what}: {path}: {}", e.inner()),
+        }
+    })
+}
+
+/// Normalises the API group: the legacy `cre.nvidia.com` is accepted with a warning.
+pub(crate) fn normalize_api_version(value: &mut Value, warnings: &mut Vec<String>, file: &str) {
+    if value.get("apiVersion").and_then(Value::as_str) == Some(LEGACY_API_VERSION) {
+        warnings.push(format!(
+            "{file}: apiVersion {LEGACY_API_VERSION} is the older API group; treating it as {API_VERSION}"
+        ));
+        if let Some(m) = value.as_object_mut() {
+            m.insert("apiVersion".into(), json!(API_VERSION));
+        }
+    }
+}
+
+fn origin(doc: &Document) -> Origin<'_> {
+    Origin {
+        file: &doc.source.name,
+        document: doc.index,
+        spans: Some(&doc.spans),
+    }
+}
+
+/// Replaces, in place, every env entry and `-x` operand of the platform overrides whose name the
+/// user set in `spec.env` (render-pipeline.md §4.3). Names only the user set are not added.
+fn apply_user_env(o: &mut PlatformOverride, user: &[EnvVar]) {
+    if user.is_empty() {
+        return;
+    }
+    let find = |name: &str| user.iter().rev().find(|e| e.name == name);
+    fn replace_env_lists(v: &mut Value, find: &dyn Fn(&str) -> Option<Value>) {
+        match v {
+            Value::Object(m) => {
+                for (k, child) in m.iter_mut() {
+                    if k == "env" {
+                        if let Value::Array(items) = child {
+                            for item in items.iter_mut() {
+                                let name =
+                                    item.get("name").and_then(Value::as_str).map(str::to_string);
+                                if let Some(user) = name.and_then(|n| find(&n)) {
+                                    *item = user;
+                                }
+                            }
+                            continue;
+                        }
+                    }
+                    replace_env_lists(child, find);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|i| replace_env_lists(i, find)),
+            _ => {}
+        }
+    }
+    let as_value = |name: &str| find(name).and_then(|e| serde_json::to_value(e).ok());
+    if let Some(jt) = o.job_template.as_mut() {
+        replace_env_lists(jt, &as_value);
+    }
+    for dep in o.dependencies.iter_mut().flatten() {
+        replace_env_lists(dep, &as_value);
+    }
+    let mut i = 0;
+    while i + 1 < o.mpi_args.len() {
+        if o.mpi_args.get(i).map(String::as_str) == Some("-x") {
+            let name = o
+                .mpi_args
+                .get(i + 1)
+                .map(|a| a.split('=').next().unwrap_or("").to_string())
+                .unwrap_or_default();
+            if let (Some(user), Some(slot)) = (find(&name), o.mpi_args.get_mut(i + 1)) {
+                *slot = match (&user.value_from, &user.value) {
+                    (Some(_), _) => user.name.clone(),
+                    (None, v) => format!("{}={}", user.name, v.clone().unwrap_or_default()),
+                };
+            }
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+}
+
+/// Renders a WorkloadRun document into its Workflow.
+///
+/// # Errors
+/// [`PolicyError::Rejected`] with findings for admission failures, label composition errors and
+/// post-override contract failures; [`PolicyError::Usage`] for bad flags or an undeterminable
+/// architecture; [`PolicyError::Input`] for a document that is not a WorkloadRun;
+/// [`PolicyError::Build`] for build errors (exec nil, thresholds, timeoutPerJob).
+pub fn render_workload_run(
+    rules: &RuleSet,
+    doc: &Document,
+    req: &RenderRequest,
+) -> Result<Rendered, PolicyError> {
+    let mut warnings = Vec::new();
+    // Flags are checked before the file is used (as nvcrectl does).
+    if let Some(p) = &req.platform {
+        detect::check_platform(rules, p)?;
+    }
+    let flag_arch = req
+        .gpu_arch
+        .as_deref()
+        .map(|a| detect::check_gpu_arch(rules, a))
+        .transpose()?;
+
+    let mut doc = doc.clone();
+    normalize_api_version(&mut doc.value, &mut warnings, &doc.source.name);
+    if let Some(kind) = doc.value.get("kind").and_then(Value::as_str) {
+        if kind != "WorkloadRun" {
+            return Err(PolicyError::Input {
+                file: doc.source.name.clone(),
+                pos: doc.spans.lookup(&FieldPath::root().key("kind")),
+                message: format!("expected kind WorkloadRun, got {}", quote(kind)),
+            });
+        }
+    }
+    let admission = contract::run_stage(
+        rules,
+        contract::ADMISSION,
+        &doc.value,
+        origin(&doc),
+        &Value::Null,
+    )?;
+    let errors = admission.errors();
+    if !errors.is_empty() {
+        return Err(PolicyError::Rejected(errors));
+    }
+    warnings.extend(
+        admission
+            .findings
+            .iter()
+            .map(|f| format!("warning: {}", f.message)),
+    );
+    let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
+    let name = run.metadata.name.clone();
+
+    let platform = req.platform.clone().unwrap_or_default();
+    let arch = match flag_arch {
+        Some(a) => a,
+        None => {
+            let product = run
+                .spec
+                .target
+                .as_ref()
+                .and_then(|t| t.node_selector.get("nvidia.com/gpu.product"))
+                .cloned()
+                .unwrap_or_default();
+            if product.is_empty() && !req.allow_unknown_arch {
+                return Err(PolicyError::Usage(
+                    "cannot determine GPU architecture: nvidia.com/gpu.product label required in target.nodeSelector"
+                        .into(),
+                ));
+            }
+            detect::normalize_gpu_product(&product)
+        }
+    };
+    let defaults = detect::node_defaults(rules, &arch, &platform)?;
+    let gpus_per_node = run.spec.gpus_per_node.unwrap_or(defaults.gpus_per_node);
+    let mlnx_per_node = run.spec.mlnx_per_node.unwrap_or(defaults.mlnx_per_node);
+    let enable_mnnvl = run.spec.enable_mnnvl.unwrap_or(defaults.enable_mnnvl);
+    let intra_node = run
+        .spec
+        .orchestration
+        .as_ref()
+        .and_then(|o| o.test_scale.as_deref())
+        == Some("intra-node");
+    let nodes_per_job = if intra_node { 1 } else { run.spec.num_nodes };
+
+    let framework = run.spec.framework.kind();
+    let table = rules
+        .table(OVERRIDE_TABLE)
+        .ok_or_else(|| PolicyError::MissingTable(OVERRIDE_TABLE.to_string()))?;
+    let params = json!({
+        "entryName": name,
+        "nodesPerJob": nodes_per_job,
+        "gpusPerNode": gpus_per_node,
+        "mlnxPerNode": mlnx_per_node,
+        "nicResourceName": run.spec.nic_resource_name.clone().unwrap_or_default(),
+        "enableMNNVL": enable_mnnvl,
+        "frameworkType": framework.as_str(),
+    });
+    let mut platform_overrides = Vec::new();
+    for (id, value) in table.render(&params)? {
+        let mut o: PlatformOverride =
+            serde_json::from_value(value).map_err(|e| PolicyError::TableEntry {
+                table: OVERRIDE_TABLE.to_string(),
+                entry: id.clone(),
+                message: e.to_string(),
+            })?;
+        apply_user_env(&mut o, &run.spec.env);
+        platform_overrides.push(o);
+    }
+
+    // Build-time passes (§1.2 steps 14–17): context = platform + architecture only.
+    let build_ctx = OverrideContext::build_time(&platform, &arch);
+    let mut platform_mpi_args: Vec<String> = Vec::new();
+    let mut pre_command = Vec::new();
+    for o in &platform_overrides {
+        let matched = when_matches(&o.when, &build_ctx)
+            .map_err(|m| PolicyError::Build(format!("applying overrides: {m}")))?;
+        if !matched {
+            continue;
+        }
+        if !o.mpi_args.is_empty() && framework == crate::api::FrameworkType::Mpi {
+            // Each match prepends: a later match lands before an earlier one.
+            let mut next = o.mpi_args.clone();
+            next.extend(platform_mpi_args);
+            platform_mpi_args = next;
+        }
+        pre_command.extend(o.pre_command.iter().cloned());
+    }
+
+    let build_params = BuildParams {
+        gpus_per_node,
+        mlnx_per_node,
+        enable_mnnvl,
+        platform_mpi_args,
+        pre_command,
+        default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+    };
+    let mut workflow =
+        build_workflow(&run, &build_params).map_err(|e| PolicyError::Build(e.to_string()))?;
+    workflow.spec.overrides = platform_overrides
+        .iter()
+        .map(PlatformOverride::spec)
+        .collect();
+    workflow
+        .spec
+        .overrides
+        .extend(run.spec.overrides.iter().cloned());
+
+    // Construction-time label composition, reported at the WorkloadRun's own field paths.
+    let value = serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
+    let composed = enforce(
+        rules,
+        &[contract::WORKLOAD_LABELS],
+        &value,
+        origin(&doc),
+        &json!({"labelsPath": "spec.workloadMetadata.labels"}),
+    )?;
+    let mut workflow: Workflow =
+        serde_json::from_value(composed.value).map_err(|e| PolicyError::Build(e.to_string()))?;
+
+    let mut applied = Vec::new();
+    if !platform.is_empty() {
+        let ctx = OverrideContext::for_workflow(&workflow, &platform, &arch, 0);
+        applied = resolve_overrides(&mut workflow, &ctx)?;
+        workflow.spec.overrides.clear();
+        let value =
+            serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
+        let checked = enforce(
+            rules,
+            &[
+                contract::PLACEMENT,
+                contract::WORKLOAD_LABELS,
+                contract::GANG_CONTRACT,
+            ],
+            &value,
+            Origin {
+                file: &doc.source.name,
+                document: doc.index,
+                spans: None,
+            },
+            &Value::Null,
+        )?;
+        workflow =
+            serde_json::from_value(checked.value).map_err(|e| PolicyError::Build(e.to_string()))?;
+        workflow
+            .metadata
+            .annotations
+            .insert(ANNOTATION_PLATFORM.into(), platform.clone());
+    }
+    workflow
+        .metadata
+        .annotations
+        .insert(ANNOTATION_ARCH.into(), arch.clone());
+    let workflow =
+        serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
+    Ok(Rendered {
+        workflow,
+        warnings,
+        applied,
+        platform,
+        gpu_architecture: arch,
+    })
+}
+
+/// Renders a Workflow document for a platform (the original's `workflow render`): overrides
+/// resolved, placement and resolved-job-template checks (errors prefixed
+/// `validate resolved job template: `), `spec.overrides` cleared, detection and applied-override
+/// annotations written.
+///
+/// # Errors
+/// [`PolicyError::Usage`] without a node context (the message lists the synthetic nodes);
+/// [`PolicyError::Rejected`] for failed checks; [`PolicyError::Resolve`] for failed overrides.
+pub fn render_workflow(
+    rules: &RuleSet,
+    doc: &Document,
+    req: &RenderRequest,
+) -> Result<Rendered, PolicyError> {
+    let (Some(platform), Some(arch)) = (&req.platform, &req.gpu_arch) else {
+        let mut available = Vec::new();
+        for (p, _) in detect::selectable_platforms(rules)? {
+            for a in ["gb200", "gb300", "h100"] {
+                available.push(format!("{p}-{a}"));
+            }
+        }
+        return Err(PolicyError::Usage(format!(
+            "specify --nodes-file <path> or --platform + --gpu-arch\navailable: {}",
+            available.join(", ")
+        )));
+    };
+    detect::check_platform(rules, platform)?;
+    let arch = detect::check_gpu_arch(rules, arch)?;
+    let mut warnings = Vec::new();
+    let mut doc = doc.clone();
+    normalize_api_version(&mut doc.value, &mut warnings, &doc.source.name);
+    let mut workflow: Workflow = parse_typed(&doc, "Workflow")?;
+    let ctx = OverrideContext::for_workflow(&workflow, platform, &arch, 0);
+    let applied = resolve_overrides(&mut workflow, &ctx)?;
+    workflow.spec.overrides.clear();
+    let value = serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
+    let checked = enforce(
+        rules,
+        &[
+            contract::PLACEMENT,
+            contract::WORKLOAD_LABELS,
+            contract::GANG_CONTRACT,
+        ],
+        &value,
+        Origin {
+            file: &doc.source.name,
+            document: doc.index,
+            spans: None,
+        },
+        &Value::Null,
+    )
+    .map_err(|e| match e {
+        PolicyError::Rejected(mut findings) => {
+            for f in &mut findings {
+                f.message = format!("validate resolved job template: {}", f.message);
+            }
+            PolicyError::Rejected(findings)
+        }
+        other => other,
+    })?;
+    let mut workflow: Workflow =
+        serde_json::from_value(checked.value).map_err(|e| PolicyError::Build(e.to_string()))?;
+    let ann = &mut workflow.metadata.annotations;
+    ann.insert(ANNOTATION_PLATFORM.into(), platform.clone());
+    ann.insert(ANNOTATION_ARCH.into(), arch.clone());
+    ann.insert(
+        ANNOTATION_APPLIED.into(),
+        serde_json::to_string(&applied).unwrap_or_default(),
+    );
+    Ok(Rendered {
+        workflow: serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?,
+        warnings,
+        applied,
+        platform: platform.clone(),
+        gpu_architecture: arch,
+    })
+}
