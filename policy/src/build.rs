@@ -13,8 +13,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{Map, Value, json};
 
 use crate::api::{
-    API_VERSION, EnvVar, FrameworkType, GangSchedulerSpec, KAI_SCHEDULER, ObjectMeta, WorkloadRun,
-    WorkloadRunSpec, Workflow, WorkflowSpec,
+    API_VERSION, EnvVar, FrameworkType, GangSchedulerSpec, KAI_SCHEDULER, ObjectMeta, Workflow,
+    WorkflowSpec, WorkloadRun, WorkloadRunSpec,
 };
 
 /// `apiVersion` of the generated TrainingRuntime.
@@ -210,7 +210,11 @@ pub fn mpi_env_args(merged: &[EnvVar], mpi_args: &[String]) -> Vec<String> {
         if var.value_from.is_some() {
             out.push(var.name.clone());
         } else {
-            out.push(format!("{}={}", var.name, var.value.as_deref().unwrap_or("")));
+            out.push(format!(
+                "{}={}",
+                var.name,
+                var.value.as_deref().unwrap_or("")
+            ));
         }
     }
     out
@@ -626,7 +630,10 @@ fn pod_template(gang: Option<&GangSchedulerSpec>, fields: Vec<(&str, Value)>) ->
     spec.extend(fields.into_iter().map(|(k, v)| (k.to_string(), v)));
     let mut template = Map::new();
     if let Some(queue) = queue_label(gang) {
-        template.insert("metadata".to_string(), json!({"labels": label_map([queue])}));
+        template.insert(
+            "metadata".to_string(),
+            json!({"labels": label_map([queue])}),
+        );
     }
     template.insert("spec".to_string(), Value::Object(spec));
     Value::Object(template)
@@ -862,7 +869,8 @@ fn mpi_runtime(
 
     let mut init_mounts = vec![ssh_auth_mount.clone(), ssh_keys_mount.clone()];
     if kai {
-        init_mounts.push(json!({"name": "mpi-hostfile", "mountPath": "/etc/mpi", "readOnly": true}));
+        init_mounts
+            .push(json!({"name": "mpi-hostfile", "mountPath": "/etc/mpi", "readOnly": true}));
     }
     let init = json!({
         "name": "fix-ssh-permissions",
@@ -1013,7 +1021,11 @@ fn job_spec(run: &WorkloadRun, params: &BuildParams, merged_env: &[EnvVar], npj:
 
     let mut job = Map::new();
     job.insert("workload".to_string(), json!({"trainJob": train_job}));
-    if let Some(meta) = spec.workload_metadata.as_ref().filter(|m| !m.labels.is_empty()) {
+    if let Some(meta) = spec
+        .workload_metadata
+        .as_ref()
+        .filter(|m| !m.labels.is_empty())
+    {
         job.insert(
             "workloadMetadata".to_string(),
             json!({"labels": meta.labels}),
@@ -1182,9 +1194,9 @@ pub fn build_workflow(run: &WorkloadRun, params: &BuildParams) -> Result<Workflo
 
     let mut dependencies = vec![build_runtime(run, params, &merged, npj)];
     dependencies.extend(extra_dependencies(run));
-    let validation = (!spec.thresholds.is_empty()).then(|| {
-        json!({"performance": {"enabled": true, "thresholds": {"thresholds": spec.thresholds}}})
-    });
+    let validation = (!spec.thresholds.is_empty()).then(
+        || json!({"performance": {"enabled": true, "thresholds": {"thresholds": spec.thresholds}}}),
+    );
     let labels = BTreeMap::from([
         (MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string()),
         (WORKLOAD_RUN_LABEL.to_string(), name.to_string()),
@@ -1370,7 +1382,10 @@ mod tests {
 
     #[test]
     fn merge_moves_user_override_to_the_end() {
-        let user = [EnvVar::new("NCCL_SHM_DISABLE", "0"), EnvVar::new("MY_VAR", "x")];
+        let user = [
+            EnvVar::new("NCCL_SHM_DISABLE", "0"),
+            EnvVar::new("MY_VAR", "x"),
+        ];
         assert_eq!(
             names(&merge_env(&base_nccl_env(false), &user)),
             [
@@ -1482,10 +1497,7 @@ mod tests {
             "/b",
         ]);
         assert_eq!(tail, want);
-        assert_eq!(
-            trainer["command"],
-            json!(["timeout", "3600", "/mpirun"])
-        );
+        assert_eq!(trainer["command"], json!(["timeout", "3600", "/mpirun"]));
     }
 
     #[test]
@@ -1522,8 +1534,11 @@ mod tests {
             &strings(&["-c", "echo \"a\\b\"\n"]),
         );
         assert_eq!(command, ["/bin/bash", "-c"]);
-        assert_eq!(args, [r#"set -e
-exec "sh" "-c" "echo \"a\\b\"\n""#]);
+        assert_eq!(
+            args,
+            [r#"set -e
+exec "sh" "-c" "echo \"a\\b\"\n""#]
+        );
     }
 
     // ---- trainer by framework -----------------------------------------------------------------
@@ -1581,11 +1596,36 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
             }
         };
     }
-    resources!(res_default, None, 8, json!({"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}}));
-    resources!(res_explicit_zero_kept, Some(json!({"limits": {"nvidia.com/gpu": 0}})), 8, json!({"limits": {"nvidia.com/gpu": 0}}));
-    resources!(res_requests_only_kept, Some(json!({"requests": {"nvidia.com/gpu": "2"}})), 8, json!({"requests": {"nvidia.com/gpu": "2"}}));
-    resources!(res_gpu_added, Some(json!({"limits": {"memory": "8Gi"}})), 4, json!({"limits": {"memory": "8Gi", "nvidia.com/gpu": "4"}, "requests": {"nvidia.com/gpu": "4"}}));
-    resources!(res_zero_gpus_nothing_added, Some(json!({"limits": {"memory": "8Gi"}})), 0, json!({"limits": {"memory": "8Gi"}}));
+    resources!(
+        res_default,
+        None,
+        8,
+        json!({"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}})
+    );
+    resources!(
+        res_explicit_zero_kept,
+        Some(json!({"limits": {"nvidia.com/gpu": 0}})),
+        8,
+        json!({"limits": {"nvidia.com/gpu": 0}})
+    );
+    resources!(
+        res_requests_only_kept,
+        Some(json!({"requests": {"nvidia.com/gpu": "2"}})),
+        8,
+        json!({"requests": {"nvidia.com/gpu": "2"}})
+    );
+    resources!(
+        res_gpu_added,
+        Some(json!({"limits": {"memory": "8Gi"}})),
+        4,
+        json!({"limits": {"memory": "8Gi", "nvidia.com/gpu": "4"}, "requests": {"nvidia.com/gpu": "4"}})
+    );
+    resources!(
+        res_zero_gpus_nothing_added,
+        Some(json!({"limits": {"memory": "8Gi"}})),
+        0,
+        json!({"limits": {"memory": "8Gi"}})
+    );
 
     // ---- runtimes and gang labels -------------------------------------------------------------
     fn replicated(runtime: &Value, name: &str) -> Value {
@@ -1626,13 +1666,17 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
             assert_eq!(pod["metadata"]["labels"], json!({"runai/queue": "team-a"}));
             assert_eq!(pod["spec"]["schedulerName"], "runai-scheduler");
         }
-        assert_eq!(launcher["dependsOn"], json!([{"name": "node", "status": "Ready"}]));
+        assert_eq!(
+            launcher["dependsOn"],
+            json!([{"name": "node", "status": "Ready"}])
+        );
         assert!(!rt.to_string().contains("kai.scheduler/queue"));
     }
 
     #[test]
     fn kai_mpi_labels_wait_loop_and_no_depends_on() {
-        let rt = mpi_runtime_with(json!({"schedulerName": "kai-scheduler", "queue": "high-priority"}));
+        let rt =
+            mpi_runtime_with(json!({"schedulerName": "kai-scheduler", "queue": "high-priority"}));
         let launcher = replicated(&rt, "launcher");
         let worker = replicated(&rt, "node");
         assert_eq!(
@@ -1667,12 +1711,18 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
         let launcher = replicated(&rt, "launcher");
         assert_eq!(worker["template"].get("metadata"), None);
         assert_eq!(worker["template"]["spec"]["template"].get("metadata"), None);
-        assert_eq!(worker["template"]["spec"]["template"]["spec"].get("schedulerName"), None);
+        assert_eq!(
+            worker["template"]["spec"]["template"]["spec"].get("schedulerName"),
+            None
+        );
         assert_eq!(
             launcher["template"]["metadata"]["labels"],
             json!({"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"})
         );
-        assert_eq!(launcher["dependsOn"], json!([{"name": "node", "status": "Ready"}]));
+        assert_eq!(
+            launcher["dependsOn"],
+            json!([{"name": "node", "status": "Ready"}])
+        );
         let init = &launcher["template"]["spec"]["template"]["spec"]["initContainers"][0];
         assert!(!init["command"][2].as_str().unwrap().contains("hostfile"));
     }
@@ -1697,13 +1747,24 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
         let worker = replicated(&rt, "node")["template"]["spec"]["template"]["spec"].clone();
         assert_eq!(worker["restartPolicy"], "OnFailure");
         let c = &worker["containers"][0];
-        assert_eq!(c["securityContext"], json!({"capabilities": {"add": ["IPC_LOCK", "SYS_CHROOT"]}}));
+        assert_eq!(
+            c["securityContext"],
+            json!({"capabilities": {"add": ["IPC_LOCK", "SYS_CHROOT"]}})
+        );
         assert_eq!(c["readinessProbe"]["initialDelaySeconds"], 5);
         assert_eq!(c["readinessProbe"]["periodSeconds"], 30);
         assert_eq!(c["readinessProbe"]["timeoutSeconds"], 10);
         assert_eq!(c["command"][0], "sh");
-        assert!(c["command"][2].as_str().unwrap().ends_with("exec /usr/sbin/sshd -De"));
-        assert_eq!(c["env"][8], json!({"name": "NCCL_MNNVL_ENABLE", "value": "0"}));
+        assert!(
+            c["command"][2]
+                .as_str()
+                .unwrap()
+                .ends_with("exec /usr/sbin/sshd -De")
+        );
+        assert_eq!(
+            c["env"][8],
+            json!({"name": "NCCL_MNNVL_ENABLE", "value": "0"})
+        );
         let launcher = replicated(&rt, "launcher")["template"]["spec"]["template"]["spec"].clone();
         assert_eq!(
             launcher["containers"],
@@ -1718,7 +1779,10 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
                 ],
             }])
         );
-        assert_eq!(launcher["volumes"], json!([{"name": "ssh-keys", "emptyDir": {}}]));
+        assert_eq!(
+            launcher["volumes"],
+            json!([{"name": "ssh-keys", "emptyDir": {}}])
+        );
     }
 
     #[test]
@@ -1800,7 +1864,10 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
             json!({"app": "wr", "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"})
         );
         assert_eq!(node["template"]["spec"]["template"].get("metadata"), None);
-        assert_eq!(node["template"]["spec"]["template"]["spec"].get("schedulerName"), None);
+        assert_eq!(
+            node["template"]["spec"]["template"]["spec"].get("schedulerName"),
+            None
+        );
     }
 
     // ---- workflow -----------------------------------------------------------------------------
@@ -1835,7 +1902,10 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
         );
         let job = &wf.spec.job_template["spec"];
         let train_job = &job["workload"]["trainJob"];
-        assert_eq!(train_job["runtimeRef"], json!({"name": "wr-runtime", "kind": "TrainingRuntime"}));
+        assert_eq!(
+            train_job["runtimeRef"],
+            json!({"name": "wr-runtime", "kind": "TrainingRuntime"})
+        );
         assert_eq!(train_job["trainer"]["numNodes"], 1);
         assert_eq!(
             train_job["runtimePatches"],
@@ -1847,11 +1917,26 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
                 ]}}},
             }])
         );
-        assert_eq!(job["workloadMetadata"], json!({"labels": {"kueue.x-k8s.io/queue-name": "q"}}));
-        assert_eq!(job["nodeHealthMonitor"], json!({"cel": {"expression": "node.spec.unschedulable == true"}}));
-        assert_eq!(job["goodputMeasurement"], json!({"logProfileRef": "megatron"}));
-        assert_eq!(job["bandwidthMeasurement"], json!({"logProfileRef": "nccl", "testType": "all_reduce"}));
-        assert_eq!(job["checkpoint"], json!({"pvcName": "wr-checkpoint-pvc", "maxRestarts": 2}));
+        assert_eq!(
+            job["workloadMetadata"],
+            json!({"labels": {"kueue.x-k8s.io/queue-name": "q"}})
+        );
+        assert_eq!(
+            job["nodeHealthMonitor"],
+            json!({"cel": {"expression": "node.spec.unschedulable == true"}})
+        );
+        assert_eq!(
+            job["goodputMeasurement"],
+            json!({"logProfileRef": "megatron"})
+        );
+        assert_eq!(
+            job["bandwidthMeasurement"],
+            json!({"logProfileRef": "nccl", "testType": "all_reduce"})
+        );
+        assert_eq!(
+            job["checkpoint"],
+            json!({"pvcName": "wr-checkpoint-pvc", "maxRestarts": 2})
+        );
 
         let deps = &wf.spec.dependencies;
         assert_eq!(deps.len(), 3);
@@ -1880,7 +1965,9 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
         );
         assert_eq!(
             wf.spec.validation,
-            Some(json!({"performance": {"enabled": true, "thresholds": {"thresholds": {"busBandwidthGBps": "value >= 900"}}}}))
+            Some(
+                json!({"performance": {"enabled": true, "thresholds": {"thresholds": {"busBandwidthGBps": "value >= 900"}}}})
+            )
         );
         assert_eq!(
             wf.spec.gang_scheduler,
@@ -1921,7 +2008,9 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
 
     #[test]
     fn intra_rack_orchestration() {
-        let wr = all_reduce(json!({"orchestration": {"testScale": "intra-rack", "repeatCount": 3, "timeoutPerJob": "90m"}}));
+        let wr = all_reduce(
+            json!({"orchestration": {"testScale": "intra-rack", "repeatCount": 3, "timeoutPerJob": "90m"}}),
+        );
         let wf = build_workflow(&wr, &params()).unwrap();
         assert_eq!(
             Value::Object(wf.spec.orchestration),
@@ -1931,7 +2020,10 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
                 "iterations": 3,
             })
         );
-        assert_eq!(wf.spec.job_template["spec"]["workload"]["trainJob"]["trainer"]["numNodes"], 4);
+        assert_eq!(
+            wf.spec.job_template["spec"]["workload"]["trainJob"]["trainer"]["numNodes"],
+            4
+        );
     }
 
     #[test]
@@ -1941,8 +2033,14 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
         assert_eq!(wf.spec.dependencies.len(), 1);
         let worker = replicated(&wf.spec.dependencies[0], "node");
         let pod = &worker["template"]["spec"]["template"]["spec"];
-        assert_eq!(pod["volumes"][1], json!({"name": "config-volume", "configMap": {"name": "mine", "defaultMode": 493}}));
-        assert_eq!(pod["containers"][0]["volumeMounts"][2], json!({"name": "config-volume", "mountPath": "/config"}));
+        assert_eq!(
+            pod["volumes"][1],
+            json!({"name": "config-volume", "configMap": {"name": "mine", "defaultMode": 493}})
+        );
+        assert_eq!(
+            pod["containers"][0]["volumeMounts"][2],
+            json!({"name": "config-volume", "mountPath": "/config"})
+        );
     }
 
     // ---- errors: exact messages ---------------------------------------------------------------
@@ -1955,16 +2053,31 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
             }
         };
     }
-    build_error!(err_timeout_bogus, json!({"orchestration": {"timeoutPerJob": "bogus"}}),
-        "spec.orchestration.timeoutPerJob: invalid duration \"bogus\": expected decimal numbers each followed by a unit, such as \"90s\" or \"1h30m\"");
-    build_error!(err_timeout_negative, json!({"orchestration": {"timeoutPerJob": "-1h"}}),
-        "spec.orchestration.timeoutPerJob: invalid duration \"-1h\": a timeout cannot be negative");
-    build_error!(err_timeout_unit, json!({"orchestration": {"timeoutPerJob": "2d"}}),
-        "spec.orchestration.timeoutPerJob: invalid duration \"2d\": unknown unit \"d\"; valid units are ns, us, µs, ms, s, m, h");
-    build_error!(err_unknown_thresholds, json!({"thresholds": {"zeta": "value > 1", "goodputRatio": "value > 0.9", "alpha": "value > 1"}}),
-        "workloadrun nccl-all-reduce: unknown threshold key(s) [alpha zeta]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]");
-    build_error!(err_no_framework, json!({"framework": {}}),
-        "workloadrun nccl-all-reduce: exec framework selected but spec.framework.exec is nil");
+    build_error!(
+        err_timeout_bogus,
+        json!({"orchestration": {"timeoutPerJob": "bogus"}}),
+        "spec.orchestration.timeoutPerJob: invalid duration \"bogus\": expected decimal numbers each followed by a unit, such as \"90s\" or \"1h30m\""
+    );
+    build_error!(
+        err_timeout_negative,
+        json!({"orchestration": {"timeoutPerJob": "-1h"}}),
+        "spec.orchestration.timeoutPerJob: invalid duration \"-1h\": a timeout cannot be negative"
+    );
+    build_error!(
+        err_timeout_unit,
+        json!({"orchestration": {"timeoutPerJob": "2d"}}),
+        "spec.orchestration.timeoutPerJob: invalid duration \"2d\": unknown unit \"d\"; valid units are ns, us, µs, ms, s, m, h"
+    );
+    build_error!(
+        err_unknown_thresholds,
+        json!({"thresholds": {"zeta": "value > 1", "goodputRatio": "value > 0.9", "alpha": "value > 1"}}),
+        "workloadrun nccl-all-reduce: unknown threshold key(s) [alpha zeta]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]"
+    );
+    build_error!(
+        err_no_framework,
+        json!({"framework": {}}),
+        "workloadrun nccl-all-reduce: exec framework selected but spec.framework.exec is nil"
+    );
 
     #[test]
     fn empty_timeout_uses_the_default() {
@@ -1974,7 +2087,10 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]);
             ..params()
         };
         let wf = build_workflow(&wr, &p).unwrap();
-        assert_eq!(wf.spec.orchestration["execution"], json!({"timeoutPerJob": "1h0m0s"}));
+        assert_eq!(
+            wf.spec.orchestration["execution"],
+            json!({"timeoutPerJob": "1h0m0s"})
+        );
     }
 
     #[test]
