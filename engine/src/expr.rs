@@ -23,7 +23,11 @@ use serde_json::{Map, Value};
 
 thread_local! {
     /// The function table (standard + Kubernetes libraries), built once per thread.
-    static ROOT: cel::Context<'static> = cel::Context::default().with_all();
+    static ROOT: cel::Context<'static> = {
+        let mut ctx = cel::Context::default().with_all();
+        register_types(&mut ctx);
+        ctx
+    };
 }
 
 /// A compiled CEL expression with its source text.
@@ -170,6 +174,16 @@ impl Scope {
     pub fn get(&self, name: &str) -> Option<&Cel> {
         self.vars.get(name)
     }
+}
+
+/// The `types` family of our CEL extensions.
+///
+/// - `typeName(x)` → `'list' | 'map' | 'string' | 'int' | 'uint' | 'double' | 'bool' | 'null' |
+///   'bytes'`: `typeName(object.spec.replicatedJobs) == 'list'`. (`cel` 0.13 has no `type()`.)
+fn register_types(ctx: &mut cel::Context<'static>) {
+    ctx.add_function("typeName", |v: Cel| -> Arc<String> {
+        Arc::new(type_name(&v).to_string())
+    });
 }
 
 /// A short type name for messages.
