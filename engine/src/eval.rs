@@ -126,7 +126,12 @@ impl Run<'_> {
     fn base_scope(&self) -> Scope {
         let mut s = Scope::new();
         s.bind("object", &self.doc);
-        s.bind("params", self.params);
+        // No params is an empty map, so `params.?x.orValue(d)` works everywhere.
+        if self.params.is_null() {
+            s.bind("params", &Value::Object(Map::new()));
+        } else {
+            s.bind("params", self.params);
+        }
         s
     }
 

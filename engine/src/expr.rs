@@ -46,7 +46,13 @@ impl Expr {
         let ast = cel::parser::Parser::new()
             .enable_optional_syntax(true)
             .parse(&rewrite_optional_select(text))
-            .map_err(|e| e.to_string().replace('\n', "; "))?;
+            .map_err(|errs| {
+                errs.errors
+                    .iter()
+                    .map(|e| format!("{} (expression column {})", e.msg, e.pos.1))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            })?;
         Ok(Expr {
             text: text.to_string(),
             ast: Arc::new(ast),

@@ -367,6 +367,18 @@ impl<'de> Visitor<'de> for NodeVisitor {
     }
 }
 
+/// Writes a JSON value as block-style YAML (the form `kubectl apply -f` reads), keeping the
+/// key order of mappings.
+///
+/// # Errors
+/// The serializer's message (only for values YAML cannot hold, which JSON values never are).
+pub fn to_yaml(value: &Value) -> Result<String, String> {
+    let mut options = serde_saphyr::SerializerOptions::default();
+    // Long strings (scripts) stay as written instead of being folded.
+    options.prefer_block_scalars = true;
+    serde_saphyr::to_string_with_options(value, options).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -431,16 +443,4 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         }
     }
-}
-
-/// Writes a JSON value as block-style YAML (the form `kubectl apply -f` reads), keeping the
-/// key order of mappings.
-///
-/// # Errors
-/// The serializer's message (only for values YAML cannot hold, which JSON values never are).
-pub fn to_yaml(value: &Value) -> Result<String, String> {
-    let mut options = serde_saphyr::SerializerOptions::default();
-    // Long strings (scripts) stay as written instead of being folded.
-    options.prefer_block_scalars = true;
-    serde_saphyr::to_string_with_options(value, options).map_err(|e| e.to_string())
 }

@@ -1,0 +1,503 @@
+//! End-to-end tests of the `nvcre-policy` binary on the seed examples (issue "Spine", "Done
+//! means"). Every test asserts exact values.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn example(name: &str) -> String {
+    root().join("examples").join(name).display().to_string()
+}
+
+fn bin() -> Command {
+    let mut c = Command::cargo_bin("nvcre-policy").expect("binary built");
+    c.env_remove("NVCRE_RULES");
+    c
+}
+
+/// Runs `render -o json` and returns (exit code, stdout JSON or Null, stderr).
+fn render(args: &[&str]) -> (i32, Value, String) {
+    let out = bin()
+        .arg("render")
+        .args(args)
+        .args(["-o", "json"])
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let value = serde_json::from_str(&stdout).unwrap_or(Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        value,
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+fn runtime(wf: &Value) -> &Value {
+    wf["spec"]["dependencies"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["kind"] == "TrainingRuntime"))
+        .expect("a TrainingRuntime dependency")
+}
+
+fn replicated_job<'a>(wf: &'a Value, name: &str) -> &'a Value {
+    runtime(wf)["spec"]["template"]["spec"]["replicatedJobs"]
+        .as_array()
+        .and_then(|j| j.iter().find(|j| j["name"] == name))
+        .expect("replicated job")
+}
+
+fn trainer_script(wf: &Value) -> String {
+    let trainer = &wf["spec"]["jobTemplate"]["spec"]["workload"]["trainJob"]["trainer"];
+    assert_eq!(trainer["command"], json!(["/bin/bash", "-c"]));
+    trainer["args"][0].as_str().expect("script").to_string()
+}
+
+#[test]
+fn seed_all_reduce_on_aws_h100() {
+    let (code, wf, stderr) = render(&[
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        &example("nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let job_spec = &wf["spec"]["jobTemplate"]["spec"];
+    assert_eq!(
+        job_spec["workloadMetadata"]["labels"],
+        json!({"kai.scheduler/queue": "high-priority"})
+    );
+    for name in ["launcher", "node"] {
+        let rj = replicated_job(&wf, name);
+        assert_eq!(
+            rj["template"]["metadata"]["labels"]["kai.scheduler/queue"], "high-priority",
+            "{name}"
+        );
+        assert_eq!(
+            rj["template"]["spec"]["template"]["metadata"]["labels"]["kai.scheduler/queue"],
+            "high-priority",
+            "{name}"
+        );
+        assert_eq!(
+            rj["template"]["spec"]["template"]["spec"]["schedulerName"], "kai-scheduler",
+            "{name}"
+        );
+    }
+    assert_eq!(
+        wf["spec"]["gangScheduler"],
+        json!({"schedulerName": "kai-scheduler", "queue": "high-priority", "queueLabelKey": "kai.scheduler/queue"})
+    );
+    let script = trainer_script(&wf);
+    assert!(
+        script.starts_with(
+            "rm -rf /opt/amazon\nunset NCCL_NET_PLUGIN\nunset NCCL_TUNER_PLUGIN\nunset AWS_OFI_NCCL_VERSION\nexec \"timeout\" \"3600\" \"/usr/local/mpi/bin/mpirun\" \"-N\" \"8\" \"--allow-run-as-root\" \"--mca\" \"plm_rsh_args\" \"-o StrictHostKeyChecking=no -o ConnectionAttempts=10\" \"-x\" \"NCCL_DEBUG=INFO\""
+        ),
+        "{script}"
+    );
+    assert!(
+        script.ends_with(
+            "\"-x\" \"NCCL_SOCKET_IFNAME=eth0\" \"-x\" \"NCCL_NET_PLUGIN=none\" \"/usr/local/bin/all_reduce_perf_mpi\" \"-b\" \"8\" \"-e\" \"32G\" \"-f\" \"2\" \"-n\" \"100\""
+        ),
+        "{script}"
+    );
+    let worker =
+        &replicated_job(&wf, "node")["template"]["spec"]["template"]["spec"]["containers"][0];
+    assert_eq!(
+        worker["resources"]["requests"]["vpc.amazonaws.com/efa"],
+        json!(32)
+    );
+    assert_eq!(
+        worker["resources"]["limits"]["vpc.amazonaws.com/efa"],
+        json!(32)
+    );
+    assert_eq!(
+        worker["resources"]["requests"]["nvidia.com/gpu"],
+        json!("8")
+    );
+    assert!(
+        wf["spec"].get("overrides").is_none(),
+        "overrides must be cleared"
+    );
+    assert_eq!(
+        wf["metadata"]["annotations"]["nvcrectl.nvidia.com/detected-platform"],
+        "aws"
+    );
+    assert_eq!(
+        wf["metadata"]["annotations"]["nvcrectl.nvidia.com/detected-gpu-architecture"],
+        "h100"
+    );
+}
+
+#[test]
+fn seed_all_reduce_on_aws_gb300_pins_transport_and_claims() {
+    let (code, wf, stderr) = render(&[
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "NVIDIA GB300",
+        &example("nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let script = trainer_script(&wf);
+    let gb300 = "\"--mca\" \"orte_keep_fqdn_hostnames\" \"true\" \"--mca\" \"pml\" \"ob1\" \"--mca\" \"btl\" \"tcp,self\" \"--mca\" \"btl_tcp_if_include\" \"eth0\" \"--mca\" \"oob\" \"tcp\" \"--mca\" \"oob_tcp_if_include\" \"eth0\" \"--mca\" \"coll_ucc_enable\" \"0\" \"--mca\" \"coll_hcoll_enable\" \"0\" \"-x\" \"NCCL_DEBUG_SUBSYS=NET,INIT\" \"-x\" \"NCCL_SOCKET_IFNAME=eth0\" \"-x\" \"NCCL_IB_GID_INDEX=3\" \"-x\" \"NCCL_NVLS_ENABLE=1\" \"-x\" \"NCCL_CUMEM_ENABLE=1\" \"-x\" \"NCCL_NET_GDR_C2C=1\" \"-x\" \"NCCL_NET_PLUGIN=none\" \"/usr/local/bin/all_reduce_perf_mpi\"";
+    assert!(script.contains(gb300), "{script}");
+    // Names the GB300 block forwards are not forwarded twice from the base env.
+    assert_eq!(script.matches("NCCL_SOCKET_IFNAME").count(), 1, "{script}");
+    let deps = wf["spec"]["dependencies"].as_array().expect("deps");
+    let kinds: Vec<(&str, &str)> = deps
+        .iter()
+        .map(|d| {
+            (
+                d["kind"].as_str().unwrap_or(""),
+                d["metadata"]["name"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![
+            ("TrainingRuntime", "nccl-all-reduce-runtime"),
+            ("ComputeDomain", "nccl-all-reduce-compute-domain"),
+            ("ResourceClaimTemplate", "nccl-all-reduce-roce"),
+        ]
+    );
+    assert_eq!(deps[1]["spec"]["numNodes"], json!(4));
+    assert_eq!(
+        deps[1]["spec"]["channel"],
+        json!({"allocationMode": "Single", "resourceClaimTemplate": {"name": "nccl-all-reduce-channel"}})
+    );
+    assert_eq!(
+        deps[2]["spec"]["spec"]["devices"]["requests"],
+        json!([{"name": "roce", "exactly": {"deviceClassName": "roce.networking.k8s.aws", "count": 8}}])
+    );
+    let pod = &replicated_job(&wf, "node")["template"]["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["resourceClaims"],
+        json!([
+            {"name": "compute-domain", "resourceClaimTemplateName": "nccl-all-reduce-channel"},
+            {"name": "roce-channel", "resourceClaimTemplateName": "nccl-all-reduce-roce"}
+        ])
+    );
+    assert_eq!(
+        pod["containers"][0]["resources"]["claims"],
+        json!([{"name": "compute-domain"}, {"name": "roce-channel"}])
+    );
+    assert_eq!(
+        wf["spec"]["orchestration"]["topology"],
+        json!({"topologyKey": "topology.k8s.aws/network-node-layer-1"})
+    );
+}
+
+#[test]
+fn rejected_override_prints_the_seed_message_and_nothing_on_stdout() {
+    let out = bin()
+        .args([
+            "render",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            &example("override-rejected.yaml"),
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "spec.jobTemplate.spec.workloadMetadata.labels[\"kai.scheduler/queue\"]: conflicting label value \"team-b\", expected \"team-a\"\n"
+    );
+}
+
+#[test]
+fn accepted_override_adds_the_unrelated_label() {
+    let (code, wf, stderr) = render(&[
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        &example("override-accepted.yaml"),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        wf["spec"]["jobTemplate"]["spec"]["workloadMetadata"]["labels"],
+        json!({"kai.scheduler/queue": "team-a", "cost-center": "hpc"})
+    );
+}
+
+#[test]
+fn runai_variant_uses_runai_queue_and_scheduler_everywhere() {
+    let out = bin()
+        .args([
+            "render",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            &example("nccl-all-reduce-runai.yaml"),
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(!text.contains("kai.scheduler/queue"), "{text}");
+    assert!(!text.contains("kai-scheduler"), "{text}");
+    let (_, wf, _) = render(&[
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        &example("nccl-all-reduce-runai.yaml"),
+    ]);
+    assert_eq!(
+        wf["spec"]["jobTemplate"]["spec"]["workloadMetadata"]["labels"],
+        json!({"runai/queue": "team-a"})
+    );
+    for name in ["launcher", "node"] {
+        let rj = replicated_job(&wf, name);
+        assert_eq!(
+            rj["template"]["metadata"]["labels"]["runai/queue"],
+            "team-a"
+        );
+        assert_eq!(
+            rj["template"]["spec"]["template"]["metadata"]["labels"]["runai/queue"],
+            "team-a"
+        );
+        assert_eq!(
+            rj["template"]["spec"]["template"]["spec"]["schedulerName"],
+            "runai-scheduler"
+        );
+        // Outside KAI the launcher waits for the workers through dependsOn.
+        if name == "launcher" {
+            assert_eq!(
+                rj["dependsOn"],
+                json!([{"name": "node", "status": "Ready"}])
+            );
+        }
+    }
+}
+
+#[test]
+fn without_platform_overrides_stay_unresolved() {
+    let (code, wf, stderr) = render(&["--gpu-arch", "h100", &example("nccl-all-reduce.yaml")]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(wf["spec"]["overrides"].as_array().map(Vec::len), Some(21));
+    assert!(
+        wf["metadata"]["annotations"]
+            .get("nvcrectl.nvidia.com/detected-platform")
+            .is_none()
+    );
+    let trainer = &wf["spec"]["jobTemplate"]["spec"]["workload"]["trainJob"]["trainer"];
+    assert_eq!(
+        trainer["command"],
+        json!(["timeout", "3600", "/usr/local/mpi/bin/mpirun"])
+    );
+    // The contract is a template: the queue label is already composed.
+    assert_eq!(
+        wf["spec"]["jobTemplate"]["spec"]["workloadMetadata"]["labels"],
+        json!({"kai.scheduler/queue": "high-priority"})
+    );
+}
+
+#[test]
+fn missing_architecture_is_the_exact_error() {
+    let out = bin()
+        .args(["render", &example("nccl-all-reduce.yaml")])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "Error: cannot determine GPU architecture: nvidia.com/gpu.product label required in target.nodeSelector\n"
+    );
+}
+
+#[test]
+fn bad_platform_flag_is_the_exact_error() {
+    let out = bin()
+        .args([
+            "render",
+            "--platform",
+            "bogus",
+            "--gpu-arch",
+            "h100",
+            &example("nccl-all-reduce.yaml"),
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "Error: invalid --platform \"bogus\": must be one of aws, gcp, azure, oci, onprem, togetherai, mistral, forge, nscale\n"
+    );
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn edited_rules_take_effect_without_rebuilding() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = dir.path().join("rules");
+    copy_dir(&root().join("rules"), &rules);
+    let table = rules.join("overrides/workloadrun.yaml");
+    let text = std::fs::read_to_string(&table).expect("read");
+    std::fs::write(
+        &table,
+        text.replace("- rm -rf /opt/amazon\n", "- rm -rf /opt/amazon/efa\n"),
+    )
+    .expect("write");
+    let (code, wf, stderr) = render(&[
+        "--rules",
+        rules.to_str().expect("utf8"),
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        &example("nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(trainer_script(&wf).starts_with("rm -rf /opt/amazon/efa\nunset NCCL_NET_PLUGIN\n"));
+}
+
+#[test]
+fn a_rule_with_a_cel_syntax_error_is_refused_with_file_line_and_rule() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = dir.path().join("rules");
+    copy_dir(&root().join("rules"), &rules);
+    let pack = rules.join("admission/workloadrun.yaml");
+    let text = std::fs::read_to_string(&pack).expect("read");
+    std::fs::write(
+        &pack,
+        text.replace(
+            "expression: size(object.spec.gangScheduler.queue) <= 63",
+            "expression: size(object.spec.gangScheduler.queue <= 63",
+        ),
+    )
+    .expect("write");
+    let out = bin()
+        .args([
+            "--rules",
+            rules.to_str().expect("utf8"),
+            "render",
+            "--gpu-arch",
+            "h100",
+            &example("nccl-all-reduce.yaml"),
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let want = format!(
+        "Error: rule pack error: {}:231:19: rule wr-gang-queue-length: CEL does not compile: Syntax error: missing ')' at '<EOF>' (expression column 43)\n",
+        pack.display()
+    );
+    assert_eq!(stderr, want);
+}
+
+#[test]
+fn check_reports_a_too_long_queue_at_its_line_and_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("run.yaml");
+    let text = std::fs::read_to_string(example("nccl-all-reduce.yaml")).expect("read");
+    std::fs::write(
+        &file,
+        text.replace(
+            "queue: high-priority",
+            &format!("queue: {}", "q".repeat(64)),
+        ),
+    )
+    .expect("write");
+    let out = bin()
+        .args(["check", "-o", "json", file.to_str().expect("utf8")])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let findings: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        findings,
+        json!([{
+            "ruleId": "wr-gang-queue-length",
+            "pack": "workloadrun-admission",
+            "severity": "error",
+            "message": "Too long: may not be more than 63 bytes",
+            "file": file.display().to_string(),
+            "document": 0,
+            "fieldPath": "spec.gangScheduler.queue",
+            "line": 18,
+            "column": 12,
+            "ruleFile": "rules/admission/workloadrun.yaml",
+            "ruleLine": 227
+        }])
+    );
+    let text_out = bin()
+        .args(["check", "--no-color", file.to_str().expect("utf8")])
+        .output()
+        .expect("runs");
+    let text = String::from_utf8_lossy(&text_out.stdout);
+    assert!(
+        text.starts_with(&format!(
+            "{}:18:12: error[wr-gang-queue-length]: Too long: may not be more than 63 bytes (spec.gangScheduler.queue)\n",
+            file.display()
+        )),
+        "{text}"
+    );
+}
+
+#[test]
+fn check_of_the_examples_is_clean() {
+    let out = bin()
+        .args(["check", &root().join("examples").display().to_string()])
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn workloadrun_render_is_the_same_command() {
+    let a = bin()
+        .args([
+            "render",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            &example("nccl-all-reduce.yaml"),
+        ])
+        .output()
+        .expect("runs");
+    let b = bin()
+        .args([
+            "workloadrun",
+            "render",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            &example("nccl-all-reduce.yaml"),
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(a.stdout, b.stdout);
+    assert!(!a.stdout.is_empty());
+}
