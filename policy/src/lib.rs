@@ -9,3 +9,5 @@ packs under `rules/` through `nvcre-engine`.
 #![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
 
 pub mod api;
+pub mod nodes;
+pub mod placement;
