@@ -6,7 +6,10 @@ packs under `rules/` through `nvcre-engine`.
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 // Input paths must not panic: every lookup is checked, every error typed.
-#![cfg_attr(not(test), deny(clippy::unwrap_used, clippy::expect_used, clippy::panic))]
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
 
 pub mod api;
 pub mod nodes;

@@ -14,7 +14,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use crate::api::{NodeSelectorRequirement, TargetSpec, TaintSelector};
+use crate::api::{NodeSelectorRequirement, TaintSelector, TargetSpec};
 
 /// Node label carrying the raw GPU product, e.g. `NVIDIA-H100-80GB-HBM3`.
 pub const GPU_PRODUCT_LABEL: &str = "nvidia.com/gpu.product";
@@ -82,7 +82,9 @@ pub enum NodeError {
         found: &'static str,
     },
     /// The document (or a list item) is not a Node.
-    #[error("node document {index}: field {field}: expected kind Node, NodeList or List, got \"{kind}\"")]
+    #[error(
+        "node document {index}: field {field}: expected kind Node, NodeList or List, got \"{kind}\""
+    )]
     UnexpectedKind {
         /// Document index.
         index: usize,
@@ -122,7 +124,9 @@ impl Node {
 
     /// The raw `nvidia.com/gpu.product` label, or `""`.
     pub fn gpu_product(&self) -> &str {
-        self.labels.get(GPU_PRODUCT_LABEL).map_or("", String::as_str)
+        self.labels
+            .get(GPU_PRODUCT_LABEL)
+            .map_or("", String::as_str)
     }
 
     /// The normalised architecture of this node ([`normalize_gpu_product`]), `unknown` when

@@ -67,7 +67,9 @@ pub enum PlacementError {
         reason: String,
     },
     /// `orchestration.placement` is neither `Pinned` nor `Unpinned`.
-    #[error("spec.orchestration.placement: unsupported value \"{value}\": must be Pinned or Unpinned")]
+    #[error(
+        "spec.orchestration.placement: unsupported value \"{value}\": must be Pinned or Unpinned"
+    )]
     UnknownPlacement {
         /// The value found.
         value: String,
@@ -80,13 +82,17 @@ pub enum PlacementError {
     UnpinnedWithStrictDomain,
     /// `orchestration.diagnose` under Pinned: diagnose stages build their own groups, which
     /// this module does not implement.
-    #[error("orchestration.diagnose is not supported by placement: diagnose groups are built by the diagnose stages")]
+    #[error(
+        "orchestration.diagnose is not supported by placement: diagnose groups are built by the diagnose stages"
+    )]
     DiagnoseUnsupported,
     /// Discovery found no eligible node.
     #[error("No target nodes found matching orchestration target")]
     NoTargetNodes,
     /// Every node was excluded by the GPU-capacity filter (§1.3 step 5).
-    #[error("No node can supply the {need} nvidia.com/gpu the workload requests per node; best available is {best}")]
+    #[error(
+        "No node can supply the {need} nvidia.com/gpu the workload requests per node; best available is {best}"
+    )]
     NoCapacity {
         /// GPUs requested per node.
         need: i64,
@@ -191,7 +197,12 @@ impl PlacementSpec {
                     });
                 }
             },
-            Some(other) => return Err(invalid("placement", format!("must be a string, got {other}"))),
+            Some(other) => {
+                return Err(invalid(
+                    "placement",
+                    format!("must be a string, got {other}"),
+                ));
+            }
         };
         let (topology_key, strict_domain) = match orch.get("topology") {
             None | Some(Value::Null) => (None, false),
@@ -219,7 +230,12 @@ impl PlacementSpec {
                 };
                 (key, strict)
             }
-            Some(other) => return Err(invalid("topology", format!("must be an object, got {other}"))),
+            Some(other) => {
+                return Err(invalid(
+                    "topology",
+                    format!("must be an object, got {other}"),
+                ));
+            }
         };
         let diagnose = !matches!(orch.get("diagnose"), None | Some(Value::Null));
         Ok(PlacementSpec {
@@ -357,7 +373,10 @@ fn gpu_quantity(v: &Value) -> Option<i64> {
         Value::Number(n) => match n.as_i64() {
             Some(i) => i,
             // Fractional or huge numbers: truncated like the original's int64(float64).
-            None => n.as_f64().filter(|f| f.is_finite()).map(|f| f.trunc() as i64)?,
+            None => n
+                .as_f64()
+                .filter(|f| f.is_finite())
+                .map(|f| f.trunc() as i64)?,
         },
         _ => return None,
     };
@@ -412,7 +431,10 @@ pub fn quantity_as_int(s: &str) -> Option<i64> {
         "Ei" => (2, 60),
         other => {
             let e = other.strip_prefix(['e', 'E'])?;
-            (10, e.parse::<i32>().ok().filter(|e| (-40..=40).contains(e))?)
+            (
+                10,
+                e.parse::<i32>().ok().filter(|e| (-40..=40).contains(e))?,
+            )
         }
     };
     let pow10 = |n: i32| 10_i128.checked_pow(u32::try_from(n).ok()?);
@@ -447,7 +469,10 @@ pub fn quantity_as_int(s: &str) -> Option<i64> {
 /// - `topology_key` with `strict_domain`: one group per domain at its natural size, domains
 ///   by size descending then name.
 /// - `topology_key`: groups packed into as few domains as possible, overflow groups re-using
-///   tested nodes of the same domains until every node is covered.
+///   tested nodes of the same domains until every node is covered; when the largest domains
+///   cannot fill even one group, a single partial `group-0` of all nodes (which may exceed
+///   nodesPerJob). Every overflow group is full: its domain pools are refreshed per overflow
+///   group, where the original drains them and can leave a later overflow group short.
 ///
 /// Every node appears in at least one group.
 ///
@@ -519,7 +544,12 @@ fn partition_simple(sorted: &[&Node], npj: usize) -> Vec<Group> {
                 .unwrap_or_default();
             let mut overflow: Vec<String> = leftover.chain(borrowed).collect();
             overflow.sort();
-            groups.push(group(format!("group-{full}-overflow"), overflow, Vec::new(), true));
+            groups.push(group(
+                format!("group-{full}-overflow"),
+                overflow,
+                Vec::new(),
+                true,
+            ));
         }
     }
     groups
@@ -551,7 +581,7 @@ fn partition_topology(
     }
     // Domains by size descending, then name (BTreeMap order is by name; the sort is stable).
     let mut domains: Vec<(String, Vec<String>)> = by_domain.into_iter().collect();
-    domains.sort_by(|a, b| b.1.len().cmp(&a.1.len()));
+    domains.sort_by_key(|d| std::cmp::Reverse(d.1.len()));
 
     if strict_domain {
         return Ok(domains
@@ -612,7 +642,12 @@ fn partition_topology(
             .iter()
             .filter_map(|n| domain_of.get(n).cloned())
             .collect();
-        groups.push(group("group-0".to_string(), nodes, doms.into_iter().collect(), false));
+        groups.push(group(
+            "group-0".to_string(),
+            nodes,
+            doms.into_iter().collect(),
+            false,
+        ));
         return Ok(groups);
     }
     let full = groups.len();
@@ -622,33 +657,37 @@ fn partition_topology(
 
 /// Overflow groups for the nodes full groups left untested: each fills from the domains with
 /// the most untested nodes, untested nodes first, then already-tested nodes of those domains.
+///
+/// Each overflow group draws from fresh per-domain pools, so every overflow group has
+/// exactly `npj` nodes (at least one full group exists, so the fleet holds `npj` nodes). The
+/// original drains its pools across overflow groups, which can leave a later overflow group
+/// short of nodesPerJob; the first overflow group is the same either way.
 fn overflow_groups(
     domains: &[(String, Vec<String>)],
     mut untested: BTreeSet<String>,
     npj: usize,
     first_index: usize,
 ) -> Vec<Group> {
-    // (domain, pool: untested first then re-usable, both in name order)
-    let mut racks: Vec<(String, VecDeque<String>)> = domains
-        .iter()
-        .map(|(d, nodes)| {
-            let (fresh, reused): (Vec<&String>, Vec<&String>) =
-                nodes.iter().partition(|n| untested.contains(*n));
-            (d.clone(), fresh.into_iter().chain(reused).cloned().collect())
-        })
-        .collect();
     let mut out = Vec::new();
     while !untested.is_empty() {
-        let untested_in = |pool: &VecDeque<String>| pool.iter().filter(|n| untested.contains(*n)).count();
+        // (domain, untested count, pool: untested first then re-usable, both in name order)
+        let mut racks: Vec<(&String, usize, Vec<&String>)> = domains
+            .iter()
+            .map(|(d, nodes)| {
+                let (fresh, reused): (Vec<&String>, Vec<&String>) =
+                    nodes.iter().partition(|n| untested.contains(*n));
+                let count = fresh.len();
+                (d, count, fresh.into_iter().chain(reused).collect())
+            })
+            .collect();
         racks.sort_by(|a, b| {
-            untested_in(&b.1)
-                .cmp(&untested_in(&a.1))
-                .then_with(|| b.1.len().cmp(&a.1.len()))
-                .then_with(|| a.0.cmp(&b.0))
+            b.1.cmp(&a.1)
+                .then_with(|| b.2.len().cmp(&a.2.len()))
+                .then_with(|| a.0.cmp(b.0))
         });
         let mut nodes: Vec<String> = Vec::with_capacity(npj);
         let mut used = Vec::new();
-        for (domain, pool) in racks.iter_mut() {
+        for (domain, _, pool) in &racks {
             if nodes.len() >= npj {
                 break;
             }
@@ -656,14 +695,15 @@ fn overflow_groups(
                 continue;
             }
             let take = npj.saturating_sub(nodes.len()).min(pool.len());
-            nodes.extend(pool.drain(..take));
-            used.push(domain.clone());
+            nodes.extend(pool.iter().take(take).map(|n| (*n).clone()));
+            used.push((*domain).clone());
         }
-        if nodes.is_empty() {
-            break;
-        }
+        let before = untested.len();
         for n in &nodes {
             untested.remove(n);
+        }
+        if untested.len() == before {
+            break;
         }
         nodes.sort();
         used.sort();
@@ -704,7 +744,11 @@ pub fn node_affinity(
 ) -> Option<Value> {
     let mut reqs: Vec<(String, String, Vec<String>)> = Vec::new();
     if !hostnames.is_empty() {
-        reqs.push((HOSTNAME_LABEL.to_string(), "In".to_string(), hostnames.to_vec()));
+        reqs.push((
+            HOSTNAME_LABEL.to_string(),
+            "In".to_string(),
+            hostnames.to_vec(),
+        ));
     }
     if let Some(t) = target {
         for (k, v) in &t.node_selector {
@@ -763,7 +807,11 @@ pub fn node_affinity(
 /// assert_eq!(tolerations(None, true, PlacementMode::Pinned), vec![serde_json::json!({"operator": "Exists"})]);
 /// assert!(tolerations(None, false, PlacementMode::Pinned).is_empty());
 /// ```
-pub fn tolerations(target: Option<&TargetSpec>, has_launcher: bool, mode: PlacementMode) -> Vec<Value> {
+pub fn tolerations(
+    target: Option<&TargetSpec>,
+    has_launcher: bool,
+    mode: PlacementMode,
+) -> Vec<Value> {
     if let Some(t) = target.filter(|t| !t.taint_selectors.is_empty()) {
         return t
             .taint_selectors
@@ -900,12 +948,19 @@ pub fn place(workflow: &Workflow, nodes: &[Node]) -> Result<Placement, Placement
 
     // 8. groups.
     let mut groups = match spec.mode {
-        PlacementMode::Unpinned => vec![group("group-0".to_string(), Vec::new(), Vec::new(), false)],
+        PlacementMode::Unpinned => {
+            vec![group("group-0".to_string(), Vec::new(), Vec::new(), false)]
+        }
         PlacementMode::Pinned => {
             if spec.diagnose {
                 return Err(PlacementError::DiagnoseUnsupported);
             }
-            place_groups(&eligible, npj, spec.topology_key.as_deref(), spec.strict_domain)?
+            place_groups(
+                &eligible,
+                npj,
+                spec.topology_key.as_deref(),
+                spec.strict_domain,
+            )?
         }
     };
 
@@ -916,7 +971,6 @@ pub fn place(workflow: &Workflow, nodes: &[Node]) -> Result<Placement, Placement
         g.manifests = render.manifests(g, single)?;
     }
     let workflow_dependencies = render.workflow_dependencies();
-    drop(render);
 
     Ok(Placement {
         groups,
@@ -940,7 +994,11 @@ fn filter_capacity(nodes: Vec<Node>, need: i64) -> (Vec<Node>, Vec<(String, i64)
     let mut kept = Vec::with_capacity(nodes.len());
     let mut short = Vec::new();
     for n in nodes {
-        match n.allocatable.get(GPU_RESOURCE).and_then(|q| quantity_as_int(q)) {
+        match n
+            .allocatable
+            .get(GPU_RESOURCE)
+            .and_then(|q| quantity_as_int(q))
+        {
             Some(have) if have > 0 && have < need => short.push((n.name.clone(), have)),
             _ => kept.push(n),
         }
@@ -1193,7 +1251,10 @@ impl<'a> GroupRender<'a> {
 
         let wf_name = &self.workflow.metadata.name;
         let meta = self.workflow.spec.job_template.get("metadata");
-        let mut labels = string_map(meta.and_then(|m| m.get("labels")), "spec.jobTemplate.metadata.labels")?;
+        let mut labels = string_map(
+            meta.and_then(|m| m.get("labels")),
+            "spec.jobTemplate.metadata.labels",
+        )?;
         labels.extend(string_map(
             job_spec.pointer("/workloadMetadata/labels"),
             "spec.jobTemplate.spec.workloadMetadata.labels",
@@ -1350,9 +1411,21 @@ fn write_pod_placement(
             path: path.clone(),
             reason: "must be an object".to_string(),
         })?;
-    let rts = object_entry(entry, "trainingRuntimeSpec", &format!("{path}.trainingRuntimeSpec"))?;
-    let tmpl = object_entry(rts, "template", &format!("{path}.trainingRuntimeSpec.template"))?;
-    let spec = object_entry(tmpl, "spec", &format!("{path}.trainingRuntimeSpec.template.spec"))?;
+    let rts = object_entry(
+        entry,
+        "trainingRuntimeSpec",
+        &format!("{path}.trainingRuntimeSpec"),
+    )?;
+    let tmpl = object_entry(
+        rts,
+        "template",
+        &format!("{path}.trainingRuntimeSpec.template"),
+    )?;
+    let spec = object_entry(
+        tmpl,
+        "spec",
+        &format!("{path}.trainingRuntimeSpec.template.spec"),
+    )?;
     let jobs_path = format!("{path}.trainingRuntimeSpec.template.spec.replicatedJobs");
     let jobs = array_entry(spec, "replicatedJobs", &jobs_path)?;
     for target in targets {
@@ -1379,12 +1452,20 @@ fn write_pod_placement(
         let pt = object_entry(s, "template", &format!("{jp}.template.spec.template"))?;
         let pod = object_entry(pt, "spec", &format!("{jp}.template.spec.template.spec"))?;
         if let Some(a) = affinity {
-            let aff = object_entry(pod, "affinity", &format!("{jp}.template.spec.template.spec.affinity"))?;
+            let aff = object_entry(
+                pod,
+                "affinity",
+                &format!("{jp}.template.spec.template.spec.affinity"),
+            )?;
             aff.insert("nodeAffinity".to_string(), a.clone());
         }
         if !tolerations.is_empty() {
-            array_entry(pod, "tolerations", &format!("{jp}.template.spec.template.spec.tolerations"))?
-                .extend(tolerations.iter().cloned());
+            array_entry(
+                pod,
+                "tolerations",
+                &format!("{jp}.template.spec.template.spec.tolerations"),
+            )?
+            .extend(tolerations.iter().cloned());
         }
     }
     Ok(())
@@ -1435,9 +1516,7 @@ fn is_resource_name(s: &str) -> bool {
     let mut chars = s.chars();
     match (chars.next(), chars.next_back()) {
         (Some(first), Some(last)) => {
-            ok_edge(first)
-                && ok_edge(last)
-                && chars.all(|c| ok_edge(c) || c == '-' || c == '.')
+            ok_edge(first) && ok_edge(last) && chars.all(|c| ok_edge(c) || c == '-' || c == '.')
         }
         _ => false,
     }
@@ -1480,7 +1559,10 @@ fn job_scoped(deps: &[&Value], job_spec: &Value) -> BTreeSet<usize> {
             by_name.insert(n.as_str(), i);
         }
     }
-    let cluster = |i: usize| deps.get(i).is_none_or(|d| kind_of(d).starts_with("Cluster"));
+    let cluster = |i: usize| {
+        deps.get(i)
+            .is_none_or(|d| kind_of(d).starts_with("Cluster"))
+    };
     let mut shared: BTreeMap<String, BTreeSet<usize>> = BTreeMap::new();
     for (i, dep) in deps.iter().enumerate() {
         if cluster(i) {
@@ -1566,7 +1648,11 @@ fn creation_order<'v>(deps: &[&'v Value]) -> Vec<&'v Value> {
     loop {
         let ready: Vec<usize> = (0..n)
             .filter(|i| !done.contains(i))
-            .filter(|i| needs.get(*i).is_none_or(|s| s.iter().all(|j| done.contains(j))))
+            .filter(|i| {
+                needs
+                    .get(*i)
+                    .is_none_or(|s| s.iter().all(|j| done.contains(j)))
+            })
             .collect();
         if ready.is_empty() {
             break;
@@ -1577,7 +1663,10 @@ fn creation_order<'v>(deps: &[&'v Value]) -> Vec<&'v Value> {
         }
     }
     placed.extend((0..n).filter(|i| !done.contains(i)));
-    placed.iter().filter_map(|&i| deps.get(i).copied()).collect()
+    placed
+        .iter()
+        .filter_map(|&i| deps.get(i).copied())
+        .collect()
 }
 
 /// Replaces every string value equal to an old name by its new name.
@@ -1587,8 +1676,14 @@ fn rename(doc: Value, renames: &BTreeMap<String, String>) -> Value {
             Some(new) => Value::String(new.clone()),
             None => Value::String(s),
         },
-        Value::Array(items) => Value::Array(items.into_iter().map(|v| rename(v, renames)).collect()),
-        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, rename(v, renames))).collect()),
+        Value::Array(items) => {
+            Value::Array(items.into_iter().map(|v| rename(v, renames)).collect())
+        }
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, rename(v, renames)))
+                .collect(),
+        ),
         other => other,
     }
 }
@@ -1640,7 +1735,9 @@ mod tests {
     }
 
     fn fleet(n: usize, product: &str) -> Vec<Node> {
-        (0..n).map(|i| gpu_node(&format!("node-{i}"), product)).collect()
+        (0..n)
+            .map(|i| gpu_node(&format!("node-{i}"), product))
+            .collect()
     }
 
     fn h100(n: usize) -> Vec<Node> {
@@ -1775,7 +1872,8 @@ mod tests {
         spec.iter()
             .map(|(name, rack)| {
                 let mut n = gpu_node(name, "NVIDIA-GB200");
-                n.labels.insert("topology.kubernetes.io/rack".into(), rack.to_string());
+                n.labels
+                    .insert("topology.kubernetes.io/rack".into(), rack.to_string());
                 n
             })
             .collect()
@@ -1784,7 +1882,14 @@ mod tests {
     fn summary(groups: &[Group]) -> Vec<(String, Vec<String>, Vec<String>, bool)> {
         groups
             .iter()
-            .map(|g| (g.name.clone(), g.nodes.clone(), g.domains.clone(), g.overflow))
+            .map(|g| {
+                (
+                    g.name.clone(),
+                    g.nodes.clone(),
+                    g.domains.clone(),
+                    g.overflow,
+                )
+            })
             .collect()
     }
 
@@ -1795,17 +1900,39 @@ mod tests {
     #[test]
     fn topology_overflow_reuses_largest_rack() {
         let nodes = racked(&[
-            ("node-r1-0", "rack-1"), ("node-r1-1", "rack-1"), ("node-r1-2", "rack-1"), ("node-r1-3", "rack-1"),
-            ("node-r2-0", "rack-2"), ("node-r2-1", "rack-2"), ("node-r2-2", "rack-2"), ("node-r2-3", "rack-2"),
-            ("node-r3-0", "rack-3"), ("node-r3-1", "rack-3"),
+            ("node-r1-0", "rack-1"),
+            ("node-r1-1", "rack-1"),
+            ("node-r1-2", "rack-1"),
+            ("node-r1-3", "rack-1"),
+            ("node-r2-0", "rack-2"),
+            ("node-r2-1", "rack-2"),
+            ("node-r2-2", "rack-2"),
+            ("node-r2-3", "rack-2"),
+            ("node-r3-0", "rack-3"),
+            ("node-r3-1", "rack-3"),
         ]);
         let groups = place_groups(&nodes, 4, Some("topology.kubernetes.io/rack"), false).unwrap();
         assert_eq!(
             summary(&groups),
             vec![
-                ("group-0".into(), s(&["node-r1-0", "node-r1-1", "node-r1-2", "node-r1-3"]), s(&["rack-1"]), false),
-                ("group-1".into(), s(&["node-r2-0", "node-r2-1", "node-r2-2", "node-r2-3"]), s(&["rack-2"]), false),
-                ("group-2-overflow".into(), s(&["node-r1-0", "node-r1-1", "node-r3-0", "node-r3-1"]), s(&["rack-1", "rack-3"]), true),
+                (
+                    "group-0".into(),
+                    s(&["node-r1-0", "node-r1-1", "node-r1-2", "node-r1-3"]),
+                    s(&["rack-1"]),
+                    false
+                ),
+                (
+                    "group-1".into(),
+                    s(&["node-r2-0", "node-r2-1", "node-r2-2", "node-r2-3"]),
+                    s(&["rack-2"]),
+                    false
+                ),
+                (
+                    "group-2-overflow".into(),
+                    s(&["node-r1-0", "node-r1-1", "node-r3-0", "node-r3-1"]),
+                    s(&["rack-1", "rack-3"]),
+                    true
+                ),
             ]
         );
     }
@@ -1813,17 +1940,107 @@ mod tests {
     #[test]
     fn topology_packs_into_fewest_domains() {
         let nodes = racked(&[
-            ("node-r1-0", "rack-1"), ("node-r1-1", "rack-1"), ("node-r2-0", "rack-2"), ("node-r2-1", "rack-2"),
-            ("node-r3-0", "rack-3"), ("node-r3-1", "rack-3"), ("node-r4-0", "rack-4"), ("node-r4-1", "rack-4"),
-            ("node-r5-0", "rack-5"), ("node-r5-1", "rack-5"), ("node-r6-0", "rack-6"), ("node-r6-1", "rack-6"),
+            ("node-r1-0", "rack-1"),
+            ("node-r1-1", "rack-1"),
+            ("node-r2-0", "rack-2"),
+            ("node-r2-1", "rack-2"),
+            ("node-r3-0", "rack-3"),
+            ("node-r3-1", "rack-3"),
+            ("node-r4-0", "rack-4"),
+            ("node-r4-1", "rack-4"),
+            ("node-r5-0", "rack-5"),
+            ("node-r5-1", "rack-5"),
+            ("node-r6-0", "rack-6"),
+            ("node-r6-1", "rack-6"),
         ]);
         let groups = place_groups(&nodes, 5, Some("topology.kubernetes.io/rack"), false).unwrap();
         assert_eq!(
             summary(&groups),
             vec![
-                ("group-0".into(), s(&["node-r1-0", "node-r1-1", "node-r2-0", "node-r2-1", "node-r3-0"]), s(&["rack-1", "rack-2", "rack-3"]), false),
-                ("group-1".into(), s(&["node-r4-0", "node-r4-1", "node-r5-0", "node-r5-1", "node-r6-0"]), s(&["rack-4", "rack-5", "rack-6"]), false),
-                ("group-2-overflow".into(), s(&["node-r1-0", "node-r3-0", "node-r3-1", "node-r6-0", "node-r6-1"]), s(&["rack-1", "rack-3", "rack-6"]), true),
+                (
+                    "group-0".into(),
+                    s(&[
+                        "node-r1-0",
+                        "node-r1-1",
+                        "node-r2-0",
+                        "node-r2-1",
+                        "node-r3-0"
+                    ]),
+                    s(&["rack-1", "rack-2", "rack-3"]),
+                    false
+                ),
+                (
+                    "group-1".into(),
+                    s(&[
+                        "node-r4-0",
+                        "node-r4-1",
+                        "node-r5-0",
+                        "node-r5-1",
+                        "node-r6-0"
+                    ]),
+                    s(&["rack-4", "rack-5", "rack-6"]),
+                    false
+                ),
+                (
+                    "group-2-overflow".into(),
+                    s(&[
+                        "node-r1-0",
+                        "node-r3-0",
+                        "node-r3-1",
+                        "node-r6-0",
+                        "node-r6-1"
+                    ]),
+                    s(&["rack-1", "rack-3", "rack-6"]),
+                    true
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn topology_later_overflow_groups_stay_full() {
+        // The original drains its pools across overflow groups, which would make the third
+        // overflow group [a3, c1]; refreshed pools keep it at nodesPerJob.
+        let nodes = racked(&[
+            ("a0", "A"),
+            ("a1", "A"),
+            ("a2", "A"),
+            ("a3", "A"),
+            ("a4", "A"),
+            ("b0", "B"),
+            ("b1", "B"),
+            ("b2", "B"),
+            ("c0", "C"),
+            ("c1", "C"),
+        ]);
+        let groups = place_groups(&nodes, 4, Some("topology.kubernetes.io/rack"), false).unwrap();
+        assert_eq!(
+            summary(&groups),
+            vec![
+                (
+                    "group-0".into(),
+                    s(&["a0", "a1", "a2", "a3"]),
+                    s(&["A"]),
+                    false
+                ),
+                (
+                    "group-1-overflow".into(),
+                    s(&["b0", "b1", "b2", "c0"]),
+                    s(&["B", "C"]),
+                    true
+                ),
+                (
+                    "group-2-overflow".into(),
+                    s(&["a0", "a1", "a2", "a4"]),
+                    s(&["A"]),
+                    true
+                ),
+                (
+                    "group-3-overflow".into(),
+                    s(&["a0", "a1", "c0", "c1"]),
+                    s(&["A", "C"]),
+                    true
+                ),
             ]
         );
     }
@@ -1832,12 +2049,26 @@ mod tests {
     fn topology_partial_group_when_nothing_fills() {
         let nodes = racked(&[("a", "r1"), ("b", "r2"), ("c", "r2")]);
         let groups = place_groups(&nodes, 4, Some("topology.kubernetes.io/rack"), false).unwrap();
-        assert_eq!(summary(&groups), vec![("group-0".into(), s(&["a", "b", "c"]), s(&["r1", "r2"]), false)]);
+        assert_eq!(
+            summary(&groups),
+            vec![(
+                "group-0".into(),
+                s(&["a", "b", "c"]),
+                s(&["r1", "r2"]),
+                false
+            )]
+        );
     }
 
     #[test]
     fn strict_domain_one_group_per_domain() {
-        let nodes = racked(&[("a", "r2"), ("b", "r1"), ("c", "r1"), ("d", "r3"), ("e", "r3")]);
+        let nodes = racked(&[
+            ("a", "r2"),
+            ("b", "r1"),
+            ("c", "r1"),
+            ("d", "r3"),
+            ("e", "r3"),
+        ]);
         let groups = place_groups(&nodes, 2, Some("topology.kubernetes.io/rack"), true).unwrap();
         assert_eq!(
             summary(&groups),
@@ -1851,7 +2082,11 @@ mod tests {
 
     #[test]
     fn topology_key_from_orchestration_drives_pinned_partition() {
-        let wf = mpi_workflow("wf", 2, json!({"topology": {"topologyKey": "topology.kubernetes.io/rack"}}));
+        let wf = mpi_workflow(
+            "wf",
+            2,
+            json!({"topology": {"topologyKey": "topology.kubernetes.io/rack"}}),
+        );
         let nodes = racked(&[("a", "r1"), ("b", "r2"), ("c", "r1"), ("d", "r2")]);
         let p = place(&wf, &nodes).unwrap();
         assert_eq!(p.groups[0].nodes, ["a", "c"]);
@@ -1879,7 +2114,9 @@ mod tests {
 
     fn with_allocatable(mut nodes: Vec<Node>, gpus: &[(usize, &str)]) -> Vec<Node> {
         for (i, q) in gpus {
-            nodes[*i].allocatable.insert(GPU_RESOURCE.into(), q.to_string());
+            nodes[*i]
+                .allocatable
+                .insert(GPU_RESOURCE.into(), q.to_string());
         }
         nodes
     }
@@ -1927,7 +2164,11 @@ mod tests {
 
     #[test]
     fn unpinned_ignores_topology_key() {
-        let wf = mpi_workflow("wf", 2, json!({"placement": "Unpinned", "topology": {"topologyKey": "rack"}}));
+        let wf = mpi_workflow(
+            "wf",
+            2,
+            json!({"placement": "Unpinned", "topology": {"topologyKey": "rack"}}),
+        );
         let p = place(&wf, &h100(3)).unwrap();
         assert_eq!(group_names(&p), ["group-0"]);
         assert!(p.groups[0].nodes.is_empty());
@@ -2037,7 +2278,11 @@ mod tests {
 
     #[test]
     fn pinned_affinity_and_labels() {
-        let wf = mpi_workflow("wf", 2, json!({"target": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "a": "b"}}}));
+        let wf = mpi_workflow(
+            "wf",
+            2,
+            json!({"target": {"nodeSelector": {"nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3", "a": "b"}}}),
+        );
         let mut nodes = h100(4);
         for n in &mut nodes {
             n.labels.insert("a".into(), "b".into());
@@ -2088,14 +2333,19 @@ mod tests {
         );
         let mut nodes = fleet(4, "NVIDIA-GB200");
         for (i, n) in nodes.iter_mut().enumerate() {
-            n.labels.insert("nvidia.com/gpu.clique".into(), format!("clique-{}", i % 2));
+            n.labels
+                .insert("nvidia.com/gpu.clique".into(), format!("clique-{}", i % 2));
         }
         let p = place(&wf, &nodes).unwrap();
         assert_eq!(p.total_nodes, 2);
         assert_eq!(group_names(&p), ["group-0"]);
         let tj = train_job(&p.groups[0]);
         assert_eq!(tj["metadata"]["name"], "wf-job");
-        assert!(tj["metadata"]["annotations"].get(GROUP_NODES_ANNOTATION).is_none());
+        assert!(
+            tj["metadata"]["annotations"]
+                .get(GROUP_NODES_ANNOTATION)
+                .is_none()
+        );
         assert_eq!(tj["spec"]["trainer"]["numNodes"], 2);
         for job in ["launcher", "node"] {
             let exprs = match_expressions(tj, job);
@@ -2119,7 +2369,11 @@ mod tests {
 
     #[test]
     fn unpinned_node_names_become_the_hostname_term() {
-        let wf = mpi_workflow("wf", 2, json!({"placement": "Unpinned", "target": {"nodeNames": ["node-3", "node-1"]}}));
+        let wf = mpi_workflow(
+            "wf",
+            2,
+            json!({"placement": "Unpinned", "target": {"nodeNames": ["node-3", "node-1"]}}),
+        );
         let p = place(&wf, &h100(4)).unwrap();
         let exprs = match_expressions(train_job(&p.groups[0]), "node");
         assert_eq!(
@@ -2198,35 +2452,50 @@ mod tests {
         let p = place(&wf, &h100(1)).unwrap();
         let tj = train_job(&p.groups[0]);
         let jobs = &tj["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"];
-        assert_eq!(tj["spec"]["runtimePatches"][0]["manager"], CONTROLLER_PATCH_MANAGER);
+        assert_eq!(
+            tj["spec"]["runtimePatches"][0]["manager"],
+            CONTROLLER_PATCH_MANAGER
+        );
         assert_eq!(jobs.as_array().unwrap().len(), 1);
         assert_eq!(jobs[0]["name"], "node");
         // non-MPI: affinity but no tolerations
-        assert!(jobs[0]["template"]["spec"]["template"]["spec"].get("tolerations").is_none());
-        assert!(jobs[0]["template"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"].is_object());
+        assert!(
+            jobs[0]["template"]["spec"]["template"]["spec"]
+                .get("tolerations")
+                .is_none()
+        );
+        assert!(
+            jobs[0]["template"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"].is_object()
+        );
     }
 
     #[test]
     fn existing_affinity_is_replaced_and_tolerations_appended() {
         let mut wf = mpi_workflow("wf", 1, json!({}));
-        wf.spec.job_template["spec"]["workload"]["trainJob"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"][0] = json!({
+        wf.spec.job_template["spec"]["workload"]["trainJob"]["runtimePatches"][0]["trainingRuntimeSpec"]
+            ["template"]["spec"]["replicatedJobs"][0] = json!({
             "name": "node",
             "template": {"spec": {"template": {"spec": {
                 "affinity": {"nodeAffinity": {"old": true}, "podAffinity": {"keep": true}},
                 "tolerations": [{"key": "mine", "operator": "Exists"}]}}}}
         });
         let p = place(&wf, &h100(1)).unwrap();
-        let pod = &patch_job(train_job(&p.groups[0]), "node")["template"]["spec"]["template"]["spec"];
+        let pod =
+            &patch_job(train_job(&p.groups[0]), "node")["template"]["spec"]["template"]["spec"];
         assert_eq!(pod["affinity"]["podAffinity"], json!({"keep": true}));
         assert!(pod["affinity"]["nodeAffinity"].get("old").is_none());
-        assert_eq!(pod["tolerations"], json!([{"key": "mine", "operator": "Exists"}, {"operator": "Exists"}]));
+        assert_eq!(
+            pod["tolerations"],
+            json!([{"key": "mine", "operator": "Exists"}, {"operator": "Exists"}])
+        );
     }
 
     // ---- dependencies per group ---------------------------------------------------------
 
     fn gb200_workflow(num_nodes: i64) -> Workflow {
         let mut rt = runtime("wf");
-        rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["resourceClaims"] =
+        rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+            ["resourceClaims"] =
             json!([{"name": "compute-domain", "resourceClaimTemplateName": "wf-channel"}]);
         let cd = json!({
             "apiVersion": "resource.nvidia.com/v1beta1",
@@ -2235,7 +2504,11 @@ mod tests {
             "spec": {"numNodes": 4, "channel": {"allocationMode": "Single", "resourceClaimTemplate": {"name": "wf-channel"}}}
         });
         let mut wf = mpi_workflow("wf", num_nodes, json!({}));
-        wf.spec.dependencies = vec![rt, cd, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unrelated"}, "data": {"k": "v"}})];
+        wf.spec.dependencies = vec![
+            rt,
+            cd,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "unrelated"}, "data": {"k": "v"}}),
+        ];
         wf
     }
 
@@ -2255,17 +2528,27 @@ mod tests {
             assert_eq!(cd["kind"], "ComputeDomain");
             assert_eq!(cd["metadata"]["name"], format!("wf-compute-domain-{job}"));
             assert_eq!(cd["spec"]["numNodes"], 4);
-            assert_eq!(cd["spec"]["channel"]["resourceClaimTemplate"]["name"], format!("wf-channel-{job}"));
             assert_eq!(
-                rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]["resourceClaims"][0]["resourceClaimTemplateName"],
+                cd["spec"]["channel"]["resourceClaimTemplate"]["name"],
+                format!("wf-channel-{job}")
+            );
+            assert_eq!(
+                rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+                    ["spec"]["resourceClaims"][0]["resourceClaimTemplateName"],
                 format!("wf-channel-{job}")
             );
             // Structural names and labels stay.
-            assert_eq!(rt["spec"]["template"]["spec"]["replicatedJobs"][0]["name"], "node");
+            assert_eq!(
+                rt["spec"]["template"]["spec"]["replicatedJobs"][0]["name"],
+                "node"
+            );
             assert_eq!(rt["metadata"]["labels"]["app"], "wf");
             assert_eq!(tj["kind"], "TrainJob");
             assert_eq!(tj["metadata"]["name"], job);
-            assert_eq!(tj["spec"]["runtimeRef"]["name"], format!("wf-runtime-{job}"));
+            assert_eq!(
+                tj["spec"]["runtimeRef"]["name"],
+                format!("wf-runtime-{job}")
+            );
         }
     }
 
@@ -2275,14 +2558,19 @@ mod tests {
         assert_eq!(p.nodes_per_job, 3);
         let g = &p.groups[0];
         assert_eq!(g.manifests[1]["spec"]["numNodes"], 3);
-        assert_eq!(g.manifests[1]["metadata"]["name"], "wf-compute-domain-wf-job");
+        assert_eq!(
+            g.manifests[1]["metadata"]["name"],
+            "wf-compute-domain-wf-job"
+        );
         assert_eq!(g.manifests[2]["spec"]["trainer"]["numNodes"], 3);
     }
 
     #[test]
     fn compute_domain_unpinned_sized_to_nodes_per_job() {
         let mut wf = gb200_workflow(2);
-        wf.spec.orchestration.insert("placement".into(), json!("Unpinned"));
+        wf.spec
+            .orchestration
+            .insert("placement".into(), json!("Unpinned"));
         let p = place(&wf, &fleet(5, "NVIDIA-GB200")).unwrap();
         assert_eq!(p.groups[0].manifests[1]["spec"]["numNodes"], 2);
     }
@@ -2329,17 +2617,31 @@ mod tests {
         let rt = &p.groups[0].manifests[0];
         assert_eq!(rt["metadata"]["name"], "wf-runtime-wf-job");
         let job = &rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"];
-        assert_eq!(job["metadata"]["labels"]["kai.scheduler/queue"], "wf-runtime");
-        assert_eq!(job["spec"]["template"]["spec"]["schedulerName"], "wf-runtime");
+        assert_eq!(
+            job["metadata"]["labels"]["kai.scheduler/queue"],
+            "wf-runtime"
+        );
+        assert_eq!(
+            job["spec"]["template"]["spec"]["schedulerName"],
+            "wf-runtime"
+        );
         // Absent stays absent.
         let launcher = &rt["spec"]["template"]["spec"]["replicatedJobs"][1]["template"];
-        assert!(launcher["spec"]["template"]["spec"].get("schedulerName").is_none());
+        assert!(
+            launcher["spec"]["template"]["spec"]
+                .get("schedulerName")
+                .is_none()
+        );
 
         // Without a gang intent the rename is not undone.
         wf.spec.gang_scheduler = None;
         let p = place(&wf, &h100(1)).unwrap();
-        let job = &p.groups[0].manifests[0]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"];
-        assert_eq!(job["spec"]["template"]["spec"]["schedulerName"], "wf-runtime-wf-job");
+        let job =
+            &p.groups[0].manifests[0]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"];
+        assert_eq!(
+            job["spec"]["template"]["spec"]["schedulerName"],
+            "wf-runtime-wf-job"
+        );
     }
 
     #[test]
@@ -2352,7 +2654,15 @@ mod tests {
 
     #[test]
     fn resource_name_shape() {
-        for (s, want) in [("wf-channel", true), ("a", false), ("ab", true), ("A-b", false), ("a.b-c", true), ("-a", false), ("a/b", false)] {
+        for (s, want) in [
+            ("wf-channel", true),
+            ("a", false),
+            ("ab", true),
+            ("A-b", false),
+            ("a.b-c", true),
+            ("-a", false),
+            ("a/b", false),
+        ] {
             assert_eq!(is_resource_name(s), want, "{s}");
         }
     }
@@ -2367,7 +2677,9 @@ mod tests {
         assert!(validate_placement(orch.as_object().unwrap()).is_ok());
         let bad = json!({"topology": {"strictDomain": "yes"}});
         assert_eq!(
-            validate_placement(bad.as_object().unwrap()).unwrap_err().to_string(),
+            validate_placement(bad.as_object().unwrap())
+                .unwrap_err()
+                .to_string(),
             "spec.orchestration.topology.strictDomain: must be a boolean, got \"yes\""
         );
     }
