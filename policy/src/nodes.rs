@@ -534,7 +534,23 @@ fn matches_node_selector(node: &Node, selector: &BTreeMap<String, String>) -> bo
         .all(|(k, v)| node.labels.get(k).is_some_and(|have| have == v))
 }
 
-/// One NodeSelectorRequirement against the node's labels (label-selector semantics).
+/// One NodeSelectorRequirement against the node's labels (label-selector semantics):
+/// `In` needs the label with one of the values, `NotIn` the label absent or with none of
+/// them, `Exists`/`DoesNotExist` the key present/absent. A requirement a label selector would
+/// refuse (unknown operator such as `Gt`, `In`/`NotIn` without values, `Exists`/`DoesNotExist`
+/// with values) matches no node.
+///
+/// # Example
+/// ```
+/// use nvcre_policy::{api::NodeSelectorRequirement, nodes::{matches_requirement, Node}};
+/// let node = Node { name: "a".into(), labels: [("rack".to_string(), "r1".to_string())].into(), ..Node::default() };
+/// let req = |op: &str, values: &[&str]| NodeSelectorRequirement {
+///     key: "rack".into(), operator: op.into(), values: values.iter().map(|v| v.to_string()).collect(),
+/// };
+/// assert!(matches_requirement(&node, &req("In", &["r1", "r2"])));
+/// assert!(!matches_requirement(&node, &req("NotIn", &["r1"])));
+/// assert!(!matches_requirement(&node, &req("Gt", &["1"])));
+/// ```
 pub fn matches_requirement(node: &Node, req: &NodeSelectorRequirement) -> bool {
     let value = node.labels.get(&req.key);
     match req.operator.as_str() {

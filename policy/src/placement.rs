@@ -174,6 +174,17 @@ impl PlacementSpec {
     /// [`PlacementError::InvalidOrchestration`] when a field has the wrong shape,
     /// [`PlacementError::UnknownPlacement`] for a placement other than `""`, `Pinned`,
     /// `Unpinned`.
+    ///
+    /// # Example
+    /// ```
+    /// use nvcre_policy::placement::{PlacementMode, PlacementSpec};
+    /// let orch = serde_json::json!({"placement": "Unpinned", "topology": {"topologyKey": "rack"}});
+    /// let spec = PlacementSpec::from_orchestration(orch.as_object().ok_or("object")?)?;
+    /// assert_eq!(spec.mode, PlacementMode::Unpinned);
+    /// assert_eq!(spec.topology_key.as_deref(), Some("rack"));
+    /// assert!(spec.validate().is_ok());
+    /// # Ok::<(), Box<dyn std::error::Error>>(())
+    /// ```
     pub fn from_orchestration(orch: &Map<String, Value>) -> Result<PlacementSpec, PlacementError> {
         let invalid = |field: &str, reason: String| PlacementError::InvalidOrchestration {
             field: field.to_string(),
@@ -852,9 +863,16 @@ pub fn tolerations(
 /// `workflow` is the Workflow after override resolution; `nodes` are all cluster nodes (the
 /// target is applied here). See the module docs for the pipeline.
 ///
+/// Pinned with `trainer.numNodes < 1` means "all eligible nodes in one group"; Unpinned
+/// never clamps: the size is honoured exactly or placement fails.
+///
 /// # Errors
-/// Every [`PlacementError`] variant except `InvalidNodesPerJob` under Pinned with a value
-/// below 1 (which means "all nodes"). Messages are NVCRE's, e.g.
+/// In pipeline order: orchestration shape and the Unpinned rejections,
+/// [`PlacementError::NoTargetNodes`], [`PlacementError::NoCapacity`],
+/// [`PlacementError::NodesPerJob`], [`PlacementError::InvalidNodesPerJob`] (Unpinned),
+/// [`PlacementError::Shortfall`], [`PlacementError::DiagnoseUnsupported`], partition errors,
+/// and [`PlacementError::InvalidDocument`] when the job template or a dependency is not
+/// shaped as expected. Messages are NVCRE's, e.g.
 /// `Not enough schedulable nodes: need 8, found 6`.
 ///
 /// # Example
@@ -1079,7 +1097,7 @@ struct GroupRender<'a> {
     job_spec: Value,
     /// Job-scoped dependencies, in creation order.
     job_deps: Vec<&'a Value>,
-    /// Indices of the dependencies that are not job-scoped.
+    /// Dependencies no job references (created once for the Workflow).
     workflow_deps: Vec<&'a Value>,
     /// Names every group suffixes: job-scoped dependency names, then shared internal names.
     renamed: Vec<String>,
