@@ -17,6 +17,8 @@ pub mod check;
 pub mod contract;
 pub mod detect;
 pub mod error;
+pub mod nodes;
 pub mod packs;
+pub mod placement;
 pub mod render;
 pub mod resolve;

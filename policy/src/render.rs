@@ -259,7 +259,7 @@ pub fn render_workload_run(
                         .into(),
                 ));
             }
-            detect::normalize_gpu_product(&product)
+            detect::normalize_gpu_arch(&product)
         }
     };
     let defaults = detect::node_defaults(rules, &arch, &platform)?;
