@@ -29,6 +29,9 @@ pub struct CheckArgs {
     /// GPU architecture for the resolution (with --platform).
     #[arg(long = "gpu-arch")]
     gpu_arch: Option<String>,
+    /// Nodes to detect platform and architecture from (exclusive with --platform/--gpu-arch).
+    #[arg(long = "nodes-file", value_name = "FILE")]
+    nodes_file: Option<String>,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     output: CheckFormat,
@@ -42,9 +45,20 @@ pub struct CheckArgs {
 
 /// Runs `check`; returns 0 clean, 1 error findings, 2 when an input or flag could not be used.
 pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
+    let nodes = match &args.nodes_file {
+        Some(f) => match input::read_nodes(f) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                report::error_line(&e);
+                return ExitCode::from(2);
+            }
+        },
+        None => None,
+    };
     let req = CheckRequest {
         platform: args.platform.clone(),
         gpu_arch: args.gpu_arch.clone(),
+        nodes,
     };
     let (files, mut errors) = input::expand(&args.paths);
     let mut findings: Vec<Finding> = Vec::new();

@@ -65,3 +65,10 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     }
     Ok(())
 }
+
+/// Reads a nodes file: a v1 NodeList and/or Node documents.
+pub fn read_nodes(path: &str) -> Result<Vec<nvcre_policy::nodes::Node>, String> {
+    let docs = read_one(path)?;
+    let values: Vec<serde_json::Value> = docs.into_iter().map(|d| d.value).collect();
+    nvcre_policy::nodes::nodes_from_documents(&values).map_err(|e| format!("{path}: {e}"))
+}

@@ -17,7 +17,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use nvcre_engine::{RuleSet, to_yaml};
 use nvcre_policy::error::PolicyError;
 use nvcre_policy::packs::load_rules;
-use nvcre_policy::render::{RenderRequest, render_workflow, render_workload_run};
+use nvcre_policy::render::{RenderRequest, expand, render_workflow, render_workload_run};
 
 /// Render and check NVCRE WorkloadRun / Workflow manifests with policy kept as CEL + YAML rules.
 #[derive(Debug, Parser)]
@@ -71,6 +71,14 @@ struct RenderArgs {
     /// target's nvidia.com/gpu.product node selector.
     #[arg(long = "gpu-arch")]
     gpu_arch: Option<String>,
+    /// Nodes to detect platform and architecture from, and to place groups on: a v1 NodeList
+    /// or Node documents (`kubectl get nodes -o yaml`). Exclusive with --platform/--gpu-arch.
+    #[arg(long = "nodes-file", value_name = "FILE")]
+    nodes_file: Option<String>,
+    /// Print every child manifest of every group (dependencies, TrainJobs) instead of the
+    /// Workflow, with a one-line-per-group summary on stderr.
+    #[arg(long)]
+    expand: bool,
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
     output: RenderFormat,
@@ -109,10 +117,18 @@ fn load(cli: &Cli) -> Result<RuleSet, ExitCode> {
 }
 
 fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
+    let nodes = match &args.nodes_file {
+        Some(f) => Some(input::read_nodes(f).map_err(|e| {
+            report::error_line(&e);
+            ExitCode::from(2)
+        })?),
+        None => None,
+    };
     let req = RenderRequest {
         platform: args.platform.clone(),
         gpu_arch: args.gpu_arch.clone(),
         allow_unknown_arch: false,
+        nodes,
     };
     let docs = input::read_one(&args.file).map_err(|e| {
         report::error_line(&e);
@@ -131,7 +147,15 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                 for w in &rendered.warnings {
                     report::warning_line(w);
                 }
-                outputs.push(rendered.workflow);
+                if args.expand {
+                    let expanded = expand(rules, &rendered).map_err(|e| report_policy_error(&e))?;
+                    for line in &expanded.summary {
+                        eprintln!("{line}");
+                    }
+                    outputs.extend(expanded.manifests);
+                } else {
+                    outputs.push(rendered.workflow);
+                }
             }
             Err(e) => return Err(report_policy_error(&e)),
         }

@@ -15,12 +15,14 @@ use crate::error::PolicyError;
 use crate::render::{RenderRequest, render_workflow, render_workload_run};
 
 /// Node context of a check.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct CheckRequest {
     /// Resolve overrides for this platform before the post-override checks.
     pub platform: Option<String>,
     /// GPU architecture for the resolution.
     pub gpu_arch: Option<String>,
+    /// `--nodes-file`: detect platform and architecture from these nodes.
+    pub nodes: Option<Vec<crate::nodes::Node>>,
 }
 
 /// All findings for `doc`.
@@ -42,6 +44,7 @@ pub fn check_document(
         platform: req.platform.clone(),
         gpu_arch: req.gpu_arch.clone(),
         allow_unknown_arch: true,
+        nodes: req.nodes.clone(),
     };
     match kind {
         "WorkloadRun" => {
@@ -61,7 +64,7 @@ pub fn check_document(
             Ok(findings)
         }
         "Workflow" => {
-            if req.platform.is_some() {
+            if req.platform.is_some() || req.nodes.is_some() {
                 return match render_workflow(rules, doc, &render_req) {
                     Ok(_) => Ok(Vec::new()),
                     Err(PolicyError::Rejected(f)) => Ok(f),

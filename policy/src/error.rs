@@ -12,6 +12,10 @@ pub enum PolicyError {
     /// The input violates rules: the findings say which and where.
     #[error("{}", .0.first().map(|f| f.message.as_str()).unwrap_or("policy violation"))]
     Rejected(Vec<Finding>),
+    /// The fleet cannot host the workload as specified (shortfall, no capacity, partition
+    /// errors): the exact NVCRE status message.
+    #[error("{0}")]
+    Placement(String),
     /// A flag value or flag combination is wrong.
     #[error("{0}")]
     Usage(String),
@@ -53,7 +57,7 @@ impl PolicyError {
     /// 1 for policy violations, 2 for everything else.
     pub fn exit_code(&self) -> u8 {
         match self {
-            PolicyError::Rejected(_) => 1,
+            PolicyError::Rejected(_) | PolicyError::Placement(_) => 1,
             _ => 2,
         }
     }

@@ -11,12 +11,14 @@ use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::api::{
-    API_VERSION, EnvVar, LEGACY_API_VERSION, OverrideSpec, WhenSpec, Workflow, WorkloadRun,
+    API_VERSION, EnvVar, LEGACY_API_VERSION, OverrideSpec, TargetSpec, WhenSpec, Workflow,
+    WorkloadRun,
 };
 use crate::build::{BuildParams, build_workflow};
 use crate::contract::{self, enforce};
 use crate::detect::{self, quote};
 use crate::error::PolicyError;
+use crate::nodes::{self, Node};
 use crate::resolve::{AppliedOverride, OverrideContext, resolve_overrides, when_matches};
 
 /// Name of the WorkloadRun platform override table.
@@ -31,7 +33,7 @@ pub const ANNOTATION_PLATFORM: &str = "nvcrectl.nvidia.com/detected-platform";
 pub const ANNOTATION_APPLIED: &str = "nvcrectl.nvidia.com/applied-overrides";
 
 /// The node context of a render.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct RenderRequest {
     /// `--platform`: resolve overrides for this platform and enforce the contract.
     pub platform: Option<String>,
@@ -40,6 +42,189 @@ pub struct RenderRequest {
     /// Use the unknown architecture ("") instead of failing when none can be determined
     /// (`check` does not need one for the construction checks).
     pub allow_unknown_arch: bool,
+    /// `--nodes-file`: the cluster's nodes (a NodeList or Node documents). Platform and
+    /// architecture are detected from the target nodes among them; exclusive with
+    /// `platform` / `gpu_arch`.
+    pub nodes: Option<Vec<Node>>,
+}
+
+/// The node context a render resolved: from flags (one synthetic node per job slot, made on
+/// demand) or from the nodes given.
+#[derive(Debug, Clone, Default)]
+pub struct NodeContext {
+    /// Platform ("" when unknown and no platform was forced).
+    pub platform: String,
+    /// GPU architecture ("" when unknown).
+    pub gpu_architecture: String,
+    /// The target nodes (given nodes after discovery, sorted by name); empty for flags.
+    pub nodes: Vec<Node>,
+    /// True when the context came from `--nodes-file`.
+    pub from_nodes: bool,
+    /// Notes for stderr (e.g. NIC detection).
+    pub notes: Vec<String>,
+}
+
+/// The exact message for `--nodes-file` combined with `--platform` / `--gpu-arch`.
+pub const NODES_FILE_EXCLUSIVE: &str =
+    "--nodes-file and --platform/--gpu-arch are mutually exclusive";
+
+/// Checks the flag combination and detects platform / architecture from the nodes
+/// (render-pipeline.md §3; the first target node by name names the platform, the GPU
+/// architecture is a majority vote).
+///
+/// # Errors
+/// [`PolicyError::Usage`] for `--nodes-file` with `--platform`/`--gpu-arch`, for bad flag
+/// values, and when the nodes hold no target node.
+pub fn node_context(
+    rules: &RuleSet,
+    req: &RenderRequest,
+    target: Option<&TargetSpec>,
+) -> Result<NodeContext, PolicyError> {
+    if req.nodes.is_some() && (req.platform.is_some() || req.gpu_arch.is_some()) {
+        return Err(PolicyError::Usage(NODES_FILE_EXCLUSIVE.to_string()));
+    }
+    if let Some(p) = &req.platform {
+        detect::check_platform(rules, p)?;
+    }
+    let flag_arch = req
+        .gpu_arch
+        .as_deref()
+        .map(|a| detect::check_gpu_arch(rules, a))
+        .transpose()?;
+    let Some(all) = &req.nodes else {
+        return Ok(NodeContext {
+            platform: req.platform.clone().unwrap_or_default(),
+            gpu_architecture: flag_arch.unwrap_or_default(),
+            ..NodeContext::default()
+        });
+    };
+    let discovery = nodes::discover_targets(all, target);
+    let Some(first) = discovery.nodes.first() else {
+        return Err(PolicyError::Usage(format!(
+            "no target nodes among the {} node(s) given: none matches the target with nvidia.com/gpu.present=true and is schedulable",
+            all.len()
+        )));
+    };
+    let labels: Map<String, Value> = first
+        .labels
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let platform = detect::detect_platform(rules, &first.provider_id, &labels)?;
+    let arch = nodes::detect_gpu_architecture(&discovery.nodes);
+    let arch = if arch == nodes::UNKNOWN_ARCH {
+        String::new()
+    } else {
+        arch
+    };
+    Ok(NodeContext {
+        platform,
+        gpu_architecture: arch,
+        nodes: discovery.nodes,
+        from_nodes: true,
+        notes: Vec::new(),
+    })
+}
+
+/// `count` synthetic nodes for `--platform P --gpu-arch A`: `nvidia.com/gpu.present=true`,
+/// `nvidia.com/gpu.product=NVIDIA-<A>`, the platform's providerID, labels and allocatable from
+/// the `platform-detection` table, and the target's nodeSelector labels (so they are targets).
+///
+/// # Errors
+/// A missing or malformed detection table.
+pub fn synthetic_nodes(
+    rules: &RuleSet,
+    platform: &str,
+    arch: &str,
+    count: usize,
+    target: Option<&TargetSpec>,
+) -> Result<Vec<Node>, PolicyError> {
+    let synthetic = detect::check_platform(rules, platform)?;
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let name = format!("{platform}-{arch}-node-{i}");
+        let mut labels: std::collections::BTreeMap<String, String> = Default::default();
+        labels.insert(nodes::HOSTNAME_LABEL.into(), name.clone());
+        if let Some(t) = target {
+            for (k, v) in &t.node_selector {
+                labels.insert(k.clone(), v.clone());
+            }
+        }
+        for (k, v) in &synthetic.labels {
+            labels.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+        }
+        labels.insert(nodes::GPU_PRESENT_LABEL.into(), "true".into());
+        labels.insert(
+            nodes::GPU_PRODUCT_LABEL.into(),
+            format!("NVIDIA-{}", arch.to_uppercase()),
+        );
+        out.push(Node {
+            name,
+            labels,
+            provider_id: synthetic.provider_id.clone(),
+            allocatable: synthetic
+                .allocatable
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| v.to_string()),
+                    )
+                })
+                .collect(),
+            ..Node::default()
+        });
+    }
+    Ok(out)
+}
+
+/// NIC resource auto-detection (render-pipeline.md §1.2 step 4, ADR-075): on-prem GB200/GB300
+/// only; exactly one candidate (`rdma/*` or `nvidia.com/mlnxnics`) allocatable at ≥ `mlnx` on
+/// every node → that name; otherwise nothing, with a note saying why.
+fn detect_nic_resource(ctx: &NodeContext, mlnx: i64) -> (Option<String>, Option<String>) {
+    if !ctx.from_nodes
+        || ctx.platform != "onprem"
+        || !matches!(ctx.gpu_architecture.as_str(), "gb200" | "gb300")
+    {
+        return (None, None);
+    }
+    let mut candidates: std::collections::BTreeSet<String> = Default::default();
+    for n in &ctx.nodes {
+        for k in n.allocatable.keys() {
+            if k.starts_with("rdma/") || k == "nvidia.com/mlnxnics" {
+                candidates.insert(k.clone());
+            }
+        }
+    }
+    let eligible: Vec<String> = candidates
+        .into_iter()
+        .filter(|c| {
+            ctx.nodes.iter().all(|n| {
+                n.allocatable
+                    .get(c)
+                    .and_then(|v| crate::placement::quantity_as_int(v))
+                    .is_some_and(|have| have >= mlnx)
+            })
+        })
+        .collect();
+    match eligible.as_slice() {
+        [one] => (Some(one.clone()), None),
+        [] => (
+            None,
+            Some(format!(
+                "NICResourceDetection: no rdma/* or nvidia.com/mlnxnics resource is allocatable at {mlnx} on every target node; no NIC resource is requested (set spec.nicResourceName)"
+            )),
+        ),
+        many => (
+            None,
+            Some(format!(
+                "NICResourceDetection: several NIC resources are allocatable on every target node ({}); no NIC resource is requested (set spec.nicResourceName)",
+                many.join(", ")
+            )),
+        ),
+    }
 }
 
 /// A rendered Workflow and what the render decided.
@@ -55,6 +240,8 @@ pub struct Rendered {
     pub platform: String,
     /// The GPU architecture used.
     pub gpu_architecture: String,
+    /// The target nodes from `--nodes-file` (empty for flags).
+    pub nodes: Vec<Node>,
 }
 
 /// One row of the platform override table, with the WorkloadRun-only keys.
@@ -202,14 +389,17 @@ pub fn render_workload_run(
 ) -> Result<Rendered, PolicyError> {
     let mut warnings = Vec::new();
     // Flags are checked before the file is used (as nvcrectl does).
-    if let Some(p) = &req.platform {
-        detect::check_platform(rules, p)?;
+    node_context(
+        rules,
+        &RenderRequest {
+            nodes: None,
+            ..req.clone()
+        },
+        None,
+    )?;
+    if req.nodes.is_some() && (req.platform.is_some() || req.gpu_arch.is_some()) {
+        return Err(PolicyError::Usage(NODES_FILE_EXCLUSIVE.to_string()));
     }
-    let flag_arch = req
-        .gpu_arch
-        .as_deref()
-        .map(|a| detect::check_gpu_arch(rules, a))
-        .transpose()?;
 
     let mut doc = doc.clone();
     normalize_api_version(&mut doc.value, &mut warnings, &doc.source.name);
@@ -242,10 +432,12 @@ pub fn render_workload_run(
     let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
     let name = run.metadata.name.clone();
 
-    let platform = req.platform.clone().unwrap_or_default();
-    let arch = match flag_arch {
-        Some(a) => a,
-        None => {
+    let ctx = node_context(rules, req, run.spec.target.as_ref())?;
+    warnings.extend(ctx.notes.iter().cloned());
+    let platform = ctx.platform.clone();
+    let arch = match (ctx.from_nodes, req.gpu_arch.is_some()) {
+        (true, _) | (false, true) => ctx.gpu_architecture.clone(),
+        (false, false) => {
             let product = run
                 .spec
                 .target
@@ -274,6 +466,14 @@ pub fn render_workload_run(
         == Some("intra-node");
     let nodes_per_job = if intra_node { 1 } else { run.spec.num_nodes };
 
+    let (detected_nic, nic_note) = detect_nic_resource(&ctx, mlnx_per_node);
+    warnings.extend(nic_note);
+    let nic_resource_name = run
+        .spec
+        .nic_resource_name
+        .clone()
+        .or(detected_nic)
+        .unwrap_or_default();
     let framework = run.spec.framework.kind();
     let table = rules
         .table(OVERRIDE_TABLE)
@@ -283,7 +483,7 @@ pub fn render_workload_run(
         "nodesPerJob": nodes_per_job,
         "gpusPerNode": gpus_per_node,
         "mlnxPerNode": mlnx_per_node,
-        "nicResourceName": run.spec.nic_resource_name.clone().unwrap_or_default(),
+        "nicResourceName": nic_resource_name,
         "enableMNNVL": enable_mnnvl,
         "frameworkType": framework.as_str(),
     });
@@ -351,8 +551,9 @@ pub fn render_workload_run(
 
     let mut applied = Vec::new();
     if !platform.is_empty() {
-        let ctx = OverrideContext::for_workflow(&workflow, &platform, &arch, 0);
-        applied = resolve_overrides(&mut workflow, &ctx)?;
+        let domains = domain_count(&workflow, &ctx.nodes);
+        let octx = OverrideContext::for_workflow(&workflow, &platform, &arch, domains);
+        applied = resolve_overrides(&mut workflow, &octx)?;
         workflow.spec.overrides.clear();
         let value =
             serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
@@ -390,7 +591,27 @@ pub fn render_workload_run(
         applied,
         platform,
         gpu_architecture: arch,
+        nodes: ctx.nodes,
     })
+}
+
+/// Distinct non-empty values of `orchestration.topology.topologyKey` among `nodes`.
+fn domain_count(workflow: &Workflow, nodes: &[Node]) -> i64 {
+    let Some(key) = workflow
+        .spec
+        .orchestration
+        .get("topology")
+        .and_then(|t| t.get("topologyKey"))
+        .and_then(Value::as_str)
+    else {
+        return 0;
+    };
+    let domains: std::collections::BTreeSet<&str> = nodes
+        .iter()
+        .filter_map(|n| n.labels.get(key).map(String::as_str))
+        .filter(|v| !v.is_empty())
+        .collect();
+    i64::try_from(domains.len()).unwrap_or(i64::MAX)
 }
 
 /// Renders a Workflow document for a platform (the original's `workflow render`): overrides
@@ -406,26 +627,34 @@ pub fn render_workflow(
     doc: &Document,
     req: &RenderRequest,
 ) -> Result<Rendered, PolicyError> {
-    let (Some(platform), Some(arch)) = (&req.platform, &req.gpu_arch) else {
-        let mut available = Vec::new();
-        for (p, _) in detect::selectable_platforms(rules)? {
-            for a in ["gb200", "gb300", "h100"] {
-                available.push(format!("{p}-{a}"));
-            }
-        }
-        return Err(PolicyError::Usage(format!(
-            "specify --nodes-file <path> or --platform + --gpu-arch\navailable: {}",
-            available.join(", ")
-        )));
-    };
-    detect::check_platform(rules, platform)?;
-    let arch = detect::check_gpu_arch(rules, arch)?;
-    let mut warnings = Vec::new();
     let mut doc = doc.clone();
+    let mut warnings = Vec::new();
     normalize_api_version(&mut doc.value, &mut warnings, &doc.source.name);
     let mut workflow: Workflow = parse_typed(&doc, "Workflow")?;
-    let ctx = OverrideContext::for_workflow(&workflow, platform, &arch, 0);
-    let applied = resolve_overrides(&mut workflow, &ctx)?;
+    let target: Option<TargetSpec> = workflow
+        .spec
+        .orchestration
+        .get("target")
+        .and_then(|t| serde_json::from_value(t.clone()).ok());
+    let ctx = node_context(rules, req, target.as_ref())?;
+    let (platform, arch) = if ctx.from_nodes {
+        (
+            if ctx.platform.is_empty() {
+                "onprem".to_string()
+            } else {
+                ctx.platform.clone()
+            },
+            ctx.gpu_architecture.clone(),
+        )
+    } else {
+        match (&req.platform, &req.gpu_arch) {
+            (Some(_), Some(_)) => (ctx.platform.clone(), ctx.gpu_architecture.clone()),
+            _ => return Err(workflow_context_error(rules)?),
+        }
+    };
+    let domains = domain_count(&workflow, &ctx.nodes);
+    let octx = OverrideContext::for_workflow(&workflow, &platform, &arch, domains);
+    let applied = resolve_overrides(&mut workflow, &octx)?;
     workflow.spec.overrides.clear();
     let value = serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
     let checked = enforce(
@@ -443,15 +672,7 @@ pub fn render_workflow(
         },
         &Value::Null,
     )
-    .map_err(|e| match e {
-        PolicyError::Rejected(mut findings) => {
-            for f in &mut findings {
-                f.message = format!("validate resolved job template: {}", f.message);
-            }
-            PolicyError::Rejected(findings)
-        }
-        other => other,
-    })?;
+    .map_err(prefix_resolved)?;
     let mut workflow: Workflow =
         serde_json::from_value(checked.value).map_err(|e| PolicyError::Build(e.to_string()))?;
     let ann = &mut workflow.metadata.annotations;
@@ -465,7 +686,154 @@ pub fn render_workflow(
         workflow: serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?,
         warnings,
         applied,
-        platform: platform.clone(),
+        platform,
         gpu_architecture: arch,
+        nodes: ctx.nodes,
     })
+}
+
+/// Adds the `validate resolved job template: ` prefix of the Workflow render path.
+fn prefix_resolved(e: PolicyError) -> PolicyError {
+    match e {
+        PolicyError::Rejected(mut findings) => {
+            for f in &mut findings {
+                f.message = format!("validate resolved job template: {}", f.message);
+            }
+            PolicyError::Rejected(findings)
+        }
+        other => other,
+    }
+}
+
+/// `specify --nodes-file <path> or --platform + --gpu-arch` plus the synthetic contexts.
+fn workflow_context_error(rules: &RuleSet) -> Result<PolicyError, PolicyError> {
+    let mut available = Vec::new();
+    for (p, _) in detect::selectable_platforms(rules)? {
+        for a in ["gb200", "gb300", "h100"] {
+            available.push(format!("{p}-{a}"));
+        }
+    }
+    Ok(PolicyError::Usage(format!(
+        "specify --nodes-file <path> or --platform + --gpu-arch\navailable: {}",
+        available.join(", ")
+    )))
+}
+
+/// Every child manifest of every group, ready for `kubectl apply -f -`, and one summary line
+/// per group.
+#[derive(Debug, Clone, Default)]
+pub struct Expanded {
+    /// Workflow-scoped dependencies first, then per group its dependency copies and TrainJob.
+    pub manifests: Vec<Value>,
+    /// `group-0: 2 node(s) [n1, n2]; domains [d]` lines.
+    pub summary: Vec<String>,
+}
+
+/// Partitions the target nodes into groups and emits each group's TrainJob and dependencies
+/// (render-pipeline.md §1.3 steps 5–9, §7), checking the gang contract again on every group's
+/// working copy before it is emitted.
+///
+/// Nodes come from `--nodes-file`; with only `--platform`/`--gpu-arch`, `numNodes` synthetic
+/// nodes stand in (one group).
+///
+/// # Errors
+/// [`PolicyError::Placement`] with NVCRE's message (shortfall, capacity);
+/// [`PolicyError::Rejected`] when a group's working copy breaks the contract;
+/// [`PolicyError::Usage`] without any node context.
+pub fn expand(rules: &RuleSet, rendered: &Rendered) -> Result<Expanded, PolicyError> {
+    let workflow: Workflow = serde_json::from_value(rendered.workflow.clone())
+        .map_err(|e| PolicyError::Build(e.to_string()))?;
+    let nodes = if rendered.nodes.is_empty() {
+        if rendered.platform.is_empty() {
+            return Err(PolicyError::Usage(
+                "--expand needs nodes: give --nodes-file, or --platform and --gpu-arch".into(),
+            ));
+        }
+        let count = workflow
+            .spec
+            .job_template
+            .pointer("/spec/workload/trainJob/trainer/numNodes")
+            .and_then(Value::as_i64)
+            .unwrap_or(1)
+            .max(1);
+        let target: Option<TargetSpec> = workflow
+            .spec
+            .orchestration
+            .get("target")
+            .and_then(|t| serde_json::from_value(t.clone()).ok());
+        synthetic_nodes(
+            rules,
+            &rendered.platform,
+            &rendered.gpu_architecture,
+            usize::try_from(count).unwrap_or(1),
+            target.as_ref(),
+        )?
+    } else {
+        rendered.nodes.clone()
+    };
+    let placement = crate::placement::place(&workflow, &nodes)
+        .map_err(|e| PolicyError::Placement(e.to_string()))?;
+    let mut out = Expanded {
+        manifests: placement.workflow_dependencies.clone(),
+        summary: Vec::new(),
+    };
+    for group in &placement.groups {
+        check_group(rules, &workflow, &placement.workflow_dependencies, group)?;
+        out.manifests.extend(group.manifests.iter().cloned());
+        let nodes = if group.nodes.is_empty() {
+            "unpinned".to_string()
+        } else {
+            format!("{} node(s) [{}]", group.nodes.len(), group.nodes.join(", "))
+        };
+        let domains = if group.domains.is_empty() {
+            String::new()
+        } else {
+            format!("; domains [{}]", group.domains.join(", "))
+        };
+        let overflow = if group.overflow { " (overflow)" } else { "" };
+        out.summary
+            .push(format!("{}: {nodes}{domains}{overflow}", group.name));
+    }
+    Ok(out)
+}
+
+/// The post-override contract on one group's working copy: the Workflow with the group's
+/// TrainJob spec and renamed dependencies.
+fn check_group(
+    rules: &RuleSet,
+    workflow: &Workflow,
+    workflow_deps: &[Value],
+    group: &crate::placement::Group,
+) -> Result<(), PolicyError> {
+    let mut copy = workflow.clone();
+    let mut deps = workflow_deps.to_vec();
+    for m in &group.manifests {
+        if m.get("kind").and_then(Value::as_str) == Some("TrainJob") {
+            if let (Some(spec), Some(slot)) = (
+                m.get("spec"),
+                copy.spec
+                    .job_template
+                    .pointer_mut("/spec/workload/trainJob"),
+            ) {
+                *slot = spec.clone();
+            }
+        } else {
+            deps.push(m.clone());
+        }
+    }
+    copy.spec.dependencies = deps;
+    let value = serde_json::to_value(&copy).map_err(|e| PolicyError::Build(e.to_string()))?;
+    let name = format!("{} {}", workflow.metadata.name, group.name);
+    enforce(
+        rules,
+        &[contract::WORKLOAD_LABELS, contract::GANG_CONTRACT],
+        &value,
+        Origin {
+            file: &name,
+            document: 0,
+            spans: None,
+        },
+        &Value::Null,
+    )?;
+    Ok(())
 }
