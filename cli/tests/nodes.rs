@@ -1,0 +1,253 @@
+//! `--nodes-file`, `--expand` and Workflow render, end to end (issues "Full fidelity" and
+//! "Placement"). Exact values throughout.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::{Value, json};
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn path(rel: &str) -> String {
+    root().join(rel).display().to_string()
+}
+
+fn bin() -> Command {
+    let mut c = Command::cargo_bin("nvcre-policy").expect("binary built");
+    c.env_remove("NVCRE_RULES");
+    c
+}
+
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = bin().args(args).output().expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+#[test]
+fn nodes_file_detects_platform_and_architecture() {
+    let (code, out, err) = run(&[
+        "render",
+        "-o",
+        "json",
+        "--nodes-file",
+        &path("examples/nodes/aws-h100-18.yaml"),
+        &path("examples/nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let wf: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        wf["metadata"]["annotations"],
+        json!({"nvcrectl.nvidia.com/detected-gpu-architecture": "h100", "nvcrectl.nvidia.com/detected-platform": "aws"})
+    );
+    assert_eq!(
+        wf["spec"]["jobTemplate"]["spec"]["workload"]["trainJob"]["trainer"]["numProcPerNode"],
+        json!(8)
+    );
+}
+
+#[test]
+fn nodes_file_and_platform_are_mutually_exclusive() {
+    let (code, out, err) = run(&[
+        "render",
+        "--platform",
+        "aws",
+        "--nodes-file",
+        &path("examples/nodes/aws-h100-18.yaml"),
+        &path("examples/nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        "Error: --nodes-file and --platform/--gpu-arch are mutually exclusive\n"
+    );
+}
+
+#[test]
+fn expand_partitions_18_nodes_into_9_groups_of_2() {
+    let (code, out, err) = run(&[
+        "render",
+        "-o",
+        "json",
+        "--expand",
+        "--nodes-file",
+        &path("examples/nodes/aws-h100-18.yaml"),
+        &path("examples/env-nccl-debug.yaml"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let docs: Vec<Value> = serde_json::Deserializer::from_str(&out)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .expect("json stream");
+    let jobs: Vec<&Value> = docs.iter().filter(|d| d["kind"] == "TrainJob").collect();
+    assert_eq!(jobs.len(), 9);
+    assert_eq!(
+        docs.iter()
+            .filter(|d| d["kind"] == "TrainingRuntime")
+            .count(),
+        9
+    );
+    assert_eq!(jobs[0]["metadata"]["name"], "nccl-debug-trace-group-0");
+    assert_eq!(
+        jobs[0]["metadata"]["annotations"]["nvcre.nvidia.com/group-nodes"],
+        "ip-10-0-0-1.ec2.internal,ip-10-0-1-1.ec2.internal"
+    );
+    assert_eq!(jobs[0]["spec"]["trainer"]["numNodes"], json!(2));
+    // Pinned MPI: hostname term first, then the nodeSelector key, then the product.
+    let term = &jobs[0]["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+        [0]["template"]["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]
+        ["nodeSelectorTerms"][0]["matchExpressions"];
+    assert_eq!(
+        term,
+        &json!([
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": ["ip-10-0-0-1.ec2.internal", "ip-10-0-1-1.ec2.internal"]},
+            {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-H100-80GB-HBM3"]}
+        ])
+    );
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 9, "{err}");
+    assert_eq!(
+        lines[0],
+        "group-0: 2 node(s) [ip-10-0-0-1.ec2.internal, ip-10-0-1-1.ec2.internal]"
+    );
+}
+
+#[test]
+fn unpinned_shortfall_is_the_exact_message() {
+    let (code, out, err) = run(&[
+        "render",
+        "--expand",
+        "--nodes-file",
+        &path("examples/nodes/onprem-gb200-8.yaml"),
+        &path("examples/unpinned-clique.yaml"),
+    ]);
+    assert_eq!(code, 1);
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        "Error: Not enough schedulable nodes: need 8, found 4\n"
+    );
+}
+
+#[test]
+fn unpinned_clique_target_reaches_every_pod_and_sizes_the_compute_domain() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("uc.yaml");
+    let text = std::fs::read_to_string(path("examples/unpinned-clique.yaml")).expect("read");
+    std::fs::write(&file, text.replace("numNodes: 8", "numNodes: 4")).expect("write");
+    let (code, out, err) = run(&[
+        "render",
+        "-o",
+        "json",
+        "--expand",
+        "--nodes-file",
+        &path("examples/nodes/onprem-gb200-8.yaml"),
+        file.to_str().expect("utf8"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let docs: Vec<Value> = serde_json::Deserializer::from_str(&out)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .expect("json stream");
+    let job = docs
+        .iter()
+        .find(|d| d["kind"] == "TrainJob")
+        .expect("TrainJob");
+    assert_eq!(job["metadata"]["name"], "unpinned-clique-job");
+    let rjs = job["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+        .as_array()
+        .expect("replicatedJobs");
+    assert_eq!(rjs.len(), 2);
+    for rj in rjs {
+        let spec = &rj["template"]["spec"]["template"]["spec"];
+        assert_eq!(
+            spec["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+                [0]["matchExpressions"],
+            json!([
+                {"key": "nvidia.com/gpu.clique", "operator": "In", "values": ["clique-0"]},
+                {"key": "nvidia.com/gpu.product", "operator": "In", "values": ["NVIDIA-GB200"]}
+            ])
+        );
+        assert_eq!(
+            spec["tolerations"],
+            json!([
+                {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+                {"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"}
+            ])
+        );
+    }
+    let cd = docs
+        .iter()
+        .find(|d| d["kind"] == "ComputeDomain")
+        .expect("ComputeDomain");
+    assert_eq!(cd["spec"]["numNodes"], json!(4));
+    // The on-prem GB200 NIC resource was detected from the nodes' allocatable rdma/ib.
+    let runtime = docs
+        .iter()
+        .find(|d| d["kind"] == "TrainingRuntime")
+        .expect("runtime");
+    assert_eq!(
+        runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]["spec"]
+            ["containers"][0]["resources"]["limits"]["rdma/ib"],
+        json!("8")
+    );
+    assert_eq!(err, "group-0: unpinned\n");
+}
+
+#[test]
+fn workflow_render_resolves_and_prefixes_contract_errors() {
+    // Render without a platform: a Workflow with unresolved overrides.
+    let (code, workflow, err) = run(&[
+        "render",
+        "--gpu-arch",
+        "h100",
+        &path("examples/override-rejected.yaml"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("wf.yaml");
+    std::fs::write(&file, &workflow).expect("write");
+    let f = file.to_str().expect("utf8");
+    let (code, out, err) = run(&["render", "--platform", "aws", "--gpu-arch", "h100", f]);
+    assert_eq!(code, 1);
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        "validate resolved job template: spec.jobTemplate.spec.workloadMetadata.labels[\"kai.scheduler/queue\"]: conflicting label value \"team-b\", expected \"team-a\"\n"
+    );
+    let (code, _, err) = run(&["workflow", "render", f]);
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with("Error: specify --nodes-file <path> or --platform + --gpu-arch\navailable: aws-gb200, aws-gb300, aws-h100, gcp-gb200"),
+        "{err}"
+    );
+    // On GCP the AWS override does not match: the Workflow resolves and records what applied.
+    let (code, out, err) = run(&[
+        "render",
+        "-o",
+        "json",
+        "--platform",
+        "gcp",
+        "--gpu-arch",
+        "h100",
+        f,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let wf: Value = serde_json::from_str(&out).expect("json");
+    let applied: Value = serde_json::from_str(
+        wf["metadata"]["annotations"]["nvcrectl.nvidia.com/applied-overrides"]
+            .as_str()
+            .expect("annotation"),
+    )
+    .expect("applied json");
+    assert_eq!(
+        applied,
+        json!([{"index": 10, "when": "gpuArchitecture=h100, platform=gcp", "patches": "jobTemplate", "noOp": false}])
+    );
+}
