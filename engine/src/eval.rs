@@ -11,7 +11,7 @@ use kube_cel::cel::Value as Cel;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
-use crate::expr::{Expr, Fragments, Scope};
+use crate::expr::{Expr, Fragments, Scope, VARIABLE_PREFIX};
 use crate::finding::{Finding, Severity};
 use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, Rule, Table};
 use crate::patch::{self, MergeNamedLists};
@@ -140,7 +140,7 @@ impl Run<'_> {
     fn pack_scope(&self) -> (Scope, BTreeMap<String, Cel>) {
         let mut s = self.base_scope();
         let vars = eval_vars(&mut s, &self.pack.variables, BTreeMap::new());
-        s.bind_cel("variables", vars_value(&vars));
+        s.bind_local("variables", vars_value(&vars));
         let mut frags = Map::new();
         let none = Fragments::new();
         for (name, t) in &self.pack.fragments {
@@ -198,14 +198,14 @@ impl Run<'_> {
         for (item, index) in items {
             let mut s = scope.clone();
             if let (Some((_, var, idx_var)), Some(item)) = (&rule.for_each, item) {
-                s.bind_cel(var, item);
+                s.bind_local(var, item);
                 if let (Some(iv), Some(index)) = (idx_var, index) {
-                    s.bind_cel(iv, index);
+                    s.bind_local(iv, index);
                 }
             }
             if !rule.variables.is_empty() {
                 let vars = eval_vars(&mut s, &rule.variables, pack_vars.clone());
-                s.bind_cel("variables", vars_value(&vars));
+                s.bind_local("variables", vars_value(&vars));
             }
             if let Some(when) = &rule.when {
                 match when.eval_bool(&s) {
@@ -328,9 +328,12 @@ fn eval_vars(
     vars: &[(String, Expr)],
     mut acc: BTreeMap<String, Cel>,
 ) -> BTreeMap<String, Cel> {
+    for (name, v) in &acc {
+        scope.bind_local(&format!("{VARIABLE_PREFIX}{name}"), v.clone());
+    }
     for (name, expr) in vars {
-        scope.bind_cel("variables", vars_value(&acc));
         let v = expr.eval(scope).unwrap_or(Cel::Null);
+        scope.bind_local(&format!("{VARIABLE_PREFIX}{name}"), v.clone());
         acc.insert(name.clone(), v);
     }
     acc

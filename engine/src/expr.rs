@@ -22,11 +22,12 @@ use kube_cel::{KubeCelExt, cel::Value as Cel};
 use serde_json::{Map, Value};
 
 thread_local! {
-    /// The function table (standard + Kubernetes libraries), built once per thread.
-    static ROOT: cel::Context<'static> = {
+    /// The function table (standard + Kubernetes libraries), built once per thread and kept for
+    /// the thread's life so scopes can be child contexts of it.
+    static ROOT: &'static cel::Context<'static> = {
         let mut ctx = cel::Context::default().with_all();
         register_types(&mut ctx);
-        ctx
+        Box::leak(Box::new(ctx))
     };
 }
 
@@ -35,7 +36,12 @@ thread_local! {
 pub struct Expr {
     text: String,
     ast: Arc<cel::parser::Expression>,
+    /// Identifiers the expression reads: only those locals are added when it runs.
+    refs: Arc<Vec<String>>,
 }
+
+/// The prefix under which `variables.<name>` is bound (see [`rewrite_optional_select`]).
+pub(crate) const VARIABLE_PREFIX: &str = "__variables__";
 
 impl Expr {
     /// Compiles `text`.
@@ -53,9 +59,16 @@ impl Expr {
                     .collect::<Vec<_>>()
                     .join("; ")
             })?;
+        let refs = ast
+            .references()
+            .variables()
+            .into_iter()
+            .map(str::to_string)
+            .collect();
         Ok(Expr {
             text: text.to_string(),
             ast: Arc::new(ast),
+            refs: Arc::new(refs),
         })
     }
 
@@ -69,13 +82,18 @@ impl Expr {
     /// # Errors
     /// The evaluation error as text (no such key, wrong type, …).
     pub fn eval(&self, scope: &Scope) -> Result<Cel, String> {
-        ROOT.with(|root| {
-            let mut ctx = root.new_inner_scope();
-            for (k, v) in &scope.vars {
-                ctx.add_variable_from_value(k.clone(), v.clone());
+        let base = scope.context();
+        if scope.locals.is_empty() {
+            return Cel::resolve(&self.ast, base).map_err(|e| e.to_string());
+        }
+        let mut child = base.new_inner_scope();
+        // `cel` converts (deep-copies) a value when it is added: add only what is read.
+        for name in self.refs.iter() {
+            if let Some(v) = scope.locals.get(name) {
+                child.add_variable_from_value(name.clone(), v.clone());
             }
-            Cel::resolve(&self.ast, &ctx).map_err(|e| e.to_string())
-        })
+        }
+        Cel::resolve(&self.ast, &child).map_err(|e| e.to_string())
     }
 
     /// Evaluates and requires a bool.
@@ -98,7 +116,8 @@ impl Expr {
     }
 }
 
-/// Rewrites optional field selection `a.?b` into the equivalent optional index `a[?'b']`.
+/// Rewrites optional field selection `a.?b` into the equivalent optional index `a[?'b']`, and
+/// `variables.name` into the identifier `__variables__name`.
 ///
 /// `cel` 0.13 parses `.?` but evaluates it as a plain select (a missing key is an error), while
 /// `[?'key']` works; the two are defined as equivalent by the CEL optional-types spec. String
@@ -128,6 +147,33 @@ fn rewrite_optional_select(text: &str) -> String {
             i += 1;
             continue;
         }
+        // `variables.name` → `__variables__name`: each variable is its own binding, so reading
+        // one does not copy all of them (`cel` 0.13 deep-copies a variable on every read).
+        if c == 'v'
+            && chars
+                .get(i..i + 10)
+                .is_some_and(|w| w.iter().collect::<String>() == "variables.")
+            && !i
+                .checked_sub(1)
+                .and_then(|p| chars.get(p))
+                .is_some_and(|p| p.is_ascii_alphanumeric() || *p == '_' || *p == '.')
+        {
+            let start = i + 10;
+            let mut end = start;
+            while chars
+                .get(end)
+                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
+            {
+                end += 1;
+            }
+            if end > start {
+                let ident: String = chars.get(start..end).unwrap_or(&[]).iter().collect();
+                out.push_str(VARIABLE_PREFIX);
+                out.push_str(&ident);
+                i = end;
+                continue;
+            }
+        }
         if c == '.' && chars.get(i + 1) == Some(&'?') {
             let start = i + 2;
             let mut end = start;
@@ -154,10 +200,38 @@ fn rewrite_optional_select(text: &str) -> String {
 
 /// Variables visible to an expression: top-level names bound to JSON values.
 ///
-/// Cloning is cheap for the CEL values already converted.
-#[derive(Debug, Clone, Default)]
+/// The CEL context is built once per set of bindings (on the first evaluation after a change)
+/// and reused by every expression evaluated in the scope: `cel` converts a variable into its
+/// internal form when it is added, so rebuilding per expression would convert the whole
+/// document each time.
+///
+/// Large, long-lived values (`object`, `params`, `fragments`) are bound with [`Scope::bind`];
+/// small per-item values (loop variables, `variables`) with [`Scope::bind_local`], which does
+/// not rebuild the context.
+#[derive(Default)]
 pub struct Scope {
     vars: BTreeMap<String, Cel>,
+    locals: BTreeMap<String, Cel>,
+    ctx: std::rc::Rc<std::cell::OnceCell<cel::Context<'static>>>,
+}
+
+impl Clone for Scope {
+    /// Clones share the built context until one of them rebinds a base value.
+    fn clone(&self) -> Scope {
+        Scope {
+            vars: self.vars.clone(),
+            locals: self.locals.clone(),
+            ctx: self.ctx.clone(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Scope")
+            .field("vars", &self.vars.keys())
+            .finish()
+    }
 }
 
 impl Scope {
@@ -168,17 +242,35 @@ impl Scope {
 
     /// Binds `name` to a JSON value.
     pub fn bind(&mut self, name: &str, value: &Value) {
-        self.vars.insert(name.to_string(), json_to_cel(value));
+        self.bind_cel(name, json_to_cel(value));
     }
 
     /// Binds `name` to a CEL value.
     pub fn bind_cel(&mut self, name: &str, value: Cel) {
+        self.locals.remove(name);
         self.vars.insert(name.to_string(), value);
+        self.ctx = std::rc::Rc::new(std::cell::OnceCell::new());
+    }
+
+    /// Binds `name` to a CEL value as a local: evaluations add it on top of the shared context.
+    pub fn bind_local(&mut self, name: &str, value: Cel) {
+        self.locals.insert(name.to_string(), value);
+    }
+
+    fn context(&self) -> &cel::Context<'static> {
+        self.ctx.get_or_init(|| {
+            let root: &'static cel::Context<'static> = ROOT.with(|r| *r);
+            let mut ctx = root.new_inner_scope();
+            for (k, v) in &self.vars {
+                ctx.add_variable_from_value(k.clone(), v.clone());
+            }
+            ctx
+        })
     }
 
     /// The value bound to `name`, if any.
     pub fn get(&self, name: &str) -> Option<&Cel> {
-        self.vars.get(name)
+        self.locals.get(name).or_else(|| self.vars.get(name))
     }
 }
 
