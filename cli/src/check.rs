@@ -154,8 +154,11 @@ pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
 fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checked {
     let mut out = Checked::default();
     let (files, errors) = input::expand(paths);
-    out.errors
-        .extend(errors.into_iter().map(|(file, message)| InputError { file, message }));
+    out.errors.extend(
+        errors
+            .into_iter()
+            .map(|(file, message)| InputError { file, message }),
+    );
     for file in &files {
         let source = match input::read_source(file) {
             Ok(s) => s,

@@ -124,7 +124,6 @@ pub fn color_allowed(no_color_flag: bool) -> bool {
     !no_color_flag && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
-
 /// A report format of `check -o`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Format {
@@ -547,7 +546,10 @@ mod tests {
 
     #[test]
     fn uri_references_keep_paths_and_encode_the_rest() {
-        assert_eq!(uri_reference("examples/run a.yaml"), "examples/run%20a.yaml");
+        assert_eq!(
+            uri_reference("examples/run a.yaml"),
+            "examples/run%20a.yaml"
+        );
         assert_eq!(uri_reference("<stdin>"), "%3Cstdin%3E");
         assert_eq!(uri_reference("C:\\x\\é.yaml"), "C:/x/%C3%A9.yaml");
     }

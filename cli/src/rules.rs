@@ -212,11 +212,7 @@ fn example_block(title: &str, example: Option<&Example>) -> String {
         let _ = writeln!(out, "  {l}");
     }
     if lines.len() > MAX_EXAMPLE_LINES {
-        let _ = writeln!(
-            out,
-            "  # … {} more lines",
-            lines.len() - MAX_EXAMPLE_LINES
-        );
+        let _ = writeln!(out, "  # … {} more lines", lines.len() - MAX_EXAMPLE_LINES);
     }
     out
 }

@@ -133,10 +133,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
         let path = entry.path();
         if path.is_dir() {
             walk(&path, out);
-        } else if path
-            .extension()
-            .is_some_and(|e| e == "yaml" || e == "yml")
-        {
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             out.push(path);
         }
     }

@@ -111,7 +111,10 @@ fn sarif_validator() -> jsonschema::Validator {
     let mut patched = 0;
     for def in ["run", "toolComponent"] {
         let language = &mut schema["definitions"][def]["properties"]["language"]["pattern"];
-        assert_eq!(*language, "^[a-zA-Z]{2}|^[a-zA-Z]{2}-[a-zA-Z]{2}]?$", "{def}");
+        assert_eq!(
+            *language, "^[a-zA-Z]{2}|^[a-zA-Z]{2}-[a-zA-Z]{2}]?$",
+            "{def}"
+        );
         *language = json!("^[a-zA-Z]{2}|^[a-zA-Z]{2}-[a-zA-Z]{2}\\]?$");
         patched += 1;
     }
@@ -325,7 +328,11 @@ fn github_workflow_commands_escape_messages_and_properties() {
 #[test]
 fn junit_has_a_suite_per_file_and_a_case_per_document_and_rule() {
     let dir = widgets();
-    write(dir.path(), "ok.yaml", "kind: Widget\nmetadata: {name: c}\nspec: {size: 1}\n");
+    write(
+        dir.path(),
+        "ok.yaml",
+        "kind: Widget\nmetadata: {name: c}\nspec: {size: 1}\n",
+    );
     let (code, stdout, _) = check(dir.path(), &["-o", "junit", "bad.yaml", "ok.yaml"]);
     assert_eq!(code, 1);
     assert_eq!(
@@ -390,9 +397,7 @@ fn text_is_the_default_and_has_no_colour_when_piped() {
         "{stdout}"
     );
     assert!(
-        stdout.contains(
-            "bad.yaml:5:10: warning[widget-color]: not blue, use blue (spec.color)\n"
-        ),
+        stdout.contains("bad.yaml:5:10: warning[widget-color]: not blue, use blue (spec.color)\n"),
         "{stdout}"
     );
     assert!(!stdout.contains('\u{1b}'), "{stdout}");
@@ -420,7 +425,13 @@ fn several_formats_in_one_run() {
             "bad.yaml",
         ],
     );
-    assert_eq!((code, stderr.as_str()), (2, "Error: writing out/report.sarif: No such file or directory (os error 2)\n"));
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            2,
+            "Error: writing out/report.sarif: No such file or directory (os error 2)\n"
+        )
+    );
     std::fs::create_dir_all(dir.path().join("out")).expect("mkdir");
     let (code, stdout2, stderr) = check(
         dir.path(),
@@ -483,7 +494,10 @@ fn fail_on_decides_whether_warnings_fail() {
     assert_eq!(code(&["warn.yaml"]), 0);
     assert_eq!(code(&["--fail-on", "error", "warn.yaml"]), 0);
     assert_eq!(code(&["--fail-on", "warning", "warn.yaml"]), 1);
-    assert_eq!(code(&["--fail-on", "warning", "-o", "json", "warn.yaml"]), 1);
+    assert_eq!(
+        code(&["--fail-on", "warning", "-o", "json", "warn.yaml"]),
+        1
+    );
     // Input errors still win.
     assert_eq!(code(&["--fail-on", "warning", "warn.yaml", "nope.yaml"]), 2);
 }
@@ -491,11 +505,14 @@ fn fail_on_decides_whether_warnings_fail() {
 #[test]
 fn a_shipped_warning_rule_fails_only_with_fail_on_warning() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let text = std::fs::read_to_string(root().join("examples/unpinned-8-nodes.yaml")).expect("read");
+    let text =
+        std::fs::read_to_string(root().join("examples/unpinned-8-nodes.yaml")).expect("read");
     // Unpinned over several nodes without a gang scheduler: wr-unpinned-multi-node-gang (warning).
     let ungated: String = text
         .lines()
-        .filter(|l| !l.contains("gangScheduler") && !l.contains("schedulerName") && !l.contains("queue"))
+        .filter(|l| {
+            !l.contains("gangScheduler") && !l.contains("schedulerName") && !l.contains("queue")
+        })
         .map(|l| format!("{l}\n"))
         .collect();
     write(dir.path(), "run.yaml", &ungated);
@@ -518,7 +535,10 @@ fn every_failing_validation_is_reported() {
     let dir = tempfile::tempdir().expect("tempdir");
     let text = std::fs::read_to_string(root().join("examples/nccl-all-reduce.yaml")).expect("read");
     let broken = text
-        .replace("queue: high-priority", &format!("queue: {}", "q".repeat(64)))
+        .replace(
+            "queue: high-priority",
+            &format!("queue: {}", "q".repeat(64)),
+        )
         .replace("numNodes: 4", "numNodes: 0");
     write(dir.path(), "a.yaml", &broken);
     write(dir.path(), "b.yaml", &broken);
@@ -623,12 +643,20 @@ fn rules_lint_exit_codes() {
         "warn/p.yaml:5:12: warning[unused-variable]: pack variable \"idle\" is never used: no expression or template of pack p refers to variables.idle\n"
     );
     assert_eq!(
-        run(dir.path(), &["rules", "lint", "--fail-on", "warning", "warn"]).0,
+        run(
+            dir.path(),
+            &["rules", "lint", "--fail-on", "warning", "warn"]
+        )
+        .0,
         1
     );
     // --rules is the default directory.
     assert_eq!(
-        run(dir.path(), &["--rules", "warn", "rules", "lint", "--fail-on", "warning"]).0,
+        run(
+            dir.path(),
+            &["--rules", "warn", "rules", "lint", "--fail-on", "warning"]
+        )
+        .0,
         1
     );
     let (code, stdout, stderr) = run(dir.path(), &["rules", "lint", "nowhere"]);

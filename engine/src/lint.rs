@@ -404,7 +404,13 @@ fn lint_document(doc: &Document, out: &mut Vec<LintFinding>) {
     check_escaped_keys(doc, &refs, out);
 }
 
-fn finding(doc: &Document, lint: Lint, path: &FieldPath, rule: Option<&str>, message: String) -> LintFinding {
+fn finding(
+    doc: &Document,
+    lint: Lint,
+    path: &FieldPath,
+    rule: Option<&str>,
+    message: String,
+) -> LintFinding {
     LintFinding {
         lint,
         severity: lint.severity(),
@@ -416,11 +422,7 @@ fn finding(doc: &Document, lint: Lint, path: &FieldPath, rule: Option<&str>, mes
 }
 
 fn rule_id(doc: &Document, k: usize) -> Option<&str> {
-    doc.value
-        .get("rules")?
-        .get(k)?
-        .get("id")?
-        .as_str()
+    doc.value.get("rules")?.get(k)?.get("id")?.as_str()
 }
 
 /// What makes a fixed message read like CEL, if anything.
@@ -436,7 +438,15 @@ fn cel_smell(message: &str) -> Option<&'static str> {
             });
         }
     }
-    for needle in ["+ '", "' +", "+ \"", "\" +", "size(", "string(", "strings.quote("] {
+    for needle in [
+        "+ '",
+        "' +",
+        "+ \"",
+        "\" +",
+        "size(",
+        "string(",
+        "strings.quote(",
+    ] {
         if message.contains(needle) {
             return Some(needle);
         }
@@ -593,11 +603,7 @@ fn check_rule_variables(doc: &Document, refs: &Refs, out: &mut Vec<LintFinding>)
                 out.push(finding(
                     doc,
                     Lint::UnusedVariable,
-                    &root("rules")
-                        .index(k)
-                        .key("variables")
-                        .index(m)
-                        .key("name"),
+                    &root("rules").index(k).key("variables").index(m).key("name"),
                     rule_id(doc, k),
                     format!(
                         "variable {name:?} is never used: no later variable, when, validate or \
@@ -796,7 +802,9 @@ mod tests {
             pack(
                 "rules:\n- id: r\n  validate: {expression: 'true'}\n- id: r\n  validate: {expression: 'true'}\n"
             ),
-            ["rules/x.yaml:8:7: error[duplicate-id]: rule r: duplicate rule id (first defined at rules/x.yaml:6:3)"]
+            [
+                "rules/x.yaml:8:7: error[duplicate-id]: rule r: duplicate rule id (first defined at rules/x.yaml:6:3)"
+            ]
         );
     }
 
@@ -840,22 +848,36 @@ mod tests {
         };
         assert_eq!(
             one("\"'queue ' + object.spec.queue\""),
-            ["rules/x.yaml:9:14: warning[message-looks-like-cel]: rule r: message looks like a CEL expression (it contains \"object.\") but is printed as written; use messageExpression to compute the message"]
+            [
+                "rules/x.yaml:9:14: warning[message-looks-like-cel]: rule r: message looks like a CEL expression (it contains \"object.\") but is printed as written; use messageExpression to compute the message"
+            ]
         );
         assert_eq!(
             one("\"too many: size(labels)\""),
-            ["rules/x.yaml:9:14: warning[message-looks-like-cel]: rule r: message looks like a CEL expression (it contains \"size(\") but is printed as written; use messageExpression to compute the message"]
+            [
+                "rules/x.yaml:9:14: warning[message-looks-like-cel]: rule r: message looks like a CEL expression (it contains \"size(\") but is printed as written; use messageExpression to compute the message"
+            ]
         );
         assert_eq!(
             one("\"'a' +  'b'\""),
-            ["rules/x.yaml:9:14: warning[message-looks-like-cel]: rule r: message looks like a CEL expression (it contains \"' +\") but is printed as written; use messageExpression to compute the message"]
+            [
+                "rules/x.yaml:9:14: warning[message-looks-like-cel]: rule r: message looks like a CEL expression (it contains \"' +\") but is printed as written; use messageExpression to compute the message"
+            ]
         );
         assert_eq!(
             one("'\"a\"+ x'"),
-            ["rules/x.yaml:9:14: warning[message-looks-like-cel]: rule r: message looks like a CEL expression (it contains a quoted string joined with +) but is printed as written; use messageExpression to compute the message"]
+            [
+                "rules/x.yaml:9:14: warning[message-looks-like-cel]: rule r: message looks like a CEL expression (it contains a quoted string joined with +) but is printed as written; use messageExpression to compute the message"
+            ]
         );
-        assert_eq!(one("\"spec.queue in body should match '^[a-z]+$'\""), Vec::<String>::new());
-        assert_eq!(one("\"orchestration.placement: Unpinned\""), Vec::<String>::new());
+        assert_eq!(
+            one("\"spec.queue in body should match '^[a-z]+$'\""),
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            one("\"orchestration.placement: Unpinned\""),
+            Vec::<String>::new()
+        );
     }
 
     #[test]
@@ -885,7 +907,9 @@ mod tests {
             pack(
                 "variables:\n- {name: a, expression: '1'}\nrules:\n- id: r\n  validate: {expression: 'variables.ab > 0'}\n"
             ),
-            ["rules/x.yaml:6:10: warning[unused-variable]: pack variable \"a\" is never used: no expression or template of pack p refers to variables.a"]
+            [
+                "rules/x.yaml:6:10: warning[unused-variable]: pack variable \"a\" is never used: no expression or template of pack p refers to variables.a"
+            ]
         );
     }
 
@@ -894,7 +918,9 @@ mod tests {
         let text = "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: t}\nfragments:\n  inserted: [a]\n  read: [b]\n  idle: [c]\nentries:\n- id: e\n  args: [{$fragment: inserted}, {$splice: '${{ fragments.read }}'}]\n";
         assert_eq!(
             run(text),
-            ["rules/x.yaml:7:3: warning[unused-fragment]: fragment \"idle\" is never used: nothing in table t inserts {$fragment: idle} or reads fragments.idle"]
+            [
+                "rules/x.yaml:7:3: warning[unused-fragment]: fragment \"idle\" is never used: nothing in table t inserts {$fragment: idle} or reads fragments.idle"
+            ]
         );
     }
 

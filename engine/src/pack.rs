@@ -647,8 +647,15 @@ fn compile_template(
     rule: Option<&str>,
     v: &Value,
 ) -> Result<Template, Problem> {
-    Template::compile(v)
-        .map_err(|e| problem(ProblemKind::Compile, doc, path, rule, format!("template: {e}")))
+    Template::compile(v).map_err(|e| {
+        problem(
+            ProblemKind::Compile,
+            doc,
+            path,
+            rule,
+            format!("template: {e}"),
+        )
+    })
 }
 
 fn compile_field_path(
@@ -883,7 +890,12 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec, raw: &Value) -> Result<R
         .transpose()?;
     let mut mutate = Vec::with_capacity(r.mutate.len());
     for (j, m) in r.mutate.iter().enumerate() {
-        mutate.push(compile_mutation(doc, &format!("{base}.mutate[{j}]"), id, m)?);
+        mutate.push(compile_mutation(
+            doc,
+            &format!("{base}.mutate[{j}]"),
+            id,
+            m,
+        )?);
     }
     let mut var_problems = Vec::new();
     let variables = compile_vars(
