@@ -1,6 +1,9 @@
-//! `nvcre-policy check`: findings for every WorkloadRun and Workflow document of the inputs.
+//! `nvcre-policy check`: findings for every WorkloadRun and Workflow document of the inputs, in
+//! one or more report formats.
 
 use std::collections::HashMap;
+use std::io::Write;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -9,15 +12,47 @@ use nvcre_engine::{Finding, RuleSet, Severity, Source, parse_documents};
 use nvcre_policy::check::{CheckRequest, check_document};
 
 use crate::input;
-use crate::report;
+use crate::report::{self, CheckedDocument, CheckedFile, Format, InputError, Report};
 
-/// Output format of `check`.
+/// One `-o FORMAT[=PATH]`: a format, written to PATH or (without one) to standard output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Output {
+    /// The report format.
+    pub format: Format,
+    /// Where to write it; `None` is standard output.
+    pub path: Option<PathBuf>,
+}
+
+/// Parses `FORMAT` or `FORMAT=PATH`.
+fn parse_output(s: &str) -> Result<Output, String> {
+    let (name, path) = match s.split_once('=') {
+        Some((_, "")) => return Err(format!("{s:?}: the path after '=' is empty")),
+        Some((n, p)) => (n, Some(PathBuf::from(p))),
+        None => (s, None),
+    };
+    let format = Format::from_str(name, true).map_err(|_| {
+        format!("unknown format {name:?}: expected one of text, json, sarif, junit, github")
+    })?;
+    Ok(Output { format, path })
+}
+
+/// The lowest severity that fails a check (exit 1).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CheckFormat {
-    /// `file:line:col: severity[rule]: message` with the source line underlined.
-    Text,
-    /// A JSON array, one object per finding.
-    Json,
+pub enum FailOn {
+    /// Only error findings fail.
+    Error,
+    /// Warning and error findings fail.
+    Warning,
+}
+
+impl FailOn {
+    /// The severity threshold.
+    pub fn severity(self) -> Severity {
+        match self {
+            FailOn::Error => Severity::Error,
+            FailOn::Warning => Severity::Warning,
+        }
+    }
 }
 
 /// Arguments of `check`.
@@ -32,10 +67,15 @@ pub struct CheckArgs {
     /// Nodes to detect platform and architecture from (exclusive with --platform/--gpu-arch).
     #[arg(long = "nodes-file", value_name = "FILE")]
     nodes_file: Option<String>,
-    /// Output format.
-    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
-    output: CheckFormat,
-    /// Never colour the text output.
+    /// Report format (text, json, sarif, junit, github), to PATH when given, else to standard
+    /// output. Repeat for several formats; at most one may use standard output. Default: text.
+    #[arg(short = 'o', long = "output", value_name = "FORMAT[=PATH]", value_parser = parse_output)]
+    outputs: Vec<Output>,
+    /// Exit 1 when a finding at or above this severity exists.
+    #[arg(long = "fail-on", value_enum, default_value = "error")]
+    fail_on: FailOn,
+    /// Never colour the text output (also: the NO_COLOR environment variable). Text is
+    /// coloured only when standard output is a terminal.
     #[arg(long = "no-color")]
     no_color: bool,
     /// Files, directories (recursively: .yaml, .yml, .json) or `-` for standard input.
@@ -43,7 +83,17 @@ pub struct CheckArgs {
     paths: Vec<String>,
 }
 
-/// Runs `check`; returns 0 clean, 1 error findings, 2 when an input or flag could not be used.
+/// What checking the inputs produced.
+#[derive(Default)]
+struct Checked {
+    findings: Vec<Finding>,
+    sources: HashMap<String, Arc<Source>>,
+    files: Vec<CheckedFile>,
+    errors: Vec<InputError>,
+}
+
+/// Runs `check`; returns 0 clean, 1 findings at or above `--fail-on`, 2 when an input, a flag
+/// or an output file could not be used.
 pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
     let nodes = match &args.nodes_file {
         Some(f) => match input::read_nodes(f) {
@@ -55,67 +105,148 @@ pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
         },
         None => None,
     };
+    let outputs = if args.outputs.is_empty() {
+        vec![Output {
+            format: Format::Text,
+            path: None,
+        }]
+    } else {
+        args.outputs.clone()
+    };
+    if outputs.iter().filter(|o| o.path.is_none()).count() > 1 {
+        report::error_line(
+            "at most one -o format may write to standard output; give the others a file: -o FORMAT=PATH",
+        );
+        return ExitCode::from(2);
+    }
     let req = CheckRequest {
         platform: args.platform.clone(),
         gpu_arch: args.gpu_arch.clone(),
         nodes,
     };
-    let (files, mut errors) = input::expand(&args.paths);
-    let mut findings: Vec<Finding> = Vec::new();
-    let mut sources: HashMap<String, Arc<Source>> = HashMap::new();
-    for file in &files {
-        let source = match input::read_source(file) {
-            Ok(s) => s,
-            Err(e) => {
-                errors.push(e);
-                continue;
+    let checked = check_inputs(rules, &args.paths, &req);
+    let fail_on = args.fail_on.severity();
+    let report = Report {
+        rules,
+        findings: &checked.findings,
+        sources: &checked.sources,
+        files: &checked.files,
+        errors: &checked.errors,
+        fail_on,
+    };
+    let mut write_failed = false;
+    for o in &outputs {
+        match &o.path {
+            None => {
+                let color = report::color_allowed(args.no_color) && report::stdout_is_terminal();
+                let text = report::render(o.format, &report, color);
+                // A closed pipe (`| head`) is not an error.
+                let _ = std::io::stdout().lock().write_all(text.as_bytes());
             }
-        };
-        sources.insert(source.name.clone(), source.clone());
-        let docs = match parse_documents(&source) {
-            Ok(d) => d,
-            Err(e) => {
-                errors.push(e.to_string());
-                continue;
-            }
-        };
-        for doc in &docs {
-            match check_document(rules, doc, &req) {
-                Ok(f) => findings.extend(f),
-                Err(e) => errors.push(e.to_string()),
+            Some(path) => {
+                let text = report::render(o.format, &report, false);
+                if let Err(e) = std::fs::write(path, text) {
+                    report::error_line(&format!("writing {}: {e}", path.display()));
+                    write_failed = true;
+                }
             }
         }
     }
-    match args.output {
-        CheckFormat::Json => {
-            println!(
-                "{}",
-                serde_json::to_string_pretty(&findings).unwrap_or_else(|_| "[]".into())
-            );
-        }
-        CheckFormat::Text => {
-            let color = !args.no_color
-                && report::stderr_is_terminal()
-                && std::env::var_os("NO_COLOR").is_none();
-            let mut out = String::new();
-            for f in &findings {
-                out.push_str(&report::finding_block(
-                    f,
-                    sources.get(&f.file).map(|s| s.as_ref()),
-                    color,
-                ));
-            }
-            print!("{out}");
-        }
+    for e in &checked.errors {
+        report::error_line(&e.message);
     }
-    for e in &errors {
-        report::error_line(e);
-    }
-    if !errors.is_empty() {
+    if write_failed || !checked.errors.is_empty() {
         ExitCode::from(2)
-    } else if findings.iter().any(|f| f.severity == Severity::Error) {
+    } else if checked.findings.iter().any(|f| f.severity >= fail_on) {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// Checks every document of every input; a bad input does not stop the others.
+fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checked {
+    let mut out = Checked::default();
+    let (files, errors) = input::expand(paths);
+    out.errors.extend(
+        errors
+            .into_iter()
+            .map(|(file, message)| InputError { file, message }),
+    );
+    for file in &files {
+        let source = match input::read_source(file) {
+            Ok(s) => s,
+            Err(message) => {
+                out.errors.push(InputError {
+                    file: file.clone(),
+                    message,
+                });
+                continue;
+            }
+        };
+        out.sources.insert(source.name.clone(), source.clone());
+        let mut checked = CheckedFile {
+            file: source.name.clone(),
+            documents: Vec::new(),
+        };
+        match parse_documents(&source) {
+            Err(e) => out.errors.push(InputError {
+                file: source.name.clone(),
+                message: e.to_string(),
+            }),
+            Ok(docs) => {
+                for doc in &docs {
+                    checked.documents.push(CheckedDocument {
+                        index: doc.index,
+                        rules: rules
+                            .packs
+                            .iter()
+                            .filter(|p| p.matches_resource(&doc.value))
+                            .flat_map(|p| p.rules.iter().map(|r| r.id.clone()))
+                            .collect(),
+                    });
+                    match check_document(rules, doc, req) {
+                        Ok(f) => out.findings.extend(f),
+                        Err(e) => out.errors.push(InputError {
+                            file: source.name.clone(),
+                            message: e.to_string(),
+                        }),
+                    }
+                }
+            }
+        }
+        out.files.push(checked);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outputs_parse_with_and_without_a_path() {
+        assert_eq!(
+            parse_output("sarif=out/x.sarif"),
+            Ok(Output {
+                format: Format::Sarif,
+                path: Some(PathBuf::from("out/x.sarif"))
+            })
+        );
+        assert_eq!(
+            parse_output("JSON"),
+            Ok(Output {
+                format: Format::Json,
+                path: None
+            })
+        );
+        assert_eq!(
+            parse_output("xml"),
+            Err("unknown format \"xml\": expected one of text, json, sarif, junit, github".into())
+        );
+        assert_eq!(
+            parse_output("junit="),
+            Err("\"junit=\": the path after '=' is empty".into())
+        );
     }
 }

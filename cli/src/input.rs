@@ -25,8 +25,8 @@ pub fn read_source(path: &str) -> Result<std::sync::Arc<Source>, String> {
 }
 
 /// Expands paths: files as given, directories recursively to their manifest files in path
-/// order, `-` kept. Missing paths are reported as errors.
-pub fn expand(paths: &[String]) -> (Vec<String>, Vec<String>) {
+/// order, `-` kept. Missing paths are reported as `(path, message)` errors.
+pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
     let mut files = Vec::new();
     let mut errors = Vec::new();
     for p in paths {
@@ -38,14 +38,14 @@ pub fn expand(paths: &[String]) -> (Vec<String>, Vec<String>) {
         if path.is_dir() {
             let mut found = Vec::new();
             if let Err(e) = walk(path, &mut found) {
-                errors.push(format!("reading {p}: {e}"));
+                errors.push((p.clone(), format!("reading {p}: {e}")));
             }
             found.sort();
             files.extend(found.into_iter().map(|f| f.display().to_string()));
         } else if path.exists() {
             files.push(p.clone());
         } else {
-            errors.push(format!("reading {p}: no such file or directory"));
+            errors.push((p.clone(), format!("reading {p}: no such file or directory")));
         }
     }
     (files, errors)

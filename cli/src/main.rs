@@ -8,6 +8,8 @@
 mod check;
 mod input;
 mod report;
+mod rules;
+mod suites;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -46,6 +48,11 @@ enum Command {
     },
     /// Report rule findings for WorkloadRun and Workflow documents.
     Check(check::CheckArgs),
+    /// Lint, list and explain the rules.
+    Rules {
+        #[command(subcommand)]
+        command: rules::RulesCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -96,6 +103,13 @@ fn main() -> ExitCode {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
+    // Lint reads the files itself: rules that do not load are what it reports.
+    if let Command::Rules {
+        command: rules::RulesCommand::Lint(args),
+    } = &cli.command
+    {
+        return Ok(rules::run_lint(cli.rules.as_deref(), args));
+    }
     let rules = load(&cli)?;
     match cli.command {
         Command::Render(args)
@@ -106,6 +120,13 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
             command: WorkloadrunCommand::Render(args),
         } => render(&rules, &args),
         Command::Check(args) => Ok(check::run(&rules, &args)),
+        Command::Rules { command } => Ok(match command {
+            rules::RulesCommand::Lint(args) => rules::run_lint(cli.rules.as_deref(), &args),
+            rules::RulesCommand::List => rules::run_list(&rules),
+            rules::RulesCommand::Explain(args) => {
+                rules::run_explain(&rules, cli.rules.as_deref(), &args)
+            }
+        }),
     }
 }
 

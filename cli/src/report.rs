@@ -1,9 +1,14 @@
-//! Printing findings and errors to stderr.
+//! Reports: findings as text, JSON, SARIF 2.1.0, JUnit XML or GitHub workflow commands
+//! ([`render`]), and errors and warnings on stderr.
 
+use std::collections::HashMap;
 use std::io::IsTerminal;
+use std::sync::Arc;
 
+use clap::ValueEnum;
 use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme, NamedSource, SourceSpan};
-use nvcre_engine::{Finding, Source};
+use nvcre_engine::{Finding, RuleSet, Severity, Source};
+use serde_json::{Value, json};
 
 /// `Error: <message>` on stderr.
 pub fn error_line(message: &str) {
@@ -109,7 +114,443 @@ pub fn finding_block(f: &Finding, source: Option<&Source>, color: bool) -> Strin
     out
 }
 
-/// True when stderr is a terminal (colour on by default).
-pub fn stderr_is_terminal() -> bool {
-    std::io::stderr().is_terminal()
+/// True when stdout is a terminal (text output is coloured only then).
+pub fn stdout_is_terminal() -> bool {
+    std::io::stdout().is_terminal()
+}
+
+/// True when colour is allowed at all: no `--no-color` and no (non-empty) `NO_COLOR`.
+pub fn color_allowed(no_color_flag: bool) -> bool {
+    !no_color_flag && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// A report format of `check -o`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// `file:line:col: severity[rule]: message`, the source line underlined.
+    Text,
+    /// A JSON array, one object per finding.
+    Json,
+    /// SARIF 2.1.0: one run, the rules as reportingDescriptors.
+    Sarif,
+    /// JUnit XML: one testsuite per file, one testcase per document and rule.
+    Junit,
+    /// GitHub Actions workflow commands (`::error file=…,line=…,col=…,title=…::message`).
+    Github,
+}
+
+/// An input that could not be checked (exit 2): the file and what went wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputError {
+    /// The path as given (or `<stdin>`).
+    pub file: String,
+    /// The message, which names the file.
+    pub message: String,
+}
+
+/// One checked document: its index in the stream and the rules that apply to it (its kind's
+/// packs), for the JUnit testcases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedDocument {
+    /// 0-based index in the stream.
+    pub index: usize,
+    /// Ids of the rules whose pack matches the document's apiVersion and kind.
+    pub rules: Vec<String>,
+}
+
+/// One input file and its documents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedFile {
+    /// The path as given (or `<stdin>`).
+    pub file: String,
+    /// The documents that were checked.
+    pub documents: Vec<CheckedDocument>,
+}
+
+/// Everything a report shows.
+pub struct Report<'a> {
+    /// The rule set the check ran with (SARIF lists its rules).
+    pub rules: &'a RuleSet,
+    /// The findings, in input order.
+    pub findings: &'a [Finding],
+    /// The input texts by name, for the text format's snippets.
+    pub sources: &'a HashMap<String, Arc<Source>>,
+    /// The input files in order.
+    pub files: &'a [CheckedFile],
+    /// Inputs that could not be checked.
+    pub errors: &'a [InputError],
+    /// Findings at or above this severity fail (JUnit failures; exit 1).
+    pub fail_on: Severity,
+}
+
+/// Renders `report` in `format`; `color` only affects [`Format::Text`].
+pub fn render(format: Format, report: &Report<'_>, color: bool) -> String {
+    match format {
+        Format::Text => text(report, color),
+        Format::Json => json_report(report),
+        Format::Sarif => sarif(report),
+        Format::Junit => junit(report),
+        Format::Github => github(report),
+    }
+}
+
+fn text(report: &Report<'_>, color: bool) -> String {
+    let mut out = String::new();
+    for f in report.findings {
+        let source = report.sources.get(&f.file).map(AsRef::as_ref);
+        out.push_str(&finding_block(f, source, color));
+    }
+    out
+}
+
+fn json_report(report: &Report<'_>) -> String {
+    let mut s = serde_json::to_string_pretty(report.findings).unwrap_or_else(|_| "[]".into());
+    s.push('\n');
+    s
+}
+
+/// The SARIF level of a severity.
+fn sarif_level(s: Severity) -> &'static str {
+    match s {
+        Severity::Error => "error",
+        Severity::Warning => "warning",
+        Severity::Info => "note",
+    }
+}
+
+/// A path as a URI reference: unreserved characters, `/` and a few sub-delimiters as written,
+/// everything else percent-encoded (`<stdin>` → `%3Cstdin%3E`), backslashes turned into `/`.
+fn uri_reference(path: &str) -> String {
+    let mut out = String::with_capacity(path.len());
+    for c in path.chars() {
+        let c = if c == '\\' { '/' } else { c };
+        if c.is_ascii_alphanumeric() || "-._~/!$&'()*+,;=:@".contains(c) {
+            out.push(c);
+        } else {
+            let mut buf = [0u8; 4];
+            for b in c.encode_utf8(&mut buf).bytes() {
+                out.push_str(&format!("%{b:02X}"));
+            }
+        }
+    }
+    out
+}
+
+fn sarif(report: &Report<'_>) -> String {
+    let mut rules: Vec<Value> = Vec::new();
+    let mut index: HashMap<String, usize> = HashMap::new();
+    for (pack, rule) in report.rules.rules() {
+        index.insert(rule.id.clone(), rules.len());
+        rules.push(json!({
+            "id": rule.id,
+            "shortDescription": {"text": rule.description.clone().unwrap_or_else(|| rule.id.clone())},
+            "defaultConfiguration": {"level": sarif_level(rule.severity)},
+            "properties": {"pack": pack.name},
+        }));
+    }
+    // Findings whose id is not a rule (a match condition that could not be evaluated).
+    for f in report.findings {
+        if !index.contains_key(&f.rule_id) {
+            index.insert(f.rule_id.clone(), rules.len());
+            rules.push(json!({
+                "id": f.rule_id,
+                "shortDescription": {"text": format!("{} (pack {})", f.rule_id, f.pack)},
+                "defaultConfiguration": {"level": sarif_level(f.severity)},
+                "properties": {"pack": f.pack},
+            }));
+        }
+    }
+    let results: Vec<Value> = report
+        .findings
+        .iter()
+        .map(|f| {
+            let mut physical = json!({"artifactLocation": {"uri": uri_reference(&f.file)}});
+            if let (Some(line), Some(column)) = (f.line, f.column) {
+                physical["region"] = json!({"startLine": line, "startColumn": column});
+            }
+            let mut location = json!({"physicalLocation": physical});
+            if let Some(p) = &f.field_path {
+                location["logicalLocations"] = json!([{"fullyQualifiedName": p, "kind": "member"}]);
+            }
+            json!({
+                "ruleId": f.rule_id,
+                "ruleIndex": index.get(&f.rule_id).copied().unwrap_or(0),
+                "level": sarif_level(f.severity),
+                "message": {"text": f.message},
+                "locations": [location],
+                "properties": {"document": f.document},
+            })
+        })
+        .collect();
+    let notifications: Vec<Value> = report
+        .errors
+        .iter()
+        .map(|e| {
+            json!({
+                "level": "error",
+                "message": {"text": e.message},
+                "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri_reference(&e.file)}}}],
+            })
+        })
+        .collect();
+    let log = json!({
+        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
+        "version": "2.1.0",
+        "runs": [{
+            "tool": {"driver": {
+                "name": "nvcre-policy",
+                "version": env!("CARGO_PKG_VERSION"),
+                "rules": rules,
+            }},
+            "invocations": [{
+                "executionSuccessful": report.errors.is_empty(),
+                "toolExecutionNotifications": notifications,
+            }],
+            "columnKind": "unicodeCodePoints",
+            "results": results,
+        }],
+    });
+    let mut s = serde_json::to_string_pretty(&log).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// XML text with `&`, `<`, `>`, `"` and `'` escaped, and the characters XML 1.0 cannot hold
+/// (control characters other than tab, newline and carriage return) replaced by U+FFFD.
+fn xml_escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&apos;"),
+            '\t' | '\n' | '\r' => out.push(c),
+            c if c < ' ' || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The one-line form of a finding used in JUnit bodies.
+fn finding_summary(f: &Finding) -> String {
+    let loc = match (f.line, f.column) {
+        (Some(l), Some(c)) => format!("{}:{l}:{c}", f.file),
+        _ => f.file.clone(),
+    };
+    let path = f
+        .field_path
+        .as_deref()
+        .map(|p| format!(" ({p})"))
+        .unwrap_or_default();
+    format!("{loc}: {}[{}]: {}{path}", f.severity, f.rule_id, f.message)
+}
+
+struct Case {
+    name: String,
+    classname: String,
+    failures: Vec<String>,
+    failure_message: Option<(String, Severity)>,
+    output: Vec<String>,
+    error: Option<String>,
+}
+
+fn junit_cases(report: &Report<'_>, file: &CheckedFile) -> Vec<Case> {
+    let mut cases = Vec::new();
+    for e in report.errors.iter().filter(|e| e.file == file.file) {
+        cases.push(Case {
+            name: "read".into(),
+            classname: file.file.clone(),
+            failures: Vec::new(),
+            failure_message: None,
+            output: Vec::new(),
+            error: Some(e.message.clone()),
+        });
+    }
+    for doc in &file.documents {
+        let findings: Vec<&Finding> = report
+            .findings
+            .iter()
+            .filter(|f| f.file == file.file && f.document == doc.index)
+            .collect();
+        let mut ids: Vec<String> = doc.rules.clone();
+        for f in &findings {
+            if !ids.contains(&f.rule_id) {
+                ids.push(f.rule_id.clone());
+            }
+        }
+        for id in ids {
+            let mut case = Case {
+                name: id.clone(),
+                classname: format!("{} document {}", file.file, doc.index),
+                failures: Vec::new(),
+                failure_message: None,
+                output: Vec::new(),
+                error: None,
+            };
+            for f in findings.iter().filter(|f| f.rule_id == id) {
+                if f.severity >= report.fail_on {
+                    case.failure_message
+                        .get_or_insert_with(|| (f.message.clone(), f.severity));
+                    case.failures.push(finding_summary(f));
+                } else {
+                    case.output.push(finding_summary(f));
+                }
+            }
+            cases.push(case);
+        }
+    }
+    cases
+}
+
+fn junit(report: &Report<'_>) -> String {
+    let mut files: Vec<CheckedFile> = report.files.to_vec();
+    // Errors about paths that never became files (a missing path) get a suite of their own.
+    for e in report.errors {
+        if !files.iter().any(|f| f.file == e.file) {
+            files.push(CheckedFile {
+                file: e.file.clone(),
+                documents: Vec::new(),
+            });
+        }
+    }
+    let suites: Vec<(String, Vec<Case>)> = files
+        .iter()
+        .map(|f| (f.file.clone(), junit_cases(report, f)))
+        .collect();
+    let count = |cases: &[Case]| {
+        (
+            cases.len(),
+            cases.iter().filter(|c| !c.failures.is_empty()).count(),
+            cases.iter().filter(|c| c.error.is_some()).count(),
+        )
+    };
+    let (mut tests, mut failures, mut errors) = (0, 0, 0);
+    for (_, cases) in &suites {
+        let (t, f, e) = count(cases);
+        tests += t;
+        failures += f;
+        errors += e;
+    }
+    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
+    out.push_str(&format!(
+        "<testsuites name=\"nvcre-policy\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\">\n"
+    ));
+    for (name, cases) in &suites {
+        let (t, f, e) = count(cases);
+        out.push_str(&format!(
+            "  <testsuite name=\"{}\" tests=\"{t}\" failures=\"{f}\" errors=\"{e}\" skipped=\"0\">\n",
+            xml_escape(name)
+        ));
+        for c in cases {
+            let open = format!(
+                "    <testcase name=\"{}\" classname=\"{}\"",
+                xml_escape(&c.name),
+                xml_escape(&c.classname)
+            );
+            if c.failures.is_empty() && c.output.is_empty() && c.error.is_none() {
+                out.push_str(&open);
+                out.push_str("/>\n");
+                continue;
+            }
+            out.push_str(&open);
+            out.push_str(">\n");
+            if let Some(e) = &c.error {
+                out.push_str(&format!(
+                    "      <error message=\"{}\" type=\"input\"/>\n",
+                    xml_escape(e)
+                ));
+            }
+            if let Some((message, severity)) = &c.failure_message {
+                out.push_str(&format!(
+                    "      <failure message=\"{}\" type=\"{severity}\">{}</failure>\n",
+                    xml_escape(message),
+                    xml_escape(&c.failures.join("\n"))
+                ));
+            }
+            if !c.output.is_empty() {
+                out.push_str(&format!(
+                    "      <system-out>{}</system-out>\n",
+                    xml_escape(&c.output.join("\n"))
+                ));
+            }
+            out.push_str("    </testcase>\n");
+        }
+        out.push_str("  </testsuite>\n");
+    }
+    out.push_str("</testsuites>\n");
+    out
+}
+
+/// GitHub's escaping of a workflow command's message.
+fn github_data(s: &str) -> String {
+    s.replace('%', "%25")
+        .replace('\r', "%0D")
+        .replace('\n', "%0A")
+}
+
+/// GitHub's escaping of a workflow command's property value.
+fn github_property(s: &str) -> String {
+    github_data(s).replace(':', "%3A").replace(',', "%2C")
+}
+
+fn github(report: &Report<'_>) -> String {
+    let mut out = String::new();
+    for f in report.findings {
+        let level = match f.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+            Severity::Info => "notice",
+        };
+        let mut props = vec![format!("file={}", github_property(&f.file))];
+        if let (Some(l), Some(c)) = (f.line, f.column) {
+            props.push(format!("line={l}"));
+            props.push(format!("col={c}"));
+        }
+        props.push(format!("title={}", github_property(&f.rule_id)));
+        out.push_str(&format!(
+            "::{level} {}::{}\n",
+            props.join(","),
+            github_data(&f.message)
+        ));
+    }
+    for e in report.errors {
+        out.push_str(&format!(
+            "::error file={},title=nvcre-policy::{}\n",
+            github_property(&e.file),
+            github_data(&e.message)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn github_escapes_data_and_properties() {
+        assert_eq!(github_data("100% a\r\nb: c, d"), "100%25 a%0D%0Ab: c, d");
+        assert_eq!(github_property("a:b,c%\n"), "a%3Ab%2Cc%25%0A");
+    }
+
+    #[test]
+    fn xml_escapes_markup_and_drops_what_xml_cannot_hold() {
+        assert_eq!(
+            xml_escape("<a href=\"x\">&'</a>\u{1}\t"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&apos;&lt;/a&gt;\u{FFFD}\t"
+        );
+    }
+
+    #[test]
+    fn uri_references_keep_paths_and_encode_the_rest() {
+        assert_eq!(
+            uri_reference("examples/run a.yaml"),
+            "examples/run%20a.yaml"
+        );
+        assert_eq!(uri_reference("<stdin>"), "%3Cstdin%3E");
+        assert_eq!(uri_reference("C:\\x\\é.yaml"), "C:/x/%C3%A9.yaml");
+    }
 }

@@ -49,16 +49,19 @@ impl Expr {
     /// # Errors
     /// The parser's message (with its position inside the expression).
     pub fn compile(text: &str) -> Result<Expr, String> {
-        let ast = cel::parser::Parser::new()
-            .enable_optional_syntax(true)
-            .parse(&rewrite_optional_select(text))
-            .map_err(|errs| {
-                errs.errors
+        let parse = |t: &str| cel::parser::Parser::new().enable_optional_syntax(true).parse(t);
+        let ast = parse(&rewrite_optional_select(text)).map_err(|_| {
+            // Report positions in the text as written, not in the rewritten one.
+            match parse(text) {
+                Err(errs) => errs
+                    .errors
                     .iter()
                     .map(|e| format!("{} (expression column {})", e.msg, e.pos.1))
                     .collect::<Vec<_>>()
-                    .join("; ")
-            })?;
+                    .join("; "),
+                Ok(_) => "does not compile".to_string(),
+            }
+        })?;
         let refs = ast
             .references()
             .variables()

@@ -14,6 +14,9 @@ them over JSON documents, applies patches and reports findings. The NVCRE domain
   that does not compile is refused with file, line and rule id ([`Error::Pack`]).
 - [`CompiledPack::evaluate`] runs a pack on one document and returns an [`Outcome`]: the mutated
   document and its [`Finding`]s. [`Table::render`] renders a data table with parameters.
+- [`lint`] reports every problem of a set of rule files as [`LintFinding`]s: what the loader
+  refuses, plus messages that look like CEL, unused variables and fragments, and escaped keys on
+  free-form maps.
 - [`patch`] holds the merge (lists merged by `name`), JSON Patch and list insertion used by
   mutations and by callers.
 
@@ -59,6 +62,7 @@ mod error;
 mod eval;
 mod expr;
 mod finding;
+mod lint;
 mod pack;
 pub mod patch;
 mod path;
@@ -68,6 +72,7 @@ pub use error::Error;
 pub use eval::{Origin, Outcome};
 pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel};
 pub use finding::{Finding, Severity};
+pub use lint::{Lint, LintFinding, lint};
 pub use pack::{CompiledPack, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry};
 pub use path::{FieldPath, Segment};
 pub use source::{Document, MAX_SOURCE_BYTES, Pos, Source, SpanIndex, parse_documents, to_yaml};

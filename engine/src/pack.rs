@@ -12,11 +12,12 @@
 //! Field names follow ValidatingAdmissionPolicy / MutatingAdmissionPolicy where they mean the
 //! same thing. Unknown fields are refused with their line.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
 use serde::Deserialize;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::Error;
@@ -45,8 +46,9 @@ struct PackFile {
     variables: Vec<VarSpec>,
     #[serde(default)]
     fragments: BTreeMap<String, Value>,
+    // Rules are read one by one (see `compile_pack`), so one bad rule does not hide the others.
     #[serde(default)]
-    rules: Vec<RuleSpec>,
+    rules: Vec<Value>,
     #[serde(default)]
     entries: Vec<Value>,
 }
@@ -225,12 +227,54 @@ pub struct Rule {
     pub(crate) for_each: Option<(Expr, String, Option<String>)>,
     pub(crate) validate: Option<Validate>,
     pub(crate) mutate: Vec<Mutation>,
+    /// The `mutate` list as written, for display.
+    pub(crate) mutate_source: Vec<Value>,
 }
 
 impl Rule {
     /// The validation expression text, if the rule validates.
     pub fn expression(&self) -> Option<&str> {
         self.validate.as_ref().map(|v| v.expression.text())
+    }
+
+    /// The `when` guard's text, if any.
+    pub fn when(&self) -> Option<&str> {
+        self.when.as_ref().map(Expr::text)
+    }
+
+    /// The `forEach.in` expression's text, if the rule iterates.
+    pub fn for_each(&self) -> Option<&str> {
+        self.for_each.as_ref().map(|(e, _, _)| e.text())
+    }
+
+    /// The fixed `message`, if the rule validates with one.
+    pub fn message(&self) -> Option<&str> {
+        match &self.validate.as_ref()?.message {
+            Message::Static(m) => Some(m),
+            Message::Expr(_) => None,
+        }
+    }
+
+    /// The `messageExpression` text, if the rule computes its message.
+    pub fn message_expression(&self) -> Option<&str> {
+        match &self.validate.as_ref()?.message {
+            Message::Static(_) => None,
+            Message::Expr(e) => Some(e.text()),
+        }
+    }
+
+    /// The `fieldPath` (as a path) or the `fieldPathExpression` (as its CEL text), if any.
+    pub fn field_path(&self) -> Option<String> {
+        match self.validate.as_ref()?.field_path.as_ref()? {
+            FieldPathSpec::Static(p) => Some(p.to_string()),
+            FieldPathSpec::Expr(e) => Some(e.text().to_string()),
+        }
+    }
+
+    /// The `mutate` list as written in the rule file (each item one mutation), empty when the
+    /// rule only validates.
+    pub fn mutations(&self) -> &[Value] {
+        &self.mutate_source
     }
 }
 
@@ -284,24 +328,80 @@ pub struct RuleSet {
     pub tables: Vec<Arc<Table>>,
 }
 
+impl CompiledPack {
+    /// True when `doc`'s apiVersion and kind are among the pack's `match.resources` (or the
+    /// pack lists none). `matchConditions` are not evaluated.
+    pub fn matches_resource(&self, doc: &Value) -> bool {
+        self.matcher.matches_resource(doc)
+    }
+}
+
+/// What kind of problem a rule file has; lets [`crate::lint`] give each one its lint id.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ProblemKind {
+    /// YAML that does not parse, or a file above the size limit.
+    Syntax,
+    /// A field that is not part of the format.
+    UnknownField,
+    /// Any other shape problem: a missing or mistyped field, a wrong apiVersion or kind.
+    Shape,
+    /// A CEL expression, template or field path that does not compile.
+    Compile,
+    /// A rule id, entry id, pack name or table name used twice.
+    Duplicate,
+}
+
+/// One problem found while loading rule files: its kind and the error the loader reports.
+#[derive(Debug)]
+pub(crate) struct Problem {
+    pub(crate) kind: ProblemKind,
+    pub(crate) error: Error,
+}
+
 impl RuleSet {
     /// Loads and compiles rule files from sources.
     ///
     /// # Errors
     /// [`Error::Pack`] naming the file, line and rule id of the first problem: a wrong shape, an
-    /// unknown field, an expression that does not compile, a duplicate rule id or pack name.
+    /// unknown field, an expression that does not compile, a duplicate rule id or pack name;
+    /// [`Error::Yaml`] for a file that is not YAML.
     pub fn from_sources(sources: &[Arc<Source>]) -> Result<RuleSet, Error> {
+        let (set, problems) = RuleSet::load_collecting(sources);
+        match problems.into_iter().next() {
+            Some(p) => Err(p.error),
+            None => Ok(set),
+        }
+    }
+
+    /// Loads what it can and returns every problem, in file order: a bad document does not stop
+    /// the next one, nor a bad rule the next rule. (Within one rule, the first problem is kept.)
+    pub(crate) fn load_collecting(sources: &[Arc<Source>]) -> (RuleSet, Vec<Problem>) {
         let mut set = RuleSet::default();
-        let mut rule_ids: HashSet<String> = HashSet::new();
+        let mut problems = Vec::new();
+        // rule id → where it was first defined
+        let mut rule_ids: HashMap<String, String> = HashMap::new();
         let mut names: HashSet<String> = HashSet::new();
         for source in sources {
-            for doc in parse_documents(source)? {
+            let docs = match parse_documents(source) {
+                Ok(d) => d,
+                Err(error) => {
+                    problems.push(Problem {
+                        kind: ProblemKind::Syntax,
+                        error,
+                    });
+                    continue;
+                }
+            };
+            for doc in docs {
                 let kind = doc.value.get("kind").and_then(Value::as_str).unwrap_or("");
                 match kind {
                     "RulePack" => {
-                        let pack = compile_pack(&doc)?;
+                        let Some(pack) = compile_pack(&doc, &mut problems) else {
+                            continue;
+                        };
                         if !names.insert(format!("pack/{}", pack.name)) {
-                            return Err(pack_err(
+                            problems.push(problem(
+                                ProblemKind::Duplicate,
                                 &doc,
                                 "metadata.name",
                                 None,
@@ -309,21 +409,29 @@ impl RuleSet {
                             ));
                         }
                         for (i, r) in pack.rules.iter().enumerate() {
-                            if !rule_ids.insert(r.id.clone()) {
-                                return Err(pack_err(
+                            let here = format!("{}:{}", doc.source.name, r.pos);
+                            match rule_ids.get(&r.id) {
+                                Some(first) => problems.push(problem(
+                                    ProblemKind::Duplicate,
                                     &doc,
                                     &format!("rules[{i}].id"),
                                     Some(&r.id),
-                                    "duplicate rule id".to_string(),
-                                ));
+                                    format!("duplicate rule id (first defined at {first})"),
+                                )),
+                                None => {
+                                    rule_ids.insert(r.id.clone(), here);
+                                }
                             }
                         }
                         set.packs.push(Arc::new(pack));
                     }
                     "Table" => {
-                        let table = compile_table(&doc)?;
+                        let Some(table) = compile_table(&doc, &mut problems) else {
+                            continue;
+                        };
                         if !names.insert(format!("table/{}", table.name)) {
-                            return Err(pack_err(
+                            problems.push(problem(
+                                ProblemKind::Duplicate,
                                 &doc,
                                 "metadata.name",
                                 None,
@@ -332,26 +440,35 @@ impl RuleSet {
                         }
                         set.tables.push(Arc::new(table));
                     }
-                    other => {
-                        return Err(pack_err(
-                            &doc,
-                            "kind",
-                            None,
-                            format!("kind must be RulePack or Table, got {other:?}"),
-                        ));
-                    }
+                    other => problems.push(problem(
+                        ProblemKind::Shape,
+                        &doc,
+                        "kind",
+                        None,
+                        format!("kind must be RulePack or Table, got {other:?}"),
+                    )),
                 }
             }
         }
-        Ok(set)
+        (set, problems)
     }
 
     /// Loads every `*.yaml` / `*.yml` file under `dir`, recursively, in path order. Directories
     /// named `tests` hold rule test suites and are skipped.
     ///
     /// # Errors
-    /// [`Error::Io`] when the directory cannot be read; the errors of [`RuleSet::from_sources`].
+    /// The errors of [`RuleSet::read_dir`] and of [`RuleSet::from_sources`].
     pub fn load_dir(dir: &Path) -> Result<RuleSet, Error> {
+        RuleSet::from_sources(&RuleSet::read_dir(dir)?)
+    }
+
+    /// Reads the rule files of `dir` as [`RuleSet::load_dir`] finds them, without loading them
+    /// (for [`crate::lint`]).
+    ///
+    /// # Errors
+    /// [`Error::Io`] when the directory or a file cannot be read; [`Error::Pack`] when it holds
+    /// no rule file.
+    pub fn read_dir(dir: &Path) -> Result<Vec<Arc<Source>>, Error> {
         let mut files = Vec::new();
         collect_rule_files(dir, &mut files)?;
         files.sort();
@@ -371,7 +488,7 @@ impl RuleSet {
             })?;
             sources.push(Source::new(f.display().to_string(), text));
         }
-        RuleSet::from_sources(&sources)
+        Ok(sources)
     }
 
     /// The packs whose `stage` equals `stage`, in load order.
@@ -391,6 +508,11 @@ impl RuleSet {
         self.packs
             .iter()
             .flat_map(|p| p.rules.iter().map(move |r| (p.as_ref(), r)))
+    }
+
+    /// The rule with id `id`, with its pack.
+    pub fn rule(&self, id: &str) -> Option<(&CompiledPack, &Rule)> {
+        self.rules().find(|(_, r)| r.id == id)
     }
 }
 
@@ -413,35 +535,71 @@ fn collect_rule_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> Result<(
     Ok(())
 }
 
-fn pack_err(doc: &Document, path: &str, rule: Option<&str>, message: String) -> Error {
+fn problem(
+    kind: ProblemKind,
+    doc: &Document,
+    path: &str,
+    rule: Option<&str>,
+    message: String,
+) -> Problem {
     let pos = FieldPath::parse(path)
         .ok()
         .and_then(|p| doc.spans.lookup(&p));
-    Error::Pack {
-        file: doc.source.name.clone(),
-        pos,
-        rule: rule.map(str::to_string),
-        message,
+    Problem {
+        kind,
+        error: Error::Pack {
+            file: doc.source.name.clone(),
+            pos,
+            rule: rule.map(str::to_string),
+            message,
+        },
     }
 }
 
-fn deserialize_file(doc: &Document) -> Result<PackFile, Error> {
-    let file: PackFile = serde_path_to_error::deserialize(&doc.value).map_err(|e| {
-        let path = e.path().to_string();
+/// Deserializes `value`, found at `base` in `doc` (`""` for the document itself), reporting the
+/// field path of the first problem relative to the document.
+fn deserialize_at<T: DeserializeOwned>(
+    doc: &Document,
+    value: &Value,
+    base: &str,
+) -> Result<T, Problem> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let rel = e.path().to_string();
+        let path = match (base, rel.as_str()) {
+            (b, ".") => b.to_string(),
+            ("", r) => r.to_string(),
+            (b, r) if r.starts_with('[') => format!("{b}{r}"),
+            (b, r) => format!("{b}.{r}"),
+        };
         let rule = rule_id_at(doc, &path);
         // Point at the field's name: for an unknown field that is the thing to fix.
         let pos = FieldPath::parse(&path)
             .ok()
             .and_then(|p| doc.spans.lookup_key(&p));
-        Error::Pack {
-            file: doc.source.name.clone(),
-            pos,
-            rule,
-            message: e.inner().to_string(),
+        let message = e.inner().to_string();
+        // serde's wording for `deny_unknown_fields` ("unknown field `x`, expected …").
+        let kind = if message.starts_with("unknown field") {
+            ProblemKind::UnknownField
+        } else {
+            ProblemKind::Shape
+        };
+        Problem {
+            kind,
+            error: Error::Pack {
+                file: doc.source.name.clone(),
+                pos,
+                rule,
+                message,
+            },
         }
-    })?;
+    })
+}
+
+fn deserialize_file(doc: &Document) -> Result<PackFile, Problem> {
+    let file: PackFile = deserialize_at(doc, &doc.value, "")?;
     if file.api_version != RULES_API_VERSION {
-        return Err(pack_err(
+        return Err(problem(
+            ProblemKind::Shape,
             doc,
             "apiVersion",
             None,
@@ -466,8 +624,21 @@ fn rule_id_at(doc: &Document, path: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-fn compile_expr(doc: &Document, path: &str, rule: Option<&str>, text: &str) -> Result<Expr, Error> {
-    Expr::compile(text).map_err(|e| pack_err(doc, path, rule, format!("CEL does not compile: {e}")))
+fn compile_expr(
+    doc: &Document,
+    path: &str,
+    rule: Option<&str>,
+    text: &str,
+) -> Result<Expr, Problem> {
+    Expr::compile(text).map_err(|e| {
+        problem(
+            ProblemKind::Compile,
+            doc,
+            path,
+            rule,
+            format!("CEL does not compile: {e}"),
+        )
+    })
 }
 
 fn compile_template(
@@ -475,81 +646,228 @@ fn compile_template(
     path: &str,
     rule: Option<&str>,
     v: &Value,
-) -> Result<Template, Error> {
-    Template::compile(v).map_err(|e| pack_err(doc, path, rule, format!("template: {e}")))
+) -> Result<Template, Problem> {
+    Template::compile(v).map_err(|e| {
+        problem(
+            ProblemKind::Compile,
+            doc,
+            path,
+            rule,
+            format!("template: {e}"),
+        )
+    })
 }
 
+fn compile_field_path(
+    doc: &Document,
+    path: &str,
+    rule: Option<&str>,
+    text: &str,
+) -> Result<FieldPath, Problem> {
+    FieldPath::parse(text).map_err(|e| problem(ProblemKind::Compile, doc, path, rule, e))
+}
+
+/// Compiles `vars` (at `base` in the file); every variable that does not compile is a problem.
 fn compile_vars(
     doc: &Document,
     base: &str,
     rule: Option<&str>,
     vars: &[VarSpec],
-) -> Result<Vec<(String, Expr)>, Error> {
-    vars.iter()
-        .enumerate()
-        .map(|(i, v)| {
-            Ok((
-                v.name.clone(),
-                compile_expr(doc, &format!("{base}[{i}].expression"), rule, &v.expression)?,
-            ))
-        })
-        .collect()
+    problems: &mut Vec<Problem>,
+) -> Vec<(String, Expr)> {
+    let mut out = Vec::with_capacity(vars.len());
+    for (i, v) in vars.iter().enumerate() {
+        match compile_expr(doc, &format!("{base}[{i}].expression"), rule, &v.expression) {
+            Ok(e) => out.push((v.name.clone(), e)),
+            Err(p) => problems.push(p),
+        }
+    }
+    out
 }
 
 fn compile_fragments(
     doc: &Document,
     frags: &BTreeMap<String, Value>,
-) -> Result<Vec<(String, Template)>, Error> {
-    frags
-        .iter()
-        .map(|(name, v)| {
-            let path = FieldPath::root()
-                .key("fragments")
-                .key(name.clone())
-                .to_string();
-            Ok((name.clone(), compile_template(doc, &path, None, v)?))
-        })
-        .collect()
+    problems: &mut Vec<Problem>,
+) -> Vec<(String, Template)> {
+    let mut out = Vec::with_capacity(frags.len());
+    for (name, v) in frags {
+        let path = FieldPath::root()
+            .key("fragments")
+            .key(name.clone())
+            .to_string();
+        match compile_template(doc, &path, None, v) {
+            Ok(t) => out.push((name.clone(), t)),
+            Err(p) => problems.push(p),
+        }
+    }
+    out
 }
 
-fn compile_pack(doc: &Document) -> Result<CompiledPack, Error> {
-    let file = deserialize_file(doc)?;
-    if !file.entries.is_empty() {
-        return Err(pack_err(
-            doc,
-            "entries",
-            None,
-            "a RulePack has rules, not entries".into(),
-        ));
-    }
-    let matcher = match &file.matcher {
-        None => Matcher::default(),
-        Some(m) => Matcher {
-            resources: m
-                .resources
-                .iter()
-                .map(|r| (r.api_version.clone(), r.kind.clone()))
-                .collect(),
-            conditions: compile_vars(doc, "match.matchConditions", None, &m.match_conditions)?,
-        },
+/// Compiles a `RulePack` document. Problems go to `problems`; the pack is returned (with the
+/// parts that compiled) whenever its top level could be read.
+fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledPack> {
+    let file = match deserialize_file(doc) {
+        Ok(f) => Some(f),
+        Err(p) => {
+            problems.push(p);
+            None
+        }
     };
-    let mut rules = Vec::with_capacity(file.rules.len());
-    for (i, r) in file.rules.iter().enumerate() {
-        rules.push(compile_rule(doc, i, r)?);
+    let raw_rules: &[Value] = match &file {
+        Some(f) => &f.rules,
+        // The top level is broken; its rules may still be checked.
+        None => doc
+            .value
+            .get("rules")
+            .and_then(Value::as_array)
+            .map_or(&[], Vec::as_slice),
+    };
+    let mut matcher = Matcher::default();
+    if let Some(f) = &file {
+        if !f.entries.is_empty() {
+            problems.push(problem(
+                ProblemKind::Shape,
+                doc,
+                "entries",
+                None,
+                "a RulePack has rules, not entries".into(),
+            ));
+        }
+        if let Some(m) = &f.matcher {
+            matcher = Matcher {
+                resources: m
+                    .resources
+                    .iter()
+                    .map(|r| (r.api_version.clone(), r.kind.clone()))
+                    .collect(),
+                conditions: compile_vars(
+                    doc,
+                    "match.matchConditions",
+                    None,
+                    &m.match_conditions,
+                    problems,
+                ),
+            };
+        }
     }
-    Ok(CompiledPack {
+    let mut rules = Vec::with_capacity(raw_rules.len());
+    for (i, raw) in raw_rules.iter().enumerate() {
+        let compiled = deserialize_at::<RuleSpec>(doc, raw, &format!("rules[{i}]"))
+            .and_then(|spec| compile_rule(doc, i, &spec, raw));
+        match compiled {
+            Ok(r) => rules.push(r),
+            Err(p) => problems.push(p),
+        }
+    }
+    let file = file?;
+    Some(CompiledPack {
         name: file.metadata.name,
         description: file.metadata.description,
         stage: file.stage,
         source: doc.source.clone(),
         matcher,
-        variables: compile_vars(doc, "variables", None, &file.variables)?,
-        fragments: compile_fragments(doc, &file.fragments)?,
+        variables: compile_vars(doc, "variables", None, &file.variables, problems),
+        fragments: compile_fragments(doc, &file.fragments, problems),
         rules,
     })
 }
 
-fn compile_rule(doc: &Document, i: usize, r: &RuleSpec) -> Result<Rule, Error> {
+fn compile_validate(
+    doc: &Document,
+    base: &str,
+    id: Option<&str>,
+    rule_id: &str,
+    v: &ValidateSpec,
+) -> Result<Validate, Problem> {
+    let message = match (&v.message, &v.message_expression) {
+        (Some(_), Some(_)) => {
+            return Err(problem(
+                ProblemKind::Shape,
+                doc,
+                &format!("{base}.validate"),
+                id,
+                "message and messageExpression are mutually exclusive".into(),
+            ));
+        }
+        (Some(m), None) => Message::Static(m.clone()),
+        (None, Some(e)) => Message::Expr(compile_expr(
+            doc,
+            &format!("{base}.validate.messageExpression"),
+            id,
+            e,
+        )?),
+        (None, None) => Message::Static(format!("failed rule {rule_id}")),
+    };
+    let field_path = match (&v.field_path, &v.field_path_expression) {
+        (Some(_), Some(_)) => {
+            return Err(problem(
+                ProblemKind::Shape,
+                doc,
+                &format!("{base}.validate"),
+                id,
+                "fieldPath and fieldPathExpression are mutually exclusive".into(),
+            ));
+        }
+        (Some(p), None) => Some(FieldPathSpec::Static(compile_field_path(
+            doc,
+            &format!("{base}.validate.fieldPath"),
+            id,
+            p,
+        )?)),
+        (None, Some(e)) => Some(FieldPathSpec::Expr(compile_expr(
+            doc,
+            &format!("{base}.validate.fieldPathExpression"),
+            id,
+            e,
+        )?)),
+        (None, None) => None,
+    };
+    Ok(Validate {
+        expression: compile_expr(
+            doc,
+            &format!("{base}.validate.expression"),
+            id,
+            &v.expression,
+        )?,
+        message,
+        field_path,
+    })
+}
+
+fn compile_mutation(
+    doc: &Document,
+    mbase: &str,
+    id: Option<&str>,
+    m: &MutationSpec,
+) -> Result<Mutation, Problem> {
+    let path = |p: &str, key: &str| compile_field_path(doc, &format!("{mbase}.{key}.path"), id, p);
+    Ok(match m {
+        MutationSpec::Merge { path: p, value } => Mutation::Merge {
+            path: path(p, "merge")?,
+            value: compile_template(doc, &format!("{mbase}.merge.value"), id, value)?,
+        },
+        MutationSpec::Prepend { path: p, values } => Mutation::Insert {
+            path: path(p, "prepend")?,
+            values: compile_template(doc, &format!("{mbase}.prepend.values"), id, values)?,
+            end: End::Front,
+        },
+        MutationSpec::Append { path: p, values } => Mutation::Insert {
+            path: path(p, "append")?,
+            values: compile_template(doc, &format!("{mbase}.append.values"), id, values)?,
+            end: End::Back,
+        },
+        MutationSpec::JsonPatch(ops) => Mutation::JsonPatch(compile_template(
+            doc,
+            &format!("{mbase}.jsonPatch"),
+            id,
+            ops,
+        )?),
+    })
+}
+
+/// Compiles rule `i` (`raw` as written); the first problem of the rule is returned.
+fn compile_rule(doc: &Document, i: usize, r: &RuleSpec, raw: &Value) -> Result<Rule, Problem> {
     let base = format!("rules[{i}]");
     let id = Some(r.id.as_str());
     let pos = FieldPath::parse(&base)
@@ -557,96 +875,38 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec) -> Result<Rule, Error> {
         .and_then(|p| doc.spans.lookup(&p))
         .unwrap_or(Pos { line: 0, column: 0 });
     if r.validate.is_none() && r.mutate.is_empty() {
-        return Err(pack_err(
+        return Err(problem(
+            ProblemKind::Shape,
             doc,
             &base,
             id,
             "a rule needs validate or mutate".into(),
         ));
     }
-    let validate = match &r.validate {
-        None => None,
-        Some(v) => {
-            let message = match (&v.message, &v.message_expression) {
-                (Some(_), Some(_)) => {
-                    return Err(pack_err(
-                        doc,
-                        &format!("{base}.validate"),
-                        id,
-                        "message and messageExpression are mutually exclusive".into(),
-                    ));
-                }
-                (Some(m), None) => Message::Static(m.clone()),
-                (None, Some(e)) => Message::Expr(compile_expr(
-                    doc,
-                    &format!("{base}.validate.messageExpression"),
-                    id,
-                    e,
-                )?),
-                (None, None) => Message::Static(format!("failed rule {}", r.id)),
-            };
-            let field_path = match (&v.field_path, &v.field_path_expression) {
-                (Some(_), Some(_)) => {
-                    return Err(pack_err(
-                        doc,
-                        &format!("{base}.validate"),
-                        id,
-                        "fieldPath and fieldPathExpression are mutually exclusive".into(),
-                    ));
-                }
-                (Some(p), None) => {
-                    Some(FieldPathSpec::Static(FieldPath::parse(p).map_err(|e| {
-                        pack_err(doc, &format!("{base}.validate.fieldPath"), id, e)
-                    })?))
-                }
-                (None, Some(e)) => Some(FieldPathSpec::Expr(compile_expr(
-                    doc,
-                    &format!("{base}.validate.fieldPathExpression"),
-                    id,
-                    e,
-                )?)),
-                (None, None) => None,
-            };
-            Some(Validate {
-                expression: compile_expr(
-                    doc,
-                    &format!("{base}.validate.expression"),
-                    id,
-                    &v.expression,
-                )?,
-                message,
-                field_path,
-            })
-        }
-    };
-    let mut mutate = Vec::new();
+    let validate = r
+        .validate
+        .as_ref()
+        .map(|v| compile_validate(doc, &base, id, &r.id, v))
+        .transpose()?;
+    let mut mutate = Vec::with_capacity(r.mutate.len());
     for (j, m) in r.mutate.iter().enumerate() {
-        let mbase = format!("{base}.mutate[{j}]");
-        let parse_path = |p: &str, key: &str| {
-            FieldPath::parse(p).map_err(|e| pack_err(doc, &format!("{mbase}.{key}.path"), id, e))
-        };
-        mutate.push(match m {
-            MutationSpec::Merge { path, value } => Mutation::Merge {
-                path: parse_path(path, "merge")?,
-                value: compile_template(doc, &format!("{mbase}.merge.value"), id, value)?,
-            },
-            MutationSpec::Prepend { path, values } => Mutation::Insert {
-                path: parse_path(path, "prepend")?,
-                values: compile_template(doc, &format!("{mbase}.prepend.values"), id, values)?,
-                end: End::Front,
-            },
-            MutationSpec::Append { path, values } => Mutation::Insert {
-                path: parse_path(path, "append")?,
-                values: compile_template(doc, &format!("{mbase}.append.values"), id, values)?,
-                end: End::Back,
-            },
-            MutationSpec::JsonPatch(ops) => Mutation::JsonPatch(compile_template(
-                doc,
-                &format!("{mbase}.jsonPatch"),
-                id,
-                ops,
-            )?),
-        });
+        mutate.push(compile_mutation(
+            doc,
+            &format!("{base}.mutate[{j}]"),
+            id,
+            m,
+        )?);
+    }
+    let mut var_problems = Vec::new();
+    let variables = compile_vars(
+        doc,
+        &format!("{base}.variables"),
+        id,
+        &r.variables,
+        &mut var_problems,
+    );
+    if let Some(p) = var_problems.into_iter().next() {
+        return Err(p);
     }
     Ok(Rule {
         id: r.id.clone(),
@@ -658,12 +918,12 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec) -> Result<Rule, Error> {
             .as_deref()
             .map(|w| compile_expr(doc, &format!("{base}.when"), id, w))
             .transpose()?,
-        variables: compile_vars(doc, &format!("{base}.variables"), id, &r.variables)?,
+        variables,
         for_each: r
             .for_each
             .as_ref()
             .map(|f| {
-                Ok::<_, Error>((
+                Ok::<_, Problem>((
                     compile_expr(doc, &format!("{base}.forEach.in"), id, &f.items)?,
                     f.var.clone(),
                     f.index.clone(),
@@ -672,13 +932,27 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec) -> Result<Rule, Error> {
             .transpose()?,
         validate,
         mutate,
+        mutate_source: raw
+            .get("mutate")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default(),
     })
 }
 
-fn compile_table(doc: &Document) -> Result<Table, Error> {
-    let file = deserialize_file(doc)?;
+/// Compiles a `Table` document. Problems go to `problems`; the table is returned (with the
+/// entries that compiled) whenever its top level could be read.
+fn compile_table(doc: &Document, problems: &mut Vec<Problem>) -> Option<Table> {
+    let file = match deserialize_file(doc) {
+        Ok(f) => f,
+        Err(p) => {
+            problems.push(p);
+            return None;
+        }
+    };
     if !file.rules.is_empty() || file.matcher.is_some() || !file.variables.is_empty() {
-        return Err(pack_err(
+        problems.push(problem(
+            ProblemKind::Shape,
             doc,
             "kind",
             None,
@@ -688,64 +962,78 @@ fn compile_table(doc: &Document) -> Result<Table, Error> {
     let mut entries = Vec::with_capacity(file.entries.len());
     let mut ids = HashSet::new();
     for (i, e) in file.entries.iter().enumerate() {
-        let base = format!("entries[{i}]");
-        let Some(obj) = e.as_object() else {
-            return Err(pack_err(
-                doc,
-                &base,
-                None,
-                "a table entry must be a mapping".into(),
-            ));
-        };
-        let Some(id) = obj.get("id").and_then(Value::as_str) else {
-            return Err(pack_err(
-                doc,
-                &base,
-                None,
-                "a table entry needs a string id".into(),
-            ));
-        };
-        if !ids.insert(id.to_string()) {
-            return Err(pack_err(
-                doc,
-                &format!("{base}.id"),
-                Some(id),
-                "duplicate entry id".into(),
-            ));
+        match compile_entry(doc, i, e, &mut ids) {
+            Ok(entry) => entries.push(entry),
+            Err(p) => problems.push(p),
         }
-        let include = match obj.get("include") {
-            None => None,
-            Some(Value::String(s)) => {
-                Some(compile_expr(doc, &format!("{base}.include"), Some(id), s)?)
-            }
-            Some(_) => {
-                return Err(pack_err(
-                    doc,
-                    &format!("{base}.include"),
-                    Some(id),
-                    "include must be a CEL string".into(),
-                ));
-            }
-        };
-        let mut body = obj.clone();
-        body.remove("id");
-        body.remove("include");
-        let pos = FieldPath::parse(&base)
-            .ok()
-            .and_then(|p| doc.spans.lookup(&p))
-            .unwrap_or(Pos { line: 0, column: 0 });
-        entries.push(TableEntry {
-            id: id.to_string(),
-            pos,
-            include,
-            body: compile_template(doc, &base, Some(id), &Value::Object(body))?,
-        });
     }
-    Ok(Table {
+    Some(Table {
         name: file.metadata.name,
         source: doc.source.clone(),
-        fragments: compile_fragments(doc, &file.fragments)?,
+        fragments: compile_fragments(doc, &file.fragments, problems),
         entries,
+    })
+}
+
+fn compile_entry(
+    doc: &Document,
+    i: usize,
+    e: &Value,
+    ids: &mut HashSet<String>,
+) -> Result<TableEntry, Problem> {
+    let base = format!("entries[{i}]");
+    let Some(obj) = e.as_object() else {
+        return Err(problem(
+            ProblemKind::Shape,
+            doc,
+            &base,
+            None,
+            "a table entry must be a mapping".into(),
+        ));
+    };
+    let Some(id) = obj.get("id").and_then(Value::as_str) else {
+        return Err(problem(
+            ProblemKind::Shape,
+            doc,
+            &base,
+            None,
+            "a table entry needs a string id".into(),
+        ));
+    };
+    if !ids.insert(id.to_string()) {
+        return Err(problem(
+            ProblemKind::Duplicate,
+            doc,
+            &format!("{base}.id"),
+            Some(id),
+            "duplicate entry id".into(),
+        ));
+    }
+    let include = match obj.get("include") {
+        None => None,
+        Some(Value::String(s)) => Some(compile_expr(doc, &format!("{base}.include"), Some(id), s)?),
+        Some(_) => {
+            return Err(problem(
+                ProblemKind::Shape,
+                doc,
+                &format!("{base}.include"),
+                Some(id),
+                "include must be a CEL string".into(),
+            ));
+        }
+    };
+    let mut body = obj.clone();
+    body.remove("id");
+    body.remove("include");
+    let pos = FieldPath::parse(&base)
+        .ok()
+        .and_then(|p| doc.spans.lookup(&p))
+        .unwrap_or(Pos { line: 0, column: 0 });
+    Ok(TableEntry {
+        id: id.to_string(),
+        pos,
+        include,
+        body: compile_template(doc, &base, Some(id), &Value::Object(body))?,
     })
 }
 
@@ -793,7 +1081,7 @@ mod tests {
         let msg = load(&text).unwrap_err().to_string();
         assert_eq!(
             msg,
-            "rule pack error: rules/x.yaml:8:7: rule r: duplicate rule id"
+            "rule pack error: rules/x.yaml:8:7: rule r: duplicate rule id (first defined at rules/x.yaml:6:3)"
         );
     }
 }

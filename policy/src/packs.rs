@@ -39,16 +39,33 @@ const EMBEDDED: &[(&str, &str)] = &[
     ),
 ];
 
+/// The embedded rule files, named `rules/…` as in the repository.
+pub fn embedded_sources() -> Vec<Arc<Source>> {
+    EMBEDDED
+        .iter()
+        .map(|(name, text)| Source::new(*name, *text))
+        .collect()
+}
+
 /// The embedded default rule set.
 ///
 /// # Errors
 /// Only if an embedded file does not compile, which the test suite rules out.
 pub fn default_rules() -> Result<RuleSet, Error> {
-    let sources: Vec<Arc<Source>> = EMBEDDED
-        .iter()
-        .map(|(name, text)| Source::new(*name, *text))
-        .collect();
-    RuleSet::from_sources(&sources)
+    RuleSet::from_sources(&embedded_sources())
+}
+
+/// The rule files of `dir` when given (as [`load_rules`] reads them), else the embedded ones;
+/// not loaded, so that [`nvcre_engine::lint`] can report every problem.
+///
+/// # Errors
+/// [`Error::Io`] for an unreadable directory or file; [`Error::Pack`] for a directory without
+/// rule files.
+pub fn rule_sources(dir: Option<&Path>) -> Result<Vec<Arc<Source>>, Error> {
+    match dir {
+        Some(d) => RuleSet::read_dir(d),
+        None => Ok(embedded_sources()),
+    }
 }
 
 /// The rule set from `dir` when given, else the embedded default set.
@@ -66,6 +83,15 @@ pub fn load_rules(dir: Option<&Path>) -> Result<RuleSet, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn embedded_rules_lint_clean() {
+        let findings: Vec<String> = nvcre_engine::lint(&embedded_sources())
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(findings, Vec::<String>::new());
+    }
 
     #[test]
     fn embedded_rules_compile_and_have_every_stage() {

@@ -1,0 +1,218 @@
+//! `nvcre-policy rules lint|list|explain`: the rule files themselves.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use nvcre_engine::{CompiledPack, Rule, RuleSet, lint, to_yaml};
+use nvcre_policy::packs::rule_sources;
+use serde_json::Value;
+
+use crate::check::FailOn;
+use crate::report;
+use crate::suites::{self, Example};
+
+/// `rules` subcommands.
+#[derive(Debug, Subcommand)]
+pub enum RulesCommand {
+    /// Lint rule files: compile errors, duplicate ids, unknown fields, messages that look like
+    /// CEL, unused variables and fragments, escaped keys on labels/annotations.
+    Lint(LintArgs),
+    /// One line per rule: id, severity, pack, file:line.
+    List,
+    /// Describe a rule: description, severity, source, expression or mutations, message, and a
+    /// passing and a failing example from the rule test suites.
+    Explain(ExplainArgs),
+}
+
+/// Arguments of `rules lint`.
+#[derive(Debug, Args)]
+pub struct LintArgs {
+    /// Exit 1 when a lint at or above this severity exists.
+    #[arg(long = "fail-on", value_enum, default_value = "error")]
+    fail_on: FailOn,
+    /// The rule directory (default: --rules, else the embedded rules).
+    #[arg(value_name = "DIR")]
+    dir: Option<PathBuf>,
+}
+
+/// Arguments of `rules explain`.
+#[derive(Debug, Args)]
+pub struct ExplainArgs {
+    /// The rule id.
+    #[arg(value_name = "ID")]
+    id: String,
+    /// The rule test suites (default: `tests/` in the --rules directory, else `rules/tests`).
+    #[arg(long = "tests", value_name = "DIR")]
+    tests: Option<PathBuf>,
+}
+
+fn print(text: &str) {
+    // A closed pipe (`| head`) is not an error.
+    let _ = std::io::stdout().lock().write_all(text.as_bytes());
+}
+
+/// `rules lint`: one line per lint on stdout; 0 clean, 1 lints at or above `--fail-on`, 2 when
+/// the files cannot be read. Does not need the rules to load.
+pub fn run_lint(rules_dir: Option<&Path>, args: &LintArgs) -> ExitCode {
+    let dir = args.dir.as_deref().or(rules_dir);
+    let sources = match rule_sources(dir) {
+        Ok(s) => s,
+        Err(e) => {
+            report::error_line(&e.to_string());
+            return ExitCode::from(2);
+        }
+    };
+    let findings = lint(&sources);
+    let mut out = String::new();
+    for f in &findings {
+        let _ = writeln!(out, "{f}");
+    }
+    print(&out);
+    if findings
+        .iter()
+        .any(|f| f.severity >= args.fail_on.severity())
+    {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+/// `rules list`: `id  severity  pack  file:line`, columns aligned.
+pub fn run_list(rules: &RuleSet) -> ExitCode {
+    let rows: Vec<[String; 4]> = rules
+        .rules()
+        .map(|(p, r)| {
+            [
+                r.id.clone(),
+                r.severity.to_string(),
+                p.name.clone(),
+                format!("{}:{}", p.source.name, r.pos.line),
+            ]
+        })
+        .collect();
+    let width = |i: usize| {
+        rows.iter()
+            .map(|r| r.get(i).map_or(0, String::len))
+            .max()
+            .unwrap_or(0)
+    };
+    let (w0, w1, w2) = (width(0), width(1), width(2));
+    let mut out = String::new();
+    for [id, severity, pack, at] in &rows {
+        let _ = writeln!(out, "{id:w0$}  {severity:w1$}  {pack:w2$}  {at}");
+    }
+    print(&out);
+    ExitCode::SUCCESS
+}
+
+/// `rules explain ID`: 0, or 2 for an unknown id.
+pub fn run_explain(rules: &RuleSet, rules_dir: Option<&Path>, args: &ExplainArgs) -> ExitCode {
+    let Some((pack, rule)) = rules.rule(&args.id) else {
+        let close: Vec<&str> = rules
+            .rules()
+            .map(|(_, r)| r.id.as_str())
+            .filter(|id| id.contains(args.id.as_str()))
+            .collect();
+        let hint = if close.is_empty() {
+            "; `nvcre-policy rules list` shows them all".to_string()
+        } else {
+            format!("; rules whose id contains it: {}", close.join(", "))
+        };
+        report::error_line(&format!("no rule with id {:?}{hint}", args.id));
+        return ExitCode::from(2);
+    };
+    let tests = match (&args.tests, rules_dir) {
+        (Some(t), _) => t.clone(),
+        (None, Some(d)) => d.join("tests"),
+        (None, None) => PathBuf::from("rules/tests"),
+    };
+    let examples = suites::examples(&tests, &rule.id, &pack.name, &pack.source.name);
+    let mut out = explain(pack, rule);
+    out.push('\n');
+    out.push_str(&example_block("passing example", examples.passing.as_ref()));
+    out.push('\n');
+    out.push_str(&example_block("failing example", examples.failing.as_ref()));
+    print(&out);
+    ExitCode::SUCCESS
+}
+
+/// `  label        value`, continuation lines aligned under the value.
+fn field(out: &mut String, label: &str, value: &str) {
+    for (i, l) in value.trim_end().lines().enumerate() {
+        let label = if i == 0 { label } else { "" };
+        let line = format!("  {label:<12} {l}");
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+/// The description block of a rule.
+fn explain(pack: &CompiledPack, rule: &Rule) -> String {
+    let mut out = format!("{}\n", rule.id);
+    if let Some(d) = &rule.description {
+        field(&mut out, "description", d);
+    }
+    field(&mut out, "severity", &rule.severity.to_string());
+    let stage = pack
+        .stage
+        .as_deref()
+        .map(|s| format!(" (stage {s})"))
+        .unwrap_or_default();
+    field(&mut out, "pack", &format!("{}{stage}", pack.name));
+    field(
+        &mut out,
+        "source",
+        &format!("{}:{}", pack.source.name, rule.pos.line),
+    );
+    if let Some(e) = rule.for_each() {
+        field(&mut out, "forEach", e);
+    }
+    if let Some(w) = rule.when() {
+        field(&mut out, "when", w);
+    }
+    if let Some(e) = rule.expression() {
+        field(&mut out, "expression", e);
+    }
+    if let Some(m) = rule.message() {
+        field(&mut out, "message", m);
+    }
+    if let Some(m) = rule.message_expression() {
+        field(&mut out, "messageExpr", m);
+    }
+    if let Some(p) = rule.field_path() {
+        field(&mut out, "fieldPath", &p);
+    }
+    if !rule.mutations().is_empty() {
+        let yaml = to_yaml(&Value::Array(rule.mutations().to_vec())).unwrap_or_default();
+        field(&mut out, "mutate", &yaml);
+    }
+    out
+}
+
+/// Inputs longer than this are cut in `explain`.
+const MAX_EXAMPLE_LINES: usize = 40;
+
+fn example_block(title: &str, example: Option<&Example>) -> String {
+    let Some(e) = example else {
+        return format!("{title}: no example in the test suites\n");
+    };
+    let mut out = format!("{title}: {} › {}", e.suite, e.note);
+    if let Some(f) = &e.input_file {
+        let _ = write!(out, " (inputFile {f})");
+    }
+    if let Some(c) = &e.context {
+        let _ = write!(out, " (context: {c})");
+    }
+    out.push('\n');
+    let lines: Vec<&str> = e.input.trim_end().lines().collect();
+    for l in lines.iter().take(MAX_EXAMPLE_LINES) {
+        let _ = writeln!(out, "  {l}");
+    }
+    if lines.len() > MAX_EXAMPLE_LINES {
+        let _ = writeln!(out, "  # … {} more lines", lines.len() - MAX_EXAMPLE_LINES);
+    }
+    out
+}

@@ -1,0 +1,817 @@
+//! End-to-end tests of the report formats of `check` and of `rules lint|list|explain` (issue
+//! "Rule authoring", parts 2–4). Every test asserts exact values.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn bin() -> Command {
+    let mut c = Command::cargo_bin("nvcre-policy").expect("binary built");
+    c.env_remove("NVCRE_RULES").env_remove("NO_COLOR");
+    c
+}
+
+/// Runs the binary in `dir`; returns (exit code, stdout, stderr).
+fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let out = bin().current_dir(dir).args(args).output().expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+fn write(dir: &Path, rel: &str, text: &str) {
+    let path = dir.join(rel);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).expect("mkdir");
+    }
+    std::fs::write(path, text).expect("write");
+}
+
+const WIDGETS: &str = r#"apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: RulePack
+metadata:
+  name: widgets
+  description: Widget checks.
+match:
+  resources:
+    - kind: Widget
+rules:
+  - id: widget-size
+    description: A widget is at most 10 wide.
+    validate:
+      expression: object.spec.size <= 10
+      messageExpression: "'size ' + string(object.spec.size) + ' is above 10: <too> \"big\" & 100%'"
+      fieldPath: spec.size
+  - id: widget-color
+    severity: warning
+    description: Widgets should be blue.
+    validate:
+      expression: object.spec.?color.orValue('blue') == 'blue'
+      message: "not blue, use blue"
+      fieldPath: spec.color
+  - id: "widget:name,required"
+    description: Widgets have a name.
+    validate:
+      expression: object.?metadata.?name.hasValue()
+      messageExpression: "'metadata.name is required\\nfor 100% of widgets'"
+      fieldPath: metadata
+"#;
+
+/// Two documents with findings (an error, a warning, a message with a newline) and a clean one.
+const BAD: &str = "kind: Widget
+metadata: {name: a}
+spec:
+  size: 12
+  color: red
+---
+kind: Widget
+metadata: {name: b}
+spec:
+  size: 3
+---
+kind: Widget
+spec: {size: 1}
+";
+
+/// A directory with the widgets pack under `rules/` and `bad.yaml`.
+fn widgets() -> TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), "rules/widgets/widget.yaml", WIDGETS);
+    write(dir.path(), "bad.yaml", BAD);
+    dir
+}
+
+fn check(dir: &Path, args: &[&str]) -> (i32, String, String) {
+    let mut all = vec!["--rules", "rules", "check"];
+    all.extend_from_slice(args);
+    run(dir, &all)
+}
+
+// ---------------------------------------------------------------------------------------------
+// check -o sarif
+
+fn sarif_validator() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/sarif-schema-2.1.0.json"),
+    )
+    .expect("schema file");
+    let mut schema: Value = serde_json::from_str(&text).expect("schema JSON");
+    // The official schema's `language` patterns (on run and toolComponent) have a stray `]`, a
+    // literal in ECMA-262's Annex B but refused by the validator's meta-schema check of
+    // `format: regex`. Escaping it keeps the meaning; our output has no `language`. The file
+    // itself stays as published.
+    let mut patched = 0;
+    for def in ["run", "toolComponent"] {
+        let language = &mut schema["definitions"][def]["properties"]["language"]["pattern"];
+        assert_eq!(
+            *language, "^[a-zA-Z]{2}|^[a-zA-Z]{2}-[a-zA-Z]{2}]?$",
+            "{def}"
+        );
+        *language = json!("^[a-zA-Z]{2}|^[a-zA-Z]{2}-[a-zA-Z]{2}\\]?$");
+        patched += 1;
+    }
+    assert_eq!(patched, text.matches("{2}]?$").count());
+    // Formats are checked too (`uri`, `uri-reference`, …).
+    jsonschema::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .expect("schema compiles")
+}
+
+fn assert_valid_sarif(log: &Value) {
+    let validator = sarif_validator();
+    let errors: Vec<String> = validator
+        .iter_errors(log)
+        .map(|e| format!("{} at {}", e, e.instance_path()))
+        .collect();
+    assert_eq!(errors, Vec::<String>::new(), "{log:#}");
+}
+
+#[test]
+fn sarif_validates_against_the_schema_with_the_exact_region() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = std::fs::read_to_string(root().join("examples/nccl-all-reduce.yaml")).expect("read");
+    write(
+        dir.path(),
+        "run.yaml",
+        &text.replace(
+            "queue: high-priority",
+            &format!("queue: {}", "q".repeat(64)),
+        ),
+    );
+    let (code, stdout, stderr) = run(dir.path(), &["check", "-o", "sarif", "run.yaml"]);
+    assert_eq!(code, 1, "{stderr}");
+    let log: Value = serde_json::from_str(&stdout).expect("SARIF is JSON");
+    assert_valid_sarif(&log);
+    assert_eq!(log["version"], "2.1.0");
+    let run0 = &log["runs"][0];
+    assert_eq!(run0["tool"]["driver"]["name"], "nvcre-policy");
+    let results = run0["results"].as_array().expect("results");
+    assert_eq!(results.len(), 1);
+    let r = &results[0];
+    assert_eq!(r["ruleId"], "wr-gang-queue-length");
+    assert_eq!(r["level"], "error");
+    assert_eq!(
+        r["message"]["text"],
+        "Too long: may not be more than 63 bytes"
+    );
+    assert_eq!(
+        r["locations"],
+        json!([{
+            "physicalLocation": {
+                "artifactLocation": {"uri": "run.yaml"},
+                "region": {"startLine": 18, "startColumn": 12}
+            },
+            "logicalLocations": [
+                {"fullyQualifiedName": "spec.gangScheduler.queue", "kind": "member"}
+            ]
+        }])
+    );
+    let index = r["ruleIndex"].as_u64().expect("ruleIndex") as usize;
+    assert_eq!(
+        run0["tool"]["driver"]["rules"][index],
+        json!({
+            "id": "wr-gang-queue-length",
+            "shortDescription": {"text": "gangScheduler.queue is at most 63 characters."},
+            "defaultConfiguration": {"level": "error"},
+            "properties": {"pack": "workloadrun-admission"}
+        })
+    );
+    assert_eq!(run0["columnKind"], "unicodeCodePoints");
+}
+
+#[test]
+fn the_schema_check_catches_broken_logs() {
+    let validator = sarif_validator();
+    let good = json!({"version": "2.1.0", "runs": [{
+        "tool": {"driver": {"name": "x"}},
+        "results": [{"message": {"text": "m"}, "locations": [{"physicalLocation": {
+            "artifactLocation": {"uri": "a.yaml"}, "region": {"startLine": 1, "startColumn": 1}}}]}]
+    }]});
+    assert!(validator.is_valid(&good));
+    let mut no_version = good.clone();
+    no_version.as_object_mut().map(|o| o.remove("version"));
+    assert!(!validator.is_valid(&no_version));
+    let mut line_zero = good.clone();
+    line_zero["runs"][0]["results"][0]["locations"][0]["physicalLocation"]["region"]["startLine"] =
+        json!(0);
+    assert!(!validator.is_valid(&line_zero));
+    let mut bad_level = good;
+    bad_level["runs"][0]["results"][0]["level"] = json!("fatal");
+    assert!(!validator.is_valid(&bad_level));
+}
+
+#[test]
+fn sarif_with_warnings_and_input_errors_validates_too() {
+    let dir = widgets();
+    let (code, stdout, stderr) = check(
+        dir.path(),
+        &["-o", "sarif", "bad.yaml", "missing dir/x.yaml"],
+    );
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr,
+        "Error: reading missing dir/x.yaml: no such file or directory\n"
+    );
+    let log: Value = serde_json::from_str(&stdout).expect("SARIF is JSON");
+    assert_valid_sarif(&log);
+    let run0 = &log["runs"][0];
+    let levels: Vec<(&str, &str, u64)> = run0["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            (
+                r["ruleId"].as_str().unwrap_or(""),
+                r["level"].as_str().unwrap_or(""),
+                r["ruleIndex"].as_u64().unwrap_or(99),
+            )
+        })
+        .collect();
+    assert_eq!(
+        levels,
+        [
+            ("widget-size", "error", 0),
+            ("widget-color", "warning", 1),
+            ("widget:name,required", "error", 2)
+        ]
+    );
+    assert_eq!(
+        run0["invocations"],
+        json!([{
+            "executionSuccessful": false,
+            "toolExecutionNotifications": [{
+                "level": "error",
+                "message": {"text": "reading missing dir/x.yaml: no such file or directory"},
+                "locations": [{"physicalLocation": {"artifactLocation": {"uri": "missing%20dir/x.yaml"}}}]
+            }]
+        }])
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// check -o json | junit | github | text
+
+#[test]
+fn json_is_an_array_of_every_finding() {
+    let dir = widgets();
+    let (code, stdout, _) = check(dir.path(), &["-o", "json", "bad.yaml"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stdout,
+        r#"[
+  {
+    "ruleId": "widget-size",
+    "pack": "widgets",
+    "severity": "error",
+    "message": "size 12 is above 10: <too> \"big\" & 100%",
+    "file": "bad.yaml",
+    "document": 0,
+    "fieldPath": "spec.size",
+    "line": 4,
+    "column": 9,
+    "ruleFile": "rules/widgets/widget.yaml",
+    "ruleLine": 10
+  },
+  {
+    "ruleId": "widget-color",
+    "pack": "widgets",
+    "severity": "warning",
+    "message": "not blue, use blue",
+    "file": "bad.yaml",
+    "document": 0,
+    "fieldPath": "spec.color",
+    "line": 5,
+    "column": 10,
+    "ruleFile": "rules/widgets/widget.yaml",
+    "ruleLine": 16
+  },
+  {
+    "ruleId": "widget:name,required",
+    "pack": "widgets",
+    "severity": "error",
+    "message": "metadata.name is required\nfor 100% of widgets",
+    "file": "bad.yaml",
+    "document": 2,
+    "fieldPath": "metadata",
+    "line": 12,
+    "column": 1,
+    "ruleFile": "rules/widgets/widget.yaml",
+    "ruleLine": 23
+  }
+]
+"#
+    );
+}
+
+#[test]
+fn github_workflow_commands_escape_messages_and_properties() {
+    let dir = widgets();
+    let (code, stdout, _) = check(dir.path(), &["-o", "github", "bad.yaml"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stdout,
+        "::error file=bad.yaml,line=4,col=9,title=widget-size::size 12 is above 10: <too> \"big\" & 100%25\n\
+         ::warning file=bad.yaml,line=5,col=10,title=widget-color::not blue, use blue\n\
+         ::error file=bad.yaml,line=12,col=1,title=widget%3Aname%2Crequired::metadata.name is required%0Afor 100%25 of widgets\n"
+    );
+}
+
+#[test]
+fn junit_has_a_suite_per_file_and_a_case_per_document_and_rule() {
+    let dir = widgets();
+    write(
+        dir.path(),
+        "ok.yaml",
+        "kind: Widget\nmetadata: {name: c}\nspec: {size: 1}\n",
+    );
+    let (code, stdout, _) = check(dir.path(), &["-o", "junit", "bad.yaml", "ok.yaml"]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stdout,
+        r#"<?xml version="1.0" encoding="UTF-8"?>
+<testsuites name="nvcre-policy" tests="12" failures="2" errors="0">
+  <testsuite name="bad.yaml" tests="9" failures="2" errors="0" skipped="0">
+    <testcase name="widget-size" classname="bad.yaml document 0">
+      <failure message="size 12 is above 10: &lt;too&gt; &quot;big&quot; &amp; 100%" type="error">bad.yaml:4:9: error[widget-size]: size 12 is above 10: &lt;too&gt; &quot;big&quot; &amp; 100% (spec.size)</failure>
+    </testcase>
+    <testcase name="widget-color" classname="bad.yaml document 0">
+      <system-out>bad.yaml:5:10: warning[widget-color]: not blue, use blue (spec.color)</system-out>
+    </testcase>
+    <testcase name="widget:name,required" classname="bad.yaml document 0"/>
+    <testcase name="widget-size" classname="bad.yaml document 1"/>
+    <testcase name="widget-color" classname="bad.yaml document 1"/>
+    <testcase name="widget:name,required" classname="bad.yaml document 1"/>
+    <testcase name="widget-size" classname="bad.yaml document 2"/>
+    <testcase name="widget-color" classname="bad.yaml document 2"/>
+    <testcase name="widget:name,required" classname="bad.yaml document 2">
+      <failure message="metadata.name is required
+for 100% of widgets" type="error">bad.yaml:12:1: error[widget:name,required]: metadata.name is required
+for 100% of widgets (metadata)</failure>
+    </testcase>
+  </testsuite>
+  <testsuite name="ok.yaml" tests="3" failures="0" errors="0" skipped="0">
+    <testcase name="widget-size" classname="ok.yaml document 0"/>
+    <testcase name="widget-color" classname="ok.yaml document 0"/>
+    <testcase name="widget:name,required" classname="ok.yaml document 0"/>
+  </testsuite>
+</testsuites>
+"#
+    );
+}
+
+#[test]
+fn junit_with_fail_on_warning_turns_the_warning_into_a_failure() {
+    let dir = widgets();
+    let (code, stdout, _) = check(
+        dir.path(),
+        &["-o", "junit", "--fail-on", "warning", "bad.yaml"],
+    );
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains(
+            "    <testcase name=\"widget-color\" classname=\"bad.yaml document 0\">\n      <failure message=\"not blue, use blue\" type=\"warning\">bad.yaml:5:10: warning[widget-color]: not blue, use blue (spec.color)</failure>\n    </testcase>\n"
+        ),
+        "{stdout}"
+    );
+    assert!(stdout.contains("failures=\"3\""), "{stdout}");
+}
+
+#[test]
+fn text_is_the_default_and_has_no_colour_when_piped() {
+    let dir = widgets();
+    let (code, stdout, _) = check(dir.path(), &["bad.yaml"]);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.starts_with(
+            "bad.yaml:4:9: error[widget-size]: size 12 is above 10: <too> \"big\" & 100% (spec.size)\n"
+        ),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("bad.yaml:5:10: warning[widget-color]: not blue, use blue (spec.color)\n"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains('\u{1b}'), "{stdout}");
+    let (_, explicit, _) = check(dir.path(), &["-o", "text", "--no-color", "bad.yaml"]);
+    assert_eq!(explicit, stdout);
+}
+
+// ---------------------------------------------------------------------------------------------
+// several formats, --fail-on, every failure
+
+#[test]
+fn several_formats_in_one_run() {
+    let dir = widgets();
+    let (code, stdout, stderr) = check(
+        dir.path(),
+        &[
+            "-o",
+            "sarif=out/report.sarif",
+            "-o",
+            "junit=junit.xml",
+            "-o",
+            "github=gh.txt",
+            "-o",
+            "text",
+            "bad.yaml",
+        ],
+    );
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            2,
+            "Error: writing out/report.sarif: No such file or directory (os error 2)\n"
+        )
+    );
+    std::fs::create_dir_all(dir.path().join("out")).expect("mkdir");
+    let (code, stdout2, stderr) = check(
+        dir.path(),
+        &[
+            "-o",
+            "sarif=out/report.sarif",
+            "-o",
+            "junit=junit.xml",
+            "-o",
+            "github=gh.txt",
+            "-o",
+            "text",
+            "bad.yaml",
+        ],
+    );
+    assert_eq!((code, stderr.as_str()), (1, ""));
+    assert_eq!(stdout2, stdout);
+    let read = |p: &str| std::fs::read_to_string(dir.path().join(p)).expect("written");
+    for (file, format) in [
+        ("out/report.sarif", "sarif"),
+        ("junit.xml", "junit"),
+        ("gh.txt", "github"),
+    ] {
+        let (_, alone, _) = check(dir.path(), &["-o", format, "bad.yaml"]);
+        assert_eq!(read(file), alone, "{format}");
+    }
+    let (_, text_alone, _) = check(dir.path(), &["bad.yaml"]);
+    assert_eq!(stdout2, text_alone);
+}
+
+#[test]
+fn at_most_one_format_may_use_standard_output() {
+    let dir = widgets();
+    let (code, stdout, stderr) = check(dir.path(), &["-o", "json", "-o", "sarif", "bad.yaml"]);
+    assert_eq!(code, 2);
+    assert_eq!(stdout, "");
+    assert_eq!(
+        stderr,
+        "Error: at most one -o format may write to standard output; give the others a file: -o FORMAT=PATH\n"
+    );
+    let (code, _, stderr) = check(dir.path(), &["-o", "xml", "bad.yaml"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.starts_with(
+            "error: invalid value 'xml' for '--output <FORMAT[=PATH]>': unknown format \"xml\": expected one of text, json, sarif, junit, github"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn fail_on_decides_whether_warnings_fail() {
+    let dir = widgets();
+    write(
+        dir.path(),
+        "warn.yaml",
+        "kind: Widget\nmetadata: {name: w}\nspec:\n  size: 3\n  color: red\n",
+    );
+    let code = |args: &[&str]| check(dir.path(), args).0;
+    assert_eq!(code(&["warn.yaml"]), 0);
+    assert_eq!(code(&["--fail-on", "error", "warn.yaml"]), 0);
+    assert_eq!(code(&["--fail-on", "warning", "warn.yaml"]), 1);
+    assert_eq!(
+        code(&["--fail-on", "warning", "-o", "json", "warn.yaml"]),
+        1
+    );
+    // Input errors still win.
+    assert_eq!(code(&["--fail-on", "warning", "warn.yaml", "nope.yaml"]), 2);
+}
+
+#[test]
+fn a_shipped_warning_rule_fails_only_with_fail_on_warning() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text =
+        std::fs::read_to_string(root().join("examples/unpinned-8-nodes.yaml")).expect("read");
+    // Unpinned over several nodes without a gang scheduler: wr-unpinned-multi-node-gang (warning).
+    let ungated: String = text
+        .lines()
+        .filter(|l| {
+            !l.contains("gangScheduler") && !l.contains("schedulerName") && !l.contains("queue")
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    write(dir.path(), "run.yaml", &ungated);
+    let (code, stdout, stderr) = run(dir.path(), &["check", "-o", "github", "run.yaml"]);
+    assert_eq!(code, 0, "{stdout}{stderr}");
+    assert!(
+        stdout.starts_with("::warning file=run.yaml,line="),
+        "{stdout}"
+    );
+    assert!(stdout.contains(",title=wr-unpinned-multi-node-gang::numNodes > 1 under placement Unpinned without spec.gangScheduler"), "{stdout}");
+    let (code, _, _) = run(
+        dir.path(),
+        &["check", "--fail-on", "warning", "-o", "github", "run.yaml"],
+    );
+    assert_eq!(code, 1);
+}
+
+#[test]
+fn every_failing_validation_is_reported() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let text = std::fs::read_to_string(root().join("examples/nccl-all-reduce.yaml")).expect("read");
+    let broken = text
+        .replace(
+            "queue: high-priority",
+            &format!("queue: {}", "q".repeat(64)),
+        )
+        .replace("numNodes: 4", "numNodes: 0");
+    write(dir.path(), "a.yaml", &broken);
+    write(dir.path(), "b.yaml", &broken);
+    let (code, stdout, _) = run(dir.path(), &["check", "-o", "json", "a.yaml", "b.yaml"]);
+    assert_eq!(code, 1);
+    let findings: Value = serde_json::from_str(&stdout).expect("json");
+    let got: Vec<(String, String)> = findings
+        .as_array()
+        .expect("array")
+        .iter()
+        .map(|f| {
+            (
+                f["file"].as_str().unwrap_or("").to_string(),
+                f["ruleId"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let want: Vec<(String, String)> = ["a.yaml", "b.yaml"]
+        .iter()
+        .flat_map(|f| {
+            ["wr-num-nodes-minimum", "wr-gang-queue-length"]
+                .iter()
+                .map(move |r| (f.to_string(), r.to_string()))
+        })
+        .collect();
+    assert_eq!(got, want);
+}
+
+// ---------------------------------------------------------------------------------------------
+// rules lint
+
+const LINTED: &str = r#"apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: RulePack
+metadata: {name: linted}
+variables:
+  - {name: labels, expression: object.metadata.labels}
+  - {name: idle, expression: object.spec}
+rules:
+  - id: app-label
+    variables:
+      - {name: unusedHere, expression: "1"}
+    validate:
+      expression: object.metadata.labels.app__dot__kubernetes__dot__io != ''
+      message: "'app label is ' + object.metadata.labels.app"
+  - id: broken
+    validate:
+      expression: size(variables.labels
+  - id: typo
+    validate:
+      expresion: "true"
+"#;
+
+const LINTED_2: &str = r#"apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: RulePack
+metadata: {name: second}
+rules:
+  - id: app-label
+    validate: {expression: "true"}
+---
+apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: Table
+metadata: {name: table}
+fragments:
+  used: [a]
+  spare: [b]
+entries:
+  - {id: e, args: [{$fragment: used}]}
+"#;
+
+#[test]
+fn rules_lint_reports_every_lint_with_file_line_and_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(dir.path(), "lint/a.yaml", LINTED);
+    write(dir.path(), "lint/b.yaml", LINTED_2);
+    let (code, stdout, stderr) = run(dir.path(), &["rules", "lint", "lint"]);
+    assert_eq!((code, stderr.as_str()), (1, ""));
+    assert_eq!(
+        stdout,
+        "lint/a.yaml:6:12: warning[unused-variable]: pack variable \"idle\" is never used: no expression or template of pack linted refers to variables.idle\n\
+         lint/a.yaml:10:16: warning[unused-variable]: rule app-label: variable \"unusedHere\" is never used: no later variable, when, validate or mutate of the rule refers to variables.unusedHere\n\
+         lint/a.yaml:12:35: error[escaped-key-on-map]: rule app-label: labels.app__dot__kubernetes__dot__io never matches: labels is a free-form map whose keys are not escaped, so __dot__/__slash__ stay literal there; write labels['app.kubernetes.io']\n\
+         lint/a.yaml:13:16: warning[message-looks-like-cel]: rule app-label: message looks like a CEL expression (it contains \"object.\") but is printed as written; use messageExpression to compute the message\n\
+         lint/a.yaml:16:19: error[compile]: rule broken: CEL does not compile: Syntax error: missing ')' at '<EOF>' (expression column 22)\n\
+         lint/a.yaml:19:7: error[unknown-field]: rule typo: unknown field `expresion`, expected one of `expression`, `message`, `messageExpression`, `fieldPath`, `fieldPathExpression`\n\
+         lint/b.yaml:5:9: error[duplicate-id]: rule app-label: duplicate rule id (first defined at lint/a.yaml:8:5)\n\
+         lint/b.yaml:13:3: warning[unused-fragment]: fragment \"spare\" is never used: nothing in table table inserts {$fragment: spare} or reads fragments.spare\n"
+    );
+}
+
+#[test]
+fn rules_lint_exit_codes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        "warn/p.yaml",
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p}\nvariables:\n  - {name: idle, expression: '1'}\nrules:\n  - id: r\n    validate: {expression: 'true'}\n",
+    );
+    let (code, stdout, _) = run(dir.path(), &["rules", "lint", "warn"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        stdout,
+        "warn/p.yaml:5:12: warning[unused-variable]: pack variable \"idle\" is never used: no expression or template of pack p refers to variables.idle\n"
+    );
+    assert_eq!(
+        run(
+            dir.path(),
+            &["rules", "lint", "--fail-on", "warning", "warn"]
+        )
+        .0,
+        1
+    );
+    // --rules is the default directory.
+    assert_eq!(
+        run(
+            dir.path(),
+            &["--rules", "warn", "rules", "lint", "--fail-on", "warning"]
+        )
+        .0,
+        1
+    );
+    let (code, stdout, stderr) = run(dir.path(), &["rules", "lint", "nowhere"]);
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert!(stderr.starts_with("Error: reading nowhere: "), "{stderr}");
+}
+
+#[test]
+fn the_shipped_rules_lint_clean() {
+    let (code, stdout, stderr) = run(&root(), &["rules", "lint"]);
+    assert_eq!((code, stdout.as_str(), stderr.as_str()), (0, "", ""));
+    let (code, stdout, _) = run(&root(), &["rules", "lint", "rules"]);
+    assert_eq!((code, stdout.as_str()), (0, ""));
+}
+
+// ---------------------------------------------------------------------------------------------
+// rules list / explain
+
+#[test]
+fn rules_list_shows_id_severity_pack_and_source_line() {
+    let dir = widgets();
+    let (code, stdout, _) = run(dir.path(), &["--rules", "rules", "rules", "list"]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        stdout,
+        "widget-size           error    widgets  rules/widgets/widget.yaml:10\n\
+         widget-color          warning  widgets  rules/widgets/widget.yaml:16\n\
+         widget:name,required  error    widgets  rules/widgets/widget.yaml:23\n"
+    );
+    let (_, shipped, _) = run(&root(), &["rules", "list"]);
+    assert!(
+        shipped.contains(
+            "\nwr-gang-queue-length                   error    workloadrun-admission  rules/admission/workloadrun.yaml:227\n"
+        ),
+        "{shipped}"
+    );
+}
+
+fn with_suites() -> TempDir {
+    let dir = widgets();
+    write(
+        dir.path(),
+        "rules/tests/widgets/size.yaml",
+        "cases:\n  - note: a small widget\n    input: |\n      kind: Widget\n      metadata: {name: w}\n      spec: {size: 3}\n    want_findings: []\n  - note: a wide widget\n    context: {platform: aws, gpuArch: h100}\n    input: |\n      kind: Widget\n      metadata: {name: w}\n      spec: {size: 12}\n    want_findings:\n      - {ruleId: widget-size, line: 3, column: 15}\n",
+    );
+    write(
+        dir.path(),
+        "rules/tests/widgets/color.yaml",
+        "cases:\n  - note: a red widget\n    inputFile: inputs/red.yaml\n    want_findings:\n      - {ruleId: widget-color, severity: warning}\n",
+    );
+    write(
+        dir.path(),
+        "rules/tests/widgets/inputs/red.yaml",
+        "kind: Widget\nmetadata: {name: r}\nspec: {size: 1, color: red}\n",
+    );
+    dir
+}
+
+#[test]
+fn rules_explain_shows_the_rule_and_examples_from_the_suites() {
+    let dir = with_suites();
+    let (code, stdout, stderr) = run(
+        dir.path(),
+        &["--rules", "rules", "rules", "explain", "widget-size"],
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert_eq!(
+        stdout,
+        "widget-size
+  description  A widget is at most 10 wide.
+  severity     error
+  pack         widgets
+  source       rules/widgets/widget.yaml:10
+  expression   object.spec.size <= 10
+  messageExpr  'size ' + string(object.spec.size) + ' is above 10: <too> \"big\" & 100%'
+  fieldPath    spec.size
+
+passing example: rules/tests/widgets/size.yaml › a small widget
+  kind: Widget
+  metadata: {name: w}
+  spec: {size: 3}
+
+failing example: rules/tests/widgets/size.yaml › a wide widget (context: platform=aws, gpuArch=h100)
+  kind: Widget
+  metadata: {name: w}
+  spec: {size: 12}
+"
+    );
+    let (_, stdout, _) = run(
+        dir.path(),
+        &["--rules", "rules", "rules", "explain", "widget-color"],
+    );
+    assert!(
+        stdout.ends_with(
+            "  message      not blue, use blue
+  fieldPath    spec.color
+
+passing example: rules/tests/widgets/size.yaml › a small widget
+  kind: Widget
+  metadata: {name: w}
+  spec: {size: 3}
+
+failing example: rules/tests/widgets/color.yaml › a red widget (inputFile inputs/red.yaml)
+  kind: Widget
+  metadata: {name: r}
+  spec: {size: 1, color: red}
+"
+        ),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn rules_explain_without_suites_says_so_and_shows_mutations() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (code, stdout, _) = run(
+        dir.path(),
+        &["rules", "explain", "workload-queue-label-insert"],
+    );
+    assert_eq!(code, 0);
+    assert_eq!(
+        stdout,
+        "workload-queue-label-insert
+  description  When gangScheduler is set, its resolved queue is placed on the workload object under queueLabelKey; a label removed by an override is restored.
+  severity     error
+  pack         workload-labels (stage workload-labels)
+  source       rules/contract/workload-labels.yaml:104
+  when         variables.gang && !(variables.queueKey in variables.labels)
+  mutate       - merge:
+                   path: spec.jobTemplate.spec.workloadMetadata.labels
+                   value:
+                     \"${{ variables.queueKey }}\": ${{ variables.queue }}
+
+passing example: no example in the test suites
+
+failing example: no example in the test suites
+"
+    );
+}
+
+#[test]
+fn rules_explain_of_an_unknown_id_is_a_usage_error() {
+    let dir = widgets();
+    let (code, stdout, stderr) = run(
+        dir.path(),
+        &["--rules", "rules", "rules", "explain", "color"],
+    );
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert_eq!(
+        stderr,
+        "Error: no rule with id \"color\"; rules whose id contains it: widget-color\n"
+    );
+    let (_, _, stderr) = run(dir.path(), &["--rules", "rules", "rules", "explain", "zzz"]);
+    assert_eq!(
+        stderr,
+        "Error: no rule with id \"zzz\"; `nvcre-policy rules list` shows them all\n"
+    );
+}
