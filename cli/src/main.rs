@@ -8,6 +8,7 @@
 mod check;
 mod input;
 mod report;
+mod test_cmd;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -46,6 +47,8 @@ enum Command {
     },
     /// Report rule findings for WorkloadRun and Workflow documents.
     Check(check::CheckArgs),
+    /// Run the rule test suites (rules/tests/<pack>/*.yaml, or the given files and directories).
+    Test(test_cmd::TestArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -98,6 +101,7 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
             command: WorkloadrunCommand::Render(args),
         } => render(&rules, &args),
         Command::Check(args) => Ok(check::run(&rules, &args)),
+        Command::Test(args) => Ok(test_cmd::run(&rules, cli.rules.as_deref(), &args)),
     }
 }
 

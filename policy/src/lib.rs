@@ -22,3 +22,4 @@ pub mod packs;
 pub mod placement;
 pub mod render;
 pub mod resolve;
+pub mod suite;
