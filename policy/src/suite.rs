@@ -1120,3 +1120,106 @@ fn want_rule_ids(c: &Case) -> impl Iterator<Item = &str> {
     };
     list.iter().map(|w| w.rule_id.as_str())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RUN: &str = "      apiVersion: nvcre.nvidia.com/v1alpha1\n      kind: WorkloadRun\n      metadata: {name: t}\n      spec: {image: img, numNodes: 1, framework: {exec: {command: [run]}}}\n";
+
+    /// The error of a suite whose one case is `case` (YAML lines at 4-space indent).
+    fn suite_error(case: &str) -> String {
+        let text = format!("cases:\n  - note: n\n    input: |\n{RUN}{case}");
+        match parse_suite(Path::new("t.yaml"), &text) {
+            Ok(_) => "ok".to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    macro_rules! rejects {
+        ($name:ident, $case:expr, $want:expr) => {
+            #[test]
+            fn $name() {
+                let got = suite_error($case);
+                assert!(got.contains($want), "{got}");
+            }
+        };
+    }
+
+    rejects!(no_expectation, "", "t.yaml:2:5: cases[0]: case \"n\" has no expectation");
+    rejects!(unknown_key, "    want_exit: 0\n    skip: true\n", "t.yaml:9:5: cases[0].skip: unknown key \"skip\"");
+    rejects!(two_expectations, "    want_findings: []\n    want_error: x\n", "give one expectation, not want_findings and want_error");
+    rejects!(output_needs_render, "    want_output: {}\n", "want_output needs `mode: render`");
+    rejects!(exact_needs_output, "    want_findings: []\n    want_output_exact: true\n", "only goes with want_output");
+    rejects!(bad_exit, "    want_exit: 3\n", "cases[0].want_exit: must be 0, 1 or 2");
+    rejects!(bad_mode, "    mode: lint\n    want_exit: 0\n", "unknown mode \"lint\"");
+    rejects!(unknown_finding_key, "    want_findings: [{ruleId: a, rule: b}]\n", "t.yaml:8:33: cases[0].want_findings[0].rule: unknown key");
+    rejects!(finding_needs_rule_id, "    want_findings: [{message: a}]\n", "needs a `ruleId`");
+    rejects!(message_or_regex, "    want_findings: [{ruleId: a, message: a, messageRegex: b}]\n", "`message` or `messageRegex`, not both");
+    rejects!(bad_regex, "    want_findings: [{ruleId: a, messageRegex: \"(\"}]\n", "invalid regex");
+    rejects!(bad_severity, "    want_findings: [{ruleId: a, severity: fatal}]\n", "unknown severity \"fatal\"");
+    rejects!(unknown_context_key, "    context: {region: x}\n    want_exit: 0\n", "cases[0].context.region: unknown key");
+    rejects!(accepts_exit_only, "    want_exit: 0\n", "ok");
+
+    #[test]
+    fn notes_are_unique_and_input_is_required() {
+        let dup = format!("cases:\n  - note: n\n    input: |\n{RUN}    want_exit: 0\n  - note: n\n    input: x\n    want_exit: 0\n");
+        let err = parse_suite(Path::new("t.yaml"), &dup).expect_err("duplicate");
+        assert!(err.to_string().contains("t.yaml:9:5: cases[1].note: duplicate note \"n\""), "{err}");
+        let none = "cases:\n  - note: n\n    want_exit: 0\n";
+        let err = parse_suite(Path::new("t.yaml"), none).expect_err("no input");
+        assert!(err.to_string().contains("a case needs `input` or `inputFile`"), "{err}");
+    }
+
+    fn run_one(case: &str) -> CaseResult {
+        let text = format!("cases:\n  - note: n\n    input: |\n{RUN}{case}");
+        let suite = parse_suite(Path::new("t.yaml"), &text).expect("parses");
+        let rules = crate::packs::default_rules().expect("rules");
+        let mut runner = SuiteRunner::new(&rules);
+        runner.run(&suite, &suite.cases[0])
+    }
+
+    #[test]
+    fn a_clean_run_passes_and_a_wrong_expectation_fails_with_a_diff() {
+        assert!(run_one("    want_findings: []\n    want_exit: 0\n").passed());
+        let r = run_one("    want_findings: [{ruleId: wr-image-required}]\n");
+        assert!(!r.passed());
+        assert_eq!(r.name(), "t.yaml › n");
+        assert_eq!(
+            r.diff,
+            vec![
+                "findings differ (expected 1, got 0):".to_string(),
+                "  [0] missing:".to_string(),
+                "      expected: {ruleId: wr-image-required}".to_string(),
+            ]
+        );
+        let r = run_one("    want_exit: 1\n");
+        assert_eq!(r.diff, vec!["exit code: expected 1, got 0".to_string()]);
+    }
+
+    #[test]
+    fn output_subset_and_exact_diffs_name_json_paths() {
+        let mut out = Vec::new();
+        let want = serde_json::json!({"a": {"b": 1, "c": [1, 2]}, "d": "x"});
+        let got = serde_json::json!({"a": {"b": 2, "c": [1], "e": true}});
+        diff_value(&FieldPath::root(), &want, &got, false, &mut out);
+        assert_eq!(
+            out,
+            vec![
+                "a.b: expected 1, got 2",
+                "a.c: expected 2 elements, got 1",
+                "d: missing (expected \"x\")"
+            ]
+        );
+        out.clear();
+        diff_value(&FieldPath::root(), &serde_json::json!({"a": {}}), &got, true, &mut out);
+        assert_eq!(
+            out,
+            vec![
+                "a.b: unexpected (got 2)",
+                "a.c: unexpected (got [1])",
+                "a.e: unexpected (got true)"
+            ]
+        );
+    }
+}
