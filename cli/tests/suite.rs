@@ -39,12 +39,11 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
-/// A copy of `rules/` (suites included) and `examples/` (which some suites read) in a temporary
-/// directory; returns the directory and the rules path.
+/// A copy of `rules/` (suites included: they are self-contained) in a temporary directory;
+/// returns the directory and the rules path.
 fn rules_copy() -> (tempfile::TempDir, PathBuf) {
     let dir = tempfile::tempdir().expect("tempdir");
     copy_dir(&root().join("rules"), &dir.path().join("rules"));
-    copy_dir(&root().join("examples"), &dir.path().join("examples"));
     let rules = dir.path().join("rules");
     (dir, rules)
 }
@@ -201,6 +200,57 @@ rules:
         .arg(&rules)
         .args(["test", "--run", "^$"]));
     assert_eq!(code, 0);
+}
+
+#[test]
+fn cases_read_input_files_and_rule_directories_relative_to_the_suite() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("myrules")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("myrules/names.yaml"),
+        r#"apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: RulePack
+metadata: {name: names}
+stage: admission
+match:
+  resources: [{kind: WorkloadRun}]
+rules:
+  - id: short-name
+    validate:
+      expression: size(object.metadata.name) <= 3
+      message: name too long
+      fieldPath: metadata.name
+"#,
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("run.yaml"),
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: long-name}\nspec: {image: img, numNodes: 0, framework: {exec: {command: [run]}}}\n",
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("cases.yaml"),
+        r#"cases:
+  - note: the suite's own rule directory
+    inputFile: run.yaml
+    rules: myrules
+    want_findings:
+      - {ruleId: short-name, message: name too long, fieldPath: metadata.name, line: 3, column: 18}
+  - note: the rules in force
+    inputFile: run.yaml
+    want_findings:
+      - {ruleId: wr-num-nodes-minimum, messageRegex: "^Invalid value: 0: ", line: 4}
+    want_exit: 1
+  - note: a rule directory that does not load is the case's error
+    inputFile: run.yaml
+    rules: missing
+    want_error: missing
+    want_exit: 2
+"#,
+    )
+    .expect("write");
+    let (code, stdout, stderr) = run(bin().arg("test").arg(dir.path().join("cases.yaml")));
+    assert_eq!((code, stdout.as_str()), (0, "3 passed, 0 failed\n"), "{stderr}");
 }
 
 #[test]
