@@ -123,13 +123,16 @@ fn an_edited_rule_fails_the_shipped_case_that_pins_it() {
         ),
     )
     .expect("write");
-    let (code, stdout, stderr) = run(bin()
-        .arg("--rules")
-        .arg(&rules)
-        .args(["test", "--run", "gang-scheduler"]));
+    let (code, stdout, stderr) =
+        run(bin()
+            .arg("--rules")
+            .arg(&rules)
+            .args(["test", "--run", "gang-scheduler"]));
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(
-        stdout.contains("gang-scheduler.yaml:47 › a 64-character queue is too long (and only too long)\n"),
+        stdout.contains(
+            "gang-scheduler.yaml:47 › a 64-character queue is too long (and only too long)\n"
+        ),
         "{stdout}"
     );
     assert!(stdout.contains("differs in message"), "{stdout}");
@@ -157,10 +160,11 @@ fn run_selects_cases_by_name() {
 fn require_tests_fails_for_a_pack_without_cases() {
     let (_dir, rules) = rules_copy();
     // Coverage counts every loaded suite, whatever --run selects: select nothing to stay quick.
-    let (code, stdout, stderr) = run(bin()
-        .arg("--rules")
-        .arg(&rules)
-        .args(["test", "--require-tests", "--run", "^$"]));
+    let (code, stdout, stderr) =
+        run(bin()
+            .arg("--rules")
+            .arg(&rules)
+            .args(["test", "--require-tests", "--run", "^$"]));
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert_eq!(stdout, "0 passed, 0 failed\n");
     std::fs::write(
@@ -177,10 +181,11 @@ rules:
 "#,
     )
     .expect("write");
-    let (code, stdout, stderr) = run(bin()
-        .arg("--rules")
-        .arg(&rules)
-        .args(["test", "--require-tests", "--run", "^$"]));
+    let (code, stdout, stderr) =
+        run(bin()
+            .arg("--rules")
+            .arg(&rules)
+            .args(["test", "--require-tests", "--run", "^$"]));
     assert_eq!(code, 1, "{stdout}{stderr}");
     assert!(
         stdout.contains("note: no case names these rules in want_findings: extra-rule\n"),
@@ -250,7 +255,11 @@ rules:
     )
     .expect("write");
     let (code, stdout, stderr) = run(bin().arg("test").arg(dir.path().join("cases.yaml")));
-    assert_eq!((code, stdout.as_str()), (0, "3 passed, 0 failed\n"), "{stderr}");
+    assert_eq!(
+        (code, stdout.as_str()),
+        (0, "3 passed, 0 failed\n"),
+        "{stderr}"
+    );
 }
 
 #[test]
@@ -275,9 +284,7 @@ fn a_malformed_suite_is_exit_2_with_file_and_line() {
 
 #[test]
 fn the_shipped_suites_pass() {
-    let (code, stdout, stderr) = run(bin()
-        .current_dir(root())
-        .args(["test", "--require-tests"]));
+    let (code, stdout, stderr) = run(bin().current_dir(root()).args(["test", "--require-tests"]));
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.ends_with(" passed, 0 failed\n"), "{stdout}");
 }

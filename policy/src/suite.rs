@@ -28,14 +28,38 @@
 //! [`load_suite`] reads a file (errors carry file:line), [`SuiteRunner::run`] runs a case and
 //! returns a [`CaseResult`] with a readable diff, and [`coverage`] tells which packs, tables and
 //! rules the suites exercise.
+//!
+//! # Example
+//!
+//! ```
+//! use std::path::Path;
+//! use nvcre_policy::packs::default_rules;
+//! use nvcre_policy::suite::{SuiteRunner, parse_suite};
+//!
+//! let suite = parse_suite(Path::new("rules/tests/workloadrun-admission/example.yaml"), r#"
+//! cases:
+//!   - note: an empty image is refused
+//!     input: |
+//!       apiVersion: nvcre.nvidia.com/v1alpha1
+//!       kind: WorkloadRun
+//!       metadata: {name: t}
+//!       spec: {image: "", numNodes: 1, framework: {exec: {command: [run]}}}
+//!     want_findings:
+//!       - {ruleId: wr-image-required, message: "spec.image in body should be at least 1 chars long", line: 4}
+//!     want_exit: 1
+//! "#)?;
+//! let rules = default_rules()?;
+//! let mut runner = SuiteRunner::new(&rules);
+//! let result = runner.run(&suite, &suite.cases[0]);
+//! assert!(result.passed(), "{}", result.report());
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use nvcre_engine::{
-    Document, FieldPath, Finding, Pos, RuleSet, Severity, Source, parse_documents,
-};
+use nvcre_engine::{Document, FieldPath, Finding, Pos, RuleSet, Severity, Source, parse_documents};
 use regex::Regex;
 use serde_json::{Map, Value};
 
@@ -311,10 +335,7 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), SuiteError> {
         let path = entry.map_err(io)?.path();
         if path.is_dir() {
             walk(&path, out)?;
-        } else if path
-            .extension()
-            .is_some_and(|e| e == "yaml" || e == "yml")
-        {
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
             out.push(path);
         }
     }
@@ -367,7 +388,10 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, SuiteError> {
         if !notes.insert(case.note.clone()) {
             return Err(r.err(
                 &at.key("note"),
-                &format!("duplicate note {:?} (notes are unique in a file)", case.note),
+                &format!(
+                    "duplicate note {:?} (notes are unique in a file)",
+                    case.note
+                ),
             ));
         }
         cases.push(case);
@@ -397,7 +421,11 @@ impl Reader<'_> {
         }
     }
 
-    fn object<'v>(&self, at: &FieldPath, v: &'v Value) -> Result<&'v Map<String, Value>, SuiteError> {
+    fn object<'v>(
+        &self,
+        at: &FieldPath,
+        v: &'v Value,
+    ) -> Result<&'v Map<String, Value>, SuiteError> {
         v.as_object()
             .ok_or_else(|| self.err(at, "must be a mapping"))
     }
@@ -411,13 +439,21 @@ impl Reader<'_> {
         match m.keys().find(|k| !allowed.contains(&k.as_str())) {
             Some(k) => Err(self.err(
                 &at.clone().key(k.clone()),
-                &format!("unknown key {k:?} (expected one of: {})", allowed.join(", ")),
+                &format!(
+                    "unknown key {k:?} (expected one of: {})",
+                    allowed.join(", ")
+                ),
             )),
             None => Ok(()),
         }
     }
 
-    fn string(&self, at: &FieldPath, m: &Map<String, Value>, key: &str) -> Result<Option<String>, SuiteError> {
+    fn string(
+        &self,
+        at: &FieldPath,
+        m: &Map<String, Value>,
+        key: &str,
+    ) -> Result<Option<String>, SuiteError> {
         match m.get(key) {
             None => Ok(None),
             Some(Value::String(s)) => Ok(Some(s.clone())),
@@ -425,7 +461,12 @@ impl Reader<'_> {
         }
     }
 
-    fn number(&self, at: &FieldPath, m: &Map<String, Value>, key: &str) -> Result<Option<usize>, SuiteError> {
+    fn number(
+        &self,
+        at: &FieldPath,
+        m: &Map<String, Value>,
+        key: &str,
+    ) -> Result<Option<usize>, SuiteError> {
         match m.get(key) {
             None => Ok(None),
             Some(v) => v
@@ -445,37 +486,8 @@ impl Reader<'_> {
             Some(_) => return Err(self.err(&at.clone().key("note"), "must not be empty")),
             None => return Err(self.err(at, "a case needs a `note`")),
         };
-        let input = match (self.string(at, m, "input")?, self.string(at, m, "inputFile")?) {
-            (Some(text), None) => Source::new(
-                format!("{} › {note}", self.doc.source.name),
-                text,
-            ),
-            (None, Some(file)) => {
-                let path = self.dir.join(&file);
-                let text = std::fs::read_to_string(&path).map_err(|source| SuiteError::Io {
-                    path: path.display().to_string(),
-                    source,
-                })?;
-                Source::new(path.display().to_string(), text)
-            }
-            (Some(_), Some(_)) => {
-                return Err(self.err(at, "give `input` or `inputFile`, not both"));
-            }
-            (None, None) => return Err(self.err(at, "a case needs `input` or `inputFile`")),
-        };
-        let context = match m.get("context") {
-            None => CaseContext::default(),
-            Some(c) => {
-                let cat = at.clone().key("context");
-                let cm = self.object(&cat, c)?;
-                self.keys(&cat, cm, CONTEXT_KEYS)?;
-                CaseContext {
-                    platform: self.string(&cat, cm, "platform")?,
-                    gpu_arch: self.string(&cat, cm, "gpuArch")?,
-                    nodes_file: self.string(&cat, cm, "nodesFile")?.map(|f| self.dir.join(f)),
-                }
-            }
-        };
+        let input = self.input(at, m, &note)?;
+        let context = self.context(at, m)?;
         let rules = match self.string(at, m, "rules")?.as_deref() {
             None | Some("default") => CaseRules::Default,
             Some(dir) => CaseRules::Dir(self.dir.join(dir)),
@@ -495,6 +507,75 @@ impl Reader<'_> {
             Some(n @ 0..=2) => u8::try_from(n).ok(),
             Some(_) => return Err(self.err(&at.clone().key("want_exit"), "must be 0, 1 or 2")),
         };
+        let expect = self.expectation(at, m, &note, mode, want_exit.is_some())?;
+        Ok(Case {
+            note,
+            line,
+            input,
+            context,
+            rules,
+            mode,
+            expect,
+            want_exit,
+        })
+    }
+
+    /// `input` (inline text) or `inputFile` (read now, relative to the suite).
+    fn input(
+        &self,
+        at: &FieldPath,
+        m: &Map<String, Value>,
+        note: &str,
+    ) -> Result<Arc<Source>, SuiteError> {
+        match (
+            self.string(at, m, "input")?,
+            self.string(at, m, "inputFile")?,
+        ) {
+            (Some(text), None) => Ok(Source::new(
+                format!("{} › {note}", self.doc.source.name),
+                text,
+            )),
+            (None, Some(file)) => {
+                let path = self.dir.join(&file);
+                let text = std::fs::read_to_string(&path).map_err(|source| SuiteError::Io {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                Ok(Source::new(path.display().to_string(), text))
+            }
+            (Some(_), Some(_)) => Err(self.err(at, "give `input` or `inputFile`, not both")),
+            (None, None) => Err(self.err(at, "a case needs `input` or `inputFile`")),
+        }
+    }
+
+    /// `context`: platform, GPU architecture, nodes file.
+    fn context(&self, at: &FieldPath, m: &Map<String, Value>) -> Result<CaseContext, SuiteError> {
+        Ok(match m.get("context") {
+            None => CaseContext::default(),
+            Some(c) => {
+                let cat = at.clone().key("context");
+                let cm = self.object(&cat, c)?;
+                self.keys(&cat, cm, CONTEXT_KEYS)?;
+                CaseContext {
+                    platform: self.string(&cat, cm, "platform")?,
+                    gpu_arch: self.string(&cat, cm, "gpuArch")?,
+                    nodes_file: self
+                        .string(&cat, cm, "nodesFile")?
+                        .map(|f| self.dir.join(f)),
+                }
+            }
+        })
+    }
+
+    /// Exactly one of want_findings / want_output / want_error, or want_exit alone.
+    fn expectation(
+        &self,
+        at: &FieldPath,
+        m: &Map<String, Value>,
+        note: &str,
+        mode: Mode,
+        has_exit: bool,
+    ) -> Result<Expectation, SuiteError> {
         let given: Vec<&str> = ["want_findings", "want_output", "want_error"]
             .into_iter()
             .filter(|k| m.contains_key(*k))
@@ -511,7 +592,7 @@ impl Reader<'_> {
                 "only goes with want_output",
             ));
         }
-        let expect = match given.first().copied() {
+        Ok(match given.first().copied() {
             Some("want_findings") => Expectation::Findings(self.want_findings(at, m)?),
             Some("want_output") => {
                 if mode != Mode::Render {
@@ -524,7 +605,10 @@ impl Reader<'_> {
                     None => false,
                     Some(Value::Bool(b)) => *b,
                     Some(_) => {
-                        return Err(self.err(&at.clone().key("want_output_exact"), "must be true or false"));
+                        return Err(self.err(
+                            &at.clone().key("want_output_exact"),
+                            "must be true or false",
+                        ));
                     }
                 };
                 Expectation::Output {
@@ -533,7 +617,7 @@ impl Reader<'_> {
                 }
             }
             Some(_) => Expectation::Error(self.string(at, m, "want_error")?.unwrap_or_default()),
-            None if want_exit.is_some() => Expectation::ExitOnly,
+            None if has_exit => Expectation::ExitOnly,
             None => {
                 return Err(self.err(
                     at,
@@ -542,20 +626,14 @@ impl Reader<'_> {
                     ),
                 ));
             }
-        };
-        Ok(Case {
-            note,
-            line,
-            input,
-            context,
-            rules,
-            mode,
-            expect,
-            want_exit,
         })
     }
 
-    fn want_findings(&self, at: &FieldPath, m: &Map<String, Value>) -> Result<Vec<WantFinding>, SuiteError> {
+    fn want_findings(
+        &self,
+        at: &FieldPath,
+        m: &Map<String, Value>,
+    ) -> Result<Vec<WantFinding>, SuiteError> {
         let lat = at.clone().key("want_findings");
         let Some(Value::Array(items)) = m.get("want_findings") else {
             return Err(self.err(&lat, "must be a list (`[]` for no findings)"));
@@ -589,7 +667,10 @@ impl Reader<'_> {
                 }
                 (Some(text), None) => Some(MessageMatch::Exact(text)),
                 (None, Some(re)) => Some(MessageMatch::Regex(Regex::new(&re).map_err(|e| {
-                    self.err(&fat.clone().key("messageRegex"), &format!("invalid regex: {e}"))
+                    self.err(
+                        &fat.clone().key("messageRegex"),
+                        &format!("invalid regex: {e}"),
+                    )
                 })?)),
                 (None, None) => None,
             };
@@ -622,7 +703,7 @@ impl Reader<'_> {
 #[derive(Debug)]
 pub struct SuiteRunner<'a> {
     default_rules: &'a RuleSet,
-    loaded: HashMap<PathBuf, Result<Arc<RuleSet>, String>>,
+    loaded: HashMap<PathBuf, Result<RuleSet, String>>,
 }
 
 impl<'a> SuiteRunner<'a> {
@@ -658,18 +739,15 @@ impl<'a> SuiteRunner<'a> {
         }
     }
 
-    fn rules(&mut self, which: &CaseRules) -> Result<Arc<RuleSet>, String> {
+    fn rules(&mut self, which: &CaseRules) -> Result<&RuleSet, String> {
         match which {
-            CaseRules::Default => Ok(Arc::new(self.default_rules.clone())),
+            CaseRules::Default => Ok(self.default_rules),
             CaseRules::Dir(dir) => self
                 .loaded
                 .entry(dir.clone())
-                .or_insert_with(|| {
-                    RuleSet::load_dir(dir)
-                        .map(Arc::new)
-                        .map_err(|e| e.to_string())
-                })
-                .clone(),
+                .or_insert_with(|| RuleSet::load_dir(dir).map_err(|e| e.to_string()))
+                .as_ref()
+                .map_err(Clone::clone),
         }
     }
 
@@ -691,8 +769,8 @@ impl<'a> SuiteRunner<'a> {
             Err(e) => return failed(e.to_string()),
         };
         match case.mode {
-            Mode::Check => run_check(&rules, &docs, &case.context),
-            Mode::Render => run_render(&rules, &docs, &case.context),
+            Mode::Check => run_check(rules, &docs, &case.context),
+            Mode::Render => run_render(rules, &docs, &case.context),
         }
     }
 }
@@ -784,7 +862,11 @@ fn compare(case: &Case, got: &CaseOutcome) -> Vec<String> {
                 if !lines.is_empty() {
                     diff.push(format!(
                         "output differs ({}):",
-                        if *exact { "exact match" } else { "subset match" }
+                        if *exact {
+                            "exact match"
+                        } else {
+                            "subset match"
+                        }
                     ));
                     diff.extend(lines.into_iter().map(|l| format!("  {l}")));
                 }
@@ -880,7 +962,11 @@ fn finding_mismatches(want: &WantFinding, got: &Finding) -> Vec<&'static str> {
     if want.severity.is_some_and(|s| s != got.severity) {
         out.push("severity");
     }
-    if want.message.as_ref().is_some_and(|m| !m.matches(&got.message)) {
+    if want
+        .message
+        .as_ref()
+        .is_some_and(|m| !m.matches(&got.message))
+    {
         out.push("message");
     }
     if want
@@ -977,7 +1063,11 @@ fn diff_value(at: &FieldPath, want: &Value, got: &Value, exact: bool, out: &mut 
                 for (k, gv) in g {
                     if !w.contains_key(k) {
                         let child = at.clone().key(k.clone());
-                        out.push(format!("{}: unexpected (got {})", show_path(&child), short(gv)));
+                        out.push(format!(
+                            "{}: unexpected (got {})",
+                            show_path(&child),
+                            short(gv)
+                        ));
                     }
                 }
             }
@@ -1083,9 +1173,7 @@ pub fn coverage(rules: &RuleSet, suites: &[Suite]) -> Coverage {
             cases += s
                 .cases
                 .iter()
-                .filter(|c| {
-                    want_rule_ids(c).any(|id| ids.contains(id))
-                })
+                .filter(|c| want_rule_ids(c).any(|id| ids.contains(id)))
                 .count();
         }
         packs.push(PackCoverage {
@@ -1096,7 +1184,9 @@ pub fn coverage(rules: &RuleSet, suites: &[Suite]) -> Coverage {
                 .iter()
                 // A rule that only mutates never yields a finding: its pack's cases test it.
                 .filter(|r| {
-                    !named.contains(r.id.as_str()) && !(r.expression().is_none() && in_folder > 0)
+                    let tested = named.contains(r.id.as_str())
+                        || (r.expression().is_none() && in_folder > 0);
+                    !tested
                 })
                 .map(|r| r.id.clone())
                 .collect(),
@@ -1146,29 +1236,91 @@ mod tests {
         };
     }
 
-    rejects!(no_expectation, "", "t.yaml:2:5: cases[0]: case \"n\" has no expectation");
-    rejects!(unknown_key, "    want_exit: 0\n    skip: true\n", "t.yaml:9:5: cases[0].skip: unknown key \"skip\"");
-    rejects!(two_expectations, "    want_findings: []\n    want_error: x\n", "give one expectation, not want_findings and want_error");
-    rejects!(output_needs_render, "    want_output: {}\n", "want_output needs `mode: render`");
-    rejects!(exact_needs_output, "    want_findings: []\n    want_output_exact: true\n", "only goes with want_output");
-    rejects!(bad_exit, "    want_exit: 3\n", "cases[0].want_exit: must be 0, 1 or 2");
-    rejects!(bad_mode, "    mode: lint\n    want_exit: 0\n", "unknown mode \"lint\"");
-    rejects!(unknown_finding_key, "    want_findings: [{ruleId: a, rule: b}]\n", "t.yaml:8:33: cases[0].want_findings[0].rule: unknown key");
-    rejects!(finding_needs_rule_id, "    want_findings: [{message: a}]\n", "needs a `ruleId`");
-    rejects!(message_or_regex, "    want_findings: [{ruleId: a, message: a, messageRegex: b}]\n", "`message` or `messageRegex`, not both");
-    rejects!(bad_regex, "    want_findings: [{ruleId: a, messageRegex: \"(\"}]\n", "invalid regex");
-    rejects!(bad_severity, "    want_findings: [{ruleId: a, severity: fatal}]\n", "unknown severity \"fatal\"");
-    rejects!(unknown_context_key, "    context: {region: x}\n    want_exit: 0\n", "cases[0].context.region: unknown key");
+    rejects!(
+        no_expectation,
+        "",
+        "t.yaml:2:5: cases[0]: case \"n\" has no expectation"
+    );
+    rejects!(
+        unknown_key,
+        "    want_exit: 0\n    skip: true\n",
+        "t.yaml:9:5: cases[0].skip: unknown key \"skip\""
+    );
+    rejects!(
+        two_expectations,
+        "    want_findings: []\n    want_error: x\n",
+        "give one expectation, not want_findings and want_error"
+    );
+    rejects!(
+        output_needs_render,
+        "    want_output: {}\n",
+        "want_output needs `mode: render`"
+    );
+    rejects!(
+        exact_needs_output,
+        "    want_findings: []\n    want_output_exact: true\n",
+        "only goes with want_output"
+    );
+    rejects!(
+        bad_exit,
+        "    want_exit: 3\n",
+        "cases[0].want_exit: must be 0, 1 or 2"
+    );
+    rejects!(
+        bad_mode,
+        "    mode: lint\n    want_exit: 0\n",
+        "unknown mode \"lint\""
+    );
+    rejects!(
+        unknown_finding_key,
+        "    want_findings: [{ruleId: a, rule: b}]\n",
+        "t.yaml:8:33: cases[0].want_findings[0].rule: unknown key"
+    );
+    rejects!(
+        finding_needs_rule_id,
+        "    want_findings: [{message: a}]\n",
+        "needs a `ruleId`"
+    );
+    rejects!(
+        message_or_regex,
+        "    want_findings: [{ruleId: a, message: a, messageRegex: b}]\n",
+        "`message` or `messageRegex`, not both"
+    );
+    rejects!(
+        bad_regex,
+        "    want_findings: [{ruleId: a, messageRegex: \"(\"}]\n",
+        "invalid regex"
+    );
+    rejects!(
+        bad_severity,
+        "    want_findings: [{ruleId: a, severity: fatal}]\n",
+        "unknown severity \"fatal\""
+    );
+    rejects!(
+        unknown_context_key,
+        "    context: {region: x}\n    want_exit: 0\n",
+        "cases[0].context.region: unknown key"
+    );
     rejects!(accepts_exit_only, "    want_exit: 0\n", "ok");
 
     #[test]
     fn notes_are_unique_and_input_is_required() {
-        let dup = format!("cases:\n  - note: n\n    input: |\n{RUN}    want_exit: 0\n  - note: n\n    input: x\n    want_exit: 0\n");
+        let dup = format!(
+            "cases:\n  - note: n\n    input: |\n{RUN}    want_exit: 0\n  - note: n\n    input: x\n    want_exit: 0\n"
+        );
         let err = parse_suite(Path::new("t.yaml"), &dup).expect_err("duplicate");
-        assert!(err.to_string().contains("t.yaml:9:5: cases[1].note: duplicate note \"n\""), "{err}");
+        assert!(
+            err.to_string()
+                .contains("t.yaml:9:5: cases[1].note: duplicate note \"n\""),
+            "{err}"
+        );
         let none = "cases:\n  - note: n\n    want_exit: 0\n";
         let err = parse_suite(Path::new("t.yaml"), none).expect_err("no input");
-        assert!(err.to_string().contains("a case needs `input` or `inputFile`"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("a case needs `input` or `inputFile`"),
+            "{err}"
+        );
     }
 
     fn run_one(case: &str) -> CaseResult {
@@ -1212,7 +1364,13 @@ mod tests {
             ]
         );
         out.clear();
-        diff_value(&FieldPath::root(), &serde_json::json!({"a": {}}), &got, true, &mut out);
+        diff_value(
+            &FieldPath::root(),
+            &serde_json::json!({"a": {}}),
+            &got,
+            true,
+            &mut out,
+        );
         assert_eq!(
             out,
             vec![
