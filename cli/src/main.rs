@@ -10,6 +10,7 @@ mod input;
 mod report;
 mod rules;
 mod suites;
+mod test_cmd;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -53,6 +54,8 @@ enum Command {
         #[command(subcommand)]
         command: rules::RulesCommand,
     },
+    /// Run the rule test suites (rules/tests/<pack>/*.yaml, or the given files and directories).
+    Test(test_cmd::TestArgs),
 }
 
 #[derive(Debug, Subcommand)]
@@ -127,6 +130,7 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
                 rules::run_explain(&rules, cli.rules.as_deref(), &args)
             }
         }),
+        Command::Test(args) => Ok(test_cmd::run(&rules, cli.rules.as_deref(), &args)),
     }
 }
 

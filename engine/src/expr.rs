@@ -49,7 +49,11 @@ impl Expr {
     /// # Errors
     /// The parser's message (with its position inside the expression).
     pub fn compile(text: &str) -> Result<Expr, String> {
-        let parse = |t: &str| cel::parser::Parser::new().enable_optional_syntax(true).parse(t);
+        let parse = |t: &str| {
+            cel::parser::Parser::new()
+                .enable_optional_syntax(true)
+                .parse(t)
+        };
         let ast = parse(&rewrite_optional_select(text)).map_err(|_| {
             // Report positions in the text as written, not in the rewritten one.
             match parse(text) {

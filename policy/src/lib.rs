@@ -1,7 +1,8 @@
 /*!
 The NVCRE domain: WorkloadRun and Workflow types, the build of a WorkloadRun into a Workflow,
 detection, override resolution, the post-override contract and placement, driven by the rule
-packs under `rules/` through `nvcre-engine`.
+packs under `rules/` through `nvcre-engine`; [`suite`] runs the rule test suites under
+`rules/tests/`.
 */
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -22,3 +23,4 @@ pub mod packs;
 pub mod placement;
 pub mod render;
 pub mod resolve;
+pub mod suite;

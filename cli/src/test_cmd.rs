@@ -1,0 +1,127 @@
+//! `nvcre-policy test`: runs the rule test suites (`rules/tests/<pack>/*.yaml`).
+//!
+//! Prints one block per failing case (`FAIL file:line › note` and its diff), then
+//! `N passed, M failed`. Exit codes: 0 all passed, 1 a case failed (or, with
+//! `--require-tests`, a pack or table has no case), 2 a suite could not be read.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use clap::Args;
+use nvcre_engine::RuleSet;
+use nvcre_policy::suite::{SuiteRunner, coverage, discover, load_suite};
+use regex::Regex;
+
+use crate::report;
+
+/// Arguments of `test`.
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Run only the cases whose name (`file › note`) this regex matches.
+    #[arg(long = "run", value_name = "REGEX")]
+    run: Option<String>,
+    /// Fail when a pack or table of the rule set has no test case.
+    #[arg(long = "require-tests")]
+    require_tests: bool,
+    /// Suite files or directories (recursively, *.yaml). Default: `DIR/tests` with
+    /// `--rules DIR`, else `rules/tests` in the current directory.
+    #[arg(value_name = "DIR")]
+    paths: Vec<PathBuf>,
+}
+
+/// Runs `test`.
+pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCode {
+    let filter = match args.run.as_deref().map(Regex::new).transpose() {
+        Ok(f) => f,
+        Err(e) => {
+            report::error_line(&format!("invalid --run regex: {e}"));
+            return ExitCode::from(2);
+        }
+    };
+    let paths = if args.paths.is_empty() {
+        let default = rules_dir
+            .map(|d| d.join("tests"))
+            .unwrap_or_else(|| PathBuf::from("rules/tests"));
+        if !default.is_dir() {
+            report::error_line(&format!(
+                "no rule test suites: {} is not a directory; name the suites to run",
+                default.display()
+            ));
+            return ExitCode::from(2);
+        }
+        vec![default]
+    } else {
+        args.paths.clone()
+    };
+    let files = match discover(&paths) {
+        Ok(f) => f,
+        Err(e) => {
+            report::error_line(&e.to_string());
+            return ExitCode::from(2);
+        }
+    };
+    let mut suites = Vec::new();
+    let mut broken = false;
+    for f in &files {
+        match load_suite(f) {
+            Ok(s) => suites.push(s),
+            Err(e) => {
+                report::error_line(&e.to_string());
+                broken = true;
+            }
+        }
+    }
+    if broken {
+        return ExitCode::from(2);
+    }
+
+    let mut runner = SuiteRunner::new(rules);
+    let (mut passed, mut failed) = (0usize, 0usize);
+    let mut out = String::new();
+    for suite in &suites {
+        for result in runner.run_suite(suite, filter.as_ref()) {
+            if result.passed() {
+                passed += 1;
+            } else {
+                failed += 1;
+                out.push_str(&result.report());
+            }
+        }
+    }
+    out.push_str(&format!("{passed} passed, {failed} failed\n"));
+
+    // Coverage is reported only on request: a run of one folder is not expected to cover all.
+    let mut untested = Vec::new();
+    if args.require_tests {
+        let cov = coverage(rules, &suites);
+        untested = cov.untested();
+        let untested_rules: Vec<&str> = cov
+            .packs
+            .iter()
+            .flat_map(|p| p.untested_rules.iter().map(String::as_str))
+            .collect();
+        if !untested_rules.is_empty() {
+            out.push_str(&format!(
+                "note: no case names these rules in want_findings: {}\n",
+                untested_rules.join(", ")
+            ));
+        }
+        for u in &untested {
+            out.push_str(&format!(
+                "untested: {u} (no case in its folder or naming its rules)\n"
+            ));
+        }
+    }
+    print!("{out}");
+    if !untested.is_empty() {
+        report::error_line(&format!(
+            "--require-tests: no tests for {}",
+            untested.join(", ")
+        ));
+    }
+    if failed > 0 || !untested.is_empty() {
+        ExitCode::from(1)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
