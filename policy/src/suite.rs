@@ -67,7 +67,6 @@ use crate::check::{CheckRequest, check_document};
 use crate::error::PolicyError;
 use crate::render::{RenderRequest, render_workflow, render_workload_run};
 
-
 const CASE_KEYS: &[&str] = &[
     "note",
     "input",
