@@ -205,10 +205,12 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
                             .flat_map(|p| p.rules.iter().map(|r| r.id.clone()))
                             .collect(),
                     });
-                    match check_document(rules, doc, req) {
+                }
+                for (doc, result) in docs.iter().zip(check_all(rules, &docs, req)) {
+                    match result {
                         Ok(f) => out.findings.extend(f),
                         Err(e) => out.errors.push(InputError {
-                            file: source.name.clone(),
+                            file: doc.source.name.clone(),
                             message: e.to_string(),
                         }),
                     }
@@ -218,6 +220,49 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
         out.files.push(checked);
     }
     out
+}
+
+/// Checks documents on every core, keeping input order. Each document is independent.
+fn check_all(
+    rules: &RuleSet,
+    docs: &[nvcre_engine::Document],
+    req: &CheckRequest,
+) -> Vec<Result<Vec<Finding>, nvcre_policy::error::PolicyError>> {
+    let threads = std::thread::available_parallelism()
+        .map(std::num::NonZeroUsize::get)
+        .unwrap_or(1)
+        .min(docs.len().max(1));
+    if threads <= 1 {
+        return docs.iter().map(|d| check_document(rules, d, req)).collect();
+    }
+    let chunk = docs.len().div_ceil(threads);
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = docs
+            .chunks(chunk)
+            .map(|part| {
+                let h = scope.spawn(move || {
+                    part.iter()
+                        .map(|d| check_document(rules, d, req))
+                        .collect::<Vec<_>>()
+                });
+                (h, part.len())
+            })
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|(h, len)| {
+                h.join().unwrap_or_else(|_| {
+                    (0..len)
+                        .map(|_| {
+                            Err(nvcre_policy::error::PolicyError::Build(
+                                "internal error: a checking thread panicked".into(),
+                            ))
+                        })
+                        .collect()
+                })
+            })
+            .collect()
+    })
 }
 
 #[cfg(test)]

@@ -153,6 +153,7 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         platform: args.platform.clone(),
         gpu_arch: args.gpu_arch.clone(),
         allow_unknown_arch: false,
+        admitted: false,
         nodes,
     };
     let docs = input::read_one(&args.file).map_err(|e| {

@@ -317,7 +317,14 @@ pub struct Table {
     pub(crate) fragments: Vec<(String, Template)>,
     /// The entries, in file order.
     pub entries: Vec<TableEntry>,
+    /// Renders already computed, by `(honor_include, params)`: a table is pure data, so the
+    /// same params always render the same rows.
+    pub(crate) cache:
+        Arc<std::sync::Mutex<std::collections::HashMap<(bool, String), RenderedRows>>>,
 }
+
+/// `(entry id, rendered body)` rows of a table render.
+pub(crate) type RenderedRows = Vec<(String, Value)>;
 
 /// Every pack and table of a rule directory (or of the embedded default set).
 #[derive(Debug, Clone, Default)]
@@ -972,6 +979,7 @@ fn compile_table(doc: &Document, problems: &mut Vec<Problem>) -> Option<Table> {
         source: doc.source.clone(),
         fragments: compile_fragments(doc, &file.fragments, problems),
         entries,
+        cache: Default::default(),
     })
 }
 

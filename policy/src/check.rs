@@ -44,6 +44,7 @@ pub fn check_document(
         platform: req.platform.clone(),
         gpu_arch: req.gpu_arch.clone(),
         allow_unknown_arch: true,
+        admitted: false,
         nodes: req.nodes.clone(),
     };
     match kind {
@@ -56,7 +57,11 @@ pub fn check_document(
                 return Ok(admission.findings);
             }
             let mut findings = admission.findings;
-            match render_workload_run(rules, &doc, &render_req) {
+            let admitted = RenderRequest {
+                admitted: true,
+                ..render_req.clone()
+            };
+            match render_workload_run(rules, &doc, &admitted) {
                 Ok(_) => {}
                 Err(PolicyError::Rejected(f)) => findings.extend(f),
                 Err(e) => return Err(e),

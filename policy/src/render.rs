@@ -42,6 +42,9 @@ pub struct RenderRequest {
     /// Use the unknown architecture ("") instead of failing when none can be determined
     /// (`check` does not need one for the construction checks).
     pub allow_unknown_arch: bool,
+    /// The caller already ran the admission stage on this document (`check` does, to report
+    /// every admission finding): skip it.
+    pub admitted: bool,
     /// `--nodes-file`: the cluster's nodes (a NodeList or Node documents). Platform and
     /// architecture are detected from the target nodes among them; exclusive with
     /// `platform` / `gpu_arch`.
@@ -412,23 +415,25 @@ pub fn render_workload_run(
             });
         }
     }
-    let admission = contract::run_stage(
-        rules,
-        contract::ADMISSION,
-        &doc.value,
-        origin(&doc),
-        &Value::Null,
-    )?;
-    let errors = admission.errors();
-    if !errors.is_empty() {
-        return Err(PolicyError::Rejected(errors));
+    if !req.admitted {
+        let admission = contract::run_stage(
+            rules,
+            contract::ADMISSION,
+            &doc.value,
+            origin(&doc),
+            &Value::Null,
+        )?;
+        let errors = admission.errors();
+        if !errors.is_empty() {
+            return Err(PolicyError::Rejected(errors));
+        }
+        warnings.extend(
+            admission
+                .findings
+                .iter()
+                .map(|f| format!("warning: {}", f.message)),
+        );
     }
-    warnings.extend(
-        admission
-            .findings
-            .iter()
-            .map(|f| format!("warning: {}", f.message)),
-    );
     let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
     let name = run.metadata.name.clone();
 

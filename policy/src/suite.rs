@@ -828,6 +828,7 @@ fn run_render(
         platform: ctx.platform.clone(),
         gpu_arch: ctx.gpu_arch.clone(),
         allow_unknown_arch: false,
+        admitted: false,
         nodes,
     };
     let mut out = CaseOutcome::default();
