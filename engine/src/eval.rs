@@ -370,6 +370,26 @@ impl Table {
         params: &Value,
         honor_include: bool,
     ) -> Result<Vec<(String, Value)>, Error> {
+        let key = (honor_include, params.to_string());
+        if let Some(rows) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+            return Ok(rows);
+        }
+        let rows = self.render_uncached(params, honor_include)?;
+        if let Ok(mut c) = self.cache.lock() {
+            // Bounded: parameters that differ per document (the run name) must not grow it.
+            if c.len() >= 256 {
+                c.clear();
+            }
+            c.insert(key, rows.clone());
+        }
+        Ok(rows)
+    }
+
+    fn render_uncached(
+        &self,
+        params: &Value,
+        honor_include: bool,
+    ) -> Result<Vec<(String, Value)>, Error> {
         let mut scope = Scope::new();
         scope.bind("params", params);
         let mut frags = Fragments::new();
