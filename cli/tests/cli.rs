@@ -501,3 +501,104 @@ fn workloadrun_render_is_the_same_command() {
     assert_eq!(a.stdout, b.stdout);
     assert!(!a.stdout.is_empty());
 }
+
+/// docs/rules.md "Worked example: a new cloud", step by step.
+#[test]
+fn worked_example_new_cloud() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = dir.path().join("rules");
+    copy_dir(&root().join("rules"), &rules);
+    let platforms = rules.join("detect/platforms.yaml");
+    let text = std::fs::read_to_string(&platforms).expect("read");
+    std::fs::write(
+        &platforms,
+        text.replace(
+            "  - id: other\n",
+            "  - id: examplecloud\n    include: params.node.providerID.startsWith('examplecloud://')\n    platform: examplecloud\n    synthetic: {order: 10, providerID: \"examplecloud://gpu-node-0\", labels: {}}\n  - id: other\n",
+        ),
+    )
+    .expect("write");
+    let table = rules.join("overrides/workloadrun.yaml");
+    let mut text = std::fs::read_to_string(&table).expect("read");
+    text.push_str(
+        r#"
+  - id: examplecloud-nccl
+    when: {platform: {equals: examplecloud}}
+    mpiArgs: [--mca, btl_tcp_if_include, ens5]
+    dependencies:
+      - apiVersion: trainer.kubeflow.org/v1alpha1
+        kind: TrainingRuntime
+        metadata: {name: "${{ params.entryName }}-runtime"}
+        spec:
+          template:
+            spec:
+              replicatedJobs:
+                - name: node
+                  template:
+                    spec:
+                      template:
+                        spec:
+                          containers:
+                            - name: node
+                              env: [{name: NCCL_IB_TIMEOUT, value: "22"}]
+"#,
+    );
+    std::fs::write(&table, text).expect("write");
+    let suite = rules.join("tests/examplecloud");
+    std::fs::create_dir_all(&suite).expect("mkdir");
+    let input = std::fs::read_to_string(example("nccl-all-reduce.yaml")).expect("read");
+    std::fs::write(
+        suite.join("examplecloud.yaml"),
+        format!(
+            "cases:\n  - note: examplecloud adds the socket interface and the IB timeout\n    mode: render\n    context: {{platform: examplecloud, gpuArch: h100}}\n    input: |\n{}    want_output:\n      spec:\n        jobTemplate:\n          spec:\n            workload:\n              trainJob:\n                trainer:\n                  command: [timeout, \"3600\", /usr/local/mpi/bin/mpirun]\n",
+            input.lines().map(|l| format!("      {l}\n")).collect::<String>()
+        ),
+    )
+    .expect("write suite");
+    let r = rules.to_str().expect("utf8");
+    let test = bin().args(["--rules", r, "test"]).output().expect("runs");
+    let summary =
+        String::from_utf8_lossy(&test.stdout).to_string() + &String::from_utf8_lossy(&test.stderr);
+    assert_eq!(test.status.code(), Some(0), "{summary}");
+    assert!(summary.contains(" passed, 0 failed"), "{summary}");
+    let (code, wf, stderr) = render(&[
+        "--rules",
+        r,
+        "--platform",
+        "examplecloud",
+        "--gpu-arch",
+        "h100",
+        &example("nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let args: Vec<&str> =
+        wf["spec"]["jobTemplate"]["spec"]["workload"]["trainJob"]["trainer"]["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .filter_map(Value::as_str)
+            .collect();
+    let bin_at = args
+        .iter()
+        .position(|a| *a == "/usr/local/bin/all_reduce_perf_mpi")
+        .expect("binary");
+    assert_eq!(
+        &args[bin_at - 5..bin_at],
+        &[
+            "-x",
+            "NCCL_SOCKET_IFNAME=eth0",
+            "--mca",
+            "btl_tcp_if_include",
+            "ens5"
+        ]
+    );
+    let env = replicated_job(&wf, "node")["template"]["spec"]["template"]["spec"]["containers"][0]
+        ["env"]
+        .as_array()
+        .expect("env")
+        .clone();
+    assert_eq!(
+        env.last(),
+        Some(&json!({"name": "NCCL_IB_TIMEOUT", "value": "22"}))
+    );
+}
