@@ -556,29 +556,8 @@ pub fn render_workload_run(
 
     let mut applied = Vec::new();
     if !platform.is_empty() {
-        let domains = domain_count(&workflow, &ctx.nodes);
-        let octx = OverrideContext::for_workflow(&workflow, &platform, &arch, domains);
-        applied = resolve_overrides(&mut workflow, &octx)?;
-        workflow.spec.overrides.clear();
-        let value =
-            serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
-        let checked = enforce(
-            rules,
-            &[
-                contract::PLACEMENT,
-                contract::WORKLOAD_LABELS,
-                contract::GANG_CONTRACT,
-            ],
-            &value,
-            Origin {
-                file: &doc.source.name,
-                document: doc.index,
-                spans: None,
-            },
-            &Value::Null,
-        )?;
-        workflow =
-            serde_json::from_value(checked.value).map_err(|e| PolicyError::Build(e.to_string()))?;
+        (workflow, applied) =
+            resolve_and_enforce(rules, workflow, &platform, &arch, &ctx.nodes, &doc)?;
         workflow
             .metadata
             .annotations
@@ -657,8 +636,41 @@ pub fn render_workflow(
             _ => return Err(workflow_context_error(rules)?),
         }
     };
-    let domains = domain_count(&workflow, &ctx.nodes);
-    let octx = OverrideContext::for_workflow(&workflow, &platform, &arch, domains);
+    let (mut workflow, applied) =
+        resolve_and_enforce(rules, workflow, &platform, &arch, &ctx.nodes, &doc)
+            .map_err(prefix_resolved)?;
+    let ann = &mut workflow.metadata.annotations;
+    ann.insert(ANNOTATION_PLATFORM.into(), platform.clone());
+    ann.insert(ANNOTATION_ARCH.into(), arch.clone());
+    ann.insert(
+        ANNOTATION_APPLIED.into(),
+        serde_json::to_string(&applied).unwrap_or_default(),
+    );
+    Ok(Rendered {
+        workflow: serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?,
+        warnings,
+        applied,
+        platform,
+        gpu_architecture: arch,
+        nodes: ctx.nodes,
+    })
+}
+
+/// Resolves every matching override for the node context, clears `spec.overrides`, and enforces
+/// the post-override stages (placement, workload labels, gang contract) on the result.
+///
+/// # Errors
+/// [`PolicyError::Resolve`] for a failing override; [`PolicyError::Rejected`] for a failed check.
+fn resolve_and_enforce(
+    rules: &RuleSet,
+    mut workflow: Workflow,
+    platform: &str,
+    arch: &str,
+    nodes: &[Node],
+    doc: &Document,
+) -> Result<(Workflow, Vec<AppliedOverride>), PolicyError> {
+    let domains = domain_count(&workflow, nodes);
+    let octx = OverrideContext::for_workflow(&workflow, platform, arch, domains);
     let applied = resolve_overrides(&mut workflow, &octx)?;
     workflow.spec.overrides.clear();
     let value = serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
@@ -676,25 +688,10 @@ pub fn render_workflow(
             spans: None,
         },
         &Value::Null,
-    )
-    .map_err(prefix_resolved)?;
-    let mut workflow: Workflow =
+    )?;
+    let workflow =
         serde_json::from_value(checked.value).map_err(|e| PolicyError::Build(e.to_string()))?;
-    let ann = &mut workflow.metadata.annotations;
-    ann.insert(ANNOTATION_PLATFORM.into(), platform.clone());
-    ann.insert(ANNOTATION_ARCH.into(), arch.clone());
-    ann.insert(
-        ANNOTATION_APPLIED.into(),
-        serde_json::to_string(&applied).unwrap_or_default(),
-    );
-    Ok(Rendered {
-        workflow: serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?,
-        warnings,
-        applied,
-        platform,
-        gpu_architecture: arch,
-        nodes: ctx.nodes,
-    })
+    Ok((workflow, applied))
 }
 
 /// Adds the `validate resolved job template: ` prefix of the Workflow render path.
