@@ -614,7 +614,7 @@ pub fn render_workflow(
     let mut doc = doc.clone();
     let mut warnings = Vec::new();
     normalize_api_version(&mut doc.value, &mut warnings, &doc.source.name);
-    let mut workflow: Workflow = parse_typed(&doc, "Workflow")?;
+    let workflow: Workflow = parse_typed(&doc, "Workflow")?;
     let target: Option<TargetSpec> = workflow
         .spec
         .orchestration
