@@ -1687,19 +1687,40 @@ fn creation_order<'v>(deps: &[&'v Value]) -> Vec<&'v Value> {
         .collect()
 }
 
-/// Replaces every string value equal to an old name by its new name.
+/// Keys whose string value refers to another object by name.
+const REFERENCE_KEYS: &[&str] = &[
+    "name",
+    "claimName",
+    "resourceClaimName",
+    "resourceClaimTemplateName",
+    "secretName",
+];
+
+/// Subtrees that hold free text or data, never references: left untouched.
+const DATA_KEYS: &[&str] = &["labels", "annotations", "env", "args", "command", "data"];
+
+/// Renames references: a string value equal to an old dependency name is replaced by its new
+/// name where it sits under a reference key (`name`, `claimName`,
+/// `resourceClaimTemplateName`, …), never inside labels, annotations, env, args, command or
+/// data. A queue label, an env value or a program argument that happens to equal a dependency
+/// name is therefore left as written.
 fn rename(doc: Value, renames: &BTreeMap<String, String>) -> Value {
     match doc {
-        Value::String(s) => match renames.get(&s) {
-            Some(new) => Value::String(new.clone()),
-            None => Value::String(s),
-        },
         Value::Array(items) => {
             Value::Array(items.into_iter().map(|v| rename(v, renames)).collect())
         }
         Value::Object(map) => Value::Object(
             map.into_iter()
-                .map(|(k, v)| (k, rename(v, renames)))
+                .map(|(k, v)| {
+                    let v = match v {
+                        _ if DATA_KEYS.contains(&k.as_str()) => v,
+                        Value::String(s) if REFERENCE_KEYS.contains(&k.as_str()) => {
+                            Value::String(renames.get(&s).cloned().unwrap_or(s))
+                        }
+                        other => rename(other, renames),
+                    };
+                    (k, v)
+                })
                 .collect(),
         ),
         other => other,
@@ -2651,15 +2672,15 @@ mod tests {
                 .is_none()
         );
 
-        // Without a gang intent the rename is not undone.
+        // Only references are renamed: a schedulerName or label spelled like a dependency is
+        // not a reference, with or without a gang intent.
         wf.spec.gang_scheduler = None;
         let p = place(&wf, &h100(1)).unwrap();
         let job =
             &p.groups[0].manifests[0]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"];
-        assert_eq!(
-            job["spec"]["template"]["spec"]["schedulerName"],
-            "wf-runtime-wf-job"
-        );
+        assert_eq!(job["spec"]["template"]["spec"]["schedulerName"], "wf-runtime");
+        let train_job = p.groups[0].manifests.last().unwrap();
+        assert_eq!(train_job["spec"]["runtimeRef"]["name"], "wf-runtime-wf-job");
     }
 
     #[test]
