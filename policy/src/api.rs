@@ -54,7 +54,8 @@ pub struct WorkloadRun {
     /// Metadata; `name` names the Workflow and every generated object.
     #[serde(default)]
     pub metadata: ObjectMeta,
-    /// The spec (immutable after creation).
+    /// The spec (immutable after creation). Required: the admission rules report its absence.
+    #[serde(default)]
     pub spec: WorkloadRunSpec,
     /// Status, passed through.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -287,8 +288,10 @@ pub struct TargetSpec {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct NodeSelectorRequirement {
     /// Label key.
+    #[serde(default)]
     pub key: String,
     /// In, NotIn, Exists, DoesNotExist (Gt/Lt are refused by discovery).
+    #[serde(default)]
     pub operator: String,
     /// Values for In/NotIn.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -299,7 +302,8 @@ pub struct NodeSelectorRequirement {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaintSelector {
-    /// Taint key (required).
+    /// Taint key (required; the admission rules report its absence).
+    #[serde(default)]
     pub key: String,
     /// Value; empty matches any.
     #[serde(default, skip_serializing_if = "Option::is_none")]

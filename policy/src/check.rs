@@ -10,9 +10,41 @@
 use nvcre_engine::{Document, Finding, Origin, RuleSet};
 use serde_json::Value;
 
+use crate::api::{Workflow, WorkloadRun};
 use crate::contract::{self, run_stage};
 use crate::error::PolicyError;
-use crate::render::{RenderRequest, render_workflow, render_workload_run};
+use crate::render::{
+    RenderRequest, parse_typed, prepare_document, render_workflow, render_workload_run,
+};
+
+/// Rule id of the note that a document uses the older `cre.nvidia.com` API group.
+pub const LEGACY_API_GROUP_RULE: &str = "legacy-api-group";
+
+/// A warning finding for each note [`prepare_document`] made (the legacy API group).
+fn legacy_findings(doc: &Document, notes: &[String]) -> Vec<Finding> {
+    let pos = doc
+        .spans
+        .lookup(&nvcre_engine::FieldPath::root().key("apiVersion"));
+    notes
+        .iter()
+        .map(|n| Finding {
+            rule_id: LEGACY_API_GROUP_RULE.to_string(),
+            pack: "input".to_string(),
+            severity: nvcre_engine::Severity::Warning,
+            message: n
+                .split_once(": ")
+                .map(|(_, m)| m.to_string())
+                .unwrap_or_else(|| n.clone()),
+            file: doc.source.name.clone(),
+            document: doc.index,
+            field_path: Some("apiVersion".to_string()),
+            line: pos.map(|p| p.line),
+            column: pos.map(|p| p.column),
+            rule_file: "seeds/README.md".to_string(),
+            rule_line: 0,
+        })
+        .collect()
+}
 
 /// Node context of a check.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -49,14 +81,16 @@ pub fn check_document(
     };
     match kind {
         "WorkloadRun" => {
-            let mut doc = doc.clone();
-            crate::render::normalize_api_version(&mut doc.value, &mut Vec::new(), "");
+            let (doc, notes) = prepare_document(doc, "WorkloadRun")?;
+            let _: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
+            let mut findings = legacy_findings(&doc, &notes);
             let admission =
                 run_stage(rules, contract::ADMISSION, &doc.value, origin, &Value::Null)?;
-            if !admission.errors().is_empty() {
-                return Ok(admission.findings);
+            let rejected = !admission.errors().is_empty();
+            findings.extend(admission.findings);
+            if rejected {
+                return Ok(findings);
             }
-            let mut findings = admission.findings;
             let admitted = RenderRequest {
                 admitted: true,
                 ..render_req.clone()
@@ -69,16 +103,19 @@ pub fn check_document(
             Ok(findings)
         }
         "Workflow" => {
+            let (doc, notes) = prepare_document(doc, "Workflow")?;
+            let _: Workflow = parse_typed(&doc, "Workflow")?;
+            let mut findings = legacy_findings(&doc, &notes);
             if req.platform.is_some() || req.nodes.is_some() {
-                return match render_workflow(rules, doc, &render_req) {
-                    Ok(_) => Ok(Vec::new()),
-                    Err(PolicyError::Rejected(f)) => Ok(f),
+                return match render_workflow(rules, &doc, &render_req) {
+                    Ok(_) => Ok(findings),
+                    Err(PolicyError::Rejected(f)) => {
+                        findings.extend(f);
+                        Ok(findings)
+                    }
                     Err(e) => Err(e),
                 };
             }
-            let mut doc = doc.clone();
-            crate::render::normalize_api_version(&mut doc.value, &mut Vec::new(), "");
-            let mut findings = Vec::new();
             let mut value = doc.value.clone();
             for stage in [
                 contract::PLACEMENT,

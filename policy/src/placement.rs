@@ -2678,7 +2678,10 @@ mod tests {
         let p = place(&wf, &h100(1)).unwrap();
         let job =
             &p.groups[0].manifests[0]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"];
-        assert_eq!(job["spec"]["template"]["spec"]["schedulerName"], "wf-runtime");
+        assert_eq!(
+            job["spec"]["template"]["spec"]["schedulerName"],
+            "wf-runtime"
+        );
         let train_job = p.groups[0].manifests.last().unwrap();
         assert_eq!(train_job["spec"]["runtimeRef"]["name"], "wf-runtime-wf-job");
     }

@@ -320,6 +320,68 @@ fn origin(doc: &Document) -> Origin<'_> {
     }
 }
 
+/// Readies a manifest for the rules: a missing `kind` is taken as `expected`; a missing
+/// `apiVersion` as `nvcre.nvidia.com/v1alpha1`; the older `cre.nvidia.com` group is accepted
+/// with a note; `null` fields are dropped (the API server treats them as absent). Spans stay
+/// valid: only nulls are removed.
+///
+/// # Errors
+/// [`PolicyError::Input`] for another kind or API group, at its line.
+pub fn prepare_document(
+    doc: &Document,
+    expected: &str,
+) -> Result<(Document, Vec<String>), PolicyError> {
+    let mut doc = doc.clone();
+    let mut notes = Vec::new();
+    let at = |key: &str| doc.spans.lookup(&FieldPath::root().key(key));
+    match doc.value.get("kind") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(k)) if k == expected => {}
+        Some(other) => {
+            let kind = other
+                .as_str()
+                .map(quote)
+                .unwrap_or_else(|| other.to_string());
+            return Err(PolicyError::Input {
+                file: doc.source.name.clone(),
+                pos: at("kind"),
+                message: format!("expected kind {expected}, got {kind}"),
+            });
+        }
+    }
+    match doc.value.get("apiVersion").and_then(Value::as_str) {
+        None | Some(API_VERSION) | Some(LEGACY_API_VERSION) => {}
+        Some(other) => {
+            return Err(PolicyError::Input {
+                file: doc.source.name.clone(),
+                pos: at("apiVersion"),
+                message: format!(
+                    "expected apiVersion {API_VERSION} (or the older {LEGACY_API_VERSION}), got {}",
+                    quote(other)
+                ),
+            });
+        }
+    }
+    normalize_api_version(&mut doc.value, &mut notes, &doc.source.name);
+    strip_nulls(&mut doc.value);
+    if let Some(m) = doc.value.as_object_mut() {
+        m.entry("apiVersion").or_insert_with(|| json!(API_VERSION));
+        m.entry("kind").or_insert_with(|| json!(expected));
+    }
+    Ok((doc, notes))
+}
+
+fn strip_nulls(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|_, x| !x.is_null());
+            m.values_mut().for_each(strip_nulls);
+        }
+        Value::Array(a) => a.iter_mut().for_each(strip_nulls),
+        _ => {}
+    }
+}
+
 /// Replaces, in place, every env entry and `-x` operand of the platform overrides whose name the
 /// user set in `spec.env` (render-pipeline.md §4.3). Names only the user set are not added.
 fn apply_user_env(o: &mut PlatformOverride, user: &[EnvVar]) {
@@ -404,17 +466,11 @@ pub fn render_workload_run(
         return Err(PolicyError::Usage(NODES_FILE_EXCLUSIVE.to_string()));
     }
 
-    let mut doc = doc.clone();
-    normalize_api_version(&mut doc.value, &mut warnings, &doc.source.name);
-    if let Some(kind) = doc.value.get("kind").and_then(Value::as_str) {
-        if kind != "WorkloadRun" {
-            return Err(PolicyError::Input {
-                file: doc.source.name.clone(),
-                pos: doc.spans.lookup(&FieldPath::root().key("kind")),
-                message: format!("expected kind WorkloadRun, got {}", quote(kind)),
-            });
-        }
-    }
+    let (doc, notes) = prepare_document(doc, "WorkloadRun")?;
+    warnings.extend(notes);
+    // Type errors (a string where a number belongs) are input errors with their line, found
+    // before any rule reads the document.
+    let _: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
     if !req.admitted {
         let admission = contract::run_stage(
             rules,
@@ -611,9 +667,7 @@ pub fn render_workflow(
     doc: &Document,
     req: &RenderRequest,
 ) -> Result<Rendered, PolicyError> {
-    let mut doc = doc.clone();
-    let mut warnings = Vec::new();
-    normalize_api_version(&mut doc.value, &mut warnings, &doc.source.name);
+    let (doc, warnings) = prepare_document(doc, "Workflow")?;
     let workflow: Workflow = parse_typed(&doc, "Workflow")?;
     let target: Option<TargetSpec> = workflow
         .spec
