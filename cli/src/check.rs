@@ -140,8 +140,16 @@ pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
             None => {
                 let color = report::color_allowed(args.no_color) && report::stdout_is_terminal();
                 let text = report::render(o.format, &report, color);
-                // A closed pipe (`| head`) is not an error.
-                let _ = std::io::stdout().lock().write_all(text.as_bytes());
+                let mut out = std::io::stdout().lock();
+                match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                    // A closed pipe (`| head`) is not an error.
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                    Err(e) => {
+                        report::error_line(&format!("writing the report: {e}"));
+                        write_failed = true;
+                    }
+                }
             }
             Some(path) => {
                 let text = report::render(o.format, &report, false);

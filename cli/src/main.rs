@@ -20,7 +20,9 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use nvcre_engine::{RuleSet, to_yaml};
 use nvcre_policy::error::PolicyError;
 use nvcre_policy::packs::load_rules;
-use nvcre_policy::render::{RenderRequest, expand, render_workflow, render_workload_run};
+use nvcre_policy::render::{
+    RenderRequest, check_flags, expand, render_workflow, render_workload_run,
+};
 
 /// Render and check NVCRE WorkloadRun / Workflow manifests with policy kept as CEL + YAML rules.
 #[derive(Debug, Parser)]
@@ -142,6 +144,17 @@ fn load(cli: &Cli) -> Result<RuleSet, ExitCode> {
 }
 
 fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
+    // Flags are checked before any file is read (as nvcrectl does).
+    check_flags(
+        rules,
+        &RenderRequest {
+            platform: args.platform.clone(),
+            gpu_arch: args.gpu_arch.clone(),
+            nodes: args.nodes_file.as_ref().map(|_| Vec::new()),
+            ..RenderRequest::default()
+        },
+    )
+    .map_err(|e| report_policy_error(&e))?;
     let nodes = match &args.nodes_file {
         Some(f) => Some(input::read_nodes(f).map_err(|e| {
             report::error_line(&e);
@@ -160,6 +173,17 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         report::error_line(&e);
         ExitCode::from(2)
     })?;
+    if docs.is_empty() {
+        let name = if args.file == "-" {
+            "<stdin>"
+        } else {
+            &args.file
+        };
+        report::error_line(&format!(
+            "{name}: no document to render (the input is empty)"
+        ));
+        return Err(ExitCode::from(2));
+    }
     let mut outputs = Vec::new();
     for doc in &docs {
         let kind = doc.value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
@@ -176,7 +200,7 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                 if args.expand {
                     let expanded = expand(rules, &rendered).map_err(|e| report_policy_error(&e))?;
                     for line in &expanded.summary {
-                        eprintln!("{line}");
+                        report::stderr_line(line);
                     }
                     outputs.extend(expanded.manifests);
                 } else {
@@ -205,9 +229,15 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         }
     }
     let mut out = std::io::stdout().lock();
-    // A closed pipe (`| head`) is not an error.
-    let _ = out.write_all(text.as_bytes());
-    Ok(ExitCode::SUCCESS)
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(ExitCode::SUCCESS),
+        // A closed pipe (`| head`) is not an error.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            report::error_line(&format!("writing the output: {e}"));
+            Err(ExitCode::from(2))
+        }
+    }
 }
 
 /// Prints a render failure: one line per error finding (with its source position when the

@@ -10,14 +10,24 @@ use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme, NamedSource, So
 use nvcre_engine::{Finding, RuleSet, Severity, Source};
 use serde_json::{Value, json};
 
+/// One line on stderr; a stderr that cannot be written (closed, full) is ignored rather than
+/// turned into a panic.
+pub fn stderr_line(line: &str) {
+    use std::io::Write;
+    let _ = writeln!(std::io::stderr().lock(), "{line}");
+}
+
 /// `Error: <message>` on stderr.
 pub fn error_line(message: &str) {
-    eprintln!("Error: {message}");
+    stderr_line(&format!("Error: {message}"));
 }
 
 /// `Warning: <message>` on stderr.
 pub fn warning_line(message: &str) {
-    eprintln!("Warning: {message}");
+    stderr_line(&format!(
+        "Warning: {}",
+        message.strip_prefix("warning: ").unwrap_or(message)
+    ));
 }
 
 /// The one-line form of a finding: `[file:line:col: ]<message>`, the message prefixed with its
@@ -38,7 +48,7 @@ pub fn finding_text(f: &Finding) -> String {
 
 /// Prints [`finding_text`] on stderr.
 pub fn finding_line(f: &Finding) {
-    eprintln!("{}", finding_text(f));
+    stderr_line(&finding_text(f));
 }
 
 #[derive(Debug)]

@@ -320,6 +320,26 @@ fn origin(doc: &Document) -> Origin<'_> {
     }
 }
 
+/// Checks the node-context flags alone (before any file is read): `--platform` and `--gpu-arch`
+/// values, and `--nodes-file` exclusivity.
+///
+/// # Errors
+/// [`PolicyError::Usage`] with the exact messages of workloadrun-api.md §6 "CLI".
+pub fn check_flags(rules: &RuleSet, req: &RenderRequest) -> Result<(), PolicyError> {
+    if req.nodes.is_some() && (req.platform.is_some() || req.gpu_arch.is_some()) {
+        return Err(PolicyError::Usage(NODES_FILE_EXCLUSIVE.to_string()));
+    }
+    node_context(
+        rules,
+        &RenderRequest {
+            nodes: None,
+            ..req.clone()
+        },
+        None,
+    )
+    .map(|_| ())
+}
+
 /// Readies a manifest for the rules: a missing `kind` is taken as `expected`; a missing
 /// `apiVersion` as `nvcre.nvidia.com/v1alpha1`; the older `cre.nvidia.com` group is accepted
 /// with a note; `null` fields are dropped (the API server treats them as absent). Spans stay
