@@ -135,12 +135,11 @@ fn all_named(items: &[Value]) -> bool {
     items.iter().all(|i| item_name(i).is_some())
 }
 
-/// Applies an RFC 6902 JSON Patch given as a JSON array (or a string holding one).
+/// Parses an RFC 6902 JSON Patch given as a JSON array (or a string holding one).
 ///
 /// # Errors
-/// [`Error::Patch`] when the patch is malformed or an operation fails (the document is left
-/// unchanged: the library applies atomically).
-pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), Error> {
+/// [`Error::Patch`] naming what is malformed.
+pub fn parse_json_patch(ops: &Value) -> Result<json_patch::Patch, Error> {
     let parsed: Value;
     let ops = match ops {
         Value::String(s) => {
@@ -150,8 +149,17 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), Error> {
         }
         other => other,
     };
-    let patch: json_patch::Patch = serde_json::from_value(ops.clone())
-        .map_err(|e| Error::Patch(format!("malformed JSON Patch: {e}")))?;
+    serde_json::from_value(ops.clone())
+        .map_err(|e| Error::Patch(format!("malformed JSON Patch: {e}")))
+}
+
+/// Applies an RFC 6902 JSON Patch given as a JSON array (or a string holding one).
+///
+/// # Errors
+/// [`Error::Patch`] when the patch is malformed or an operation fails (the document is left
+/// unchanged: the library applies atomically).
+pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), Error> {
+    let patch = parse_json_patch(ops)?;
     json_patch::patch(doc, &patch).map_err(|e| Error::Patch(e.to_string()))
 }
 

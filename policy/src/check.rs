@@ -104,7 +104,8 @@ pub fn check_document(
         }
         "Workflow" => {
             let (doc, notes) = prepare_document(doc, "Workflow")?;
-            let _: Workflow = parse_typed(&doc, "Workflow")?;
+            let workflow: Workflow = parse_typed(&doc, "Workflow")?;
+            crate::render::check_user_overrides(&doc, &workflow.spec.overrides)?;
             let mut findings = legacy_findings(&doc, &notes);
             if req.platform.is_some() || req.nodes.is_some() {
                 return match render_workflow(rules, &doc, &render_req) {

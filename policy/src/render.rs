@@ -115,11 +115,7 @@ pub fn node_context(
         .collect();
     let platform = detect::detect_platform(rules, &first.provider_id, &labels)?;
     let arch = nodes::detect_gpu_architecture(&discovery.nodes);
-    let arch = if arch == nodes::UNKNOWN_ARCH {
-        String::new()
-    } else {
-        arch
-    };
+
     Ok(NodeContext {
         platform,
         gpu_architecture: arch,
@@ -320,6 +316,53 @@ fn origin(doc: &Document) -> Origin<'_> {
     }
 }
 
+/// A build error as an input error at the field it is about.
+fn build_error(doc: &Document, e: &crate::build::BuildError) -> PolicyError {
+    use crate::build::BuildError;
+    let path = match e {
+        BuildError::NoFramework { .. } => "spec.framework",
+        BuildError::UnknownThresholdKeys { .. } => "spec.thresholds",
+        BuildError::InvalidTimeoutPerJob { .. } => "spec.orchestration.timeoutPerJob",
+    };
+    PolicyError::Input {
+        file: doc.source.name.clone(),
+        pos: FieldPath::parse(path)
+            .ok()
+            .and_then(|p| doc.spans.lookup(&p)),
+        message: e.to_string(),
+    }
+}
+
+/// Refuses user overrides that can never apply: a `when.expression` that does not compile, a
+/// `jobTemplatePatch` that is not a JSON Patch. Reported at their line, before any platform is
+/// known (so `check` and `render` without `--platform` catch them too).
+///
+/// # Errors
+/// [`PolicyError::Input`] naming `spec.overrides[i]…`.
+pub fn check_user_overrides(doc: &Document, overrides: &[OverrideSpec]) -> Result<(), PolicyError> {
+    for (i, o) in overrides.iter().enumerate() {
+        let fail = |field: &str, message: String| {
+            let path = format!("spec.overrides[{i}].{field}");
+            PolicyError::Input {
+                file: doc.source.name.clone(),
+                pos: FieldPath::parse(&path)
+                    .ok()
+                    .and_then(|p| doc.spans.lookup(&p)),
+                message: format!("{path}: {message}"),
+            }
+        };
+        if let Some(e) = &o.when.expression {
+            nvcre_engine::Expr::compile(e)
+                .map_err(|m| fail("when.expression", format!("CEL does not compile: {m}")))?;
+        }
+        if let Some(p) = &o.job_template_patch {
+            nvcre_engine::patch::parse_json_patch(p)
+                .map_err(|m| fail("jobTemplatePatch", m.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
 /// Checks the node-context flags alone (before any file is read): `--platform` and `--gpu-arch`
 /// values, and `--nodes-file` exclusivity.
 ///
@@ -512,6 +555,7 @@ pub fn render_workload_run(
     }
     let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
     let name = run.metadata.name.clone();
+    check_user_overrides(&doc, &run.spec.overrides)?;
 
     let ctx = node_context(rules, req, run.spec.target.as_ref())?;
     warnings.extend(ctx.notes.iter().cloned());
@@ -607,8 +651,7 @@ pub fn render_workload_run(
         pre_command,
         default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
     };
-    let mut workflow =
-        build_workflow(&run, &build_params).map_err(|e| PolicyError::Build(e.to_string()))?;
+    let mut workflow = build_workflow(&run, &build_params).map_err(|e| build_error(&doc, &e))?;
     workflow.spec.overrides = platform_overrides
         .iter()
         .map(PlatformOverride::spec)
@@ -689,6 +732,7 @@ pub fn render_workflow(
 ) -> Result<Rendered, PolicyError> {
     let (doc, warnings) = prepare_document(doc, "Workflow")?;
     let workflow: Workflow = parse_typed(&doc, "Workflow")?;
+    check_user_overrides(&doc, &workflow.spec.overrides)?;
     let target: Option<TargetSpec> = workflow
         .spec
         .orchestration
