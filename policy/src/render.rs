@@ -611,6 +611,7 @@ pub fn render_workload_run(
         "nicResourceName": nic_resource_name,
         "enableMNNVL": enable_mnnvl,
         "frameworkType": framework.as_str(),
+        "strictDomain": run.spec.orchestration.as_ref().and_then(|o| o.test_scale.as_deref()) == Some("intra-rack"),
     });
     let mut platform_overrides = Vec::new();
     for (id, value) in table.render(&params)? {
@@ -881,13 +882,27 @@ pub fn expand(rules: &RuleSet, rendered: &Rendered) -> Result<Expanded, PolicyEr
             .orchestration
             .get("target")
             .and_then(|t| serde_json::from_value(t.clone()).ok());
-        synthetic_nodes(
+        let mut nodes = synthetic_nodes(
             rules,
             &rendered.platform,
             &rendered.gpu_architecture,
             usize::try_from(count).unwrap_or(1),
             target.as_ref(),
-        )?
+        )?;
+        // One synthetic topology domain, so a platform's topology key can partition them.
+        if let Some(key) = workflow
+            .spec
+            .orchestration
+            .get("topology")
+            .and_then(|t| t.get("topologyKey"))
+            .and_then(Value::as_str)
+        {
+            for n in &mut nodes {
+                n.labels
+                    .insert(key.to_string(), "synthetic-domain-0".to_string());
+            }
+        }
+        nodes
     } else {
         rendered.nodes.clone()
     };
