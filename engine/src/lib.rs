@@ -70,7 +70,7 @@ mod source;
 
 pub use error::Error;
 pub use eval::{Origin, Outcome};
-pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel};
+pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel, json_type as json_type_name};
 pub use finding::{Finding, Severity};
 pub use lint::{Lint, LintFinding, lint};
 pub use pack::{CompiledPack, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry};

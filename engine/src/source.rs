@@ -199,11 +199,16 @@ fn yaml_error(source: &Source, e: &serde_saphyr::Error) -> Error {
     });
     // The library's Display may embed a snippet; keep only its first line for the message.
     let text = e.to_string();
-    let message = text
-        .lines()
-        .next()
-        .unwrap_or("invalid YAML")
-        .trim()
+    let mut message = text.lines().next().unwrap_or("invalid YAML").trim();
+    // The library repeats the position ("error: line 2 column 1: …"); we print it once.
+    message = message.strip_prefix("error: ").unwrap_or(message);
+    if let Some(rest) = message.strip_prefix("line ") {
+        if let Some((_, after)) = rest.split_once(": ") {
+            message = after;
+        }
+    }
+    let message = message
+        .trim_end_matches(", set DuplicateKeyPolicy in Options if acceptable")
         .to_string();
     Error::Yaml {
         source_name: source.name.clone(),

@@ -396,6 +396,17 @@ pub fn prepare_document(
 ) -> Result<(Document, Vec<String>), PolicyError> {
     let mut doc = doc.clone();
     let mut notes = Vec::new();
+    if !doc.value.is_object() {
+        return Err(PolicyError::Input {
+            file: doc.source.name.clone(),
+            pos: doc.spans.lookup(&FieldPath::root()),
+            message: format!(
+                "document {} is a {}, not a {expected} manifest (a mapping)",
+                doc.index + 1,
+                nvcre_engine::json_type_name(&doc.value)
+            ),
+        });
+    }
     let at = |key: &str| doc.spans.lookup(&FieldPath::root().key(key));
     match doc.value.get("kind") {
         None | Some(Value::Null) => {}
