@@ -833,7 +833,7 @@ mod tests {
         assert_eq!(
             findings,
             [
-                "rules/a.yaml:1:6: error[yaml]: error: line 1 column 6: unclosed bracket '['",
+                "rules/a.yaml:1:6: error[yaml]: unclosed bracket '['",
                 "rules/b.yaml:5:1: error[unknown-field]: unknown field `extra`, expected one of `apiVersion`, `kind`, `metadata`, `stage`, `match`, `variables`, `fragments`, `rules`, `entries`",
             ]
         );
