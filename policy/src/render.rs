@@ -19,7 +19,9 @@ use crate::contract::{self, enforce};
 use crate::detect::{self, quote};
 use crate::error::PolicyError;
 use crate::nodes::{self, Node};
-use crate::resolve::{AppliedOverride, OverrideContext, resolve_overrides, when_matches};
+use crate::resolve::{
+    AppliedOverride, OverrideContext, ResolveError, resolve_overrides, when_matches,
+};
 
 /// Name of the WorkloadRun platform override table.
 pub const OVERRIDE_TABLE: &str = "workloadrun-platform-overrides";
@@ -687,8 +689,16 @@ pub fn render_workload_run(
 
     let mut applied = Vec::new();
     if !platform.is_empty() {
-        (workflow, applied) =
-            resolve_and_enforce(rules, workflow, &platform, &arch, &ctx.nodes, &doc)?;
+        let user_offset = platform_overrides.len();
+        (workflow, applied) = resolve_and_enforce(
+            rules,
+            workflow,
+            &platform,
+            &arch,
+            &ctx.nodes,
+            &doc,
+            user_offset,
+        )?;
         workflow
             .metadata
             .annotations
@@ -767,7 +777,7 @@ pub fn render_workflow(
         }
     };
     let (mut workflow, applied) =
-        resolve_and_enforce(rules, workflow, &platform, &arch, &ctx.nodes, &doc)
+        resolve_and_enforce(rules, workflow, &platform, &arch, &ctx.nodes, &doc, 0)
             .map_err(prefix_resolved)?;
     let ann = &mut workflow.metadata.annotations;
     ann.insert(ANNOTATION_PLATFORM.into(), platform.clone());
@@ -798,10 +808,30 @@ fn resolve_and_enforce(
     arch: &str,
     nodes: &[Node],
     doc: &Document,
+    user_offset: usize,
 ) -> Result<(Workflow, Vec<AppliedOverride>), PolicyError> {
     let domains = domain_count(&workflow, nodes);
     let octx = OverrideContext::for_workflow(&workflow, platform, arch, domains);
-    let applied = resolve_overrides(&mut workflow, &octx)?;
+    let applied = resolve_overrides(&mut workflow, &octx).map_err(|e| {
+        // Point at the user's own override when it is one (the generated platform rows come
+        // first in the list).
+        let index = match &e {
+            ResolveError::When { index, .. } | ResolveError::Patch { index, .. } => *index,
+        };
+        match index.checked_sub(user_offset) {
+            Some(k) => {
+                let path = format!("spec.overrides[{k}]");
+                PolicyError::Input {
+                    file: doc.source.name.clone(),
+                    pos: FieldPath::parse(&path)
+                        .ok()
+                        .and_then(|p| doc.spans.lookup(&p)),
+                    message: format!("applying overrides: {e} ({path})"),
+                }
+            }
+            None => PolicyError::Resolve(e),
+        }
+    })?;
     workflow.spec.overrides.clear();
     let value = serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
     let checked = enforce(
