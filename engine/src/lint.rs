@@ -50,6 +50,9 @@ pub enum Lint {
     UnusedFragment,
     /// `escaped-key-on-map`: `labels.a__dot__b` and the like, which never match.
     EscapedKeyOnMap,
+    /// `undefined-variable`: `variables.x` where no variable `x` is visible (a typo fails
+    /// every evaluation).
+    UndefinedVariable,
 }
 
 impl Lint {
@@ -65,6 +68,7 @@ impl Lint {
             Lint::UnusedVariable => "unused-variable",
             Lint::UnusedFragment => "unused-fragment",
             Lint::EscapedKeyOnMap => "escaped-key-on-map",
+            Lint::UndefinedVariable => "undefined-variable",
         }
     }
 
@@ -402,6 +406,101 @@ fn lint_document(doc: &Document, out: &mut Vec<LintFinding>) {
     check_rule_variables(doc, &refs, out);
     check_fragments(doc, &refs, what, name, out);
     check_escaped_keys(doc, &refs, out);
+    check_undefined_variables(doc, &refs, out);
+}
+
+/// Every `variables.<name>` (or `variables.?<name>`) a CEL text reads, in order.
+fn variables_read(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let chars: Vec<char> = text.chars().collect();
+    let word: Vec<char> = "variables".chars().collect();
+    let mut i = 0;
+    while i + word.len() <= chars.len() {
+        let at_word = chars.get(i..i + word.len()) == Some(word.as_slice())
+            && !i
+                .checked_sub(1)
+                .and_then(|p| chars.get(p))
+                .is_some_and(|c| is_ident(*c) || *c == '.');
+        if at_word {
+            let mut j = i + word.len();
+            if chars.get(j) == Some(&'.') {
+                j += 1;
+                if chars.get(j) == Some(&'?') {
+                    j += 1;
+                }
+                let start = j;
+                while chars.get(j).is_some_and(|c| is_ident(*c)) {
+                    j += 1;
+                }
+                if j > start {
+                    out.push(chars.get(start..j).unwrap_or(&[]).iter().collect());
+                }
+            }
+            i = j.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+/// The `undefined-variable` findings of one rule document (the loader refuses the first).
+pub(crate) fn undefined_variables(doc: &Document) -> Vec<LintFinding> {
+    let kind = doc.value.get("kind").and_then(Value::as_str).unwrap_or("");
+    if kind != "RulePack" && kind != "Table" {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    check_undefined_variables(doc, &collect_refs(&doc.value), &mut out);
+    out
+}
+
+fn check_undefined_variables(doc: &Document, refs: &Refs, out: &mut Vec<LintFinding>) {
+    let pack_vars: Vec<String> = var_names(&doc.value).into_iter().flatten().collect();
+    let rule_vars: Vec<Vec<String>> = items(&doc.value, "rules")
+        .iter()
+        .map(|r| var_names(r).into_iter().flatten().collect())
+        .collect();
+    let is_table = doc.value.get("kind").and_then(Value::as_str) == Some("Table");
+    for c in &refs.code {
+        let visible: Vec<&String> = match &c.owner {
+            _ if is_table => Vec::new(),
+            Owner::Pack | Owner::Fragment(_) | Owner::RuleForEach(_) => pack_vars.iter().collect(),
+            Owner::PackVar(i) => pack_vars.iter().take(*i).collect(),
+            Owner::RuleVar(k, j) => pack_vars
+                .iter()
+                .chain(
+                    rule_vars
+                        .get(*k)
+                        .into_iter()
+                        .flat_map(|v| v.iter().take(*j)),
+                )
+                .collect(),
+            Owner::Rule(k) => pack_vars
+                .iter()
+                .chain(rule_vars.get(*k).into_iter().flatten())
+                .collect(),
+        };
+        for name in variables_read(&c.text) {
+            if !visible.iter().any(|v| **v == name) {
+                let rule = match &c.owner {
+                    Owner::RuleForEach(k) | Owner::RuleVar(k, _) | Owner::Rule(k) => {
+                        rule_id(doc, *k)
+                    }
+                    _ => None,
+                };
+                out.push(finding(
+                    doc,
+                    Lint::UndefinedVariable,
+                    &c.path,
+                    rule,
+                    format!(
+                        "variables.{name} is not defined here: no earlier pack or rule variable is named {name:?}"
+                    ),
+                ));
+            }
+        }
+    }
 }
 
 fn finding(
@@ -888,6 +987,7 @@ mod tests {
             ),
             [
                 "rules/x.yaml:7:10: warning[unused-variable]: pack variable \"unused\" is never used: no expression or template of pack p refers to variables.unused",
+                "rules/x.yaml:7:30: error[undefined-variable]: variables.unused is not defined here: no earlier pack or rule variable is named \"unused\"",
                 "rules/x.yaml:8:10: warning[unused-variable]: pack variable \"shadowed\" is never used: no expression or template of pack p refers to variables.shadowed",
                 "rules/x.yaml:13:12: warning[unused-variable]: rule r: variable \"idle\" is never used: no later variable, when, validate or mutate of the rule refers to variables.idle",
             ]
@@ -908,7 +1008,21 @@ mod tests {
                 "variables:\n- {name: a, expression: '1'}\nrules:\n- id: r\n  validate: {expression: 'variables.ab > 0'}\n"
             ),
             [
-                "rules/x.yaml:6:10: warning[unused-variable]: pack variable \"a\" is never used: no expression or template of pack p refers to variables.a"
+                "rules/x.yaml:6:10: warning[unused-variable]: pack variable \"a\" is never used: no expression or template of pack p refers to variables.a",
+                "rules/x.yaml:9:26: error[undefined-variable]: rule r: variables.ab is not defined here: no earlier pack or rule variable is named \"ab\""
+            ]
+        );
+    }
+
+    #[test]
+    fn undefined_variables_are_errors() {
+        assert_eq!(
+            pack(
+                "variables:\n  - {name: spec, expression: object.spec}\nrules:\n  - id: r\n    validate:\n      expression: variables.spek.image != ''\n"
+            ),
+            [
+                "rules/x.yaml:6:12: warning[unused-variable]: pack variable \"spec\" is never used: no expression or template of pack p refers to variables.spec",
+                "rules/x.yaml:10:19: error[undefined-variable]: rule r: variables.spek is not defined here: no earlier pack or rule variable is named \"spek\""
             ]
         );
     }

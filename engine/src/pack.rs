@@ -374,10 +374,23 @@ impl RuleSet {
     /// [`Error::Yaml`] for a file that is not YAML.
     pub fn from_sources(sources: &[Arc<Source>]) -> Result<RuleSet, Error> {
         let (set, problems) = RuleSet::load_collecting(sources);
-        match problems.into_iter().next() {
-            Some(p) => Err(p.error),
-            None => Ok(set),
+        if let Some(p) = problems.into_iter().next() {
+            return Err(p.error);
         }
+        // A `variables.x` that no variable binds would fail every evaluation: refuse it now.
+        for source in sources {
+            for doc in parse_documents(source)? {
+                if let Some(f) = crate::lint::undefined_variables(&doc).into_iter().next() {
+                    return Err(Error::Pack {
+                        file: f.file,
+                        pos: f.pos,
+                        rule: f.rule,
+                        message: f.message,
+                    });
+                }
+            }
+        }
+        Ok(set)
     }
 
     /// Loads what it can and returns every problem, in file order: a bad document does not stop
@@ -1078,6 +1091,18 @@ mod tests {
         assert!(
             msg.starts_with("rule pack error: rules/x.yaml:8:5: rule r: unknown field `expresion`"),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn an_undefined_variable_is_refused_at_load() {
+        let text = format!(
+            "{HEAD}variables:\n- {{name: spec, expression: object.spec}}\nrules:\n- id: r\n  validate:\n    expression: variables.spek.image != ''\n"
+        );
+        let msg = load(&text).unwrap_err().to_string();
+        assert_eq!(
+            msg,
+            "rule pack error: rules/x.yaml:10:17: rule r: variables.spek is not defined here: no earlier pack or rule variable is named \"spek\""
         );
     }
 
