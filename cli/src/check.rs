@@ -125,6 +125,9 @@ pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
         nodes,
     };
     let checked = check_inputs(rules, &args.paths, &req);
+    if checked.files.iter().all(|f| f.documents.is_empty()) && checked.errors.is_empty() {
+        report::warning_line("no manifest documents found in the given paths; nothing was checked");
+    }
     let fail_on = args.fail_on.severity();
     let report = Report {
         rules,
