@@ -905,7 +905,8 @@ pub struct Expanded {
 pub fn expand(rules: &RuleSet, rendered: &Rendered) -> Result<Expanded, PolicyError> {
     let workflow: Workflow = serde_json::from_value(rendered.workflow.clone())
         .map_err(|e| PolicyError::Build(e.to_string()))?;
-    let nodes = if rendered.nodes.is_empty() {
+    let synthetic = rendered.nodes.is_empty();
+    let nodes = if synthetic {
         if rendered.platform.is_empty() {
             return Err(PolicyError::Usage(
                 "--expand needs nodes: give --nodes-file, or --platform and --gpu-arch".into(),
@@ -953,6 +954,17 @@ pub fn expand(rules: &RuleSet, rendered: &Rendered) -> Result<Expanded, PolicyEr
         manifests: placement.workflow_dependencies.clone(),
         summary: Vec::new(),
     };
+    if synthetic {
+        out.summary.push(format!(
+            "note: {} synthetic {}/{} node(s) stand in for the fleet; their hostnames are placeholders (give --nodes-file to place on real nodes)",
+            nodes.len(),
+            rendered.platform,
+            rendered.gpu_architecture
+        ));
+    }
+    for (node, reason) in &placement.excluded {
+        out.summary.push(format!("note: excluded {node}: {reason}"));
+    }
     for group in &placement.groups {
         check_group(rules, &workflow, &placement.workflow_dependencies, group)?;
         out.manifests.extend(group.manifests.iter().cloned());
