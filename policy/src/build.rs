@@ -966,8 +966,9 @@ fn trainer_command(
     }
 }
 
-/// The controller-owned runtimePatch: pull secrets on `node`, and for MPI bare `node` and
-/// `launcher` entries; `None` when there is nothing to register.
+/// The controller-owned runtimePatch: pull secrets on `node` (and on `launcher`, which pulls the
+/// same image: newer builds per workloadrun-api.md §1), and for MPI bare `node` and `launcher`
+/// entries; `None` when there is nothing to register.
 fn controller_runtime_patch(spec: &WorkloadRunSpec) -> Option<Value> {
     let mpi = spec.framework.kind() == FrameworkType::Mpi;
     let mut jobs = Vec::new();
@@ -981,7 +982,14 @@ fn controller_runtime_patch(spec: &WorkloadRunSpec) -> Option<Value> {
     } else if mpi {
         jobs.push(json!({"name": "node"}));
     }
-    if mpi {
+    if mpi && !spec.image_pull_secrets.is_empty() {
+        jobs.push(json!({
+            "name": "launcher",
+            "template": {"spec": {"template": {"spec": {
+                "imagePullSecrets": spec.image_pull_secrets,
+            }}}},
+        }));
+    } else if mpi {
         jobs.push(json!({"name": "launcher"}));
     }
     if jobs.is_empty() {
@@ -1913,7 +1921,7 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]
                 "manager": "nvcre.nvidia.com/controller",
                 "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
                     {"name": "node", "template": {"spec": {"template": {"spec": {"imagePullSecrets": [{"name": "regcred"}]}}}}},
-                    {"name": "launcher"},
+                    {"name": "launcher", "template": {"spec": {"template": {"spec": {"imagePullSecrets": [{"name": "regcred"}]}}}}},
                 ]}}},
             }])
         );
