@@ -107,6 +107,13 @@ pub fn check_document(
             let workflow: Workflow = parse_typed(&doc, "Workflow")?;
             crate::render::check_user_overrides(&doc, &workflow.spec.overrides)?;
             let mut findings = legacy_findings(&doc, &notes);
+            let admission =
+                run_stage(rules, contract::ADMISSION, &doc.value, origin, &Value::Null)?;
+            let rejected = !admission.errors().is_empty();
+            findings.extend(admission.findings);
+            if rejected {
+                return Ok(findings);
+            }
             if req.platform.is_some() || req.nodes.is_some() {
                 return match render_workflow(rules, &doc, &render_req) {
                     Ok(_) => Ok(findings),

@@ -10,6 +10,10 @@ use nvcre_engine::{Error, RuleSet, Source};
 /// `(path as shown in messages, contents)` of every embedded rule file.
 const EMBEDDED: &[(&str, &str)] = &[
     (
+        "rules/admission/workflow.yaml",
+        include_str!("../../rules/admission/workflow.yaml"),
+    ),
+    (
         "rules/admission/workloadrun.yaml",
         include_str!("../../rules/admission/workloadrun.yaml"),
     ),
