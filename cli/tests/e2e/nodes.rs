@@ -1,23 +1,12 @@
 //! `--nodes-file`, `--expand` and Workflow render, end to end (issues "Full fidelity" and
 //! "Placement"). Exact values throughout.
 
-use std::path::{Path, PathBuf};
+use super::util::*;
 
-use assert_cmd::Command;
 use serde_json::{Value, json};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn path(rel: &str) -> String {
     root().join(rel).display().to_string()
-}
-
-fn bin() -> Command {
-    let mut c = Command::cargo_bin("nvcre-policy").expect("binary built");
-    c.env_remove("NVCRE_RULES");
-    c
 }
 
 fn run(args: &[&str]) -> (i32, String, String) {

@@ -1,23 +1,12 @@
 //! End-to-end tests of the `nvcre-policy` binary on the seed examples (issue "Spine", "Done
 //! means"). Every test asserts exact values.
 
-use std::path::{Path, PathBuf};
+use super::util::*;
 
-use assert_cmd::Command;
 use serde_json::{Value, json};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
 
 fn example(name: &str) -> String {
     root().join("examples").join(name).display().to_string()
-}
-
-fn bin() -> Command {
-    let mut c = Command::cargo_bin("nvcre-policy").expect("binary built");
-    c.env_remove("NVCRE_RULES");
-    c
 }
 
 /// Runs `render -o json` and returns (exit code, stdout JSON or Null, stderr).
@@ -335,19 +324,6 @@ fn bad_platform_flag_is_the_exact_error() {
         String::from_utf8_lossy(&out.stderr),
         "Error: invalid --platform \"bogus\": must be one of aws, gcp, azure, oci, onprem, togetherai, mistral, forge, nscale\n"
     );
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).expect("copy");
-        }
-    }
 }
 
 #[test]

@@ -1,21 +1,12 @@
 //! End-to-end tests of the report formats of `check` and of `rules lint|list|explain` (issue
 //! "Rule authoring", parts 2–4). Every test asserts exact values.
 
-use std::path::{Path, PathBuf};
+use super::util::*;
 
-use assert_cmd::Command;
+use std::path::Path;
+
 use serde_json::{Value, json};
 use tempfile::TempDir;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn bin() -> Command {
-    let mut c = Command::cargo_bin("nvcre-policy").expect("binary built");
-    c.env_remove("NVCRE_RULES").env_remove("NO_COLOR");
-    c
-}
 
 /// Runs the binary in `dir`; returns (exit code, stdout, stderr).
 fn run(dir: &Path, args: &[&str]) -> (i32, String, String) {

@@ -2,19 +2,11 @@
 //! (no false pass), `--run` selects cases, `--require-tests` fails for an untested pack, and the
 //! shipped suites pass.
 
-use std::path::{Path, PathBuf};
+use super::util::*;
+
+use std::path::PathBuf;
 
 use assert_cmd::Command;
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-fn bin() -> Command {
-    let mut c = Command::cargo_bin("nvcre-policy").expect("binary built");
-    c.env_remove("NVCRE_RULES");
-    c
-}
 
 /// Runs the binary; returns (exit code, stdout, stderr).
 fn run(cmd: &mut Command) -> (i32, String, String) {
@@ -24,19 +16,6 @@ fn run(cmd: &mut Command) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stdout).to_string(),
         String::from_utf8_lossy(&out.stderr).to_string(),
     )
-}
-
-fn copy_dir(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for entry in std::fs::read_dir(from).expect("read_dir") {
-        let entry = entry.expect("entry");
-        let target = to.join(entry.file_name());
-        if entry.path().is_dir() {
-            copy_dir(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), target).expect("copy");
-        }
-    }
 }
 
 /// A copy of `rules/` (suites included: they are self-contained) in a temporary directory;

@@ -1,0 +1,16 @@
+//! End-to-end tests of the `nvcre-policy` binary, one module per area.
+
+/// Shared helpers.
+mod util;
+
+/// `render` on the seed examples (issue "Spine").
+mod render;
+
+/// `--nodes-file`, `--expand`, Workflow render (issues "Full fidelity", "Placement").
+mod nodes;
+
+/// `check -o` formats and `rules lint|list|explain` (issue "Rule authoring").
+mod report;
+
+/// `nvcre-policy test` (issue "Rule authoring").
+mod suite;

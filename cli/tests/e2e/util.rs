@@ -1,0 +1,32 @@
+//! Shared helpers of the end-to-end tests: the workspace root, the binary with a clean
+//! environment, and copying a rule directory.
+
+use std::path::{Path, PathBuf};
+
+use assert_cmd::Command;
+
+/// The workspace root.
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The `nvcre-policy` binary, without `NVCRE_RULES` / `NO_COLOR` from the caller's environment.
+pub fn bin() -> Command {
+    let mut c = Command::cargo_bin("nvcre-policy").expect("binary built");
+    c.env_remove("NVCRE_RULES").env_remove("NO_COLOR");
+    c
+}
+
+/// Copies a directory tree (a rule set) so a test can edit it.
+pub fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.path().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}

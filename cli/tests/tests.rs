@@ -1,0 +1,2 @@
+//! The integration tests of `nvcre-policy`, built as one binary (see `e2e/`).
+mod e2e;
