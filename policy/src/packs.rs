@@ -22,6 +22,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/contract/placement.yaml"),
     ),
     (
+        "rules/contract/resources.yaml",
+        include_str!("../../rules/contract/resources.yaml"),
+    ),
+    (
         "rules/contract/workload-labels.yaml",
         include_str!("../../rules/contract/workload-labels.yaml"),
     ),

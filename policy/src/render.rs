@@ -690,7 +690,8 @@ pub fn render_workload_run(
     let mut applied = Vec::new();
     if !platform.is_empty() {
         let user_offset = platform_overrides.len();
-        (workflow, applied) = resolve_and_enforce(
+        let post_warnings;
+        (workflow, applied, post_warnings) = resolve_and_enforce(
             rules,
             workflow,
             &platform,
@@ -699,6 +700,7 @@ pub fn render_workload_run(
             &doc,
             user_offset,
         )?;
+        warnings.extend(post_warnings);
         workflow
             .metadata
             .annotations
@@ -776,9 +778,11 @@ pub fn render_workflow(
             _ => return Err(workflow_context_error(rules)?),
         }
     };
-    let (mut workflow, applied) =
+    let (mut workflow, applied, post_warnings) =
         resolve_and_enforce(rules, workflow, &platform, &arch, &ctx.nodes, &doc, 0)
             .map_err(prefix_resolved)?;
+    let mut warnings = warnings;
+    warnings.extend(post_warnings);
     let ann = &mut workflow.metadata.annotations;
     ann.insert(ANNOTATION_PLATFORM.into(), platform.clone());
     ann.insert(ANNOTATION_ARCH.into(), arch.clone());
@@ -809,7 +813,7 @@ fn resolve_and_enforce(
     nodes: &[Node],
     doc: &Document,
     user_offset: usize,
-) -> Result<(Workflow, Vec<AppliedOverride>), PolicyError> {
+) -> Result<(Workflow, Vec<AppliedOverride>, Vec<String>), PolicyError> {
     let domains = domain_count(&workflow, nodes);
     let octx = OverrideContext::for_workflow(&workflow, platform, arch, domains);
     let applied = resolve_overrides(&mut workflow, &octx).map_err(|e| {
@@ -851,7 +855,13 @@ fn resolve_and_enforce(
     )?;
     let workflow =
         serde_json::from_value(checked.value).map_err(|e| PolicyError::Build(e.to_string()))?;
-    Ok((workflow, applied))
+    let warnings = checked
+        .findings
+        .iter()
+        .filter(|f| f.severity != nvcre_engine::Severity::Error)
+        .map(|f| format!("{} [{}]", f.message, f.rule_id))
+        .collect();
+    Ok((workflow, applied, warnings))
 }
 
 /// Adds the `validate resolved job template: ` prefix of the Workflow render path.
