@@ -293,9 +293,40 @@ pub fn parse_typed<T: for<'de> Deserialize<'de>>(
         PolicyError::Input {
             file: doc.source.name.clone(),
             pos,
-            message: format!("parsing {what}: {path}: {}", e.inner()),
+            message: format!(
+                "parsing {what}: {path}: {}",
+                plain_serde_message(&e.inner().to_string())
+            ),
         }
     })
+}
+
+/// serde's type names in the words a manifest author uses (`i64` → an integer, `a sequence` →
+/// a list, `struct X` → a mapping).
+fn plain_serde_message(m: &str) -> String {
+    let mut out = m.to_string();
+    for (from, to) in [
+        ("expected i64", "expected an integer"),
+        ("expected i32", "expected an integer"),
+        ("expected u64", "expected a non-negative integer"),
+        ("expected a sequence", "expected a list"),
+        ("invalid type: sequence", "invalid type: list"),
+        ("invalid type: map", "invalid type: mapping"),
+    ] {
+        out = out.replace(from, to);
+    }
+    if let Some(i) = out.find("expected struct ") {
+        let name: String = out[i + 16..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric())
+            .collect();
+        out = format!(
+            "{}expected a mapping ({name}){}",
+            &out[..i],
+            &out[i + 16 + name.len()..]
+        );
+    }
+    out
 }
 
 /// Normalises the API group: the legacy `cre.nvidia.com` is accepted with a warning.
