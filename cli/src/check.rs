@@ -122,7 +122,7 @@ pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
     let req = CheckRequest {
         platform: args.platform.clone(),
         gpu_arch: args.gpu_arch.clone(),
-        nodes,
+        nodes: nodes.map(std::sync::Arc::new),
     };
     let checked = check_inputs(rules, &args.paths, &req);
     if checked.files.iter().all(|f| f.documents.is_empty()) && checked.errors.is_empty() {
@@ -184,6 +184,8 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
             .into_iter()
             .map(|(file, message)| InputError { file, message }),
     );
+    // Read and parse everything first, then check all documents of all files on every core.
+    let mut all_docs = Vec::new();
     for file in &files {
         let source = match input::read_source(file) {
             Ok(s) => s,
@@ -217,18 +219,19 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
                             .collect(),
                     });
                 }
-                for (doc, result) in docs.iter().zip(check_all(rules, &docs, req)) {
-                    match result {
-                        Ok(f) => out.findings.extend(f),
-                        Err(e) => out.errors.push(InputError {
-                            file: doc.source.name.clone(),
-                            message: e.to_string(),
-                        }),
-                    }
-                }
+                all_docs.extend(docs);
             }
         }
         out.files.push(checked);
+    }
+    for (doc, result) in all_docs.iter().zip(check_all(rules, &all_docs, req)) {
+        match result {
+            Ok(f) => out.findings.extend(f),
+            Err(e) => out.errors.push(InputError {
+                file: doc.source.name.clone(),
+                message: e.to_string(),
+            }),
+        }
     }
     out
 }

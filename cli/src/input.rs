@@ -51,9 +51,15 @@ pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
     (files, errors)
 }
 
+/// Recurses into directories; a symlinked directory is not followed (a link to a parent would
+/// loop), a symlinked file is read.
 fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
+        let entry = entry?;
+        let path = entry.path();
+        if entry.file_type()?.is_symlink() && path.is_dir() {
+            continue;
+        }
         if path.is_dir() {
             walk(&path, out)?;
         } else if path

@@ -150,7 +150,10 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         &RenderRequest {
             platform: args.platform.clone(),
             gpu_arch: args.gpu_arch.clone(),
-            nodes: args.nodes_file.as_ref().map(|_| Vec::new()),
+            nodes: args
+                .nodes_file
+                .as_ref()
+                .map(|_| std::sync::Arc::new(Vec::new())),
             ..RenderRequest::default()
         },
     )
@@ -167,7 +170,7 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         gpu_arch: args.gpu_arch.clone(),
         allow_unknown_arch: false,
         admitted: false,
-        nodes,
+        nodes: nodes.map(std::sync::Arc::new),
     };
     let docs = input::read_one(&args.file).map_err(|e| {
         report::error_line(&e);

@@ -120,6 +120,22 @@ impl SpanIndex {
             .or_else(|| self.lookup(path))
     }
 
+    /// The spans below `prefix`, re-rooted there (for an item of a `List` checked as a document
+    /// of its own).
+    pub fn sub(&self, prefix: &FieldPath) -> SpanIndex {
+        let p = prefix.pointer();
+        SpanIndex {
+            spans: self
+                .spans
+                .iter()
+                .filter_map(|(k, v)| {
+                    let rest = k.strip_prefix(&p)?;
+                    (rest.is_empty() || rest.starts_with('/')).then(|| (rest.to_string(), *v))
+                })
+                .collect(),
+        }
+    }
+
     /// True when `path` itself (not an ancestor) was present in the source.
     pub fn contains(&self, path: &FieldPath) -> bool {
         self.spans.contains_key(&path.pointer())

@@ -54,7 +54,7 @@ pub struct CheckRequest {
     /// GPU architecture for the resolution.
     pub gpu_arch: Option<String>,
     /// `--nodes-file`: detect platform and architecture from these nodes.
-    pub nodes: Option<Vec<crate::nodes::Node>>,
+    pub nodes: Option<std::sync::Arc<Vec<crate::nodes::Node>>>,
 }
 
 /// All findings for `doc`.
@@ -79,6 +79,25 @@ pub fn check_document(
         admitted: false,
         nodes: req.nodes.clone(),
     };
+    let api = doc
+        .value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if (api == crate::api::API_VERSION || api == crate::api::LEGACY_API_VERSION)
+        && !matches!(kind, "WorkloadRun" | "Workflow")
+    {
+        return Err(PolicyError::Input {
+            file: doc.source.name.clone(),
+            pos: doc
+                .spans
+                .lookup(&nvcre_engine::FieldPath::root().key("kind")),
+            message: format!(
+                "{api} has kinds WorkloadRun and Workflow, got {}",
+                crate::detect::quote(kind)
+            ),
+        });
+    }
     match kind {
         "WorkloadRun" => {
             let (doc, notes) = prepare_document(doc, "WorkloadRun")?;
@@ -136,6 +155,35 @@ pub fn check_document(
             }
             Ok(findings)
         }
+        _ if kind.ends_with("List") && doc.value.get("items").is_some_and(Value::is_array) => {
+            // `kubectl get workloadruns -o yaml` prints a List: check every item at its own line.
+            let mut findings = Vec::new();
+            let items = doc
+                .value
+                .get("items")
+                .and_then(Value::as_array)
+                .cloned()
+                .unwrap_or_default();
+            for (i, item) in items.into_iter().enumerate() {
+                let at = nvcre_engine::FieldPath::root().key("items").index(i);
+                let sub = Document {
+                    source: doc.source.clone(),
+                    index: doc.index,
+                    value: item,
+                    spans: doc.spans.sub(&at),
+                };
+                for mut f in check_document(rules, &sub, req)? {
+                    f.field_path = Some(match f.field_path {
+                        Some(p) => format!("{at}.{p}"),
+                        None => at.to_string(),
+                    });
+                    findings.push(f);
+                }
+            }
+            Ok(findings)
+        }
+        // Not a Kubernetes object (values files, kustomizations without kind): nothing to check.
+        "" => Ok(Vec::new()),
         _ => {
             let mut findings = Vec::new();
             for pack in &rules.packs {

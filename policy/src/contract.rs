@@ -9,6 +9,8 @@ use serde_json::Value;
 
 use crate::error::PolicyError;
 
+/// Objects `render --expand` emits.
+pub const MANIFESTS: &str = "manifests";
 /// The admission stage.
 pub const ADMISSION: &str = "admission";
 /// Workload-object labels (construction and post-override).

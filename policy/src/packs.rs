@@ -18,12 +18,20 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/admission/workloadrun.yaml"),
     ),
     (
+        "rules/contract/manifests.yaml",
+        include_str!("../../rules/contract/manifests.yaml"),
+    ),
+    (
         "rules/contract/placement.yaml",
         include_str!("../../rules/contract/placement.yaml"),
     ),
     (
         "rules/contract/resources.yaml",
         include_str!("../../rules/contract/resources.yaml"),
+    ),
+    (
+        "rules/contract/topology.yaml",
+        include_str!("../../rules/contract/topology.yaml"),
     ),
     (
         "rules/contract/workload-labels.yaml",

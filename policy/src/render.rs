@@ -50,7 +50,7 @@ pub struct RenderRequest {
     /// `--nodes-file`: the cluster's nodes (a NodeList or Node documents). Platform and
     /// architecture are detected from the target nodes among them; exclusive with
     /// `platform` / `gpu_arch`.
-    pub nodes: Option<Vec<Node>>,
+    pub nodes: Option<std::sync::Arc<Vec<Node>>>,
 }
 
 /// The node context a render resolved: from flags (one synthetic node per job slot, made on
@@ -127,9 +127,13 @@ pub fn node_context(
     })
 }
 
-/// `count` synthetic nodes for `--platform P --gpu-arch A`: `nvidia.com/gpu.present=true`,
-/// `nvidia.com/gpu.product=NVIDIA-<A>`, the platform's providerID, labels and allocatable from
-/// the `platform-detection` table, and the target's nodeSelector labels (so they are targets).
+/// `count` synthetic nodes for `--platform P --gpu-arch A`: `nvidia.com/gpu.present=true`, the
+/// platform's providerID, labels and allocatable from the `platform-detection` table, and labels
+/// that satisfy the target (nodeSelector values, the first value of each `In` requirement, a
+/// value for each `Exists`), so they are targets.
+///
+/// They carry no `nvidia.com/gpu.product`: a synthesized product must not reach the required
+/// node affinity (render-pipeline.md §7.4), where it would match no real node.
 ///
 /// # Errors
 /// A missing or malformed detection table.
@@ -150,15 +154,23 @@ pub fn synthetic_nodes(
             for (k, v) in &t.node_selector {
                 labels.insert(k.clone(), v.clone());
             }
+            for req in &t.match_expressions {
+                match (req.operator.as_str(), req.values.first()) {
+                    ("In", Some(v)) => {
+                        labels.insert(req.key.clone(), v.clone());
+                    }
+                    ("Exists", _) => {
+                        labels.insert(req.key.clone(), "true".into());
+                    }
+                    _ => {}
+                }
+            }
         }
         for (k, v) in &synthetic.labels {
             labels.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
         }
         labels.insert(nodes::GPU_PRESENT_LABEL.into(), "true".into());
-        labels.insert(
-            nodes::GPU_PRODUCT_LABEL.into(),
-            format!("NVIDIA-{}", arch.to_uppercase()),
-        );
+        labels.remove(nodes::GPU_PRODUCT_LABEL);
         out.push(Node {
             name,
             labels,
@@ -989,12 +1001,29 @@ pub fn expand(rules: &RuleSet, rendered: &Rendered) -> Result<Expanded, PolicyEr
     } else {
         rendered.nodes.clone()
     };
+    let topology = workflow.spec.orchestration.get("topology");
+    let strict = topology
+        .and_then(|t| t.get("strictDomain"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let key = topology
+        .and_then(|t| t.get("topologyKey"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if strict && key.is_empty() {
+        return Err(PolicyError::Placement(
+            "orchestration.topology.strictDomain needs orchestration.topology.topologyKey to find the domains, and no platform row supplies one here; add it with spec.overrides[].orchestration.topology".into(),
+        ));
+    }
     let placement = crate::placement::place(&workflow, &nodes)
         .map_err(|e| PolicyError::Placement(e.to_string()))?;
     let mut out = Expanded {
         manifests: placement.workflow_dependencies.clone(),
         summary: Vec::new(),
     };
+    for m in &placement.workflow_dependencies {
+        check_manifest(rules, m, &workflow.metadata.name)?;
+    }
     if synthetic {
         out.summary.push(format!(
             "note: {} synthetic {}/{} node(s) stand in for the fleet; their hostnames are placeholders (give --nodes-file to place on real nodes)",
@@ -1008,6 +1037,9 @@ pub fn expand(rules: &RuleSet, rendered: &Rendered) -> Result<Expanded, PolicyEr
     }
     for group in &placement.groups {
         check_group(rules, &workflow, &placement.workflow_dependencies, group)?;
+        for m in &group.manifests {
+            check_manifest(rules, m, &group.name)?;
+        }
         out.manifests.extend(group.manifests.iter().cloned());
         let nodes = if group.nodes.is_empty() {
             "unpinned".to_string()
@@ -1024,6 +1056,27 @@ pub fn expand(rules: &RuleSet, rendered: &Rendered) -> Result<Expanded, PolicyEr
             .push(format!("{}: {nodes}{domains}{overflow}", group.name));
     }
     Ok(out)
+}
+
+/// The `manifests` stage on one emitted object.
+fn check_manifest(rules: &RuleSet, manifest: &Value, group: &str) -> Result<(), PolicyError> {
+    let out = contract::run_stage(
+        rules,
+        contract::MANIFESTS,
+        manifest,
+        Origin {
+            file: group,
+            document: 0,
+            spans: None,
+        },
+        &Value::Null,
+    )?;
+    let errors = out.errors();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(PolicyError::Rejected(errors))
+    }
 }
 
 /// The post-override contract on one group's working copy: the Workflow with the group's

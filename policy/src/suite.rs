@@ -799,7 +799,7 @@ fn run_check(
     let req = CheckRequest {
         platform: ctx.platform.clone(),
         gpu_arch: ctx.gpu_arch.clone(),
-        nodes,
+        nodes: nodes.map(std::sync::Arc::new),
     };
     let mut out = CaseOutcome::default();
     for doc in docs {
@@ -829,7 +829,7 @@ fn run_render(
         gpu_arch: ctx.gpu_arch.clone(),
         allow_unknown_arch: false,
         admitted: false,
-        nodes,
+        nodes: nodes.map(std::sync::Arc::new),
     };
     let mut out = CaseOutcome::default();
     let mut rendered = Vec::new();
