@@ -70,8 +70,11 @@ mod source;
 
 pub use error::Error;
 pub use eval::{Origin, Outcome};
+pub use expr::type_name as cel_type_name;
 pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel, json_type as json_type_name};
 pub use finding::{Finding, Severity};
+/// CEL values, as expressions return them.
+pub use kube_cel::cel::Value as CelValue;
 pub use lint::{Lint, LintFinding, lint};
 pub use pack::{CompiledPack, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry};
 pub use path::{FieldPath, Segment};

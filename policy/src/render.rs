@@ -397,8 +397,49 @@ pub fn check_user_overrides(doc: &Document, overrides: &[OverrideSpec]) -> Resul
             }
         };
         if let Some(e) = &o.when.expression {
-            nvcre_engine::Expr::compile(e)
+            let expr = nvcre_engine::Expr::compile(e)
                 .map_err(|m| fail("when.expression", format!("CEL does not compile: {m}")))?;
+            // Must type-check to bool (render-pipeline.md §1.4): try it on an empty context.
+            let mut scope = nvcre_engine::Scope::new();
+            for (k, v) in [
+                ("platform", json!("")),
+                ("gpuArchitecture", json!("")),
+                ("workloadKind", json!("")),
+                ("topologyMode", json!("")),
+                ("domainCount", json!(0)),
+            ] {
+                scope.bind(k, &v);
+            }
+            if let Ok(v) = expr.eval(&scope) {
+                if !matches!(v, nvcre_engine::CelValue::Bool(_)) {
+                    return Err(fail(
+                        "when.expression",
+                        format!(
+                            "must evaluate to a bool, got {}",
+                            nvcre_engine::cel_type_name(&v)
+                        ),
+                    ));
+                }
+            }
+        }
+        if o.job_template.as_ref().is_some_and(|v| !v.is_object()) {
+            return Err(fail(
+                "jobTemplate",
+                "must be a mapping (a JobTemplateSpec patch)".into(),
+            ));
+        }
+        for (j, d) in o.dependencies.iter().flatten().enumerate() {
+            let named = d.get("apiVersion").and_then(Value::as_str).is_some()
+                && d.get("kind").and_then(Value::as_str).is_some()
+                && d.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .is_some();
+            if !named {
+                return Err(fail(
+                    &format!("dependencies[{j}]"),
+                    "must be a Kubernetes object with apiVersion, kind and metadata.name".into(),
+                ));
+            }
         }
         if let Some(p) = &o.job_template_patch {
             nvcre_engine::patch::parse_json_patch(p)
