@@ -495,6 +495,33 @@ impl Template {
         }
     }
 
+    /// The names every `{$fragment: name}` of the template refers to.
+    pub fn fragment_refs(&self, out: &mut Vec<String>) {
+        match self {
+            Template::Fragment(n) => out.push(n.clone()),
+            Template::List(items) => {
+                for i in items {
+                    match i {
+                        Item::One(t) | Item::Splice(t) => t.fragment_refs(out),
+                    }
+                }
+            }
+            Template::Map(entries) => {
+                for (k, v) in entries {
+                    k.fragment_refs(out);
+                    v.fragment_refs(out);
+                }
+            }
+            Template::If(_, then, otherwise) => {
+                then.fragment_refs(out);
+                if let Some(o) = otherwise {
+                    o.fragment_refs(out);
+                }
+            }
+            Template::Literal(_) | Template::Expr(_) | Template::Interp(_) => {}
+        }
+    }
+
     /// True when the template holds no CEL and no directives.
     pub fn is_literal(&self) -> bool {
         matches!(self, Template::Literal(_))

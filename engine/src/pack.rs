@@ -987,10 +987,34 @@ fn compile_table(doc: &Document, problems: &mut Vec<Problem>) -> Option<Table> {
             Err(p) => problems.push(p),
         }
     }
+    let fragments = compile_fragments(doc, &file.fragments, problems);
+    // `{$fragment: name}` must name a fragment of this table.
+    let known: HashSet<&str> = file.fragments.keys().map(String::as_str).collect();
+    let mut check = |t: &Template, path: &str, rule: Option<&str>| {
+        let mut refs = Vec::new();
+        t.fragment_refs(&mut refs);
+        for r in refs {
+            if !known.contains(r.as_str()) {
+                problems.push(problem(
+                    ProblemKind::Shape,
+                    doc,
+                    path,
+                    rule,
+                    format!("{{$fragment: {r}}} names no fragment of this table"),
+                ));
+            }
+        }
+    };
+    for (i, e) in entries.iter().enumerate() {
+        check(&e.body, &format!("entries[{i}]"), Some(&e.id));
+    }
+    for (name, t) in &fragments {
+        check(t, &format!("fragments[\"{name}\"]"), None);
+    }
     Some(Table {
         name: file.metadata.name,
         source: doc.source.clone(),
-        fragments: compile_fragments(doc, &file.fragments, problems),
+        fragments,
         entries,
         cache: Default::default(),
     })

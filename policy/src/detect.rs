@@ -63,6 +63,35 @@ pub struct SyntheticNode {
     pub allocatable: serde_json::Map<String, Value>,
 }
 
+/// Decodes one rendered table row, naming the table file, the entry's line and the field.
+///
+/// # Errors
+/// [`PolicyError::TableEntry`].
+pub(crate) fn decode_row<T: for<'de> Deserialize<'de>>(
+    table: &nvcre_engine::Table,
+    id: &str,
+    value: Value,
+) -> Result<T, PolicyError> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let pos = table.entries.iter().find(|x| x.id == id).map(|x| x.pos);
+        let path = e.path().to_string();
+        PolicyError::TableEntry {
+            location: format!(
+                "{}{}",
+                table.source.name,
+                pos.map(|p| format!(":{p}")).unwrap_or_default()
+            ),
+            table: table.name.clone(),
+            entry: id.to_string(),
+            message: if path == "." {
+                e.inner().to_string()
+            } else {
+                format!("{path}: {}", e.inner())
+            },
+        }
+    })
+}
+
 fn table_rows<T: for<'de> Deserialize<'de>>(
     rules: &RuleSet,
     name: &str,
@@ -74,13 +103,7 @@ fn table_rows<T: for<'de> Deserialize<'de>>(
     table
         .render(params)?
         .into_iter()
-        .map(|(id, v)| {
-            serde_json::from_value(v).map_err(|e| PolicyError::TableEntry {
-                table: name.to_string(),
-                entry: id,
-                message: e.to_string(),
-            })
-        })
+        .map(|(id, v)| decode_row(table, &id, v))
         .collect()
 }
 
@@ -98,13 +121,7 @@ pub fn selectable_platforms(rules: &RuleSet) -> Result<Vec<(String, SyntheticNod
     let rows: Vec<PlatformRow> = table
         .render_all(&json!({"node": node}))?
         .into_iter()
-        .map(|(id, v)| {
-            serde_json::from_value(v).map_err(|e| PolicyError::TableEntry {
-                table: PLATFORM_TABLE.to_string(),
-                entry: id,
-                message: e.to_string(),
-            })
-        })
+        .map(|(id, v)| decode_row(table, &id, v))
         .collect::<Result<_, _>>()?;
     for r in rows {
         if let Some(s) = r.synthetic {
@@ -217,6 +234,10 @@ pub fn node_defaults(
     .or_else(|| find(None, arch))
     .or_else(|| find(None, ""))
     .ok_or_else(|| PolicyError::TableEntry {
+        location: rules
+            .table(DEFAULTS_TABLE)
+            .map(|t| t.source.name.clone())
+            .unwrap_or_default(),
         table: DEFAULTS_TABLE.to_string(),
         entry: "unknown".to_string(),
         message: "no row for an unknown architecture (gpuArchitecture: \"\")".to_string(),

@@ -42,8 +42,10 @@ pub enum PolicyError {
     #[error("rule set has no table {0:?}")]
     MissingTable(String),
     /// A table entry does not have the expected shape.
-    #[error("table {table}, entry {entry}: {message}")]
+    #[error("{location}: table {table}, entry {entry}: {message}")]
     TableEntry {
+        /// `file:line:col` of the entry in its rule file.
+        location: String,
         /// Table name.
         table: String,
         /// Entry id.

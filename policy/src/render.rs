@@ -712,12 +712,7 @@ pub fn render_workload_run(
     });
     let mut platform_overrides = Vec::new();
     for (id, value) in table.render(&params)? {
-        let mut o: PlatformOverride =
-            serde_json::from_value(value).map_err(|e| PolicyError::TableEntry {
-                table: OVERRIDE_TABLE.to_string(),
-                entry: id.clone(),
-                message: e.to_string(),
-            })?;
+        let mut o: PlatformOverride = detect::decode_row(table, &id, value)?;
         apply_user_env(&mut o, &run.spec.env);
         platform_overrides.push(o);
     }
