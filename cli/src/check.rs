@@ -182,7 +182,7 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
     out.errors.extend(
         errors
             .into_iter()
-            .map(|(file, message)| InputError { file, message }),
+            .map(|(file, message)| InputError::new(file, message)),
     );
     // Read and parse everything first, then check all documents of all files on every core.
     let mut all_docs = Vec::new();
@@ -190,10 +190,7 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
         let source = match input::read_source(file) {
             Ok(s) => s,
             Err(message) => {
-                out.errors.push(InputError {
-                    file: file.clone(),
-                    message,
-                });
+                out.errors.push(InputError::new(file.clone(), message));
                 continue;
             }
         };
@@ -205,6 +202,7 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
         match parse_documents(&source) {
             Err(e) => out.errors.push(InputError {
                 file: source.name.clone(),
+                pos: e.location().and_then(|(_, p)| p),
                 message: e.to_string(),
             }),
             Ok(docs) => {
@@ -229,6 +227,10 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
             Ok(f) => out.findings.extend(f),
             Err(e) => out.errors.push(InputError {
                 file: doc.source.name.clone(),
+                pos: match &e {
+                    nvcre_policy::error::PolicyError::Input { pos, .. } => *pos,
+                    _ => None,
+                },
                 message: e.to_string(),
             }),
         }

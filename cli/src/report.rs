@@ -156,6 +156,19 @@ pub struct InputError {
     pub file: String,
     /// The message, which names the file.
     pub message: String,
+    /// Where in the file, when known.
+    pub pos: Option<nvcre_engine::Pos>,
+}
+
+impl InputError {
+    /// An input error without a position.
+    pub fn new(file: String, message: String) -> InputError {
+        InputError {
+            file,
+            message,
+            pos: None,
+        }
+    }
 }
 
 /// One checked document: its index in the stream and the rules that apply to it (its kind's
@@ -214,7 +227,27 @@ fn text(report: &Report<'_>, color: bool) -> String {
 }
 
 fn json_report(report: &Report<'_>) -> String {
-    let mut s = serde_json::to_string_pretty(report.findings).unwrap_or_else(|_| "[]".into());
+    // Input errors are reported too (rule id `input-error`), so a tool reading the JSON sees why
+    // the run exited 2.
+    let mut items: Vec<Value> = report
+        .findings
+        .iter()
+        .filter_map(|f| serde_json::to_value(f).ok())
+        .collect();
+    for e in report.errors {
+        let mut o = json!({
+            "ruleId": "input-error",
+            "severity": "error",
+            "message": e.message,
+            "file": e.file,
+        });
+        if let (Some(p), Some(m)) = (e.pos, o.as_object_mut()) {
+            m.insert("line".into(), json!(p.line));
+            m.insert("column".into(), json!(p.column));
+        }
+        items.push(o);
+    }
+    let mut s = serde_json::to_string_pretty(&items).unwrap_or_else(|_| "[]".into());
     s.push('\n');
     s
 }
@@ -296,10 +329,17 @@ fn sarif(report: &Report<'_>) -> String {
         .errors
         .iter()
         .map(|e| {
+            let mut physical = json!({"artifactLocation": {"uri": uri_reference(&e.file)}});
+            if let (Some(p), Some(m)) = (e.pos, physical.as_object_mut()) {
+                m.insert(
+                    "region".into(),
+                    json!({"startLine": p.line, "startColumn": p.column}),
+                );
+            }
             json!({
                 "level": "error",
                 "message": {"text": e.message},
-                "locations": [{"physicalLocation": {"artifactLocation": {"uri": uri_reference(&e.file)}}}],
+                "locations": [{"physicalLocation": physical}],
             })
         })
         .collect();
@@ -527,8 +567,12 @@ fn github(report: &Report<'_>) -> String {
         ));
     }
     for e in report.errors {
+        let at = e
+            .pos
+            .map(|p| format!(",line={},col={}", p.line, p.column))
+            .unwrap_or_default();
         out.push_str(&format!(
-            "::error file={},title=nvcre-policy::{}\n",
+            "::error file={}{at},title=nvcre-policy::{}\n",
             github_property(&e.file),
             github_data(&e.message)
         ));
