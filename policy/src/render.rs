@@ -117,13 +117,25 @@ pub fn node_context(
         .collect();
     let platform = detect::detect_platform(rules, &first.provider_id, &labels)?;
     let arch = nodes::detect_gpu_architecture(&discovery.nodes);
-
+    let mut notes = Vec::new();
+    if arch == nodes::UNKNOWN_ARCH {
+        notes.push(format!(
+            "no target node carries {}: the GPU architecture is unknown, so no architecture override applies and the per-node defaults of an unknown architecture are used (set spec.gpusPerNode)",
+            nodes::GPU_PRODUCT_LABEL
+        ));
+    }
+    if !discovery.cordoned.is_empty() {
+        notes.push(format!(
+            "cordoned GPU nodes left out: {}",
+            discovery.cordoned.join(", ")
+        ));
+    }
     Ok(NodeContext {
         platform,
         gpu_architecture: arch,
         nodes: discovery.nodes,
         from_nodes: true,
-        notes: Vec::new(),
+        notes,
     })
 }
 

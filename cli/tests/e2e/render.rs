@@ -578,3 +578,39 @@ fn worked_example_new_cloud() {
         Some(&json!({"name": "NCCL_IB_TIMEOUT", "value": "22"}))
     );
 }
+
+#[test]
+fn a_type_error_is_an_input_error_with_its_line_in_every_format() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("four.yaml");
+    let text = std::fs::read_to_string(example("nccl-all-reduce.yaml")).expect("read");
+    std::fs::write(&file, text.replace("numNodes: 4 ", "numNodes: \"four\" ")).expect("write");
+    let f = file.to_str().expect("utf8");
+    let message = format!(
+        "{f}:15:3: parsing WorkloadRun: spec.numNodes: invalid type: string \"four\", expected an integer"
+    );
+    let out = bin()
+        .args(["check", "-o", "json", f])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let json: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(
+        json,
+        json!([{"ruleId": "input-error", "severity": "error", "message": message, "file": f, "line": 15, "column": 3}])
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("Error: {message}\n")
+    );
+    let out = bin()
+        .args(["render", "--gpu-arch", "h100", f])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!("Error: {message}\n")
+    );
+}
