@@ -20,6 +20,40 @@ use crate::render::{
 /// Rule id of the note that a document uses the older `cre.nvidia.com` API group.
 pub const LEGACY_API_GROUP_RULE: &str = "legacy-api-group";
 
+/// Rule id of a placement failure found by `check --nodes-file` (shortfall, capacity, names).
+pub const PLACEMENT_RULE: &str = "placement";
+
+/// With real nodes, places the groups as `render --expand` would: a placement failure (the
+/// exact NVCRE message) becomes an error finding; contract and manifest findings are kept.
+fn placement_findings(
+    rules: &RuleSet,
+    doc: &Document,
+    rendered: &crate::render::Rendered,
+) -> Result<Vec<Finding>, PolicyError> {
+    match crate::render::expand(rules, rendered) {
+        Ok(_) => Ok(Vec::new()),
+        Err(PolicyError::Rejected(f)) => Ok(f),
+        Err(PolicyError::Placement(message)) => Ok(vec![placement_finding(doc, message)]),
+        Err(e) => Err(e),
+    }
+}
+
+fn placement_finding(doc: &Document, message: String) -> Finding {
+    Finding {
+        rule_id: PLACEMENT_RULE.to_string(),
+        pack: "placement".to_string(),
+        severity: nvcre_engine::Severity::Error,
+        message,
+        file: doc.source.name.clone(),
+        document: doc.index,
+        field_path: None,
+        line: None,
+        column: None,
+        rule_file: "render-pipeline.md §7".to_string(),
+        rule_line: 0,
+    }
+}
+
 /// A warning finding for each note [`prepare_document`] made (the legacy API group).
 fn legacy_findings(doc: &Document, notes: &[String]) -> Vec<Finding> {
     let pos = doc
@@ -115,8 +149,12 @@ pub fn check_document(
                 ..render_req.clone()
             };
             match render_workload_run(rules, &doc, &admitted) {
+                Ok(rendered) if req.nodes.is_some() => {
+                    findings.extend(placement_findings(rules, &doc, &rendered)?);
+                }
                 Ok(_) => {}
                 Err(PolicyError::Rejected(f)) => findings.extend(f),
+                Err(PolicyError::Placement(m)) => findings.push(placement_finding(&doc, m)),
                 Err(e) => return Err(e),
             }
             Ok(findings)
@@ -135,9 +173,17 @@ pub fn check_document(
             }
             if req.platform.is_some() || req.nodes.is_some() {
                 return match render_workflow(rules, &doc, &render_req) {
+                    Ok(rendered) if req.nodes.is_some() => {
+                        findings.extend(placement_findings(rules, &doc, &rendered)?);
+                        Ok(findings)
+                    }
                     Ok(_) => Ok(findings),
                     Err(PolicyError::Rejected(f)) => {
                         findings.extend(f);
+                        Ok(findings)
+                    }
+                    Err(PolicyError::Placement(m)) => {
+                        findings.push(placement_finding(&doc, m));
                         Ok(findings)
                     }
                     Err(e) => Err(e),

@@ -105,8 +105,8 @@ pub fn node_context(
     };
     let discovery = nodes::discover_targets(all, target);
     let Some(first) = discovery.nodes.first() else {
-        return Err(PolicyError::Usage(format!(
-            "no target nodes among the {} node(s) given: none matches the target with nvidia.com/gpu.present=true and is schedulable",
+        return Err(PolicyError::Placement(format!(
+            "No target nodes found matching orchestration target ({} node(s) given; a target node matches spec.target, carries nvidia.com/gpu.present=true and is schedulable)",
             all.len()
         )));
     };

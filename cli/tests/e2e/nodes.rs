@@ -240,3 +240,23 @@ fn workflow_render_resolves_and_prefixes_contract_errors() {
         json!([{"index": 10, "when": "gpuArchitecture=h100, platform=gcp", "patches": "jobTemplate", "noOp": false}])
     );
 }
+
+#[test]
+fn check_with_nodes_places_groups_and_reports_a_shortfall() {
+    let (code, out, err) = run(&[
+        "check",
+        "-o",
+        "json",
+        "--nodes-file",
+        &path("examples/nodes/onprem-gb200-8.yaml"),
+        &path("examples/unpinned-clique.yaml"),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let findings: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(findings[0]["ruleId"], "placement");
+    assert_eq!(
+        findings[0]["message"],
+        "Not enough schedulable nodes: need 8, found 4"
+    );
+    assert_eq!(findings.as_array().map(Vec::len), Some(1));
+}
