@@ -113,8 +113,10 @@ fn merge_at(base: &mut Value, patch: &Value, policy: &dyn ListPolicy, path: &mut
     }
 }
 
-/// A `null` in a patch means "delete"; where there is nothing to delete it must not appear.
-fn strip_nulls(v: &mut Value) {
+/// Removes every `null` mapping entry, recursively. (A `null` in a patch means "delete"; where
+/// there is nothing to delete it must not appear. The API server likewise treats a `null` field
+/// of a manifest as absent.)
+pub fn strip_nulls(v: &mut Value) {
     match v {
         Value::Object(m) => {
             m.retain(|_, x| !x.is_null());

@@ -535,23 +535,12 @@ pub fn prepare_document(
         }
     }
     normalize_api_version(&mut doc.value, &mut notes, &doc.source.name);
-    strip_nulls(&mut doc.value);
+    nvcre_engine::patch::strip_nulls(&mut doc.value);
     if let Some(m) = doc.value.as_object_mut() {
         m.entry("apiVersion").or_insert_with(|| json!(API_VERSION));
         m.entry("kind").or_insert_with(|| json!(expected));
     }
     Ok((doc, notes))
-}
-
-fn strip_nulls(v: &mut Value) {
-    match v {
-        Value::Object(m) => {
-            m.retain(|_, x| !x.is_null());
-            m.values_mut().for_each(strip_nulls);
-        }
-        Value::Array(a) => a.iter_mut().for_each(strip_nulls),
-        _ => {}
-    }
 }
 
 /// Replaces, in place, every env entry and `-x` operand of the platform overrides whose name the
