@@ -165,16 +165,8 @@ fn rewrite_optional_select(text: &str) -> String {
                 .and_then(|p| chars.get(p))
                 .is_some_and(|p| p.is_ascii_alphanumeric() || *p == '_' || *p == '.')
         {
-            let start = i + 10;
-            let mut end = start;
-            while chars
-                .get(end)
-                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
-            {
-                end += 1;
-            }
-            if end > start {
-                let ident: String = chars.get(start..end).unwrap_or(&[]).iter().collect();
+            let (end, ident) = ident_at(&chars, i + 10);
+            if !ident.is_empty() {
                 out.push_str(VARIABLE_PREFIX);
                 out.push_str(&ident);
                 i = end;
@@ -182,16 +174,8 @@ fn rewrite_optional_select(text: &str) -> String {
             }
         }
         if c == '.' && chars.get(i + 1) == Some(&'?') {
-            let start = i + 2;
-            let mut end = start;
-            while chars
-                .get(end)
-                .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
-            {
-                end += 1;
-            }
-            if end > start {
-                let ident: String = chars.get(start..end).unwrap_or(&[]).iter().collect();
+            let (end, ident) = ident_at(&chars, i + 2);
+            if !ident.is_empty() {
                 out.push_str("[?'");
                 out.push_str(&ident);
                 out.push_str("']");
@@ -203,6 +187,18 @@ fn rewrite_optional_select(text: &str) -> String {
         i += 1;
     }
     out
+}
+
+/// The identifier starting at `start` (letters, digits, `_`) and the index just past it.
+fn ident_at(chars: &[char], start: usize) -> (usize, String) {
+    let mut end = start;
+    while chars
+        .get(end)
+        .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
+    {
+        end += 1;
+    }
+    (end, chars.get(start..end).unwrap_or(&[]).iter().collect())
 }
 
 /// Variables visible to an expression: top-level names bound to JSON values.
