@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
-use nvcre_engine::{Finding, RuleSet, Severity, Source, parse_documents};
+use nvcre_engine::{Finding, RuleSet, Severity, Source, parse_documents_lenient};
 use nvcre_policy::check::{CheckRequest, check_document};
 
 use crate::input;
@@ -199,27 +199,27 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
             file: source.name.clone(),
             documents: Vec::new(),
         };
-        match parse_documents(&source) {
-            Err(e) => out.errors.push(InputError {
+        // A broken document does not hide the others of its file.
+        let (docs, errors) = parse_documents_lenient(&source);
+        for e in errors {
+            out.errors.push(InputError {
                 file: source.name.clone(),
                 pos: e.location().and_then(|(_, p)| p),
                 message: e.to_string(),
-            }),
-            Ok(docs) => {
-                for doc in &docs {
-                    checked.documents.push(CheckedDocument {
-                        index: doc.index,
-                        rules: rules
-                            .packs
-                            .iter()
-                            .filter(|p| p.matches_resource(&doc.value))
-                            .flat_map(|p| p.rules.iter().map(|r| r.id.clone()))
-                            .collect(),
-                    });
-                }
-                all_docs.extend(docs);
-            }
+            });
         }
+        for doc in &docs {
+            checked.documents.push(CheckedDocument {
+                index: doc.index,
+                rules: rules
+                    .packs
+                    .iter()
+                    .filter(|p| p.matches_resource(&doc.value))
+                    .flat_map(|p| p.rules.iter().map(|r| r.id.clone()))
+                    .collect(),
+            });
+        }
+        all_docs.extend(docs);
         out.files.push(checked);
     }
     for (doc, result) in all_docs.iter().zip(check_all(rules, &all_docs, req)) {

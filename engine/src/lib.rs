@@ -78,4 +78,7 @@ pub use kube_cel::cel::Value as CelValue;
 pub use lint::{Lint, LintFinding, lint};
 pub use pack::{CompiledPack, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry};
 pub use path::{FieldPath, Segment};
-pub use source::{Document, MAX_SOURCE_BYTES, Pos, Source, SpanIndex, parse_documents, to_yaml};
+pub use source::{
+    Document, MAX_SOURCE_BYTES, Pos, Source, SpanIndex, parse_documents, parse_documents_lenient,
+    to_yaml,
+};

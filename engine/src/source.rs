@@ -207,6 +207,47 @@ pub fn parse_documents(source: &Arc<Source>) -> Result<Vec<Document>, Error> {
     Ok(docs)
 }
 
+/// Like [`parse_documents`], but a syntax error in one document of a stream does not hide the
+/// others: the stream is then read document by document (split at `---` lines), and every
+/// document that parses is returned beside the errors of those that do not. Lines and columns
+/// stay those of the whole file.
+pub fn parse_documents_lenient(source: &Arc<Source>) -> (Vec<Document>, Vec<Error>) {
+    let first = match parse_documents(source) {
+        Ok(docs) => return (docs, Vec::new()),
+        Err(e @ Error::TooLarge { .. }) => return (Vec::new(), vec![e]),
+        Err(e) => e,
+    };
+    let lines: Vec<&str> = source.text.split_inclusive('\n').collect();
+    let mut starts = vec![0usize];
+    for (i, l) in lines.iter().enumerate().skip(1) {
+        let t = l.trim_end();
+        if t == "---" || t.starts_with("--- ") {
+            starts.push(i);
+        }
+    }
+    if starts.len() < 2 {
+        return (Vec::new(), vec![first]);
+    }
+    let mut docs = Vec::new();
+    let mut errors = Vec::new();
+    for (n, &start) in starts.iter().enumerate() {
+        let end = starts.get(n + 1).copied().unwrap_or(lines.len());
+        // Blank lines in front keep every position that of the whole file.
+        let mut text = "\n".repeat(start);
+        text.extend(lines.get(start..end).unwrap_or(&[]).iter().copied());
+        let chunk = Source::new(source.name.clone(), text);
+        match parse_documents(&chunk) {
+            Ok(parsed) => docs.extend(parsed.into_iter().map(|d| Document {
+                source: source.clone(),
+                index: n,
+                ..d
+            })),
+            Err(e) => errors.push(e),
+        }
+    }
+    (docs, errors)
+}
+
 fn yaml_error(source: &Source, e: &serde_saphyr::Error) -> Error {
     let pos = e.location().and_then(|l| {
         let line = usize::try_from(l.line()).ok()?;
@@ -448,6 +489,28 @@ mod tests {
                 line: 2,
                 column: 24
             })
+        );
+    }
+
+    #[test]
+    fn a_broken_document_does_not_hide_the_others() {
+        let src = Source::new("s.yaml", "a: 1\n---\nb: [1, 2\nc: 3\n---\nd: 4\n");
+        let (docs, errors) = parse_documents_lenient(&src);
+        assert_eq!(
+            docs.iter()
+                .map(|d| (d.index, d.value.clone()))
+                .collect::<Vec<_>>(),
+            vec![
+                (0, serde_json::json!({"a": 1})),
+                (2, serde_json::json!({"d": 4}))
+            ]
+        );
+        let p = FieldPath::parse("d").expect("path");
+        assert_eq!(docs[1].spans.lookup(&p), Some(Pos { line: 6, column: 4 }));
+        assert_eq!(errors.len(), 1);
+        assert!(
+            matches!(&errors[0], Error::Yaml { pos: Some(p), .. } if p.line == 4),
+            "{errors:?}"
         );
     }
 
