@@ -30,15 +30,18 @@ pub fn warning_line(message: &str) {
     ));
 }
 
-/// The one-line form of a finding: `[file:line:col: ]<message>`, the message prefixed with its
-/// field path unless it already starts with it.
+/// The one-line form of a finding: `[file:line:col: ]<message>`. Admission findings are API
+/// server messages and get their field path in front (`spec.x: Too long: …`); the other stages'
+/// messages are complete sentences of the original's checks and are printed as they are.
 pub fn finding_text(f: &Finding) -> String {
     let mut s = String::new();
     if let (Some(l), Some(c)) = (f.line, f.column) {
         s.push_str(&format!("{}:{l}:{c}: ", f.file));
     }
     match &f.field_path {
-        Some(p) if !f.message.starts_with(p.as_str()) && !f.message.contains(": ") => {
+        Some(p)
+            if f.stage.as_deref() == Some("admission") && !f.message.starts_with(p.as_str()) =>
+        {
             s.push_str(&format!("{p}: {}", f.message));
         }
         _ => s.push_str(&f.message),

@@ -309,6 +309,7 @@ impl Run<'_> {
             column: pos.map(|p| p.column),
             rule_file: self.pack.source.name.clone(),
             rule_line,
+            stage: self.pack.stage.clone(),
         }
     }
 }

@@ -60,6 +60,10 @@ pub struct Finding {
     pub rule_file: String,
     /// Line of the rule definition.
     pub rule_line: usize,
+    /// The pipeline stage of the rule's pack (`admission`, …), when it has one. Not part of
+    /// the JSON output.
+    #[serde(skip)]
+    pub stage: Option<String>,
 }
 
 impl Finding {

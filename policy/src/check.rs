@@ -51,6 +51,7 @@ fn placement_finding(doc: &Document, message: String) -> Finding {
         column: None,
         rule_file: "render-pipeline.md §7".to_string(),
         rule_line: 0,
+        stage: None,
     }
 }
 
@@ -76,6 +77,7 @@ fn legacy_findings(doc: &Document, notes: &[String]) -> Vec<Finding> {
             column: pos.map(|p| p.column),
             rule_file: "seeds/README.md".to_string(),
             rule_line: 0,
+            stage: None,
         })
         .collect()
 }

@@ -61,10 +61,12 @@ pub fn run_stage(
     Ok(StageOutcome { value, findings })
 }
 
-/// Runs stages in order and fails on the first stage with error findings.
+/// Runs stages in order and fails on the first error finding: as in the original's
+/// post-override checks, the first failing rule wins (rules run in file order, label keys in
+/// sorted order, replicated jobs in list order). `check` uses [`run_stage`] to see them all.
 ///
 /// # Errors
-/// [`PolicyError::Rejected`] with that stage's error findings.
+/// [`PolicyError::Rejected`] with the first error finding.
 pub fn enforce(
     rules: &RuleSet,
     stages: &[&str],
@@ -76,9 +78,8 @@ pub fn enforce(
     let mut findings = Vec::new();
     for stage in stages {
         let out = run_stage(rules, stage, &value, origin, params)?;
-        let errors = out.errors();
-        if !errors.is_empty() {
-            return Err(PolicyError::Rejected(errors));
+        if let Some(first) = out.errors().into_iter().next() {
+            return Err(PolicyError::Rejected(vec![first]));
         }
         value = out.value;
         findings.extend(out.findings);
