@@ -281,10 +281,21 @@ impl Scope {
 ///
 /// - `typeName(x)` → `'list' | 'map' | 'string' | 'int' | 'uint' | 'double' | 'bool' | 'null' |
 ///   'bytes'`: `typeName(object.spec.replicatedJobs) == 'list'`. (`cel` 0.13 has no `type()`.)
+///
+/// And one string function:
+///
+/// - `goQuote(s)` → `s` quoted as Go's `%q` does (the original's messages quote names and
+///   values that way): `goQuote('a\x01')` is `"a\x01"` with the control character escaped.
 fn register_types(ctx: &mut cel::Context<'static>) {
     ctx.add_function("typeName", |v: Cel| -> Arc<String> {
         Arc::new(type_name(&v).to_string())
     });
+    ctx.add_function(
+        "goQuote",
+        |cel::extractors::This(s): cel::extractors::This<Arc<String>>| -> Arc<String> {
+            Arc::new(crate::quote::go_quote(&s))
+        },
+    );
 }
 
 /// A short type name for messages.
@@ -710,6 +721,7 @@ mod tests {
             json!(["-x", "A", "-x", "B"])
         );
         assert_eq!(e("['b','a'].join(',')"), json!("b,a"));
+        assert_eq!(e("goQuote('a\\x01\"')"), json!("\"a\\x01\\\"\""));
     }
 
     #[test]

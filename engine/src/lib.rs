@@ -66,6 +66,7 @@ mod lint;
 mod pack;
 pub mod patch;
 mod path;
+mod quote;
 mod source;
 
 pub use error::Error;
@@ -78,6 +79,7 @@ pub use kube_cel::cel::Value as CelValue;
 pub use lint::{Lint, LintFinding, lint};
 pub use pack::{CompiledPack, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry};
 pub use path::{FieldPath, Segment};
+pub use quote::go_quote;
 pub use source::{
     Document, MAX_SOURCE_BYTES, Pos, Source, SpanIndex, parse_documents, parse_documents_lenient,
     to_yaml,

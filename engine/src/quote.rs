@@ -1,0 +1,72 @@
+//! Go's string quoting, which the original's messages use (`%q`): shared by the build (the
+//! preCommand wrapper) and the rules (the `goQuote(s)` CEL function).
+
+/// Go's `strconv.Quote` (what `%q` prints for a string): double quotes; `"` and `\` escaped;
+/// `\a \b \f \n \r \t \v`; other non-printable characters as `\xHH` (below U+0020 and U+007F),
+/// `\uHHHH` or `\UHHHHHHHH`.
+///
+/// ```
+/// assert_eq!(nvcre_engine::go_quote("a\u{1}\""), r#""a\x01\"""#);
+/// ```
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\u{7}' => out.push_str("\\a"),
+            '\u{8}' => out.push_str("\\b"),
+            '\u{c}' => out.push_str("\\f"),
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            '\u{b}' => out.push_str("\\v"),
+            c if go_is_print(c) => out.push(c),
+            c if u32::from(c) < 0x20 || c == '\u{7f}' => {
+                out.push_str(&format!("\\x{:02x}", u32::from(c)));
+            }
+            c if u32::from(c) < 0x1_0000 => out.push_str(&format!("\\u{:04x}", u32::from(c))),
+            c => out.push_str(&format!("\\U{:08x}", u32::from(c))),
+        }
+    }
+    out.push('"');
+    out
+}
+
+/// Go's `strconv.IsPrint`: letters, marks, numbers, punctuation, symbols and the ASCII space.
+/// Exact for Latin-1; above it, control, separator, format (Cf), private-use and noncharacter
+/// code points are non-printable. Unassigned code points count as printable (no Unicode tables
+/// here), which only matters for text that is not valid Unicode today.
+fn go_is_print(c: char) -> bool {
+    let u = u32::from(c);
+    if u <= 0xFF {
+        return (0x20..=0x7E).contains(&u) || ((0xA1..=0xFF).contains(&u) && u != 0xAD);
+    }
+    let format = matches!(
+        u,
+        0x0600..=0x0605
+            | 0x061C
+            | 0x06DD
+            | 0x070F
+            | 0x0890..=0x0891
+            | 0x08E2
+            | 0x180E
+            | 0x200B..=0x200F
+            | 0x202A..=0x202E
+            | 0x2060..=0x2064
+            | 0x2066..=0x206F
+            | 0xFEFF
+            | 0xFFF9..=0xFFFB
+            | 0x110BD
+            | 0x110CD
+            | 0x13430..=0x1343F
+            | 0x1BCA0..=0x1BCA3
+            | 0x1D173..=0x1D17A
+            | 0xE0001
+            | 0xE0020..=0xE007F
+    );
+    let private_use = matches!(u, 0xE000..=0xF8FF | 0xF_0000..=0xF_FFFD | 0x10_0000..=0x10_FFFD);
+    let noncharacter = matches!(u, 0xFDD0..=0xFDEF) || (u & 0xFFFE) == 0xFFFE;
+    !(c.is_control() || c.is_whitespace() || format || private_use || noncharacter)
+}
