@@ -56,7 +56,7 @@ enum Command {
         #[command(subcommand)]
         command: rules::RulesCommand,
     },
-    /// Run the rule test suites (rules/tests/<pack>/*.yaml, or the given files and directories).
+    /// Run the rule test suites (`rules/tests/<pack>/*.yaml`, or the given files and directories).
     Test(test_cmd::TestArgs),
 }
 
