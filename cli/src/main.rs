@@ -170,6 +170,7 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         gpu_arch: args.gpu_arch.clone(),
         allow_unknown_arch: false,
         admitted: false,
+        report_all: false,
         nodes: nodes.map(std::sync::Arc::new),
     };
     let docs = input::read_one(&args.file).map_err(|e| {

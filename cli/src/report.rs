@@ -30,18 +30,18 @@ pub fn warning_line(message: &str) {
     ));
 }
 
-/// The one-line form of a finding: `[file:line:col: ]<message>`. Admission findings are API
-/// server messages and get their field path in front (`spec.x: Too long: …`); the other stages'
-/// messages are complete sentences of the original's checks and are printed as they are.
+/// The one-line form of a finding on `render`'s stderr. Admission findings are API server
+/// messages about a line of the input: `file:line:col: <field path>: <message>`. The other
+/// stages' messages are the original's complete sentences and are printed exactly as it prints
+/// them (the seed's conflict message is the whole line); `check` shows their location.
 pub fn finding_text(f: &Finding) -> String {
+    let admission = f.stage.as_deref() == Some("admission");
     let mut s = String::new();
-    if let (Some(l), Some(c)) = (f.line, f.column) {
+    if let (true, Some(l), Some(c)) = (admission, f.line, f.column) {
         s.push_str(&format!("{}:{l}:{c}: ", f.file));
     }
     match &f.field_path {
-        Some(p)
-            if f.stage.as_deref() == Some("admission") && !f.message.starts_with(p.as_str()) =>
-        {
+        Some(p) if admission && !f.message.starts_with(p.as_str()) => {
             s.push_str(&format!("{p}: {}", f.message));
         }
         _ => s.push_str(&f.message),
@@ -92,6 +92,7 @@ pub fn finding_block(f: &Finding, source: Option<&Source>, color: bool) -> Strin
     let path = f
         .field_path
         .as_deref()
+        .filter(|p| !(f.message.starts_with(p) || f.message.contains(&format!(": {p}"))))
         .map(|p| format!(" ({p})"))
         .unwrap_or_default();
     out.push_str(&format!(
@@ -396,6 +397,7 @@ fn finding_summary(f: &Finding) -> String {
     let path = f
         .field_path
         .as_deref()
+        .filter(|p| !(f.message.starts_with(p) || f.message.contains(&format!(": {p}"))))
         .map(|p| format!(" ({p})"))
         .unwrap_or_default();
     format!("{loc}: {}[{}]: {}{path}", f.severity, f.rule_id, f.message)

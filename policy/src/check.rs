@@ -113,6 +113,7 @@ pub fn check_document(
         gpu_arch: req.gpu_arch.clone(),
         allow_unknown_arch: true,
         admitted: false,
+        report_all: true,
         nodes: req.nodes.clone(),
     };
     let api = doc

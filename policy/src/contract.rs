@@ -61,28 +61,46 @@ pub fn run_stage(
     Ok(StageOutcome { value, findings })
 }
 
-/// Runs stages in order and fails on the first error finding: as in the original's
-/// post-override checks, the first failing rule wins (rules run in file order, label keys in
-/// sorted order, replicated jobs in list order). `check` uses [`run_stage`] to see them all.
+/// How many error findings a rejection carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Report {
+    /// The first failing rule wins (the original's post-override checks: rules in file order,
+    /// label keys in sorted order, replicated jobs in list order). `render` reports this way.
+    #[default]
+    First,
+    /// Every error of every stage (`check`).
+    All,
+}
+
+/// Runs stages in order and fails when a rule does not hold.
 ///
 /// # Errors
-/// [`PolicyError::Rejected`] with the first error finding.
+/// [`PolicyError::Rejected`] with the first error finding ([`Report::First`]: no later stage
+/// runs), or with every error of every stage ([`Report::All`]).
 pub fn enforce(
     rules: &RuleSet,
     stages: &[&str],
     doc: &Value,
     origin: Origin<'_>,
     params: &Value,
+    report: Report,
 ) -> Result<StageOutcome, PolicyError> {
     let mut value = doc.clone();
     let mut findings = Vec::new();
+    let mut errors = Vec::new();
     for stage in stages {
         let out = run_stage(rules, stage, &value, origin, params)?;
-        if let Some(first) = out.errors().into_iter().next() {
-            return Err(PolicyError::Rejected(vec![first]));
+        let stage_errors = out.errors();
+        if let (Report::First, Some(first)) = (report, stage_errors.first()) {
+            return Err(PolicyError::Rejected(vec![first.clone()]));
         }
+        errors.extend(stage_errors);
         value = out.value;
         findings.extend(out.findings);
     }
-    Ok(StageOutcome { value, findings })
+    if errors.is_empty() {
+        Ok(StageOutcome { value, findings })
+    } else {
+        Err(PolicyError::Rejected(errors))
+    }
 }

@@ -47,6 +47,8 @@ pub struct RenderRequest {
     /// The caller already ran the admission stage on this document (`check` does, to report
     /// every admission finding): skip it.
     pub admitted: bool,
+    /// Report every failing post-override check (`check`) instead of the first (`render`).
+    pub report_all: bool,
     /// `--nodes-file`: the cluster's nodes (a NodeList or Node documents). Platform and
     /// architecture are detected from the target nodes among them; exclusive with
     /// `platform` / `gpu_arch`.
@@ -461,6 +463,53 @@ pub fn check_user_overrides(doc: &Document, overrides: &[OverrideSpec]) -> Resul
     Ok(())
 }
 
+/// Gives post-override findings a line in the source when the field they name was written
+/// there: in the document itself, in one of its `spec.overrides[i].jobTemplate` (the last
+/// override that writes it), or, for a WorkloadRun, at `spec.workloadMetadata`.
+fn locate_findings(e: PolicyError, doc: &Document, overrides: usize) -> PolicyError {
+    let PolicyError::Rejected(mut findings) = e else {
+        return e;
+    };
+    for f in &mut findings {
+        if f.line.is_some() {
+            continue;
+        }
+        let Some(path) = f.field_path.clone() else {
+            continue;
+        };
+        let mut candidates = vec![path.clone()];
+        if let Some(rest) = path.strip_prefix("spec.jobTemplate.") {
+            for i in (0..overrides).rev() {
+                candidates.push(format!("spec.overrides[{i}].jobTemplate.{rest}"));
+            }
+        }
+        if let Some(rest) = path.strip_prefix("spec.jobTemplate.spec.workloadMetadata.") {
+            candidates.push(format!("spec.workloadMetadata.{rest}"));
+        }
+        let found = candidates.iter().find_map(|c| {
+            let p = FieldPath::parse(c).ok()?;
+            if doc.spans.contains(&p) {
+                doc.spans.lookup(&p)
+            } else {
+                None
+            }
+        });
+        if let Some(pos) = found {
+            f.line = Some(pos.line);
+            f.column = Some(pos.column);
+        }
+    }
+    PolicyError::Rejected(findings)
+}
+
+fn report_mode(req: &RenderRequest) -> contract::Report {
+    if req.report_all {
+        contract::Report::All
+    } else {
+        contract::Report::First
+    }
+}
+
 /// Checks the node-context flags alone (before any file is read): `--platform` and `--gpu-arch`
 /// values, and `--nodes-file` exclusivity.
 ///
@@ -763,6 +812,7 @@ pub fn render_workload_run(
         &value,
         origin(&doc),
         &json!({"labelsPath": "spec.workloadMetadata.labels"}),
+        report_mode(req),
     )?;
     let mut workflow: Workflow =
         serde_json::from_value(composed.value).map_err(|e| PolicyError::Build(e.to_string()))?;
@@ -779,7 +829,9 @@ pub fn render_workload_run(
             &ctx.nodes,
             &doc,
             user_offset,
-        )?;
+            report_mode(req),
+        )
+        .map_err(|e| locate_findings(e, &doc, run.spec.overrides.len()))?;
         warnings.extend(post_warnings);
         workflow
             .metadata
@@ -858,9 +910,18 @@ pub fn render_workflow(
             _ => return Err(workflow_context_error(rules)?),
         }
     };
-    let (mut workflow, applied, post_warnings) =
-        resolve_and_enforce(rules, workflow, &platform, &arch, &ctx.nodes, &doc, 0)
-            .map_err(prefix_resolved)?;
+    let workflow_overrides = workflow.spec.overrides.len();
+    let (mut workflow, applied, post_warnings) = resolve_and_enforce(
+        rules,
+        workflow,
+        &platform,
+        &arch,
+        &ctx.nodes,
+        &doc,
+        0,
+        report_mode(req),
+    )
+    .map_err(|e| locate_findings(prefix_resolved(e), &doc, workflow_overrides))?;
     let mut warnings = warnings;
     warnings.extend(post_warnings);
     let ann = &mut workflow.metadata.annotations;
@@ -893,6 +954,7 @@ fn resolve_and_enforce(
     nodes: &[Node],
     doc: &Document,
     user_offset: usize,
+    report: contract::Report,
 ) -> Result<(Workflow, Vec<AppliedOverride>, Vec<String>), PolicyError> {
     let domains = domain_count(&workflow, nodes);
     let octx = OverrideContext::for_workflow(&workflow, platform, arch, domains);
@@ -932,6 +994,7 @@ fn resolve_and_enforce(
             spans: None,
         },
         &Value::Null,
+        report,
     )?;
     let workflow =
         serde_json::from_value(checked.value).map_err(|e| PolicyError::Build(e.to_string()))?;
@@ -1153,6 +1216,7 @@ fn check_group(
             spans: None,
         },
         &Value::Null,
+        contract::Report::First,
     )?;
     Ok(())
 }

@@ -829,6 +829,7 @@ fn run_render(
         gpu_arch: ctx.gpu_arch.clone(),
         allow_unknown_arch: false,
         admitted: false,
+        report_all: false,
         nodes: nodes.map(std::sync::Arc::new),
     };
     let mut out = CaseOutcome::default();
