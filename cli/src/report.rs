@@ -92,7 +92,7 @@ pub fn finding_block(f: &Finding, source: Option<&Source>, color: bool) -> Strin
     let path = f
         .field_path
         .as_deref()
-        .filter(|p| !(f.message.starts_with(p) || f.message.contains(&format!(": {p}"))))
+        .filter(|p| !message_names_path(&f.message, p))
         .map(|p| format!(" ({p})"))
         .unwrap_or_default();
     out.push_str(&format!(
@@ -388,6 +388,20 @@ fn xml_escape(s: &str) -> String {
     out
 }
 
+/// True when a message already starts with the field path (as the original's label and gang
+/// messages do), alone or after a prefix such as `validate resolved job template: `.
+fn message_names_path(message: &str, path: &str) -> bool {
+    [
+        message,
+        message.split_once(": ").map_or("", |(_, rest)| rest),
+    ]
+    .iter()
+    .any(|m| {
+        m.strip_prefix(path)
+            .is_some_and(|rest| rest.starts_with(':') || rest.starts_with('['))
+    })
+}
+
 /// The one-line form of a finding used in JUnit bodies.
 fn finding_summary(f: &Finding) -> String {
     let loc = match (f.line, f.column) {
@@ -397,7 +411,7 @@ fn finding_summary(f: &Finding) -> String {
     let path = f
         .field_path
         .as_deref()
-        .filter(|p| !(f.message.starts_with(p) || f.message.contains(&format!(": {p}"))))
+        .filter(|p| !message_names_path(&f.message, p))
         .map(|p| format!(" ({p})"))
         .unwrap_or_default();
     format!("{loc}: {}[{}]: {}{path}", f.severity, f.rule_id, f.message)

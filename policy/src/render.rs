@@ -946,6 +946,7 @@ pub fn render_workflow(
 ///
 /// # Errors
 /// [`PolicyError::Resolve`] for a failing override; [`PolicyError::Rejected`] for a failed check.
+#[allow(clippy::too_many_arguments)] // one call site each for the WorkloadRun and Workflow paths
 fn resolve_and_enforce(
     rules: &RuleSet,
     mut workflow: Workflow,
