@@ -253,6 +253,9 @@ fn report_policy_error(e: &PolicyError) -> ExitCode {
                 report::finding_line(f);
             }
         }
+        // A fleet that cannot host the job is a policy outcome (exit 1): the message alone,
+        // as for the other rejections.
+        PolicyError::Placement(message) => report::stderr_line(message),
         other => report::error_line(&other.to_string()),
     }
     ExitCode::from(e.exit_code())

@@ -555,6 +555,16 @@ pub fn prepare_document(
         });
     }
     let at = |key: &str| doc.spans.lookup(&FieldPath::root().key(key));
+    if doc.value.get("kind").is_none() && doc.value.get("apiVersion").is_none() {
+        return Err(PolicyError::Input {
+            file: doc.source.name.clone(),
+            pos: doc.spans.lookup(&FieldPath::root()),
+            message: format!(
+                "document {} has neither apiVersion nor kind: not a {expected} manifest",
+                doc.index + 1
+            ),
+        });
+    }
     match doc.value.get("kind") {
         None | Some(Value::Null) => {}
         Some(Value::String(k)) if k == expected => {}

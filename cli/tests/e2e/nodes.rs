@@ -118,10 +118,7 @@ fn unpinned_shortfall_is_the_exact_message() {
     ]);
     assert_eq!(code, 1);
     assert!(out.is_empty());
-    assert_eq!(
-        err,
-        "Error: Not enough schedulable nodes: need 8, found 4\n"
-    );
+    assert_eq!(err, "Not enough schedulable nodes: need 8, found 4\n");
 }
 
 #[test]
