@@ -934,6 +934,7 @@ pub fn render_workflow(
     .map_err(|e| locate_findings(prefix_resolved(e), &doc, workflow_overrides))?;
     let mut warnings = warnings;
     warnings.extend(post_warnings);
+    warnings.extend(build_time_rows_note(rules, &workflow, &platform, &arch)?);
     let ann = &mut workflow.metadata.annotations;
     ann.insert(ANNOTATION_PLATFORM.into(), platform.clone());
     ann.insert(ANNOTATION_ARCH.into(), arch.clone());
@@ -1016,6 +1017,58 @@ fn resolve_and_enforce(
         .map(|f| format!("{} [{}]", f.message, f.rule_id))
         .collect();
     Ok((workflow, applied, warnings))
+}
+
+/// The platform rows whose `preCommand` / `mpiArgs` apply only when a WorkloadRun is built for
+/// a known platform (render-pipeline.md §1.2 steps 15–17, §9): a Workflow rendered without a
+/// platform cannot carry them, and resolving it later does not add them. Says so, naming them.
+fn build_time_rows_note(
+    rules: &RuleSet,
+    workflow: &Workflow,
+    platform: &str,
+    arch: &str,
+) -> Result<Option<String>, PolicyError> {
+    let trainer = workflow
+        .spec
+        .job_template
+        .pointer("/spec/workload/trainJob/trainer");
+    let wrapped = trainer
+        .and_then(|t| t.pointer("/command/0"))
+        .and_then(Value::as_str)
+        == Some("/bin/bash");
+    let mpi = trainer
+        .and_then(|t| t.pointer("/command/0"))
+        .and_then(Value::as_str)
+        == Some("timeout");
+    let Some(table) = rules.table(OVERRIDE_TABLE) else {
+        return Ok(None);
+    };
+    let params = json!({
+        "entryName": workflow.metadata.name,
+        "nodesPerJob": 1,
+        "gpusPerNode": 0,
+        "mlnxPerNode": 0,
+        "nicResourceName": "",
+        "enableMNNVL": false,
+        "frameworkType": if mpi { "mpi" } else { "torch" },
+        "strictDomain": false,
+    });
+    let ctx = OverrideContext::build_time(platform, arch);
+    let mut rows = Vec::new();
+    for (id, value) in table.render(&params)? {
+        let row: PlatformOverride = detect::decode_row(table, &id, value)?;
+        let adds = (!row.pre_command.is_empty() && !wrapped) || (mpi && !row.mpi_args.is_empty());
+        if adds && when_matches(&row.when, &ctx).unwrap_or(false) {
+            rows.push(id);
+        }
+    }
+    Ok((!rows.is_empty()).then(|| {
+        format!(
+            "this Workflow may lack the build-time platform tweaks of {} (preCommand / mpirun arguments from {}): they are applied when the WorkloadRun is rendered with --platform or --nodes-file, not when a Workflow is resolved",
+            platform,
+            rows.join(", ")
+        )
+    }))
 }
 
 /// Adds the `validate resolved job template: ` prefix of the Workflow render path.
