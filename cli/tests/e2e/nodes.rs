@@ -257,3 +257,30 @@ fn check_with_nodes_places_groups_and_reports_a_shortfall() {
     );
     assert_eq!(findings.as_array().map(Vec::len), Some(1));
 }
+
+#[test]
+fn resolving_a_platformless_workflow_notes_the_missing_build_time_rows() {
+    let (code, workflow, err) = run(&[
+        "render",
+        "--gpu-arch",
+        "h100",
+        &path("examples/nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("wf.yaml");
+    std::fs::write(&file, &workflow).expect("write");
+    let (code, _, err) = run(&[
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        file.to_str().expect("utf8"),
+    ]);
+    assert_eq!(code, 0);
+    assert_eq!(
+        err,
+        "Warning: this Workflow may lack the build-time platform tweaks of aws (preCommand / mpirun arguments from aws-remove-efa-ofi-plugin, aws-mpi-net-plugin-none): they are applied when the WorkloadRun is rendered with --platform or --nodes-file, not when a Workflow is resolved\n"
+    );
+}
