@@ -224,7 +224,11 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
     }
     for (doc, result) in all_docs.iter().zip(check_all(rules, &all_docs, req)) {
         match result {
-            Ok(f) => out.findings.extend(f),
+            Ok(mut f) => {
+                // Within a document, in source order (findings without a line last).
+                f.sort_by_key(|x| (x.line.unwrap_or(usize::MAX), x.column.unwrap_or(usize::MAX)));
+                out.findings.extend(f);
+            }
             Err(e) => out.errors.push(InputError {
                 file: doc.source.name.clone(),
                 pos: match &e {
