@@ -30,7 +30,7 @@ fn placement_findings(
     doc: &Document,
     rendered: &crate::render::Rendered,
 ) -> Result<Vec<Finding>, PolicyError> {
-    match crate::render::expand(rules, rendered) {
+    match crate::render::expand_verifying(rules, rendered, crate::render::Verify::FirstAndLast) {
         Ok(_) => Ok(Vec::new()),
         Err(PolicyError::Rejected(f)) => Ok(f),
         Err(PolicyError::Placement(message)) => Ok(vec![placement_finding(doc, message)]),
