@@ -529,11 +529,6 @@ impl Template {
         }
     }
 
-    /// True when the template holds no CEL and no directives.
-    pub fn is_literal(&self) -> bool {
-        matches!(self, Template::Literal(_))
-    }
-
     /// Renders with `scope` and `fragments`.
     ///
     /// # Errors

@@ -155,18 +155,6 @@ pub struct Document {
     pub spans: SpanIndex,
 }
 
-impl Document {
-    /// A document built in memory (rendered output): no spans.
-    pub fn synthetic(name: &str, value: Value) -> Document {
-        Document {
-            source: Source::new(name, String::new()),
-            index: 0,
-            value,
-            spans: SpanIndex::default(),
-        }
-    }
-}
-
 /// Parses a YAML or JSON stream into documents, keeping spans.
 ///
 /// Empty documents (a stream that is only comments, or `---` with nothing after) are skipped but
