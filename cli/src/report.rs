@@ -84,21 +84,8 @@ impl Diagnostic for Snippet {
 /// Text report of one finding: `file:line:col: severity[rule]: message`, then the source line
 /// underlined when the source is known. Colour only when `color`.
 pub fn finding_block(f: &Finding, source: Option<&Source>, color: bool) -> String {
-    let mut out = String::new();
-    let loc = match (f.line, f.column) {
-        (Some(l), Some(c)) => format!("{}:{l}:{c}", f.file),
-        _ => f.file.clone(),
-    };
-    let path = f
-        .field_path
-        .as_deref()
-        .filter(|p| !message_names_path(&f.message, p))
-        .map(|p| format!(" ({p})"))
-        .unwrap_or_default();
-    out.push_str(&format!(
-        "{loc}: {}[{}]: {}{path}\n",
-        f.severity, f.rule_id, f.message
-    ));
+    let mut out = finding_summary(f);
+    out.push('\n');
     if let (Some(src), Some(pos)) = (source, f.pos()) {
         if src.line_text(pos.line).is_some() {
             let start = src.offset_of(pos);

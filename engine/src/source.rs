@@ -507,10 +507,13 @@ mod tests {
         let err = parse_documents(&Source::new("bad.yaml", "a: [1, 2\nb: 3\n")).unwrap_err();
         match err {
             Error::Yaml {
-                source_name, pos, ..
+                source_name,
+                pos,
+                message,
             } => {
                 assert_eq!(source_name, "bad.yaml");
-                assert!(pos.is_some());
+                assert_eq!(pos, Some(Pos { line: 2, column: 2 }));
+                assert_eq!(message, "illegal placement of ':' indicator");
             }
             other => panic!("unexpected {other:?}"),
         }

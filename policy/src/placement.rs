@@ -2716,7 +2716,10 @@ mod tests {
         assert_eq!(spec.mode, PlacementMode::Pinned);
         assert_eq!(spec.topology_key, None);
         assert!(spec.strict_domain && !spec.diagnose);
-        assert!(validate_placement(orch.as_object().unwrap()).is_ok());
+        assert!(matches!(
+            validate_placement(orch.as_object().unwrap()),
+            Ok(())
+        ));
         let bad = json!({"topology": {"strictDomain": "yes"}});
         assert_eq!(
             validate_placement(bad.as_object().unwrap())
