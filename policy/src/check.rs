@@ -20,6 +20,35 @@ use crate::render::{
 /// Rule id of the note that a document uses the older `cre.nvidia.com` API group.
 pub const LEGACY_API_GROUP_RULE: &str = "legacy-api-group";
 
+/// Readies a WorkloadRun or Workflow (kind and API group, nulls, types, user overrides) and
+/// runs the admission stage: the prepared document and the findings so far (the legacy-group
+/// warning, then every admission finding).
+///
+/// # Errors
+/// Input errors: a wrong kind or group, a type error, an override that can never apply.
+fn admit(
+    rules: &RuleSet,
+    doc: &Document,
+    kind: &str,
+) -> Result<(Document, Vec<Finding>), PolicyError> {
+    let (doc, notes) = prepare_document(doc, kind)?;
+    if kind == "Workflow" {
+        let workflow: Workflow = parse_typed(&doc, "Workflow")?;
+        crate::render::check_user_overrides(&doc, &workflow.spec.overrides)?;
+    } else {
+        let _: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
+    }
+    let mut findings = legacy_findings(&doc, &notes);
+    let origin = Origin {
+        file: &doc.source.name,
+        document: doc.index,
+        spans: Some(&doc.spans),
+    };
+    findings
+        .extend(run_stage(rules, contract::ADMISSION, &doc.value, origin, &Value::Null)?.findings);
+    Ok((doc, findings))
+}
+
 /// Rule id of a placement failure found by `check --nodes-file` (shortfall, capacity, names).
 pub const PLACEMENT_RULE: &str = "placement";
 
@@ -124,34 +153,47 @@ pub fn check_document(
     if (api == crate::api::API_VERSION || api == crate::api::LEGACY_API_VERSION)
         && !matches!(kind, "WorkloadRun" | "Workflow")
     {
-        return Err(PolicyError::Input {
-            file: doc.source.name.clone(),
-            pos: doc
-                .spans
-                .lookup(&nvcre_engine::FieldPath::root().key("kind")),
-            message: format!(
+        return Err(crate::render::input_error(
+            doc,
+            "kind",
+            format!(
                 "{api} has kinds WorkloadRun and Workflow, got {}",
                 crate::detect::quote(kind)
             ),
-        });
+        ));
     }
     match kind {
-        "WorkloadRun" => {
-            let (doc, notes) = prepare_document(doc, "WorkloadRun")?;
-            let _: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
-            let mut findings = legacy_findings(&doc, &notes);
-            let admission =
-                run_stage(rules, contract::ADMISSION, &doc.value, origin, &Value::Null)?;
-            let rejected = !admission.errors().is_empty();
-            findings.extend(admission.findings);
-            if rejected {
+        "WorkloadRun" | "Workflow" => {
+            let (doc, mut findings) = admit(rules, doc, kind)?;
+            if findings
+                .iter()
+                .any(|f| f.severity == nvcre_engine::Severity::Error)
+            {
                 return Ok(findings);
             }
-            let admitted = RenderRequest {
-                admitted: true,
-                ..render_req.clone()
+            let rendered = if kind == "WorkloadRun" {
+                let admitted = RenderRequest {
+                    admitted: true,
+                    ..render_req
+                };
+                render_workload_run(rules, &doc, &admitted)
+            } else if req.platform.is_some() || req.nodes.is_some() {
+                render_workflow(rules, &doc, &render_req)
+            } else {
+                // Without a node context a Workflow is checked as written.
+                let mut value = doc.value.clone();
+                for stage in [
+                    contract::PLACEMENT,
+                    contract::WORKLOAD_LABELS,
+                    contract::GANG_CONTRACT,
+                ] {
+                    let out = run_stage(rules, stage, &value, origin, &Value::Null)?;
+                    value = out.value;
+                    findings.extend(out.findings);
+                }
+                return Ok(findings);
             };
-            match render_workload_run(rules, &doc, &admitted) {
+            match rendered {
                 Ok(rendered) if req.nodes.is_some() => {
                     findings.extend(placement_findings(rules, &doc, &rendered)?);
                 }
@@ -159,48 +201,6 @@ pub fn check_document(
                 Err(PolicyError::Rejected(f)) => findings.extend(f),
                 Err(PolicyError::Placement(m)) => findings.push(placement_finding(&doc, m)),
                 Err(e) => return Err(e),
-            }
-            Ok(findings)
-        }
-        "Workflow" => {
-            let (doc, notes) = prepare_document(doc, "Workflow")?;
-            let workflow: Workflow = parse_typed(&doc, "Workflow")?;
-            crate::render::check_user_overrides(&doc, &workflow.spec.overrides)?;
-            let mut findings = legacy_findings(&doc, &notes);
-            let admission =
-                run_stage(rules, contract::ADMISSION, &doc.value, origin, &Value::Null)?;
-            let rejected = !admission.errors().is_empty();
-            findings.extend(admission.findings);
-            if rejected {
-                return Ok(findings);
-            }
-            if req.platform.is_some() || req.nodes.is_some() {
-                return match render_workflow(rules, &doc, &render_req) {
-                    Ok(rendered) if req.nodes.is_some() => {
-                        findings.extend(placement_findings(rules, &doc, &rendered)?);
-                        Ok(findings)
-                    }
-                    Ok(_) => Ok(findings),
-                    Err(PolicyError::Rejected(f)) => {
-                        findings.extend(f);
-                        Ok(findings)
-                    }
-                    Err(PolicyError::Placement(m)) => {
-                        findings.push(placement_finding(&doc, m));
-                        Ok(findings)
-                    }
-                    Err(e) => Err(e),
-                };
-            }
-            let mut value = doc.value.clone();
-            for stage in [
-                contract::PLACEMENT,
-                contract::WORKLOAD_LABELS,
-                contract::GANG_CONTRACT,
-            ] {
-                let out = run_stage(rules, stage, &value, origin, &Value::Null)?;
-                value = out.value;
-                findings.extend(out.findings);
             }
             Ok(findings)
         }

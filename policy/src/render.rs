@@ -375,6 +375,17 @@ fn origin(doc: &Document) -> Origin<'_> {
     }
 }
 
+/// An input error about the field at `path` (field-path notation) of `doc`, at its line.
+pub(crate) fn input_error(doc: &Document, path: &str, message: String) -> PolicyError {
+    PolicyError::Input {
+        file: doc.source.name.clone(),
+        pos: FieldPath::parse(path)
+            .ok()
+            .and_then(|p| doc.spans.lookup(&p)),
+        message,
+    }
+}
+
 /// A build error as an input error at the field it is about.
 fn build_error(doc: &Document, e: &crate::build::BuildError) -> PolicyError {
     use crate::build::BuildError;
@@ -383,13 +394,7 @@ fn build_error(doc: &Document, e: &crate::build::BuildError) -> PolicyError {
         BuildError::UnknownThresholdKeys { .. } => "spec.thresholds",
         BuildError::InvalidTimeoutPerJob { .. } => "spec.orchestration.timeoutPerJob",
     };
-    PolicyError::Input {
-        file: doc.source.name.clone(),
-        pos: FieldPath::parse(path)
-            .ok()
-            .and_then(|p| doc.spans.lookup(&p)),
-        message: e.to_string(),
-    }
+    input_error(doc, path, e.to_string())
 }
 
 /// Refuses user overrides that can never apply: a `when.expression` that does not compile, a
@@ -402,13 +407,7 @@ pub fn check_user_overrides(doc: &Document, overrides: &[OverrideSpec]) -> Resul
     for (i, o) in overrides.iter().enumerate() {
         let fail = |field: &str, message: String| {
             let path = format!("spec.overrides[{i}].{field}");
-            PolicyError::Input {
-                file: doc.source.name.clone(),
-                pos: FieldPath::parse(&path)
-                    .ok()
-                    .and_then(|p| doc.spans.lookup(&p)),
-                message: format!("{path}: {message}"),
-            }
+            input_error(doc, &path, format!("{path}: {message}"))
         };
         if let Some(e) = &o.when.expression {
             let expr = nvcre_engine::Expr::compile(e)
@@ -544,26 +543,25 @@ pub fn prepare_document(
     let mut doc = doc.clone();
     let mut notes = Vec::new();
     if !doc.value.is_object() {
-        return Err(PolicyError::Input {
-            file: doc.source.name.clone(),
-            pos: doc.spans.lookup(&FieldPath::root()),
-            message: format!(
+        return Err(input_error(
+            &doc,
+            "",
+            format!(
                 "document {} is a {}, not a {expected} manifest (a mapping)",
                 doc.index + 1,
                 nvcre_engine::json_type_name(&doc.value)
             ),
-        });
+        ));
     }
-    let at = |key: &str| doc.spans.lookup(&FieldPath::root().key(key));
     if doc.value.get("kind").is_none() && doc.value.get("apiVersion").is_none() {
-        return Err(PolicyError::Input {
-            file: doc.source.name.clone(),
-            pos: doc.spans.lookup(&FieldPath::root()),
-            message: format!(
+        return Err(input_error(
+            &doc,
+            "",
+            format!(
                 "document {} has neither apiVersion nor kind: not a {expected} manifest",
                 doc.index + 1
             ),
-        });
+        ));
     }
     match doc.value.get("kind") {
         None | Some(Value::Null) => {}
@@ -573,24 +571,24 @@ pub fn prepare_document(
                 .as_str()
                 .map(quote)
                 .unwrap_or_else(|| other.to_string());
-            return Err(PolicyError::Input {
-                file: doc.source.name.clone(),
-                pos: at("kind"),
-                message: format!("expected kind {expected}, got {kind}"),
-            });
+            return Err(input_error(
+                &doc,
+                "kind",
+                format!("expected kind {expected}, got {kind}"),
+            ));
         }
     }
     match doc.value.get("apiVersion").and_then(Value::as_str) {
         None | Some(API_VERSION) | Some(LEGACY_API_VERSION) => {}
         Some(other) => {
-            return Err(PolicyError::Input {
-                file: doc.source.name.clone(),
-                pos: at("apiVersion"),
-                message: format!(
+            return Err(input_error(
+                &doc,
+                "apiVersion",
+                format!(
                     "expected apiVersion {API_VERSION} (or the older {LEGACY_API_VERSION}), got {}",
                     quote(other)
                 ),
-            });
+            ));
         }
     }
     normalize_api_version(&mut doc.value, &mut notes, &doc.source.name);
@@ -979,13 +977,7 @@ fn resolve_and_enforce(
         match index.checked_sub(user_offset) {
             Some(k) => {
                 let path = format!("spec.overrides[{k}]");
-                PolicyError::Input {
-                    file: doc.source.name.clone(),
-                    pos: FieldPath::parse(&path)
-                        .ok()
-                        .and_then(|p| doc.spans.lookup(&p)),
-                    message: format!("applying overrides: {e} ({path})"),
-                }
+                input_error(doc, &path, format!("applying overrides: {e} ({path})"))
             }
             None => PolicyError::Resolve(e),
         }
