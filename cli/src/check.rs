@@ -58,15 +58,8 @@ impl FailOn {
 /// Arguments of `check`.
 #[derive(Debug, Args)]
 pub struct CheckArgs {
-    /// Resolve overrides for this platform before the post-override checks.
-    #[arg(long)]
-    platform: Option<String>,
-    /// GPU architecture for the resolution (with --platform).
-    #[arg(long = "gpu-arch")]
-    gpu_arch: Option<String>,
-    /// Nodes to detect platform and architecture from (exclusive with --platform/--gpu-arch).
-    #[arg(long = "nodes-file", value_name = "FILE")]
-    nodes_file: Option<String>,
+    #[command(flatten)]
+    nodes: input::NodeArgs,
     /// Report format (text, json, sarif, junit, github), to PATH when given, else to standard
     /// output. Repeat for several formats; at most one may use standard output. Default: text.
     #[arg(short = 'o', long = "output", value_name = "FORMAT[=PATH]", value_parser = parse_output)]
@@ -95,15 +88,16 @@ struct Checked {
 /// Runs `check`; returns 0 clean, 1 findings at or above `--fail-on`, 2 when an input, a flag
 /// or an output file could not be used.
 pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
-    let nodes = match &args.nodes_file {
-        Some(f) => match input::read_nodes(f) {
-            Ok(n) => Some(n),
-            Err(e) => {
-                report::error_line(&e);
-                return ExitCode::from(2);
-            }
+    let req = match args.nodes.request(rules) {
+        Ok(r) => CheckRequest {
+            platform: r.platform,
+            gpu_arch: r.gpu_arch,
+            nodes: r.nodes,
         },
-        None => None,
+        Err(e) => {
+            report::error_line(&e.to_string());
+            return ExitCode::from(2);
+        }
     };
     let outputs = if args.outputs.is_empty() {
         vec![Output {
@@ -119,11 +113,6 @@ pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
         );
         return ExitCode::from(2);
     }
-    let req = CheckRequest {
-        platform: args.platform.clone(),
-        gpu_arch: args.gpu_arch.clone(),
-        nodes: nodes.map(std::sync::Arc::new),
-    };
     let checked = check_inputs(rules, &args.paths, &req);
     if checked.files.iter().all(|f| f.documents.is_empty()) && checked.errors.is_empty() {
         report::warning_line("no manifest documents found in the given paths; nothing was checked");

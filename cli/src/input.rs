@@ -78,3 +78,47 @@ pub fn read_nodes(path: &str) -> Result<Vec<nvcre_policy::nodes::Node>, String> 
     let values: Vec<serde_json::Value> = docs.into_iter().map(|d| d.value).collect();
     nvcre_policy::nodes::nodes_from_documents(&values).map_err(|e| format!("{path}: {e}"))
 }
+
+/// The node-context flags `render` and `check` share.
+#[derive(Debug, Clone, clap::Args)]
+pub struct NodeArgs {
+    /// Resolve overrides for this platform (aws, gcp, azure, oci, onprem, togetherai, mistral,
+    /// forge, nscale) and enforce the post-override contract.
+    #[arg(long)]
+    pub platform: Option<String>,
+    /// GPU architecture (gb300, NVIDIA-GB300 and "NVIDIA GB300" are the same); default: the
+    /// target's nvidia.com/gpu.product node selector.
+    #[arg(long = "gpu-arch")]
+    pub gpu_arch: Option<String>,
+    /// Nodes to detect platform and architecture from, and to place groups on: a v1 NodeList
+    /// or Node documents (`kubectl get nodes -o yaml`). Exclusive with --platform/--gpu-arch.
+    #[arg(long = "nodes-file", value_name = "FILE")]
+    pub nodes_file: Option<String>,
+}
+
+impl NodeArgs {
+    /// Checks the flags (before any file is read, as nvcrectl does), then reads the nodes file.
+    /// The returned request carries the node context only; callers set the rest.
+    pub fn request(
+        &self,
+        rules: &nvcre_engine::RuleSet,
+    ) -> Result<nvcre_policy::render::RenderRequest, nvcre_policy::error::PolicyError> {
+        let flags = nvcre_policy::render::RenderRequest {
+            platform: self.platform.clone(),
+            gpu_arch: self.gpu_arch.clone(),
+            nodes: self
+                .nodes_file
+                .as_ref()
+                .map(|_| std::sync::Arc::new(Vec::new())),
+            ..Default::default()
+        };
+        nvcre_policy::render::check_flags(rules, &flags)?;
+        let nodes = match &self.nodes_file {
+            Some(f) => Some(std::sync::Arc::new(
+                read_nodes(f).map_err(nvcre_policy::error::PolicyError::Usage)?,
+            )),
+            None => None,
+        };
+        Ok(nvcre_policy::render::RenderRequest { nodes, ..flags })
+    }
+}

@@ -20,9 +20,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use nvcre_engine::{RuleSet, to_yaml};
 use nvcre_policy::error::PolicyError;
 use nvcre_policy::packs::load_rules;
-use nvcre_policy::render::{
-    RenderRequest, check_flags, expand, render_workflow, render_workload_run,
-};
+use nvcre_policy::render::{expand, render_workflow, render_workload_run};
 
 /// Render and check NVCRE WorkloadRun / Workflow manifests with policy kept as CEL + YAML rules.
 #[derive(Debug, Parser)]
@@ -75,18 +73,8 @@ enum RenderFormat {
 
 #[derive(Debug, Args)]
 struct RenderArgs {
-    /// Resolve overrides for this platform (aws, gcp, azure, oci, onprem, togetherai, mistral,
-    /// forge, nscale) and enforce the gang contract.
-    #[arg(long)]
-    platform: Option<String>,
-    /// GPU architecture (gb300, NVIDIA-GB300 and "NVIDIA GB300" are the same); default: the
-    /// target's nvidia.com/gpu.product node selector.
-    #[arg(long = "gpu-arch")]
-    gpu_arch: Option<String>,
-    /// Nodes to detect platform and architecture from, and to place groups on: a v1 NodeList
-    /// or Node documents (`kubectl get nodes -o yaml`). Exclusive with --platform/--gpu-arch.
-    #[arg(long = "nodes-file", value_name = "FILE")]
-    nodes_file: Option<String>,
+    #[command(flatten)]
+    nodes: input::NodeArgs,
     /// Print every child manifest of every group (dependencies, TrainJobs) instead of the
     /// Workflow, with a one-line-per-group summary on stderr.
     #[arg(long)]
@@ -144,35 +132,10 @@ fn load(cli: &Cli) -> Result<RuleSet, ExitCode> {
 }
 
 fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
-    // Flags are checked before any file is read (as nvcrectl does).
-    check_flags(
-        rules,
-        &RenderRequest {
-            platform: args.platform.clone(),
-            gpu_arch: args.gpu_arch.clone(),
-            nodes: args
-                .nodes_file
-                .as_ref()
-                .map(|_| std::sync::Arc::new(Vec::new())),
-            ..RenderRequest::default()
-        },
-    )
-    .map_err(|e| report_policy_error(&e))?;
-    let nodes = match &args.nodes_file {
-        Some(f) => Some(input::read_nodes(f).map_err(|e| {
-            report::error_line(&e);
-            ExitCode::from(2)
-        })?),
-        None => None,
-    };
-    let req = RenderRequest {
-        platform: args.platform.clone(),
-        gpu_arch: args.gpu_arch.clone(),
-        allow_unknown_arch: false,
-        admitted: false,
-        report_all: false,
-        nodes: nodes.map(std::sync::Arc::new),
-    };
+    let req = args
+        .nodes
+        .request(rules)
+        .map_err(|e| report_policy_error(&e))?;
     let docs = input::read_one(&args.file).map_err(|e| {
         report::error_line(&e);
         ExitCode::from(2)
