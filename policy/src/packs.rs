@@ -46,6 +46,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/defaults/gpu-defaults.yaml"),
     ),
     (
+        "rules/detect/nic-resources.yaml",
+        include_str!("../../rules/detect/nic-resources.yaml"),
+    ),
+    (
         "rules/detect/platforms.yaml",
         include_str!("../../rules/detect/platforms.yaml"),
     ),

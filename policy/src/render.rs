@@ -207,51 +207,94 @@ pub fn synthetic_nodes(
     Ok(out)
 }
 
-/// NIC resource auto-detection (render-pipeline.md §1.2 step 4, ADR-075): on-prem GB200/GB300
-/// only; exactly one candidate (`rdma/*` or `nvidia.com/mlnxnics`) allocatable at ≥ `mlnx` on
+/// Name of the NIC detection table.
+pub const NIC_TABLE: &str = "nic-detection";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NicRow {
+    resources: Vec<String>,
+}
+
+/// NIC resource auto-detection (render-pipeline.md §1.2 step 4, ADR-075): where the
+/// `nic-detection` table says so, exactly one candidate resource allocatable at ≥ `mlnx` on
 /// every node → that name; otherwise nothing, with a note saying why.
-fn detect_nic_resource(ctx: &NodeContext, mlnx: i64) -> (Option<String>, Option<String>) {
-    if !ctx.from_nodes
-        || ctx.platform != "onprem"
-        || !matches!(ctx.gpu_architecture.as_str(), "gb200" | "gb300")
-    {
-        return (None, None);
+///
+/// # Errors
+/// A malformed table row.
+fn detect_nic_resource(
+    rules: &RuleSet,
+    ctx: &NodeContext,
+    mlnx: i64,
+) -> Result<(Option<String>, Option<String>), PolicyError> {
+    let Some(table) = rules.table(NIC_TABLE).filter(|_| ctx.from_nodes) else {
+        return Ok((None, None));
+    };
+    let params = json!({"platform": ctx.platform, "gpuArchitecture": ctx.gpu_architecture});
+    let mut patterns = Vec::new();
+    for (id, value) in table.render(&params)? {
+        let row: NicRow = detect::decode_row(table, &id, value)?;
+        patterns.extend(row.resources);
     }
-    let mut candidates: std::collections::BTreeSet<String> = Default::default();
-    for n in &ctx.nodes {
-        for k in n.allocatable.keys() {
-            if k.starts_with("rdma/") || k == "nvidia.com/mlnxnics" {
-                candidates.insert(k.clone());
+    if patterns.is_empty() {
+        return Ok((None, None));
+    }
+    let qualifies = |k: &str| {
+        patterns.iter().any(|p| {
+            if p.ends_with('/') {
+                k.starts_with(p.as_str())
+            } else {
+                k == p
             }
-        }
-    }
-    let eligible: Vec<String> = candidates
+        })
+    };
+    let candidates: std::collections::BTreeSet<&String> = ctx
+        .nodes
+        .iter()
+        .flat_map(|n| n.allocatable.keys())
+        .filter(|k| qualifies(k))
+        .collect();
+    let eligible: Vec<&String> = candidates
         .into_iter()
         .filter(|c| {
             ctx.nodes.iter().all(|n| {
                 n.allocatable
-                    .get(c)
+                    .get(*c)
                     .and_then(|v| crate::placement::quantity_as_int(v))
                     .is_some_and(|have| have >= mlnx)
             })
         })
         .collect();
-    match eligible.as_slice() {
-        [one] => (Some(one.clone()), None),
+    let described = patterns
+        .iter()
+        .map(|p| {
+            if p.ends_with('/') {
+                format!("{p}*")
+            } else {
+                p.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" or ");
+    Ok(match eligible.as_slice() {
+        [one] => (Some((*one).clone()), None),
         [] => (
             None,
             Some(format!(
-                "NICResourceDetection: no rdma/* or nvidia.com/mlnxnics resource is allocatable at {mlnx} on every target node; no NIC resource is requested (set spec.nicResourceName)"
+                "NICResourceDetection: no {described} resource is allocatable at {mlnx} on every target node; no NIC resource is requested (set spec.nicResourceName)"
             )),
         ),
         many => (
             None,
             Some(format!(
                 "NICResourceDetection: several NIC resources are allocatable on every target node ({}); no NIC resource is requested (set spec.nicResourceName)",
-                many.join(", ")
+                many.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )),
         ),
-    }
+    })
 }
 
 /// A rendered Workflow and what the render decided.
@@ -746,7 +789,7 @@ pub fn render_workload_run(
         == Some("intra-node");
     let nodes_per_job = if intra_node { 1 } else { run.spec.num_nodes };
 
-    let (detected_nic, nic_note) = detect_nic_resource(&ctx, mlnx_per_node);
+    let (detected_nic, nic_note) = detect_nic_resource(rules, &ctx, mlnx_per_node)?;
     warnings.extend(nic_note);
     let nic_resource_name = run
         .spec
