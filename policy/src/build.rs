@@ -52,14 +52,13 @@ const KAI_WAIT_SLEEP_SECONDS: u32 = 5;
 
 /// Everything the build needs beyond the WorkloadRun, resolved by the caller from detection, the
 /// GPU defaults table and the platform override table.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct BuildParams {
     /// GPUs per node, with `spec.gpusPerNode` already applied.
     pub gpus_per_node: i64,
-    /// Mellanox NICs per node, with `spec.mlnxPerNode` already applied.
-    pub mlnx_per_node: i64,
-    /// `NCCL_MNNVL_ENABLE`, with `spec.enableMNNVL` already applied.
-    pub enable_mnnvl: bool,
+    /// The base NCCL env (rules/defaults/nccl-env.yaml, with the resolved MNNVL setting);
+    /// `spec.env` is merged over it by name.
+    pub base_env: Vec<EnvVar>,
     /// `mpiArgs` of the matching platform overrides, already in final order (later matches
     /// first); prepended to the user's `mpiArgs`.
     pub platform_mpi_args: Vec<String>,
@@ -126,34 +125,6 @@ pub enum DurationError {
     /// Below zero.
     #[error("a timeout cannot be negative")]
     Negative,
-}
-
-/// The base NCCL env (render-pipeline.md §4.1, newest order, 10 variables).
-///
-/// ```
-/// use nvcre_policy::build::base_nccl_env;
-/// let env = base_nccl_env(true);
-/// assert_eq!(env.len(), 10);
-/// let mnnvl = env.iter().find(|e| e.name == "NCCL_MNNVL_ENABLE").map(|e| e.value.clone());
-/// assert_eq!(mnnvl, Some(Some("1".to_string())));
-/// ```
-pub fn base_nccl_env(enable_mnnvl: bool) -> Vec<EnvVar> {
-    let mnnvl = if enable_mnnvl { "1" } else { "0" };
-    [
-        ("NCCL_DEBUG", "INFO"),
-        ("NCCL_DEBUG_SUBSYS", "NET,INIT"),
-        ("NCCL_NVLS_ENABLE", "1"),
-        ("NCCL_CUMEM_ENABLE", "1"),
-        ("NCCL_NET_GDR_C2C", "1"),
-        ("NCCL_NET_GDR_LEVEL", "PHB"),
-        ("NCCL_P2P_NET_CHUNKSIZE", "2097152"),
-        ("NCCL_SHM_DISABLE", "1"),
-        ("NCCL_MNNVL_ENABLE", mnnvl),
-        ("NCCL_SOCKET_IFNAME", "eth0"),
-    ]
-    .iter()
-    .map(|(name, value)| EnvVar::new(name, value))
-    .collect()
 }
 
 /// Merges `spec.env` over the base env (render-pipeline.md §4.2): base entries the user names are
@@ -587,8 +558,7 @@ fn pod_template(gang: Option<&GangSchedulerSpec>, fields: Vec<(&str, Value)>) ->
 /// }))?;
 /// let params = BuildParams {
 ///     gpus_per_node: 8,
-///     mlnx_per_node: 0,
-///     enable_mnnvl: false,
+///     base_env: vec![nvcre_policy::api::EnvVar::new("NCCL_DEBUG", "INFO")],
 ///     platform_mpi_args: vec![],
 ///     pre_command: vec![],
 ///     default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
@@ -1110,8 +1080,7 @@ fn check_thresholds(name: &str, spec: &WorkloadRunSpec) -> Result<(), BuildError
 /// }))?;
 /// let params = BuildParams {
 ///     gpus_per_node: 4,
-///     mlnx_per_node: 0,
-///     enable_mnnvl: false,
+///     base_env: vec![nvcre_policy::api::EnvVar::new("NCCL_DEBUG", "INFO")],
 ///     platform_mpi_args: vec![],
 ///     pre_command: vec![],
 ///     default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
@@ -1132,7 +1101,7 @@ pub fn build_workflow(run: &WorkloadRun, params: &BuildParams) -> Result<Workflo
         });
     }
     let orchestration = orchestration(spec, params)?;
-    let merged = merge_env(&base_nccl_env(params.enable_mnnvl), &spec.env);
+    let merged = merge_env(&params.base_env, &spec.env);
     let npj = nodes_per_job(spec);
 
     let mut dependencies = vec![build_runtime(run, params, &merged, npj)];
@@ -1172,11 +1141,15 @@ pub fn build_workflow(run: &WorkloadRun, params: &BuildParams) -> Result<Workflo
 mod tests {
     use super::*;
 
+    /// The shipped base env (rules/defaults/nccl-env.yaml).
+    fn base_nccl_env(mnnvl: bool) -> Vec<EnvVar> {
+        crate::detect::base_nccl_env(&crate::packs::default_rules().unwrap(), mnnvl).unwrap()
+    }
+
     fn params() -> BuildParams {
         BuildParams {
             gpus_per_node: 8,
-            mlnx_per_node: 0,
-            enable_mnnvl: false,
+            base_env: base_nccl_env(false),
             platform_mpi_args: Vec::new(),
             pre_command: Vec::new(),
             default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),

@@ -244,6 +244,21 @@ pub fn node_defaults(
     })
 }
 
+/// Name of the base NCCL env table.
+pub const NCCL_ENV_TABLE: &str = "nccl-base-env";
+
+/// The base NCCL env of every workload container, from the `nccl-base-env` table
+/// (render-pipeline.md §4.1), for the resolved MNNVL setting.
+///
+/// # Errors
+/// A missing or malformed table.
+pub fn base_nccl_env(
+    rules: &RuleSet,
+    enable_mnnvl: bool,
+) -> Result<Vec<crate::api::EnvVar>, PolicyError> {
+    table_rows(rules, NCCL_ENV_TABLE, &json!({"enableMNNVL": enable_mnnvl}))
+}
+
 /// Go `%q` for plain strings: double quotes with `"` and `\` escaped.
 pub(crate) fn quote(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()

@@ -42,6 +42,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/contract/gang.yaml"),
     ),
     (
+        "rules/defaults/nccl-env.yaml",
+        include_str!("../../rules/defaults/nccl-env.yaml"),
+    ),
+    (
         "rules/defaults/gpu-defaults.yaml",
         include_str!("../../rules/defaults/gpu-defaults.yaml"),
     ),

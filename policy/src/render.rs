@@ -839,8 +839,7 @@ pub fn render_workload_run(
 
     let build_params = BuildParams {
         gpus_per_node,
-        mlnx_per_node,
-        enable_mnnvl,
+        base_env: detect::base_nccl_env(rules, enable_mnnvl)?,
         platform_mpi_args,
         pre_command,
         default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
