@@ -328,16 +328,12 @@ fn bad_platform_flag_is_the_exact_error() {
 
 #[test]
 fn edited_rules_take_effect_without_rebuilding() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let rules = dir.path().join("rules");
-    copy_dir(&root().join("rules"), &rules);
-    let table = rules.join("overrides/workloadrun.yaml");
-    let text = std::fs::read_to_string(&table).expect("read");
-    std::fs::write(
-        &table,
-        text.replace("- rm -rf /opt/amazon\n", "- rm -rf /opt/amazon/efa\n"),
-    )
-    .expect("write");
+    let (_dir, rules) = rules_copy();
+    edit(
+        &rules.join("overrides/workloadrun.yaml"),
+        "- rm -rf /opt/amazon\n",
+        "- rm -rf /opt/amazon/efa\n",
+    );
     let (code, wf, stderr) = render(&[
         "--rules",
         rules.to_str().expect("utf8"),
@@ -353,19 +349,13 @@ fn edited_rules_take_effect_without_rebuilding() {
 
 #[test]
 fn a_rule_with_a_cel_syntax_error_is_refused_with_file_line_and_rule() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let rules = dir.path().join("rules");
-    copy_dir(&root().join("rules"), &rules);
+    let (_dir, rules) = rules_copy();
     let pack = rules.join("admission/workloadrun.yaml");
-    let text = std::fs::read_to_string(&pack).expect("read");
-    std::fs::write(
+    edit(
         &pack,
-        text.replace(
-            "expression: size(object.spec.gangScheduler.queue) <= 63",
-            "expression: size(object.spec.gangScheduler.queue <= 63",
-        ),
-    )
-    .expect("write");
+        "expression: size(object.spec.gangScheduler.queue) <= 63",
+        "expression: size(object.spec.gangScheduler.queue <= 63",
+    );
     let out = bin()
         .args([
             "--rules",
@@ -481,19 +471,12 @@ fn workloadrun_render_is_the_same_command() {
 /// docs/rules.md "Worked example: a new cloud", step by step.
 #[test]
 fn worked_example_new_cloud() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let rules = dir.path().join("rules");
-    copy_dir(&root().join("rules"), &rules);
-    let platforms = rules.join("detect/platforms.yaml");
-    let text = std::fs::read_to_string(&platforms).expect("read");
-    std::fs::write(
-        &platforms,
-        text.replace(
-            "  - id: other\n",
-            "  - id: examplecloud\n    include: params.node.providerID.startsWith('examplecloud://')\n    platform: examplecloud\n    synthetic: {order: 10, providerID: \"examplecloud://gpu-node-0\", labels: {}}\n  - id: other\n",
-        ),
-    )
-    .expect("write");
+    let (_dir, rules) = rules_copy();
+    edit(
+        &rules.join("detect/platforms.yaml"),
+        "  - id: other\n",
+        "  - id: examplecloud\n    include: params.node.providerID.startsWith('examplecloud://')\n    platform: examplecloud\n    synthetic: {order: 10, providerID: \"examplecloud://gpu-node-0\", labels: {}}\n  - id: other\n",
+    );
     let table = rules.join("overrides/workloadrun.yaml");
     let mut text = std::fs::read_to_string(&table).expect("read");
     text.push_str(

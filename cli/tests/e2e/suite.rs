@@ -4,8 +4,6 @@
 
 use super::util::*;
 
-use std::path::PathBuf;
-
 use assert_cmd::Command;
 
 /// Runs the binary; returns (exit code, stdout, stderr).
@@ -20,12 +18,6 @@ fn run(cmd: &mut Command) -> (i32, String, String) {
 
 /// A copy of `rules/` (suites included: they are self-contained) in a temporary directory;
 /// returns the directory and the rules path.
-fn rules_copy() -> (tempfile::TempDir, PathBuf) {
-    let dir = tempfile::tempdir().expect("tempdir");
-    copy_dir(&root().join("rules"), &dir.path().join("rules"));
-    let rules = dir.path().join("rules");
-    (dir, rules)
-}
 
 const QUEUE_SUITE: &str = r#"cases:
   - note: a 64-character queue is too long
@@ -92,16 +84,11 @@ fn a_suite_that_disagrees_with_a_rule_fails_with_a_diff() {
 #[test]
 fn an_edited_rule_fails_the_shipped_case_that_pins_it() {
     let (_dir, rules) = rules_copy();
-    let pack = rules.join("admission/workloadrun.yaml");
-    let text = std::fs::read_to_string(&pack).expect("read");
-    std::fs::write(
-        &pack,
-        text.replace(
-            "      message: \"Too long: may not be more than 63 bytes\"\n      fieldPath: spec.gangScheduler.queue\n",
-            "      message: \"queue too long\"\n      fieldPath: spec.gangScheduler.queue\n",
-        ),
-    )
-    .expect("write");
+    edit(
+        &rules.join("admission/workloadrun.yaml"),
+        "      message: \"Too long: may not be more than 63 bytes\"\n      fieldPath: spec.gangScheduler.queue\n",
+        "      message: \"queue too long\"\n      fieldPath: spec.gangScheduler.queue\n",
+    );
     let (code, stdout, stderr) =
         run(bin()
             .arg("--rules")

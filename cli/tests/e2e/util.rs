@@ -30,3 +30,23 @@ pub fn copy_dir(from: &Path, to: &Path) {
         }
     }
 }
+
+/// A copy of the shipped `rules/` in a temporary directory: (the directory guard, the copy).
+pub fn rules_copy() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rules = dir.path().join("rules");
+    copy_dir(&root().join("rules"), &rules);
+    (dir, rules)
+}
+
+/// Replaces `from` by `to` in the file; panics when `from` is not there, so a test cannot pass
+/// on an edit that did not happen.
+pub fn edit(path: &Path, from: &str, to: &str) {
+    let text = std::fs::read_to_string(path).expect("read");
+    assert!(
+        text.contains(from),
+        "{} does not contain {from:?}",
+        path.display()
+    );
+    std::fs::write(path, text.replacen(from, to, 1)).expect("write");
+}
