@@ -16,9 +16,6 @@ fn run(cmd: &mut Command) -> (i32, String, String) {
     )
 }
 
-/// A copy of `rules/` (suites included: they are self-contained) in a temporary directory;
-/// returns the directory and the rules path.
-
 const QUEUE_SUITE: &str = r#"cases:
   - note: a 64-character queue is too long
     input: |
