@@ -49,6 +49,10 @@ fn admit(
     Ok((doc, findings))
 }
 
+/// `ruleFile` of findings that come from the pipeline itself rather than a rule file (the
+/// legacy API group note, a placement failure).
+pub const BUILT_IN: &str = "<built-in>";
+
 /// Rule id of a placement failure found by `check --nodes-file` (shortfall, capacity, names).
 pub const PLACEMENT_RULE: &str = "placement";
 
@@ -78,7 +82,7 @@ fn placement_finding(doc: &Document, message: String) -> Finding {
         field_path: None,
         line: None,
         column: None,
-        rule_file: "render-pipeline.md §7".to_string(),
+        rule_file: BUILT_IN.to_string(),
         rule_line: 0,
         stage: None,
     }
@@ -104,7 +108,7 @@ fn legacy_findings(doc: &Document, notes: &[String]) -> Vec<Finding> {
             field_path: Some("apiVersion".to_string()),
             line: pos.map(|p| p.line),
             column: pos.map(|p| p.column),
-            rule_file: "seeds/README.md".to_string(),
+            rule_file: BUILT_IN.to_string(),
             rule_line: 0,
             stage: None,
         })
