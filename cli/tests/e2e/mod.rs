@@ -14,3 +14,6 @@ mod report;
 
 /// `nvcre-policy test` (issue "Rule authoring").
 mod suite;
+
+/// Whole-output golden renders (snapshots): cells, examples, `--expand`.
+mod golden;
