@@ -14,7 +14,7 @@
 //! - mapping keys may be templated too.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, LazyLock};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use kube_cel::cel;
 use kube_cel::cel::IdedExpr;
@@ -31,6 +31,7 @@ use serde_json::{Map, Value};
 static ROOT: LazyLock<cel::Context<'static>> = LazyLock::new(|| {
     let mut ctx = cel::Context::default().with_all();
     register_types(&mut ctx);
+    register_cached_regex(&mut ctx);
     ctx
 });
 
@@ -575,6 +576,85 @@ fn register_types(ctx: &mut cel::Context<'static>) {
         "goQuote",
         |cel::extractors::This(s): cel::extractors::This<Arc<String>>| -> Arc<String> {
             Arc::new(crate::quote::go_quote(&s))
+        },
+    );
+}
+
+/// Regular expressions compiled so far, by pattern, shared by every thread: rules match the
+/// same few patterns against every label and name, and compiling a pattern costs far more than
+/// matching it. Bounded: patterns computed from input must not grow it without limit.
+static REGEXES: LazyLock<Mutex<HashMap<String, Arc<regex::Regex>>>> =
+    LazyLock::new(Default::default);
+
+/// How many patterns [`REGEXES`] keeps before it starts over.
+const REGEX_CACHE_SIZE: usize = 512;
+
+/// `pattern`, compiled once.
+fn cached_regex(pattern: &str) -> Result<Arc<regex::Regex>, regex::Error> {
+    if let Some(re) = REGEXES.lock().ok().and_then(|c| c.get(pattern).cloned()) {
+        return Ok(re);
+    }
+    let re = Arc::new(regex::Regex::new(pattern)?);
+    if let Ok(mut c) = REGEXES.lock() {
+        if c.len() >= REGEX_CACHE_SIZE {
+            c.clear();
+        }
+        c.insert(pattern.to_string(), re.clone());
+    }
+    Ok(re)
+}
+
+/// Replaces the regex functions of `cel` (`matches`) and `kube-cel` (`find`, `findAll`), which
+/// compile their pattern on every call, with the same functions over [`cached_regex`]. Results
+/// and error messages are theirs.
+fn register_cached_regex(ctx: &mut cel::Context<'static>) {
+    use cel::extractors::{Arguments, This};
+    use cel::{ExecutionError, FunctionContext};
+    ctx.add_function(
+        "matches",
+        |ftx: &FunctionContext,
+         This(this): This<Arc<String>>,
+         pattern: Arc<String>|
+         -> Result<bool, ExecutionError> {
+            match cached_regex(&pattern) {
+                Ok(re) => Ok(re.is_match(&this)),
+                Err(err) => Err(ftx.error(format!("'{pattern}' not a valid regex:\n{err}"))),
+            }
+        },
+    );
+    ctx.add_function(
+        "find",
+        |This(this): This<Arc<String>>, pattern: Arc<String>| -> cel::ResolveResult {
+            let re = cached_regex(&pattern).map_err(|e| {
+                ExecutionError::function_error("find", format!("invalid regex: {e}"))
+            })?;
+            let found = re.find(&this).map(|m| m.as_str()).unwrap_or_default();
+            Ok(Cel::String(Arc::new(found.to_string())))
+        },
+    );
+    ctx.add_function(
+        "findAll",
+        |This(this): This<Arc<String>>, Arguments(args): Arguments| -> cel::ResolveResult {
+            let Some(Cel::String(pattern)) = args.first() else {
+                return Err(ExecutionError::function_error(
+                    "findAll",
+                    "expected string pattern",
+                ));
+            };
+            let re = cached_regex(pattern).map_err(|e| {
+                ExecutionError::function_error("findAll", format!("invalid regex: {e}"))
+            })?;
+            // A negative limit takes every match, as `kube-cel`'s cast to usize does.
+            let limit = match args.get(1) {
+                Some(Cel::Int(n)) => usize::try_from(*n).unwrap_or(usize::MAX),
+                _ => usize::MAX,
+            };
+            let found = re
+                .find_iter(&this)
+                .take(limit)
+                .map(|m| Cel::String(Arc::new(m.as_str().to_string())))
+                .collect();
+            Ok(Cel::List(Arc::new(found)))
         },
     );
 }
@@ -1133,6 +1213,50 @@ mod tests {
             e.eval_json(&scope(json!({"a": 1}))),
             Ok(json!(r"it's variables.x .?y\d1"))
         );
+    }
+
+    #[test]
+    fn cached_regex_functions_answer_as_the_libraries_do() {
+        let library = cel::Context::default().with_all();
+        let cases = [
+            ("'abc'.matches('^[a-z]+$')", json!(true)),
+            ("matches('abc', 'b')", json!(true)),
+            ("'ABC'.matches('^[a-z]+$')", json!(false)),
+            ("'a1b22'.find('[0-9]+')", json!("1")),
+            ("'abc'.find('[0-9]+')", json!("")),
+            ("'a1b22c333'.findAll('[0-9]+')", json!(["1", "22", "333"])),
+            ("'a1b22c333'.findAll('[0-9]+', 2)", json!(["1", "22"])),
+            (
+                "'a1b22c333'.findAll('[0-9]+', -1)",
+                json!(["1", "22", "333"]),
+            ),
+        ];
+        for (text, want) in cases {
+            let e = Expr::compile(text).expect("compiles");
+            assert_eq!(e.eval_json(&Scope::new()), Ok(want), "{text}");
+            let theirs = Cel::resolve(&e.ast, &library).map_err(|e| e.to_string());
+            assert_eq!(e.eval(&Scope::new()), theirs, "{text}");
+        }
+        for (text, want) in [
+            (
+                "'a'.matches('(')",
+                "Error executing function 'matches': '(' not a valid regex:\nregex parse error:\n    (\n    ^\nerror: unclosed group",
+            ),
+            (
+                "'a'.find('(')",
+                "Error executing function 'find': invalid regex: regex parse error:\n    (\n    ^\nerror: unclosed group",
+            ),
+            (
+                "'a'.findAll(1)",
+                "Error executing function 'findAll': expected string pattern",
+            ),
+        ] {
+            let e = Expr::compile(text).expect("compiles");
+            assert_eq!(e.eval(&Scope::new()), Err(want.to_string()), "{text}");
+            let theirs = Cel::resolve(&e.ast, &library).map_err(|e| e.to_string());
+            assert_eq!(e.eval(&Scope::new()), theirs, "{text}");
+        }
+        assert!(REGEXES.lock().is_ok_and(|c| c.contains_key("^[a-z]+$")));
     }
 
     #[test]
