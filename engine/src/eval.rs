@@ -95,7 +95,7 @@ impl CompiledPack {
             });
         }
         // Pack variables are evaluated before the conditions only when a condition reads them.
-        let mut pack = self
+        let pack = self
             .matcher
             .conditions
             .iter()
@@ -132,7 +132,7 @@ impl CompiledPack {
                 }
             }
         }
-        let mut pack = match pack.take() {
+        let mut pack = match pack {
             Some(p) => p,
             None => run.pack_scope(),
         };
