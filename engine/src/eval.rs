@@ -2,18 +2,23 @@
 //!
 //! CEL sees `object` (the document, as mutated so far), `params` (caller data), `variables`
 //! (pack variables, then rule variables) and `fragments` (the pack's rendered fragments). Rules
-//! run in file order; a mutation is visible to every later rule. A rule whose expression fails to
-//! evaluate yields an error finding (fail closed), never a pass.
+//! run in file order; a mutation is visible to every later rule.
+//!
+//! Fail closed: a rule whose expression fails to evaluate yields an error finding, never a pass.
+//! A variable or fragment that fails is not bound to a stand-in value: every expression that
+//! reads it fails with a message naming it (see [`Scope`]), so each rule that reads it reports
+//! an error finding while the rules that do not read it run normally.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use kube_cel::cel::Value as Cel;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
-use crate::expr::{Expr, Fragments, Scope, VARIABLE_PREFIX};
+use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, VARIABLE_PREFIX};
 use crate::finding::{Finding, Severity};
-use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, Rule, Table};
+use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, RenderedRows, Rule, Table};
 use crate::patch::{self, MergeNamedLists};
 use crate::path::FieldPath;
 use crate::source::SpanIndex;
@@ -55,6 +60,15 @@ struct Run<'a> {
     findings: Vec<Finding>,
 }
 
+/// The pack-level scope rules run in: `object`, `params`, pack `variables`, `fragments`.
+struct PackScope {
+    scope: Scope,
+    /// The pack variables that evaluated (failed ones are recorded in `scope`).
+    vars: BTreeMap<String, Cel>,
+    /// The fragments that rendered, for `{$fragment: name}` in mutations.
+    fragments: Fragments,
+}
+
 impl CompiledPack {
     /// Runs the pack on `doc`.
     ///
@@ -80,9 +94,19 @@ impl CompiledPack {
                 findings: Vec::new(),
             });
         }
-        let base = run.base_scope();
+        // Pack variables are evaluated before the conditions only when a condition reads them.
+        let pack = self
+            .matcher
+            .conditions
+            .iter()
+            .any(|(_, c)| c.reads_variables_or_fragments())
+            .then(|| run.pack_scope());
+        let base = match &pack {
+            Some(p) => p.scope.clone(),
+            None => run.base_scope(),
+        };
         for (name, cond) in &self.matcher.conditions {
-            match cond.eval_bool(&base) {
+            match cond.eval_bool_checked(&base) {
                 Ok(true) => {}
                 Ok(false) => {
                     return Ok(Outcome {
@@ -108,10 +132,13 @@ impl CompiledPack {
                 }
             }
         }
-        let (mut scope, mut vars) = run.pack_scope();
+        let mut pack = match pack {
+            Some(p) => p,
+            None => run.pack_scope(),
+        };
         for rule in &self.rules {
-            if run.rule(rule, &scope, &vars)? {
-                (scope, vars) = run.pack_scope();
+            if run.rule(rule, &pack)? {
+                pack = run.pack_scope();
             }
         }
         Ok(Outcome {
@@ -136,30 +163,42 @@ impl Run<'_> {
     }
 
     /// `object`, `params`, pack `variables` (each sees the earlier ones) and `fragments`.
-    /// A variable that fails to evaluate is bound to null; rules that read it then fail closed.
-    fn pack_scope(&self) -> (Scope, BTreeMap<String, Cel>) {
+    /// A variable or fragment that fails is recorded as failed in the scope (see [`eval_vars`]).
+    fn pack_scope(&self) -> PackScope {
         let mut s = self.base_scope();
-        let vars = eval_vars(&mut s, &self.pack.variables, BTreeMap::new());
+        let mut vars = BTreeMap::new();
+        eval_vars(&mut s, &self.pack.variables, &mut vars);
         s.bind_local("variables", vars_value(&vars));
-        let mut frags = Map::new();
+        let mut frags = Fragments::new();
         let none = Fragments::new();
         for (name, t) in &self.pack.fragments {
-            frags.insert(name.clone(), t.render(&s, &none).unwrap_or(Value::Null));
+            match t.render_checked(&s, &none) {
+                Ok(v) => {
+                    frags.insert(name.clone(), v);
+                }
+                Err(e) => {
+                    s.fail_fragment(name, Arc::from(format!("fragment {name:?} failed: {e}")))
+                }
+            }
         }
-        s.bind("fragments", &Value::Object(frags));
-        (s, vars)
+        s.bind(
+            "fragments",
+            &Value::Object(frags.clone().into_iter().collect()),
+        );
+        PackScope {
+            scope: s,
+            vars,
+            fragments: frags,
+        }
     }
 
     /// Runs one rule; returns true when it mutated the document.
-    fn rule(
-        &mut self,
-        rule: &Rule,
-        scope: &Scope,
-        pack_vars: &BTreeMap<String, Cel>,
-    ) -> Result<bool, Error> {
+    fn rule(&mut self, rule: &Rule, pack: &PackScope) -> Result<bool, Error> {
+        // Failures of a variable or fragment, reported once per rule however many items read it.
+        let mut reported = BTreeSet::new();
         let items: Vec<(Option<Cel>, Option<Cel>)> = match &rule.for_each {
             None => vec![(None, None)],
-            Some((expr, _, _)) => match expr.eval(scope) {
+            Some((expr, _, _)) => match expr.eval_checked(&pack.scope) {
                 Ok(Cel::List(l)) => l
                     .iter()
                     .enumerate()
@@ -178,23 +217,21 @@ impl Run<'_> {
                 }
                 Ok(Cel::Null) => Vec::new(),
                 Ok(other) => {
-                    self.eval_error(
-                        rule,
-                        &format!(
-                            "forEach.in must be a list or map, got {}",
-                            crate::expr::type_name(&other)
-                        ),
-                    );
+                    let e = EvalError::Own(format!(
+                        "forEach.in must be a list or map, got {}",
+                        crate::expr::type_name(&other)
+                    ));
+                    self.eval_error(rule, "", &e, &mut reported);
                     return Ok(false);
                 }
                 Err(e) => {
-                    self.eval_error(rule, &format!("forEach.in: {e}"));
+                    self.eval_error(rule, "forEach.in", &e, &mut reported);
                     return Ok(false);
                 }
             },
         };
         let mut mutated = false;
-        let mut scope = scope.clone();
+        let mut scope = pack.scope.clone();
         for (item, index) in items {
             let mut s = scope.clone();
             if let (Some((_, var, idx_var)), Some(item)) = (&rule.for_each, item) {
@@ -204,26 +241,27 @@ impl Run<'_> {
                 }
             }
             if !rule.variables.is_empty() {
-                let vars = eval_vars(&mut s, &rule.variables, pack_vars.clone());
+                let mut vars = pack.vars.clone();
+                eval_vars(&mut s, &rule.variables, &mut vars);
                 s.bind_local("variables", vars_value(&vars));
             }
             if let Some(when) = &rule.when {
-                match when.eval_bool(&s) {
+                match when.eval_bool_checked(&s) {
                     Ok(true) => {}
                     Ok(false) => continue,
                     Err(e) => {
-                        self.eval_error(rule, &format!("when: {e}"));
+                        self.eval_error(rule, "when", &e, &mut reported);
                         continue;
                     }
                 }
             }
             if let Some(v) = &rule.validate {
-                match v.expression.eval_bool(&s) {
+                match v.expression.eval_bool_checked(&s) {
                     Ok(true) => {}
                     Ok(false) => {
                         let message = match &v.message {
                             Message::Static(m) => m.clone(),
-                            Message::Expr(e) => match e.eval(&s) {
+                            Message::Expr(e) => match e.eval_checked(&s) {
                                 Ok(Cel::String(m)) => m.to_string(),
                                 Ok(other) => format!("{other:?}"),
                                 Err(err) => format!(
@@ -241,17 +279,17 @@ impl Run<'_> {
                             path,
                         ));
                     }
-                    Err(e) => self.eval_error(rule, &e),
+                    Err(e) => self.eval_error(rule, "", &e, &mut reported),
                 }
             }
             for m in &rule.mutate {
-                let none = Fragments::new();
+                let frags = &pack.fragments;
                 let applied = match m {
                     Mutation::Merge { path, value } => value
-                        .render(&s, &none)
+                        .render_checked(&s, frags)
                         .map(|v| patch::merge_at_path(&mut self.doc, path, &v, &MergeNamedLists)),
                     Mutation::Insert { path, values, end } => {
-                        values.render(&s, &none).map(|v| match v {
+                        values.render_checked(&s, frags).map(|v| match v {
                             Value::Array(items) => {
                                 patch::insert_list(&mut self.doc, path, items, *end)
                             }
@@ -259,13 +297,13 @@ impl Run<'_> {
                         })
                     }
                     Mutation::JsonPatch(ops) => ops
-                        .render(&s, &none)
+                        .render_checked(&s, frags)
                         .map(|v| patch::json_patch(&mut self.doc, &v)),
                 };
                 match applied {
                     Ok(result) => result?,
                     Err(e) => {
-                        self.eval_error(rule, &e);
+                        self.eval_error(rule, "", &e, &mut reported);
                         continue;
                     }
                 }
@@ -280,10 +318,34 @@ impl Run<'_> {
         Ok(mutated)
     }
 
-    fn eval_error(&mut self, rule: &Rule, err: &str) {
-        let message = format!("rule {} could not be evaluated: {err}", rule.id);
+    /// Records that `rule` could not be evaluated: `rule R could not be evaluated: [part: ]err`,
+    /// at the rule's fixed `fieldPath` when it has one. The failure of a variable or fragment
+    /// is named without `part` (it reads the same wherever the rule reads it) and reported
+    /// once per rule.
+    fn eval_error(
+        &mut self,
+        rule: &Rule,
+        part: &str,
+        err: &EvalError,
+        reported: &mut BTreeSet<Arc<str>>,
+    ) {
+        let detail = match err {
+            EvalError::Upstream(m) => {
+                if !reported.insert(m.clone()) {
+                    return;
+                }
+                m.to_string()
+            }
+            EvalError::Own(m) if part.is_empty() => m.clone(),
+            EvalError::Own(m) => format!("{part}: {m}"),
+        };
+        let message = format!("rule {} could not be evaluated: {detail}", rule.id);
+        let path = match rule.validate.as_ref().and_then(|v| v.field_path.as_ref()) {
+            Some(FieldPathSpec::Static(p)) => Some(p.clone()),
+            _ => None,
+        };
         self.findings
-            .push(self.finding(&rule.id, Severity::Error, rule.pos.line, message, None));
+            .push(self.finding(&rule.id, Severity::Error, rule.pos.line, message, path));
     }
 
     fn finding(
@@ -324,27 +386,49 @@ fn field_path(spec: Option<&FieldPathSpec>, scope: &Scope) -> Option<FieldPath> 
     }
 }
 
-fn eval_vars(
-    scope: &mut Scope,
-    vars: &[(String, Expr)],
-    mut acc: BTreeMap<String, Cel>,
-) -> BTreeMap<String, Cel> {
-    for (name, v) in &acc {
-        scope.bind_local(&format!("{VARIABLE_PREFIX}{name}"), v.clone());
-    }
+/// Evaluates `vars` in order into `scope` (each sees the earlier ones) and into `acc`.
+///
+/// A variable that cannot be evaluated is left out of `acc` and recorded in `scope` as failed
+/// with `variable "name" (expression) failed: error`; a variable that reads a failed one fails
+/// the same way, its error being the failed one's message.
+fn eval_vars(scope: &mut Scope, vars: &[(String, Expr)], acc: &mut BTreeMap<String, Cel>) {
     for (name, expr) in vars {
-        let v = expr.eval(scope).unwrap_or(Cel::Null);
-        scope.bind_local(&format!("{VARIABLE_PREFIX}{name}"), v.clone());
-        acc.insert(name.clone(), v);
+        let binding = format!("{VARIABLE_PREFIX}{name}");
+        match expr.eval_checked(scope) {
+            Ok(v) => {
+                scope.bind_local(&binding, v.clone());
+                acc.insert(name.clone(), v);
+            }
+            Err(e) => {
+                let message = format!("variable {name:?} ({}) failed: {e}", expr.text());
+                scope.bind_failed(&binding, Arc::from(message));
+                acc.remove(name);
+            }
+        }
     }
-    acc
 }
 
 fn vars_value(vars: &BTreeMap<String, Cel>) -> Cel {
-    let map: std::collections::HashMap<String, Cel> =
-        vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
+    let map: HashMap<String, Cel> = vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
     Cel::from(map)
 }
+
+/// Renders of a [`Table`] already computed, shared by every thread that renders the table.
+///
+/// A table is pure data: the same `include` mode and the same values of the params its
+/// expressions read always render the same rows. The key holds only those params (the fields
+/// of `params.x` / `params['x']` selects, or all of `params` when an expression uses it whole),
+/// so a parameter the table never reads does not defeat the cache.
+#[derive(Debug, Default)]
+pub(crate) struct TableCache {
+    /// The params the table reads, found on first use.
+    reads: OnceLock<FieldReads>,
+    /// Bounded: params that differ per document (a run name the table reads) must not grow it.
+    rows: Mutex<HashMap<(bool, String), RenderedRows>>,
+}
+
+/// How many renders a [`TableCache`] keeps before it starts over.
+const TABLE_CACHE_ROWS: usize = 256;
 
 impl Table {
     /// Renders every entry whose `include` holds, with `params` bound as `params` and the
@@ -366,19 +450,57 @@ impl Table {
         self.render_entries(params, false)
     }
 
+    /// The params the table's expressions read.
+    fn param_reads(&self) -> FieldReads {
+        let mut reads = FieldReads::Fields(BTreeSet::new());
+        let mut add = |e: &Expr| reads.merge(e.param_reads());
+        for (_, t) in &self.fragments {
+            t.for_each_expr(&mut add);
+        }
+        for e in &self.entries {
+            if let Some(inc) = &e.include {
+                add(inc);
+            }
+            e.body.for_each_expr(&mut add);
+        }
+        reads
+    }
+
+    /// The cache key of a render: the mode and the params the table reads.
+    fn cache_key(&self, params: &Value, honor_include: bool) -> (bool, String) {
+        let reads = self.cache.reads.get_or_init(|| self.param_reads());
+        let key = match (reads, params.as_object()) {
+            // Absent and null stay apart: `params.?x` tells them apart.
+            (FieldReads::Fields(names), Some(map)) => Value::Object(
+                names
+                    .iter()
+                    .filter_map(|n| map.get(n).map(|v| (n.clone(), v.clone())))
+                    .collect(),
+            )
+            .to_string(),
+            _ => params.to_string(),
+        };
+        (honor_include, key)
+    }
+
     fn render_entries(
         &self,
         params: &Value,
         honor_include: bool,
     ) -> Result<Vec<(String, Value)>, Error> {
-        let key = (honor_include, params.to_string());
-        if let Some(rows) = self.cache.lock().ok().and_then(|c| c.get(&key).cloned()) {
+        let key = self.cache_key(params, honor_include);
+        if let Some(rows) = self
+            .cache
+            .rows
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&key).cloned())
+        {
             return Ok(rows);
         }
         let rows = self.render_uncached(params, honor_include)?;
-        if let Ok(mut c) = self.cache.lock() {
-            // Bounded: parameters that differ per document (the run name) must not grow it.
-            if c.len() >= 256 {
+        if let Ok(mut c) = self.cache.rows.lock() {
+            if c.len() >= TABLE_CACHE_ROWS {
                 c.clear();
             }
             c.insert(key, rows.clone());
@@ -430,5 +552,226 @@ impl Table {
             out.push((e.id.clone(), e.body.render(&scope, &frags).map_err(err)?));
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pack::RuleSet;
+    use crate::source::{Source, parse_documents};
+    use serde_json::json;
+
+    const HEAD: &str =
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata:\n  name: p\n";
+
+    /// Runs the pack `body` on the YAML document `doc`: the findings as
+    /// `severity rule-id [fieldPath@line:col] message`, and the document after mutations.
+    fn run(body: &str, doc: &str) -> (Vec<String>, Value) {
+        let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
+            .expect("pack loads");
+        let input = Source::new("in.yaml", doc);
+        let docs = parse_documents(&input).expect("document parses");
+        let origin = Origin {
+            file: "in.yaml",
+            document: 0,
+            spans: Some(&docs[0].spans),
+        };
+        let out = set.packs[0]
+            .evaluate(&docs[0].value, origin, &Value::Null)
+            .expect("evaluates");
+        let findings = out
+            .findings
+            .iter()
+            .map(|f| {
+                let at = match (&f.field_path, f.line, f.column) {
+                    (Some(p), Some(l), Some(c)) => format!(" [{p}@{l}:{c}]"),
+                    (Some(p), _, _) => format!(" [{p}]"),
+                    _ => String::new(),
+                };
+                format!("{} {}{at} {}", f.severity, f.rule_id, f.message)
+            })
+            .collect();
+        (findings, out.value)
+    }
+
+    const NO_LABELS: &str = "kind: Job\nmetadata:\n  name: j\nspec:\n  image: x\n";
+
+    #[test]
+    fn a_failing_pack_variable_fails_every_rule_that_reads_it() {
+        let (findings, _) = run(
+            "variables:\n- {name: owner, expression: \"object.metadata.labels['team']\"}\nrules:\n- id: not-root\n  validate:\n    expression: variables.owner != 'root'\n    fieldPath: metadata.name\n- id: also-reads\n  when: variables.owner == 'x'\n  validate: {expression: 'false', message: never}\n- id: image\n  validate: {expression: object.spec.image == 'y', message: wrong image}\n",
+            NO_LABELS,
+        );
+        assert_eq!(
+            findings,
+            [
+                "error not-root [metadata.name@3:9] rule not-root could not be evaluated: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels",
+                "error also-reads rule also-reads could not be evaluated: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels",
+                "error image wrong image",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failing_rule_variable_fails_its_rule() {
+        let (findings, _) = run(
+            "rules:\n- id: not-root\n  variables:\n  - {name: team, expression: \"object.metadata.labels['team']\"}\n  validate: {expression: variables.team != 'root'}\n- id: named\n  validate: {expression: object.metadata.name == 'j'}\n",
+            NO_LABELS,
+        );
+        assert_eq!(
+            findings,
+            [
+                "error not-root rule not-root could not be evaluated: variable \"team\" (object.metadata.labels['team']) failed: No such key: labels"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_failing_fragment_fails_the_rules_that_read_or_insert_it() {
+        let (findings, out) = run(
+            "fragments:\n  ownerEnv: [{name: OWNER, value: \"${{ object.metadata.labels['team'] }}\"}]\n  imageEnv: [{name: IMAGE, value: \"${{ object.spec.image }}\"}]\nrules:\n- id: reads\n  validate: {expression: size(fragments.ownerEnv) == 1}\n- id: inserts\n  mutate:\n  - append: {path: spec.env, values: [{$fragment: ownerEnv}]}\n- id: fine\n  validate: {expression: \"fragments['imageEnv'][0].value == 'x'\"}\n  mutate:\n  - append: {path: spec.env, values: [{$fragment: imageEnv}]}\n",
+            NO_LABELS,
+        );
+        let why = "fragment \"ownerEnv\" failed: evaluating ${{ object.metadata.labels['team'] }}: No such key: labels";
+        assert_eq!(
+            findings,
+            [
+                format!("error reads rule reads could not be evaluated: {why}"),
+                format!("error inserts rule inserts could not be evaluated: {why}"),
+            ]
+        );
+        assert_eq!(out["spec"]["env"], json!([{"name": "IMAGE", "value": "x"}]));
+    }
+
+    #[test]
+    fn a_variable_that_reads_a_failed_variable_fails_too() {
+        let (findings, _) = run(
+            "variables:\n- {name: owner, expression: \"object.metadata.labels['team']\"}\n- {name: shout, expression: variables.owner.upperAscii()}\n- {name: image, expression: object.spec.image}\nrules:\n- id: shout\n  validate: {expression: variables.shout != 'ROOT'}\n- id: image\n  validate: {expression: variables.image == 'x'}\n",
+            NO_LABELS,
+        );
+        assert_eq!(
+            findings,
+            [
+                "error shout rule shout could not be evaluated: variable \"shout\" (variables.owner.upperAscii()) failed: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels"
+            ]
+        );
+    }
+
+    #[test]
+    fn an_absent_optional_is_not_an_error() {
+        let (findings, _) = run(
+            "variables:\n- {name: owner, expression: \"object.?metadata.?labels[?'team'].orValue(null)\"}\n- {name: team, expression: \"object.?metadata.?labels.?team.orValue('none')\"}\n- {name: maybe, expression: \"object.?metadata.?labels[?'team']\"}\nrules:\n- id: maybe\n  validate: {expression: \"!variables.maybe.hasValue()\"}\n- id: not-root\n  validate: {expression: variables.owner != 'root'}\n- id: team\n  validate: {expression: variables.team == 'none'}\n",
+            NO_LABELS,
+        );
+        assert_eq!(findings, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_guard_that_does_not_read_the_failed_variable_still_skips_the_rule() {
+        // Each expression fails when it reads a failed variable, so a `when` that does not
+        // read it decides first.
+        let (findings, _) = run(
+            "variables:\n- {name: owner, expression: \"object.metadata.labels['team']\"}\nrules:\n- id: guarded\n  when: has(object.metadata.labels)\n  validate: {expression: variables.owner != 'root'}\n",
+            NO_LABELS,
+        );
+        assert_eq!(findings, Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_failed_variable_is_reported_once_per_rule_not_once_per_item() {
+        let (findings, _) = run(
+            "variables:\n- {name: owner, expression: \"object.metadata.labels['team']\"}\nrules:\n- id: each\n  forEach: {in: \"['a', 'b', 'c']\", as: x}\n  validate: {expression: x != variables.owner}\n",
+            NO_LABELS,
+        );
+        assert_eq!(
+            findings,
+            [
+                "error each rule each could not be evaluated: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_match_condition_that_reads_a_failed_variable_is_a_match_condition_error() {
+        let (findings, _) = run(
+            "match:\n  matchConditions:\n  - {name: owned, expression: \"variables.owner != ''\"}\nvariables:\n- {name: owner, expression: \"object.metadata.labels['team']\"}\nrules:\n- id: r\n  validate: {expression: 'true'}\n",
+            NO_LABELS,
+        );
+        assert_eq!(
+            findings,
+            [
+                "error p/matchConditions/owned match condition \"owned\" could not be evaluated: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels"
+            ]
+        );
+        let labelled = "kind: Job\nmetadata:\n  name: j\n  labels: {team: t}\n";
+        assert_eq!(
+            run(
+                "match:\n  matchConditions:\n  - {name: owned, expression: \"variables.owner == 'u'\"}\nvariables:\n- {name: owner, expression: \"object.metadata.labels['team']\"}\nrules:\n- id: r\n  validate: {expression: 'false'}\n",
+                labelled,
+            )
+            .0,
+            Vec::<String>::new()
+        );
+    }
+
+    fn table(text: &str) -> Arc<Table> {
+        let head =
+            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: t}\n";
+        let set = RuleSet::from_sources(&[Source::new("rules/t.yaml", format!("{head}{text}"))])
+            .expect("table loads");
+        set.tables[0].clone()
+    }
+
+    fn cached(t: &Table) -> usize {
+        t.cache.rows.lock().map(|c| c.len()).unwrap_or(usize::MAX)
+    }
+
+    #[test]
+    fn the_table_cache_keys_on_the_params_the_table_reads() {
+        let t = table(
+            "entries:\n- id: a\n  include: params.?platform.orValue('') == 'aws'\n  name: \"${{ params['entry'] }}-x\"\n",
+        );
+        let aws = |entry: &str, other: &str| {
+            t.render(&json!({"platform": "aws", "entry": entry, "unread": other}))
+                .expect("renders")
+        };
+        assert_eq!(aws("e", "1"), [("a".to_string(), json!({"name": "e-x"}))]);
+        assert_eq!(aws("e", "2"), [("a".to_string(), json!({"name": "e-x"}))]);
+        assert_eq!(cached(&t), 1);
+        assert_eq!(aws("f", "2"), [("a".to_string(), json!({"name": "f-x"}))]);
+        assert_eq!(cached(&t), 2);
+        // Absent and null are different keys.
+        assert_eq!(t.render(&json!({"entry": "e"})).expect("renders"), []);
+        assert_eq!(
+            t.render(&json!({"entry": "e", "platform": null}))
+                .expect("renders"),
+            []
+        );
+        assert_eq!(cached(&t), 4);
+    }
+
+    #[test]
+    fn a_table_that_uses_params_whole_keys_on_all_of_them() {
+        let t = table("entries:\n- id: a\n  n: \"${{ size(params) }}\"\n");
+        assert_eq!(
+            t.render(&json!({"x": 1})).expect("renders"),
+            [("a".to_string(), json!({"n": 1}))]
+        );
+        assert_eq!(
+            t.render(&json!({"y": 1})).expect("renders"),
+            [("a".to_string(), json!({"n": 1}))]
+        );
+        assert_eq!(cached(&t), 2);
+    }
+
+    fn assert_send_sync<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn compiled_rules_are_send_and_sync() {
+        assert_send_sync::<RuleSet>();
+        assert_send_sync::<CompiledPack>();
+        assert_send_sync::<Table>();
+        assert_send_sync::<Expr>();
     }
 }

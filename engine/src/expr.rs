@@ -13,35 +13,95 @@
 //!   omits the entry from its mapping or list.
 //! - mapping keys may be templated too.
 
-use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use kube_cel::cel;
+use kube_cel::cel::IdedExpr;
+use kube_cel::cel::common::ast::{
+    EntryExpr, Expr as AstExpr, IdedEntryExpr, LiteralValue, operators,
+};
 use kube_cel::cel::objects::{Key, Map as CelMap};
 use kube_cel::{KubeCelExt, cel::Value as Cel};
 use serde_json::{Map, Value};
 
-thread_local! {
-    /// The function table (standard + Kubernetes libraries), built once per thread and kept for
-    /// the thread's life so scopes can be child contexts of it.
-    static ROOT: &'static cel::Context<'static> = {
-        let mut ctx = cel::Context::default().with_all();
-        register_types(&mut ctx);
-        Box::leak(Box::new(ctx))
-    };
-}
+/// The function table (standard + Kubernetes libraries + ours), built once per process and
+/// shared by every thread: scopes are child contexts of it. `cel::Context` holds only `Send +
+/// Sync` functions and values, so one immutable root serves all threads.
+static ROOT: LazyLock<cel::Context<'static>> = LazyLock::new(|| {
+    let mut ctx = cel::Context::default().with_all();
+    register_types(&mut ctx);
+    register_cached_regex(&mut ctx);
+    ctx
+});
 
 /// A compiled CEL expression with its source text.
 #[derive(Debug, Clone)]
 pub struct Expr {
     text: String,
     ast: Arc<cel::parser::Expression>,
-    /// Identifiers the expression reads: only those locals are added when it runs.
+    /// Identifiers the expression reads, sorted: only those locals are added when it runs.
     refs: Arc<Vec<String>>,
+    /// Which fragments the expression reads (`fragments.x`, `fragments['x']`).
+    fragment_reads: Arc<FieldReads>,
+    /// Which params the expression reads (`params.x`, `params['x']`).
+    param_reads: Arc<FieldReads>,
 }
 
 /// The prefix under which `variables.<name>` is bound (see [`rewrite_optional_select`]).
 pub(crate) const VARIABLE_PREFIX: &str = "__variables__";
+
+/// The prefix of a failed fragment's key among a scope's failures (no identifier has a dot).
+const FRAGMENT_FAILURE_PREFIX: &str = "fragments.";
+
+/// Which fields of a map-valued binding (`params`, `fragments`) expressions read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum FieldReads {
+    /// Only these fields, each read as `name.field`, `name['field']` or `name[?'field']`.
+    Fields(BTreeSet<String>),
+    /// The binding is used whole (passed on, iterated, indexed by a computed key).
+    All,
+}
+
+impl FieldReads {
+    /// Adds what `other` reads.
+    pub(crate) fn merge(&mut self, other: &FieldReads) {
+        match (&mut *self, other) {
+            (FieldReads::All, _) => {}
+            (_, FieldReads::All) => *self = FieldReads::All,
+            (FieldReads::Fields(a), FieldReads::Fields(b)) => a.extend(b.iter().cloned()),
+        }
+    }
+}
+
+/// Why an evaluation failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum EvalError {
+    /// The expression (or template) itself failed.
+    Own(String),
+    /// It reads a variable or fragment that could not be evaluated; the message names that one.
+    Upstream(Arc<str>),
+}
+
+impl EvalError {
+    /// Prefixes the message of an [`EvalError::Own`]; an upstream failure keeps its message, so
+    /// it reads the same wherever the failed variable is read.
+    fn context(self, f: impl FnOnce(String) -> String) -> EvalError {
+        match self {
+            EvalError::Own(m) => EvalError::Own(f(m)),
+            up @ EvalError::Upstream(_) => up,
+        }
+    }
+}
+
+impl std::fmt::Display for EvalError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EvalError::Own(m) => f.write_str(m),
+            EvalError::Upstream(m) => f.write_str(m),
+        }
+    }
+}
 
 impl Expr {
     /// Compiles `text`.
@@ -66,14 +126,22 @@ impl Expr {
                 Ok(_) => "does not compile".to_string(),
             }
         })?;
-        let refs = ast
+        let mut refs: Vec<String> = ast
             .references()
             .variables()
             .into_iter()
             .map(str::to_string)
             .collect();
+        refs.sort();
+        let reads = |name: &str| {
+            let mut r = FieldReads::Fields(BTreeSet::new());
+            field_reads(&ast, name, &mut r);
+            Arc::new(r)
+        };
         Ok(Expr {
             text: text.to_string(),
+            fragment_reads: reads("fragments"),
+            param_reads: reads("params"),
             ast: Arc::new(ast),
             refs: Arc::new(refs),
         })
@@ -84,14 +152,35 @@ impl Expr {
         &self.text
     }
 
+    /// Which params the expression reads.
+    pub(crate) fn param_reads(&self) -> &FieldReads {
+        &self.param_reads
+    }
+
+    /// True when the expression reads a pack variable or fragment.
+    pub(crate) fn reads_variables_or_fragments(&self) -> bool {
+        self.refs
+            .iter()
+            .any(|r| r.starts_with(VARIABLE_PREFIX) || r == "variables" || r == "fragments")
+    }
+
     /// Evaluates against `scope`.
     ///
     /// # Errors
-    /// The evaluation error as text (no such key, wrong type, …).
+    /// The evaluation error as text (no such key, wrong type, …), or the failure of a variable
+    /// or fragment the expression reads.
     pub fn eval(&self, scope: &Scope) -> Result<Cel, String> {
+        self.eval_checked(scope).map_err(|e| e.to_string())
+    }
+
+    /// Evaluates against `scope`; reading a failed variable or fragment fails without running.
+    pub(crate) fn eval_checked(&self, scope: &Scope) -> Result<Cel, EvalError> {
+        if let Some(m) = scope.upstream_failure(self) {
+            return Err(EvalError::Upstream(m.clone()));
+        }
         let base = scope.context();
         if scope.locals.is_empty() {
-            return Cel::resolve(&self.ast, base).map_err(|e| e.to_string());
+            return Cel::resolve(&self.ast, base).map_err(|e| EvalError::Own(e.to_string()));
         }
         let mut child = base.new_inner_scope();
         // `cel` converts (deep-copies) a value when it is added: add only what is read.
@@ -100,7 +189,7 @@ impl Expr {
                 child.add_variable_from_value(name.clone(), v.clone());
             }
         }
-        Cel::resolve(&self.ast, &child).map_err(|e| e.to_string())
+        Cel::resolve(&self.ast, &child).map_err(|e| EvalError::Own(e.to_string()))
     }
 
     /// Evaluates and requires a bool.
@@ -108,9 +197,17 @@ impl Expr {
     /// # Errors
     /// Evaluation errors, or `expected bool, got <type>`.
     pub fn eval_bool(&self, scope: &Scope) -> Result<bool, String> {
-        match self.eval(scope)? {
+        self.eval_bool_checked(scope).map_err(|e| e.to_string())
+    }
+
+    /// [`Expr::eval_bool`], keeping upstream failures apart.
+    pub(crate) fn eval_bool_checked(&self, scope: &Scope) -> Result<bool, EvalError> {
+        match self.eval_checked(scope)? {
             Cel::Bool(b) => Ok(b),
-            other => Err(format!("expected bool, got {}", type_name(&other))),
+            other => Err(EvalError::Own(format!(
+                "expected bool, got {}",
+                type_name(&other)
+            ))),
         }
     }
 
@@ -123,6 +220,69 @@ impl Expr {
     }
 }
 
+/// Adds to `out` the fields of identifier `name` that `e` selects; any other use of `name`
+/// (passed whole, iterated, indexed by a computed key) makes it [`FieldReads::All`].
+fn field_reads(e: &IdedExpr, name: &str, out: &mut FieldReads) {
+    let is_name = |x: &IdedExpr| matches!(&x.expr, AstExpr::Ident(n) if n == name);
+    match &e.expr {
+        AstExpr::Ident(n) if n == name => *out = FieldReads::All,
+        AstExpr::Ident(_) | AstExpr::Literal(_) | AstExpr::Unspecified => {}
+        AstExpr::Select(s) if is_name(&s.operand) => {
+            out.merge(&FieldReads::Fields(BTreeSet::from([s.field.clone()])));
+        }
+        AstExpr::Select(s) => field_reads(&s.operand, name, out),
+        AstExpr::Call(c) => {
+            if let (true, [operand, key]) = (
+                c.func_name == operators::INDEX || c.func_name == operators::OPT_INDEX,
+                c.args.as_slice(),
+            ) {
+                if let (true, AstExpr::Literal(LiteralValue::String(k))) =
+                    (is_name(operand), &key.expr)
+                {
+                    out.merge(&FieldReads::Fields(BTreeSet::from([k.inner().to_string()])));
+                    return;
+                }
+            }
+            if let Some(t) = &c.target {
+                field_reads(t, name, out);
+            }
+            for a in &c.args {
+                field_reads(a, name, out);
+            }
+        }
+        AstExpr::Comprehension(c) => {
+            for x in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                field_reads(x, name, out);
+            }
+        }
+        AstExpr::List(l) => {
+            for x in &l.elements {
+                field_reads(x, name, out);
+            }
+        }
+        AstExpr::Map(m) => entry_reads(&m.entries, name, out),
+        AstExpr::Struct(s) => entry_reads(&s.entries, name, out),
+    }
+}
+
+fn entry_reads(entries: &[IdedEntryExpr], name: &str, out: &mut FieldReads) {
+    for entry in entries {
+        match &entry.expr {
+            EntryExpr::StructField(f) => field_reads(&f.value, name, out),
+            EntryExpr::MapEntry(m) => {
+                field_reads(&m.key, name, out);
+                field_reads(&m.value, name, out);
+            }
+        }
+    }
+}
+
 /// Rewrites optional field selection `a.?b` into the equivalent optional index `a[?'b']`, and
 /// `variables.name` into the identifier `__variables__name`.
 ///
@@ -130,75 +290,136 @@ impl Expr {
 /// `[?'key']` works; the two are defined as equivalent by the CEL optional-types spec. String
 /// literals are left untouched.
 fn rewrite_optional_select(text: &str) -> String {
-    let chars: Vec<char> = text.chars().collect();
+    let b = text.as_bytes();
     let mut out = String::with_capacity(text.len() + 8);
     let mut i = 0;
-    let mut quote: Option<char> = None;
-    while let Some(&c) = chars.get(i) {
-        if let Some(q) = quote {
-            out.push(c);
-            if c == '\\' {
-                if let Some(&n) = chars.get(i + 1) {
-                    out.push(n);
-                    i += 1;
-                }
-            } else if c == q {
-                quote = None;
-            }
-            i += 1;
-            continue;
-        }
-        if c == '"' || c == '\'' {
-            quote = Some(c);
-            out.push(c);
-            i += 1;
+    // Start of the text not yet copied to `out`; every cut is at an ASCII byte.
+    let mut copied = 0;
+    while let Some(&c) = b.get(i) {
+        if let Some(end) = string_literal_end(b, i) {
+            i = end;
             continue;
         }
         // `variables.name` → `__variables__name`: each variable is its own binding, so reading
         // one does not copy all of them (`cel` 0.13 deep-copies a variable on every read).
-        if c == 'v'
-            && chars
-                .get(i..i + 10)
-                .is_some_and(|w| w.iter().collect::<String>() == "variables.")
+        if c == b'v'
+            && b.get(i..i + 10) == Some(b"variables.".as_slice())
             && !i
                 .checked_sub(1)
-                .and_then(|p| chars.get(p))
-                .is_some_and(|p| p.is_ascii_alphanumeric() || *p == '_' || *p == '.')
+                .and_then(|p| b.get(p))
+                .is_some_and(|p| is_ident_byte(*p) || *p == b'.')
         {
-            let (end, ident) = ident_at(&chars, i + 10);
-            if !ident.is_empty() {
+            let end = ident_end(b, i + 10);
+            if end > i + 10 {
+                out.push_str(text.get(copied..i).unwrap_or(""));
                 out.push_str(VARIABLE_PREFIX);
-                out.push_str(&ident);
+                out.push_str(text.get(i + 10..end).unwrap_or(""));
                 i = end;
+                copied = end;
                 continue;
             }
         }
-        if c == '.' && chars.get(i + 1) == Some(&'?') {
-            let (end, ident) = ident_at(&chars, i + 2);
-            if !ident.is_empty() {
+        if c == b'.' && b.get(i + 1) == Some(&b'?') {
+            let end = ident_end(b, i + 2);
+            if end > i + 2 {
+                out.push_str(text.get(copied..i).unwrap_or(""));
                 out.push_str("[?'");
-                out.push_str(&ident);
+                out.push_str(text.get(i + 2..end).unwrap_or(""));
                 out.push_str("']");
                 i = end;
+                copied = end;
                 continue;
             }
         }
-        out.push(c);
+        if is_ident_byte(c) {
+            // Skip the whole identifier, so `xvariables.y` or `fr'…'` are not mistaken.
+            i = ident_end(b, i);
+            continue;
+        }
         i += 1;
     }
+    out.push_str(text.get(copied..).unwrap_or(""));
     out
 }
 
-/// The identifier starting at `start` (letters, digits, `_`) and the index just past it.
-fn ident_at(chars: &[char], start: usize) -> (usize, String) {
+fn is_ident_byte(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_'
+}
+
+/// The index just past the identifier starting at `start` (letters, digits, `_`).
+fn ident_end(b: &[u8], start: usize) -> usize {
     let mut end = start;
-    while chars
-        .get(end)
-        .is_some_and(|c| c.is_ascii_alphanumeric() || *c == '_')
-    {
+    while b.get(end).copied().is_some_and(is_ident_byte) {
         end += 1;
     }
-    (end, chars.get(start..end).unwrap_or(&[]).iter().collect())
+    end
+}
+
+/// When a CEL string or bytes literal starts at `i`, the index just past it (`b.len()` when it
+/// is unterminated); `None` when none starts there.
+///
+/// Handles the `r`/`R` (raw: no escapes) and `b`/`B` prefixes, single, double and triple
+/// quotes, and backslash escapes in non-raw literals. `i` must not be inside an identifier.
+fn string_literal_end(b: &[u8], i: usize) -> Option<usize> {
+    let mut j = i;
+    let mut raw = false;
+    while j < i + 2 {
+        match b.get(j) {
+            Some(b'r' | b'R') => raw = true,
+            Some(b'b' | b'B') => {}
+            _ => break,
+        }
+        j += 1;
+    }
+    let q = match b.get(j) {
+        Some(&q @ (b'\'' | b'"')) => q,
+        _ => return None,
+    };
+    let triple = b.get(j + 1) == Some(&q) && b.get(j + 2) == Some(&q);
+    let mut k = if triple { j + 3 } else { j + 1 };
+    loop {
+        match b.get(k) {
+            None => return Some(b.len()),
+            Some(b'\\') if !raw => k += 2,
+            Some(&c) if c == q => {
+                if !triple {
+                    return Some(k + 1);
+                }
+                if b.get(k + 1) == Some(&q) && b.get(k + 2) == Some(&q) {
+                    return Some(k + 3);
+                }
+                k += 1;
+            }
+            Some(_) => k += 1,
+        }
+    }
+}
+
+/// The byte index of the `}}` that closes a template expression starting at `from` in `s`:
+/// the first `}}` outside string literals and outside braces the expression opened.
+fn template_close(s: &str, from: usize) -> Option<usize> {
+    let b = s.as_bytes();
+    let mut depth = 0usize;
+    let mut i = from;
+    while let Some(&c) = b.get(i) {
+        if let Some(end) = string_literal_end(b, i) {
+            i = end;
+            continue;
+        }
+        match c {
+            // Identifiers are skipped whole: a prefix letter inside one starts no literal.
+            c if is_ident_byte(c) => {
+                i = ident_end(b, i);
+                continue;
+            }
+            b'{' => depth += 1,
+            b'}' if depth > 0 => depth -= 1,
+            b'}' if b.get(i + 1) == Some(&b'}') => return Some(i),
+            _ => {}
+        }
+        i += 1;
+    }
+    None
 }
 
 /// Variables visible to an expression: top-level names bound to JSON values.
@@ -211,10 +432,15 @@ fn ident_at(chars: &[char], start: usize) -> (usize, String) {
 /// Large, long-lived values (`object`, `params`, `fragments`) are bound with [`Scope::bind`];
 /// small per-item values (loop variables, `variables`) with [`Scope::bind_local`], which does
 /// not rebuild the context.
+///
+/// A scope also records the variables and fragments that could not be evaluated: an expression
+/// that reads one fails with that one's message instead of running (fail closed).
 #[derive(Default)]
 pub struct Scope {
     vars: BTreeMap<String, Cel>,
     locals: BTreeMap<String, Cel>,
+    /// Failed bindings (variable binding names, `fragments.<name>`) → why.
+    failed: BTreeMap<String, Arc<str>>,
     ctx: std::rc::Rc<std::cell::OnceCell<cel::Context<'static>>>,
 }
 
@@ -224,6 +450,7 @@ impl Clone for Scope {
         Scope {
             vars: self.vars.clone(),
             locals: self.locals.clone(),
+            failed: self.failed.clone(),
             ctx: self.ctx.clone(),
         }
     }
@@ -233,6 +460,7 @@ impl std::fmt::Debug for Scope {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Scope")
             .field("vars", &self.vars.keys())
+            .field("failed", &self.failed.keys())
             .finish()
     }
 }
@@ -251,18 +479,72 @@ impl Scope {
     /// Binds `name` to a CEL value.
     pub fn bind_cel(&mut self, name: &str, value: Cel) {
         self.locals.remove(name);
+        self.failed.remove(name);
         self.vars.insert(name.to_string(), value);
         self.ctx = std::rc::Rc::new(std::cell::OnceCell::new());
     }
 
     /// Binds `name` to a CEL value as a local: evaluations add it on top of the shared context.
     pub fn bind_local(&mut self, name: &str, value: Cel) {
+        self.failed.remove(name);
         self.locals.insert(name.to_string(), value);
+    }
+
+    /// Marks binding `name` as failed: expressions that read it fail with `message`.
+    pub(crate) fn bind_failed(&mut self, name: &str, message: Arc<str>) {
+        self.locals.remove(name);
+        self.failed.insert(name.to_string(), message);
+    }
+
+    /// Marks fragment `name` as failed: expressions and templates that read it fail with
+    /// `message`.
+    pub(crate) fn fail_fragment(&mut self, name: &str, message: Arc<str>) {
+        self.failed
+            .insert(format!("{FRAGMENT_FAILURE_PREFIX}{name}"), message);
+    }
+
+    /// Why fragment `name` could not be rendered, if it could not.
+    fn fragment_failure(&self, name: &str) -> Option<&Arc<str>> {
+        if self.failed.is_empty() {
+            return None;
+        }
+        self.failed.get(&format!("{FRAGMENT_FAILURE_PREFIX}{name}"))
+    }
+
+    /// The failure of the first failed variable or fragment `e` reads, if any (identifiers in
+    /// sorted order, so the message is deterministic).
+    fn upstream_failure(&self, e: &Expr) -> Option<&Arc<str>> {
+        if self.failed.is_empty() {
+            return None;
+        }
+        let first_with = |prefix: &str| {
+            self.failed
+                .iter()
+                .find(|(k, _)| k.starts_with(prefix))
+                .map(|(_, m)| m)
+        };
+        for r in e.refs.iter() {
+            let failure = match r.as_str() {
+                // The whole `variables` map: it reads every variable.
+                "variables" => first_with(VARIABLE_PREFIX),
+                "fragments" => match e.fragment_reads.as_ref() {
+                    FieldReads::All => first_with(FRAGMENT_FAILURE_PREFIX),
+                    FieldReads::Fields(names) => {
+                        names.iter().find_map(|n| self.fragment_failure(n))
+                    }
+                },
+                name => self.failed.get(name),
+            };
+            if failure.is_some() {
+                return failure;
+            }
+        }
+        None
     }
 
     fn context(&self) -> &cel::Context<'static> {
         self.ctx.get_or_init(|| {
-            let root: &'static cel::Context<'static> = ROOT.with(|r| *r);
+            let root: &'static cel::Context<'static> = &ROOT;
             let mut ctx = root.new_inner_scope();
             for (k, v) in &self.vars {
                 ctx.add_variable_from_value(k.clone(), v.clone());
@@ -294,6 +576,85 @@ fn register_types(ctx: &mut cel::Context<'static>) {
         "goQuote",
         |cel::extractors::This(s): cel::extractors::This<Arc<String>>| -> Arc<String> {
             Arc::new(crate::quote::go_quote(&s))
+        },
+    );
+}
+
+/// Regular expressions compiled so far, by pattern, shared by every thread: rules match the
+/// same few patterns against every label and name, and compiling a pattern costs far more than
+/// matching it. Bounded: patterns computed from input must not grow it without limit.
+static REGEXES: LazyLock<Mutex<HashMap<String, Arc<regex::Regex>>>> =
+    LazyLock::new(Default::default);
+
+/// How many patterns [`REGEXES`] keeps before it starts over.
+const REGEX_CACHE_SIZE: usize = 512;
+
+/// `pattern`, compiled once.
+fn cached_regex(pattern: &str) -> Result<Arc<regex::Regex>, regex::Error> {
+    if let Some(re) = REGEXES.lock().ok().and_then(|c| c.get(pattern).cloned()) {
+        return Ok(re);
+    }
+    let re = Arc::new(regex::Regex::new(pattern)?);
+    if let Ok(mut c) = REGEXES.lock() {
+        if c.len() >= REGEX_CACHE_SIZE {
+            c.clear();
+        }
+        c.insert(pattern.to_string(), re.clone());
+    }
+    Ok(re)
+}
+
+/// Replaces the regex functions of `cel` (`matches`) and `kube-cel` (`find`, `findAll`), which
+/// compile their pattern on every call, with the same functions over [`cached_regex`]. Results
+/// and error messages are theirs.
+fn register_cached_regex(ctx: &mut cel::Context<'static>) {
+    use cel::extractors::{Arguments, This};
+    use cel::{ExecutionError, FunctionContext};
+    ctx.add_function(
+        "matches",
+        |ftx: &FunctionContext,
+         This(this): This<Arc<String>>,
+         pattern: Arc<String>|
+         -> Result<bool, ExecutionError> {
+            match cached_regex(&pattern) {
+                Ok(re) => Ok(re.is_match(&this)),
+                Err(err) => Err(ftx.error(format!("'{pattern}' not a valid regex:\n{err}"))),
+            }
+        },
+    );
+    ctx.add_function(
+        "find",
+        |This(this): This<Arc<String>>, pattern: Arc<String>| -> cel::ResolveResult {
+            let re = cached_regex(&pattern).map_err(|e| {
+                ExecutionError::function_error("find", format!("invalid regex: {e}"))
+            })?;
+            let found = re.find(&this).map(|m| m.as_str()).unwrap_or_default();
+            Ok(Cel::String(Arc::new(found.to_string())))
+        },
+    );
+    ctx.add_function(
+        "findAll",
+        |This(this): This<Arc<String>>, Arguments(args): Arguments| -> cel::ResolveResult {
+            let Some(Cel::String(pattern)) = args.first() else {
+                return Err(ExecutionError::function_error(
+                    "findAll",
+                    "expected string pattern",
+                ));
+            };
+            let re = cached_regex(pattern).map_err(|e| {
+                ExecutionError::function_error("findAll", format!("invalid regex: {e}"))
+            })?;
+            // A negative limit takes every match, as `kube-cel`'s cast to usize does.
+            let limit = match args.get(1) {
+                Some(Cel::Int(n)) => usize::try_from(*n).unwrap_or(usize::MAX),
+                _ => usize::MAX,
+            };
+            let found = re
+                .find_iter(&this)
+                .take(limit)
+                .map(|m| Cel::String(Arc::new(m.as_str().to_string())))
+                .collect();
+            Ok(Cel::List(Arc::new(found)))
         },
     );
 }
@@ -529,43 +890,97 @@ impl Template {
         }
     }
 
+    /// Calls `f` with every CEL expression of the template (`${{ … }}` and `$if`).
+    pub(crate) fn for_each_expr<'a>(&'a self, f: &mut impl FnMut(&'a Expr)) {
+        match self {
+            Template::Expr(e) => f(e),
+            Template::Interp(parts) => {
+                for p in parts {
+                    if let Part::Expr(e) = p {
+                        f(e);
+                    }
+                }
+            }
+            Template::List(items) => {
+                for i in items {
+                    match i {
+                        Item::One(t) | Item::Splice(t) => t.for_each_expr(f),
+                    }
+                }
+            }
+            Template::Map(entries) => {
+                for (k, v) in entries {
+                    k.for_each_expr(f);
+                    v.for_each_expr(f);
+                }
+            }
+            Template::If(cond, then, otherwise) => {
+                f(cond);
+                then.for_each_expr(f);
+                if let Some(o) = otherwise {
+                    o.for_each_expr(f);
+                }
+            }
+            Template::Literal(_) | Template::Fragment(_) => {}
+        }
+    }
+
     /// Renders with `scope` and `fragments`.
     ///
     /// # Errors
-    /// The first evaluation error, naming the expression; an unknown fragment.
+    /// The first evaluation error, naming the expression; an unknown fragment; the failure of a
+    /// variable or fragment the template reads.
     pub fn render(&self, scope: &Scope, fragments: &Fragments) -> Result<Value, String> {
+        self.render_checked(scope, fragments)
+            .map_err(|e| e.to_string())
+    }
+
+    /// [`Template::render`], keeping upstream failures apart.
+    pub(crate) fn render_checked(
+        &self,
+        scope: &Scope,
+        fragments: &Fragments,
+    ) -> Result<Value, EvalError> {
         Ok(self.render_opt(scope, fragments)?.unwrap_or(Value::Null))
     }
 
-    fn render_opt(&self, scope: &Scope, fragments: &Fragments) -> Result<Rendered, String> {
+    fn render_opt(&self, scope: &Scope, fragments: &Fragments) -> Result<Rendered, EvalError> {
         Ok(Some(match self {
             Template::Literal(v) => v.clone(),
-            Template::Expr(e) => e
-                .eval_json(scope)
-                .map_err(|err| format!("evaluating ${{{{ {} }}}}: {err}", e.text()))?,
+            Template::Expr(e) => {
+                let v = e
+                    .eval_checked(scope)
+                    .map_err(|err| err.context(|m| evaluating(e, &m)))?;
+                cel_to_json(&v).map_err(|m| EvalError::Own(evaluating(e, &m)))?
+            }
             Template::Interp(parts) => {
                 let mut s = String::new();
                 for p in parts {
                     match p {
                         Part::Text(t) => s.push_str(t),
                         Part::Expr(e) => {
-                            let v = e.eval(scope).map_err(|err| {
-                                format!("evaluating ${{{{ {} }}}}: {err}", e.text())
-                            })?;
-                            s.push_str(&cel_to_text(&v)?);
+                            let v = e
+                                .eval_checked(scope)
+                                .map_err(|err| err.context(|m| evaluating(e, &m)))?;
+                            s.push_str(&cel_to_text(&v).map_err(EvalError::Own)?);
                         }
                     }
                 }
                 Value::String(s)
             }
-            Template::Fragment(name) => fragments
-                .get(name)
-                .cloned()
-                .ok_or_else(|| format!("unknown fragment {name:?}"))?,
+            Template::Fragment(name) => {
+                if let Some(m) = scope.fragment_failure(name) {
+                    return Err(EvalError::Upstream(m.clone()));
+                }
+                fragments
+                    .get(name)
+                    .cloned()
+                    .ok_or_else(|| EvalError::Own(format!("unknown fragment {name:?}")))?
+            }
             Template::If(cond, then, otherwise) => {
-                let take = cond
-                    .eval_bool(scope)
-                    .map_err(|err| format!("evaluating $if {:?}: {err}", cond.text()))?;
+                let take = cond.eval_bool_checked(scope).map_err(|err| {
+                    err.context(|m| format!("evaluating $if {:?}: {m}", cond.text()))
+                })?;
                 return match (take, otherwise) {
                     (true, _) => then.render_opt(scope, fragments),
                     (false, Some(e)) => e.render_opt(scope, fragments),
@@ -589,10 +1004,10 @@ impl Template {
                             Some(Value::Array(a)) => out.extend(a),
                             Some(Value::Null) | None => {}
                             Some(other) => {
-                                return Err(format!(
+                                return Err(EvalError::Own(format!(
                                     "$splice needs a list, got {}",
                                     json_type(&other)
-                                ));
+                                )));
                             }
                         },
                     }
@@ -615,6 +1030,11 @@ impl Template {
             }
         }))
     }
+}
+
+/// The message of a failed `${{ … }}` expression.
+fn evaluating(e: &Expr, err: &str) -> String {
+    format!("evaluating ${{{{ {} }}}}: {err}", e.text())
 }
 
 /// A JSON type name for messages.
@@ -641,33 +1061,36 @@ fn single_key<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
 /// `${{ x }}` → `x`; anything else unchanged (so `$if` accepts both spellings).
 fn strip_braces(s: &str) -> &str {
     let t = s.trim();
-    t.strip_prefix("${{")
-        .and_then(|r| r.strip_suffix("}}"))
-        .map(str::trim)
-        .unwrap_or(s)
+    if !t.starts_with("${{") {
+        return s;
+    }
+    match template_close(t, 3) {
+        Some(close) if close + 2 == t.len() => t.get(3..close).map_or(s, str::trim),
+        _ => s,
+    }
 }
 
+/// Splits `s` into text and `${{ … }}` parts; each expression ends at the `}}` that closes it
+/// (a `}}` inside a string literal or a map literal does not).
 fn compile_string(s: &str) -> Result<Template, String> {
     if !s.contains("${{") {
         return Ok(Template::Literal(Value::String(s.to_string())));
     }
     let mut parts = Vec::new();
-    let mut rest = s;
-    while let Some(start) = rest.find("${{") {
-        if start > 0 {
-            parts.push(Part::Text(rest[..start].to_string()));
+    let mut at = 0;
+    while let Some(start) = s.get(at..).and_then(|r| r.find("${{")).map(|p| at + p) {
+        if start > at {
+            parts.push(Part::Text(s.get(at..start).unwrap_or("").to_string()));
         }
-        let after = &rest[start + 3..];
-        let end = after
-            .find("}}")
-            .ok_or_else(|| format!("unterminated ${{{{ in {s:?}"))?;
-        let expr_text = after[..end].trim();
+        let close =
+            template_close(s, start + 3).ok_or_else(|| format!("unterminated ${{{{ in {s:?}"))?;
+        let expr_text = s.get(start + 3..close).unwrap_or("").trim();
         parts.push(Part::Expr(
             Expr::compile(expr_text).map_err(|e| format!("in ${{{{ {expr_text} }}}}: {e}"))?,
         ));
-        rest = &after[end + 2..];
+        at = close + 2;
     }
-    if !rest.is_empty() {
+    if let Some(rest) = s.get(at..).filter(|r| !r.is_empty()) {
         parts.push(Part::Text(rest.to_string()));
     }
     if let [Part::Expr(e)] = parts.as_slice() {
@@ -740,6 +1163,100 @@ mod tests {
             json!({"name": "wr-runtime", "count": 3, "k/x": "v",
                    "list": ["a", "b", "c", "d", "e"], "alt": "small"})
         );
+    }
+
+    fn render(template: Value) -> Result<Value, String> {
+        Template::compile(&template)?.render(&scope(json!({"a": 1})), &Fragments::new())
+    }
+
+    #[test]
+    fn a_template_ends_at_the_braces_that_close_it() {
+        assert_eq!(
+            render(json!("${{ {'a': {'b': 'c'}}.a }}")),
+            Ok(json!({"b": "c"}))
+        );
+        assert_eq!(render(json!("${{ 'x}}y' }}")), Ok(json!("x}}y")));
+        assert_eq!(
+            render(json!("${{ params.a }}-${{ {'k': 'v'}['k'] }}!")),
+            Ok(json!("1-v!"))
+        );
+        assert_eq!(
+            render(json!(
+                r#"${{ r'\d}}' + '''a}}"b''' + "\"}}" + (b'}}' == b'}}' ? 'x' : 'y') }}"#
+            )),
+            Ok(json!(r#"\d}}a}}"b"}}x"#))
+        );
+        assert_eq!(
+            render(json!({"$if": "${{ {'t': true}.t }}", "$then": "yes"})),
+            Ok(json!("yes"))
+        );
+    }
+
+    #[test]
+    fn an_unterminated_template_names_the_text() {
+        assert_eq!(
+            render(json!("a ${{ params.a ")),
+            Err(r#"unterminated ${{ in "a ${{ params.a ""#.to_string())
+        );
+        assert_eq!(
+            render(json!("${{ 'x }}")),
+            Err(r#"unterminated ${{ in "${{ 'x }}""#.to_string())
+        );
+    }
+
+    #[test]
+    fn rewriting_leaves_string_literals_alone() {
+        let e =
+            Expr::compile(r"'''it\'s variables.x .?y''' + r'\d' + params.?a.orValue(0).string()")
+                .expect("compiles");
+        assert_eq!(
+            e.eval_json(&scope(json!({"a": 1}))),
+            Ok(json!(r"it's variables.x .?y\d1"))
+        );
+    }
+
+    #[test]
+    fn cached_regex_functions_answer_as_the_libraries_do() {
+        let library = cel::Context::default().with_all();
+        let cases = [
+            ("'abc'.matches('^[a-z]+$')", json!(true)),
+            ("matches('abc', 'b')", json!(true)),
+            ("'ABC'.matches('^[a-z]+$')", json!(false)),
+            ("'a1b22'.find('[0-9]+')", json!("1")),
+            ("'abc'.find('[0-9]+')", json!("")),
+            ("'a1b22c333'.findAll('[0-9]+')", json!(["1", "22", "333"])),
+            ("'a1b22c333'.findAll('[0-9]+', 2)", json!(["1", "22"])),
+            (
+                "'a1b22c333'.findAll('[0-9]+', -1)",
+                json!(["1", "22", "333"]),
+            ),
+        ];
+        for (text, want) in cases {
+            let e = Expr::compile(text).expect("compiles");
+            assert_eq!(e.eval_json(&Scope::new()), Ok(want), "{text}");
+            let theirs = Cel::resolve(&e.ast, &library).map_err(|e| e.to_string());
+            assert_eq!(e.eval(&Scope::new()), theirs, "{text}");
+        }
+        for (text, want) in [
+            (
+                "'a'.matches('(')",
+                "Error executing function 'matches': '(' not a valid regex:\nregex parse error:\n    (\n    ^\nerror: unclosed group",
+            ),
+            (
+                "'a'.find('(')",
+                "Error executing function 'find': invalid regex: regex parse error:\n    (\n    ^\nerror: unclosed group",
+            ),
+            (
+                "'a'.findAll(1)",
+                "Error executing function 'findAll': expected string pattern",
+            ),
+        ] {
+            let e = Expr::compile(text).expect("compiles");
+            assert_eq!(e.eval(&Scope::new()), Err(want.to_string()), "{text}");
+            let theirs = Cel::resolve(&e.ast, &library).map_err(|e| e.to_string());
+            assert_eq!(e.eval(&Scope::new()), theirs, "{text}");
+        }
+        assert!(REGEXES.lock().is_ok_and(|c| c.contains_key("^[a-z]+$")));
     }
 
     #[test]

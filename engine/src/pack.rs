@@ -317,10 +317,8 @@ pub struct Table {
     pub(crate) fragments: Vec<(String, Template)>,
     /// The entries, in file order.
     pub entries: Vec<TableEntry>,
-    /// Renders already computed, by `(honor_include, params)`: a table is pure data, so the
-    /// same params always render the same rows.
-    pub(crate) cache:
-        Arc<std::sync::Mutex<std::collections::HashMap<(bool, String), RenderedRows>>>,
+    /// Renders already computed (a thread-safe cache keyed on the params the table reads).
+    pub(crate) cache: Arc<crate::eval::TableCache>,
 }
 
 /// `(entry id, rendered body)` rows of a table render.
