@@ -84,6 +84,11 @@ impl Expr {
         &self.text
     }
 
+    /// The parsed expression (as rewritten for evaluation), for reference analysis.
+    pub(crate) fn ast(&self) -> &cel::parser::Expression {
+        &self.ast
+    }
+
     /// Evaluates against `scope`.
     ///
     /// # Errors
