@@ -14,3 +14,6 @@ mod report;
 
 /// `nvcre-policy test` (issue "Rule authoring").
 mod suite;
+
+/// Rule sets checked against the pipeline contract at load.
+mod contract;
