@@ -301,9 +301,6 @@ fn lint_pack(pack: &CompiledPack, out: &mut Vec<LintFinding>) {
     };
     check_messages(pack, &at, out);
     check_escaped_keys(&sites, &at, &rule_id, out);
-    if !pack.complete {
-        return;
-    }
     let read: Vec<(&Owner, Vec<String>)> = sites
         .iter()
         .map(|s| (&s.owner, reads(s.expr).variables))
@@ -337,7 +334,13 @@ fn lint_pack(pack: &CompiledPack, out: &mut Vec<LintFinding>) {
             Owner::Rule(k) => shadow(*k).is_none(),
         }
     };
-    for (i, name) in pack.declared_vars.iter().enumerate() {
+    // A rule left out may read a pack variable: only a complete pack's are checked.
+    let pack_vars = if pack.complete {
+        pack.declared_vars.as_slice()
+    } else {
+        &[]
+    };
+    for (i, name) in pack_vars.iter().enumerate() {
         let used = read.iter().any(|(owner, vars)| {
             **owner != Owner::PackVar(i)
                 && sees_pack_var(owner, name)
@@ -379,6 +382,9 @@ fn lint_pack(pack: &CompiledPack, out: &mut Vec<LintFinding>) {
                 ));
             }
         }
+    }
+    if !pack.complete {
+        return;
     }
     let mut inserted = Vec::new();
     for (name, t) in &pack.fragments {
