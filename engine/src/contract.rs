@@ -170,7 +170,6 @@ impl Contract {
                     pack.name,
                     self.known_stages()
                 ),
-                Some(format!("add `stage:` with one of {}", self.known_stages())),
             ));
             return;
         };
@@ -184,7 +183,6 @@ impl Contract {
                     "unknown stage {stage:?}; known stages: {}",
                     self.known_stages()
                 ),
-                Some(format!("known stages: {}", self.known_stages())),
             ));
             return;
         };
@@ -212,7 +210,6 @@ impl Contract {
                     &site.path,
                     rule,
                     format!("params.{p} is not passed to stage {stage:?} ({passes})"),
-                    None,
                 ));
             }
         }
@@ -231,7 +228,6 @@ impl Contract {
                     table.name,
                     self.known_tables()
                 ),
-                Some(format!("known tables: {}", self.known_tables())),
             ));
             return;
         };
@@ -263,7 +259,6 @@ impl Contract {
                                 params.join(", ")
                             }
                         ),
-                        None,
                     ));
                 }
             }
@@ -483,7 +478,6 @@ impl<'a> Instance<'a> {
                             table.name,
                             known.join(", ")
                         ),
-                        help: Some(format!("known keys: {}", known.join(", "))),
                     },
                 });
             }
@@ -502,7 +496,6 @@ impl<'a> Instance<'a> {
                 "row does not match the schema of table {:?}: {e}",
                 table.name
             ),
-            None,
         ));
     }
 }
@@ -513,7 +506,6 @@ fn violation(
     path: &FieldPath,
     rule: Option<&str>,
     message: String,
-    help: Option<String>,
 ) -> Problem {
     Problem {
         kind: ProblemKind::Contract,
@@ -523,7 +515,125 @@ fn violation(
             pos: doc.spans.lookup(path),
             rule: rule.map(str::to_string),
             message,
-            help,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{RuleSet, Source};
+    use miette::Diagnostic;
+    use serde_json::json;
+
+    fn contract() -> Contract {
+        let row = json!({
+            "type": "object",
+            "properties": {
+                "platform": {"type": "string"},
+                "count": {"type": "integer"},
+                "args": {"type": "array", "items": {"type": "string"}},
+                "env": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}, "value": {"type": "string"}},
+                    "additionalProperties": false
+                }}
+            },
+            "additionalProperties": false
+        });
+        Contract::new()
+            .stage("admission", "first", &[])
+            .stage("labels", "labels", &["labelsPath"])
+            .table("rows", "rows", row, Some(&["n", "name"]))
+            .expect("schema compiles")
+    }
+
+    fn load(text: &str) -> Vec<String> {
+        match RuleSet::load(&[Source::new("r.yaml", text)], Some(&contract())) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.errors.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    const TABLE: &str =
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: rows}\n";
+
+    #[test]
+    fn unknown_stage_is_a_diagnostic_with_code_and_help() {
+        let src = Source::new(
+            "r.yaml",
+            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p}\nstage: labls\nrules:\n- id: r\n  validate: {expression: 'params.labelsPath != \"\"'}\n",
+        );
+        let err = RuleSet::load(&[src], Some(&contract())).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "rule pack error: r.yaml:4:8: unknown stage \"labls\"; known stages: admission, labels"
+        );
+        let e = &err.errors[0];
+        assert_eq!(
+            Diagnostic::code(e).map(|c| c.to_string()),
+            Some("nvcre::rules::unknown_stage".to_string())
+        );
+        assert_eq!(
+            e.help().map(|h| h.to_string()),
+            Some("known stages: admission, labels".to_string())
+        );
+        assert_eq!(
+            Diagnostic::code(&err).map(|c| c.to_string()),
+            Some("nvcre::rules::load".to_string())
+        );
+    }
+
+    #[test]
+    fn params_a_stage_does_not_pass_and_packs_without_stage() {
+        assert_eq!(
+            load(
+                "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p}\nstage: admission\nrules:\n- id: r\n  validate: {expression: \"params.?labelsPath.orValue('') != ''\"}\n---\napiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: q}\nrules:\n- id: s\n  validate: {expression: 'true'}\n"
+            ),
+            [
+                "rule pack error: r.yaml:7:26: rule r: params.labelsPath is not passed to stage \"admission\" (it passes no params)",
+                "rule pack error: r.yaml:10:7: pack \"q\" has no stage; known stages: admission, labels",
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_beside_templated_values_which_are_not_checked() {
+        assert_eq!(
+            load(&format!(
+                "{TABLE}entries:\n- id: a\n  include: params.n > 1\n  count: '${{{{ params.n }}}}'\n  platfrom: x\n  env: [{{name: A, valu: '1'}}, {{$if: 'params.n > 1', $then: {{bad: 1}}}}]\n  args: [x, {{$splice: '${{{{ [params.name] }}}}'}}]\n"
+            )),
+            [
+                "rule pack error: r.yaml:8:3: rule a: unknown key \"platfrom\" in a row of table \"rows\"; known keys: platform, count, args, env",
+                "rule pack error: r.yaml:9:19: rule a: unknown key \"valu\" in a row of table \"rows\"; known keys: name, value",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_fragment_is_checked_where_it_is_used_and_a_list_fragment_splices_into_a_list() {
+        assert_eq!(
+            load(&format!(
+                "{TABLE}fragments:\n  envs: [{{name: A, value: '1'}}, {{name: B, vlue: '2'}}]\n  one: {{name: C, value: 3}}\nentries:\n- id: a\n  env: [{{$fragment: envs}}, {{$fragment: one}}, {{name: D, value: x}}]\n  args: [{{$fragment: missing}}]\n"
+            )),
+            [
+                "rule pack error: r.yaml:5:43: rule a: unknown key \"vlue\" in a row of table \"rows\"; known keys: name, value",
+                "rule pack error: r.yaml:6:25: rule a: row does not match the schema of table \"rows\": 3 is not of type \"string\"",
+                "rule pack error: r.yaml:8:3: rule a: {$fragment: missing} names no fragment of this table",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_table_param_it_is_not_rendered_with_and_an_unknown_table() {
+        assert_eq!(
+            load(&format!(
+                "{TABLE}entries:\n- id: a\n  platform: '${{{{ params.platform }}}}'\n---\napiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {{name: other}}\nentries: []\n"
+            )),
+            [
+                "rule pack error: r.yaml:6:13: rule a: params.platform is not a param of table \"rows\" (it is rendered with n, name)",
+                "rule pack error: r.yaml:10:18: unknown table \"other\"; known tables: rows",
+            ]
+        );
     }
 }

@@ -86,10 +86,8 @@ pub enum Error {
         pos: Option<Pos>,
         /// The rule or entry id, when the problem is inside one.
         rule: Option<String>,
-        /// What is wrong.
+        /// What is wrong; a list of what would be accepted follows `; ` (the help text).
         message: String,
-        /// What would be accepted (known stages, known tables, …), when there is a list.
-        help: Option<String>,
     },
     /// A mutation could not be applied (a JSON Patch `test` failed, a path is missing, …).
     #[error("patch error: {0}")]
@@ -163,7 +161,9 @@ impl miette::Diagnostic for Error {
 
     fn help<'a>(&'a self) -> Option<Box<dyn fmt::Display + 'a>> {
         match self {
-            Error::Contract { help: Some(h), .. } => Some(Box::new(h.as_str())),
+            Error::Contract { message, .. } => message
+                .split_once("; ")
+                .map(|(_, h)| Box::new(h) as Box<dyn fmt::Display>),
             Error::SymlinkLoop { .. } => Some(Box::new(
                 "a directory link pointing at its own ancestor would be read forever; remove \
                  the link or point it elsewhere",

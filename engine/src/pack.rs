@@ -418,12 +418,22 @@ impl RuleSet {
     ) -> Result<RuleSet, LoadErrors> {
         let (set, problems) = RuleSet::load_collecting(sources, contract);
         if problems.is_empty() {
-            Ok(set)
-        } else {
-            Err(LoadErrors::new(
-                problems.into_iter().map(|p| p.error).collect(),
-            ))
+            return Ok(set);
         }
+        let mut errors: Vec<Error> = problems.into_iter().map(|p| p.error).collect();
+        // File order, then line and column (a stable sort keeps the order of equal positions).
+        let order = |e: &Error| {
+            let (file, pos) = e.location().unwrap_or(("", None));
+            (
+                sources
+                    .iter()
+                    .position(|s| s.name == file)
+                    .unwrap_or(usize::MAX),
+                pos.map(|p| (p.line, p.column)),
+            )
+        };
+        errors.sort_by_key(order);
+        Err(LoadErrors::new(errors))
     }
 
     /// Loads what it can and returns every problem, in file order: a bad document does not stop
