@@ -1,9 +1,11 @@
-//! Reading manifests: files, directories (recursively: .yaml, .yml, .json) and standard input.
+//! Reading manifests: files, directories (recursively: .yaml, .yml, .json, through the engine's
+//! walker: hidden entries skipped, symlinked files read, symlinked directories not followed) and
+//! standard input.
 
 use std::io::Read;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
-use nvcre_engine::{Document, Source, parse_documents};
+use nvcre_engine::{Document, Source, WalkOptions, parse_documents, walk_files};
 
 /// Reads one file (or `-`) as a document stream.
 pub fn read_one(path: &str) -> Result<Vec<Document>, String> {
@@ -25,7 +27,8 @@ pub fn read_source(path: &str) -> Result<std::sync::Arc<Source>, String> {
 }
 
 /// Expands paths: files as given, directories recursively to their manifest files in path
-/// order, `-` kept. Missing paths are reported as `(path, message)` errors.
+/// order, `-` kept. Missing paths and unreadable entries are reported as `(path, message)`
+/// errors; the other files are still listed.
 pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
     let mut files = Vec::new();
     let mut errors = Vec::new();
@@ -36,11 +39,13 @@ pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
         }
         let path = Path::new(p);
         if path.is_dir() {
-            let mut found = Vec::new();
-            if let Err(e) = walk(path, &mut found) {
-                errors.push((p.clone(), format!("reading {p}: {e}")));
+            let (found, errs) = walk_files(path, &WalkOptions::MANIFESTS);
+            for e in errs {
+                let at = e
+                    .location()
+                    .map_or_else(|| p.clone(), |(f, _)| f.to_string());
+                errors.push((at, e.to_string()));
             }
-            found.sort();
             files.extend(found.into_iter().map(|f| f.display().to_string()));
         } else if path.exists() {
             files.push(p.clone());
@@ -49,27 +54,6 @@ pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
         }
     }
     (files, errors)
-}
-
-/// Recurses into directories; a symlinked directory is not followed (a link to a parent would
-/// loop), a symlinked file is read.
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
-    for entry in std::fs::read_dir(dir)? {
-        let entry = entry?;
-        let path = entry.path();
-        if entry.file_type()?.is_symlink() && path.is_dir() {
-            continue;
-        }
-        if path.is_dir() {
-            walk(&path, out)?;
-        } else if path
-            .extension()
-            .is_some_and(|e| e == "yaml" || e == "yml" || e == "json")
-        {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 /// Reads a nodes file: a v1 NodeList and/or Node documents.

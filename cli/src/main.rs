@@ -125,8 +125,11 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
 }
 
 fn load(cli: &Cli) -> Result<RuleSet, ExitCode> {
-    load_rules(cli.rules.as_deref()).map_err(|e| {
-        report::error_line(&e.to_string());
+    // All or nothing: every problem of the set is printed, then exit 2.
+    load_rules(cli.rules.as_deref()).map_err(|errors| {
+        for e in &errors.errors {
+            report::error_line(&e.to_string());
+        }
         ExitCode::from(2)
     })
 }
@@ -185,7 +188,7 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                     text.push_str("---\n");
                 }
                 text.push_str(&to_yaml(w).map_err(|e| {
-                    report::error_line(&e);
+                    report::error_line(&e.to_string());
                     ExitCode::from(2)
                 })?);
             }

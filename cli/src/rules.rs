@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
 use nvcre_engine::{CompiledPack, Rule, RuleSet, lint, to_yaml};
-use nvcre_policy::packs::rule_sources;
+use nvcre_policy::packs::{contract, rule_sources};
 use serde_json::Value;
 
 use crate::check::FailOn;
@@ -17,8 +17,10 @@ use crate::suites::{self, Example};
 /// `rules` subcommands.
 #[derive(Debug, Subcommand)]
 pub enum RulesCommand {
-    /// Lint rule files: compile errors, duplicate ids, unknown fields, messages that look like
-    /// CEL, unused variables and fragments, escaped keys on labels/annotations.
+    /// Lint rule files: compile errors, duplicate ids, unknown fields, contract breaches
+    /// (unknown stages and tables, table rows that do not fit, params a stage does not pass),
+    /// messages that look like CEL, unused variables and fragments, escaped keys on
+    /// labels/annotations.
     Lint(LintArgs),
     /// One line per rule: id, severity, pack, file:line.
     List,
@@ -60,12 +62,21 @@ pub fn run_lint(rules_dir: Option<&Path>, args: &LintArgs) -> ExitCode {
     let dir = args.dir.as_deref().or(rules_dir);
     let sources = match rule_sources(dir) {
         Ok(s) => s,
+        Err(errors) => {
+            for e in &errors.errors {
+                report::error_line(&e.to_string());
+            }
+            return ExitCode::from(2);
+        }
+    };
+    let contract = match contract() {
+        Ok(c) => c,
         Err(e) => {
             report::error_line(&e.to_string());
             return ExitCode::from(2);
         }
     };
-    let findings = lint(&sources);
+    let findings = lint(&sources, Some(&contract));
     let mut out = String::new();
     for f in &findings {
         let _ = writeln!(out, "{f}");

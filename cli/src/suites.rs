@@ -110,9 +110,15 @@ pub fn examples(tests: &Path, id: &str, pack: &str, rule_file: &str) -> Examples
 
 /// Every suite under `dir`, in path order; files that do not parse as suites are skipped.
 fn read_suites(dir: &Path) -> Vec<(PathBuf, SuiteFile)> {
-    let mut paths = Vec::new();
-    walk(dir, &mut paths);
-    paths.sort();
+    // Examples are best effort: unreadable entries are skipped.
+    let (paths, _) = nvcre_engine::walk_files(
+        dir,
+        &nvcre_engine::WalkOptions {
+            extensions: &["yaml", "yml"],
+            skip_dirs: &[],
+            follow_dir_links: true,
+        },
+    );
     paths
         .into_iter()
         .filter_map(|p| {
@@ -123,20 +129,6 @@ fn read_suites(dir: &Path) -> Vec<(PathBuf, SuiteFile)> {
             Some((p, file))
         })
         .collect()
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            walk(&path, out);
-        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            out.push(path);
-        }
-    }
 }
 
 fn example(suite: &Path, case: &Case) -> Example {

@@ -164,6 +164,11 @@ impl Expr {
             .any(|r| r.starts_with(VARIABLE_PREFIX) || r == "variables" || r == "fragments")
     }
 
+    /// The parsed expression (as rewritten for evaluation), for reference analysis.
+    pub(crate) fn ast(&self) -> &cel::parser::Expression {
+        &self.ast
+    }
+
     /// Evaluates against `scope`.
     ///
     /// # Errors

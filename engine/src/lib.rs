@@ -10,13 +10,21 @@ them over JSON documents, applies patches and reports findings. The NVCRE domain
 
 - [`Source`] and [`parse_documents`] read YAML/JSON streams into [`Document`]s that keep a
   [`SpanIndex`] (field path → line:column).
-- [`RuleSet`] loads `RulePack` and `Table` documents and compiles every CEL expression; a pack
-  that does not compile is refused with file, line and rule id ([`Error::Pack`]).
+- [`RuleSet::load`] loads `RulePack` and `Table` documents and compiles every CEL expression.
+  Loading is all or nothing: a complete set, or [`LoadErrors`] with every problem of every file
+  (file, line, column and rule id), so a long-lived caller keeps its last good set.
+- A [`Contract`] declares the caller's stages (and the params each passes) and tables (with a
+  JSON Schema for their rows); loading with one refuses unknown stages and tables, rows that do
+  not fit, and `params.x` reads the stage does not pass.
+- [`walk_files`] / [`read_files`] list a directory the one way every reader does: path order,
+  hidden entries skipped (so a mounted ConfigMap's files load once, by their visible names),
+  symlinked files followed, symlink loops refused.
 - [`CompiledPack::evaluate`] runs a pack on one document and returns an [`Outcome`]: the mutated
   document and its [`Finding`]s. [`Table::render`] renders a data table with parameters.
 - [`lint`] reports every problem of a set of rule files as [`LintFinding`]s: what the loader
-  refuses, plus messages that look like CEL, unused variables and fragments, and escaped keys on
-  free-form maps.
+  refuses (contract breaches included), plus messages that look like CEL, unused variables and
+  fragments, and escaped keys on free-form maps.
+- Errors implement [`miette::Diagnostic`] with codes such as `nvcre::rules::unknown_stage`.
 - [`patch`] holds the merge (lists merged by `name`), JSON Patch and list insertion used by
   mutations and by callers.
 
@@ -58,21 +66,26 @@ assert_eq!(f.message, "Too long: may not be more than 63 bytes");
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod contract;
 mod error;
 mod eval;
 mod expr;
+mod files;
 mod finding;
 mod lint;
 mod pack;
 pub mod patch;
 mod path;
 mod quote;
+mod sites;
 mod source;
 
-pub use error::Error;
+pub use contract::{Contract, StageContract, TableContract};
+pub use error::{ContractViolation, Error, LoadErrors};
 pub use eval::{Origin, Outcome};
 pub use expr::type_name as cel_type_name;
 pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel, json_type as json_type_name};
+pub use files::{WalkOptions, read_files, walk_files};
 pub use finding::{Finding, Severity};
 /// CEL values, as expressions return them.
 pub use kube_cel::cel::Value as CelValue;

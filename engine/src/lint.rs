@@ -3,36 +3,42 @@
 //!
 //! [`lint`] reports, each with a [`Lint`] id, the file, line and column:
 //!
-//! - `yaml`, `unknown-field`, `invalid`, `compile`, `duplicate-id`: what the loader refuses
-//!   ([`RuleSet::from_sources`] stops at the first; the lint goes on past a bad rule or document);
+//! - `yaml`, `unknown-field`, `invalid`, `compile`, `duplicate-id`, `undefined-variable`,
+//!   `contract`: what the loader refuses ([`RuleSet::load`] gathers them all; the lint shows
+//!   them with their ids);
 //! - `message-looks-like-cel`: a fixed `message` that reads like CEL (`object.`, `variables.`,
 //!   `params.`, `+ '`, `size(`, …), which is printed as written; `messageExpression` computes;
-//! - `unused-variable`: a pack or rule variable that no expression or template refers to
-//!   (`variables.<name>` as a word, or `variables['<name>']`);
+//! - `unused-variable`: a pack or rule variable that no expression reads (`variables.<name>`,
+//!   `variables.?<name>` or `variables['<name>']`, found in each expression's parsed AST);
 //! - `unused-fragment`: a fragment that nothing inserts (`{$fragment: name}`) or reads
 //!   (`fragments.<name>`);
 //! - `escaped-key-on-map`: a key escaped with `__dot__` / `__slash__` / `__dash__` selected from
 //!   `labels` or `annotations`. Escaping applies to schema fields only; the keys of these
 //!   free-form maps are never unescaped, so the selection never matches. `['key']` does.
 //!
-//! The lint only reads text: it knows the rule-file format, not any particular policy.
+//! The lint reads what the loader produced (compiled packs and tables, and the problems of
+//! what did not compile); it knows the rule-file format, not any particular policy. The unused
+//! lints stay quiet for a pack or table that did not compile whole (a rule left out would look
+//! unused).
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
 
-use serde_json::Value;
-
+use crate::contract::Contract;
 use crate::error::Error;
+use crate::expr::{Item, Template};
 use crate::finding::Severity;
-use crate::pack::{ProblemKind, RuleSet};
+use crate::pack::{CompiledPack, Mutation, ProblemKind, RuleSet, Table};
 use crate::path::FieldPath;
-use crate::source::{Document, Pos, Source, parse_documents};
+use crate::sites::{Owner, Site, pack_sites, reads, table_sites};
+use crate::source::{Pos, Source, SpanIndex};
 
 /// What a [`LintFinding`] is about. [`Lint::id`] is the name shown in brackets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Lint {
-    /// `yaml`: the file is not YAML (or is too large).
+    /// `yaml`: the file is not YAML (or is too large), or cannot be read.
     Yaml,
     /// `unknown-field`: a field that is not part of the rule-file format.
     UnknownField,
@@ -53,6 +59,9 @@ pub enum Lint {
     /// `undefined-variable`: `variables.x` where no variable `x` is visible (a typo fails
     /// every evaluation).
     UndefinedVariable,
+    /// `contract`: a breach of the caller's [`Contract`] (unknown stage or table, a row that
+    /// does not fit its schema, a param the stage does not pass).
+    Contract,
 }
 
 impl Lint {
@@ -69,6 +78,7 @@ impl Lint {
             Lint::UnusedFragment => "unused-fragment",
             Lint::EscapedKeyOnMap => "escaped-key-on-map",
             Lint::UndefinedVariable => "undefined-variable",
+            Lint::Contract => "contract",
         }
     }
 
@@ -121,8 +131,8 @@ impl fmt::Display for LintFinding {
     }
 }
 
-/// Lints rule files (the sources a [`RuleSet`] would load). Findings come in source order, then
-/// line and column order.
+/// Lints rule files (the sources a [`RuleSet`] would load), checking them against `contract`
+/// when given. Findings come in source order, then line and column order.
 ///
 /// ```
 /// use nvcre_engine::{Lint, Source, lint};
@@ -137,7 +147,7 @@ impl fmt::Display for LintFinding {
 ///   - id: r
 ///     validate: {expression: 'true', message: \"'x' + object.a\"}
 /// ");
-/// let findings = lint(&[pack]);
+/// let findings = lint(&[pack], None);
 /// let ids: Vec<Lint> = findings.iter().map(|f| f.lint).collect();
 /// assert_eq!(ids, [Lint::UnusedVariable, Lint::MessageLooksLikeCel]);
 /// assert_eq!(
@@ -146,15 +156,15 @@ impl fmt::Display for LintFinding {
 ///      no expression or template of pack p refers to variables.unused"
 /// );
 /// ```
-pub fn lint(sources: &[Arc<Source>]) -> Vec<LintFinding> {
-    let (_, problems) = RuleSet::load_collecting(sources);
-    let mut out: Vec<(usize, LintFinding)> = Vec::new();
-    let order = |file: &str| {
-        sources
-            .iter()
-            .position(|s| s.name == file)
-            .unwrap_or(usize::MAX)
-    };
+pub fn lint(sources: &[Arc<Source>], contract: Option<&Contract>) -> Vec<LintFinding> {
+    let (set, problems) = RuleSet::load_collecting(sources, contract);
+    let order: HashMap<&str, usize> = sources
+        .iter()
+        .enumerate()
+        .rev()
+        .map(|(i, s)| (s.name.as_str(), i))
+        .collect();
+    let mut out: Vec<LintFinding> = Vec::new();
     for p in problems {
         let lint = match p.kind {
             ProblemKind::Syntax => Lint::Yaml,
@@ -162,32 +172,41 @@ pub fn lint(sources: &[Arc<Source>]) -> Vec<LintFinding> {
             ProblemKind::Shape => Lint::Invalid,
             ProblemKind::Compile => Lint::Compile,
             ProblemKind::Duplicate => Lint::DuplicateId,
+            ProblemKind::UndefinedVariable => Lint::UndefinedVariable,
+            ProblemKind::Contract => Lint::Contract,
         };
-        let f = from_error(lint, p.error);
-        out.push((order(&f.file), f));
+        out.push(from_error(lint, p.error));
     }
-    for (i, source) in sources.iter().enumerate() {
-        // Unparsable files were reported above.
-        let Ok(docs) = parse_documents(source) else {
-            continue;
-        };
-        for doc in &docs {
-            let mut found = Vec::new();
-            lint_document(doc, &mut found);
-            out.extend(found.into_iter().map(|f| (i, f)));
-        }
+    for pack in &set.packs {
+        lint_pack(pack, &mut out);
     }
-    out.sort_by_key(|(i, f)| (*i, f.pos.map(|p| (p.line, p.column))));
-    out.into_iter().map(|(_, f)| f).collect()
+    for table in &set.tables {
+        lint_table(table, &mut out);
+    }
+    out.sort_by_key(|f| {
+        (
+            order.get(f.file.as_str()).copied().unwrap_or(usize::MAX),
+            f.pos.map(|p| (p.line, p.column)),
+        )
+    });
+    out
 }
 
-fn from_error(lint: Lint, e: Error) -> LintFinding {
+/// Turns an error of the loader into a finding of `lint`.
+pub(crate) fn from_error(lint: Lint, e: Error) -> LintFinding {
     let (file, pos, rule, message) = match e {
         Error::Pack {
             file,
             pos,
             rule,
             message,
+        }
+        | Error::Contract {
+            file,
+            pos,
+            rule,
+            message,
+            ..
         } => (file, pos, rule, message),
         Error::Yaml {
             source_name,
@@ -212,316 +231,308 @@ fn from_error(lint: Lint, e: Error) -> LintFinding {
     }
 }
 
-/// Who owns a piece of CEL: decides which variables it can see.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Owner {
-    /// Match conditions, table entries: no variables.
-    Pack,
-    /// Pack variable `i`.
-    PackVar(usize),
-    /// Fragment `name`.
-    Fragment(String),
-    /// Rule `k`'s `forEach.in` (evaluated before the rule's variables).
-    RuleForEach(usize),
-    /// Rule `k`'s variable `j`.
-    RuleVar(usize, usize),
-    /// Rule `k`'s `when`, `validate` and `mutate`.
-    Rule(usize),
+/// Where findings of one pack or table point.
+struct At<'a> {
+    source: &'a Source,
+    spans: &'a SpanIndex,
 }
 
-/// One CEL text with its place in the file.
-struct Code {
-    path: FieldPath,
-    text: String,
-    owner: Owner,
-}
-
-/// What a document's code refers to: CEL texts and `{$fragment: name}` insertions.
-#[derive(Default)]
-struct Refs {
-    code: Vec<Code>,
-    fragments: Vec<(String, Owner)>,
-}
-
-impl Refs {
-    fn cel(&mut self, value: Option<&Value>, path: FieldPath, owner: Owner) {
-        if let Some(text) = value.and_then(Value::as_str) {
-            self.code.push(Code {
-                path,
-                text: text.to_string(),
-                owner,
-            });
+impl At<'_> {
+    fn finding(
+        &self,
+        lint: Lint,
+        path: &FieldPath,
+        rule: Option<&str>,
+        message: String,
+    ) -> LintFinding {
+        LintFinding {
+            lint,
+            severity: lint.severity(),
+            file: self.source.name.clone(),
+            pos: self.spans.lookup(path),
+            rule: rule.map(str::to_string),
+            message,
         }
     }
-
-    /// Every `${{ … }}`, `$if` and `{$fragment: …}` of a template.
-    fn template(&mut self, value: &Value, path: FieldPath, owner: &Owner) {
-        match value {
-            Value::String(s) => {
-                for text in embedded_cel(s) {
-                    self.code.push(Code {
-                        path: path.clone(),
-                        text,
-                        owner: owner.clone(),
-                    });
-                }
-            }
-            Value::Array(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    self.template(item, path.clone().index(i), owner);
-                }
-            }
-            Value::Object(map) => {
-                for (k, v) in map {
-                    let at = path.clone().key(k.clone());
-                    match (k.as_str(), v) {
-                        ("$fragment", Value::String(name)) => {
-                            self.fragments.push((name.clone(), owner.clone()));
-                        }
-                        ("$if", Value::String(cond)) => {
-                            let cond = cond.trim();
-                            let inner = cond
-                                .strip_prefix("${{")
-                                .and_then(|c| c.strip_suffix("}}"))
-                                .unwrap_or(cond);
-                            self.code.push(Code {
-                                path: at,
-                                text: inner.to_string(),
-                                owner: owner.clone(),
-                            });
-                        }
-                        _ => {
-                            for text in embedded_cel(k) {
-                                self.code.push(Code {
-                                    path: at.clone(),
-                                    text,
-                                    owner: owner.clone(),
-                                });
-                            }
-                            self.template(v, at, owner);
-                        }
-                    }
-                }
-            }
-            _ => {}
-        }
-    }
-}
-
-/// The texts of the `${{ … }}` parts of a template string.
-fn embedded_cel(s: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = s;
-    while let Some(start) = rest.find("${{") {
-        let after = rest.get(start + 3..).unwrap_or("");
-        let Some(end) = after.find("}}") else { break };
-        out.push(after.get(..end).unwrap_or("").trim().to_string());
-        rest = after.get(end + 2..).unwrap_or("");
-    }
-    out
-}
-
-fn items(v: &Value, key: &str) -> Vec<Value> {
-    v.get(key)
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default()
 }
 
 fn root(key: &str) -> FieldPath {
     FieldPath::root().key(key)
 }
 
-/// The CEL and fragment references of a `RulePack` or `Table` document.
-fn collect_refs(doc: &Value) -> Refs {
-    let mut refs = Refs::default();
-    for (i, c) in items(doc.get("match").unwrap_or(&Value::Null), "matchConditions")
-        .iter()
-        .enumerate()
-    {
-        let path = root("match")
-            .key("matchConditions")
-            .index(i)
-            .key("expression");
-        refs.cel(c.get("expression"), path, Owner::Pack);
-    }
-    for (i, v) in items(doc, "variables").iter().enumerate() {
-        let path = root("variables").index(i).key("expression");
-        refs.cel(v.get("expression"), path, Owner::PackVar(i));
-    }
-    if let Some(frags) = doc.get("fragments").and_then(Value::as_object) {
-        for (name, v) in frags {
-            let owner = Owner::Fragment(name.clone());
-            refs.template(v, root("fragments").key(name.clone()), &owner);
-        }
-    }
-    for (i, e) in items(doc, "entries").iter().enumerate() {
-        let base = root("entries").index(i);
-        refs.cel(e.get("include"), base.clone().key("include"), Owner::Pack);
-        if let Some(obj) = e.as_object() {
-            for (k, v) in obj.iter().filter(|(k, _)| *k != "id" && *k != "include") {
-                refs.template(v, base.clone().key(k.clone()), &Owner::Pack);
-            }
-        }
-    }
-    for (k, r) in items(doc, "rules").iter().enumerate() {
-        let base = root("rules").index(k);
-        refs.cel(r.get("when"), base.clone().key("when"), Owner::Rule(k));
-        refs.cel(
-            r.get("forEach").and_then(|f| f.get("in")),
-            base.clone().key("forEach").key("in"),
-            Owner::RuleForEach(k),
-        );
-        for (j, v) in items(r, "variables").iter().enumerate() {
-            let path = base.clone().key("variables").index(j).key("expression");
-            refs.cel(v.get("expression"), path, Owner::RuleVar(k, j));
-        }
-        let validate = r.get("validate").unwrap_or(&Value::Null);
-        for key in ["expression", "messageExpression", "fieldPathExpression"] {
-            let path = base.clone().key("validate").key(key);
-            refs.cel(validate.get(key), path, Owner::Rule(k));
-        }
-        for (j, m) in items(r, "mutate").iter().enumerate() {
-            refs.template(m, base.clone().key("mutate").index(j), &Owner::Rule(k));
-        }
-    }
-    refs
-}
-
-fn lint_document(doc: &Document, out: &mut Vec<LintFinding>) {
-    let kind = doc.value.get("kind").and_then(Value::as_str).unwrap_or("");
-    if kind != "RulePack" && kind != "Table" {
-        return;
-    }
-    let refs = collect_refs(&doc.value);
-    let name = doc
-        .value
-        .get("metadata")
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let what = if kind == "Table" { "table" } else { "pack" };
-    check_messages(doc, out);
-    check_pack_variables(doc, &refs, name, out);
-    check_rule_variables(doc, &refs, out);
-    check_fragments(doc, &refs, what, name, out);
-    check_escaped_keys(doc, &refs, out);
-    check_undefined_variables(doc, &refs, out);
-}
-
-/// Every `variables.<name>` (or `variables.?<name>`) a CEL text reads, in order.
-fn variables_read(text: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let chars: Vec<char> = text.chars().collect();
-    let word: Vec<char> = "variables".chars().collect();
-    let mut i = 0;
-    while i + word.len() <= chars.len() {
-        let at_word = chars.get(i..i + word.len()) == Some(word.as_slice())
-            && !i
-                .checked_sub(1)
-                .and_then(|p| chars.get(p))
-                .is_some_and(|c| is_ident(*c) || *c == '.');
-        if at_word {
-            let mut j = i + word.len();
-            if chars.get(j) == Some(&'.') {
-                j += 1;
-                if chars.get(j) == Some(&'?') {
-                    j += 1;
-                }
-                let start = j;
-                while chars.get(j).is_some_and(|c| is_ident(*c)) {
-                    j += 1;
-                }
-                if j > start {
-                    out.push(chars.get(start..j).unwrap_or(&[]).iter().collect());
+/// The `{$fragment: name}` insertions of a template, with their owner.
+fn insertions(t: &Template, owner: &Owner, out: &mut Vec<(String, Owner)>) {
+    match t {
+        Template::Fragment(n) => out.push((n.clone(), owner.clone())),
+        Template::List(items) => {
+            for i in items {
+                match i {
+                    Item::One(t) | Item::Splice(t) => insertions(t, owner, out),
                 }
             }
-            i = j.max(i + 1);
-        } else {
-            i += 1;
         }
+        Template::Map(entries) => {
+            for (k, v) in entries {
+                insertions(k, owner, out);
+                insertions(v, owner, out);
+            }
+        }
+        Template::If(_, then, otherwise) => {
+            insertions(then, owner, out);
+            if let Some(o) = otherwise {
+                insertions(o, owner, out);
+            }
+        }
+        Template::Literal(_) | Template::Expr(_) | Template::Interp(_) => {}
     }
-    out
 }
 
-/// The `undefined-variable` findings of one rule document (the loader refuses the first).
-pub(crate) fn undefined_variables(doc: &Document) -> Vec<LintFinding> {
-    let kind = doc.value.get("kind").and_then(Value::as_str).unwrap_or("");
-    if kind != "RulePack" && kind != "Table" {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    check_undefined_variables(doc, &collect_refs(&doc.value), &mut out);
-    out
-}
-
-fn check_undefined_variables(doc: &Document, refs: &Refs, out: &mut Vec<LintFinding>) {
-    let pack_vars: Vec<String> = var_names(&doc.value).into_iter().flatten().collect();
-    let rule_vars: Vec<Vec<String>> = items(&doc.value, "rules")
+fn lint_pack(pack: &CompiledPack, out: &mut Vec<LintFinding>) {
+    let at = At {
+        source: &pack.source,
+        spans: &pack.spans,
+    };
+    let sites = pack_sites(pack);
+    let rule_id = |k: usize| {
+        pack.rules
+            .iter()
+            .find(|r| r.index == k)
+            .map(|r| r.id.as_str())
+    };
+    check_messages(pack, &at, out);
+    check_escaped_keys(&sites, &at, &rule_id, out);
+    let read: Vec<(&Owner, Vec<String>)> = sites
         .iter()
-        .map(|r| var_names(r).into_iter().flatten().collect())
+        .map(|s| (&s.owner, reads(s.expr).variables))
         .collect();
-    let is_table = doc.value.get("kind").and_then(Value::as_str) == Some("Table");
-    for c in &refs.code {
-        let visible: Vec<&String> = match &c.owner {
-            _ if is_table => Vec::new(),
-            Owner::Pack | Owner::Fragment(_) | Owner::RuleForEach(_) => pack_vars.iter().collect(),
-            Owner::PackVar(i) => pack_vars.iter().take(*i).collect(),
-            Owner::RuleVar(k, j) => pack_vars
-                .iter()
-                .chain(
-                    rule_vars
-                        .get(*k)
-                        .into_iter()
-                        .flat_map(|v| v.iter().take(*j)),
-                )
-                .collect(),
-            Owner::Rule(k) => pack_vars
-                .iter()
-                .chain(rule_vars.get(*k).into_iter().flatten())
-                .collect(),
+    let rule_vars: HashMap<usize, Vec<&str>> = pack
+        .rules
+        .iter()
+        .map(|r| {
+            (
+                r.index,
+                r.variables.iter().map(|(n, _)| n.as_str()).collect(),
+            )
+        })
+        .collect();
+    // True when code owned by `owner` sees the pack variable `name` (not a rule variable of the
+    // same name).
+    let sees_pack_var = |owner: &Owner, name: &str| {
+        let shadow = |k: usize| {
+            rule_vars
+                .get(&k)
+                .and_then(|vars| vars.iter().position(|n| *n == name))
         };
-        for name in variables_read(&c.text) {
-            if !visible.iter().any(|v| **v == name) {
-                let rule = match &c.owner {
-                    Owner::RuleForEach(k) | Owner::RuleVar(k, _) | Owner::Rule(k) => {
-                        rule_id(doc, *k)
-                    }
-                    _ => None,
+        match owner {
+            Owner::Pack
+            | Owner::Fragment(_)
+            | Owner::PackVar(_)
+            | Owner::RuleForEach(_)
+            | Owner::Entry(_) => true,
+            // Rule variables are evaluated in order, starting from the pack's.
+            Owner::RuleVar(k, j) => shadow(*k).is_none_or(|m| *j <= m),
+            Owner::Rule(k) => shadow(*k).is_none(),
+        }
+    };
+    // A rule left out may read a pack variable: only a complete pack's are checked.
+    let pack_vars = if pack.complete {
+        pack.declared_vars.as_slice()
+    } else {
+        &[]
+    };
+    for (i, name) in pack_vars.iter().enumerate() {
+        let used = read.iter().any(|(owner, vars)| {
+            **owner != Owner::PackVar(i)
+                && sees_pack_var(owner, name)
+                && vars.iter().any(|v| v == name)
+        });
+        if !used {
+            out.push(at.finding(
+                Lint::UnusedVariable,
+                &root("variables").index(i).key("name"),
+                None,
+                format!(
+                    "pack variable {name:?} is never used: no expression or template of pack \
+                     {} refers to variables.{name}",
+                    pack.name
+                ),
+            ));
+        }
+    }
+    for r in &pack.rules {
+        let k = r.index;
+        for (m, (name, _)) in r.variables.iter().enumerate() {
+            let used = read.iter().any(|(owner, vars)| {
+                let sees = match owner {
+                    Owner::RuleVar(kk, j) => *kk == k && *j > m,
+                    Owner::Rule(kk) => *kk == k,
+                    _ => false,
                 };
-                out.push(finding(
-                    doc,
-                    Lint::UndefinedVariable,
-                    &c.path,
-                    rule,
+                sees && vars.iter().any(|v| v == name)
+            });
+            if !used {
+                out.push(at.finding(
+                    Lint::UnusedVariable,
+                    &root("rules").index(k).key("variables").index(m).key("name"),
+                    Some(&r.id),
                     format!(
-                        "variables.{name} is not defined here: no earlier pack or rule variable is named {name:?}"
+                        "variable {name:?} is never used: no later variable, when, validate or \
+                         mutate of the rule refers to variables.{name}"
                     ),
                 ));
             }
         }
     }
+    if !pack.complete {
+        return;
+    }
+    let mut inserted = Vec::new();
+    for (name, t) in &pack.fragments {
+        insertions(t, &Owner::Fragment(name.clone()), &mut inserted);
+    }
+    for r in &pack.rules {
+        for m in &r.mutate {
+            let t = match m {
+                Mutation::Merge { value, .. } => value,
+                Mutation::Insert { values, .. } => values,
+                Mutation::JsonPatch(ops) => ops,
+            };
+            insertions(t, &Owner::Rule(r.index), &mut inserted);
+        }
+    }
+    check_fragments(
+        &pack.fragments,
+        &sites,
+        &inserted,
+        "pack",
+        &pack.name,
+        &at,
+        out,
+    );
 }
 
-fn finding(
-    doc: &Document,
-    lint: Lint,
-    path: &FieldPath,
-    rule: Option<&str>,
-    message: String,
-) -> LintFinding {
-    LintFinding {
-        lint,
-        severity: lint.severity(),
-        file: doc.source.name.clone(),
-        pos: doc.spans.lookup(path),
-        rule: rule.map(str::to_string),
-        message,
+fn lint_table(table: &Table, out: &mut Vec<LintFinding>) {
+    let at = At {
+        source: &table.source,
+        spans: &table.spans,
+    };
+    let sites = table_sites(table);
+    let entry_id = |i: usize| {
+        table
+            .entries
+            .iter()
+            .find(|e| e.index == i)
+            .map(|e| e.id.as_str())
+    };
+    check_escaped_keys(&sites, &at, &|i| entry_id(i), out);
+    if !table.complete {
+        return;
+    }
+    let mut inserted = Vec::new();
+    for (name, t) in &table.fragments {
+        insertions(t, &Owner::Fragment(name.clone()), &mut inserted);
+    }
+    for e in &table.entries {
+        insertions(&e.body, &Owner::Entry(e.index), &mut inserted);
+    }
+    check_fragments(
+        &table.fragments,
+        &sites,
+        &inserted,
+        "table",
+        &table.name,
+        &at,
+        out,
+    );
+}
+
+fn check_fragments(
+    fragments: &[(String, Template)],
+    sites: &[Site<'_>],
+    inserted: &[(String, Owner)],
+    what: &str,
+    name: &str,
+    at: &At<'_>,
+    out: &mut Vec<LintFinding>,
+) {
+    for (frag, _) in fragments {
+        let own = Owner::Fragment(frag.clone());
+        let is_inserted = inserted.iter().any(|(n, owner)| n == frag && *owner != own);
+        let is_read = sites
+            .iter()
+            .any(|s| s.owner != own && reads(s.expr).fragments.iter().any(|f| f == frag));
+        if !is_inserted && !is_read {
+            out.push(at.finding(
+                Lint::UnusedFragment,
+                &root("fragments").key(frag.clone()),
+                None,
+                format!(
+                    "fragment {frag:?} is never used: nothing in {what} {name} inserts \
+                     {{$fragment: {frag}}} or reads fragments.{frag}"
+                ),
+            ));
+        }
     }
 }
 
-fn rule_id(doc: &Document, k: usize) -> Option<&str> {
-    doc.value.get("rules")?.get(k)?.get("id")?.as_str()
+fn check_messages(pack: &CompiledPack, at: &At<'_>, out: &mut Vec<LintFinding>) {
+    for r in &pack.rules {
+        let path = root("rules").index(r.index).key("validate").key("message");
+        // A rule without `message` gets a default one, which is not the author's text.
+        let Some(message) = r.message().filter(|_| at.spans.contains(&path)) else {
+            continue;
+        };
+        let Some(smell) = cel_smell(message) else {
+            continue;
+        };
+        let what = if smell.contains(' ') && !smell.starts_with(['+', '\'', '"']) {
+            smell.to_string()
+        } else {
+            format!("{smell:?}")
+        };
+        out.push(at.finding(
+            Lint::MessageLooksLikeCel,
+            &path,
+            Some(&r.id),
+            format!(
+                "message looks like a CEL expression (it contains {what}) but is printed as \
+                 written; use messageExpression to compute the message"
+            ),
+        ));
+    }
+}
+
+fn check_escaped_keys<'a>(
+    sites: &[Site<'_>],
+    at: &At<'_>,
+    rule_id: &dyn Fn(usize) -> Option<&'a str>,
+    out: &mut Vec<LintFinding>,
+) {
+    for s in sites {
+        for (_, written, key, optional) in escaped_selections(s.expr.text()) {
+            let map = if written.starts_with("labels") {
+                "labels"
+            } else {
+                "annotations"
+            };
+            let q = if optional { "?" } else { "" };
+            let rule = match s.owner {
+                Owner::RuleForEach(k) | Owner::RuleVar(k, _) | Owner::Rule(k) => rule_id(k),
+                _ => None,
+            };
+            let mut f = at.finding(
+                Lint::EscapedKeyOnMap,
+                &s.path,
+                rule,
+                format!(
+                    "{written} never matches: {map} is a free-form map whose keys are not \
+                     escaped, so __dot__/__slash__ stay literal there; write {map}[{q}'{key}']"
+                ),
+            );
+            f.pos = f.pos.map(|p| locate(at.source, p, &written));
+            out.push(f);
+        }
+    }
 }
 
 /// What makes a fixed message read like CEL, if anything.
@@ -557,37 +568,6 @@ fn cel_smell(message: &str) -> Option<&'static str> {
     None
 }
 
-fn check_messages(doc: &Document, out: &mut Vec<LintFinding>) {
-    for (k, r) in items(&doc.value, "rules").iter().enumerate() {
-        let Some(message) = r
-            .get("validate")
-            .and_then(|v| v.get("message"))
-            .and_then(Value::as_str)
-        else {
-            continue;
-        };
-        let Some(smell) = cel_smell(message) else {
-            continue;
-        };
-        let path = root("rules").index(k).key("validate").key("message");
-        let what = if smell.contains(' ') && !smell.starts_with(['+', '\'', '"']) {
-            smell.to_string()
-        } else {
-            format!("{smell:?}")
-        };
-        out.push(finding(
-            doc,
-            Lint::MessageLooksLikeCel,
-            &path,
-            rule_id(doc, k),
-            format!(
-                "message looks like a CEL expression (it contains {what}) but is printed as \
-                 written; use messageExpression to compute the message"
-            ),
-        ));
-    }
-}
-
 fn is_ident(c: char) -> bool {
     c.is_ascii_alphanumeric() || c == '_'
 }
@@ -615,138 +595,6 @@ fn find_word(
         from = end;
     }
     None
-}
-
-/// True when `text` refers to `<ns>.<name>`, `<ns>.?<name>` or `<ns>[?]'<name>'`.
-fn refers(text: &str, ns: &str, name: &str) -> bool {
-    find_word(text, ns, false, |rest| {
-        let rest = rest.trim_start();
-        if let Some(sel) = rest.strip_prefix('.') {
-            let sel = sel.strip_prefix('?').unwrap_or(sel).trim_start();
-            return sel
-                .strip_prefix(name)
-                .is_some_and(|after| !after.starts_with(is_ident));
-        }
-        if let Some(idx) = rest.strip_prefix('[') {
-            let idx = idx.strip_prefix('?').unwrap_or(idx).trim_start();
-            return [format!("'{name}'"), format!("\"{name}\"")]
-                .iter()
-                .any(|q| idx.starts_with(q.as_str()));
-        }
-        false
-    })
-    .is_some()
-}
-
-fn var_names(v: &Value) -> Vec<Option<String>> {
-    items(v, "variables")
-        .iter()
-        .map(|v| v.get("name").and_then(Value::as_str).map(str::to_string))
-        .collect()
-}
-
-/// True when rule `k`'s code at `owner` sees the pack variable `name` (not a rule variable of
-/// the same name).
-fn sees_pack_var(rule_vars: &[Vec<Option<String>>], owner: &Owner, name: &str) -> bool {
-    let shadow = |k: usize| {
-        rule_vars
-            .get(k)
-            .and_then(|vars| vars.iter().position(|n| n.as_deref() == Some(name)))
-    };
-    match owner {
-        Owner::Pack | Owner::Fragment(_) | Owner::PackVar(_) | Owner::RuleForEach(_) => true,
-        // Rule variables are evaluated in order, starting from the pack's.
-        Owner::RuleVar(k, j) => shadow(*k).is_none_or(|m| *j <= m),
-        Owner::Rule(k) => shadow(*k).is_none(),
-    }
-}
-
-fn check_pack_variables(doc: &Document, refs: &Refs, pack: &str, out: &mut Vec<LintFinding>) {
-    let rule_vars: Vec<Vec<Option<String>>> =
-        items(&doc.value, "rules").iter().map(var_names).collect();
-    for (i, name) in var_names(&doc.value).into_iter().enumerate() {
-        let Some(name) = name else { continue };
-        let used = refs.code.iter().any(|c| {
-            c.owner != Owner::PackVar(i)
-                && sees_pack_var(&rule_vars, &c.owner, &name)
-                && refers(&c.text, "variables", &name)
-        });
-        if !used {
-            out.push(finding(
-                doc,
-                Lint::UnusedVariable,
-                &root("variables").index(i).key("name"),
-                None,
-                format!(
-                    "pack variable {name:?} is never used: no expression or template of pack \
-                     {pack} refers to variables.{name}"
-                ),
-            ));
-        }
-    }
-}
-
-fn check_rule_variables(doc: &Document, refs: &Refs, out: &mut Vec<LintFinding>) {
-    for (k, r) in items(&doc.value, "rules").iter().enumerate() {
-        for (m, name) in var_names(r).into_iter().enumerate() {
-            let Some(name) = name else { continue };
-            let used = refs.code.iter().any(|c| {
-                let sees = match c.owner {
-                    Owner::RuleVar(kk, j) => kk == k && j > m,
-                    Owner::Rule(kk) => kk == k,
-                    _ => false,
-                };
-                sees && refers(&c.text, "variables", &name)
-            });
-            if !used {
-                out.push(finding(
-                    doc,
-                    Lint::UnusedVariable,
-                    &root("rules").index(k).key("variables").index(m).key("name"),
-                    rule_id(doc, k),
-                    format!(
-                        "variable {name:?} is never used: no later variable, when, validate or \
-                         mutate of the rule refers to variables.{name}"
-                    ),
-                ));
-            }
-        }
-    }
-}
-
-fn check_fragments(
-    doc: &Document,
-    refs: &Refs,
-    what: &str,
-    name: &str,
-    out: &mut Vec<LintFinding>,
-) {
-    let Some(frags) = doc.value.get("fragments").and_then(Value::as_object) else {
-        return;
-    };
-    for frag in frags.keys() {
-        let own = Owner::Fragment(frag.clone());
-        let inserted = refs
-            .fragments
-            .iter()
-            .any(|(n, owner)| n == frag && *owner != own);
-        let read = refs
-            .code
-            .iter()
-            .any(|c| c.owner != own && refers(&c.text, "fragments", frag));
-        if !inserted && !read {
-            out.push(finding(
-                doc,
-                Lint::UnusedFragment,
-                &root("fragments").key(frag.clone()),
-                None,
-                format!(
-                    "fragment {frag:?} is never used: nothing in {what} {name} inserts \
-                     {{$fragment: {frag}}} or reads fragments.{frag}"
-                ),
-            ));
-        }
-    }
 }
 
 /// `labels.app__dot__kubernetes__dot__io` → (byte offset, the selection text, the key).
@@ -787,44 +635,6 @@ fn escaped_selections(text: &str) -> Vec<(usize, String, String, bool)> {
     out
 }
 
-fn check_escaped_keys(doc: &Document, refs: &Refs, out: &mut Vec<LintFinding>) {
-    for c in &refs.code {
-        for (_, written, key, optional) in escaped_selections(&c.text) {
-            let map = if written.starts_with("labels") {
-                "labels"
-            } else {
-                "annotations"
-            };
-            let q = if optional { "?" } else { "" };
-            let rule = match path_rule(&c.path) {
-                Some(k) => rule_id(doc, k),
-                None => None,
-            };
-            let mut f = finding(
-                doc,
-                Lint::EscapedKeyOnMap,
-                &c.path,
-                rule,
-                format!(
-                    "{written} never matches: {map} is a free-form map whose keys are not \
-                     escaped, so __dot__/__slash__ stay literal there; write {map}[{q}'{key}']"
-                ),
-            );
-            f.pos = f.pos.map(|p| locate(&doc.source, p, &written));
-            out.push(f);
-        }
-    }
-}
-
-/// The rule index of a `rules[k]…` path.
-fn path_rule(path: &FieldPath) -> Option<usize> {
-    use crate::path::Segment;
-    match path.segments() {
-        [Segment::Key(k), Segment::Index(i), ..] if k == "rules" => Some(*i),
-        _ => None,
-    }
-}
-
 /// The position of `needle` in the scalar that starts at `start` (the scalar may be quoted or
 /// a block spanning later lines); `start` when it cannot be found there.
 fn locate(source: &Source, start: Pos, needle: &str) -> Pos {
@@ -862,7 +672,7 @@ mod tests {
         "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata:\n  name: p\n";
 
     fn run(text: &str) -> Vec<String> {
-        lint(&[Source::new("rules/x.yaml", text)])
+        lint(&[Source::new("rules/x.yaml", text)], None)
             .iter()
             .map(ToString::to_string)
             .collect()
@@ -922,10 +732,13 @@ mod tests {
 
     #[test]
     fn yaml_errors_and_bad_documents_do_not_stop_other_files() {
-        let findings: Vec<String> = lint(&[
-            Source::new("rules/a.yaml", "key: [unclosed\n"),
-            Source::new("rules/b.yaml", format!("{HEAD}extra: 1\n")),
-        ])
+        let findings: Vec<String> = lint(
+            &[
+                Source::new("rules/a.yaml", "key: [unclosed\n"),
+                Source::new("rules/b.yaml", format!("{HEAD}extra: 1\n")),
+            ],
+            None,
+        )
         .iter()
         .map(ToString::to_string)
         .collect();

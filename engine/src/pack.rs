@@ -11,6 +11,11 @@
 //!
 //! Field names follow ValidatingAdmissionPolicy / MutatingAdmissionPolicy where they mean the
 //! same thing. Unknown fields are refused with their line.
+//!
+//! Loading is all or nothing: [`RuleSet::load`] returns a complete set or every problem of
+//! every file ([`LoadErrors`]), never a partial set. With a [`Contract`] it also checks stages,
+//! table names, row schemas and params (see [`crate::contract`]). The loader is also where
+//! [`crate::lint`] gets its compiled packs and problems from.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
@@ -20,12 +25,15 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::error::Error;
+use crate::contract::Contract;
+use crate::error::{Error, LoadErrors};
 use crate::expr::{Expr, Template};
+use crate::files::{WalkOptions, read_files};
 use crate::finding::Severity;
 use crate::patch::End;
 use crate::path::FieldPath;
-use crate::source::{Document, Pos, Source, parse_documents};
+use crate::sites::{Owner, pack_sites, reads, table_sites};
+use crate::source::{Document, Pos, Source, SpanIndex, parse_documents};
 
 /// The apiVersion of rule files.
 pub const RULES_API_VERSION: &str = "policy.nvcre.nvidia.com/v1alpha1";
@@ -145,6 +153,8 @@ enum MutationSpec {
 pub struct Matcher {
     resources: Vec<(Option<String>, Option<String>)>,
     pub(crate) conditions: Vec<(String, Expr)>,
+    /// Index in the file of each condition (conditions that do not compile are left out).
+    pub(crate) condition_at: Vec<usize>,
 }
 
 impl Matcher {
@@ -222,6 +232,8 @@ pub struct Rule {
     pub description: Option<String>,
     /// Line:column of the rule in its file.
     pub pos: Pos,
+    /// Index in the pack's `rules` list as written.
+    pub(crate) index: usize,
     pub(crate) when: Option<Expr>,
     pub(crate) variables: Vec<(String, Expr)>,
     pub(crate) for_each: Option<(Expr, String, Option<String>)>,
@@ -291,9 +303,17 @@ pub struct CompiledPack {
     pub source: Arc<Source>,
     pub(crate) matcher: Matcher,
     pub(crate) variables: Vec<(String, Expr)>,
+    /// Index in the file of each compiled variable.
+    pub(crate) variable_at: Vec<usize>,
+    /// The names of every pack variable as written (also those that did not compile).
+    pub(crate) declared_vars: Vec<String>,
     pub(crate) fragments: Vec<(String, Template)>,
     /// The rules, in file order (which is evaluation order).
     pub rules: Vec<Rule>,
+    /// Field path → line:column of the pack's document.
+    pub(crate) spans: Arc<SpanIndex>,
+    /// False when a part of the pack did not load (lints about unused names then stay quiet).
+    pub(crate) complete: bool,
 }
 
 /// One entry of a [`Table`].
@@ -303,6 +323,8 @@ pub struct TableEntry {
     pub id: String,
     /// Line:column in the file.
     pub pos: Pos,
+    /// Index in the table's `entries` list as written.
+    pub(crate) index: usize,
     pub(crate) include: Option<Expr>,
     pub(crate) body: Template,
 }
@@ -317,6 +339,10 @@ pub struct Table {
     pub(crate) fragments: Vec<(String, Template)>,
     /// The entries, in file order.
     pub entries: Vec<TableEntry>,
+    /// Field path → line:column of the table's document.
+    pub(crate) spans: Arc<SpanIndex>,
+    /// False when a part of the table did not load.
+    pub(crate) complete: bool,
     /// Renders already computed (a thread-safe cache keyed on the params the table reads).
     pub(crate) cache: Arc<crate::eval::TableCache>,
 }
@@ -354,6 +380,10 @@ pub(crate) enum ProblemKind {
     Compile,
     /// A rule id, entry id, pack name or table name used twice.
     Duplicate,
+    /// `variables.x` where no variable `x` is visible.
+    UndefinedVariable,
+    /// A breach of the caller's [`Contract`].
+    Contract,
 }
 
 /// One problem found while loading rule files: its kind and the error the loader reports.
@@ -364,36 +394,52 @@ pub(crate) struct Problem {
 }
 
 impl RuleSet {
-    /// Loads and compiles rule files from sources.
+    /// Loads and compiles rule files from sources, without a contract (any stage, any table).
     ///
     /// # Errors
-    /// [`Error::Pack`] naming the file, line and rule id of the first problem: a wrong shape, an
-    /// unknown field, an expression that does not compile, a duplicate rule id or pack name;
-    /// [`Error::Yaml`] for a file that is not YAML.
-    pub fn from_sources(sources: &[Arc<Source>]) -> Result<RuleSet, Error> {
-        let (set, problems) = RuleSet::load_collecting(sources);
-        if let Some(p) = problems.into_iter().next() {
-            return Err(p.error);
+    /// As [`RuleSet::load`].
+    pub fn from_sources(sources: &[Arc<Source>]) -> Result<RuleSet, LoadErrors> {
+        RuleSet::load(sources, None)
+    }
+
+    /// Loads and compiles rule files from sources, checking them against `contract` when
+    /// given. All or nothing: a complete set, or every problem of every file.
+    ///
+    /// # Errors
+    /// [`LoadErrors`] holding, in file order: [`Error::Yaml`] for a file that is not YAML;
+    /// [`Error::Pack`] naming the file, line, column and rule id of a wrong shape, an unknown
+    /// field, an expression that does not compile, a duplicate rule id or pack name, or a
+    /// `variables.x` that no variable binds; [`Error::Contract`] for a breach of `contract`.
+    pub fn load(
+        sources: &[Arc<Source>],
+        contract: Option<&Contract>,
+    ) -> Result<RuleSet, LoadErrors> {
+        let (set, problems) = RuleSet::load_collecting(sources, contract);
+        if problems.is_empty() {
+            return Ok(set);
         }
-        // A `variables.x` that no variable binds would fail every evaluation: refuse it now.
-        for source in sources {
-            for doc in parse_documents(source)? {
-                if let Some(f) = crate::lint::undefined_variables(&doc).into_iter().next() {
-                    return Err(Error::Pack {
-                        file: f.file,
-                        pos: f.pos,
-                        rule: f.rule,
-                        message: f.message,
-                    });
-                }
-            }
-        }
-        Ok(set)
+        let mut errors: Vec<Error> = problems.into_iter().map(|p| p.error).collect();
+        // File order, then line and column (a stable sort keeps the order of equal positions).
+        let order = |e: &Error| {
+            let (file, pos) = e.location().unwrap_or(("", None));
+            (
+                sources
+                    .iter()
+                    .position(|s| s.name == file)
+                    .unwrap_or(usize::MAX),
+                pos.map(|p| (p.line, p.column)),
+            )
+        };
+        errors.sort_by_key(order);
+        Err(LoadErrors::new(errors))
     }
 
     /// Loads what it can and returns every problem, in file order: a bad document does not stop
     /// the next one, nor a bad rule the next rule. (Within one rule, the first problem is kept.)
-    pub(crate) fn load_collecting(sources: &[Arc<Source>]) -> (RuleSet, Vec<Problem>) {
+    pub(crate) fn load_collecting(
+        sources: &[Arc<Source>],
+        contract: Option<&Contract>,
+    ) -> (RuleSet, Vec<Problem>) {
         let mut set = RuleSet::default();
         let mut problems = Vec::new();
         // rule id → where it was first defined
@@ -414,9 +460,15 @@ impl RuleSet {
                 let kind = doc.value.get("kind").and_then(Value::as_str).unwrap_or("");
                 match kind {
                     "RulePack" => {
-                        let Some(pack) = compile_pack(&doc, &mut problems) else {
+                        let before = problems.len();
+                        let Some(mut pack) = compile_pack(&doc, &mut problems) else {
                             continue;
                         };
+                        pack.complete = problems.len() == before;
+                        undefined_variables(&doc, &pack, &mut problems);
+                        if let Some(c) = contract {
+                            c.check_pack(&doc, &pack, &mut problems);
+                        }
                         if !names.insert(format!("pack/{}", pack.name)) {
                             problems.push(problem(
                                 ProblemKind::Duplicate,
@@ -444,9 +496,15 @@ impl RuleSet {
                         set.packs.push(Arc::new(pack));
                     }
                     "Table" => {
-                        let Some(table) = compile_table(&doc, &mut problems) else {
+                        let before = problems.len();
+                        let Some(mut table) = compile_table(&doc, &mut problems) else {
                             continue;
                         };
+                        table.complete = problems.len() == before;
+                        undefined_table_variables(&doc, &table, &mut problems);
+                        if let Some(c) = contract {
+                            c.check_table(&doc, &table, &mut problems);
+                        }
                         if !names.insert(format!("table/{}", table.name)) {
                             problems.push(problem(
                                 ProblemKind::Duplicate,
@@ -471,42 +529,59 @@ impl RuleSet {
         (set, problems)
     }
 
-    /// Loads every `*.yaml` / `*.yml` file under `dir`, recursively, in path order. Directories
-    /// named `tests` hold rule test suites and are skipped.
+    /// Loads every `*.yaml` / `*.yml` file under `dir` as [`RuleSet::read_dir`] finds them,
+    /// without a contract.
     ///
     /// # Errors
-    /// The errors of [`RuleSet::read_dir`] and of [`RuleSet::from_sources`].
-    pub fn load_dir(dir: &Path) -> Result<RuleSet, Error> {
-        RuleSet::from_sources(&RuleSet::read_dir(dir)?)
+    /// Every error of [`RuleSet::read_dir`] and of [`RuleSet::load`], together.
+    pub fn load_dir(dir: &Path) -> Result<RuleSet, LoadErrors> {
+        RuleSet::load_dir_with(dir, None)
     }
 
-    /// Reads the rule files of `dir` as [`RuleSet::load_dir`] finds them, without loading them
-    /// (for [`crate::lint`]).
+    /// [`RuleSet::load_dir`] with a contract.
     ///
     /// # Errors
-    /// [`Error::Io`] when the directory or a file cannot be read; [`Error::Pack`] when it holds
-    /// no rule file.
-    pub fn read_dir(dir: &Path) -> Result<Vec<Arc<Source>>, Error> {
-        let mut files = Vec::new();
-        collect_rule_files(dir, &mut files)?;
-        files.sort();
-        if files.is_empty() {
-            return Err(Error::Pack {
+    /// Every file that cannot be read and every problem of the files that can, together.
+    pub fn load_dir_with(dir: &Path, contract: Option<&Contract>) -> Result<RuleSet, LoadErrors> {
+        let (sources, mut errors) = RuleSet::read_dir_collecting(dir);
+        match RuleSet::load(&sources, contract) {
+            Ok(set) if errors.is_empty() => Ok(set),
+            Ok(_) => Err(LoadErrors::new(errors)),
+            Err(load) => {
+                errors.extend(load.errors);
+                Err(LoadErrors::new(errors))
+            }
+        }
+    }
+
+    /// Reads the rule files of `dir` (every `*.yaml` / `*.yml` below it, in path order, with
+    /// `tests/` directories and hidden entries skipped; a mounted ConfigMap's files once each,
+    /// see [`crate::walk_files`]), without loading them (for [`crate::lint`]).
+    ///
+    /// # Errors
+    /// Every entry that cannot be read ([`Error::Io`], [`Error::SymlinkLoop`]); [`Error::Pack`]
+    /// when the directory holds no rule file.
+    pub fn read_dir(dir: &Path) -> Result<Vec<Arc<Source>>, LoadErrors> {
+        let (sources, errors) = RuleSet::read_dir_collecting(dir);
+        if errors.is_empty() {
+            Ok(sources)
+        } else {
+            Err(LoadErrors::new(errors))
+        }
+    }
+
+    /// [`RuleSet::read_dir`] that returns the files it could read beside the errors.
+    pub fn read_dir_collecting(dir: &Path) -> (Vec<Arc<Source>>, Vec<Error>) {
+        let (sources, mut errors) = read_files(dir, &WalkOptions::RULES);
+        if sources.is_empty() && errors.is_empty() {
+            errors.push(Error::Pack {
                 file: dir.display().to_string(),
                 pos: None,
                 rule: None,
                 message: "no rule files (*.yaml) found".to_string(),
             });
         }
-        let mut sources = Vec::new();
-        for f in files {
-            let text = std::fs::read_to_string(&f).map_err(|source| Error::Io {
-                path: f.display().to_string(),
-                source,
-            })?;
-            sources.push(Source::new(f.display().to_string(), text));
-        }
-        Ok(sources)
+        (sources, errors)
     }
 
     /// The packs whose `stage` equals `stage`, in load order.
@@ -534,23 +609,71 @@ impl RuleSet {
     }
 }
 
-fn collect_rule_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) -> Result<(), Error> {
-    let io = |source| Error::Io {
-        path: dir.display().to_string(),
-        source,
-    };
-    for entry in std::fs::read_dir(dir).map_err(io)? {
-        let path = entry.map_err(io)?.path();
-        if path.is_dir() {
-            if path.file_name().is_some_and(|n| n == "tests") {
-                continue;
+/// The `variables.x` reads of a pack that no variable binds where they are read.
+fn undefined_variables(doc: &Document, pack: &CompiledPack, out: &mut Vec<Problem>) {
+    let pack_vars = &pack.declared_vars;
+    for site in pack_sites(pack) {
+        let rule = |k: usize| pack.rules.iter().find(|r| r.index == k);
+        let rule_vars = |k: usize| -> Vec<&String> {
+            rule(k)
+                .map(|r| r.variables.iter().map(|(n, _)| n).collect())
+                .unwrap_or_default()
+        };
+        let visible: Vec<&String> = match &site.owner {
+            Owner::Pack | Owner::Fragment(_) | Owner::RuleForEach(_) | Owner::Entry(_) => {
+                pack_vars.iter().collect()
             }
-            collect_rule_files(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            out.push(path);
+            Owner::PackVar(i) => pack_vars.iter().take(*i).collect(),
+            Owner::RuleVar(k, j) => pack_vars
+                .iter()
+                .chain(rule_vars(*k).into_iter().take(*j))
+                .collect(),
+            Owner::Rule(k) => pack_vars.iter().chain(rule_vars(*k)).collect(),
+        };
+        let id = match &site.owner {
+            Owner::RuleForEach(k) | Owner::RuleVar(k, _) | Owner::Rule(k) => {
+                rule(*k).map(|r| r.id.as_str())
+            }
+            _ => None,
+        };
+        for name in reads(site.expr).variables {
+            if !visible.iter().any(|v| **v == name) {
+                out.push(undefined(doc, &site.path, id, &name));
+            }
         }
     }
-    Ok(())
+}
+
+/// A table has no variables: every `variables.x` read is undefined.
+fn undefined_table_variables(doc: &Document, table: &Table, out: &mut Vec<Problem>) {
+    for site in table_sites(table) {
+        for name in reads(site.expr).variables {
+            let id = match site.owner {
+                Owner::Entry(i) => table
+                    .entries
+                    .iter()
+                    .find(|e| e.index == i)
+                    .map(|e| e.id.as_str()),
+                _ => None,
+            };
+            out.push(undefined(doc, &site.path, id, &name));
+        }
+    }
+}
+
+fn undefined(doc: &Document, path: &FieldPath, rule: Option<&str>, name: &str) -> Problem {
+    Problem {
+        kind: ProblemKind::UndefinedVariable,
+        error: Error::Pack {
+            file: doc.source.name.clone(),
+            pos: doc.spans.lookup(path),
+            rule: rule.map(str::to_string),
+            message: format!(
+                "variables.{name} is not defined here: no earlier pack or rule variable is \
+                 named {name:?}"
+            ),
+        },
+    }
 }
 
 fn problem(
@@ -692,15 +815,19 @@ fn compile_vars(
     rule: Option<&str>,
     vars: &[VarSpec],
     problems: &mut Vec<Problem>,
-) -> Vec<(String, Expr)> {
+) -> (Vec<(String, Expr)>, Vec<usize>) {
     let mut out = Vec::with_capacity(vars.len());
+    let mut at = Vec::with_capacity(vars.len());
     for (i, v) in vars.iter().enumerate() {
         match compile_expr(doc, &format!("{base}[{i}].expression"), rule, &v.expression) {
-            Ok(e) => out.push((v.name.clone(), e)),
+            Ok(e) => {
+                out.push((v.name.clone(), e));
+                at.push(i);
+            }
             Err(p) => problems.push(p),
         }
     }
-    out
+    (out, at)
 }
 
 fn compile_fragments(
@@ -753,19 +880,21 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
             ));
         }
         if let Some(m) = &f.matcher {
+            let (conditions, condition_at) = compile_vars(
+                doc,
+                "match.matchConditions",
+                None,
+                &m.match_conditions,
+                problems,
+            );
             matcher = Matcher {
                 resources: m
                     .resources
                     .iter()
                     .map(|r| (r.api_version.clone(), r.kind.clone()))
                     .collect(),
-                conditions: compile_vars(
-                    doc,
-                    "match.matchConditions",
-                    None,
-                    &m.match_conditions,
-                    problems,
-                ),
+                conditions,
+                condition_at,
             };
         }
     }
@@ -779,15 +908,20 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
         }
     }
     let file = file?;
+    let (variables, variable_at) = compile_vars(doc, "variables", None, &file.variables, problems);
     Some(CompiledPack {
         name: file.metadata.name,
         description: file.metadata.description,
         stage: file.stage,
         source: doc.source.clone(),
         matcher,
-        variables: compile_vars(doc, "variables", None, &file.variables, problems),
+        variables,
+        variable_at,
+        declared_vars: file.variables.iter().map(|v| v.name.clone()).collect(),
         fragments: compile_fragments(doc, &file.fragments, problems),
         rules,
+        spans: Arc::new(doc.spans.clone()),
+        complete: true,
     })
 }
 
@@ -916,7 +1050,7 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec, raw: &Value) -> Result<R
         )?);
     }
     let mut var_problems = Vec::new();
-    let variables = compile_vars(
+    let (variables, _) = compile_vars(
         doc,
         &format!("{base}.variables"),
         id,
@@ -931,6 +1065,7 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec, raw: &Value) -> Result<R
         severity: r.severity,
         description: r.description.clone(),
         pos,
+        index: i,
         when: r
             .when
             .as_deref()
@@ -1014,6 +1149,8 @@ fn compile_table(doc: &Document, problems: &mut Vec<Problem>) -> Option<Table> {
         source: doc.source.clone(),
         fragments,
         entries,
+        spans: Arc::new(doc.spans.clone()),
+        complete: true,
         cache: Default::default(),
     })
 }
@@ -1075,6 +1212,7 @@ fn compile_entry(
     Ok(TableEntry {
         id: id.to_string(),
         pos,
+        index: i,
         include,
         body: compile_template(doc, &base, Some(id), &Value::Object(body))?,
     })
@@ -1084,7 +1222,7 @@ fn compile_entry(
 mod tests {
     use super::*;
 
-    fn load(text: &str) -> Result<RuleSet, Error> {
+    fn load(text: &str) -> Result<RuleSet, LoadErrors> {
         RuleSet::from_sources(&[Source::new("rules/x.yaml", text)])
     }
 

@@ -421,12 +421,14 @@ impl<'de> Visitor<'de> for NodeVisitor {
 /// key order of mappings.
 ///
 /// # Errors
-/// The serializer's message (only for values YAML cannot hold, which JSON values never are).
-pub fn to_yaml(value: &Value) -> Result<String, String> {
+/// [`Error::Serialize`] with the serializer's message (only for values YAML cannot hold, which
+/// JSON values never are).
+pub fn to_yaml(value: &Value) -> Result<String, Error> {
     let mut options = serde_saphyr::SerializerOptions::default();
     // Long strings (scripts) stay as written instead of being folded.
     options.prefer_block_scalars = true;
-    serde_saphyr::to_string_with_options(value, options).map_err(|e| e.to_string())
+    serde_saphyr::to_string_with_options(value, options)
+        .map_err(|e| Error::Serialize(e.to_string()))
 }
 
 #[cfg(test)]

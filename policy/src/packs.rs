@@ -1,11 +1,15 @@
-//! The default rule set: the files under `rules/`, embedded in the binary at build time.
+//! The default rule set: the files under `rules/`, embedded in the binary at build time, and
+//! the [`Contract`] every rule set is loaded with ([`contract`]).
 //!
 //! `--rules DIR` (or `NVCRE_RULES`) replaces the whole set; see [`load_rules`].
 
 use std::path::Path;
 use std::sync::Arc;
 
-use nvcre_engine::{Error, RuleSet, Source};
+use nvcre_engine::{Contract, Error, LoadErrors, RuleSet, Source};
+use serde_json::{Value, json};
+
+use crate::contract::{ADMISSION, GANG_CONTRACT, MANIFESTS, PLACEMENT, WORKLOAD_LABELS};
 
 /// `(path as shown in messages, contents)` of every embedded rule file.
 const EMBEDDED: &[(&str, &str)] = &[
@@ -71,36 +75,139 @@ pub fn embedded_sources() -> Vec<Arc<Source>> {
         .collect()
 }
 
-/// The embedded default rule set.
+/// A closed object schema: these properties, nothing else, loose types.
+fn closed(properties: Value) -> Value {
+    json!({"type": "object", "properties": properties, "additionalProperties": false})
+}
+
+/// The pipeline contract: the stages the pipeline runs (with the params each passes to its
+/// packs) and the tables it renders (with a schema for their rows and the params each is
+/// rendered with). Every rule set is loaded with it, so a misspelled stage, table or row key
+/// is refused at load with its file, line and column.
+///
+/// The row schemas are hand-written and deliberately loose about types (values may be
+/// templated); they list every key the pipeline reads and refuse any other.
 ///
 /// # Errors
-/// Only if an embedded file does not compile, which the test suite rules out.
-pub fn default_rules() -> Result<RuleSet, Error> {
-    RuleSet::from_sources(&embedded_sources())
+/// [`Error::InvalidContract`] if a schema does not compile, which the tests rule out.
+pub fn contract() -> Result<Contract, Error> {
+    let condition = closed(json!({"equals": {"type": "string"}, "in": {"type": "array"}}));
+    Contract::new()
+        .stage(
+            ADMISSION,
+            "WorkloadRun and Workflow admission checks, first",
+            &[],
+        )
+        .stage(
+            WORKLOAD_LABELS,
+            "workload-object labels, at construction and after overrides",
+            &["labelsPath"],
+        )
+        .stage(PLACEMENT, "post-override placement checks", &[])
+        .stage(
+            GANG_CONTRACT,
+            "post-override gang contract, when spec.gangScheduler names a scheduler",
+            &[],
+        )
+        .stage(MANIFESTS, "every object render --expand emits", &[])
+        .table(
+            "gpu-defaults",
+            "GPUs and NICs per node and the MNNVL default, by architecture and platform",
+            closed(json!({
+                "gpuArchitecture": {"type": "string"},
+                "platform": {"type": "string"},
+                "gpusPerNode": {},
+                "mlnxPerNode": {},
+                "enableMNNVL": {},
+                "selectable": {},
+            })),
+            Some(&[]),
+        )?
+        .table(
+            "nccl-base-env",
+            "the NCCL environment every workload container starts from",
+            closed(json!({"name": {"type": "string"}, "value": {}})),
+            Some(&["enableMNNVL"]),
+        )?
+        .table(
+            "nic-detection",
+            "where NIC resource names are detected from the nodes",
+            closed(json!({"resources": {"type": "array", "items": {"type": "string"}}})),
+            Some(&["platform", "gpuArchitecture"]),
+        )?
+        .table(
+            "platform-detection",
+            "providerID prefixes and node labels to platform",
+            closed(json!({
+                "platform": {"type": "string"},
+                "synthetic": closed(json!({
+                    "order": {},
+                    "providerID": {"type": "string"},
+                    "labels": {"type": "object"},
+                    "allocatable": {"type": "object"},
+                })),
+            })),
+            Some(&["node"]),
+        )?
+        .table(
+            "workloadrun-platform-overrides",
+            "platform and GPU overrides applied to WorkloadRun builds",
+            closed(json!({
+                "when": closed(json!({
+                    "platform": condition,
+                    "gpuArchitecture": condition,
+                })),
+                "mpiArgs": {"type": "array"},
+                "preCommand": {},
+                "dependencies": {"type": "array"},
+                "jobTemplate": {"type": "object"},
+                "orchestration": {"type": "object"},
+            })),
+            Some(&[
+                "entryName",
+                "nodesPerJob",
+                "gpusPerNode",
+                "mlnxPerNode",
+                "nicResourceName",
+                "enableMNNVL",
+                "frameworkType",
+                "strictDomain",
+            ]),
+        )
+}
+
+/// The embedded default rule set, loaded with [`contract`].
+///
+/// # Errors
+/// Only if an embedded file does not load, which the test suite rules out: every problem.
+pub fn default_rules() -> Result<RuleSet, LoadErrors> {
+    RuleSet::load(&embedded_sources(), Some(&contract()?))
 }
 
 /// The rule files of `dir` when given (as [`load_rules`] reads them), else the embedded ones;
 /// not loaded, so that [`nvcre_engine::lint`] can report every problem.
 ///
 /// # Errors
-/// [`Error::Io`] for an unreadable directory or file; [`Error::Pack`] for a directory without
-/// rule files.
-pub fn rule_sources(dir: Option<&Path>) -> Result<Vec<Arc<Source>>, Error> {
+/// Every unreadable entry ([`Error::Io`], [`Error::SymlinkLoop`]); [`Error::Pack`] for a
+/// directory without rule files.
+pub fn rule_sources(dir: Option<&Path>) -> Result<Vec<Arc<Source>>, LoadErrors> {
     match dir {
         Some(d) => RuleSet::read_dir(d),
         None => Ok(embedded_sources()),
     }
 }
 
-/// The rule set from `dir` when given, else the embedded default set.
+/// The rule set from `dir` when given, else the embedded default set, loaded with
+/// [`contract`]. All or nothing.
 ///
 /// # Errors
-/// [`Error::Pack`] with file, line and rule id for a rule file that does not load;
-/// [`Error::Io`] for an unreadable directory.
-pub fn load_rules(dir: Option<&Path>) -> Result<RuleSet, Error> {
+/// Every problem: unreadable files, [`Error::Pack`] and [`Error::Contract`] with file, line,
+/// column and rule id.
+pub fn load_rules(dir: Option<&Path>) -> Result<RuleSet, LoadErrors> {
+    let contract = contract()?;
     match dir {
-        Some(d) => RuleSet::load_dir(d),
-        None => default_rules(),
+        Some(d) => RuleSet::load_dir_with(d, Some(&contract)),
+        None => RuleSet::load(&embedded_sources(), Some(&contract)),
     }
 }
 
@@ -110,7 +217,8 @@ mod tests {
 
     #[test]
     fn embedded_rules_lint_clean() {
-        let findings: Vec<String> = nvcre_engine::lint(&embedded_sources())
+        let contract = contract().expect("contract");
+        let findings: Vec<String> = nvcre_engine::lint(&embedded_sources(), Some(&contract))
             .iter()
             .map(ToString::to_string)
             .collect();

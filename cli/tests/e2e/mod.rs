@@ -17,3 +17,6 @@ mod suite;
 
 /// Whole-output golden renders (snapshots): cells, examples, `--expand`.
 mod golden;
+
+/// Rule sets checked against the pipeline contract at load.
+mod contract;

@@ -31,6 +31,7 @@ kind: RulePack
 metadata:
   name: widgets
   description: Widget checks.
+stage: manifests
 match:
   resources:
     - kind: Widget
@@ -270,7 +271,7 @@ fn json_is_an_array_of_every_finding() {
     "line": 4,
     "column": 9,
     "ruleFile": "rules/widgets/widget.yaml",
-    "ruleLine": 10
+    "ruleLine": 11
   },
   {
     "ruleId": "widget-color",
@@ -283,7 +284,7 @@ fn json_is_an_array_of_every_finding() {
     "line": 5,
     "column": 10,
     "ruleFile": "rules/widgets/widget.yaml",
-    "ruleLine": 16
+    "ruleLine": 17
   },
   {
     "ruleId": "widget:name,required",
@@ -296,7 +297,7 @@ fn json_is_an_array_of_every_finding() {
     "line": 12,
     "column": 1,
     "ruleFile": "rules/widgets/widget.yaml",
-    "ruleLine": 23
+    "ruleLine": 24
   }
 ]
 "#
@@ -564,6 +565,7 @@ fn every_failing_validation_is_reported() {
 const LINTED: &str = r#"apiVersion: policy.nvcre.nvidia.com/v1alpha1
 kind: RulePack
 metadata: {name: linted}
+stage: manifests
 variables:
   - {name: labels, expression: object.metadata.labels}
   - {name: idle, expression: object.spec}
@@ -585,6 +587,7 @@ rules:
 const LINTED_2: &str = r#"apiVersion: policy.nvcre.nvidia.com/v1alpha1
 kind: RulePack
 metadata: {name: second}
+stage: manifests
 rules:
   - id: app-label
     validate: {expression: "true"}
@@ -608,14 +611,16 @@ fn rules_lint_reports_every_lint_with_file_line_and_column() {
     assert_eq!((code, stderr.as_str()), (1, ""));
     assert_eq!(
         stdout,
-        "lint/a.yaml:6:12: warning[unused-variable]: pack variable \"idle\" is never used: no expression or template of pack linted refers to variables.idle\n\
-         lint/a.yaml:10:16: warning[unused-variable]: rule app-label: variable \"unusedHere\" is never used: no later variable, when, validate or mutate of the rule refers to variables.unusedHere\n\
-         lint/a.yaml:12:35: error[escaped-key-on-map]: rule app-label: labels.app__dot__kubernetes__dot__io never matches: labels is a free-form map whose keys are not escaped, so __dot__/__slash__ stay literal there; write labels['app.kubernetes.io']\n\
-         lint/a.yaml:13:16: warning[message-looks-like-cel]: rule app-label: message looks like a CEL expression (it contains \"object.\") but is printed as written; use messageExpression to compute the message\n\
-         lint/a.yaml:16:19: error[compile]: rule broken: CEL does not compile: Syntax error: missing ')' at '<EOF>' (expression column 22)\n\
-         lint/a.yaml:19:7: error[unknown-field]: rule typo: unknown field `expresion`, expected one of `expression`, `message`, `messageExpression`, `fieldPath`, `fieldPathExpression`\n\
-         lint/b.yaml:5:9: error[duplicate-id]: rule app-label: duplicate rule id (first defined at lint/a.yaml:8:5)\n\
-         lint/b.yaml:13:3: warning[unused-fragment]: fragment \"spare\" is never used: nothing in table table inserts {$fragment: spare} or reads fragments.spare\n"
+        // `idle` is not reported: rules `broken` and `typo` do not load, and either might read
+        // it. The fixture gained `stage:` (lines +1); the table's name is not in the contract.
+        "lint/a.yaml:11:16: warning[unused-variable]: rule app-label: variable \"unusedHere\" is never used: no later variable, when, validate or mutate of the rule refers to variables.unusedHere\n\
+         lint/a.yaml:13:35: error[escaped-key-on-map]: rule app-label: labels.app__dot__kubernetes__dot__io never matches: labels is a free-form map whose keys are not escaped, so __dot__/__slash__ stay literal there; write labels['app.kubernetes.io']\n\
+         lint/a.yaml:14:16: warning[message-looks-like-cel]: rule app-label: message looks like a CEL expression (it contains \"object.\") but is printed as written; use messageExpression to compute the message\n\
+         lint/a.yaml:17:19: error[compile]: rule broken: CEL does not compile: Syntax error: missing ')' at '<EOF>' (expression column 22)\n\
+         lint/a.yaml:20:7: error[unknown-field]: rule typo: unknown field `expresion`, expected one of `expression`, `message`, `messageExpression`, `fieldPath`, `fieldPathExpression`\n\
+         lint/b.yaml:6:9: error[duplicate-id]: rule app-label: duplicate rule id (first defined at lint/a.yaml:9:5)\n\
+         lint/b.yaml:11:18: error[contract]: unknown table \"table\"; known tables: gpu-defaults, nccl-base-env, nic-detection, platform-detection, workloadrun-platform-overrides\n\
+         lint/b.yaml:14:3: warning[unused-fragment]: fragment \"spare\" is never used: nothing in table table inserts {$fragment: spare} or reads fragments.spare\n"
     );
 }
 
@@ -625,13 +630,13 @@ fn rules_lint_exit_codes() {
     write(
         dir.path(),
         "warn/p.yaml",
-        "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p}\nvariables:\n  - {name: idle, expression: '1'}\nrules:\n  - id: r\n    validate: {expression: 'true'}\n",
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p}\nstage: manifests\nvariables:\n  - {name: idle, expression: '1'}\nrules:\n  - id: r\n    validate: {expression: 'true'}\n",
     );
     let (code, stdout, _) = run(dir.path(), &["rules", "lint", "warn"]);
     assert_eq!(code, 0);
     assert_eq!(
         stdout,
-        "warn/p.yaml:5:12: warning[unused-variable]: pack variable \"idle\" is never used: no expression or template of pack p refers to variables.idle\n"
+        "warn/p.yaml:6:12: warning[unused-variable]: pack variable \"idle\" is never used: no expression or template of pack p refers to variables.idle\n"
     );
     assert_eq!(
         run(
@@ -673,9 +678,9 @@ fn rules_list_shows_id_severity_pack_and_source_line() {
     assert_eq!(code, 0);
     assert_eq!(
         stdout,
-        "widget-size           error    widgets  rules/widgets/widget.yaml:10\n\
-         widget-color          warning  widgets  rules/widgets/widget.yaml:16\n\
-         widget:name,required  error    widgets  rules/widgets/widget.yaml:23\n"
+        "widget-size           error    widgets  rules/widgets/widget.yaml:11\n\
+         widget-color          warning  widgets  rules/widgets/widget.yaml:17\n\
+         widget:name,required  error    widgets  rules/widgets/widget.yaml:24\n"
     );
     let (_, shipped, _) = run(&root(), &["rules", "list"]);
     assert!(
@@ -719,8 +724,8 @@ fn rules_explain_shows_the_rule_and_examples_from_the_suites() {
         "widget-size
   description  A widget is at most 10 wide.
   severity     error
-  pack         widgets
-  source       rules/widgets/widget.yaml:10
+  pack         widgets (stage manifests)
+  source       rules/widgets/widget.yaml:11
   expression   object.spec.size <= 10
   messageExpr  'size ' + string(object.spec.size) + ' is above 10: <too> \"big\" & 100%'
   fieldPath    spec.size

@@ -1,0 +1,113 @@
+//! Rule sets checked against the pipeline contract at load: `render --rules` refuses them
+//! whole (exit 2, every error), `rules lint` reports the same problems (exit 1).
+
+use super::util::{bin, edit, root, rules_copy};
+
+fn example(name: &str) -> String {
+    root().join("examples").join(name).display().to_string()
+}
+
+/// `(exit code, stdout, stderr)` of the binary.
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = bin().args(args).output().expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn a_misspelled_stage_is_refused_by_render_and_reported_by_lint() {
+    let (_dir, rules) = rules_copy();
+    let gang = rules.join("contract/gang.yaml");
+    edit(&gang, "stage: gang-contract\n", "stage: gang-contrat\n");
+    let dir = rules.to_str().expect("utf8");
+    let message = "unknown stage \"gang-contrat\"; known stages: admission, workload-labels, \
+                   placement, gang-contract, manifests";
+    let (code, stdout, stderr) = run(&[
+        "--rules",
+        dir,
+        "render",
+        "--gpu-arch",
+        "h100",
+        &example("nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(stdout, "");
+    assert_eq!(
+        stderr,
+        format!(
+            "Error: rule pack error: {}:13:8: {message}\n",
+            gang.display()
+        )
+    );
+    let (code, stdout, stderr) = run(&["rules", "lint", dir]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(
+        stdout,
+        format!("{}:13:8: error[contract]: {message}\n", gang.display())
+    );
+}
+
+#[test]
+fn a_misspelled_key_in_a_platform_row_is_refused_and_every_error_is_listed() {
+    let (_dir, rules) = rules_copy();
+    let platforms = rules.join("detect/platforms.yaml");
+    edit(
+        &platforms,
+        "    platform: nscale\n",
+        "    platfrom: nscale\n",
+    );
+    let gang = rules.join("contract/gang.yaml");
+    edit(&gang, "stage: gang-contract\n", "stage: gang-contrat\n");
+    let dir = rules.to_str().expect("utf8");
+    let row = "rule nscale: unknown key \"platfrom\" in a row of table \"platform-detection\"; \
+               known keys: platform, synthetic";
+    let (code, _, stderr) = run(&[
+        "--rules",
+        dir,
+        "render",
+        "--gpu-arch",
+        "h100",
+        &example("nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!(code, 2, "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "Error: rule pack error: {}:13:8: unknown stage \"gang-contrat\"; known stages: \
+             admission, workload-labels, placement, gang-contract, manifests\n\
+             Error: rule pack error: {}:46:5: {row}\n",
+            gang.display(),
+            platforms.display()
+        )
+    );
+    let (code, stdout, stderr) = run(&["rules", "lint", dir]);
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(
+        stdout.lines().nth(1),
+        Some(format!("{}:46:5: error[contract]: {row}", platforms.display()).as_str())
+    );
+}
+
+#[test]
+fn a_param_the_stage_does_not_pass_is_refused() {
+    let (_dir, rules) = rules_copy();
+    let gang = rules.join("contract/gang.yaml");
+    edit(
+        &gang,
+        "expression: object.spec.?gangScheduler.?schedulerName.orValue('') != ''",
+        "expression: object.spec.?gangScheduler.?schedulerName.orValue(params.?scheduler.orValue('')) != ''",
+    );
+    let (code, stdout, _) = run(&["rules", "lint", rules.to_str().expect("utf8")]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        stdout,
+        format!(
+            "{}:20:19: error[contract]: params.scheduler is not passed to stage \
+             \"gang-contract\" (it passes no params)\n",
+            gang.display()
+        )
+    );
+}

@@ -1,0 +1,639 @@
+//! A caller's declared pipeline contract, checked when rules load.
+//!
+//! The engine runs whatever stages and renders whatever tables its caller asks for; the caller
+//! knows which exist. A [`Contract`] declares them: the stages (each with the `params` it passes
+//! to its packs) and the tables (each with a JSON Schema for its rows and, optionally, the
+//! params it is rendered with). Loading with a contract ([`RuleSet::load`](crate::RuleSet::load))
+//! refuses, with file, line and column:
+//!
+//! - a pack whose `stage` is not declared, or that has no `stage`;
+//! - a `Table` whose name is not declared;
+//! - a table row (the entry minus `id` and `include`) that does not validate against the row
+//!   schema. Templated values (`${{ … }}` strings, `{$splice: …}` and `{$if: …}` nodes) are
+//!   only known once rendered: errors at or under them are dropped, while keys beside them are
+//!   still checked. A `{$fragment: name}` is replaced by the fragment before validation (a list
+//!   fragment used as a list element splices in), so the fragment's own keys are checked too and
+//!   errors point into the fragment;
+//! - a `params.<name>` read (`params.x`, `params.?x`, `params['x']`) that the pack's stage does
+//!   not pass, or, when the table declares its params, that the table is not rendered with.
+//!   Reads are found in each expression's parsed AST.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+
+use crate::error::{ContractViolation, Error};
+use crate::pack::{CompiledPack, Problem, ProblemKind, Table};
+use crate::path::FieldPath;
+use crate::sites::{Owner, pack_sites, reads, table_sites};
+use crate::source::{Document, escape_pointer};
+
+/// One stage of a [`Contract`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StageContract {
+    /// The name packs give as `stage:`.
+    pub name: String,
+    /// What the stage is for (shown by tools).
+    pub description: String,
+    /// The `params` keys the stage passes to its packs.
+    pub params: Vec<String>,
+}
+
+/// One table of a [`Contract`].
+#[derive(Clone)]
+pub struct TableContract {
+    /// `metadata.name` of the table.
+    pub name: String,
+    /// What the table is for.
+    pub description: String,
+    /// The JSON Schema of one row (an entry without `id` and `include`).
+    pub row_schema: Value,
+    /// The `params` keys the table is rendered with; `None` when not declared (not checked).
+    pub params: Option<Vec<String>>,
+    validator: Arc<jsonschema::Validator>,
+}
+
+impl std::fmt::Debug for TableContract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableContract")
+            .field("name", &self.name)
+            .field("params", &self.params)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The stages and tables a caller runs; see the module docs for what loading checks.
+///
+/// ```
+/// use nvcre_engine::{Contract, RuleSet, Source};
+///
+/// let contract = Contract::new()
+///     .stage("admission", "first checks", &[])
+///     .table("sizes", "sizes by name", serde_json::json!({
+///         "type": "object",
+///         "properties": {"size": {"type": "integer"}},
+///         "additionalProperties": false
+///     }), None)?;
+/// let bad = Source::new("rules/p.yaml", "\
+/// apiVersion: policy.nvcre.nvidia.com/v1alpha1
+/// kind: RulePack
+/// metadata: {name: p}
+/// stage: admision
+/// rules:
+///   - id: r
+///     validate: {expression: 'true'}
+/// ");
+/// let err = RuleSet::load(&[bad], Some(&contract)).unwrap_err();
+/// assert_eq!(
+///     err.to_string(),
+///     "rule pack error: rules/p.yaml:4:8: unknown stage \"admision\"; known stages: admission"
+/// );
+/// # Ok::<(), nvcre_engine::Error>(())
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Contract {
+    stages: Vec<StageContract>,
+    tables: Vec<TableContract>,
+}
+
+impl Contract {
+    /// An empty contract (no stage, no table: every pack and table is refused).
+    pub fn new() -> Contract {
+        Contract::default()
+    }
+
+    /// Declares a stage and the params it passes.
+    pub fn stage(mut self, name: &str, description: &str, params: &[&str]) -> Contract {
+        self.stages.push(StageContract {
+            name: name.to_string(),
+            description: description.to_string(),
+            params: params.iter().map(|p| (*p).to_string()).collect(),
+        });
+        self
+    }
+
+    /// Declares a table with the JSON Schema of its rows and, when `Some`, the params it is
+    /// rendered with.
+    ///
+    /// # Errors
+    /// [`Error::InvalidContract`] when `row_schema` is not a valid JSON Schema.
+    pub fn table(
+        mut self,
+        name: &str,
+        description: &str,
+        row_schema: Value,
+        params: Option<&[&str]>,
+    ) -> Result<Contract, Error> {
+        let validator = jsonschema::validator_for(&row_schema)
+            .map_err(|e| Error::InvalidContract(format!("row schema of table {name:?}: {e}")))?;
+        self.tables.push(TableContract {
+            name: name.to_string(),
+            description: description.to_string(),
+            row_schema,
+            params: params.map(|ps| ps.iter().map(|p| (*p).to_string()).collect()),
+            validator: Arc::new(validator),
+        });
+        Ok(self)
+    }
+
+    /// The declared stages, in declaration order.
+    pub fn stages(&self) -> &[StageContract] {
+        &self.stages
+    }
+
+    /// The declared tables, in declaration order.
+    pub fn tables(&self) -> &[TableContract] {
+        &self.tables
+    }
+
+    fn known_stages(&self) -> String {
+        let names: Vec<&str> = self.stages.iter().map(|s| s.name.as_str()).collect();
+        names.join(", ")
+    }
+
+    fn known_tables(&self) -> String {
+        let names: Vec<&str> = self.tables.iter().map(|s| s.name.as_str()).collect();
+        names.join(", ")
+    }
+
+    /// The contract problems of a compiled pack read from `doc`.
+    pub(crate) fn check_pack(&self, doc: &Document, pack: &CompiledPack, out: &mut Vec<Problem>) {
+        let Some(stage) = &pack.stage else {
+            out.push(violation(
+                doc,
+                ContractViolation::MissingStage,
+                &FieldPath::root().key("kind"),
+                None,
+                format!(
+                    "pack {:?} has no stage; known stages: {}",
+                    pack.name,
+                    self.known_stages()
+                ),
+            ));
+            return;
+        };
+        let Some(declared) = self.stages.iter().find(|s| &s.name == stage) else {
+            out.push(violation(
+                doc,
+                ContractViolation::UnknownStage,
+                &FieldPath::root().key("stage"),
+                None,
+                format!(
+                    "unknown stage {stage:?}; known stages: {}",
+                    self.known_stages()
+                ),
+            ));
+            return;
+        };
+        let passes = if declared.params.is_empty() {
+            "it passes no params".to_string()
+        } else {
+            format!("it passes {}", declared.params.join(", "))
+        };
+        for site in pack_sites(pack) {
+            for p in reads(site.expr).params {
+                if declared.params.contains(&p) {
+                    continue;
+                }
+                let rule = match site.owner {
+                    Owner::RuleForEach(k) | Owner::RuleVar(k, _) | Owner::Rule(k) => pack
+                        .rules
+                        .iter()
+                        .find(|r| r.index == k)
+                        .map(|r| r.id.as_str()),
+                    _ => None,
+                };
+                out.push(violation(
+                    doc,
+                    ContractViolation::UndeclaredParam,
+                    &site.path,
+                    rule,
+                    format!("params.{p} is not passed to stage {stage:?} ({passes})"),
+                ));
+            }
+        }
+    }
+
+    /// The contract problems of a compiled table read from `doc`.
+    pub(crate) fn check_table(&self, doc: &Document, table: &Table, out: &mut Vec<Problem>) {
+        let Some(declared) = self.tables.iter().find(|t| t.name == table.name) else {
+            out.push(violation(
+                doc,
+                ContractViolation::UnknownTable,
+                &FieldPath::root().key("metadata").key("name"),
+                None,
+                format!(
+                    "unknown table {:?}; known tables: {}",
+                    table.name,
+                    self.known_tables()
+                ),
+            ));
+            return;
+        };
+        if let Some(params) = &declared.params {
+            for site in table_sites(table) {
+                for p in reads(site.expr).params {
+                    if params.contains(&p) {
+                        continue;
+                    }
+                    let rule = match site.owner {
+                        Owner::Entry(i) => table
+                            .entries
+                            .iter()
+                            .find(|e| e.index == i)
+                            .map(|e| e.id.as_str()),
+                        _ => None,
+                    };
+                    out.push(violation(
+                        doc,
+                        ContractViolation::UndeclaredParam,
+                        &site.path,
+                        rule,
+                        format!(
+                            "params.{p} is not a param of table {:?} (it is rendered with {})",
+                            table.name,
+                            if params.is_empty() {
+                                "no params".to_string()
+                            } else {
+                                params.join(", ")
+                            }
+                        ),
+                    ));
+                }
+            }
+        }
+        let empty = Map::new();
+        let frags = doc
+            .value
+            .get("fragments")
+            .and_then(Value::as_object)
+            .unwrap_or(&empty);
+        for entry in &table.entries {
+            let base = FieldPath::root().key("entries").index(entry.index);
+            let Some(raw) = doc
+                .value
+                .get("entries")
+                .and_then(|e| e.get(entry.index))
+                .and_then(Value::as_object)
+            else {
+                continue;
+            };
+            let mut body = raw.clone();
+            body.remove("id");
+            body.remove("include");
+            let mut inst = Instance {
+                frags,
+                origins: HashMap::new(),
+            };
+            let value = inst.build(&Value::Object(body), String::new(), base, 0);
+            for e in declared.validator.iter_errors(&value) {
+                inst.report(doc, declared, &entry.id, &e, out);
+            }
+        }
+    }
+}
+
+/// Where a node of the validated row came from, and whether its value is known before
+/// rendering.
+struct Origin {
+    path: FieldPath,
+    /// A `${{ … }}` string, a `$if`/`$splice` node or an unknown fragment: not checked.
+    templated: bool,
+    /// A list with a `$splice` item: its length is unknown.
+    spliced: bool,
+}
+
+/// A table row as validated: fragments inlined, with the origin of every node.
+struct Instance<'a> {
+    frags: &'a Map<String, Value>,
+    origins: HashMap<String, Origin>,
+}
+
+/// Fragments that insert fragments are followed this deep (a cycle stops here).
+const MAX_FRAGMENT_DEPTH: usize = 8;
+
+fn single_key<'v>(v: &'v Value, key: &str) -> Option<&'v Value> {
+    let m = v.as_object()?;
+    if m.len() == 1 { m.get(key) } else { None }
+}
+
+impl<'a> Instance<'a> {
+    fn origin(&mut self, ptr: String, path: FieldPath, templated: bool) {
+        self.origins.insert(
+            ptr,
+            Origin {
+                path,
+                templated,
+                spliced: false,
+            },
+        );
+    }
+
+    fn fragment(&self, v: &Value, depth: usize) -> Option<(String, &'a Value)> {
+        let name = single_key(v, "$fragment")?.as_str()?;
+        let frag = self
+            .frags
+            .get(name)
+            .filter(|_| depth < MAX_FRAGMENT_DEPTH)?;
+        Some((name.to_string(), frag))
+    }
+
+    fn build(&mut self, v: &Value, ptr: String, path: FieldPath, depth: usize) -> Value {
+        match v {
+            Value::String(s) => {
+                self.origin(ptr, path, s.contains("${{"));
+                v.clone()
+            }
+            Value::Object(map) => {
+                if single_key(v, "$fragment").is_some() {
+                    if let Some((name, frag)) = self.fragment(v, depth) {
+                        let at = FieldPath::root().key("fragments").key(name);
+                        return self.build(frag, ptr, at, depth + 1);
+                    }
+                    self.origin(ptr, path, true);
+                    return v.clone();
+                }
+                if map.contains_key("$if") || map.contains_key("$splice") {
+                    self.origin(ptr, path, true);
+                    return v.clone();
+                }
+                let mut out = Map::new();
+                for (k, val) in map {
+                    let child = format!("{ptr}/{}", escape_pointer(k));
+                    let built = self.build(val, child.clone(), path.clone().key(k.clone()), depth);
+                    if k.contains("${{") {
+                        self.origin(child, path.clone().key(k.clone()), true);
+                    }
+                    out.insert(k.clone(), built);
+                }
+                self.origin(ptr, path, false);
+                Value::Object(out)
+            }
+            Value::Array(items) => {
+                let mut out = Vec::new();
+                let mut spliced = false;
+                for (i, item) in items.iter().enumerate() {
+                    if single_key(item, "$splice").is_some() {
+                        spliced = true;
+                        continue;
+                    }
+                    if let Some((name, Value::Array(elems))) = self.fragment(item, depth) {
+                        // A list fragment as a list element splices in.
+                        for (j, el) in elems.iter().enumerate() {
+                            let at = FieldPath::root()
+                                .key("fragments")
+                                .key(name.clone())
+                                .index(j);
+                            let built =
+                                self.build(el, format!("{ptr}/{}", out.len()), at, depth + 1);
+                            out.push(built);
+                        }
+                        continue;
+                    }
+                    let built = self.build(
+                        item,
+                        format!("{ptr}/{}", out.len()),
+                        path.clone().index(i),
+                        depth,
+                    );
+                    out.push(built);
+                }
+                self.origins.insert(
+                    ptr,
+                    Origin {
+                        path,
+                        templated: false,
+                        spliced,
+                    },
+                );
+                Value::Array(out)
+            }
+            _ => {
+                self.origin(ptr, path, false);
+                v.clone()
+            }
+        }
+    }
+
+    /// The origin of `ptr`'s nearest recorded ancestor-or-self, unless that or any ancestor is
+    /// templated.
+    fn known(&self, ptr: &str) -> Option<&Origin> {
+        let mut found = None;
+        let mut at = ptr;
+        loop {
+            if let Some(o) = self.origins.get(at) {
+                if o.templated {
+                    return None;
+                }
+                found.get_or_insert(o);
+            }
+            match at.rfind('/') {
+                Some(i) => at = at.get(..i).unwrap_or(""),
+                None => break,
+            }
+        }
+        found
+    }
+
+    fn report(
+        &self,
+        doc: &Document,
+        table: &TableContract,
+        entry: &str,
+        e: &jsonschema::ValidationError<'_>,
+        out: &mut Vec<Problem>,
+    ) {
+        let ptr = e.instance_path().as_str();
+        let Some(origin) = self.known(ptr) else {
+            return;
+        };
+        if let jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } =
+            e.kind()
+        {
+            // The object schema that refused the keys: its properties are what is allowed.
+            let schema_ptr = e.schema_path().as_str();
+            let parent = schema_ptr
+                .strip_suffix("/additionalProperties")
+                .unwrap_or(schema_ptr);
+            let known: Vec<&str> = table
+                .row_schema
+                .pointer(parent)
+                .and_then(|s| s.get("properties"))
+                .and_then(Value::as_object)
+                .map(|p| p.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            for key in unexpected.iter().filter(|k| !k.contains("${{")) {
+                let at = origin.path.clone().key(key.clone());
+                let pos = doc.spans.lookup_key(&at);
+                out.push(Problem {
+                    kind: ProblemKind::Contract,
+                    error: Error::Contract {
+                        violation: ContractViolation::RowSchema,
+                        file: doc.source.name.clone(),
+                        pos,
+                        rule: Some(entry.to_string()),
+                        message: format!(
+                            "unknown key {key:?} in a row of table {:?}; known keys: {}",
+                            table.name,
+                            known.join(", ")
+                        ),
+                    },
+                });
+            }
+            return;
+        }
+        if origin.spliced && self.origins.get(ptr).is_some_and(|o| o.spliced) {
+            // Items come from a `$splice`: the list's length and contents are unknown.
+            return;
+        }
+        out.push(violation(
+            doc,
+            ContractViolation::RowSchema,
+            &origin.path,
+            Some(entry),
+            format!(
+                "row does not match the schema of table {:?}: {e}",
+                table.name
+            ),
+        ));
+    }
+}
+
+fn violation(
+    doc: &Document,
+    violation: ContractViolation,
+    path: &FieldPath,
+    rule: Option<&str>,
+    message: String,
+) -> Problem {
+    Problem {
+        kind: ProblemKind::Contract,
+        error: Error::Contract {
+            violation,
+            file: doc.source.name.clone(),
+            pos: doc.spans.lookup(path),
+            rule: rule.map(str::to_string),
+            message,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{RuleSet, Source};
+    use miette::Diagnostic;
+    use serde_json::json;
+
+    fn contract() -> Contract {
+        let row = json!({
+            "type": "object",
+            "properties": {
+                "platform": {"type": "string"},
+                "count": {"type": "integer"},
+                "args": {"type": "array", "items": {"type": "string"}},
+                "env": {"type": "array", "items": {
+                    "type": "object",
+                    "properties": {"name": {"type": "string"}, "value": {"type": "string"}},
+                    "additionalProperties": false
+                }}
+            },
+            "additionalProperties": false
+        });
+        Contract::new()
+            .stage("admission", "first", &[])
+            .stage("labels", "labels", &["labelsPath"])
+            .table("rows", "rows", row, Some(&["n", "name"]))
+            .expect("schema compiles")
+    }
+
+    fn load(text: &str) -> Vec<String> {
+        match RuleSet::load(&[Source::new("r.yaml", text)], Some(&contract())) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.errors.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    const TABLE: &str =
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: rows}\n";
+
+    #[test]
+    fn unknown_stage_is_a_diagnostic_with_code_and_help() {
+        let src = Source::new(
+            "r.yaml",
+            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p}\nstage: labls\nrules:\n- id: r\n  validate: {expression: 'params.labelsPath != \"\"'}\n",
+        );
+        let err = RuleSet::load(&[src], Some(&contract())).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "rule pack error: r.yaml:4:8: unknown stage \"labls\"; known stages: admission, labels"
+        );
+        let e = &err.errors[0];
+        assert_eq!(
+            Diagnostic::code(e).map(|c| c.to_string()),
+            Some("nvcre::rules::unknown_stage".to_string())
+        );
+        assert_eq!(
+            e.help().map(|h| h.to_string()),
+            Some("known stages: admission, labels".to_string())
+        );
+        assert_eq!(
+            Diagnostic::code(&err).map(|c| c.to_string()),
+            Some("nvcre::rules::load".to_string())
+        );
+    }
+
+    #[test]
+    fn params_a_stage_does_not_pass_and_packs_without_stage() {
+        assert_eq!(
+            load(
+                "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p}\nstage: admission\nrules:\n- id: r\n  validate: {expression: \"params.?labelsPath.orValue('') != ''\"}\n---\napiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: q}\nrules:\n- id: s\n  validate: {expression: 'true'}\n"
+            ),
+            [
+                "rule pack error: r.yaml:7:26: rule r: params.labelsPath is not passed to stage \"admission\" (it passes no params)",
+                "rule pack error: r.yaml:10:7: pack \"q\" has no stage; known stages: admission, labels",
+            ]
+        );
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_beside_templated_values_which_are_not_checked() {
+        assert_eq!(
+            load(&format!(
+                "{TABLE}entries:\n- id: a\n  include: params.n > 1\n  count: '${{{{ params.n }}}}'\n  platfrom: x\n  env: [{{name: A, valu: '1'}}, {{$if: 'params.n > 1', $then: {{bad: 1}}}}]\n  args: [x, {{$splice: '${{{{ [params.name] }}}}'}}]\n"
+            )),
+            [
+                "rule pack error: r.yaml:8:3: rule a: unknown key \"platfrom\" in a row of table \"rows\"; known keys: platform, count, args, env",
+                "rule pack error: r.yaml:9:19: rule a: unknown key \"valu\" in a row of table \"rows\"; known keys: name, value",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_fragment_is_checked_where_it_is_used_and_a_list_fragment_splices_into_a_list() {
+        assert_eq!(
+            load(&format!(
+                "{TABLE}fragments:\n  envs: [{{name: A, value: '1'}}, {{name: B, vlue: '2'}}]\n  one: {{name: C, value: 3}}\nentries:\n- id: a\n  env: [{{$fragment: envs}}, {{$fragment: one}}, {{name: D, value: x}}]\n  args: [{{$fragment: missing}}]\n"
+            )),
+            [
+                "rule pack error: r.yaml:5:43: rule a: unknown key \"vlue\" in a row of table \"rows\"; known keys: name, value",
+                "rule pack error: r.yaml:6:25: rule a: row does not match the schema of table \"rows\": 3 is not of type \"string\"",
+                "rule pack error: r.yaml:8:3: rule a: {$fragment: missing} names no fragment of this table",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_table_param_it_is_not_rendered_with_and_an_unknown_table() {
+        assert_eq!(
+            load(&format!(
+                "{TABLE}entries:\n- id: a\n  platform: '${{{{ params.platform }}}}'\n---\napiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {{name: other}}\nentries: []\n"
+            )),
+            [
+                "rule pack error: r.yaml:6:13: rule a: params.platform is not a param of table \"rows\" (it is rendered with n, name)",
+                "rule pack error: r.yaml:10:18: unknown table \"other\"; known tables: rows",
+            ]
+        );
+    }
+}

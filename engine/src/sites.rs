@@ -1,0 +1,323 @@
+//! Where each compiled expression of a pack or table sits in its file, who owns it (which
+//! variables it sees) and what it reads, from the parsed expression rather than its text.
+//!
+//! The loader checks undefined variables and contract params with these; the lint finds unused
+//! variables and fragments with them.
+
+use kube_cel::cel::common::ast::{Expr as Ast, IdedExpr, LiteralValue};
+
+use crate::expr::{Expr, Item, Part, Template, VARIABLE_PREFIX};
+use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, Table};
+use crate::path::FieldPath;
+
+/// Who owns a piece of CEL: decides which variables it can see.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Owner {
+    /// Match conditions: the pack's variables are not evaluated yet, but visible to the check
+    /// as before (they are bound by the time rules run).
+    Pack,
+    /// Pack variable `i` (raw index in the file).
+    PackVar(usize),
+    /// Fragment `name`.
+    Fragment(String),
+    /// Rule `k`'s `forEach.in` (evaluated before the rule's variables).
+    RuleForEach(usize),
+    /// Rule `k`'s variable `j`.
+    RuleVar(usize, usize),
+    /// Rule `k`'s `when`, `validate` and `mutate`.
+    Rule(usize),
+    /// Table entry `i`'s `include` and body.
+    Entry(usize),
+}
+
+/// One compiled expression with its place in the file.
+pub(crate) struct Site<'a> {
+    /// Field path of the YAML scalar holding the expression.
+    pub(crate) path: FieldPath,
+    pub(crate) owner: Owner,
+    pub(crate) expr: &'a Expr,
+}
+
+/// Which names an expression reads from `variables`, `params` and `fragments`, in the order
+/// the parser met them: `ns.name`, `ns.?name`, `ns['name']`, `ns[?'name']`.
+#[derive(Debug, Default)]
+pub(crate) struct Reads {
+    pub(crate) variables: Vec<String>,
+    pub(crate) params: Vec<String>,
+    pub(crate) fragments: Vec<String>,
+}
+
+impl Reads {
+    fn push(&mut self, ns: &str, name: &str) {
+        let list = match ns {
+            "variables" => &mut self.variables,
+            "params" => &mut self.params,
+            "fragments" => &mut self.fragments,
+            _ => return,
+        };
+        if !list.iter().any(|n| n == name) {
+            list.push(name.to_string());
+        }
+    }
+}
+
+/// What `expr` reads (see [`Reads`]).
+pub(crate) fn reads(expr: &Expr) -> Reads {
+    let mut out = Reads::default();
+    visit(expr.ast(), &mut out);
+    out
+}
+
+fn ident(e: &IdedExpr) -> Option<&str> {
+    match &e.expr {
+        Ast::Ident(n) => Some(n),
+        _ => None,
+    }
+}
+
+fn string_literal(e: &IdedExpr) -> Option<&str> {
+    match &e.expr {
+        Ast::Literal(LiteralValue::String(s)) => Some(s.inner()),
+        _ => None,
+    }
+}
+
+fn visit(e: &IdedExpr, out: &mut Reads) {
+    match &e.expr {
+        Ast::Ident(name) => {
+            // `variables.x` is bound as its own identifier (see `expr::rewrite_optional_select`).
+            if let Some(v) = name.strip_prefix(VARIABLE_PREFIX) {
+                out.push("variables", v);
+            }
+        }
+        Ast::Select(s) => {
+            if let Some(ns) = ident(&s.operand) {
+                out.push(ns, &s.field);
+            }
+            visit(&s.operand, out);
+        }
+        Ast::Call(c) => {
+            if matches!(c.func_name.as_str(), "_[_]" | "_[?_]" | "_?._") {
+                if let (Some(ns), Some(name)) = (
+                    c.args.first().and_then(ident),
+                    c.args.get(1).and_then(string_literal),
+                ) {
+                    out.push(ns, name);
+                }
+            }
+            if let Some(t) = &c.target {
+                visit(t, out);
+            }
+            for a in &c.args {
+                visit(a, out);
+            }
+        }
+        Ast::Comprehension(c) => {
+            for x in [
+                &c.iter_range,
+                &c.accu_init,
+                &c.loop_cond,
+                &c.loop_step,
+                &c.result,
+            ] {
+                visit(x, out);
+            }
+        }
+        Ast::List(l) => {
+            for x in &l.elements {
+                visit(x, out);
+            }
+        }
+        Ast::Map(m) => {
+            for entry in &m.entries {
+                if let kube_cel::cel::common::ast::EntryExpr::MapEntry(me) = &entry.expr {
+                    visit(&me.key, out);
+                    visit(&me.value, out);
+                }
+            }
+        }
+        Ast::Struct(s) => {
+            for entry in &s.entries {
+                if let kube_cel::cel::common::ast::EntryExpr::StructField(f) = &entry.expr {
+                    visit(&f.value, out);
+                }
+            }
+        }
+        Ast::Literal(_) | Ast::Unspecified => {}
+    }
+}
+
+fn root(key: &str) -> FieldPath {
+    FieldPath::root().key(key)
+}
+
+/// Every expression of a template at `path`: `${{ … }}` parts at their string, `$if`
+/// conditions at their `$if` key.
+fn template<'a>(t: &'a Template, path: FieldPath, owner: &Owner, out: &mut Vec<Site<'a>>) {
+    let site = |path: FieldPath, expr: &'a Expr| Site {
+        path,
+        owner: owner.clone(),
+        expr,
+    };
+    match t {
+        Template::Expr(e) => out.push(site(path, e)),
+        Template::Interp(parts) => {
+            for p in parts {
+                if let Part::Expr(e) = p {
+                    out.push(site(path.clone(), e));
+                }
+            }
+        }
+        Template::List(items) => {
+            for (i, item) in items.iter().enumerate() {
+                match item {
+                    Item::One(t) => template(t, path.clone().index(i), owner, out),
+                    Item::Splice(t) => {
+                        template(t, path.clone().index(i).key("$splice"), owner, out);
+                    }
+                }
+            }
+        }
+        Template::Map(entries) => {
+            for (k, v) in entries {
+                let at = match k {
+                    Template::Literal(serde_json::Value::String(s)) => path.clone().key(s.clone()),
+                    // A templated key: its expressions are found at the mapping.
+                    other => {
+                        template(other, path.clone(), owner, out);
+                        path.clone()
+                    }
+                };
+                template(v, at, owner, out);
+            }
+        }
+        Template::If(cond, then, otherwise) => {
+            out.push(site(path.clone().key("$if"), cond));
+            template(then, path.clone().key("$then"), owner, out);
+            if let Some(o) = otherwise {
+                template(o, path.key("$else"), owner, out);
+            }
+        }
+        Template::Literal(_) | Template::Fragment(_) => {}
+    }
+}
+
+/// Every compiled expression of a pack, in file order of its sections.
+pub(crate) fn pack_sites(pack: &CompiledPack) -> Vec<Site<'_>> {
+    let mut out = Vec::new();
+    for ((_, e), i) in pack
+        .matcher
+        .conditions
+        .iter()
+        .zip(&pack.matcher.condition_at)
+    {
+        out.push(Site {
+            path: root("match")
+                .key("matchConditions")
+                .index(*i)
+                .key("expression"),
+            owner: Owner::Pack,
+            expr: e,
+        });
+    }
+    for ((_, e), i) in pack.variables.iter().zip(&pack.variable_at) {
+        out.push(Site {
+            path: root("variables").index(*i).key("expression"),
+            owner: Owner::PackVar(*i),
+            expr: e,
+        });
+    }
+    for (name, t) in &pack.fragments {
+        let owner = Owner::Fragment(name.clone());
+        template(t, root("fragments").key(name.clone()), &owner, &mut out);
+    }
+    for r in &pack.rules {
+        let k = r.index;
+        let base = root("rules").index(k);
+        let owner = Owner::Rule(k);
+        let mut push = |path: FieldPath, owner: Owner, expr| out.push(Site { path, owner, expr });
+        if let Some(e) = &r.when {
+            push(base.clone().key("when"), owner.clone(), e);
+        }
+        if let Some((e, _, _)) = &r.for_each {
+            push(
+                base.clone().key("forEach").key("in"),
+                Owner::RuleForEach(k),
+                e,
+            );
+        }
+        for (j, (_, e)) in r.variables.iter().enumerate() {
+            push(
+                base.clone().key("variables").index(j).key("expression"),
+                Owner::RuleVar(k, j),
+                e,
+            );
+        }
+        if let Some(v) = &r.validate {
+            let vb = base.clone().key("validate");
+            push(vb.clone().key("expression"), owner.clone(), &v.expression);
+            if let Message::Expr(e) = &v.message {
+                push(vb.clone().key("messageExpression"), owner.clone(), e);
+            }
+            if let Some(FieldPathSpec::Expr(e)) = &v.field_path {
+                push(vb.key("fieldPathExpression"), owner.clone(), e);
+            }
+        }
+        for (j, m) in r.mutate.iter().enumerate() {
+            let mb = base.clone().key("mutate").index(j);
+            let (t, at) = match m {
+                Mutation::Merge { value, .. } => (value, mb.key("merge").key("value")),
+                Mutation::Insert { values, end, .. } => {
+                    let op = match end {
+                        crate::patch::End::Front => "prepend",
+                        crate::patch::End::Back => "append",
+                    };
+                    (values, mb.key(op).key("values"))
+                }
+                Mutation::JsonPatch(ops) => (ops, mb.key("jsonPatch")),
+            };
+            template(t, at, &owner, &mut out);
+        }
+    }
+    out
+}
+
+/// Every compiled expression of a table: fragments, then entries.
+pub(crate) fn table_sites(table: &Table) -> Vec<Site<'_>> {
+    let mut out = Vec::new();
+    for (name, t) in &table.fragments {
+        let owner = Owner::Fragment(name.clone());
+        template(t, root("fragments").key(name.clone()), &owner, &mut out);
+    }
+    for e in &table.entries {
+        let base = root("entries").index(e.index);
+        let owner = Owner::Entry(e.index);
+        if let Some(inc) = &e.include {
+            out.push(Site {
+                path: base.clone().key("include"),
+                owner: owner.clone(),
+                expr: inc,
+            });
+        }
+        template(&e.body, base, &owner, &mut out);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_come_from_the_parsed_expression() {
+        let e = Expr::compile(
+            "variables.a + variables['b'] + variables.?c.orValue(0) + size(params.node) \
+             + params[?'x'].orValue(0) + fragments.f + 'variables.zz' + [1].map(v, v + variables.d)",
+        )
+        .expect("compiles");
+        let r = reads(&e);
+        assert_eq!(r.variables, ["a", "b", "c", "d"]);
+        assert_eq!(r.params, ["node", "x"]);
+        assert_eq!(r.fragments, ["f"]);
+    }
+}
