@@ -1,5 +1,5 @@
 //! `nvcre-policy`: render WorkloadRuns into the Workflows NVCRE would submit, and check
-//! manifests against the rule packs. The binary is glue: the work lives in `nvcre-policy` and
+//! manifests against the rule packs. The binary is glue: the work lives in `nvcre-domain` and
 //! `nvcre-engine`.
 //!
 //! Exit codes: 0 clean, 1 policy violations, 2 usage / input / rule-file error.
@@ -17,10 +17,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use nvcre_domain::error::PolicyError;
+use nvcre_domain::packs::load_rules;
+use nvcre_domain::render::{expand, render_workflow, render_workload_run};
 use nvcre_engine::{RuleSet, to_yaml};
-use nvcre_policy::error::PolicyError;
-use nvcre_policy::packs::load_rules;
-use nvcre_policy::render::{expand, render_workflow, render_workload_run};
 
 /// Render and check NVCRE WorkloadRun / Workflow manifests with policy kept as CEL + YAML rules.
 #[derive(Debug, Parser)]

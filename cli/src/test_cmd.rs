@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
+use nvcre_domain::suite::{SuiteRunner, coverage, discover, load_suite};
 use nvcre_engine::RuleSet;
-use nvcre_policy::suite::{SuiteRunner, coverage, discover, load_suite};
 use regex::Regex;
 
 use crate::report;

@@ -132,8 +132,8 @@ pub enum DurationError {
 /// overridden name moves to the end.
 ///
 /// ```
-/// use nvcre_policy::api::EnvVar;
-/// use nvcre_policy::build::merge_env;
+/// use nvcre_domain::api::EnvVar;
+/// use nvcre_domain::build::merge_env;
 /// let base = [EnvVar::new("A", "1"), EnvVar::new("B", "1")];
 /// let merged = merge_env(&base, &[EnvVar::new("A", "2")]);
 /// assert_eq!(merged, [EnvVar::new("B", "1"), EnvVar::new("A", "2")]);
@@ -165,8 +165,8 @@ fn forwarded_names(mpi_args: &[String]) -> BTreeSet<&str> {
 /// that `mpi_args` already forwards with `-x`.
 ///
 /// ```
-/// use nvcre_policy::api::EnvVar;
-/// use nvcre_policy::build::mpi_env_args;
+/// use nvcre_domain::api::EnvVar;
+/// use nvcre_domain::build::mpi_env_args;
 /// let env = [EnvVar::new("A", "1"), EnvVar::new("B", "1")];
 /// let args = mpi_env_args(&env, &["-x".to_string(), "B=2".to_string()]);
 /// assert_eq!(args, ["-x", "A=1"]);
@@ -197,7 +197,7 @@ pub fn mpi_env_args(merged: &[EnvVar], mpi_args: &[String]) -> Vec<String> {
 /// (platform args already prepended by the caller), the binary, then its args.
 ///
 /// ```
-/// use nvcre_policy::build::layout_mpirun_args;
+/// use nvcre_domain::build::layout_mpirun_args;
 /// let args = layout_mpirun_args(8, &[], &[], "/bin/true", &["-v".to_string()]);
 /// assert_eq!(args[..3], ["-N", "8", "--allow-run-as-root"]);
 /// assert_eq!(args[5], "-o StrictHostKeyChecking=no -o ConnectionAttempts=10");
@@ -230,7 +230,7 @@ pub fn layout_mpirun_args(
 /// joined by newlines. Returns `(["/bin/bash", "-c"], [script])`.
 ///
 /// ```
-/// use nvcre_policy::build::wrap_pre_command;
+/// use nvcre_domain::build::wrap_pre_command;
 /// let pre = ["unset X".to_string()];
 /// let (command, args) = wrap_pre_command(&pre, &["echo".to_string()], &["a \"b\"".to_string()]);
 /// assert_eq!(command, ["/bin/bash", "-c"]);
@@ -254,7 +254,7 @@ pub fn wrap_pre_command(
 /// (`90m` → `1h30m0s`, `1.5h` → `1h30m0s`, `0.5s` → `500ms`). Negative values are refused.
 ///
 /// ```
-/// use nvcre_policy::build::canonical_go_duration;
+/// use nvcre_domain::build::canonical_go_duration;
 /// assert_eq!(canonical_go_duration("90m")?, "1h30m0s");
 /// assert!(canonical_go_duration("-1s").is_err());
 /// # Ok::<(), Box<dyn std::error::Error>>(())
@@ -550,15 +550,15 @@ fn pod_template(gang: Option<&GangSchedulerSpec>, fields: Vec<(&str, Value)>) ->
 /// shape (framework label `torch`).
 ///
 /// ```
-/// use nvcre_policy::api::WorkloadRun;
-/// use nvcre_policy::build::{build_runtime, BuildParams, DEFAULT_TIMEOUT_PER_JOB};
+/// use nvcre_domain::api::WorkloadRun;
+/// use nvcre_domain::build::{build_runtime, BuildParams, DEFAULT_TIMEOUT_PER_JOB};
 /// let run: WorkloadRun = serde_json::from_value(serde_json::json!({
 ///     "metadata": {"name": "demo"},
 ///     "spec": {"image": "img", "numNodes": 2, "framework": {"torch": {"script": "train.py"}}},
 /// }))?;
 /// let params = BuildParams {
 ///     gpus_per_node: 8,
-///     base_env: vec![nvcre_policy::api::EnvVar::new("NCCL_DEBUG", "INFO")],
+///     base_env: vec![nvcre_domain::api::EnvVar::new("NCCL_DEBUG", "INFO")],
 ///     platform_mpi_args: vec![],
 ///     pre_command: vec![],
 ///     default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
@@ -1071,8 +1071,8 @@ fn check_thresholds(name: &str, spec: &WorkloadRunSpec) -> Result<(), BuildError
 /// Checks, in order: threshold keys, a framework is set, `timeoutPerJob` parses.
 ///
 /// ```
-/// use nvcre_policy::api::WorkloadRun;
-/// use nvcre_policy::build::{build_workflow, BuildParams, DEFAULT_TIMEOUT_PER_JOB};
+/// use nvcre_domain::api::WorkloadRun;
+/// use nvcre_domain::build::{build_workflow, BuildParams, DEFAULT_TIMEOUT_PER_JOB};
 /// let run: WorkloadRun = serde_json::from_value(serde_json::json!({
 ///     "metadata": {"name": "demo", "namespace": "team"},
 ///     "spec": {"image": "img", "numNodes": 2,
@@ -1080,7 +1080,7 @@ fn check_thresholds(name: &str, spec: &WorkloadRunSpec) -> Result<(), BuildError
 /// }))?;
 /// let params = BuildParams {
 ///     gpus_per_node: 4,
-///     base_env: vec![nvcre_policy::api::EnvVar::new("NCCL_DEBUG", "INFO")],
+///     base_env: vec![nvcre_domain::api::EnvVar::new("NCCL_DEBUG", "INFO")],
 ///     platform_mpi_args: vec![],
 ///     pre_command: vec![],
 ///     default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),

@@ -108,7 +108,7 @@ impl Node {
     ///
     /// # Example
     /// ```
-    /// use nvcre_policy::nodes::Node;
+    /// use nvcre_domain::nodes::Node;
     /// let node = Node::from_json(&serde_json::json!({
     ///     "kind": "Node",
     ///     "metadata": {"name": "gpu-1", "labels": {"nvidia.com/gpu.present": "true"}},
@@ -155,7 +155,7 @@ impl Node {
 ///
 /// # Example
 /// ```
-/// use nvcre_policy::nodes::nodes_from_documents;
+/// use nvcre_domain::nodes::nodes_from_documents;
 /// let docs = [serde_json::json!({
 ///     "apiVersion": "v1", "kind": "List",
 ///     "items": [{"kind": "Node", "metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]
@@ -381,7 +381,7 @@ fn string_map(
 ///
 /// # Example
 /// ```
-/// use nvcre_policy::nodes::normalize_gpu_product;
+/// use nvcre_domain::nodes::normalize_gpu_product;
 /// assert_eq!(normalize_gpu_product("NVIDIA-H100-80GB-HBM3"), "h100");
 /// assert_eq!(normalize_gpu_product("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"), "rtxpro6000");
 /// assert_eq!(normalize_gpu_product(""), "");
@@ -405,7 +405,7 @@ pub fn normalize_gpu_product(label: &str) -> String {
 ///
 /// # Example
 /// ```
-/// use nvcre_policy::nodes::{detect_gpu_architecture, Node};
+/// use nvcre_domain::nodes::{detect_gpu_architecture, Node};
 /// let node = |name: &str, product: &str| Node {
 ///     name: name.into(),
 ///     labels: [("nvidia.com/gpu.product".to_string(), product.to_string())].into(),
@@ -469,7 +469,7 @@ pub struct Discovery {
 ///
 /// # Example
 /// ```
-/// use nvcre_policy::nodes::{discover_targets, Node};
+/// use nvcre_domain::nodes::{discover_targets, Node};
 /// let gpu = |name: &str| Node {
 ///     name: name.into(),
 ///     labels: [("nvidia.com/gpu.present".to_string(), "true".to_string())].into(),
@@ -542,7 +542,7 @@ fn matches_node_selector(node: &Node, selector: &BTreeMap<String, String>) -> bo
 ///
 /// # Example
 /// ```
-/// use nvcre_policy::{api::NodeSelectorRequirement, nodes::{matches_requirement, Node}};
+/// use nvcre_domain::{api::NodeSelectorRequirement, nodes::{matches_requirement, Node}};
 /// let node = Node { name: "a".into(), labels: [("rack".to_string(), "r1".to_string())].into(), ..Node::default() };
 /// let req = |op: &str, values: &[&str]| NodeSelectorRequirement {
 ///     key: "rack".into(), operator: op.into(), values: values.iter().map(|v| v.to_string()).collect(),

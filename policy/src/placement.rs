@@ -177,7 +177,7 @@ impl PlacementSpec {
     ///
     /// # Example
     /// ```
-    /// use nvcre_policy::placement::{PlacementMode, PlacementSpec};
+    /// use nvcre_domain::placement::{PlacementMode, PlacementSpec};
     /// let orch = serde_json::json!({"placement": "Unpinned", "topology": {"topologyKey": "rack"}});
     /// let spec = PlacementSpec::from_orchestration(orch.as_object().ok_or("object")?)?;
     /// assert_eq!(spec.mode, PlacementMode::Unpinned);
@@ -285,7 +285,7 @@ impl PlacementSpec {
 ///
 /// # Example
 /// ```
-/// use nvcre_policy::placement::validate_placement;
+/// use nvcre_domain::placement::validate_placement;
 /// let orch = serde_json::json!({"placement": "Unpinned", "diagnose": {"minGroupSize": 2}});
 /// let err = validate_placement(orch.as_object().ok_or("object")?).unwrap_err();
 /// assert!(err.to_string().starts_with("orchestration.placement: Unpinned is incompatible with orchestration.diagnose"));
@@ -341,7 +341,7 @@ pub struct Placement {
 ///
 /// # Example
 /// ```
-/// use nvcre_policy::{api::Workflow, placement::gpu_need};
+/// use nvcre_domain::{api::Workflow, placement::gpu_need};
 /// let wf: Workflow = serde_json::from_value(serde_json::json!({
 ///     "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "Workflow", "metadata": {"name": "wf"},
 ///     "spec": {"jobTemplate": {"spec": {}}, "dependencies": [
@@ -399,7 +399,7 @@ fn gpu_quantity(v: &Value) -> Option<i64> {
 ///
 /// # Example
 /// ```
-/// use nvcre_policy::placement::quantity_as_int;
+/// use nvcre_domain::placement::quantity_as_int;
 /// assert_eq!(quantity_as_int("8"), Some(8));
 /// assert_eq!(quantity_as_int("2Ki"), Some(2048));
 /// assert_eq!(quantity_as_int("1500m"), None);
@@ -493,7 +493,7 @@ pub fn quantity_as_int(s: &str) -> Option<i64> {
 ///
 /// # Example
 /// ```
-/// use nvcre_policy::{nodes::Node, placement::place_groups};
+/// use nvcre_domain::{nodes::Node, placement::place_groups};
 /// let nodes: Vec<Node> = (0..5).map(|i| Node { name: format!("node-{i}"), ..Node::default() }).collect();
 /// let groups = place_groups(&nodes, 2, None, false)?;
 /// let names: Vec<_> = groups.iter().map(|g| g.name.as_str()).collect();
@@ -740,7 +740,7 @@ fn overflow_groups(
 ///
 /// # Example
 /// ```
-/// use nvcre_policy::placement::node_affinity;
+/// use nvcre_domain::placement::node_affinity;
 /// let a = node_affinity(&["n1".to_string()], None, &["NVIDIA-GB200".to_string()]).ok_or("none")?;
 /// let terms = &a["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"];
 /// assert_eq!(terms[0]["key"], "kubernetes.io/hostname");
@@ -814,7 +814,7 @@ pub fn node_affinity(
 ///
 /// # Example
 /// ```
-/// use nvcre_policy::placement::{tolerations, PlacementMode};
+/// use nvcre_domain::placement::{tolerations, PlacementMode};
 /// assert_eq!(tolerations(None, true, PlacementMode::Pinned), vec![serde_json::json!({"operator": "Exists"})]);
 /// assert!(tolerations(None, false, PlacementMode::Pinned).is_empty());
 /// ```
@@ -877,7 +877,7 @@ pub fn tolerations(
 ///
 /// # Example
 /// ```
-/// use nvcre_policy::{api::Workflow, nodes::Node, placement::place};
+/// use nvcre_domain::{api::Workflow, nodes::Node, placement::place};
 /// let wf: Workflow = serde_json::from_value(serde_json::json!({
 ///     "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "Workflow", "metadata": {"name": "wf"},
 ///     "spec": {"orchestration": {}, "jobTemplate": {"spec": {"workload": {"trainJob": {

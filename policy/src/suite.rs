@@ -33,8 +33,8 @@
 //!
 //! ```
 //! use std::path::Path;
-//! use nvcre_policy::packs::default_rules;
-//! use nvcre_policy::suite::{SuiteRunner, parse_suite};
+//! use nvcre_domain::packs::default_rules;
+//! use nvcre_domain::suite::{SuiteRunner, parse_suite};
 //!
 //! let suite = parse_suite(Path::new("rules/tests/workloadrun-admission/example.yaml"), r#"
 //! cases:
