@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use nvcre_domain::packs::rule_sources;
+use nvcre_domain::rule_sources;
 use nvcre_engine::{CompiledPack, Rule, RuleSet, lint, to_yaml};
 use serde_json::Value;
 

@@ -6,9 +6,9 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
-use nvcre_domain::check::{CheckRequest, check_document};
-use nvcre_domain::packs::default_rules;
-use nvcre_domain::render::{RenderRequest, render_workload_run};
+use nvcre_domain::{
+    CheckRequest, RenderRequest, check_document, default_rules, render_workload_run,
+};
 use nvcre_engine::{Source, parse_documents};
 
 const SEED: &str = include_str!("../../examples/nccl-all-reduce.yaml");

@@ -10,11 +10,9 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The API group NVCRE owns.
-pub const GROUP: &str = "nvcre.nvidia.com";
 /// `apiVersion` of WorkloadRun and Workflow.
 pub const API_VERSION: &str = "nvcre.nvidia.com/v1alpha1";
-/// The older fork's group, accepted on input with a warning (seeds/README.md).
+/// The older fork's group, accepted on input with a warning.
 pub const LEGACY_API_VERSION: &str = "cre.nvidia.com/v1alpha1";
 /// Default gang queue (`gangScheduler.queue` unset or empty).
 pub const DEFAULT_QUEUE: &str = "default-queue";

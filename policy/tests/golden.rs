@@ -6,8 +6,7 @@
 
 use std::sync::Arc;
 
-use nvcre_domain::packs::default_rules;
-use nvcre_domain::render::{RenderRequest, render_workload_run};
+use nvcre_domain::{RenderRequest, default_rules, render_workload_run};
 use nvcre_engine::{Source, parse_documents};
 use serde_json::{Map, Value, json};
 

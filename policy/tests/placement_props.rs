@@ -3,9 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use nvcre_domain::api::Workflow;
-use nvcre_domain::nodes::Node;
-use nvcre_domain::placement::{Group, place, place_groups};
+use nvcre_domain::{Group, Node, Workflow, place, place_groups};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

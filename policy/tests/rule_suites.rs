@@ -7,8 +7,9 @@
 
 use std::path::{Path, PathBuf};
 
-use nvcre_domain::packs::default_rules;
-use nvcre_domain::suite::{Suite, SuiteRunner, coverage, discover, load_suite};
+use nvcre_domain::{
+    Suite, SuiteRunner, coverage, default_rules, discover_suites as discover, load_suite,
+};
 
 /// The workspace root, spelled relative to the package directory cargo runs tests in, so case
 /// names read `../rules/tests/<pack>/<file>.yaml › note`.

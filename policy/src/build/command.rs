@@ -12,14 +12,6 @@ use crate::api::{EnvVar, WorkloadRunSpec};
 /// Merges `spec.env` over the base env (the user's entry wins): base entries the user names are
 /// dropped, the rest keep their order, then every user entry follows in user order, so an
 /// overridden name moves to the end.
-///
-/// ```
-/// use nvcre_domain::api::EnvVar;
-/// use nvcre_domain::build::merge_env;
-/// let base = [EnvVar::new("A", "1"), EnvVar::new("B", "1")];
-/// let merged = merge_env(&base, &[EnvVar::new("A", "2")]);
-/// assert_eq!(merged, [EnvVar::new("B", "1"), EnvVar::new("A", "2")]);
-/// ```
 pub fn merge_env(base: &[EnvVar], user: &[EnvVar]) -> Vec<EnvVar> {
     base.iter()
         .filter(|b| !user.iter().any(|u| u.name == b.name))
@@ -45,14 +37,6 @@ pub(super) fn forwarded_names(mpi_args: &[String]) -> BTreeSet<&str> {
 /// Forwards the merged env to the MPI ranks `-x`, `NAME=value`
 /// as two argv items per variable, a bare `-x`, `NAME` for a `valueFrom` variable, skipping names
 /// that `mpi_args` already forwards with `-x`.
-///
-/// ```
-/// use nvcre_domain::api::EnvVar;
-/// use nvcre_domain::build::mpi_env_args;
-/// let env = [EnvVar::new("A", "1"), EnvVar::new("B", "1")];
-/// let args = mpi_env_args(&env, &["-x".to_string(), "B=2".to_string()]);
-/// assert_eq!(args, ["-x", "A=1"]);
-/// ```
 pub fn mpi_env_args(merged: &[EnvVar], mpi_args: &[String]) -> Vec<String> {
     let forwarded = forwarded_names(mpi_args);
     let mut out = Vec::with_capacity(merged.len() * 2);
@@ -77,14 +61,6 @@ pub fn mpi_env_args(merged: &[EnvVar], mpi_args: &[String]) -> Vec<String> {
 /// The whole mpirun argument list: `-N <gpus> --allow-run-as-root
 /// --mca plm_rsh_args <one element>`, the env forwarding of [`mpi_env_args`], `mpi_args`
 /// (platform args already prepended by the caller), the binary, then its args.
-///
-/// ```
-/// use nvcre_domain::build::layout_mpirun_args;
-/// let args = layout_mpirun_args(8, &[], &[], "/bin/true", &["-v".to_string()]);
-/// assert_eq!(args[..3], ["-N", "8", "--allow-run-as-root"]);
-/// assert_eq!(args[5], "-o StrictHostKeyChecking=no -o ConnectionAttempts=10");
-/// assert_eq!(args[6..], ["/bin/true", "-v"]);
-/// ```
 pub fn layout_mpirun_args(
     gpus_per_node: i64,
     merged: &[EnvVar],
@@ -110,14 +86,6 @@ pub fn layout_mpirun_args(
 /// Wraps a trainer command in the platform `preCommand` lines: the
 /// script is the lines, then `exec` and every command and arg element quoted like Go's `%q`,
 /// joined by newlines. Returns `(["/bin/bash", "-c"], [script])`.
-///
-/// ```
-/// use nvcre_domain::build::wrap_pre_command;
-/// let pre = ["unset X".to_string()];
-/// let (command, args) = wrap_pre_command(&pre, &["echo".to_string()], &["a \"b\"".to_string()]);
-/// assert_eq!(command, ["/bin/bash", "-c"]);
-/// assert_eq!(args, ["unset X\nexec \"echo\" \"a \\\"b\\\"\""]);
-/// ```
 pub fn wrap_pre_command(
     pre: &[String],
     command: &[String],
@@ -447,5 +415,49 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]
                 "numProcPerNode": 8,
             })
         );
+    }
+
+    #[test]
+    fn example_merge_env() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::api::EnvVar;
+        use crate::build::merge_env;
+        let base = [EnvVar::new("A", "1"), EnvVar::new("B", "1")];
+        let merged = merge_env(&base, &[EnvVar::new("A", "2")]);
+        assert_eq!(merged, [EnvVar::new("B", "1"), EnvVar::new("A", "2")]);
+        Ok(())
+    }
+
+    #[test]
+    fn example_mpi_env_args() -> Result<(), Box<dyn std::error::Error>> {
+        use super::mpi_env_args;
+        use crate::api::EnvVar;
+        let env = [EnvVar::new("A", "1"), EnvVar::new("B", "1")];
+        let args = mpi_env_args(&env, &["-x".to_string(), "B=2".to_string()]);
+        assert_eq!(args, ["-x", "A=1"]);
+        Ok(())
+    }
+
+    #[test]
+    fn example_layout_mpirun_args() -> Result<(), Box<dyn std::error::Error>> {
+        use super::layout_mpirun_args;
+        let args = layout_mpirun_args(8, &[], &[], "/bin/true", &["-v".to_string()]);
+        assert_eq!(args[..3], ["-N", "8", "--allow-run-as-root"]);
+        assert_eq!(
+            args[5],
+            "-o StrictHostKeyChecking=no -o ConnectionAttempts=10"
+        );
+        assert_eq!(args[6..], ["/bin/true", "-v"]);
+        Ok(())
+    }
+
+    #[test]
+    fn example_wrap_pre_command() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::build::wrap_pre_command;
+        let pre = ["unset X".to_string()];
+        let (command, args) =
+            wrap_pre_command(&pre, &["echo".to_string()], &["a \"b\"".to_string()]);
+        assert_eq!(command, ["/bin/bash", "-c"]);
+        assert_eq!(args, ["unset X\nexec \"echo\" \"a \\\"b\\\"\""]);
+        Ok(())
     }
 }

@@ -28,13 +28,6 @@ pub enum DurationError {
 
 /// Parses a Go duration string and writes it the way Go's `time.Duration.String()` does
 /// (`90m` → `1h30m0s`, `1.5h` → `1h30m0s`, `0.5s` → `500ms`). Negative values are refused.
-///
-/// ```
-/// use nvcre_domain::build::canonical_go_duration;
-/// assert_eq!(canonical_go_duration("90m")?, "1h30m0s");
-/// assert!(canonical_go_duration("-1s").is_err());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
 pub fn canonical_go_duration(value: &str) -> Result<String, DurationError> {
     let nanos = parse_go_duration(value)?;
     let nanos = u64::try_from(nanos).map_err(|_| DurationError::Negative)?;
@@ -262,4 +255,12 @@ mod tests {
     duration!(dur_negative, "-5m", err DurationError::Negative);
 
     duration!(dur_overflow, "2562048h", err DurationError::Overflow);
+
+    #[test]
+    fn example_canonical_go_duration() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::build::canonical_go_duration;
+        assert_eq!(canonical_go_duration("90m")?, "1h30m0s");
+        assert!(canonical_go_duration("-1s").is_err());
+        Ok(())
+    }
 }

@@ -29,7 +29,7 @@ use crate::api::{
 };
 
 use command::trainer_command;
-pub use command::{layout_mpirun_args, merge_env, mpi_env_args, wrap_pre_command};
+pub use command::{merge_env, wrap_pre_command};
 pub use duration::{DurationError, canonical_go_duration};
 pub use runtime::build_runtime;
 
@@ -356,27 +356,6 @@ fn check_thresholds(name: &str, spec: &WorkloadRunSpec) -> Result<(), BuildError
 /// workload object is added later by a rule pack.
 ///
 /// Checks, in order: threshold keys, a framework is set, `timeoutPerJob` parses.
-///
-/// ```
-/// use nvcre_domain::api::WorkloadRun;
-/// use nvcre_domain::build::{build_workflow, BuildParams, DEFAULT_TIMEOUT_PER_JOB};
-/// let run: WorkloadRun = serde_json::from_value(serde_json::json!({
-///     "metadata": {"name": "demo", "namespace": "team"},
-///     "spec": {"image": "img", "numNodes": 2,
-///              "framework": {"exec": {"command": ["python", "run.py"]}}},
-/// }))?;
-/// let params = BuildParams {
-///     gpus_per_node: 4,
-///     base_env: vec![nvcre_domain::api::EnvVar::new("NCCL_DEBUG", "INFO")],
-///     platform_mpi_args: vec![],
-///     pre_command: vec![],
-///     default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
-/// };
-/// let wf = build_workflow(&run, &params)?;
-/// assert_eq!(wf.metadata.namespace.as_deref(), Some("team"));
-/// assert_eq!(wf.spec.orchestration["execution"]["timeoutPerJob"], "24h0m0s");
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
 pub fn build_workflow(run: &WorkloadRun, params: &BuildParams) -> Result<Workflow, BuildError> {
     let name = run.metadata.name.as_str();
     let spec = &run.spec;
@@ -668,5 +647,30 @@ mod tests {
             err,
             BuildError::InvalidTimeoutPerJob { ref value, reason: DurationError::MissingUnit } if value == "90"
         ));
+    }
+
+    #[test]
+    fn example_build_workflow() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::api::WorkloadRun;
+        use crate::build::{BuildParams, DEFAULT_TIMEOUT_PER_JOB, build_workflow};
+        let run: WorkloadRun = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "demo", "namespace": "team"},
+            "spec": {"image": "img", "numNodes": 2,
+                     "framework": {"exec": {"command": ["python", "run.py"]}}},
+        }))?;
+        let params = BuildParams {
+            gpus_per_node: 4,
+            base_env: vec![crate::api::EnvVar::new("NCCL_DEBUG", "INFO")],
+            platform_mpi_args: vec![],
+            pre_command: vec![],
+            default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+        };
+        let wf = build_workflow(&run, &params)?;
+        assert_eq!(wf.metadata.namespace.as_deref(), Some("team"));
+        assert_eq!(
+            wf.spec.orchestration["execution"]["timeoutPerJob"],
+            "24h0m0s"
+        );
+        Ok(())
     }
 }

@@ -14,26 +14,6 @@ use crate::api::{EnvVar, FrameworkType, GangSchedulerSpec, KAI_SCHEDULER, Worklo
 /// gang scheduler's labels and `schedulerName` injected and, under KAI, the launcher waiting
 /// for the workers instead of depending on them. `exec` reuses the torch
 /// shape (framework label `torch`).
-///
-/// ```
-/// use nvcre_domain::api::WorkloadRun;
-/// use nvcre_domain::build::{build_runtime, BuildParams, DEFAULT_TIMEOUT_PER_JOB};
-/// let run: WorkloadRun = serde_json::from_value(serde_json::json!({
-///     "metadata": {"name": "demo"},
-///     "spec": {"image": "img", "numNodes": 2, "framework": {"torch": {"script": "train.py"}}},
-/// }))?;
-/// let params = BuildParams {
-///     gpus_per_node: 8,
-///     base_env: vec![nvcre_domain::api::EnvVar::new("NCCL_DEBUG", "INFO")],
-///     platform_mpi_args: vec![],
-///     pre_command: vec![],
-///     default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
-/// };
-/// let runtime = build_runtime(&run, &params, &[], 2);
-/// assert_eq!(runtime["metadata"]["name"], "demo-runtime");
-/// assert_eq!(runtime["spec"]["mlPolicy"]["torch"]["numProcPerNode"], 8);
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
 pub fn build_runtime(
     run: &WorkloadRun,
     params: &BuildParams,
@@ -669,5 +649,26 @@ mod tests {
             node["template"]["spec"]["template"]["spec"].get("schedulerName"),
             None
         );
+    }
+
+    #[test]
+    fn example_build_runtime() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::api::WorkloadRun;
+        use crate::build::{BuildParams, DEFAULT_TIMEOUT_PER_JOB, build_runtime};
+        let run: WorkloadRun = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "demo"},
+            "spec": {"image": "img", "numNodes": 2, "framework": {"torch": {"script": "train.py"}}},
+        }))?;
+        let params = BuildParams {
+            gpus_per_node: 8,
+            base_env: vec![crate::api::EnvVar::new("NCCL_DEBUG", "INFO")],
+            platform_mpi_args: vec![],
+            pre_command: vec![],
+            default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+        };
+        let runtime = build_runtime(&run, &params, &[], 2);
+        assert_eq!(runtime["metadata"]["name"], "demo-runtime");
+        assert_eq!(runtime["spec"]["mlPolicy"]["torch"]["numProcPerNode"], 8);
+        Ok(())
     }
 }

@@ -42,8 +42,7 @@ use manifests::GroupRender;
 use partition::group;
 pub use partition::{Group, place_groups};
 pub use quantity::{gpu_need, quantity_as_int};
-pub use scheduling::{node_affinity, tolerations};
-pub use spec::{PlacementError, PlacementMode, PlacementSpec, validate_placement};
+pub use spec::{PlacementError, PlacementMode, PlacementSpec};
 
 /// The GPU extended resource.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
@@ -110,7 +109,7 @@ pub struct Placement {
 ///
 /// # Example
 /// ```
-/// use nvcre_domain::{api::Workflow, nodes::Node, placement::place};
+/// use nvcre_domain::{Node, Workflow, place};
 /// let wf: Workflow = serde_json::from_value(serde_json::json!({
 ///     "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "Workflow", "metadata": {"name": "wf"},
 ///     "spec": {"orchestration": {}, "jobTemplate": {"spec": {"workload": {"trainJob": {

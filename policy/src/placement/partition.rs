@@ -45,7 +45,7 @@ pub struct Group {
 ///
 /// # Example
 /// ```
-/// use nvcre_domain::{nodes::Node, placement::place_groups};
+/// use nvcre_domain::{Node, place_groups};
 /// let nodes: Vec<Node> = (0..5).map(|i| Node { name: format!("node-{i}"), ..Node::default() }).collect();
 /// let groups = place_groups(&nodes, 2, None, false)?;
 /// let names: Vec<_> = groups.iter().map(|g| g.name.as_str()).collect();

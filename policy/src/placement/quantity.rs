@@ -13,18 +13,6 @@ use crate::api::Workflow;
 /// Values may be strings holding a Kubernetes quantity (`"8"`, `"8.0"`, `"1k"`) or numbers;
 /// an unparseable value is skipped, a negative one counts as 0. `None` when no such entry
 /// exists.
-///
-/// # Example
-/// ```
-/// use nvcre_domain::{api::Workflow, placement::gpu_need};
-/// let wf: Workflow = serde_json::from_value(serde_json::json!({
-///     "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "Workflow", "metadata": {"name": "wf"},
-///     "spec": {"jobTemplate": {"spec": {}}, "dependencies": [
-///         {"kind": "TrainingRuntime", "spec": {"resources": {"limits": {"nvidia.com/gpu": "8"}}}}]}
-/// }))?;
-/// assert_eq!(gpu_need(&wf), Some(8));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
 pub fn gpu_need(workflow: &Workflow) -> Option<i64> {
     std::iter::once(&workflow.spec.job_template)
         .chain(workflow.spec.dependencies.iter())
@@ -71,14 +59,6 @@ fn gpu_quantity(v: &Value) -> Option<i64> {
 
 /// The exact integer value of a Kubernetes quantity (`"8"`, `"+8"`, `"8.0"`, `"2k"`, `"1Ki"`,
 /// `"4000m"`, `"1e3"`), or `None` when it does not parse or is not a whole number.
-///
-/// # Example
-/// ```
-/// use nvcre_domain::placement::quantity_as_int;
-/// assert_eq!(quantity_as_int("8"), Some(8));
-/// assert_eq!(quantity_as_int("2Ki"), Some(2048));
-/// assert_eq!(quantity_as_int("1500m"), None);
-/// ```
 pub fn quantity_as_int(s: &str) -> Option<i64> {
     let s = s.trim();
     let (negative, body) = match s.strip_prefix('-') {
@@ -196,5 +176,26 @@ mod tests {
         need_zero: json!({"spec": {"limits": {"nvidia.com/gpu": "0"}}}), json!([]) => Some(0);
         need_negative_counts_zero: json!({"spec": {"limits": {"nvidia.com/gpu": -3}}}), json!([]) => Some(0);
         need_unparseable_skipped: json!({"spec": {"limits": {"nvidia.com/gpu": "lots"}}}), json!([]) => None;
+    }
+
+    #[test]
+    fn example_gpu_need() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{api::Workflow, placement::gpu_need};
+        let wf: Workflow = serde_json::from_value(serde_json::json!({
+            "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "Workflow", "metadata": {"name": "wf"},
+            "spec": {"jobTemplate": {"spec": {}}, "dependencies": [
+                {"kind": "TrainingRuntime", "spec": {"resources": {"limits": {"nvidia.com/gpu": "8"}}}}]}
+        }))?;
+        assert_eq!(gpu_need(&wf), Some(8));
+        Ok(())
+    }
+
+    #[test]
+    fn example_quantity_as_int() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::placement::quantity_as_int;
+        assert_eq!(quantity_as_int("8"), Some(8));
+        assert_eq!(quantity_as_int("2Ki"), Some(2048));
+        assert_eq!(quantity_as_int("1500m"), None);
+        Ok(())
     }
 }

@@ -19,17 +19,6 @@ use crate::nodes::HOSTNAME_LABEL;
 ///
 /// Shape: `{requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms:
 /// [{matchExpressions: [{key, operator, values?}]}]}}`.
-///
-/// # Example
-/// ```
-/// use nvcre_domain::placement::node_affinity;
-/// let a = node_affinity(&["n1".to_string()], None, &["NVIDIA-GB200".to_string()]).ok_or("none")?;
-/// let terms = &a["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"];
-/// assert_eq!(terms[0]["key"], "kubernetes.io/hostname");
-/// assert_eq!(terms[1]["values"][0], "NVIDIA-GB200");
-/// assert!(node_affinity(&[], None, &[]).is_none());
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
 pub fn node_affinity(
     hostnames: &[String],
     target: Option<&TargetSpec>,
@@ -93,13 +82,6 @@ pub fn node_affinity(
 /// 3. else Pinned → `[{operator: Exists}]`;
 /// 4. else Unpinned → `nvidia.com/gpu=present:NoSchedule` and
 ///    `kubernetes.io/arch=arm64:NoSchedule` (`Equal`).
-///
-/// # Example
-/// ```
-/// use nvcre_domain::placement::{tolerations, PlacementMode};
-/// assert_eq!(tolerations(None, true, PlacementMode::Pinned), vec![serde_json::json!({"operator": "Exists"})]);
-/// assert!(tolerations(None, false, PlacementMode::Pinned).is_empty());
-/// ```
 pub fn tolerations(
     target: Option<&TargetSpec>,
     has_launcher: bool,
@@ -355,5 +337,28 @@ mod tests {
         tol_mpi_unpinned: None, true, PlacementMode::Unpinned => json!([
             {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
             {"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"}]);
+    }
+
+    #[test]
+    fn example_node_affinity() -> Result<(), Box<dyn std::error::Error>> {
+        use super::node_affinity;
+        let a = node_affinity(&["n1".to_string()], None, &["NVIDIA-GB200".to_string()])
+            .ok_or("none")?;
+        let terms = &a["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"];
+        assert_eq!(terms[0]["key"], "kubernetes.io/hostname");
+        assert_eq!(terms[1]["values"][0], "NVIDIA-GB200");
+        assert!(node_affinity(&[], None, &[]).is_none());
+        Ok(())
+    }
+
+    #[test]
+    fn example_tolerations() -> Result<(), Box<dyn std::error::Error>> {
+        use super::{PlacementMode, tolerations};
+        assert_eq!(
+            tolerations(None, true, PlacementMode::Pinned),
+            vec![serde_json::json!({"operator": "Exists"})]
+        );
+        assert!(tolerations(None, false, PlacementMode::Pinned).is_empty());
+        Ok(())
     }
 }

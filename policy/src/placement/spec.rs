@@ -136,17 +136,6 @@ impl PlacementSpec {
     /// [`PlacementError::InvalidOrchestration`] when a field has the wrong shape,
     /// [`PlacementError::UnknownPlacement`] for a placement other than `""`, `Pinned`,
     /// `Unpinned`.
-    ///
-    /// # Example
-    /// ```
-    /// use nvcre_domain::placement::{PlacementMode, PlacementSpec};
-    /// let orch = serde_json::json!({"placement": "Unpinned", "topology": {"topologyKey": "rack"}});
-    /// let spec = PlacementSpec::from_orchestration(orch.as_object().ok_or("object")?)?;
-    /// assert_eq!(spec.mode, PlacementMode::Unpinned);
-    /// assert_eq!(spec.topology_key.as_deref(), Some("rack"));
-    /// assert!(spec.validate().is_ok());
-    /// # Ok::<(), Box<dyn std::error::Error>>(())
-    /// ```
     pub fn from_orchestration(orch: &Map<String, Value>) -> Result<PlacementSpec, PlacementError> {
         let invalid = |field: &str, reason: String| PlacementError::InvalidOrchestration {
             field: field.to_string(),
@@ -239,28 +228,15 @@ impl PlacementSpec {
     }
 }
 
-/// Parses and validates a post-override orchestration map; see
-/// [`PlacementSpec::from_orchestration`] and [`PlacementSpec::validate`].
-///
-/// # Errors
-/// As those two functions.
-///
-/// # Example
-/// ```
-/// use nvcre_domain::placement::validate_placement;
-/// let orch = serde_json::json!({"placement": "Unpinned", "diagnose": {"minGroupSize": 2}});
-/// let err = validate_placement(orch.as_object().ok_or("object")?).unwrap_err();
-/// assert!(err.to_string().starts_with("orchestration.placement: Unpinned is incompatible with orchestration.diagnose"));
-/// # Ok::<(), Box<dyn std::error::Error>>(())
-/// ```
-pub fn validate_placement(orch: &Map<String, Value>) -> Result<(), PlacementError> {
-    PlacementSpec::from_orchestration(orch)?.validate()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// Parses and validates a post-override orchestration map.
+    fn validate_placement(orch: &Map<String, Value>) -> Result<(), PlacementError> {
+        PlacementSpec::from_orchestration(orch)?.validate()
+    }
 
     #[test]
     fn placement_spec_parses_fields() {
@@ -280,5 +256,27 @@ mod tests {
                 .to_string(),
             "spec.orchestration.topology.strictDomain: must be a boolean, got \"yes\""
         );
+    }
+
+    #[test]
+    fn example_from_orchestration() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::placement::{PlacementMode, PlacementSpec};
+        let orch =
+            serde_json::json!({"placement": "Unpinned", "topology": {"topologyKey": "rack"}});
+        let spec = PlacementSpec::from_orchestration(orch.as_object().ok_or("object")?)?;
+        assert_eq!(spec.mode, PlacementMode::Unpinned);
+        assert_eq!(spec.topology_key.as_deref(), Some("rack"));
+        assert!(spec.validate().is_ok());
+        Ok(())
+    }
+
+    #[test]
+    fn example_validate_placement() -> Result<(), Box<dyn std::error::Error>> {
+        let orch = serde_json::json!({"placement": "Unpinned", "diagnose": {"minGroupSize": 2}});
+        let err = validate_placement(orch.as_object().ok_or("object")?).unwrap_err();
+        assert!(err.to_string().starts_with(
+            "orchestration.placement: Unpinned is incompatible with orchestration.diagnose"
+        ));
+        Ok(())
     }
 }

@@ -26,7 +26,7 @@ use crate::error::PolicyError;
 use crate::nodes::Node;
 use crate::resolve::AppliedOverride;
 
-pub use context::{NodeContext, RenderRequest, check_flags, node_context, synthetic_nodes};
+pub use context::{RenderRequest, check_flags};
 pub use expand::{Expanded, Verify, expand, expand_verifying};
 pub(crate) use parse::{check_user_overrides, input_error, parse_typed, prepare_document};
 pub use workflow::render_workflow;

@@ -1,8 +1,8 @@
 //! Rule test suites: YAML case folders that pin what the rules under `rules/` do.
 //!
 //! A suite is a YAML file under `rules/tests/<pack-or-table-name>/` holding a `cases:` list
-//! (one folder per pack or table, as regorus lays out its tests). Each case names its input documents, the
-//! node context, the rule set and exactly one expectation:
+//! (one folder per pack or table, as regorus lays out its tests). Each case names its input
+//! documents, the node context, the rule set and exactly one expectation:
 //!
 //! ```yaml
 //! cases:
@@ -37,8 +37,7 @@
 //!
 //! ```
 //! use std::path::Path;
-//! use nvcre_domain::packs::default_rules;
-//! use nvcre_domain::suite::{SuiteRunner, parse_suite};
+//! use nvcre_domain::{SuiteRunner, default_rules, parse_suite};
 //!
 //! let suite = parse_suite(Path::new("rules/tests/workloadrun-admission/example.yaml"), r#"
 //! cases:
