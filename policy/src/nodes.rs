@@ -1,9 +1,6 @@
 //! Cluster nodes as NVCRE sees them: parsing core/v1 `Node` documents, GPU product
 //! normalisation, the majority vote on the GPU architecture and target discovery.
 //!
-//! Reference: render-pipeline.md §3.2 (product normalisation, majority vote) and §3.4 (target
-//! discovery); workloadrun-api.md §1 (`target.*` field semantics).
-//!
 //! Everything here is pure: nodes come in as JSON documents (a `kubectl get nodes -o yaml`
 //! dump, a `--nodes-file`, or what a controller listed) and go out as plain values.
 
@@ -351,7 +348,7 @@ fn taint_at(
 /// Reads a `{string: string}` map. With `numbers_ok`, numeric values are kept as their
 /// decimal text (allocatable quantities are sometimes written bare). On error returns the
 /// field path and the offending value.
-fn string_map(
+pub(crate) fn string_map(
     v: Option<&Value>,
     field: &str,
     numbers_ok: bool,
@@ -373,7 +370,7 @@ fn string_map(
     Ok(out)
 }
 
-/// Normalises a raw `nvidia.com/gpu.product` label to an architecture name (§3.2).
+/// Normalises a raw `nvidia.com/gpu.product` label to an architecture name.
 ///
 /// Strips a leading `NVIDIA-` (case-sensitive); if the rest, upper-cased, starts with
 /// `RTX-PRO-6000` the result is `rtxpro6000`; otherwise the part before the first `-` (when
@@ -390,9 +387,9 @@ pub fn normalize_gpu_product(label: &str) -> String {
     head.to_lowercase()
 }
 
-/// The cluster's GPU architecture: a majority vote over the nodes that carry a product label
-/// (§3.2). Nodes are considered in name order; unlabelled nodes do not vote; a tie goes to
-/// the architecture of the earliest node (by name) among the tied ones; `unknown` when no
+/// The cluster's GPU architecture: a majority vote over the nodes that carry a product
+/// label. Nodes are considered in name order; unlabelled nodes do not vote; a tie goes to the
+/// architecture of the earliest node (by name) among the tied ones; `unknown` when no
 /// node is labelled (including an empty slice).
 pub fn detect_gpu_architecture(nodes: &[Node]) -> String {
     let mut ordered: Vec<&Node> = nodes.iter().collect();
@@ -417,7 +414,7 @@ pub fn detect_gpu_architecture(nodes: &[Node]) -> String {
     primary.unwrap_or(UNKNOWN_ARCH).to_string()
 }
 
-/// The result of target discovery (§3.4).
+/// The result of target discovery.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Discovery {
     /// Eligible nodes: matched the target, schedulable, `nvidia.com/gpu.present=true`, sorted
@@ -427,11 +424,11 @@ pub struct Discovery {
     pub cordoned: Vec<String>,
 }
 
-/// Target discovery (§3.4): from all cluster nodes, the eligible ones.
+/// Target discovery: from all cluster nodes, the eligible ones.
 ///
 /// Filters, in order:
 /// 1. `target.nodeSelector`: every entry must equal the node's label — skipped when
-///    `target.nodeNames` is set (workloadrun-api.md §1: "When it is set, nodeSelector is
+///    `target.nodeNames` is set (the original API: "When it is set, nodeSelector is
 ///    ignored for discovery");
 /// 2. `target.matchExpressions`: every requirement must hold (`In`, `NotIn`, `Exists`,
 ///    `DoesNotExist`; any other operator, `In`/`NotIn` without values, or

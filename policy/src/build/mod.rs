@@ -24,7 +24,8 @@ use std::collections::BTreeMap;
 use serde_json::{Map, Value, json};
 
 use crate::api::{
-    API_VERSION, EnvVar, FrameworkType, GangSchedulerSpec, ObjectMeta, Workflow, WorkflowSpec,
+    API_VERSION, CONTROLLER_MANAGER, EnvVar, FrameworkType, GPU_RESOURCE, GangSchedulerSpec,
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE, ObjectMeta, TRAINER_API_VERSION, Workflow, WorkflowSpec,
     WorkloadRun, WorkloadRunSpec,
 };
 
@@ -32,12 +33,6 @@ use command::trainer_command;
 pub use command::{merge_env, wrap_pre_command};
 pub use duration::{DurationError, canonical_go_duration};
 pub use runtime::build_runtime;
-
-/// `apiVersion` of the generated TrainingRuntime.
-pub const TRAINER_API_VERSION: &str = "trainer.kubeflow.org/v1alpha1";
-
-/// The field manager of the controller-owned TrainJob runtimePatch.
-pub const CONTROLLER_MANAGER: &str = "nvcre.nvidia.com/controller";
 
 /// The Workflow's default `execution.timeoutPerJob` (what the original writes; its API comment's
 /// "1h" is stale).
@@ -55,17 +50,11 @@ pub const VALID_THRESHOLD_KEYS: [&str; 5] = [
 /// The `nodeHealthMonitor` CEL expression every generated Job carries.
 pub const NODE_HEALTH_EXPRESSION: &str = "node.spec.unschedulable == true";
 
-const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-
-const MANAGED_BY_VALUE: &str = "nvcre";
-
 const WORKLOAD_RUN_LABEL: &str = "nvcre.nvidia.com/workload-run";
 
 const FRAMEWORK_LABEL: &str = "trainer.kubeflow.org/framework";
 
 const ANCESTOR_STEP_LABEL: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
-
-const GPU_RESOURCE: &str = "nvidia.com/gpu";
 
 const SSH_RAW_PATH: &str = "/tmp/mpi-ssh-raw";
 

@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{CONTROLLER_PATCH_MANAGER, GPU_RESOURCE, Group, Placement};
+use super::{CONTROLLER_MANAGER, GPU_RESOURCE, Group, Placement};
 use crate::api::{TargetSpec, Workflow};
 use crate::nodes::{GPU_PRESENT_LABEL, GPU_PRODUCT_LABEL, Node};
 
@@ -57,7 +57,7 @@ pub(super) fn mpi_workflow(name: &str, num_nodes: i64, orchestration: Value) -> 
                     "workload": {"trainJob": {
                         "runtimeRef": {"name": format!("{name}-runtime"), "kind": "TrainingRuntime"},
                         "trainer": {"numNodes": num_nodes, "numProcPerNode": 8},
-                        "runtimePatches": [{"manager": CONTROLLER_PATCH_MANAGER,
+                        "runtimePatches": [{"manager": CONTROLLER_MANAGER,
                             "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [{"name": "node"}, {"name": "launcher"}]}}}}]
                     }}
                 }

@@ -12,7 +12,7 @@ use super::scheduling::{
 };
 use super::{
     GROUP_LABEL, GROUP_NODES_ANNOTATION, Group, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PlacementError,
-    PlacementMode, PlacementSpec, TRAINJOB_API_VERSION, WORKFLOW_LABEL,
+    PlacementMode, PlacementSpec, TRAINER_API_VERSION, WORKFLOW_LABEL,
 };
 use crate::api::{GangSchedulerSpec, Workflow};
 
@@ -227,7 +227,7 @@ impl<'a> GroupRender<'a> {
             metadata.insert("annotations".to_string(), to_json_map(annotations));
         }
         Ok(json!({
-            "apiVersion": TRAINJOB_API_VERSION,
+            "apiVersion": TRAINER_API_VERSION,
             "kind": "TrainJob",
             "metadata": metadata,
             "spec": train_job,
@@ -240,27 +240,19 @@ fn to_json_map(m: BTreeMap<String, String>) -> Value {
     Value::Object(m.into_iter().map(|(k, v)| (k, Value::String(v))).collect())
 }
 
-/// Reads an optional `{string: string}` map.
+/// Reads an optional `{string: string}` map (the nodes reader's, without numbers).
 fn string_map(v: Option<&Value>, path: &str) -> Result<BTreeMap<String, String>, PlacementError> {
-    let obj = match v {
-        None | Some(Value::Null) => return Ok(BTreeMap::new()),
-        Some(Value::Object(o)) => o,
-        Some(_) => {
-            return Err(PlacementError::InvalidDocument {
-                path: path.to_string(),
-                reason: "must be a map of strings".to_string(),
-            });
+    crate::nodes::string_map(v, path, false).map_err(|(field, _)| {
+        let reason = if field == path {
+            "must be a map of strings"
+        } else {
+            "must be a string"
+        };
+        PlacementError::InvalidDocument {
+            path: field,
+            reason: reason.to_string(),
         }
-    };
-    obj.iter()
-        .map(|(k, v)| match v {
-            Value::String(s) => Ok((k.clone(), s.clone())),
-            _ => Err(PlacementError::InvalidDocument {
-                path: format!("{path}[\"{k}\"]"),
-                reason: "must be a string".to_string(),
-            }),
-        })
-        .collect()
+    })
 }
 
 /// True for `resource.nvidia.com/*` `ComputeDomain`.
@@ -324,7 +316,7 @@ mod tests {
     use super::*;
     use crate::nodes::HOSTNAME_LABEL;
     use crate::placement::fixtures::*;
-    use crate::placement::{CONTROLLER_PATCH_MANAGER, place};
+    use crate::placement::{CONTROLLER_MANAGER, place};
 
     // ---- affinity and tolerations -------------------------------------------------------
 
@@ -446,7 +438,7 @@ mod tests {
         let jobs = &tj["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"];
         assert_eq!(
             tj["spec"]["runtimePatches"][0]["manager"],
-            CONTROLLER_PATCH_MANAGER
+            CONTROLLER_MANAGER
         );
         assert_eq!(jobs.as_array().unwrap().len(), 1);
         assert_eq!(jobs[0]["name"], "node");

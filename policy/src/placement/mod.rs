@@ -35,7 +35,10 @@ use std::collections::BTreeSet;
 
 use serde_json::Value;
 
-use crate::api::Workflow;
+use crate::api::{
+    CONTROLLER_MANAGER, GPU_RESOURCE, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRAINER_API_VERSION,
+    Workflow,
+};
 use crate::nodes::{Node, detect_gpu_architecture, discover_targets};
 
 use manifests::GroupRender;
@@ -43,18 +46,6 @@ use partition::group;
 pub use partition::{Group, place_groups};
 pub use quantity::{gpu_need, quantity_as_int};
 pub use spec::{PlacementError, PlacementMode, PlacementSpec};
-
-/// The GPU extended resource.
-pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
-
-/// `manager` of the TrainJob runtimePatches entry NVCRE owns.
-pub const CONTROLLER_PATCH_MANAGER: &str = "nvcre.nvidia.com/controller";
-
-/// Label key identifying the managing controller.
-pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
-
-/// Value of [`MANAGED_BY_LABEL`].
-pub const MANAGED_BY_VALUE: &str = "nvcre";
 
 /// TrainJob label naming the Workflow.
 pub const WORKFLOW_LABEL: &str = "nvcre.nvidia.com/workflow";
@@ -64,9 +55,6 @@ pub const GROUP_LABEL: &str = "nvcre.nvidia.com/group";
 
 /// TrainJob annotation listing a pinned group's nodes, comma-joined.
 pub const GROUP_NODES_ANNOTATION: &str = "nvcre.nvidia.com/group-nodes";
-
-/// apiVersion of the TrainJob each group creates.
-pub const TRAINJOB_API_VERSION: &str = "trainer.kubeflow.org/v1alpha1";
 
 /// The result of [`place`].
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use serde_json::{Map, Value, json};
 
-use super::{CONTROLLER_PATCH_MANAGER, PlacementError, PlacementMode};
+use super::{CONTROLLER_MANAGER, PlacementError, PlacementMode};
 use crate::api::TargetSpec;
 use crate::nodes::HOSTNAME_LABEL;
 
@@ -167,11 +167,11 @@ pub(super) fn write_pod_placement(
     let patches = array_entry(train_job, "runtimePatches", RP)?;
     let pos = patches
         .iter()
-        .position(|p| p.get("manager").and_then(Value::as_str) == Some(CONTROLLER_PATCH_MANAGER));
+        .position(|p| p.get("manager").and_then(Value::as_str) == Some(CONTROLLER_MANAGER));
     let idx = match pos {
         Some(i) => i,
         None => {
-            patches.push(json!({"manager": CONTROLLER_PATCH_MANAGER}));
+            patches.push(json!({"manager": CONTROLLER_MANAGER}));
             patches.len().saturating_sub(1)
         }
     };

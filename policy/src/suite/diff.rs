@@ -6,6 +6,7 @@ use nvcre_engine::{FieldPath, Finding};
 use serde_json::Value;
 
 use super::{Case, CaseOutcome, Expectation, MessageMatch, WantFinding};
+use crate::detect::quote;
 
 pub(super) fn compare(case: &Case, got: &CaseOutcome) -> Vec<String> {
     let mut diff = Vec::new();
@@ -68,10 +69,6 @@ pub(super) fn compare(case: &Case, got: &CaseOutcome) -> Vec<String> {
         }
     }
     diff
-}
-
-fn quote(s: &str) -> String {
-    Value::String(s.to_string()).to_string()
 }
 
 /// `{ruleId: …, severity: …, fieldPath: …, line: …, column: …, message: "…"}` of an actual
