@@ -62,7 +62,7 @@ assert_eq!(rendered.platform, "aws");
 pub use api::{Workflow, WorkloadRun};
 pub use check::{CheckRequest, check_document};
 pub use error::PolicyError;
-pub use nodes::{Node, nodes_from_documents};
+pub use nodes::{Node, NodeError, nodes_from_documents};
 pub use packs::{default_rules, load_rules, rule_sources};
 pub use placement::{Group, Placement, PlacementError, place, place_groups};
 pub use render::{

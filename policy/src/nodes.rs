@@ -126,7 +126,7 @@ impl Node {
             .map_or("", String::as_str)
     }
 
-    /// The normalised architecture of this node ([`normalize_gpu_product`]), `unknown` when
+    /// The normalised architecture of this node (`normalize_gpu_product`), `unknown` when
     /// the product label is absent or normalises to nothing.
     pub fn gpu_architecture(&self) -> String {
         let arch = normalize_gpu_product(self.gpu_product());
