@@ -1,9 +1,8 @@
-//! The platform override table (`workloadrun-platform-overrides`) as a WorkloadRun render uses
-//! it: its rows rendered for the run's sizing, the user's `spec.env` written over their env
-//! entries, and the build-time part (`preCommand`, `mpiArgs`) that applies to a known platform
-//! before the Workflow is built. The rest of each row becomes a `spec.overrides` entry that the
-//! [`super::enforce`] stage resolves.
-
+//! The rows of the platform override table (`workloadrun-platform-overrides`) as a WorkloadRun
+//! render reads them: [`PlatformOverride`] carries a row's `when`, its build-time keys
+//! (`preCommand`, `mpiArgs`, applied by the build for a known platform) and the keys that become
+//! a `spec.overrides` entry (resolved later by the `enforce` stage); [`apply_user_env`] writes
+//! the user's `spec.env` over a row's env entries and `-x` operands.
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
