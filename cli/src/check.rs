@@ -8,8 +8,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
+use nvcre_domain::{CheckRequest, check_document};
 use nvcre_engine::{Finding, RuleSet, Severity, Source, parse_documents_lenient};
-use nvcre_policy::check::{CheckRequest, check_document};
 
 use crate::input;
 use crate::report::{self, CheckedDocument, CheckedFile, Format, InputError, Report};
@@ -221,7 +221,7 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
             Err(e) => out.errors.push(InputError {
                 file: doc.source.name.clone(),
                 pos: match &e {
-                    nvcre_policy::error::PolicyError::Input { pos, .. } => *pos,
+                    nvcre_domain::PolicyError::Input { pos, .. } => *pos,
                     _ => None,
                 },
                 message: e.to_string(),
@@ -236,7 +236,7 @@ fn check_all(
     rules: &RuleSet,
     docs: &[nvcre_engine::Document],
     req: &CheckRequest,
-) -> Vec<Result<Vec<Finding>, nvcre_policy::error::PolicyError>> {
+) -> Vec<Result<Vec<Finding>, nvcre_domain::PolicyError>> {
     let threads = std::thread::available_parallelism()
         .map(std::num::NonZeroUsize::get)
         .unwrap_or(1)
@@ -263,7 +263,7 @@ fn check_all(
                 h.join().unwrap_or_else(|_| {
                     (0..len)
                         .map(|_| {
-                            Err(nvcre_policy::error::PolicyError::Build(
+                            Err(nvcre_domain::PolicyError::Build(
                                 "internal error: a checking thread panicked".into(),
                             ))
                         })

@@ -57,10 +57,10 @@ pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
 }
 
 /// Reads a nodes file: a v1 NodeList and/or Node documents.
-pub fn read_nodes(path: &str) -> Result<Vec<nvcre_policy::nodes::Node>, String> {
+pub fn read_nodes(path: &str) -> Result<Vec<nvcre_domain::Node>, String> {
     let docs = read_one(path)?;
     let values: Vec<serde_json::Value> = docs.into_iter().map(|d| d.value).collect();
-    nvcre_policy::nodes::nodes_from_documents(&values).map_err(|e| format!("{path}: {e}"))
+    nvcre_domain::nodes_from_documents(&values).map_err(|e| format!("{path}: {e}"))
 }
 
 /// The node-context flags `render` and `check` share.
@@ -86,8 +86,8 @@ impl NodeArgs {
     pub fn request(
         &self,
         rules: &nvcre_engine::RuleSet,
-    ) -> Result<nvcre_policy::render::RenderRequest, nvcre_policy::error::PolicyError> {
-        let flags = nvcre_policy::render::RenderRequest {
+    ) -> Result<nvcre_domain::RenderRequest, nvcre_domain::PolicyError> {
+        let flags = nvcre_domain::RenderRequest {
             platform: self.platform.clone(),
             gpu_arch: self.gpu_arch.clone(),
             nodes: self
@@ -96,13 +96,13 @@ impl NodeArgs {
                 .map(|_| std::sync::Arc::new(Vec::new())),
             ..Default::default()
         };
-        nvcre_policy::render::check_flags(rules, &flags)?;
+        nvcre_domain::check_flags(rules, &flags)?;
         let nodes = match &self.nodes_file {
             Some(f) => Some(std::sync::Arc::new(
-                read_nodes(f).map_err(nvcre_policy::error::PolicyError::Usage)?,
+                read_nodes(f).map_err(nvcre_domain::PolicyError::Usage)?,
             )),
             None => None,
         };
-        Ok(nvcre_policy::render::RenderRequest { nodes, ..flags })
+        Ok(nvcre_domain::RenderRequest { nodes, ..flags })
     }
 }

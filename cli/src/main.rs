@@ -1,5 +1,5 @@
 //! `nvcre-policy`: render WorkloadRuns into the Workflows NVCRE would submit, and check
-//! manifests against the rule packs. The binary is glue: the work lives in `nvcre-policy` and
+//! manifests against the rule packs. The binary is glue: the work lives in `nvcre-domain` and
 //! `nvcre-engine`.
 //!
 //! Exit codes: 0 clean, 1 policy violations, 2 usage / input / rule-file error.
@@ -17,10 +17,8 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use nvcre_domain::{PolicyError, expand, load_rules, render_document};
 use nvcre_engine::{RuleSet, to_yaml};
-use nvcre_policy::error::PolicyError;
-use nvcre_policy::packs::load_rules;
-use nvcre_policy::render::{expand, render_workflow, render_workload_run};
 
 /// Render and check NVCRE WorkloadRun / Workflow manifests with policy kept as CEL + YAML rules.
 #[derive(Debug, Parser)]
@@ -156,13 +154,7 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
     }
     let mut outputs = Vec::new();
     for doc in &docs {
-        let kind = doc.value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
-        let result = if kind == "Workflow" {
-            render_workflow(rules, doc, &req)
-        } else {
-            render_workload_run(rules, doc, &req)
-        };
-        match result {
+        match render_document(rules, doc, &req) {
             Ok(rendered) => {
                 for w in &rendered.warnings {
                     report::warning_line(w);
@@ -224,5 +216,14 @@ fn report_policy_error(e: &PolicyError) -> ExitCode {
         PolicyError::Placement(message) => report::stderr_line(message),
         other => report::error_line(&other.to_string()),
     }
-    ExitCode::from(e.exit_code())
+    ExitCode::from(exit_code(e))
+}
+
+/// 1 for policy violations (a rejection, a fleet that cannot host the job), 2 for everything
+/// else (usage, input, rules).
+fn exit_code(e: &PolicyError) -> u8 {
+    match e {
+        PolicyError::Rejected(_) | PolicyError::Placement(_) => 1,
+        _ => 2,
+    }
 }

@@ -6,8 +6,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
+use nvcre_domain::{contract, rule_sources};
 use nvcre_engine::{CompiledPack, Rule, RuleSet, lint, to_yaml};
-use nvcre_policy::packs::{contract, rule_sources};
 use serde_json::Value;
 
 use crate::check::FailOn;

@@ -1,8 +1,7 @@
-//! Examples for `rules explain`, read from the rule test suites.
+//! Examples for `rules explain`, picked from the rule test suites.
 //!
-//! A suite is a YAML file under `<tests>/<pack>/` with a `cases:` list. Only the fields an
-//! example needs are read here (the suite runner owns the format): `note`, `input` (inline YAML
-//! text) or `inputFile` (relative to the suite file), `context` and `want_findings`.
+//! The suites are read with the policy crate's suite format ([`nvcre_domain::load_suite`]);
+//! files that do not load are skipped, as a missing directory is.
 //!
 //! - A failing example of rule R is the first case, in path order, whose `want_findings` names R.
 //! - A passing example is the first case with `want_findings: []` in the same folder as the
@@ -11,35 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
-use nvcre_engine::{Source, parse_documents, to_yaml};
-use serde::Deserialize;
-use serde_json::Value;
-
-#[derive(Deserialize)]
-struct SuiteFile {
-    #[serde(default)]
-    cases: Vec<Case>,
-}
-
-#[derive(Deserialize)]
-struct Case {
-    #[serde(default)]
-    note: String,
-    #[serde(default)]
-    input: Option<Value>,
-    #[serde(default, rename = "inputFile")]
-    input_file: Option<String>,
-    #[serde(default)]
-    context: Option<Value>,
-    #[serde(default)]
-    want_findings: Option<Vec<WantFinding>>,
-}
-
-#[derive(Deserialize)]
-struct WantFinding {
-    #[serde(default, rename = "ruleId")]
-    rule_id: Option<String>,
-}
+use nvcre_domain::{Case, Expectation, Suite, discover_suites, load_suite};
 
 /// One example: where it comes from and the input document text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -69,18 +40,15 @@ pub struct Examples {
 /// A missing directory or an unreadable suite just yields no example.
 pub fn examples(tests: &Path, id: &str, pack: &str, rule_file: &str) -> Examples {
     let suites = read_suites(tests);
-    let failing = suites.iter().find_map(|(path, file)| {
-        file.cases
+    let failing = suites.iter().find_map(|suite| {
+        suite
+            .cases
             .iter()
-            .find(|c| {
-                c.want_findings
-                    .as_ref()
-                    .is_some_and(|w| w.iter().any(|f| f.rule_id.as_deref() == Some(id)))
-            })
-            .map(|c| (path, c))
+            .find(|c| want_findings(c).is_some_and(|w| w.iter().any(|f| f.rule_id == id)))
+            .map(|c| (suite, c))
     });
     let mut folders: Vec<PathBuf> = Vec::new();
-    if let Some(dir) = failing.and_then(|(path, _)| path.parent()) {
+    if let Some(dir) = failing.and_then(|(suite, _)| suite.path.parent()) {
         folders.push(dir.to_path_buf());
     }
     folders.push(tests.join(pack));
@@ -94,68 +62,57 @@ pub fn examples(tests: &Path, id: &str, pack: &str, rule_file: &str) -> Examples
     let passing = folders.iter().find_map(|folder| {
         suites
             .iter()
-            .filter(|(path, _)| path.parent() == Some(folder.as_path()))
-            .find_map(|(path, file)| {
-                file.cases
+            .filter(|suite| suite.path.parent() == Some(folder.as_path()))
+            .find_map(|suite| {
+                suite
+                    .cases
                     .iter()
-                    .find(|c| c.want_findings.as_ref().is_some_and(Vec::is_empty))
-                    .map(|c| (path, c))
+                    .find(|c| want_findings(c).is_some_and(<[_]>::is_empty))
+                    .map(|c| (suite, c))
             })
     });
     Examples {
-        passing: passing.map(|(path, c)| example(path, c)),
-        failing: failing.map(|(path, c)| example(path, c)),
+        passing: passing.map(|(suite, c)| example(suite, c)),
+        failing: failing.map(|(suite, c)| example(suite, c)),
     }
 }
 
-/// Every suite under `dir`, in path order; files that do not parse as suites are skipped.
-fn read_suites(dir: &Path) -> Vec<(PathBuf, SuiteFile)> {
-    // Examples are best effort: unreadable entries are skipped.
-    let (paths, _) = nvcre_engine::walk_files(
-        dir,
-        &nvcre_engine::WalkOptions {
-            extensions: &["yaml", "yml"],
-            skip_dirs: &[],
-            follow_dir_links: true,
-        },
-    );
-    paths
-        .into_iter()
-        .filter_map(|p| {
-            let text = std::fs::read_to_string(&p).ok()?;
-            let source = Source::new(p.display().to_string(), text);
-            let doc = parse_documents(&source).ok()?.into_iter().next()?;
-            let file: SuiteFile = serde_json::from_value(doc.value).ok()?;
-            Some((p, file))
-        })
+/// The case's `want_findings`, when that is its expectation.
+fn want_findings(case: &Case) -> Option<&[nvcre_domain::WantFinding]> {
+    match &case.expect {
+        Expectation::Findings(w) => Some(w),
+        _ => None,
+    }
+}
+
+/// Every suite under `dir`, in path order; files that do not load as suites are skipped.
+fn read_suites(dir: &Path) -> Vec<Suite> {
+    discover_suites(&[dir.to_path_buf()])
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|p| load_suite(p).ok())
         .collect()
 }
 
-fn example(suite: &Path, case: &Case) -> Example {
-    let input = match (&case.input, &case.input_file) {
-        (Some(Value::String(text)), _) => text.clone(),
-        (Some(other), _) => to_yaml(other).unwrap_or_default(),
-        (None, Some(file)) => {
-            let path = suite.parent().unwrap_or(Path::new("")).join(file);
-            std::fs::read_to_string(&path)
-                .unwrap_or_else(|e| format!("# cannot read {}: {e}\n", path.display()))
-        }
-        (None, None) => String::new(),
-    };
-    let context = case.context.as_ref().and_then(Value::as_object).map(|m| {
-        m.iter()
-            .map(|(k, v)| match v {
-                Value::String(s) => format!("{k}={s}"),
-                other => format!("{k}={other}"),
-            })
-            .collect::<Vec<_>>()
-            .join(", ")
-    });
+fn example(suite: &Suite, case: &Case) -> Example {
+    let ctx = &case.context;
+    let dir = suite.path.parent().unwrap_or(Path::new(""));
+    let parts: Vec<String> = [
+        ctx.platform.as_ref().map(|p| format!("platform={p}")),
+        ctx.gpu_arch.as_ref().map(|a| format!("gpuArch={a}")),
+        ctx.nodes_file.as_ref().map(|f| {
+            let written = f.strip_prefix(dir).unwrap_or(f);
+            format!("nodesFile={}", written.display())
+        }),
+    ]
+    .into_iter()
+    .flatten()
+    .collect();
     Example {
-        suite: suite.display().to_string(),
+        suite: suite.path.display().to_string(),
         note: case.note.clone(),
-        context,
-        input_file: case.input_file.clone().filter(|_| case.input.is_none()),
-        input,
+        context: (!parts.is_empty()).then(|| parts.join(", ")),
+        input_file: case.input_file.clone(),
+        input: case.input.text.clone(),
     }
 }

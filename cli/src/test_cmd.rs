@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
+use nvcre_domain::{SuiteRunner, coverage, discover_suites, load_suite};
 use nvcre_engine::RuleSet;
-use nvcre_policy::suite::{SuiteRunner, coverage, discover, load_suite};
 use regex::Regex;
 
 use crate::report;
@@ -53,7 +53,7 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
     } else {
         args.paths.clone()
     };
-    let files = match discover(&paths) {
+    let files = match discover_suites(&paths) {
         Ok(f) => f,
         Err(e) => {
             report::error_line(&e.to_string());

@@ -4,7 +4,7 @@ with findings that point at the source line and column.
 
 The engine knows nothing about WorkloadRun: it loads rule files, compiles their CEL, evaluates
 them over JSON documents, applies patches and reports findings. The NVCRE domain lives in the
-`nvcre-policy` crate, which drives this engine with the packs under `rules/`.
+`nvcre-domain` crate, which drives this engine with the packs under `rules/`.
 
 # Brief overview
 

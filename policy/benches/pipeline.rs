@@ -1,15 +1,15 @@
 //! Throughput of the main paths: render of the seed example, and `check` over a stream of
 //! 1,000 WorkloadRun documents (the CI use: thousands of manifests).
 //!
-//! `cargo bench -p nvcre-policy --bench pipeline`
+//! `cargo bench -p nvcre-domain --bench pipeline`
 
 use std::hint::black_box;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
+use nvcre_domain::{
+    CheckRequest, RenderRequest, check_document, default_rules, render_workload_run,
+};
 use nvcre_engine::{Source, parse_documents};
-use nvcre_policy::check::{CheckRequest, check_document};
-use nvcre_policy::packs::default_rules;
-use nvcre_policy::render::{RenderRequest, render_workload_run};
 
 const SEED: &str = include_str!("../../examples/nccl-all-reduce.yaml");
 

@@ -1,7 +1,7 @@
 //! Serde types of the NVCRE API: `WorkloadRun` and `Workflow` (`nvcre.nvidia.com/v1alpha1`).
 //!
-//! Field names and meanings are those of the original CRDs (reference `workloadrun-api.md` §1
-//! and §3). Kubernetes core types that NVCRE passes through untouched (Volume, Container,
+//! Field names and meanings are those of the original CRDs (the `nvcre.nvidia.com`
+//! API). Kubernetes core types that NVCRE passes through untouched (Volume, Container,
 //! ResourceRequirements, tolerations, …) are kept as JSON values so nothing the user wrote is
 //! lost or reshaped.
 
@@ -10,12 +10,20 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// The API group NVCRE owns.
-pub const GROUP: &str = "nvcre.nvidia.com";
 /// `apiVersion` of WorkloadRun and Workflow.
 pub const API_VERSION: &str = "nvcre.nvidia.com/v1alpha1";
-/// The older fork's group, accepted on input with a warning (seeds/README.md).
+/// The older fork's group, accepted on input with a warning.
 pub const LEGACY_API_VERSION: &str = "cre.nvidia.com/v1alpha1";
+/// `apiVersion` of the Kubeflow Trainer objects NVCRE generates (TrainingRuntime, TrainJob).
+pub const TRAINER_API_VERSION: &str = "trainer.kubeflow.org/v1alpha1";
+/// The field manager of the controller-owned TrainJob runtimePatches entry.
+pub const CONTROLLER_MANAGER: &str = "nvcre.nvidia.com/controller";
+/// Label key identifying the managing controller.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY_VALUE: &str = "nvcre";
+/// The GPU extended resource.
+pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 /// Default gang queue (`gangScheduler.queue` unset or empty).
 pub const DEFAULT_QUEUE: &str = "default-queue";
 /// Default queue label key (`gangScheduler.queueLabelKey` unset or empty).
@@ -62,7 +70,7 @@ pub struct WorkloadRun {
     pub status: Option<Value>,
 }
 
-/// `WorkloadRun.spec` (workloadrun-api.md §1, field table).
+/// `WorkloadRun.spec`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadRunSpec {
@@ -180,7 +188,7 @@ impl FrameworkType {
 }
 
 impl Framework {
-    /// torch if set, else mpi if set, else exec (render-pipeline.md §1.2 step 6).
+    /// torch if set, else mpi if set, else exec.
     pub fn kind(&self) -> FrameworkType {
         if self.torch.is_some() {
             FrameworkType::Torch
@@ -387,7 +395,7 @@ pub struct GangSchedulerSpec {
 
 impl GangSchedulerSpec {
     /// The resolved intent (defaults filled in), or `None` when no scheduler is named
-    /// (nothing is injected then; render-pipeline.md §5).
+    /// (nothing is injected then).
     pub fn resolved(&self) -> Option<GangSchedulerSpec> {
         if self.scheduler_name.is_empty() {
             return None;
@@ -425,7 +433,7 @@ pub struct WorkloadMetadata {
     pub labels: BTreeMap<String, String>,
 }
 
-/// One override (shared by WorkloadRun and Workflow; workloadrun-api.md §1 OverrideSpec).
+/// One override (shared by WorkloadRun and Workflow: the original's `OverrideSpec`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OverrideSpec {
@@ -512,7 +520,7 @@ pub struct IntMatch {
     pub less_than: Option<i64>,
 }
 
-/// A Workflow document (workloadrun-api.md §3). `jobTemplate`, `dependencies` and the
+/// A Workflow document. `jobTemplate`, `dependencies` and the
 /// orchestration pieces stay JSON: overrides patch them as documents.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -2,7 +2,7 @@
 //!
 //! Stages (the `stage:` of a rule pack): `admission` (WorkloadRun CRD rules), `workload-labels`
 //! (label syntax, cap and the gang queue label; also run at construction), `placement` and
-//! `gang-contract` (the post-override checks of render-pipeline.md §6 and §7.2).
+//! `gang-contract` (the post-override checks: gang scheduling and placement).
 
 use nvcre_engine::{Finding, Origin, RuleSet};
 use serde_json::Value;

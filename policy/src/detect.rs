@@ -1,6 +1,6 @@
 //! Detection and per-node defaults, read from the rule tables `platform-detection` and
-//! `gpu-defaults` (render-pipeline.md §3.1 and §3.3); the `--platform` / `--gpu-arch` checks of
-//! workloadrun-api.md §6 "CLI".
+//! `gpu-defaults`; the `--platform` / `--gpu-arch` value checks, with the original `nvcrectl`
+//! messages.
 
 use nvcre_engine::RuleSet;
 use serde::Deserialize;
@@ -247,8 +247,8 @@ pub fn node_defaults(
 /// Name of the base NCCL env table.
 pub const NCCL_ENV_TABLE: &str = "nccl-base-env";
 
-/// The base NCCL env of every workload container, from the `nccl-base-env` table
-/// (render-pipeline.md §4.1), for the resolved MNNVL setting.
+/// The base NCCL env of every workload container, from the `nccl-base-env` table, for the
+/// resolved MNNVL setting.
 ///
 /// # Errors
 /// A missing or malformed table.

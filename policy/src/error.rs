@@ -4,8 +4,8 @@ use nvcre_engine::{Finding, Pos};
 
 /// Why a render or check could not produce a clean result.
 ///
-/// [`PolicyError::Rejected`] means policy violations (exit code 1); every other variant means
-/// the input, the flags or the rules could not be used (exit code 2).
+/// [`PolicyError::Rejected`] and [`PolicyError::Placement`] mean policy violations; every other
+/// variant means the input, the flags or the rules could not be used.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PolicyError {
@@ -29,7 +29,7 @@ pub enum PolicyError {
         /// What is wrong, with the field path.
         message: String,
     },
-    /// The WorkloadRun cannot be built (workloadrun-api.md §6 "CLI" messages).
+    /// The WorkloadRun cannot be built (the original `nvcrectl` messages).
     #[error("{0}")]
     Build(String),
     /// Applying overrides failed.
@@ -53,14 +53,4 @@ pub enum PolicyError {
         /// The deserialisation error.
         message: String,
     },
-}
-
-impl PolicyError {
-    /// 1 for policy violations, 2 for everything else.
-    pub fn exit_code(&self) -> u8 {
-        match self {
-            PolicyError::Rejected(_) | PolicyError::Placement(_) => 1,
-            _ => 2,
-        }
-    }
 }

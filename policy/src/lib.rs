@@ -1,8 +1,55 @@
 /*!
 The NVCRE domain: WorkloadRun and Workflow types, the build of a WorkloadRun into a Workflow,
 detection, override resolution, the post-override contract and placement, driven by the rule
-packs under `rules/` through `nvcre-engine`; [`suite`] runs the rule test suites under
-`rules/tests/`.
+packs under `rules/` through `nvcre-engine`. The `nvcre-policy` command is a thin layer over
+this crate.
+
+# Brief overview
+
+- [`default_rules`] (the rules embedded in the crate) and [`load_rules`] (a rule directory, or
+  the embedded rules) give the [`nvcre_engine::RuleSet`] every entry point takes.
+- [`render_document`] renders one document: a WorkloadRun into the Workflow NVCRE would submit
+  ([`render_workload_run`]), or a Workflow resolved for a platform ([`render_workflow`]). The
+  node context comes from a [`RenderRequest`]; the result is a [`Rendered`].
+- [`expand`] places a [`Rendered`] Workflow on nodes and emits every group's manifests
+  ([`Expanded`]); [`place`] is the placement underneath, as a pure function.
+- [`check_document`] reports every finding for one document ([`CheckRequest`]).
+- [`PolicyError`] says why a render or check produced no clean result.
+- [`load_suite`], [`SuiteRunner`] and [`coverage`] run the rule test suites under
+  `rules/tests/`.
+
+# Example
+
+Render a WorkloadRun for AWS H100 nodes with the embedded rules:
+
+```
+use nvcre_domain::{RenderRequest, default_rules, render_document};
+use nvcre_engine::{Source, parse_documents};
+
+let rules = default_rules()?;
+let source = Source::new(
+    "run.yaml",
+    "apiVersion: nvcre.nvidia.com/v1alpha1
+kind: WorkloadRun
+metadata: {name: nccl-all-reduce}
+spec:
+  image: nvcr.io/nvidia/pytorch:26.01-py3
+  numNodes: 2
+  framework:
+    mpi: {binary: /usr/local/bin/all_reduce_perf_mpi, mpirunPath: /usr/local/mpi/bin/mpirun}
+",
+);
+let docs = parse_documents(&source)?;
+let request = RenderRequest {
+    platform: Some("aws".into()),
+    gpu_arch: Some("h100".into()),
+    ..RenderRequest::default()
+};
+let rendered = render_document(&rules, &docs[0], &request)?;
+assert_eq!(rendered.workflow["kind"], "Workflow");
+assert_eq!(rendered.platform, "aws");
+# Ok::<(), Box<dyn std::error::Error>>(())
+```
 */
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
@@ -12,15 +59,31 @@ packs under `rules/` through `nvcre-engine`; [`suite`] runs the rule test suites
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-pub mod api;
-pub mod build;
-pub mod check;
-pub mod contract;
-pub mod detect;
-pub mod error;
-pub mod nodes;
-pub mod packs;
-pub mod placement;
-pub mod render;
-pub mod resolve;
-pub mod suite;
+pub use api::{Workflow, WorkloadRun};
+pub use check::{CheckRequest, check_document};
+pub use error::PolicyError;
+pub use nodes::{Node, NodeError, nodes_from_documents};
+pub use packs::{contract, default_rules, load_rules, rule_sources};
+pub use placement::{Group, Placement, PlacementError, place, place_groups};
+pub use render::{
+    Expanded, RenderRequest, Rendered, check_flags, expand, render_document, render_workflow,
+    render_workload_run,
+};
+pub use suite::{
+    Case, CaseContext, CaseResult, Coverage, Expectation, PackCoverage, Suite, SuiteError,
+    SuiteRunner, TableCoverage, WantFinding, coverage, discover as discover_suites, load_suite,
+    parse_suite,
+};
+
+mod api;
+mod build;
+mod check;
+mod contract;
+mod detect;
+mod error;
+mod nodes;
+mod packs;
+mod placement;
+mod render;
+mod resolve;
+mod suite;

@@ -1,9 +1,6 @@
 //! Cluster nodes as NVCRE sees them: parsing core/v1 `Node` documents, GPU product
 //! normalisation, the majority vote on the GPU architecture and target discovery.
 //!
-//! Reference: render-pipeline.md §3.2 (product normalisation, majority vote) and §3.4 (target
-//! discovery); workloadrun-api.md §1 (`target.*` field semantics).
-//!
 //! Everything here is pure: nodes come in as JSON documents (a `kubectl get nodes -o yaml`
 //! dump, a `--nodes-file`, or what a controller listed) and go out as plain values.
 
@@ -108,7 +105,7 @@ impl Node {
     ///
     /// # Example
     /// ```
-    /// use nvcre_policy::nodes::Node;
+    /// use nvcre_domain::Node;
     /// let node = Node::from_json(&serde_json::json!({
     ///     "kind": "Node",
     ///     "metadata": {"name": "gpu-1", "labels": {"nvidia.com/gpu.present": "true"}},
@@ -129,7 +126,7 @@ impl Node {
             .map_or("", String::as_str)
     }
 
-    /// The normalised architecture of this node ([`normalize_gpu_product`]), `unknown` when
+    /// The normalised architecture of this node (`normalize_gpu_product`), `unknown` when
     /// the product label is absent or normalises to nothing.
     pub fn gpu_architecture(&self) -> String {
         let arch = normalize_gpu_product(self.gpu_product());
@@ -155,7 +152,7 @@ impl Node {
 ///
 /// # Example
 /// ```
-/// use nvcre_policy::nodes::nodes_from_documents;
+/// use nvcre_domain::nodes_from_documents;
 /// let docs = [serde_json::json!({
 ///     "apiVersion": "v1", "kind": "List",
 ///     "items": [{"kind": "Node", "metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]
@@ -351,7 +348,7 @@ fn taint_at(
 /// Reads a `{string: string}` map. With `numbers_ok`, numeric values are kept as their
 /// decimal text (allocatable quantities are sometimes written bare). On error returns the
 /// field path and the offending value.
-fn string_map(
+pub(crate) fn string_map(
     v: Option<&Value>,
     field: &str,
     numbers_ok: bool,
@@ -373,19 +370,11 @@ fn string_map(
     Ok(out)
 }
 
-/// Normalises a raw `nvidia.com/gpu.product` label to an architecture name (§3.2).
+/// Normalises a raw `nvidia.com/gpu.product` label to an architecture name.
 ///
 /// Strips a leading `NVIDIA-` (case-sensitive); if the rest, upper-cased, starts with
 /// `RTX-PRO-6000` the result is `rtxpro6000`; otherwise the part before the first `-` (when
 /// that `-` is not at index 0), lower-cased. An empty label gives `""`.
-///
-/// # Example
-/// ```
-/// use nvcre_policy::nodes::normalize_gpu_product;
-/// assert_eq!(normalize_gpu_product("NVIDIA-H100-80GB-HBM3"), "h100");
-/// assert_eq!(normalize_gpu_product("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"), "rtxpro6000");
-/// assert_eq!(normalize_gpu_product(""), "");
-/// ```
 pub fn normalize_gpu_product(label: &str) -> String {
     let rest = label.strip_prefix("NVIDIA-").unwrap_or(label);
     if rest.to_uppercase().starts_with("RTX-PRO-6000") {
@@ -398,23 +387,10 @@ pub fn normalize_gpu_product(label: &str) -> String {
     head.to_lowercase()
 }
 
-/// The cluster's GPU architecture: a majority vote over the nodes that carry a product label
-/// (§3.2). Nodes are considered in name order; unlabelled nodes do not vote; a tie goes to
-/// the architecture of the earliest node (by name) among the tied ones; `unknown` when no
+/// The cluster's GPU architecture: a majority vote over the nodes that carry a product
+/// label. Nodes are considered in name order; unlabelled nodes do not vote; a tie goes to the
+/// architecture of the earliest node (by name) among the tied ones; `unknown` when no
 /// node is labelled (including an empty slice).
-///
-/// # Example
-/// ```
-/// use nvcre_policy::nodes::{detect_gpu_architecture, Node};
-/// let node = |name: &str, product: &str| Node {
-///     name: name.into(),
-///     labels: [("nvidia.com/gpu.product".to_string(), product.to_string())].into(),
-///     ..Node::default()
-/// };
-/// let nodes = [node("a", "NVIDIA-A100-SXM4-40GB"), node("b", "NVIDIA-H100-NVL"), node("c", "NVIDIA-H100-NVL")];
-/// assert_eq!(detect_gpu_architecture(&nodes), "h100");
-/// assert_eq!(detect_gpu_architecture(&[]), "unknown");
-/// ```
 pub fn detect_gpu_architecture(nodes: &[Node]) -> String {
     let mut ordered: Vec<&Node> = nodes.iter().collect();
     ordered.sort_by(|a, b| a.name.cmp(&b.name));
@@ -438,7 +414,7 @@ pub fn detect_gpu_architecture(nodes: &[Node]) -> String {
     primary.unwrap_or(UNKNOWN_ARCH).to_string()
 }
 
-/// The result of target discovery (§3.4).
+/// The result of target discovery.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Discovery {
     /// Eligible nodes: matched the target, schedulable, `nvidia.com/gpu.present=true`, sorted
@@ -448,11 +424,11 @@ pub struct Discovery {
     pub cordoned: Vec<String>,
 }
 
-/// Target discovery (§3.4): from all cluster nodes, the eligible ones.
+/// Target discovery: from all cluster nodes, the eligible ones.
 ///
 /// Filters, in order:
 /// 1. `target.nodeSelector`: every entry must equal the node's label — skipped when
-///    `target.nodeNames` is set (workloadrun-api.md §1: "When it is set, nodeSelector is
+///    `target.nodeNames` is set (the original API: "When it is set, nodeSelector is
 ///    ignored for discovery");
 /// 2. `target.matchExpressions`: every requirement must hold (`In`, `NotIn`, `Exists`,
 ///    `DoesNotExist`; any other operator, `In`/`NotIn` without values, or
@@ -466,22 +442,6 @@ pub struct Discovery {
 /// 7. sorted by name.
 ///
 /// `None` (or an empty target) keeps every schedulable GPU node.
-///
-/// # Example
-/// ```
-/// use nvcre_policy::nodes::{discover_targets, Node};
-/// let gpu = |name: &str| Node {
-///     name: name.into(),
-///     labels: [("nvidia.com/gpu.present".to_string(), "true".to_string())].into(),
-///     ..Node::default()
-/// };
-/// let mut cordoned = gpu("b");
-/// cordoned.unschedulable = true;
-/// let found = discover_targets(&[gpu("c"), cordoned, gpu("a")], None);
-/// let names: Vec<_> = found.nodes.iter().map(|n| n.name.as_str()).collect();
-/// assert_eq!(names, ["a", "c"]);
-/// assert_eq!(found.cordoned, ["b"]);
-/// ```
 pub fn discover_targets(nodes: &[Node], target: Option<&TargetSpec>) -> Discovery {
     let names: Option<BTreeSet<&str>> = target
         .filter(|t| !t.node_names.is_empty())
@@ -539,18 +499,6 @@ fn matches_node_selector(node: &Node, selector: &BTreeMap<String, String>) -> bo
 /// them, `Exists`/`DoesNotExist` the key present/absent. A requirement a label selector would
 /// refuse (unknown operator such as `Gt`, `In`/`NotIn` without values, `Exists`/`DoesNotExist`
 /// with values) matches no node.
-///
-/// # Example
-/// ```
-/// use nvcre_policy::{api::NodeSelectorRequirement, nodes::{matches_requirement, Node}};
-/// let node = Node { name: "a".into(), labels: [("rack".to_string(), "r1".to_string())].into(), ..Node::default() };
-/// let req = |op: &str, values: &[&str]| NodeSelectorRequirement {
-///     key: "rack".into(), operator: op.into(), values: values.iter().map(|v| v.to_string()).collect(),
-/// };
-/// assert!(matches_requirement(&node, &req("In", &["r1", "r2"])));
-/// assert!(!matches_requirement(&node, &req("NotIn", &["r1"])));
-/// assert!(!matches_requirement(&node, &req("Gt", &["1"])));
-/// ```
 pub fn matches_requirement(node: &Node, req: &NodeSelectorRequirement) -> bool {
     let value = node.labels.get(&req.key);
     match req.operator.as_str() {
@@ -810,5 +758,74 @@ mod tests {
     fn gpu_architecture_of_unlabelled_node_is_unknown() {
         assert_eq!(gpu("a", "").gpu_architecture(), "unknown");
         assert_eq!(gpu("a", "NVIDIA-GB200").gpu_architecture(), "gb200");
+    }
+
+    #[test]
+    fn example_normalize_gpu_product() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::nodes::normalize_gpu_product;
+        assert_eq!(normalize_gpu_product("NVIDIA-H100-80GB-HBM3"), "h100");
+        assert_eq!(
+            normalize_gpu_product("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"),
+            "rtxpro6000"
+        );
+        assert_eq!(normalize_gpu_product(""), "");
+        Ok(())
+    }
+
+    #[test]
+    fn example_detect_gpu_architecture() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::nodes::{Node, detect_gpu_architecture};
+        let node = |name: &str, product: &str| Node {
+            name: name.into(),
+            labels: [("nvidia.com/gpu.product".to_string(), product.to_string())].into(),
+            ..Node::default()
+        };
+        let nodes = [
+            node("a", "NVIDIA-A100-SXM4-40GB"),
+            node("b", "NVIDIA-H100-NVL"),
+            node("c", "NVIDIA-H100-NVL"),
+        ];
+        assert_eq!(detect_gpu_architecture(&nodes), "h100");
+        assert_eq!(detect_gpu_architecture(&[]), "unknown");
+        Ok(())
+    }
+
+    #[test]
+    fn example_discover_targets() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::nodes::{Node, discover_targets};
+        let gpu = |name: &str| Node {
+            name: name.into(),
+            labels: [("nvidia.com/gpu.present".to_string(), "true".to_string())].into(),
+            ..Node::default()
+        };
+        let mut cordoned = gpu("b");
+        cordoned.unschedulable = true;
+        let found = discover_targets(&[gpu("c"), cordoned, gpu("a")], None);
+        let names: Vec<_> = found.nodes.iter().map(|n| n.name.as_str()).collect();
+        assert_eq!(names, ["a", "c"]);
+        assert_eq!(found.cordoned, ["b"]);
+        Ok(())
+    }
+
+    #[test]
+    fn example_matches_requirement() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::{
+            api::NodeSelectorRequirement,
+            nodes::{Node, matches_requirement},
+        };
+        let node = Node {
+            name: "a".into(),
+            labels: [("rack".to_string(), "r1".to_string())].into(),
+            ..Node::default()
+        };
+        let req = |op: &str, values: &[&str]| NodeSelectorRequirement {
+            key: "rack".into(),
+            operator: op.into(),
+            values: values.iter().map(|v| v.to_string()).collect(),
+        };
+        assert!(matches_requirement(&node, &req("In", &["r1", "r2"])));
+        assert!(!matches_requirement(&node, &req("NotIn", &["r1"])));
+        assert!(!matches_requirement(&node, &req("Gt", &["1"])));
+        Ok(())
     }
 }

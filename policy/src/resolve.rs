@@ -1,4 +1,4 @@
-//! Override resolution (render-pipeline.md §1.4): match each override's `when` against the node
+//! Override resolution: match each override's `when` against the node
 //! context and apply every match, in list order, to the Workflow.
 //!
 //! Per matching override: `jobTemplate` (strategic merge: maps recurse, `null` deletes, named lists
@@ -33,7 +33,7 @@ pub struct OverrideContext {
 }
 
 impl OverrideContext {
-    /// The build-time context (§1.2 steps 14–17): platform and architecture only.
+    /// The build-time context (the build-time passes of a WorkloadRun render): platform and architecture only.
     pub fn build_time(platform: &str, gpu_architecture: &str) -> OverrideContext {
         OverrideContext {
             platform: platform.to_string(),

@@ -6,9 +6,8 @@
 
 use std::sync::Arc;
 
+use nvcre_domain::{RenderRequest, default_rules, render_workload_run};
 use nvcre_engine::{Source, parse_documents};
-use nvcre_policy::packs::default_rules;
-use nvcre_policy::render::{RenderRequest, render_workload_run};
 use serde_json::{Map, Value, json};
 
 fn framework(kind: &str) -> Value {

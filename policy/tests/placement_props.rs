@@ -3,9 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use nvcre_policy::api::Workflow;
-use nvcre_policy::nodes::Node;
-use nvcre_policy::placement::{Group, place, place_groups};
+use nvcre_domain::{Group, Node, Workflow, place, place_groups};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 

@@ -2,13 +2,14 @@
 //! checks that every pack, table and validating rule has a case.
 //!
 //! One file alone:
-//! `NVCRE_SUITE=rules/tests/gang-contract/scheduling.yaml cargo test -p nvcre-policy --test rule_suites one_suite -- --ignored`
+//! `NVCRE_SUITE=rules/tests/gang-contract/scheduling.yaml cargo test -p nvcre-domain --test rule_suites one_suite -- --ignored`
 //! (a relative path is taken from the workspace root).
 
 use std::path::{Path, PathBuf};
 
-use nvcre_policy::packs::default_rules;
-use nvcre_policy::suite::{Suite, SuiteRunner, coverage, discover, load_suite};
+use nvcre_domain::{
+    Suite, SuiteRunner, coverage, default_rules, discover_suites as discover, load_suite,
+};
 
 /// The workspace root, spelled relative to the package directory cargo runs tests in, so case
 /// names read `../rules/tests/<pack>/<file>.yaml › note`.

@@ -1,0 +1,102 @@
+//! WorkloadRuns and build parameters the build tests share.
+
+use serde_json::{Value, json};
+
+use super::{BuildParams, DEFAULT_TIMEOUT_PER_JOB, build_runtime, build_workflow, merge_env};
+use crate::api::{EnvVar, WorkloadRun};
+
+/// The shipped base env (rules/defaults/nccl-env.yaml).
+pub(super) fn base_nccl_env(mnnvl: bool) -> Vec<EnvVar> {
+    crate::detect::base_nccl_env(&crate::packs::default_rules().unwrap(), mnnvl).unwrap()
+}
+
+pub(super) fn params() -> BuildParams {
+    BuildParams {
+        gpus_per_node: 8,
+        base_env: base_nccl_env(false),
+        platform_mpi_args: Vec::new(),
+        pre_command: Vec::new(),
+        default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+    }
+}
+
+pub(super) fn run(value: Value) -> WorkloadRun {
+    serde_json::from_value(value).unwrap()
+}
+
+pub(super) fn strings(items: &[&str]) -> Vec<String> {
+    items.iter().map(|s| s.to_string()).collect()
+}
+
+/// The seed all-reduce example (the product documentation's NCCL benchmark), with optional extra spec fields.
+pub(super) fn all_reduce(extra: Value) -> WorkloadRun {
+    let mut spec = json!({
+        "image": "nvcr.io/nvidia/pytorch:26.01-py3",
+        "framework": {"mpi": {
+            "binary": "/usr/local/bin/all_reduce_perf_mpi",
+            "args": ["-b", "8", "-e", "32G", "-f", "2", "-n", "100"],
+            "mpirunPath": "/usr/local/mpi/bin/mpirun",
+        }},
+        "numNodes": 4,
+    });
+    if let (Some(s), Some(e)) = (spec.as_object_mut(), extra.as_object()) {
+        s.extend(e.clone());
+    }
+    run(json!({"metadata": {"name": "nccl-all-reduce"}, "spec": spec}))
+}
+
+pub(super) fn names(env: &[EnvVar]) -> Vec<String> {
+    env.iter()
+        .map(|e| format!("{}={}", e.name, e.value.as_deref().unwrap_or("<from>")))
+        .collect()
+}
+
+pub(super) const BASE_MNNVL_OFF: [&str; 20] = [
+    "-x",
+    "NCCL_DEBUG=INFO",
+    "-x",
+    "NCCL_DEBUG_SUBSYS=NET,INIT",
+    "-x",
+    "NCCL_NVLS_ENABLE=1",
+    "-x",
+    "NCCL_CUMEM_ENABLE=1",
+    "-x",
+    "NCCL_NET_GDR_C2C=1",
+    "-x",
+    "NCCL_NET_GDR_LEVEL=PHB",
+    "-x",
+    "NCCL_P2P_NET_CHUNKSIZE=2097152",
+    "-x",
+    "NCCL_SHM_DISABLE=1",
+    "-x",
+    "NCCL_MNNVL_ENABLE=0",
+    "-x",
+    "NCCL_SOCKET_IFNAME=eth0",
+];
+
+// ---- trainer by framework -----------------------------------------------------------------
+pub(super) fn trainer_of(framework: Value) -> Value {
+    let wr = run(json!({
+        "metadata": {"name": "t"},
+        "spec": {"image": "img", "numNodes": 2, "framework": framework},
+    }));
+    let wf = build_workflow(&wr, &params()).unwrap();
+    wf.spec.job_template["spec"]["workload"]["trainJob"]["trainer"].clone()
+}
+
+// ---- runtimes and gang labels -------------------------------------------------------------
+pub(super) fn replicated(runtime: &Value, name: &str) -> Value {
+    runtime["spec"]["template"]["spec"]["replicatedJobs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|j| j["name"] == name)
+        .cloned()
+        .unwrap()
+}
+
+pub(super) fn mpi_runtime_with(gang: Value) -> Value {
+    let wr = all_reduce(json!({"gangScheduler": gang}));
+    let merged = merge_env(&base_nccl_env(false), &[]);
+    build_runtime(&wr, &params(), &merged, 4)
+}

@@ -1,0 +1,665 @@
+//! Build: a [`WorkloadRun`] into a [`Workflow`] (job template, TrainingRuntime, dependencies,
+//! orchestration).
+//!
+//! Module layout: `duration` (Go durations), `command` (env merge, mpirun arguments,
+//! `preCommand`, trainer command), `runtime` (torch / MPI TrainingRuntime); this file assembles
+//! the Workflow.
+//!
+//! Every function here is pure: no I/O, no printing, no cluster. What the build needs beyond the
+//! WorkloadRun (detected GPU counts, matching platform `mpiArgs` and `preCommand` lines, the
+//! default timeout) arrives resolved in [`BuildParams`]. The platform override list itself is not
+//! built here: [`build_workflow`] leaves `spec.overrides` empty for the caller to fill.
+//!
+//! JSON is written in the order a person writes a manifest (`apiVersion`, `kind`, `metadata`,
+//! `spec`; `name` first in containers); label maps are sorted by key.
+
+mod command;
+mod duration;
+#[cfg(test)]
+mod fixtures;
+mod runtime;
+
+use std::collections::BTreeMap;
+
+use serde_json::{Map, Value, json};
+
+use crate::api::{
+    API_VERSION, CONTROLLER_MANAGER, EnvVar, FrameworkType, GPU_RESOURCE, GangSchedulerSpec,
+    MANAGED_BY_LABEL, MANAGED_BY_VALUE, ObjectMeta, TRAINER_API_VERSION, Workflow, WorkflowSpec,
+    WorkloadRun, WorkloadRunSpec,
+};
+
+use command::trainer_command;
+pub use command::{merge_env, wrap_pre_command};
+pub use duration::{DurationError, canonical_go_duration};
+pub use runtime::build_runtime;
+
+/// The Workflow's default `execution.timeoutPerJob` (what the original writes; its API comment's
+/// "1h" is stale).
+pub const DEFAULT_TIMEOUT_PER_JOB: &str = "24h0m0s";
+
+/// The metric names `spec.thresholds` accepts, in the order the error message lists them.
+pub const VALID_THRESHOLD_KEYS: [&str; 5] = [
+    "busBandwidthGBps",
+    "algBandwidthGBps",
+    "goodputRatio",
+    "avgTFLOPsPerGPU",
+    "avgStepTimeSec",
+];
+
+/// The `nodeHealthMonitor` CEL expression every generated Job carries.
+pub const NODE_HEALTH_EXPRESSION: &str = "node.spec.unschedulable == true";
+
+const WORKLOAD_RUN_LABEL: &str = "nvcre.nvidia.com/workload-run";
+
+const FRAMEWORK_LABEL: &str = "trainer.kubeflow.org/framework";
+
+const ANCESTOR_STEP_LABEL: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
+
+const SSH_RAW_PATH: &str = "/tmp/mpi-ssh-raw";
+
+const MPI_TIMEOUT_SECONDS: &str = "3600";
+
+/// The `plm_rsh_args` value: one argv element.
+const PLM_RSH_ARGS: &str = "-o StrictHostKeyChecking=no -o ConnectionAttempts=10";
+
+/// Tries and spacing of the KAI worker wait (240 × 5 s = 20 min).
+const KAI_WAIT_TRIES: u32 = 240;
+
+const KAI_WAIT_SLEEP_SECONDS: u32 = 5;
+
+/// Everything the build needs beyond the WorkloadRun, resolved by the caller from detection, the
+/// GPU defaults table and the platform override table.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BuildParams {
+    /// GPUs per node, with `spec.gpusPerNode` already applied.
+    pub gpus_per_node: i64,
+    /// The base NCCL env (rules/defaults/nccl-env.yaml, with the resolved MNNVL setting);
+    /// `spec.env` is merged over it by name.
+    pub base_env: Vec<EnvVar>,
+    /// `mpiArgs` of the matching platform overrides, already in final order (later matches
+    /// first); prepended to the user's `mpiArgs`.
+    pub platform_mpi_args: Vec<String>,
+    /// `preCommand` lines of the matching platform overrides, in table order; empty means the
+    /// trainer command is not wrapped.
+    pub pre_command: Vec<String>,
+    /// `execution.timeoutPerJob` when the spec gives none, e.g. [`DEFAULT_TIMEOUT_PER_JOB`].
+    pub default_timeout_per_job: String,
+}
+
+/// Why a WorkloadRun could not be built into a Workflow.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum BuildError {
+    /// None of `spec.framework.torch`, `mpi` or `exec` is set (the original's `BuildFailed`
+    /// message, kept verbatim).
+    #[error("workloadrun {name}: exec framework selected but spec.framework.exec is nil")]
+    NoFramework {
+        /// The WorkloadRun's name.
+        name: String,
+    },
+    /// `spec.thresholds` names metrics outside [`VALID_THRESHOLD_KEYS`].
+    #[error(
+        "workloadrun {name}: unknown threshold key(s) [{}]; valid keys: [{}]",
+        keys.join(" "),
+        VALID_THRESHOLD_KEYS.join(", ")
+    )]
+    UnknownThresholdKeys {
+        /// The WorkloadRun's name.
+        name: String,
+        /// The unknown keys, sorted.
+        keys: Vec<String>,
+    },
+    /// `spec.orchestration.timeoutPerJob` is not a Go duration, or is negative. (The original
+    /// silently fell back to the default; we refuse.)
+    #[error("spec.orchestration.timeoutPerJob: invalid duration \"{value}\": {reason}")]
+    InvalidTimeoutPerJob {
+        /// The value as written.
+        value: String,
+        /// What is wrong with it.
+        reason: DurationError,
+    },
+}
+
+/// `1` for `testScale: intra-node`, else `spec.numNodes`.
+fn nodes_per_job(spec: &WorkloadRunSpec) -> i64 {
+    let intra_node = spec
+        .orchestration
+        .as_ref()
+        .and_then(|o| o.test_scale.as_deref())
+        == Some("intra-node");
+    if intra_node { 1 } else { spec.num_nodes }
+}
+
+/// A sorted label map.
+fn label_map<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Value {
+    let sorted: BTreeMap<&str, &str> = pairs.into_iter().collect();
+    Value::Object(
+        sorted
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Value::String(v.to_string())))
+            .collect(),
+    )
+}
+
+/// The queue label `(key, queue)` when gang scheduling is on.
+fn queue_label(gang: Option<&GangSchedulerSpec>) -> Option<(&str, &str)> {
+    gang.map(|g| (g.queue_label_key(), g.queue()))
+}
+
+/// The controller-owned runtimePatch: pull secrets on `node` (and on `launcher`, which pulls the
+/// same image, as newer builds of the original do), and for MPI bare `node` and `launcher`
+/// entries; `None` when there is nothing to register.
+fn controller_runtime_patch(spec: &WorkloadRunSpec) -> Option<Value> {
+    let mpi = spec.framework.kind() == FrameworkType::Mpi;
+    let mut jobs = Vec::new();
+    if !spec.image_pull_secrets.is_empty() {
+        jobs.push(json!({
+            "name": "node",
+            "template": {"spec": {"template": {"spec": {
+                "imagePullSecrets": spec.image_pull_secrets,
+            }}}},
+        }));
+    } else if mpi {
+        jobs.push(json!({"name": "node"}));
+    }
+    if mpi && !spec.image_pull_secrets.is_empty() {
+        jobs.push(json!({
+            "name": "launcher",
+            "template": {"spec": {"template": {"spec": {
+                "imagePullSecrets": spec.image_pull_secrets,
+            }}}},
+        }));
+    } else if mpi {
+        jobs.push(json!({"name": "launcher"}));
+    }
+    if jobs.is_empty() {
+        return None;
+    }
+    Some(json!({
+        "manager": CONTROLLER_MANAGER,
+        "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": jobs}}},
+    }))
+}
+
+/// `jobTemplate.spec`.
+fn job_spec(run: &WorkloadRun, params: &BuildParams, merged_env: &[EnvVar], npj: i64) -> Value {
+    let spec = &run.spec;
+    let name = run.metadata.name.as_str();
+    let (mut command, mut args) = trainer_command(spec, params, merged_env);
+    if !params.pre_command.is_empty() {
+        (command, args) = wrap_pre_command(&params.pre_command, &command, &args);
+    }
+    let mut trainer = Map::new();
+    trainer.insert("image".to_string(), json!(spec.image));
+    trainer.insert("command".to_string(), json!(command));
+    if !args.is_empty() {
+        trainer.insert("args".to_string(), json!(args));
+    }
+    trainer.insert("numNodes".to_string(), json!(npj));
+    trainer.insert("numProcPerNode".to_string(), json!(params.gpus_per_node));
+    let mut train_job = Map::new();
+    train_job.insert(
+        "runtimeRef".to_string(),
+        json!({"name": format!("{name}-runtime"), "kind": "TrainingRuntime"}),
+    );
+    train_job.insert("trainer".to_string(), Value::Object(trainer));
+    if let Some(patch) = controller_runtime_patch(spec) {
+        train_job.insert("runtimePatches".to_string(), json!([patch]));
+    }
+
+    let mut job = Map::new();
+    job.insert("workload".to_string(), json!({"trainJob": train_job}));
+    if let Some(meta) = spec
+        .workload_metadata
+        .as_ref()
+        .filter(|m| !m.labels.is_empty())
+    {
+        job.insert(
+            "workloadMetadata".to_string(),
+            json!({"labels": meta.labels}),
+        );
+    }
+    job.insert(
+        "nodeHealthMonitor".to_string(),
+        json!({"cel": {"expression": NODE_HEALTH_EXPRESSION}}),
+    );
+    if let Some(goodput) = &spec.goodput_measurement {
+        job.insert("goodputMeasurement".to_string(), goodput.clone());
+    }
+    if let Some(bandwidth) = &spec.bandwidth_measurement {
+        job.insert("bandwidthMeasurement".to_string(), bandwidth.clone());
+    }
+    if let Some(checkpoint) = &spec.checkpoint {
+        job.insert(
+            "checkpoint".to_string(),
+            json!({
+                "pvcName": format!("{name}-checkpoint-pvc"),
+                "maxRestarts": checkpoint.max_restarts.unwrap_or(0),
+            }),
+        );
+    }
+    Value::Object(job)
+}
+
+/// The ConfigMap and PVC dependencies.
+fn extra_dependencies(run: &WorkloadRun) -> Vec<Value> {
+    let name = run.metadata.name.as_str();
+    let mut deps = Vec::new();
+    if let Some(inline) = run
+        .spec
+        .config
+        .as_ref()
+        .and_then(|c| c.inline.as_ref())
+        .filter(|m| !m.is_empty())
+    {
+        deps.push(json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": format!("{name}-config"), "labels": {"app": name}},
+            "data": inline,
+        }));
+    }
+    if let Some(checkpoint) = &run.spec.checkpoint {
+        let mut pvc = Map::new();
+        pvc.insert("accessModes".to_string(), json!(["ReadWriteMany"]));
+        pvc.insert(
+            "resources".to_string(),
+            json!({"requests": {"storage": checkpoint.storage_size}}),
+        );
+        if let Some(class) = &checkpoint.storage_class_name {
+            pvc.insert("storageClassName".to_string(), json!(class));
+        }
+        deps.push(json!({
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": format!("{name}-checkpoint-pvc"), "labels": {"app": name}},
+            "spec": pvc,
+        }));
+    }
+    deps
+}
+
+/// `spec.orchestration` of the Workflow, keys in the Go struct
+/// order: target, topology, execution, iterations, placement.
+fn orchestration(
+    spec: &WorkloadRunSpec,
+    params: &BuildParams,
+) -> Result<Map<String, Value>, BuildError> {
+    let orch = spec.orchestration.as_ref();
+    let timeout = match orch.and_then(|o| o.timeout_per_job.as_deref()) {
+        None | Some("") => params.default_timeout_per_job.clone(),
+        Some(value) => {
+            canonical_go_duration(value).map_err(|reason| BuildError::InvalidTimeoutPerJob {
+                value: value.to_string(),
+                reason,
+            })?
+        }
+    };
+    let mut out = Map::new();
+    if let Some(target) = &spec.target {
+        out.insert("target".to_string(), json!(target));
+    }
+    if orch.and_then(|o| o.test_scale.as_deref()) == Some("intra-rack") {
+        out.insert("topology".to_string(), json!({"strictDomain": true}));
+    }
+    let mut execution = Map::new();
+    if let Some(max) = orch.and_then(|o| o.max_concurrent) {
+        execution.insert("maxConcurrent".to_string(), json!(max));
+    }
+    execution.insert("timeoutPerJob".to_string(), json!(timeout));
+    out.insert("execution".to_string(), Value::Object(execution));
+    out.insert(
+        "iterations".to_string(),
+        json!(orch.and_then(|o| o.repeat_count).unwrap_or(1)),
+    );
+    if let Some(placement) = orch
+        .and_then(|o| o.placement.as_deref())
+        .filter(|p| !p.is_empty())
+    {
+        out.insert("placement".to_string(), json!(placement));
+    }
+    Ok(out)
+}
+
+/// Refuses threshold keys outside [`VALID_THRESHOLD_KEYS`].
+fn check_thresholds(name: &str, spec: &WorkloadRunSpec) -> Result<(), BuildError> {
+    let keys: Vec<String> = spec
+        .thresholds
+        .keys()
+        .filter(|k| !VALID_THRESHOLD_KEYS.contains(&k.as_str()))
+        .cloned()
+        .collect();
+    if keys.is_empty() {
+        return Ok(());
+    }
+    Err(BuildError::UnknownThresholdKeys {
+        name: name.to_string(),
+        keys,
+    })
+}
+
+/// Builds the Workflow for a WorkloadRun: the TrainJob job template,
+/// the TrainingRuntime / ConfigMap / PVC dependencies, orchestration, validation and the resolved
+/// gang intent. `spec.overrides` is left empty for the caller; the gang queue label on the
+/// workload object is added later by a rule pack.
+///
+/// Checks, in order: threshold keys, a framework is set, `timeoutPerJob` parses.
+pub fn build_workflow(run: &WorkloadRun, params: &BuildParams) -> Result<Workflow, BuildError> {
+    let name = run.metadata.name.as_str();
+    let spec = &run.spec;
+    check_thresholds(name, spec)?;
+    let fw = &spec.framework;
+    if fw.torch.is_none() && fw.mpi.is_none() && fw.exec.is_none() {
+        return Err(BuildError::NoFramework {
+            name: name.to_string(),
+        });
+    }
+    let orchestration = orchestration(spec, params)?;
+    let merged = merge_env(&params.base_env, &spec.env);
+    let npj = nodes_per_job(spec);
+
+    let mut dependencies = vec![build_runtime(run, params, &merged, npj)];
+    dependencies.extend(extra_dependencies(run));
+    let validation = (!spec.thresholds.is_empty()).then(
+        || json!({"performance": {"enabled": true, "thresholds": {"thresholds": spec.thresholds}}}),
+    );
+    let labels = BTreeMap::from([
+        (MANAGED_BY_LABEL.to_string(), MANAGED_BY_VALUE.to_string()),
+        (WORKLOAD_RUN_LABEL.to_string(), name.to_string()),
+    ]);
+    Ok(Workflow {
+        api_version: API_VERSION.to_string(),
+        kind: "Workflow".to_string(),
+        metadata: ObjectMeta {
+            name: name.to_string(),
+            namespace: run.metadata.namespace.clone(),
+            labels,
+            annotations: BTreeMap::new(),
+        },
+        spec: WorkflowSpec {
+            namespace: None,
+            job_template: json!({"spec": job_spec(run, params, &merged, npj)}),
+            orchestration,
+            dependencies,
+            overrides: Vec::new(),
+            validation,
+            gang_scheduler: spec
+                .gang_scheduler
+                .as_ref()
+                .and_then(GangSchedulerSpec::resolved),
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::fixtures::*;
+
+    // ---- workflow -----------------------------------------------------------------------------
+    #[test]
+    fn workflow_envelope_job_template_and_dependencies() {
+        let wr = run(json!({
+            "metadata": {"name": "wr", "namespace": "ns"},
+            "spec": {
+                "image": "img",
+                "numNodes": 4,
+                "framework": {"mpi": {"binary": "/b", "mpirunPath": "/m"}},
+                "imagePullSecrets": [{"name": "regcred"}],
+                "config": {"inline": {"a": "1"}},
+                "checkpoint": {"storageSize": "10Gi", "storageClassName": "fast", "maxRestarts": 2},
+                "goodputMeasurement": {"logProfileRef": "megatron"},
+                "bandwidthMeasurement": {"logProfileRef": "nccl", "testType": "all_reduce"},
+                "workloadMetadata": {"labels": {"kueue.x-k8s.io/queue-name": "q"}},
+                "gangScheduler": {"schedulerName": "runai-scheduler", "queueLabelKey": "runai/queue", "queue": "team-a"},
+                "thresholds": {"busBandwidthGBps": "value >= 900"},
+                "target": {"nodeSelector": {"nvidia.com/gpu.present": "true"}},
+                "orchestration": {"testScale": "intra-node", "maxConcurrent": 0, "placement": "Pinned"},
+            },
+        }));
+        let wf = build_workflow(&wr, &params()).unwrap();
+        assert_eq!(wf.api_version, "nvcre.nvidia.com/v1alpha1");
+        assert_eq!(wf.kind, "Workflow");
+        assert_eq!(wf.metadata.name, "wr");
+        assert_eq!(wf.metadata.namespace.as_deref(), Some("ns"));
+        assert_eq!(
+            json!(wf.metadata.labels),
+            json!({"app.kubernetes.io/managed-by": "nvcre", "nvcre.nvidia.com/workload-run": "wr"})
+        );
+        let job = &wf.spec.job_template["spec"];
+        let train_job = &job["workload"]["trainJob"];
+        assert_eq!(
+            train_job["runtimeRef"],
+            json!({"name": "wr-runtime", "kind": "TrainingRuntime"})
+        );
+        assert_eq!(train_job["trainer"]["numNodes"], 1);
+        assert_eq!(
+            train_job["runtimePatches"],
+            json!([{
+                "manager": "nvcre.nvidia.com/controller",
+                "trainingRuntimeSpec": {"template": {"spec": {"replicatedJobs": [
+                    {"name": "node", "template": {"spec": {"template": {"spec": {"imagePullSecrets": [{"name": "regcred"}]}}}}},
+                    {"name": "launcher", "template": {"spec": {"template": {"spec": {"imagePullSecrets": [{"name": "regcred"}]}}}}},
+                ]}}},
+            }])
+        );
+        assert_eq!(
+            job["workloadMetadata"],
+            json!({"labels": {"kueue.x-k8s.io/queue-name": "q"}})
+        );
+        assert_eq!(
+            job["nodeHealthMonitor"],
+            json!({"cel": {"expression": "node.spec.unschedulable == true"}})
+        );
+        assert_eq!(
+            job["goodputMeasurement"],
+            json!({"logProfileRef": "megatron"})
+        );
+        assert_eq!(
+            job["bandwidthMeasurement"],
+            json!({"logProfileRef": "nccl", "testType": "all_reduce"})
+        );
+        assert_eq!(
+            job["checkpoint"],
+            json!({"pvcName": "wr-checkpoint-pvc", "maxRestarts": 2})
+        );
+
+        let deps = &wf.spec.dependencies;
+        assert_eq!(deps.len(), 3);
+        assert_eq!(deps[0]["metadata"]["name"], "wr-runtime");
+        assert_eq!(
+            deps[1],
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "wr-config", "labels": {"app": "wr"}}, "data": {"a": "1"}})
+        );
+        assert_eq!(
+            deps[2],
+            json!({
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "wr-checkpoint-pvc", "labels": {"app": "wr"}},
+                "spec": {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": "10Gi"}}, "storageClassName": "fast"},
+            })
+        );
+        assert_eq!(
+            Value::Object(wf.spec.orchestration.clone()),
+            json!({
+                "target": {"nodeSelector": {"nvidia.com/gpu.present": "true"}},
+                "execution": {"maxConcurrent": 0, "timeoutPerJob": "24h0m0s"},
+                "iterations": 1,
+                "placement": "Pinned",
+            })
+        );
+        assert_eq!(
+            wf.spec.validation,
+            Some(
+                json!({"performance": {"enabled": true, "thresholds": {"thresholds": {"busBandwidthGBps": "value >= 900"}}}})
+            )
+        );
+        assert_eq!(
+            wf.spec.gang_scheduler,
+            Some(GangSchedulerSpec {
+                scheduler_name: "runai-scheduler".to_string(),
+                queue: Some("team-a".to_string()),
+                queue_label_key: Some("runai/queue".to_string()),
+            })
+        );
+        assert!(wf.spec.overrides.is_empty());
+        assert!(!wf.spec.job_template.to_string().contains("runai/queue"));
+    }
+
+    #[test]
+    fn torch_without_pull_secrets_has_no_runtime_patches() {
+        let wr = run(json!({
+            "metadata": {"name": "t"},
+            "spec": {"image": "img", "numNodes": 1, "framework": {"torch": {"script": "t.py"}}},
+        }));
+        let wf = build_workflow(&wr, &params()).unwrap();
+        let train_job = &wf.spec.job_template["spec"]["workload"]["trainJob"];
+        assert_eq!(train_job.get("runtimePatches"), None);
+        assert_eq!(wf.spec.job_template["spec"].get("workloadMetadata"), None);
+        assert_eq!(wf.spec.dependencies.len(), 1);
+        assert_eq!(wf.spec.validation, None);
+        assert_eq!(wf.spec.gang_scheduler, None);
+    }
+
+    #[test]
+    fn mpi_without_pull_secrets_registers_bare_node_and_launcher() {
+        let wf = build_workflow(&all_reduce(json!({})), &params()).unwrap();
+        let patches = &wf.spec.job_template["spec"]["workload"]["trainJob"]["runtimePatches"];
+        assert_eq!(
+            patches[0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"],
+            json!([{"name": "node"}, {"name": "launcher"}])
+        );
+    }
+
+    #[test]
+    fn intra_rack_orchestration() {
+        let wr = all_reduce(
+            json!({"orchestration": {"testScale": "intra-rack", "repeatCount": 3, "timeoutPerJob": "90m"}}),
+        );
+        let wf = build_workflow(&wr, &params()).unwrap();
+        assert_eq!(
+            Value::Object(wf.spec.orchestration),
+            json!({
+                "topology": {"strictDomain": true},
+                "execution": {"timeoutPerJob": "1h30m0s"},
+                "iterations": 3,
+            })
+        );
+        assert_eq!(
+            wf.spec.job_template["spec"]["workload"]["trainJob"]["trainer"]["numNodes"],
+            4
+        );
+    }
+
+    #[test]
+    fn configmap_ref_mounts_the_named_configmap_without_a_dependency() {
+        let wr = all_reduce(json!({"config": {"configMapRef": {"name": "mine"}}}));
+        let wf = build_workflow(&wr, &params()).unwrap();
+        assert_eq!(wf.spec.dependencies.len(), 1);
+        let worker = replicated(&wf.spec.dependencies[0], "node");
+        let pod = &worker["template"]["spec"]["template"]["spec"];
+        assert_eq!(
+            pod["volumes"][1],
+            json!({"name": "config-volume", "configMap": {"name": "mine", "defaultMode": 493}})
+        );
+        assert_eq!(
+            pod["containers"][0]["volumeMounts"][2],
+            json!({"name": "config-volume", "mountPath": "/config"})
+        );
+    }
+
+    // ---- errors: exact messages ---------------------------------------------------------------
+    macro_rules! build_error {
+        ($name:ident, $extra:expr, $want:expr) => {
+            #[test]
+            fn $name() {
+                let err = build_workflow(&all_reduce($extra), &params()).unwrap_err();
+                assert_eq!(err.to_string(), $want);
+            }
+        };
+    }
+
+    build_error!(
+        err_timeout_bogus,
+        json!({"orchestration": {"timeoutPerJob": "bogus"}}),
+        "spec.orchestration.timeoutPerJob: invalid duration \"bogus\": expected decimal numbers each followed by a unit, such as \"90s\" or \"1h30m\""
+    );
+
+    build_error!(
+        err_timeout_negative,
+        json!({"orchestration": {"timeoutPerJob": "-1h"}}),
+        "spec.orchestration.timeoutPerJob: invalid duration \"-1h\": a timeout cannot be negative"
+    );
+
+    build_error!(
+        err_timeout_unit,
+        json!({"orchestration": {"timeoutPerJob": "2d"}}),
+        "spec.orchestration.timeoutPerJob: invalid duration \"2d\": unknown unit \"d\"; valid units are ns, us, µs, ms, s, m, h"
+    );
+
+    build_error!(
+        err_unknown_thresholds,
+        json!({"thresholds": {"zeta": "value > 1", "goodputRatio": "value > 0.9", "alpha": "value > 1"}}),
+        "workloadrun nccl-all-reduce: unknown threshold key(s) [alpha zeta]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]"
+    );
+
+    build_error!(
+        err_no_framework,
+        json!({"framework": {}}),
+        "workloadrun nccl-all-reduce: exec framework selected but spec.framework.exec is nil"
+    );
+
+    #[test]
+    fn empty_timeout_uses_the_default() {
+        let wr = all_reduce(json!({"orchestration": {"timeoutPerJob": ""}}));
+        let p = BuildParams {
+            default_timeout_per_job: "1h0m0s".to_string(),
+            ..params()
+        };
+        let wf = build_workflow(&wr, &p).unwrap();
+        assert_eq!(
+            wf.spec.orchestration["execution"],
+            json!({"timeoutPerJob": "1h0m0s"})
+        );
+    }
+
+    #[test]
+    fn timeout_error_carries_the_value() {
+        let err = build_workflow(
+            &all_reduce(json!({"orchestration": {"timeoutPerJob": "90"}})),
+            &params(),
+        )
+        .unwrap_err();
+        assert!(matches!(
+            err,
+            BuildError::InvalidTimeoutPerJob { ref value, reason: DurationError::MissingUnit } if value == "90"
+        ));
+    }
+
+    #[test]
+    fn example_build_workflow() -> Result<(), Box<dyn std::error::Error>> {
+        use crate::api::WorkloadRun;
+        use crate::build::{BuildParams, DEFAULT_TIMEOUT_PER_JOB, build_workflow};
+        let run: WorkloadRun = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "demo", "namespace": "team"},
+            "spec": {"image": "img", "numNodes": 2,
+                     "framework": {"exec": {"command": ["python", "run.py"]}}},
+        }))?;
+        let params = BuildParams {
+            gpus_per_node: 4,
+            base_env: vec![crate::api::EnvVar::new("NCCL_DEBUG", "INFO")],
+            platform_mpi_args: vec![],
+            pre_command: vec![],
+            default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+        };
+        let wf = build_workflow(&run, &params)?;
+        assert_eq!(wf.metadata.namespace.as_deref(), Some("team"));
+        assert_eq!(
+            wf.spec.orchestration["execution"]["timeoutPerJob"],
+            "24h0m0s"
+        );
+        Ok(())
+    }
+}

@@ -1,0 +1,298 @@
+//! The node context of a render: which platform and GPU architecture the render is for, and
+//! which nodes it places on.
+//!
+//! It comes from the flags (`--platform`, `--gpu-arch`) or from a node list (`--nodes-file`):
+//! the first target node by name names the platform, the GPU architecture is a majority vote
+//! over the target nodes. With flags only, [`synthetic_nodes`] stands in for the fleet when
+//! nodes are needed (`--expand`). NIC resource detection reads the nodes too.
+
+use nvcre_engine::RuleSet;
+use serde::Deserialize;
+use serde_json::{Map, Value, json};
+
+use crate::api::TargetSpec;
+use crate::detect;
+use crate::error::PolicyError;
+use crate::nodes::{self, Node};
+
+/// The node context of a render.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RenderRequest {
+    /// `--platform`: resolve overrides for this platform and enforce the contract.
+    pub platform: Option<String>,
+    /// `--gpu-arch`, in any accepted spelling.
+    pub gpu_arch: Option<String>,
+    /// Use the unknown architecture ("") instead of failing when none can be determined
+    /// (`check` does not need one for the construction checks).
+    pub allow_unknown_arch: bool,
+    /// The caller already ran the admission stage on this document (`check` does, to report
+    /// every admission finding): skip it.
+    pub admitted: bool,
+    /// Report every failing post-override check (`check`) instead of the first (`render`).
+    pub report_all: bool,
+    /// `--nodes-file`: the cluster's nodes (a NodeList or Node documents). Platform and
+    /// architecture are detected from the target nodes among them; exclusive with
+    /// `platform` / `gpu_arch`.
+    pub nodes: Option<std::sync::Arc<Vec<Node>>>,
+}
+
+/// The node context a render resolved: from flags (one synthetic node per job slot, made on
+/// demand) or from the nodes given.
+#[derive(Debug, Clone, Default)]
+pub struct NodeContext {
+    /// Platform ("" when unknown and no platform was forced).
+    pub platform: String,
+    /// GPU architecture ("" when unknown).
+    pub gpu_architecture: String,
+    /// The target nodes (given nodes after discovery, sorted by name); empty for flags.
+    pub nodes: Vec<Node>,
+    /// True when the context came from `--nodes-file`.
+    pub from_nodes: bool,
+    /// Notes for stderr (e.g. NIC detection).
+    pub notes: Vec<String>,
+}
+
+/// The exact message for `--nodes-file` combined with `--platform` / `--gpu-arch`.
+pub const NODES_FILE_EXCLUSIVE: &str =
+    "--nodes-file and --platform/--gpu-arch are mutually exclusive";
+
+/// Checks the flag combination and detects platform / architecture from the nodes (the first
+/// target node by name names the platform, the GPU architecture is a majority vote).
+///
+/// # Errors
+/// [`PolicyError::Usage`] for `--nodes-file` with `--platform`/`--gpu-arch`, for bad flag
+/// values, and when the nodes hold no target node.
+pub fn node_context(
+    rules: &RuleSet,
+    req: &RenderRequest,
+    target: Option<&TargetSpec>,
+) -> Result<NodeContext, PolicyError> {
+    if req.nodes.is_some() && (req.platform.is_some() || req.gpu_arch.is_some()) {
+        return Err(PolicyError::Usage(NODES_FILE_EXCLUSIVE.to_string()));
+    }
+    if let Some(p) = &req.platform {
+        detect::check_platform(rules, p)?;
+    }
+    let flag_arch = req
+        .gpu_arch
+        .as_deref()
+        .map(|a| detect::check_gpu_arch(rules, a))
+        .transpose()?;
+    let Some(all) = &req.nodes else {
+        return Ok(NodeContext {
+            platform: req.platform.clone().unwrap_or_default(),
+            gpu_architecture: flag_arch.unwrap_or_default(),
+            ..NodeContext::default()
+        });
+    };
+    let discovery = nodes::discover_targets(all, target);
+    let Some(first) = discovery.nodes.first() else {
+        return Err(PolicyError::Placement(format!(
+            "No target nodes found matching orchestration target ({} node(s) given; a target node matches spec.target, carries nvidia.com/gpu.present=true and is schedulable)",
+            all.len()
+        )));
+    };
+    let labels: Map<String, Value> = first
+        .labels
+        .iter()
+        .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+        .collect();
+    let platform = detect::detect_platform(rules, &first.provider_id, &labels)?;
+    let arch = nodes::detect_gpu_architecture(&discovery.nodes);
+    let mut notes = Vec::new();
+    if arch == nodes::UNKNOWN_ARCH {
+        notes.push(format!(
+            "no target node carries {}: the GPU architecture is unknown, so no architecture override applies and the per-node defaults of an unknown architecture are used (set spec.gpusPerNode)",
+            nodes::GPU_PRODUCT_LABEL
+        ));
+    }
+    if !discovery.cordoned.is_empty() {
+        notes.push(format!(
+            "cordoned GPU nodes left out: {}",
+            discovery.cordoned.join(", ")
+        ));
+    }
+    Ok(NodeContext {
+        platform,
+        gpu_architecture: arch,
+        nodes: discovery.nodes,
+        from_nodes: true,
+        notes,
+    })
+}
+
+/// Checks the node-context flags alone (before any file is read): `--platform` and `--gpu-arch`
+/// values, and `--nodes-file` exclusivity.
+///
+/// # Errors
+/// [`PolicyError::Usage`] with the exact messages of the original `nvcrectl`.
+pub fn check_flags(rules: &RuleSet, req: &RenderRequest) -> Result<(), PolicyError> {
+    if req.nodes.is_some() && (req.platform.is_some() || req.gpu_arch.is_some()) {
+        return Err(PolicyError::Usage(NODES_FILE_EXCLUSIVE.to_string()));
+    }
+    node_context(
+        rules,
+        &RenderRequest {
+            nodes: None,
+            ..req.clone()
+        },
+        None,
+    )
+    .map(|_| ())
+}
+
+/// `count` synthetic nodes for `--platform P --gpu-arch A`: `nvidia.com/gpu.present=true`, the
+/// platform's providerID, labels and allocatable from the `platform-detection` table, and labels
+/// that satisfy the target (nodeSelector values, the first value of each `In` requirement, a
+/// value for each `Exists`), so they are targets.
+///
+/// They carry no `nvidia.com/gpu.product`: a synthesized product must not reach the required
+/// node affinity, where it would match no real node.
+///
+/// # Errors
+/// A missing or malformed detection table.
+pub fn synthetic_nodes(
+    rules: &RuleSet,
+    platform: &str,
+    arch: &str,
+    count: usize,
+    target: Option<&TargetSpec>,
+) -> Result<Vec<Node>, PolicyError> {
+    let synthetic = detect::check_platform(rules, platform)?;
+    let mut out = Vec::with_capacity(count);
+    for i in 0..count {
+        let name = format!("{platform}-{arch}-node-{i}");
+        let mut labels: std::collections::BTreeMap<String, String> = Default::default();
+        labels.insert(nodes::HOSTNAME_LABEL.into(), name.clone());
+        if let Some(t) = target {
+            for (k, v) in &t.node_selector {
+                labels.insert(k.clone(), v.clone());
+            }
+            for req in &t.match_expressions {
+                match (req.operator.as_str(), req.values.first()) {
+                    ("In", Some(v)) => {
+                        labels.insert(req.key.clone(), v.clone());
+                    }
+                    ("Exists", _) => {
+                        labels.insert(req.key.clone(), "true".into());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        for (k, v) in &synthetic.labels {
+            labels.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
+        }
+        labels.insert(nodes::GPU_PRESENT_LABEL.into(), "true".into());
+        labels.remove(nodes::GPU_PRODUCT_LABEL);
+        out.push(Node {
+            name,
+            labels,
+            provider_id: synthetic.provider_id.clone(),
+            allocatable: synthetic
+                .allocatable
+                .iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v.as_str()
+                            .map(str::to_string)
+                            .unwrap_or_else(|| v.to_string()),
+                    )
+                })
+                .collect(),
+            ..Node::default()
+        });
+    }
+    Ok(out)
+}
+
+/// Name of the NIC detection table.
+pub const NIC_TABLE: &str = "nic-detection";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct NicRow {
+    resources: Vec<String>,
+}
+
+/// NIC resource auto-detection: where the `nic-detection` table says so, exactly one candidate
+/// resource allocatable at ≥ `mlnx` on every node → that name; otherwise nothing, with a note
+/// saying why.
+///
+/// # Errors
+/// A malformed table row.
+pub(super) fn detect_nic_resource(
+    rules: &RuleSet,
+    ctx: &NodeContext,
+    mlnx: i64,
+) -> Result<(Option<String>, Option<String>), PolicyError> {
+    let Some(table) = rules.table(NIC_TABLE).filter(|_| ctx.from_nodes) else {
+        return Ok((None, None));
+    };
+    let params = json!({"platform": ctx.platform, "gpuArchitecture": ctx.gpu_architecture});
+    let mut patterns = Vec::new();
+    for (id, value) in table.render(&params)? {
+        let row: NicRow = detect::decode_row(table, &id, value)?;
+        patterns.extend(row.resources);
+    }
+    if patterns.is_empty() {
+        return Ok((None, None));
+    }
+    let qualifies = |k: &str| {
+        patterns.iter().any(|p| {
+            if p.ends_with('/') {
+                k.starts_with(p.as_str())
+            } else {
+                k == p
+            }
+        })
+    };
+    let candidates: std::collections::BTreeSet<&String> = ctx
+        .nodes
+        .iter()
+        .flat_map(|n| n.allocatable.keys())
+        .filter(|k| qualifies(k))
+        .collect();
+    let eligible: Vec<&String> = candidates
+        .into_iter()
+        .filter(|c| {
+            ctx.nodes.iter().all(|n| {
+                n.allocatable
+                    .get(*c)
+                    .and_then(|v| crate::placement::quantity_as_int(v))
+                    .is_some_and(|have| have >= mlnx)
+            })
+        })
+        .collect();
+    let described = patterns
+        .iter()
+        .map(|p| {
+            if p.ends_with('/') {
+                format!("{p}*")
+            } else {
+                p.clone()
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" or ");
+    Ok(match eligible.as_slice() {
+        [one] => (Some((*one).clone()), None),
+        [] => (
+            None,
+            Some(format!(
+                "NICResourceDetection: no {described} resource is allocatable at {mlnx} on every target node; no NIC resource is requested (set spec.nicResourceName)"
+            )),
+        ),
+        many => (
+            None,
+            Some(format!(
+                "NICResourceDetection: several NIC resources are allocatable on every target node ({}); no NIC resource is requested (set spec.nicResourceName)",
+                many.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
+        ),
+    })
+}

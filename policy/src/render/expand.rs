@@ -1,0 +1,225 @@
+//! Expansion: a rendered Workflow placed on nodes, every group's dependencies and TrainJob
+//! emitted for `kubectl apply -f -`, each checked again (gang contract on the group's working
+//! copy, the `manifests` stage on every object) before it is emitted.
+
+use nvcre_engine::{Origin, RuleSet};
+use serde_json::Value;
+
+use crate::api::{TargetSpec, Workflow};
+use crate::contract::{self, enforce};
+use crate::error::PolicyError;
+
+use super::Rendered;
+use super::context::synthetic_nodes;
+
+/// Every child manifest of every group, ready for `kubectl apply -f -`, and one summary line
+/// per group.
+#[derive(Debug, Clone, Default)]
+pub struct Expanded {
+    /// Workflow-scoped dependencies first, then per group its dependency copies and TrainJob.
+    pub manifests: Vec<Value>,
+    /// `group-0: 2 node(s) [n1, n2]; domains [d]` lines.
+    pub summary: Vec<String>,
+}
+
+/// Partitions the target nodes into groups and emits each group's TrainJob and dependencies
+/// (the controller's partition-and-create path), checking the gang contract again on every group's
+/// working copy before it is emitted.
+///
+/// Nodes come from `--nodes-file`; with only `--platform`/`--gpu-arch`, `numNodes` synthetic
+/// nodes stand in (one group).
+///
+/// # Errors
+/// [`PolicyError::Placement`] with NVCRE's message (shortfall, capacity);
+/// [`PolicyError::Rejected`] when a group's working copy breaks the contract;
+/// [`PolicyError::Usage`] without any node context.
+pub fn expand(rules: &RuleSet, rendered: &Rendered) -> Result<Expanded, PolicyError> {
+    expand_verifying(rules, rendered, Verify::EveryGroup)
+}
+
+/// Which groups [`expand_verifying`] runs the contract and manifest checks on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verify {
+    /// Every group (what `render --expand` emits is checked object by object).
+    EveryGroup,
+    /// The first and the last group: the groups differ only in names and nodes, and the last
+    /// has the longest names (`check --nodes-file` on many documents).
+    FirstAndLast,
+}
+
+/// [`expand`], choosing how many groups are re-checked.
+///
+/// # Errors
+/// As [`expand`].
+pub fn expand_verifying(
+    rules: &RuleSet,
+    rendered: &Rendered,
+    verify: Verify,
+) -> Result<Expanded, PolicyError> {
+    let workflow: Workflow = serde_json::from_value(rendered.workflow.clone())
+        .map_err(|e| PolicyError::Build(e.to_string()))?;
+    let synthetic = rendered.nodes.is_empty();
+    let nodes = if synthetic {
+        if rendered.platform.is_empty() {
+            return Err(PolicyError::Usage(
+                "--expand needs nodes: give --nodes-file, or --platform and --gpu-arch".into(),
+            ));
+        }
+        let count = workflow
+            .spec
+            .job_template
+            .pointer("/spec/workload/trainJob/trainer/numNodes")
+            .and_then(Value::as_i64)
+            .unwrap_or(1)
+            .max(1);
+        let target: Option<TargetSpec> = workflow
+            .spec
+            .orchestration
+            .get("target")
+            .and_then(|t| serde_json::from_value(t.clone()).ok());
+        let mut nodes = synthetic_nodes(
+            rules,
+            &rendered.platform,
+            &rendered.gpu_architecture,
+            usize::try_from(count).unwrap_or(1),
+            target.as_ref(),
+        )?;
+        // One synthetic topology domain, so a platform's topology key can partition them.
+        if let Some(key) = workflow
+            .spec
+            .orchestration
+            .get("topology")
+            .and_then(|t| t.get("topologyKey"))
+            .and_then(Value::as_str)
+        {
+            for n in &mut nodes {
+                n.labels
+                    .insert(key.to_string(), "synthetic-domain-0".to_string());
+            }
+        }
+        nodes
+    } else {
+        rendered.nodes.clone()
+    };
+    let topology = workflow.spec.orchestration.get("topology");
+    let strict = topology
+        .and_then(|t| t.get("strictDomain"))
+        .and_then(Value::as_bool)
+        .unwrap_or(false);
+    let key = topology
+        .and_then(|t| t.get("topologyKey"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if strict && key.is_empty() {
+        return Err(PolicyError::Placement(
+            "orchestration.topology.strictDomain needs orchestration.topology.topologyKey to find the domains, and no platform row supplies one here; add it with spec.overrides[].orchestration.topology".into(),
+        ));
+    }
+    let placement = crate::placement::place(&workflow, &nodes)
+        .map_err(|e| PolicyError::Placement(e.to_string()))?;
+    let mut out = Expanded {
+        manifests: placement.workflow_dependencies.clone(),
+        summary: Vec::new(),
+    };
+    for m in &placement.workflow_dependencies {
+        check_manifest(rules, m, &workflow.metadata.name)?;
+    }
+    if synthetic {
+        out.summary.push(format!(
+            "note: {} synthetic {}/{} node(s) stand in for the fleet; their hostnames are placeholders (give --nodes-file to place on real nodes)",
+            nodes.len(),
+            rendered.platform,
+            rendered.gpu_architecture
+        ));
+    }
+    for (node, reason) in &placement.excluded {
+        out.summary.push(format!("note: excluded {node}: {reason}"));
+    }
+    let last = placement.groups.len().saturating_sub(1);
+    for (i, group) in placement.groups.iter().enumerate() {
+        if verify == Verify::EveryGroup || i == 0 || i == last {
+            check_group(rules, &workflow, &placement.workflow_dependencies, group)?;
+            for m in &group.manifests {
+                check_manifest(rules, m, &group.name)?;
+            }
+        }
+        out.manifests.extend(group.manifests.iter().cloned());
+        let nodes = if group.nodes.is_empty() {
+            "unpinned".to_string()
+        } else {
+            format!("{} node(s) [{}]", group.nodes.len(), group.nodes.join(", "))
+        };
+        let domains = if group.domains.is_empty() {
+            String::new()
+        } else {
+            format!("; domains [{}]", group.domains.join(", "))
+        };
+        let overflow = if group.overflow { " (overflow)" } else { "" };
+        out.summary
+            .push(format!("{}: {nodes}{domains}{overflow}", group.name));
+    }
+    Ok(out)
+}
+
+/// The `manifests` stage on one emitted object.
+fn check_manifest(rules: &RuleSet, manifest: &Value, group: &str) -> Result<(), PolicyError> {
+    let out = contract::run_stage(
+        rules,
+        contract::MANIFESTS,
+        manifest,
+        Origin {
+            file: group,
+            document: 0,
+            spans: None,
+        },
+        &Value::Null,
+    )?;
+    let errors = out.errors();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(PolicyError::Rejected(errors))
+    }
+}
+
+/// The post-override contract on one group's working copy: the Workflow with the group's
+/// TrainJob spec and renamed dependencies.
+fn check_group(
+    rules: &RuleSet,
+    workflow: &Workflow,
+    workflow_deps: &[Value],
+    group: &crate::placement::Group,
+) -> Result<(), PolicyError> {
+    let mut copy = workflow.clone();
+    let mut deps = workflow_deps.to_vec();
+    for m in &group.manifests {
+        if m.get("kind").and_then(Value::as_str) == Some("TrainJob") {
+            if let (Some(spec), Some(slot)) = (
+                m.get("spec"),
+                copy.spec
+                    .job_template
+                    .pointer_mut("/spec/workload/trainJob"),
+            ) {
+                *slot = spec.clone();
+            }
+        } else {
+            deps.push(m.clone());
+        }
+    }
+    copy.spec.dependencies = deps;
+    let value = serde_json::to_value(&copy).map_err(|e| PolicyError::Build(e.to_string()))?;
+    let name = format!("{} {}", workflow.metadata.name, group.name);
+    enforce(
+        rules,
+        &[contract::WORKLOAD_LABELS, contract::GANG_CONTRACT],
+        &value,
+        Origin {
+            file: &name,
+            document: 0,
+            spans: None,
+        },
+        &Value::Null,
+        contract::Report::First,
+    )?;
+    Ok(())
+}

@@ -1,0 +1,79 @@
+//! The main job: a WorkloadRun (or a Workflow) in, the Workflow that would be submitted out.
+//!
+//! A WorkloadRun render ([`render_workload_run`]) runs, in order: parse and admission
+//! ([`parse`]) → node context (`--platform`/`--gpu-arch` or the nodes given, else the
+//! architecture from `target.nodeSelector["nvidia.com/gpu.product"]`; [`context`]) → per-node
+//! defaults and the platform override table ([`platform`]) → build → construction label checks
+//! → with a platform: resolve overrides, clear `spec.overrides`, enforce placement, workload
+//! labels and the gang contract ([`enforce`]) → the output document with its annotations.
+//!
+//! A Workflow render ([`render_workflow`]) resolves an already built Workflow for a platform
+//! through the same [`enforce`] stage; [`expand`] then places a rendered Workflow on nodes and
+//! emits every group's manifests.
+
+mod context;
+mod enforce;
+mod expand;
+mod parse;
+mod platform;
+mod workflow;
+mod workloadrun;
+
+use nvcre_engine::{Document, RuleSet};
+use serde_json::Value;
+
+use crate::error::PolicyError;
+use crate::nodes::Node;
+use crate::resolve::AppliedOverride;
+
+pub use context::{RenderRequest, check_flags};
+pub use expand::{Expanded, Verify, expand, expand_verifying};
+pub(crate) use parse::{check_user_overrides, input_error, parse_typed, prepare_document};
+pub use workflow::render_workflow;
+pub use workloadrun::render_workload_run;
+
+/// Name of the WorkloadRun platform override table.
+pub const OVERRIDE_TABLE: &str = "workloadrun-platform-overrides";
+
+/// Annotation with the architecture the render used.
+pub const ANNOTATION_ARCH: &str = "nvcrectl.nvidia.com/detected-gpu-architecture";
+
+/// Annotation with the platform the render used (only with a platform).
+pub const ANNOTATION_PLATFORM: &str = "nvcrectl.nvidia.com/detected-platform";
+
+/// Annotation listing the overrides applied (Workflow render).
+pub const ANNOTATION_APPLIED: &str = "nvcrectl.nvidia.com/applied-overrides";
+
+/// A rendered Workflow and what the render decided.
+#[derive(Debug, Clone)]
+pub struct Rendered {
+    /// The Workflow document.
+    pub workflow: Value,
+    /// Notes for stderr (legacy API group, warnings from rules).
+    pub warnings: Vec<String>,
+    /// Overrides applied (empty without a platform).
+    pub applied: Vec<AppliedOverride>,
+    /// The platform used ("" without one).
+    pub platform: String,
+    /// The GPU architecture used.
+    pub gpu_architecture: String,
+    /// The target nodes from `--nodes-file` (empty for flags).
+    pub nodes: Vec<Node>,
+}
+
+/// Renders one document by its kind: a `Workflow` is resolved for the node context
+/// ([`render_workflow`]); anything else is rendered as a WorkloadRun ([`render_workload_run`]).
+///
+/// # Errors
+/// As [`render_workflow`] and [`render_workload_run`].
+pub fn render_document(
+    rules: &RuleSet,
+    doc: &Document,
+    req: &RenderRequest,
+) -> Result<Rendered, PolicyError> {
+    if doc.value.get("kind").and_then(Value::as_str) == Some("Workflow") {
+        render_workflow(rules, doc, req)
+    } else {
+        render_workload_run(rules, doc, req)
+    }
+}

@@ -1,0 +1,284 @@
+//! The first render stage: a raw document into a typed WorkloadRun or Workflow, with every
+//! input error pointing at its line.
+//!
+//! [`prepare_document`] checks kind and API group and drops nulls, [`parse_typed`] reads the
+//! typed form with the field path of the first problem, and [`check_user_overrides`] refuses
+//! user overrides that can never apply, before any platform is known. [`locate_findings`] later
+//! maps post-override findings back to the source lines they came from.
+
+use nvcre_engine::{Document, FieldPath, Origin};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::api::{API_VERSION, LEGACY_API_VERSION, OverrideSpec};
+use crate::detect::quote;
+use crate::error::PolicyError;
+
+/// Readies a manifest for the rules: a missing `kind` is taken as `expected`; a missing
+/// `apiVersion` as `nvcre.nvidia.com/v1alpha1`; the older `cre.nvidia.com` group is accepted
+/// with a note; `null` fields are dropped (the API server treats them as absent). Spans stay
+/// valid: only nulls are removed.
+///
+/// # Errors
+/// [`PolicyError::Input`] for another kind or API group, at its line.
+pub fn prepare_document(
+    doc: &Document,
+    expected: &str,
+) -> Result<(Document, Vec<String>), PolicyError> {
+    let mut doc = doc.clone();
+    let mut notes = Vec::new();
+    if !doc.value.is_object() {
+        return Err(input_error(
+            &doc,
+            "",
+            format!(
+                "document {} is a {}, not a {expected} manifest (a mapping)",
+                doc.index + 1,
+                nvcre_engine::json_type_name(&doc.value)
+            ),
+        ));
+    }
+    if doc.value.get("kind").is_none() && doc.value.get("apiVersion").is_none() {
+        return Err(input_error(
+            &doc,
+            "",
+            format!(
+                "document {} has neither apiVersion nor kind: not a {expected} manifest",
+                doc.index + 1
+            ),
+        ));
+    }
+    match doc.value.get("kind") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(k)) if k == expected => {}
+        Some(other) => {
+            let kind = other
+                .as_str()
+                .map(quote)
+                .unwrap_or_else(|| other.to_string());
+            return Err(input_error(
+                &doc,
+                "kind",
+                format!("expected kind {expected}, got {kind}"),
+            ));
+        }
+    }
+    match doc.value.get("apiVersion").and_then(Value::as_str) {
+        None | Some(API_VERSION) | Some(LEGACY_API_VERSION) => {}
+        Some(other) => {
+            return Err(input_error(
+                &doc,
+                "apiVersion",
+                format!(
+                    "expected apiVersion {API_VERSION} (or the older {LEGACY_API_VERSION}), got {}",
+                    quote(other)
+                ),
+            ));
+        }
+    }
+    normalize_api_version(&mut doc.value, &mut notes, &doc.source.name);
+    nvcre_engine::patch::strip_nulls(&mut doc.value);
+    if let Some(m) = doc.value.as_object_mut() {
+        m.entry("apiVersion").or_insert_with(|| json!(API_VERSION));
+        m.entry("kind").or_insert_with(|| json!(expected));
+    }
+    Ok((doc, notes))
+}
+
+/// Normalises the API group: the legacy `cre.nvidia.com` is accepted with a warning.
+fn normalize_api_version(value: &mut Value, warnings: &mut Vec<String>, file: &str) {
+    if value.get("apiVersion").and_then(Value::as_str) == Some(LEGACY_API_VERSION) {
+        warnings.push(format!(
+            "{file}: apiVersion {LEGACY_API_VERSION} is the older API group; treating it as {API_VERSION}"
+        ));
+        if let Some(m) = value.as_object_mut() {
+            m.insert("apiVersion".into(), json!(API_VERSION));
+        }
+    }
+}
+
+/// Reads a document as `T`, reporting the field path and line:column of the first problem.
+///
+/// # Errors
+/// [`PolicyError::Input`] with `parsing <what>: <path>: <serde message>`.
+pub fn parse_typed<T: for<'de> Deserialize<'de>>(
+    doc: &Document,
+    what: &str,
+) -> Result<T, PolicyError> {
+    serde_path_to_error::deserialize(&doc.value).map_err(|e| {
+        let path = e.path().to_string();
+        let pos = FieldPath::parse(&path)
+            .ok()
+            .and_then(|p| doc.spans.lookup_key(&p));
+        PolicyError::Input {
+            file: doc.source.name.clone(),
+            pos,
+            message: format!(
+                "parsing {what}: {path}: {}",
+                plain_serde_message(&e.inner().to_string())
+            ),
+        }
+    })
+}
+
+/// serde's type names in the words a manifest author uses (`i64` → an integer, `a sequence` →
+/// a list, `struct X` → a mapping).
+fn plain_serde_message(m: &str) -> String {
+    let mut out = m.to_string();
+    for (from, to) in [
+        ("expected i64", "expected an integer"),
+        ("expected i32", "expected an integer"),
+        ("expected u64", "expected a non-negative integer"),
+        ("expected a sequence", "expected a list"),
+        ("invalid type: sequence", "invalid type: list"),
+        ("invalid type: map", "invalid type: mapping"),
+    ] {
+        out = out.replace(from, to);
+    }
+    if let Some(i) = out.find("expected struct ") {
+        let name: String = out[i + 16..]
+            .chars()
+            .take_while(|c| c.is_alphanumeric())
+            .collect();
+        out = format!(
+            "{}expected a mapping ({name}){}",
+            &out[..i],
+            &out[i + 16 + name.len()..]
+        );
+    }
+    out
+}
+
+pub(super) fn origin(doc: &Document) -> Origin<'_> {
+    Origin {
+        file: &doc.source.name,
+        document: doc.index,
+        spans: Some(&doc.spans),
+    }
+}
+
+/// An input error about the field at `path` (field-path notation) of `doc`, at its line.
+pub(crate) fn input_error(doc: &Document, path: &str, message: String) -> PolicyError {
+    PolicyError::Input {
+        file: doc.source.name.clone(),
+        pos: FieldPath::parse(path)
+            .ok()
+            .and_then(|p| doc.spans.lookup(&p)),
+        message,
+    }
+}
+
+/// A build error as an input error at the field it is about.
+pub(super) fn build_error(doc: &Document, e: &crate::build::BuildError) -> PolicyError {
+    use crate::build::BuildError;
+    let path = match e {
+        BuildError::NoFramework { .. } => "spec.framework",
+        BuildError::UnknownThresholdKeys { .. } => "spec.thresholds",
+        BuildError::InvalidTimeoutPerJob { .. } => "spec.orchestration.timeoutPerJob",
+    };
+    input_error(doc, path, e.to_string())
+}
+
+/// Refuses user overrides that can never apply: a `when.expression` that does not compile, a
+/// `jobTemplatePatch` that is not a JSON Patch. Reported at their line, before any platform is
+/// known (so `check` and `render` without `--platform` catch them too).
+///
+/// # Errors
+/// [`PolicyError::Input`] naming `spec.overrides[i]…`.
+pub fn check_user_overrides(doc: &Document, overrides: &[OverrideSpec]) -> Result<(), PolicyError> {
+    for (i, o) in overrides.iter().enumerate() {
+        let fail = |field: &str, message: String| {
+            let path = format!("spec.overrides[{i}].{field}");
+            input_error(doc, &path, format!("{path}: {message}"))
+        };
+        if let Some(e) = &o.when.expression {
+            let expr = nvcre_engine::Expr::compile(e)
+                .map_err(|m| fail("when.expression", format!("CEL does not compile: {m}")))?;
+            // Must type-check to bool (a `when` is a condition): try it on an empty context.
+            let mut scope = nvcre_engine::Scope::new();
+            for (k, v) in [
+                ("platform", json!("")),
+                ("gpuArchitecture", json!("")),
+                ("workloadKind", json!("")),
+                ("topologyMode", json!("")),
+                ("domainCount", json!(0)),
+            ] {
+                scope.bind(k, &v);
+            }
+            if let Ok(v) = expr.eval(&scope) {
+                if !matches!(v, nvcre_engine::CelValue::Bool(_)) {
+                    return Err(fail(
+                        "when.expression",
+                        format!(
+                            "must evaluate to a bool, got {}",
+                            nvcre_engine::cel_type_name(&v)
+                        ),
+                    ));
+                }
+            }
+        }
+        if o.job_template.as_ref().is_some_and(|v| !v.is_object()) {
+            return Err(fail(
+                "jobTemplate",
+                "must be a mapping (a JobTemplateSpec patch)".into(),
+            ));
+        }
+        for (j, d) in o.dependencies.iter().flatten().enumerate() {
+            let named = d.get("apiVersion").and_then(Value::as_str).is_some()
+                && d.get("kind").and_then(Value::as_str).is_some()
+                && d.pointer("/metadata/name")
+                    .and_then(Value::as_str)
+                    .is_some();
+            if !named {
+                return Err(fail(
+                    &format!("dependencies[{j}]"),
+                    "must be a Kubernetes object with apiVersion, kind and metadata.name".into(),
+                ));
+            }
+        }
+        if let Some(p) = &o.job_template_patch {
+            nvcre_engine::patch::parse_json_patch(p)
+                .map_err(|m| fail("jobTemplatePatch", m.to_string()))?;
+        }
+    }
+    Ok(())
+}
+
+/// Gives post-override findings a line in the source when the field they name was written
+/// there: in the document itself, in one of its `spec.overrides[i].jobTemplate` (the last
+/// override that writes it), or, for a WorkloadRun, at `spec.workloadMetadata`.
+pub(super) fn locate_findings(e: PolicyError, doc: &Document, overrides: usize) -> PolicyError {
+    let PolicyError::Rejected(mut findings) = e else {
+        return e;
+    };
+    for f in &mut findings {
+        if f.line.is_some() {
+            continue;
+        }
+        let Some(path) = f.field_path.clone() else {
+            continue;
+        };
+        let mut candidates = vec![path.clone()];
+        if let Some(rest) = path.strip_prefix("spec.jobTemplate.") {
+            for i in (0..overrides).rev() {
+                candidates.push(format!("spec.overrides[{i}].jobTemplate.{rest}"));
+            }
+        }
+        if let Some(rest) = path.strip_prefix("spec.jobTemplate.spec.workloadMetadata.") {
+            candidates.push(format!("spec.workloadMetadata.{rest}"));
+        }
+        let found = candidates.iter().find_map(|c| {
+            let p = FieldPath::parse(c).ok()?;
+            if doc.spans.contains(&p) {
+                doc.spans.lookup(&p)
+            } else {
+                None
+            }
+        });
+        if let Some(pos) = found {
+            f.line = Some(pos.line);
+            f.column = Some(pos.column);
+        }
+    }
+    PolicyError::Rejected(findings)
+}

@@ -1,0 +1,99 @@
+//! The rows of the platform override table (`workloadrun-platform-overrides`) as a WorkloadRun
+//! render reads them: [`PlatformOverride`] carries a row's `when`, its build-time keys
+//! (`preCommand`, `mpiArgs`, applied by the build for a known platform) and the keys that become
+//! a `spec.overrides` entry (resolved later by the `enforce` stage); [`apply_user_env`] writes
+//! the user's `spec.env` over a row's env entries and `-x` operands.
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+use crate::api::{EnvVar, OverrideSpec, WhenSpec};
+
+/// One row of the platform override table, with the WorkloadRun-only keys.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct PlatformOverride {
+    #[serde(default)]
+    pub(super) when: WhenSpec,
+    #[serde(default)]
+    pub(super) pre_command: Vec<String>,
+    #[serde(default)]
+    pub(super) mpi_args: Vec<String>,
+    #[serde(default)]
+    pub(super) job_template: Option<Value>,
+    #[serde(default)]
+    pub(super) job_template_patch: Option<Value>,
+    #[serde(default)]
+    pub(super) dependencies: Option<Vec<Value>>,
+    #[serde(default)]
+    pub(super) orchestration: Option<Map<String, Value>>,
+}
+
+impl PlatformOverride {
+    pub(super) fn spec(&self) -> OverrideSpec {
+        OverrideSpec {
+            when: self.when.clone(),
+            job_template: self.job_template.clone(),
+            job_template_patch: self.job_template_patch.clone(),
+            dependencies: self.dependencies.clone(),
+            orchestration: self.orchestration.clone(),
+        }
+    }
+}
+
+/// Replaces, in place, every env entry and `-x` operand of the platform overrides whose name the
+/// user set in `spec.env` (the user's value wins). Names only the user set are not added.
+pub(super) fn apply_user_env(o: &mut PlatformOverride, user: &[EnvVar]) {
+    if user.is_empty() {
+        return;
+    }
+    let find = |name: &str| user.iter().rev().find(|e| e.name == name);
+    fn replace_env_lists(v: &mut Value, find: &dyn Fn(&str) -> Option<Value>) {
+        match v {
+            Value::Object(m) => {
+                for (k, child) in m.iter_mut() {
+                    if k == "env" {
+                        if let Value::Array(items) = child {
+                            for item in items.iter_mut() {
+                                let name =
+                                    item.get("name").and_then(Value::as_str).map(str::to_string);
+                                if let Some(user) = name.and_then(|n| find(&n)) {
+                                    *item = user;
+                                }
+                            }
+                            continue;
+                        }
+                    }
+                    replace_env_lists(child, find);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|i| replace_env_lists(i, find)),
+            _ => {}
+        }
+    }
+    let as_value = |name: &str| find(name).and_then(|e| serde_json::to_value(e).ok());
+    if let Some(jt) = o.job_template.as_mut() {
+        replace_env_lists(jt, &as_value);
+    }
+    for dep in o.dependencies.iter_mut().flatten() {
+        replace_env_lists(dep, &as_value);
+    }
+    let mut i = 0;
+    while i + 1 < o.mpi_args.len() {
+        if o.mpi_args.get(i).map(String::as_str) == Some("-x") {
+            let name = o
+                .mpi_args
+                .get(i + 1)
+                .map(|a| a.split('=').next().unwrap_or("").to_string())
+                .unwrap_or_default();
+            if let (Some(user), Some(slot)) = (find(&name), o.mpi_args.get_mut(i + 1)) {
+                *slot = match (&user.value_from, &user.value) {
+                    (Some(_), _) => user.name.clone(),
+                    (None, v) => format!("{}={}", user.name, v.clone().unwrap_or_default()),
+                };
+            }
+            i += 2;
+        } else {
+            i += 1;
+        }
+    }
+}

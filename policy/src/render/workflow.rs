@@ -1,0 +1,168 @@
+//! Rendering a Workflow document (the original's `workflow render`): an already built Workflow
+//! resolved for a platform through the [`super::enforce`] stage, with the detection and
+//! applied-override annotations written.
+
+use nvcre_engine::{Document, RuleSet};
+use serde_json::{Value, json};
+
+use crate::api::{TargetSpec, Workflow};
+use crate::detect;
+use crate::error::PolicyError;
+use crate::resolve::{OverrideContext, when_matches};
+
+use super::context::node_context;
+use super::enforce::{report_mode, resolve_and_enforce};
+use super::parse::{check_user_overrides, locate_findings, parse_typed, prepare_document};
+use super::platform::PlatformOverride;
+use super::{
+    ANNOTATION_APPLIED, ANNOTATION_ARCH, ANNOTATION_PLATFORM, OVERRIDE_TABLE, RenderRequest,
+    Rendered,
+};
+
+/// Renders a Workflow document for a platform (the original's `workflow render`): overrides
+/// resolved, placement and resolved-job-template checks (errors prefixed
+/// `validate resolved job template: `), `spec.overrides` cleared, detection and applied-override
+/// annotations written.
+///
+/// # Errors
+/// [`PolicyError::Usage`] without a node context (the message lists the synthetic nodes);
+/// [`PolicyError::Rejected`] for failed checks; [`PolicyError::Resolve`] for failed overrides.
+pub fn render_workflow(
+    rules: &RuleSet,
+    doc: &Document,
+    req: &RenderRequest,
+) -> Result<Rendered, PolicyError> {
+    let (doc, warnings) = prepare_document(doc, "Workflow")?;
+    let workflow: Workflow = parse_typed(&doc, "Workflow")?;
+    check_user_overrides(&doc, &workflow.spec.overrides)?;
+    let target: Option<TargetSpec> = workflow
+        .spec
+        .orchestration
+        .get("target")
+        .and_then(|t| serde_json::from_value(t.clone()).ok());
+    let ctx = node_context(rules, req, target.as_ref())?;
+    let (platform, arch) = if ctx.from_nodes {
+        (
+            if ctx.platform.is_empty() {
+                "onprem".to_string()
+            } else {
+                ctx.platform.clone()
+            },
+            ctx.gpu_architecture.clone(),
+        )
+    } else {
+        match (&req.platform, &req.gpu_arch) {
+            (Some(_), Some(_)) => (ctx.platform.clone(), ctx.gpu_architecture.clone()),
+            _ => return Err(workflow_context_error(rules)?),
+        }
+    };
+    let workflow_overrides = workflow.spec.overrides.len();
+    let (mut workflow, applied, post_warnings) = resolve_and_enforce(
+        rules,
+        workflow,
+        &platform,
+        &arch,
+        &ctx.nodes,
+        &doc,
+        0,
+        report_mode(req),
+    )
+    .map_err(|e| locate_findings(prefix_resolved(e), &doc, workflow_overrides))?;
+    let mut warnings = warnings;
+    warnings.extend(post_warnings);
+    warnings.extend(build_time_rows_note(rules, &workflow, &platform, &arch)?);
+    let ann = &mut workflow.metadata.annotations;
+    ann.insert(ANNOTATION_PLATFORM.into(), platform.clone());
+    ann.insert(ANNOTATION_ARCH.into(), arch.clone());
+    ann.insert(
+        ANNOTATION_APPLIED.into(),
+        serde_json::to_string(&applied).unwrap_or_default(),
+    );
+    Ok(Rendered {
+        workflow: serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?,
+        warnings,
+        applied,
+        platform,
+        gpu_architecture: arch,
+        nodes: ctx.nodes,
+    })
+}
+
+/// The platform rows whose `preCommand` / `mpiArgs` apply only when a WorkloadRun is built for
+/// a known platform (the build-time passes of a WorkloadRun render): a Workflow rendered without a
+/// platform cannot carry them, and resolving it later does not add them. Says so, naming them.
+fn build_time_rows_note(
+    rules: &RuleSet,
+    workflow: &Workflow,
+    platform: &str,
+    arch: &str,
+) -> Result<Option<String>, PolicyError> {
+    let trainer = workflow
+        .spec
+        .job_template
+        .pointer("/spec/workload/trainJob/trainer");
+    let wrapped = trainer
+        .and_then(|t| t.pointer("/command/0"))
+        .and_then(Value::as_str)
+        == Some("/bin/bash");
+    let mpi = trainer
+        .and_then(|t| t.pointer("/command/0"))
+        .and_then(Value::as_str)
+        == Some("timeout");
+    let Some(table) = rules.table(OVERRIDE_TABLE) else {
+        return Ok(None);
+    };
+    let params = json!({
+        "entryName": workflow.metadata.name,
+        "nodesPerJob": 1,
+        "gpusPerNode": 0,
+        "mlnxPerNode": 0,
+        "nicResourceName": "",
+        "enableMNNVL": false,
+        "frameworkType": if mpi { "mpi" } else { "torch" },
+        "strictDomain": false,
+    });
+    let ctx = OverrideContext::build_time(platform, arch);
+    let mut rows = Vec::new();
+    for (id, value) in table.render(&params)? {
+        let row: PlatformOverride = detect::decode_row(table, &id, value)?;
+        let adds = (!row.pre_command.is_empty() && !wrapped) || (mpi && !row.mpi_args.is_empty());
+        if adds && when_matches(&row.when, &ctx).unwrap_or(false) {
+            rows.push(id);
+        }
+    }
+    Ok((!rows.is_empty()).then(|| {
+        format!(
+            "this Workflow may lack the build-time platform tweaks of {} (preCommand / mpirun arguments from {}): they are applied when the WorkloadRun is rendered with --platform or --nodes-file, not when a Workflow is resolved",
+            platform,
+            rows.join(", ")
+        )
+    }))
+}
+
+/// Adds the `validate resolved job template: ` prefix of the Workflow render path.
+fn prefix_resolved(e: PolicyError) -> PolicyError {
+    match e {
+        PolicyError::Rejected(mut findings) => {
+            for f in &mut findings {
+                f.message = format!("validate resolved job template: {}", f.message);
+            }
+            PolicyError::Rejected(findings)
+        }
+        other => other,
+    }
+}
+
+/// `specify --nodes-file <path> or --platform + --gpu-arch` plus the synthetic contexts.
+fn workflow_context_error(rules: &RuleSet) -> Result<PolicyError, PolicyError> {
+    let mut available = Vec::new();
+    for (p, _) in detect::selectable_platforms(rules)? {
+        for a in ["gb200", "gb300", "h100"] {
+            available.push(format!("{p}-{a}"));
+        }
+    }
+    Ok(PolicyError::Usage(format!(
+        "specify --nodes-file <path> or --platform + --gpu-arch\navailable: {}",
+        available.join(", ")
+    )))
+}

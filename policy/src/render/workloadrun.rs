@@ -1,0 +1,350 @@
+//! Rendering a WorkloadRun: [`render_workload_run`] is the pipeline, one named step per stage.
+//!
+//! parse + admission → node context (platform and GPU architecture) → per-node defaults and NIC
+//! detection → platform override rows and their build-time part → build → construction label
+//! checks → with a platform: resolve overrides and the contract stages → the output document.
+
+use nvcre_engine::{Document, RuleSet};
+use serde_json::{Value, json};
+
+use crate::api::{FrameworkType, Workflow, WorkloadRun};
+use crate::build::{BuildParams, DEFAULT_TIMEOUT_PER_JOB, build_workflow};
+use crate::contract::{self, enforce};
+use crate::detect;
+use crate::error::PolicyError;
+use crate::resolve::{AppliedOverride, OverrideContext, when_matches};
+
+use super::context::{NODES_FILE_EXCLUSIVE, NodeContext, detect_nic_resource, node_context};
+use super::enforce::{report_mode, resolve_and_enforce};
+use super::parse::{
+    build_error, check_user_overrides, locate_findings, origin, parse_typed, prepare_document,
+};
+use super::platform::{PlatformOverride, apply_user_env};
+use super::{ANNOTATION_ARCH, ANNOTATION_PLATFORM, OVERRIDE_TABLE, RenderRequest, Rendered};
+
+/// Renders a WorkloadRun document into its Workflow.
+///
+/// # Errors
+/// [`PolicyError::Rejected`] with findings for admission failures, label composition errors and
+/// post-override contract failures; [`PolicyError::Usage`] for bad flags or an undeterminable
+/// architecture; [`PolicyError::Input`] for a document that is not a WorkloadRun;
+/// [`PolicyError::Build`] for build errors (exec nil, thresholds, timeoutPerJob).
+pub fn render_workload_run(
+    rules: &RuleSet,
+    doc: &Document,
+    req: &RenderRequest,
+) -> Result<Rendered, PolicyError> {
+    let mut warnings = Vec::new();
+    check_flags_first(rules, req)?;
+    let (doc, run) = parse_and_admit(rules, doc, req, &mut warnings)?;
+    let (ctx, arch) = resolve_node_context(rules, req, &run, &mut warnings)?;
+    let sizing = sizing(rules, &run, &ctx, &arch, &mut warnings)?;
+    let rows = platform_rows(rules, &run, &sizing)?;
+    let workflow = build(rules, &doc, &run, &sizing, &rows, &ctx.platform, &arch)?;
+    let workflow = compose_labels(rules, &doc, &workflow, req)?;
+    let (workflow, applied) = resolve_for_platform(
+        rules,
+        workflow,
+        &doc,
+        &run,
+        &ctx,
+        &arch,
+        rows.len(),
+        req,
+        &mut warnings,
+    )?;
+    output(workflow, warnings, applied, ctx, arch)
+}
+
+/// Checks the flags before the file is used (as nvcrectl does): their values first, then the
+/// `--nodes-file` exclusivity.
+fn check_flags_first(rules: &RuleSet, req: &RenderRequest) -> Result<(), PolicyError> {
+    node_context(
+        rules,
+        &RenderRequest {
+            nodes: None,
+            ..req.clone()
+        },
+        None,
+    )?;
+    if req.nodes.is_some() && (req.platform.is_some() || req.gpu_arch.is_some()) {
+        return Err(PolicyError::Usage(NODES_FILE_EXCLUSIVE.to_string()));
+    }
+    Ok(())
+}
+
+/// Readies the document, reads it as a WorkloadRun, runs the admission stage (unless the caller
+/// already did) and refuses user overrides that can never apply.
+fn parse_and_admit(
+    rules: &RuleSet,
+    doc: &Document,
+    req: &RenderRequest,
+    warnings: &mut Vec<String>,
+) -> Result<(Document, WorkloadRun), PolicyError> {
+    let (doc, notes) = prepare_document(doc, "WorkloadRun")?;
+    warnings.extend(notes);
+    // Type errors (a string where a number belongs) are input errors with their line, found
+    // before any rule reads the document.
+    let _: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
+    if !req.admitted {
+        let admission = contract::run_stage(
+            rules,
+            contract::ADMISSION,
+            &doc.value,
+            origin(&doc),
+            &Value::Null,
+        )?;
+        let errors = admission.errors();
+        if !errors.is_empty() {
+            return Err(PolicyError::Rejected(errors));
+        }
+        warnings.extend(
+            admission
+                .findings
+                .iter()
+                .map(|f| format!("warning: {}", f.message)),
+        );
+    }
+    let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
+    check_user_overrides(&doc, &run.spec.overrides)?;
+    Ok((doc, run))
+}
+
+/// The node context and the GPU architecture the render uses: from the nodes or `--gpu-arch`,
+/// else from `target.nodeSelector["nvidia.com/gpu.product"]`.
+fn resolve_node_context(
+    rules: &RuleSet,
+    req: &RenderRequest,
+    run: &WorkloadRun,
+    warnings: &mut Vec<String>,
+) -> Result<(NodeContext, String), PolicyError> {
+    let ctx = node_context(rules, req, run.spec.target.as_ref())?;
+    warnings.extend(ctx.notes.iter().cloned());
+    let arch = match (ctx.from_nodes, req.gpu_arch.is_some()) {
+        (true, _) | (false, true) => ctx.gpu_architecture.clone(),
+        (false, false) => {
+            let product = run
+                .spec
+                .target
+                .as_ref()
+                .and_then(|t| t.node_selector.get("nvidia.com/gpu.product"))
+                .cloned()
+                .unwrap_or_default();
+            if product.is_empty() && !req.allow_unknown_arch {
+                return Err(PolicyError::Usage(
+                    "cannot determine GPU architecture: nvidia.com/gpu.product label required in target.nodeSelector"
+                        .into(),
+                ));
+            }
+            detect::normalize_gpu_arch(&product)
+        }
+    };
+    Ok((ctx, arch))
+}
+
+/// What the run asks of each node: the spec's values, else the per-node defaults of the
+/// architecture and platform; the NIC resource, else the detected one.
+struct Sizing {
+    gpus_per_node: i64,
+    mlnx_per_node: i64,
+    enable_mnnvl: bool,
+    nodes_per_job: i64,
+    nic_resource_name: String,
+}
+
+/// Fills [`Sizing`] from the spec, the defaults table and NIC detection.
+fn sizing(
+    rules: &RuleSet,
+    run: &WorkloadRun,
+    ctx: &NodeContext,
+    arch: &str,
+    warnings: &mut Vec<String>,
+) -> Result<Sizing, PolicyError> {
+    let defaults = detect::node_defaults(rules, arch, &ctx.platform)?;
+    let mlnx_per_node = run.spec.mlnx_per_node.unwrap_or(defaults.mlnx_per_node);
+    let intra_node = run
+        .spec
+        .orchestration
+        .as_ref()
+        .and_then(|o| o.test_scale.as_deref())
+        == Some("intra-node");
+    let (detected_nic, nic_note) = detect_nic_resource(rules, ctx, mlnx_per_node)?;
+    warnings.extend(nic_note);
+    Ok(Sizing {
+        gpus_per_node: run.spec.gpus_per_node.unwrap_or(defaults.gpus_per_node),
+        mlnx_per_node,
+        enable_mnnvl: run.spec.enable_mnnvl.unwrap_or(defaults.enable_mnnvl),
+        nodes_per_job: if intra_node { 1 } else { run.spec.num_nodes },
+        nic_resource_name: run
+            .spec
+            .nic_resource_name
+            .clone()
+            .or(detected_nic)
+            .unwrap_or_default(),
+    })
+}
+
+/// The rows of the platform override table, rendered for this run, with the user's `spec.env`
+/// written over their env entries.
+fn platform_rows(
+    rules: &RuleSet,
+    run: &WorkloadRun,
+    sizing: &Sizing,
+) -> Result<Vec<PlatformOverride>, PolicyError> {
+    let table = rules
+        .table(OVERRIDE_TABLE)
+        .ok_or_else(|| PolicyError::MissingTable(OVERRIDE_TABLE.to_string()))?;
+    let params = json!({
+        "entryName": run.metadata.name,
+        "nodesPerJob": sizing.nodes_per_job,
+        "gpusPerNode": sizing.gpus_per_node,
+        "mlnxPerNode": sizing.mlnx_per_node,
+        "nicResourceName": sizing.nic_resource_name,
+        "enableMNNVL": sizing.enable_mnnvl,
+        "frameworkType": run.spec.framework.kind().as_str(),
+        "strictDomain": run.spec.orchestration.as_ref().and_then(|o| o.test_scale.as_deref()) == Some("intra-rack"),
+    });
+    let mut rows = Vec::new();
+    for (id, value) in table.render(&params)? {
+        let mut o: PlatformOverride = detect::decode_row(table, &id, value)?;
+        apply_user_env(&mut o, &run.spec.env);
+        rows.push(o);
+    }
+    Ok(rows)
+}
+
+/// The build-time part of the matching platform rows (context = platform + architecture only):
+/// the `mpiArgs` for an MPI run and the `preCommand` lines.
+fn build_time_passes(
+    rows: &[PlatformOverride],
+    platform: &str,
+    arch: &str,
+    framework: FrameworkType,
+) -> Result<(Vec<String>, Vec<String>), PolicyError> {
+    let build_ctx = OverrideContext::build_time(platform, arch);
+    let mut platform_mpi_args: Vec<String> = Vec::new();
+    let mut pre_command = Vec::new();
+    for o in rows {
+        let matched = when_matches(&o.when, &build_ctx)
+            .map_err(|m| PolicyError::Build(format!("applying overrides: {m}")))?;
+        if !matched {
+            continue;
+        }
+        if !o.mpi_args.is_empty() && framework == FrameworkType::Mpi {
+            // Each match prepends: a later match lands before an earlier one.
+            let mut next = o.mpi_args.clone();
+            next.extend(platform_mpi_args);
+            platform_mpi_args = next;
+        }
+        pre_command.extend(o.pre_command.iter().cloned());
+    }
+    Ok((platform_mpi_args, pre_command))
+}
+
+/// Builds the Workflow and lists its overrides: the platform rows, then the user's own.
+fn build(
+    rules: &RuleSet,
+    doc: &Document,
+    run: &WorkloadRun,
+    sizing: &Sizing,
+    rows: &[PlatformOverride],
+    platform: &str,
+    arch: &str,
+) -> Result<Workflow, PolicyError> {
+    let (platform_mpi_args, pre_command) =
+        build_time_passes(rows, platform, arch, run.spec.framework.kind())?;
+    let build_params = BuildParams {
+        gpus_per_node: sizing.gpus_per_node,
+        base_env: detect::base_nccl_env(rules, sizing.enable_mnnvl)?,
+        platform_mpi_args,
+        pre_command,
+        default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+    };
+    let mut workflow = build_workflow(run, &build_params).map_err(|e| build_error(doc, &e))?;
+    workflow.spec.overrides = rows.iter().map(PlatformOverride::spec).collect();
+    workflow
+        .spec
+        .overrides
+        .extend(run.spec.overrides.iter().cloned());
+    Ok(workflow)
+}
+
+/// Construction-time label composition, reported at the WorkloadRun's own field paths.
+fn compose_labels(
+    rules: &RuleSet,
+    doc: &Document,
+    workflow: &Workflow,
+    req: &RenderRequest,
+) -> Result<Workflow, PolicyError> {
+    let value = serde_json::to_value(workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
+    let composed = enforce(
+        rules,
+        &[contract::WORKLOAD_LABELS],
+        &value,
+        origin(doc),
+        &json!({"labelsPath": "spec.workloadMetadata.labels"}),
+        report_mode(req),
+    )?;
+    serde_json::from_value(composed.value).map_err(|e| PolicyError::Build(e.to_string()))
+}
+
+/// With a platform: resolves the overrides and runs the contract stages (workload labels, gang
+/// contract, placement), findings located in the WorkloadRun; without one the Workflow keeps
+/// its overrides unresolved.
+#[allow(clippy::too_many_arguments)] // the pipeline's state, passed step to step
+fn resolve_for_platform(
+    rules: &RuleSet,
+    workflow: Workflow,
+    doc: &Document,
+    run: &WorkloadRun,
+    ctx: &NodeContext,
+    arch: &str,
+    platform_rows: usize,
+    req: &RenderRequest,
+    warnings: &mut Vec<String>,
+) -> Result<(Workflow, Vec<AppliedOverride>), PolicyError> {
+    if ctx.platform.is_empty() {
+        return Ok((workflow, Vec::new()));
+    }
+    let (mut workflow, applied, post_warnings) = resolve_and_enforce(
+        rules,
+        workflow,
+        &ctx.platform,
+        arch,
+        &ctx.nodes,
+        doc,
+        platform_rows,
+        report_mode(req),
+    )
+    .map_err(|e| locate_findings(e, doc, run.spec.overrides.len()))?;
+    warnings.extend(post_warnings);
+    workflow
+        .metadata
+        .annotations
+        .insert(ANNOTATION_PLATFORM.into(), ctx.platform.clone());
+    Ok((workflow, applied))
+}
+
+/// The output: the architecture annotation written, the Workflow as JSON.
+fn output(
+    mut workflow: Workflow,
+    warnings: Vec<String>,
+    applied: Vec<AppliedOverride>,
+    ctx: NodeContext,
+    arch: String,
+) -> Result<Rendered, PolicyError> {
+    workflow
+        .metadata
+        .annotations
+        .insert(ANNOTATION_ARCH.into(), arch.clone());
+    let workflow =
+        serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
+    Ok(Rendered {
+        workflow,
+        warnings,
+        applied,
+        platform: ctx.platform,
+        gpu_architecture: arch,
+        nodes: ctx.nodes,
+    })
+}

@@ -1,0 +1,293 @@
+//! Comparing what a case produced with what it wants, as readable lines: findings matched in
+//! order with the fields that differ, JSON documents compared by path (subset or exact), the
+//! error substring and the exit code.
+
+use nvcre_engine::{FieldPath, Finding};
+use serde_json::Value;
+
+use super::{Case, CaseOutcome, Expectation, MessageMatch, WantFinding};
+use crate::detect::quote;
+
+pub(super) fn compare(case: &Case, got: &CaseOutcome) -> Vec<String> {
+    let mut diff = Vec::new();
+    match &case.expect {
+        Expectation::Findings(want) => {
+            if got.exit == 2 {
+                diff.push("expected findings, but the case could not run:".into());
+                diff.push(format!("  error: {}", got.error.as_deref().unwrap_or("")));
+            } else {
+                diff_findings(want, &got.findings, &mut diff);
+            }
+        }
+        Expectation::Output { value, exact } => match &got.output {
+            Some(output) => {
+                let mut lines = Vec::new();
+                diff_value(&FieldPath::root(), value, output, *exact, &mut lines);
+                if !lines.is_empty() {
+                    diff.push(format!(
+                        "output differs ({}):",
+                        if *exact {
+                            "exact match"
+                        } else {
+                            "subset match"
+                        }
+                    ));
+                    diff.extend(lines.into_iter().map(|l| format!("  {l}")));
+                }
+            }
+            None => {
+                diff.push("expected output, but the render failed:".into());
+                diff.push(format!("  error: {}", got.error.as_deref().unwrap_or("")));
+            }
+        },
+        Expectation::Error(want) => match &got.error {
+            Some(e) if e.contains(want.as_str()) => {}
+            Some(e) => {
+                diff.push("error differs:".into());
+                diff.push(format!("  expected to contain: {}", quote(want)));
+                diff.push(format!("  actual:              {}", quote(e)));
+            }
+            None => {
+                diff.push(format!(
+                    "expected an error containing {}, but there was none (exit {})",
+                    quote(want),
+                    got.exit
+                ));
+                for f in &got.findings {
+                    diff.push(format!("  finding: {}", finding_line(f)));
+                }
+            }
+        },
+        Expectation::ExitOnly => {}
+    }
+    if let Some(want) = case.want_exit {
+        if want != got.exit {
+            diff.push(format!("exit code: expected {want}, got {}", got.exit));
+            if let Some(e) = &got.error {
+                diff.push(format!("  error: {e}"));
+            }
+        }
+    }
+    diff
+}
+
+/// `{ruleId: …, severity: …, fieldPath: …, line: …, column: …, message: "…"}` of an actual
+/// finding.
+fn finding_line(f: &Finding) -> String {
+    let mut parts = vec![
+        format!("ruleId: {}", f.rule_id),
+        format!("severity: {}", f.severity),
+    ];
+    if let Some(p) = &f.field_path {
+        parts.push(format!("fieldPath: {p}"));
+    }
+    if let Some(l) = f.line {
+        parts.push(format!("line: {l}"));
+    }
+    if let Some(c) = f.column {
+        parts.push(format!("column: {c}"));
+    }
+    parts.push(format!("message: {}", quote(&f.message)));
+    format!("{{{}}}", parts.join(", "))
+}
+
+fn want_line(w: &WantFinding) -> String {
+    let mut parts = vec![format!("ruleId: {}", w.rule_id)];
+    if let Some(s) = w.severity {
+        parts.push(format!("severity: {s}"));
+    }
+    if let Some(p) = &w.field_path {
+        parts.push(format!("fieldPath: {p}"));
+    }
+    if let Some(l) = w.line {
+        parts.push(format!("line: {l}"));
+    }
+    if let Some(c) = w.column {
+        parts.push(format!("column: {c}"));
+    }
+    match &w.message {
+        Some(MessageMatch::Exact(m)) => parts.push(format!("message: {}", quote(m))),
+        Some(MessageMatch::Regex(r)) => parts.push(format!("messageRegex: {}", quote(r.as_str()))),
+        None => {}
+    }
+    format!("{{{}}}", parts.join(", "))
+}
+
+/// The fields of `got` that differ from `want` (only the fields `want` gives).
+fn finding_mismatches(want: &WantFinding, got: &Finding) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    if want.rule_id != got.rule_id {
+        out.push("ruleId");
+    }
+    if want.severity.is_some_and(|s| s != got.severity) {
+        out.push("severity");
+    }
+    if want
+        .message
+        .as_ref()
+        .is_some_and(|m| !m.matches(&got.message))
+    {
+        out.push("message");
+    }
+    if want
+        .field_path
+        .as_ref()
+        .is_some_and(|p| got.field_path.as_deref() != Some(p.as_str()))
+    {
+        out.push("fieldPath");
+    }
+    if want.line.is_some_and(|l| got.line != Some(l)) {
+        out.push("line");
+    }
+    if want.column.is_some_and(|c| got.column != Some(c)) {
+        out.push("column");
+    }
+    out
+}
+
+fn diff_findings(want: &[WantFinding], got: &[Finding], diff: &mut Vec<String>) {
+    let mut lines = Vec::new();
+    let mut bad = false;
+    for i in 0..want.len().max(got.len()) {
+        match (want.get(i), got.get(i)) {
+            (Some(w), Some(g)) => {
+                let fields = finding_mismatches(w, g);
+                if fields.is_empty() {
+                    lines.push(format!("  [{i}] ok: {}", g.rule_id));
+                } else {
+                    bad = true;
+                    lines.push(format!("  [{i}] differs in {}:", fields.join(", ")));
+                    lines.push(format!("      expected: {}", want_line(w)));
+                    lines.push(format!("      actual:   {}", finding_line(g)));
+                }
+            }
+            (Some(w), None) => {
+                bad = true;
+                lines.push(format!("  [{i}] missing:"));
+                lines.push(format!("      expected: {}", want_line(w)));
+            }
+            (None, Some(g)) => {
+                bad = true;
+                lines.push(format!("  [{i}] unexpected:"));
+                lines.push(format!("      actual:   {}", finding_line(g)));
+            }
+            (None, None) => {}
+        }
+    }
+    if bad {
+        diff.push(format!(
+            "findings differ (expected {}, got {}):",
+            want.len(),
+            got.len()
+        ));
+        diff.extend(lines);
+    }
+}
+
+/// A value on one line, cut after 160 characters.
+fn short(v: &Value) -> String {
+    let s = v.to_string();
+    if s.chars().count() > 160 {
+        let cut: String = s.chars().take(157).collect();
+        format!("{cut}…")
+    } else {
+        s
+    }
+}
+
+fn show_path(p: &FieldPath) -> String {
+    if p.segments().is_empty() {
+        "(document)".into()
+    } else {
+        p.to_string()
+    }
+}
+
+/// Differences between `want` and `got` as `path: expected …, got …` lines. Without `exact`,
+/// keys `got` has beyond `want` are ignored; lists always need the same length.
+fn diff_value(at: &FieldPath, want: &Value, got: &Value, exact: bool, out: &mut Vec<String>) {
+    match (want, got) {
+        (Value::Object(w), Value::Object(g)) => {
+            for (k, wv) in w {
+                let child = at.clone().key(k.clone());
+                match g.get(k) {
+                    Some(gv) => diff_value(&child, wv, gv, exact, out),
+                    None => out.push(format!(
+                        "{}: missing (expected {})",
+                        show_path(&child),
+                        short(wv)
+                    )),
+                }
+            }
+            if exact {
+                for (k, gv) in g {
+                    if !w.contains_key(k) {
+                        let child = at.clone().key(k.clone());
+                        out.push(format!(
+                            "{}: unexpected (got {})",
+                            show_path(&child),
+                            short(gv)
+                        ));
+                    }
+                }
+            }
+        }
+        (Value::Array(w), Value::Array(g)) => {
+            if w.len() != g.len() {
+                out.push(format!(
+                    "{}: expected {} elements, got {}",
+                    show_path(at),
+                    w.len(),
+                    g.len()
+                ));
+            }
+            for (i, (wv, gv)) in w.iter().zip(g).enumerate() {
+                diff_value(&at.clone().index(i), wv, gv, exact, out);
+            }
+        }
+        _ if want != got => out.push(format!(
+            "{}: expected {}, got {}",
+            show_path(at),
+            short(want),
+            short(got)
+        )),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn output_subset_and_exact_diffs_name_json_paths() {
+        let mut out = Vec::new();
+        let want = serde_json::json!({"a": {"b": 1, "c": [1, 2]}, "d": "x"});
+        let got = serde_json::json!({"a": {"b": 2, "c": [1], "e": true}});
+        diff_value(&FieldPath::root(), &want, &got, false, &mut out);
+        assert_eq!(
+            out,
+            vec![
+                "a.b: expected 1, got 2",
+                "a.c: expected 2 elements, got 1",
+                "d: missing (expected \"x\")"
+            ]
+        );
+        out.clear();
+        diff_value(
+            &FieldPath::root(),
+            &serde_json::json!({"a": {}}),
+            &got,
+            true,
+            &mut out,
+        );
+        assert_eq!(
+            out,
+            vec![
+                "a.b: unexpected (got 2)",
+                "a.c: unexpected (got [1])",
+                "a.e: unexpected (got true)"
+            ]
+        );
+    }
+}

@@ -1,0 +1,600 @@
+//! The suite file format: serde structs that mirror the YAML (`deny_unknown_fields` at every
+//! level), then the checks serde cannot express (one expectation per case, unique notes, known
+//! modes and severities), turned into a [`Suite`]. Every error names the file and the line of
+//! the offending key, in the words a suite author reads (`unknown key "x" (expected one of:
+//! …)`, `must be a string`) rather than serde's.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use nvcre_engine::{Document, FieldPath, Severity, Source, parse_documents};
+use regex::Regex;
+use serde::{Deserialize, Deserializer};
+use serde_json::Value;
+
+use super::{
+    Case, CaseContext, CaseRules, Expectation, MessageMatch, Mode, Suite, SuiteError, WantFinding,
+};
+
+/// A suite file as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSuite {
+    cases: Vec<RawCase>,
+}
+
+/// One case as written. Every field is `Some` when the key is present, even with a `null` value
+/// (which then fails the type check, as a missing value must be left out instead).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCase {
+    #[serde(default, deserialize_with = "present")]
+    note: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    input: Option<String>,
+    #[serde(default, deserialize_with = "present", rename = "inputFile")]
+    input_file: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    context: Option<RawContext>,
+    #[serde(default, deserialize_with = "present")]
+    rules: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    mode: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    want_findings: Option<Option<Vec<RawWantFinding>>>,
+    #[serde(default, deserialize_with = "present")]
+    want_output: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    want_output_exact: Option<bool>,
+    #[serde(default, deserialize_with = "present")]
+    want_error: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    want_exit: Option<u64>,
+}
+
+/// `context:` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawContext {
+    #[serde(default, deserialize_with = "present")]
+    platform: Option<String>,
+    #[serde(default, deserialize_with = "present", rename = "gpuArch")]
+    gpu_arch: Option<String>,
+    #[serde(default, deserialize_with = "present", rename = "nodesFile")]
+    nodes_file: Option<String>,
+}
+
+/// One entry of `want_findings` as written.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawWantFinding {
+    #[serde(default, deserialize_with = "present", rename = "ruleId")]
+    rule_id: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    severity: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    message: Option<String>,
+    #[serde(default, deserialize_with = "present", rename = "messageRegex")]
+    message_regex: Option<String>,
+    #[serde(default, deserialize_with = "present", rename = "fieldPath")]
+    field_path: Option<String>,
+    #[serde(default, deserialize_with = "present")]
+    line: Option<u64>,
+    #[serde(default, deserialize_with = "present")]
+    column: Option<u64>,
+}
+
+/// A present key: `Some` of its value, so that `null` is a type error rather than absence.
+fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Option<T>, D::Error> {
+    T::deserialize(d).map(Some)
+}
+
+/// Suite files among `paths`: files as given, directories recursively (`*.yaml`, `*.yml`), in
+/// path order.
+///
+/// # Errors
+/// [`SuiteError::Io`] for a path that does not exist or a directory that cannot be read.
+pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SuiteError> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut found = Vec::new();
+            walk(p, &mut found)?;
+            found.sort();
+            out.extend(found);
+        } else if p.is_file() {
+            out.push(p.clone());
+        } else {
+            return Err(SuiteError::Io {
+                path: p.display().to_string(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such file or directory",
+                ),
+            });
+        }
+    }
+    Ok(out)
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), SuiteError> {
+    let io = |source| SuiteError::Io {
+        path: dir.display().to_string(),
+        source,
+    };
+    for entry in std::fs::read_dir(dir).map_err(io)? {
+        let path = entry.map_err(io)?.path();
+        if path.is_dir() {
+            // `data/` folders hold inputs that cases name (`inputFile`, `nodesFile`).
+            if path.file_name().is_some_and(|n| n == "data") {
+                continue;
+            }
+            walk(&path, out)?;
+        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+            out.push(path);
+        }
+    }
+    Ok(())
+}
+
+/// Reads and checks one suite file.
+///
+/// # Errors
+/// [`SuiteError`] naming the file and line of the first problem.
+pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
+    let text = std::fs::read_to_string(path).map_err(|source| SuiteError::Io {
+        path: path.display().to_string(),
+        source,
+    })?;
+    parse_suite(path, &text)
+}
+
+/// Parses suite text; `path` names the file and anchors relative paths.
+///
+/// # Errors
+/// [`SuiteError`] naming the file and line of the first problem.
+pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, SuiteError> {
+    let source = Source::new(path.display().to_string(), text);
+    let docs = parse_documents(&source).map_err(SuiteError::Yaml)?;
+    let mut docs = docs.into_iter();
+    let (Some(doc), None) = (docs.next(), docs.next()) else {
+        return Err(SuiteError::Malformed {
+            file: source.name.clone(),
+            pos: None,
+            message: "a suite file is one YAML document with a `cases:` list".into(),
+        });
+    };
+    let r = Reader {
+        doc: &doc,
+        dir: path.parent().unwrap_or(Path::new("")),
+    };
+    let raw: RawSuite = serde_path_to_error::deserialize(&doc.value).map_err(|e| r.serde(&e))?;
+    let cases_path = FieldPath::root().key("cases");
+    let mut cases = Vec::new();
+    let mut notes: HashSet<String> = HashSet::new();
+    for (i, item) in raw.cases.into_iter().enumerate() {
+        let at = cases_path.clone().index(i);
+        let case = r.case(&at, item)?;
+        if !notes.insert(case.note.clone()) {
+            return Err(r.err(
+                &at.key("note"),
+                &format!(
+                    "duplicate note {:?} (notes are unique in a file)",
+                    case.note
+                ),
+            ));
+        }
+        cases.push(case);
+    }
+    Ok(Suite {
+        path: path.to_path_buf(),
+        cases,
+    })
+}
+
+/// Turns the raw suite into cases, reporting problems at their line.
+struct Reader<'a> {
+    doc: &'a Document,
+    dir: &'a Path,
+}
+
+impl Reader<'_> {
+    fn err(&self, at: &FieldPath, message: &str) -> SuiteError {
+        SuiteError::Malformed {
+            file: self.doc.source.name.clone(),
+            pos: self.doc.spans.lookup_key(at),
+            message: if at.segments().is_empty() {
+                message.to_string()
+            } else {
+                format!("{at}: {message}")
+            },
+        }
+    }
+
+    /// A serde error in the suite's words, at the key it is about.
+    fn serde(&self, e: &serde_path_to_error::Error<serde_json::Error>) -> SuiteError {
+        let path = e.path().to_string();
+        let at = if path == "." {
+            FieldPath::root()
+        } else {
+            FieldPath::parse(&path).unwrap_or_else(|_| FieldPath::root())
+        };
+        let inner = e.inner().to_string();
+        let message = if inner.starts_with("unknown field") {
+            // "unknown field `x`, expected one of `a`, `b`" (or "expected `a`", "`a` or `b`").
+            let names: Vec<&str> = inner.split('`').skip(1).step_by(2).collect();
+            let (key, expected) = names.split_first().map_or(("", &[][..]), |(k, r)| (*k, r));
+            format!(
+                "unknown key {key:?} (expected one of: {})",
+                expected.join(", ")
+            )
+        } else if inner == "missing field `cases`" {
+            return self.err(&at.key("cases"), "`cases` must be a list of cases");
+        } else if inner.contains("expected a sequence") && path == "cases" {
+            "`cases` must be a list of cases".to_string()
+        } else if inner.contains("expected a sequence") && path.ends_with("want_findings") {
+            "must be a list (`[]` for no findings)".to_string()
+        } else if inner.contains("expected a string") {
+            "must be a string".to_string()
+        } else if inner.contains("expected u64") {
+            "must be a non-negative integer".to_string()
+        } else if inner.contains("expected a boolean") {
+            "must be true or false".to_string()
+        } else if inner.contains("expected struct") {
+            "must be a mapping".to_string()
+        } else {
+            inner
+        };
+        self.err(&at, &message)
+    }
+
+    fn case(&self, at: &FieldPath, raw: RawCase) -> Result<Case, SuiteError> {
+        let line = self.doc.spans.lookup(at).map(|p| p.line).unwrap_or(0);
+        let note = match raw.note {
+            Some(n) if !n.trim().is_empty() => n,
+            Some(_) => return Err(self.err(&at.clone().key("note"), "must not be empty")),
+            None => return Err(self.err(at, "a case needs a `note`")),
+        };
+        let input_file = raw.input_file.clone();
+        let input = self.input(at, raw.input, raw.input_file, &note)?;
+        let context = raw
+            .context
+            .map(|c| CaseContext {
+                platform: c.platform,
+                gpu_arch: c.gpu_arch,
+                nodes_file: c.nodes_file.map(|f| self.dir.join(f)),
+            })
+            .unwrap_or_default();
+        let rules = match raw.rules.as_deref() {
+            None | Some("default") => CaseRules::Default,
+            Some(dir) => CaseRules::Dir(self.dir.join(dir)),
+        };
+        let mode = match raw.mode.as_deref() {
+            None | Some("check") => Mode::Check,
+            Some("render") => Mode::Render,
+            Some(other) => {
+                return Err(self.err(
+                    &at.clone().key("mode"),
+                    &format!("unknown mode {other:?} (check or render)"),
+                ));
+            }
+        };
+        let want_exit = match raw.want_exit {
+            None => None,
+            Some(n @ 0..=2) => u8::try_from(n).ok(),
+            Some(_) => return Err(self.err(&at.clone().key("want_exit"), "must be 0, 1 or 2")),
+        };
+        let expect = self.expectation(
+            at,
+            Expectations {
+                findings: raw.want_findings,
+                output: raw.want_output,
+                output_exact: raw.want_output_exact,
+                error: raw.want_error,
+            },
+            &note,
+            mode,
+            want_exit.is_some(),
+        )?;
+        Ok(Case {
+            note,
+            line,
+            input,
+            input_file,
+            context,
+            rules,
+            mode,
+            expect,
+            want_exit,
+        })
+    }
+
+    /// `input` (inline text) or `inputFile` (read now, relative to the suite).
+    fn input(
+        &self,
+        at: &FieldPath,
+        input: Option<String>,
+        input_file: Option<String>,
+        note: &str,
+    ) -> Result<Arc<Source>, SuiteError> {
+        match (input, input_file) {
+            (Some(text), None) => Ok(Source::new(
+                format!("{} › {note}", self.doc.source.name),
+                text,
+            )),
+            (None, Some(file)) => {
+                let path = self.dir.join(&file);
+                let text = std::fs::read_to_string(&path).map_err(|source| SuiteError::Io {
+                    path: path.display().to_string(),
+                    source,
+                })?;
+                Ok(Source::new(path.display().to_string(), text))
+            }
+            (Some(_), Some(_)) => Err(self.err(at, "give `input` or `inputFile`, not both")),
+            (None, None) => Err(self.err(at, "a case needs `input` or `inputFile`")),
+        }
+    }
+
+    /// Exactly one of want_findings / want_output / want_error, or want_exit alone.
+    fn expectation(
+        &self,
+        at: &FieldPath,
+        want: Expectations,
+        note: &str,
+        mode: Mode,
+        has_exit: bool,
+    ) -> Result<Expectation, SuiteError> {
+        let given: Vec<&str> = [
+            ("want_findings", want.findings.is_some()),
+            ("want_output", want.output.is_some()),
+            ("want_error", want.error.is_some()),
+        ]
+        .into_iter()
+        .filter(|(_, present)| *present)
+        .map(|(k, _)| k)
+        .collect();
+        if given.len() > 1 {
+            return Err(self.err(
+                at,
+                &format!("give one expectation, not {}", given.join(" and ")),
+            ));
+        }
+        if want.output_exact.is_some() && want.output.is_none() {
+            return Err(self.err(
+                &at.clone().key("want_output_exact"),
+                "only goes with want_output",
+            ));
+        }
+        Ok(match (want.findings, want.output, want.error) {
+            (Some(findings), _, _) => {
+                let lat = at.clone().key("want_findings");
+                let Some(items) = findings else {
+                    return Err(self.err(&lat, "must be a list (`[]` for no findings)"));
+                };
+                Expectation::Findings(
+                    items
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, f)| self.want_finding(&lat.clone().index(i), f))
+                        .collect::<Result<_, _>>()?,
+                )
+            }
+            (None, Some(value), _) => {
+                if mode != Mode::Render {
+                    return Err(self.err(
+                        &at.clone().key("want_output"),
+                        "want_output needs `mode: render`",
+                    ));
+                }
+                Expectation::Output {
+                    value,
+                    exact: want.output_exact.unwrap_or(false),
+                }
+            }
+            (None, None, Some(error)) => Expectation::Error(error),
+            (None, None, None) if has_exit => Expectation::ExitOnly,
+            (None, None, None) => {
+                return Err(self.err(
+                    at,
+                    &format!(
+                        "case {note:?} has no expectation: give want_findings, want_output, want_error or want_exit"
+                    ),
+                ));
+            }
+        })
+    }
+
+    fn want_finding(
+        &self,
+        fat: &FieldPath,
+        raw: RawWantFinding,
+    ) -> Result<WantFinding, SuiteError> {
+        let Some(rule_id) = raw.rule_id else {
+            return Err(self.err(fat, "an expected finding needs a `ruleId`"));
+        };
+        let severity = match raw.severity.as_deref() {
+            None => None,
+            Some("error") => Some(Severity::Error),
+            Some("warning") => Some(Severity::Warning),
+            Some("info") => Some(Severity::Info),
+            Some(other) => {
+                return Err(self.err(
+                    &fat.clone().key("severity"),
+                    &format!("unknown severity {other:?} (error, warning or info)"),
+                ));
+            }
+        };
+        let message = match (raw.message, raw.message_regex) {
+            (Some(_), Some(_)) => {
+                return Err(self.err(fat, "give `message` or `messageRegex`, not both"));
+            }
+            (Some(text), None) => Some(MessageMatch::Exact(text)),
+            (None, Some(re)) => Some(MessageMatch::Regex(Regex::new(&re).map_err(|e| {
+                self.err(
+                    &fat.clone().key("messageRegex"),
+                    &format!("invalid regex: {e}"),
+                )
+            })?)),
+            (None, None) => None,
+        };
+        // Compared in the engine's notation: `labels["team"]` and `labels.team` are one path.
+        let field_path = match raw.field_path {
+            None => None,
+            Some(p) => Some(
+                FieldPath::parse(&p)
+                    .map_err(|e| self.err(&fat.clone().key("fieldPath"), &e))?
+                    .to_string(),
+            ),
+        };
+        let count = |n: Option<u64>, key: &str| {
+            n.map(|n| {
+                usize::try_from(n)
+                    .map_err(|_| self.err(&fat.clone().key(key), "must be a non-negative integer"))
+            })
+            .transpose()
+        };
+        Ok(WantFinding {
+            rule_id,
+            severity,
+            message,
+            field_path,
+            line: count(raw.line, "line")?,
+            column: count(raw.column, "column")?,
+        })
+    }
+}
+
+/// The expectation keys of a case, as written.
+struct Expectations {
+    findings: Option<Option<Vec<RawWantFinding>>>,
+    output: Option<Value>,
+    output_exact: Option<bool>,
+    error: Option<String>,
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+
+    pub(in crate::suite) const RUN: &str = "      apiVersion: nvcre.nvidia.com/v1alpha1\n      kind: WorkloadRun\n      metadata: {name: t}\n      spec: {image: img, numNodes: 1, framework: {exec: {command: [run]}}}\n";
+
+    /// The error of a suite whose one case is `case` (YAML lines at 4-space indent).
+    fn suite_error(case: &str) -> String {
+        let text = format!("cases:\n  - note: n\n    input: |\n{RUN}{case}");
+        match parse_suite(Path::new("t.yaml"), &text) {
+            Ok(_) => "ok".to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    macro_rules! rejects {
+        ($name:ident, $case:expr, $want:expr) => {
+            #[test]
+            fn $name() {
+                let got = suite_error($case);
+                assert!(got.contains($want), "{got}");
+            }
+        };
+    }
+
+    rejects!(
+        no_expectation,
+        "",
+        "t.yaml:2:5: cases[0]: case \"n\" has no expectation"
+    );
+
+    rejects!(
+        unknown_key,
+        "    want_exit: 0\n    skip: true\n",
+        "t.yaml:9:5: cases[0].skip: unknown key \"skip\""
+    );
+
+    rejects!(
+        two_expectations,
+        "    want_findings: []\n    want_error: x\n",
+        "give one expectation, not want_findings and want_error"
+    );
+
+    rejects!(
+        output_needs_render,
+        "    want_output: {}\n",
+        "want_output needs `mode: render`"
+    );
+
+    rejects!(
+        exact_needs_output,
+        "    want_findings: []\n    want_output_exact: true\n",
+        "only goes with want_output"
+    );
+
+    rejects!(
+        bad_exit,
+        "    want_exit: 3\n",
+        "cases[0].want_exit: must be 0, 1 or 2"
+    );
+
+    rejects!(
+        bad_mode,
+        "    mode: lint\n    want_exit: 0\n",
+        "unknown mode \"lint\""
+    );
+
+    rejects!(
+        unknown_finding_key,
+        "    want_findings: [{ruleId: a, rule: b}]\n",
+        "t.yaml:8:33: cases[0].want_findings[0].rule: unknown key"
+    );
+
+    rejects!(
+        finding_needs_rule_id,
+        "    want_findings: [{message: a}]\n",
+        "needs a `ruleId`"
+    );
+
+    rejects!(
+        message_or_regex,
+        "    want_findings: [{ruleId: a, message: a, messageRegex: b}]\n",
+        "`message` or `messageRegex`, not both"
+    );
+
+    rejects!(
+        bad_regex,
+        "    want_findings: [{ruleId: a, messageRegex: \"(\"}]\n",
+        "invalid regex"
+    );
+
+    rejects!(
+        bad_severity,
+        "    want_findings: [{ruleId: a, severity: fatal}]\n",
+        "unknown severity \"fatal\""
+    );
+
+    rejects!(
+        unknown_context_key,
+        "    context: {region: x}\n    want_exit: 0\n",
+        "cases[0].context.region: unknown key"
+    );
+
+    rejects!(accepts_exit_only, "    want_exit: 0\n", "ok");
+
+    #[test]
+    fn notes_are_unique_and_input_is_required() {
+        let dup = format!(
+            "cases:\n  - note: n\n    input: |\n{RUN}    want_exit: 0\n  - note: n\n    input: x\n    want_exit: 0\n"
+        );
+        let err = parse_suite(Path::new("t.yaml"), &dup).expect_err("duplicate");
+        assert!(
+            err.to_string()
+                .contains("t.yaml:9:5: cases[1].note: duplicate note \"n\""),
+            "{err}"
+        );
+        let none = "cases:\n  - note: n\n    want_exit: 0\n";
+        let err = parse_suite(Path::new("t.yaml"), none).expect_err("no input");
+        assert!(
+            err.to_string()
+                .contains("a case needs `input` or `inputFile`"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,214 @@
+//! Running a case: the node context and rule set it names, then what `check` or `render` would
+//! do with its input, as a [`CaseOutcome`] (findings, output, error, exit code), compared with
+//! the case's expectation into a [`CaseResult`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use nvcre_engine::{Document, RuleSet, Severity, parse_documents};
+use regex::Regex;
+use serde_json::Value;
+
+use super::diff::compare;
+use super::{Case, CaseContext, CaseOutcome, CaseResult, CaseRules, Mode, Suite};
+use crate::check::{CheckRequest, check_document};
+use crate::error::PolicyError;
+use crate::render::{RenderRequest, render_document};
+
+/// Runs cases against a default rule set, loading (and caching) the rule directories cases name.
+#[derive(Debug)]
+pub struct SuiteRunner<'a> {
+    default_rules: &'a RuleSet,
+    loaded: HashMap<PathBuf, Result<RuleSet, String>>,
+}
+
+impl<'a> SuiteRunner<'a> {
+    /// A runner whose `rules: default` is `default_rules`.
+    pub fn new(default_rules: &'a RuleSet) -> SuiteRunner<'a> {
+        SuiteRunner {
+            default_rules,
+            loaded: HashMap::new(),
+        }
+    }
+
+    /// Runs every case of `suite` whose name (`file › note`) `filter` matches (all without one).
+    pub fn run_suite(&mut self, suite: &Suite, filter: Option<&Regex>) -> Vec<CaseResult> {
+        let file = suite.path.display().to_string();
+        suite
+            .cases
+            .iter()
+            .filter(|c| filter.is_none_or(|re| re.is_match(&format!("{file} › {}", c.note))))
+            .map(|c| self.run(suite, c))
+            .collect()
+    }
+
+    /// Runs one case and compares what happened with what it wants.
+    pub fn run(&mut self, suite: &Suite, case: &Case) -> CaseResult {
+        let outcome = self.outcome(case);
+        let diff = compare(case, &outcome);
+        CaseResult {
+            file: suite.path.display().to_string(),
+            note: case.note.clone(),
+            line: case.line,
+            outcome,
+            diff,
+        }
+    }
+
+    fn rules(&mut self, which: &CaseRules) -> Result<&RuleSet, String> {
+        match which {
+            CaseRules::Default => Ok(self.default_rules),
+            CaseRules::Dir(dir) => self
+                .loaded
+                .entry(dir.clone())
+                .or_insert_with(|| RuleSet::load_dir(dir).map_err(|e| e.to_string()))
+                .as_ref()
+                .map_err(Clone::clone),
+        }
+    }
+
+    fn outcome(&mut self, case: &Case) -> CaseOutcome {
+        let failed = |error: String| CaseOutcome {
+            error: Some(error),
+            exit: 2,
+            ..CaseOutcome::default()
+        };
+        let nodes = match &case.context.nodes_file {
+            None => None,
+            Some(path) => match read_nodes(path) {
+                Ok(n) => Some(n),
+                Err(e) => return failed(e),
+            },
+        };
+        let rules = match self.rules(&case.rules) {
+            Ok(r) => r,
+            Err(e) => return failed(e),
+        };
+        let docs = match parse_documents(&case.input) {
+            Ok(d) => d,
+            Err(e) => return failed(e.to_string()),
+        };
+        match case.mode {
+            Mode::Check => run_check(rules, &docs, &case.context, nodes),
+            Mode::Render => run_render(rules, &docs, &case.context, nodes),
+        }
+    }
+}
+
+/// Reads a nodes file (a NodeList and/or Node documents).
+fn read_nodes(path: &std::path::Path) -> Result<Vec<crate::nodes::Node>, String> {
+    let text =
+        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let docs = parse_documents(&nvcre_engine::Source::new(path.display().to_string(), text))
+        .map_err(|e| e.to_string())?;
+    let values: Vec<Value> = docs.into_iter().map(|d| d.value).collect();
+    crate::nodes::nodes_from_documents(&values).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+fn run_check(
+    rules: &RuleSet,
+    docs: &[Document],
+    ctx: &CaseContext,
+    nodes: Option<Vec<crate::nodes::Node>>,
+) -> CaseOutcome {
+    let req = CheckRequest {
+        platform: ctx.platform.clone(),
+        gpu_arch: ctx.gpu_arch.clone(),
+        nodes: nodes.map(std::sync::Arc::new),
+    };
+    let mut out = CaseOutcome::default();
+    for doc in docs {
+        match check_document(rules, doc, &req) {
+            Ok(f) => out.findings.extend(f),
+            Err(e) => {
+                out.error = Some(e.to_string());
+                out.exit = 2;
+                return out;
+            }
+        }
+    }
+    if out.findings.iter().any(|f| f.severity == Severity::Error) {
+        out.exit = 1;
+    }
+    out
+}
+
+fn run_render(
+    rules: &RuleSet,
+    docs: &[Document],
+    ctx: &CaseContext,
+    nodes: Option<Vec<crate::nodes::Node>>,
+) -> CaseOutcome {
+    let req = RenderRequest {
+        platform: ctx.platform.clone(),
+        gpu_arch: ctx.gpu_arch.clone(),
+        allow_unknown_arch: false,
+        admitted: false,
+        report_all: false,
+        nodes: nodes.map(std::sync::Arc::new),
+    };
+    let mut out = CaseOutcome::default();
+    let mut rendered = Vec::new();
+    for doc in docs {
+        match render_document(rules, doc, &req) {
+            Ok(r) => rendered.push(r.workflow),
+            Err(PolicyError::Rejected(findings)) => {
+                out.error = Some(
+                    findings
+                        .iter()
+                        .map(|f| f.message.as_str())
+                        .collect::<Vec<_>>()
+                        .join("\n"),
+                );
+                out.findings = findings;
+                out.exit = 1;
+                return out;
+            }
+            Err(e) => {
+                out.error = Some(e.to_string());
+                out.exit = 2;
+                return out;
+            }
+        }
+    }
+    out.output = Some(if rendered.len() == 1 {
+        rendered.pop().unwrap_or(Value::Null)
+    } else {
+        Value::Array(rendered)
+    });
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::suite::format::tests::RUN;
+    use crate::suite::parse_suite;
+    use std::path::Path;
+
+    fn run_one(case: &str) -> CaseResult {
+        let text = format!("cases:\n  - note: n\n    input: |\n{RUN}{case}");
+        let suite = parse_suite(Path::new("t.yaml"), &text).expect("parses");
+        let rules = crate::packs::default_rules().expect("rules");
+        let mut runner = SuiteRunner::new(&rules);
+        runner.run(&suite, &suite.cases[0])
+    }
+
+    #[test]
+    fn a_clean_run_passes_and_a_wrong_expectation_fails_with_a_diff() {
+        assert!(run_one("    want_findings: []\n    want_exit: 0\n").passed());
+        let r = run_one("    want_findings: [{ruleId: wr-image-required}]\n");
+        assert!(!r.passed());
+        assert_eq!(r.name(), "t.yaml › n");
+        assert_eq!(
+            r.diff,
+            vec![
+                "findings differ (expected 1, got 0):".to_string(),
+                "  [0] missing:".to_string(),
+                "      expected: {ruleId: wr-image-required}".to_string(),
+            ]
+        );
+        let r = run_one("    want_exit: 1\n");
+        assert_eq!(r.diff, vec!["exit code: expected 1, got 0".to_string()]);
+    }
+}
