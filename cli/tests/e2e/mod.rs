@@ -20,3 +20,6 @@ mod golden;
 
 /// Rule sets checked against the pipeline contract at load.
 mod contract;
+
+/// The policy is data: edits to a copy of the rules change the behaviour.
+mod data;

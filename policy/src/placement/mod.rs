@@ -7,8 +7,9 @@
 //! dependency copies and TrainJob in apply order. Nothing here talks to a cluster.
 //!
 //! Pipeline of [`place`]:
-//! 1. read `spec.orchestration` ([`PlacementSpec`], module `spec`) and reject Unpinned with
-//!    `diagnose` or `topology.strictDomain`;
+//! 1. read `spec.orchestration` ([`PlacementSpec`], module `spec`); the combinations it may not
+//!    hold (Unpinned with `diagnose` or `topology.strictDomain`) are refused by the `placement`
+//!    rule stage before this runs;
 //! 2. discover the target nodes ([`crate::nodes::discover_targets`]);
 //! 3. keep the majority GPU architecture, recording the others as excluded;
 //! 4. drop nodes whose allocatable `nvidia.com/gpu` is a positive integer below
@@ -87,7 +88,7 @@ pub struct Placement {
 /// never clamps: the size is honoured exactly or placement fails.
 ///
 /// # Errors
-/// In pipeline order: orchestration shape and the Unpinned rejections,
+/// In pipeline order: orchestration shape,
 /// [`PlacementError::NoTargetNodes`], [`PlacementError::NoCapacity`],
 /// [`PlacementError::NodesPerJob`], [`PlacementError::InvalidNodesPerJob`] (Unpinned),
 /// [`PlacementError::Shortfall`], [`PlacementError::DiagnoseUnsupported`], partition errors,
@@ -116,7 +117,6 @@ pub struct Placement {
 /// ```
 pub fn place(workflow: &Workflow, nodes: &[Node]) -> Result<Placement, PlacementError> {
     let spec = PlacementSpec::from_orchestration(&workflow.spec.orchestration)?;
-    spec.validate()?;
 
     // 1. discovery and the architecture filter.
     let discovery = discover_targets(nodes, spec.target.as_ref());
@@ -309,7 +309,6 @@ fn nodes_per_job(job_template: &Value) -> Result<i64, PlacementError> {
 
 #[cfg(test)]
 mod tests {
-    use super::spec::{UNPINNED_DIAGNOSE, UNPINNED_STRICT_DOMAIN};
     use super::*;
     use crate::nodes::GPU_PRODUCT_LABEL;
     use crate::placement::fixtures::*;
@@ -379,28 +378,12 @@ mod tests {
             => "nodesPerJob must be >= 1, got 0";
         no_targets: mpi_workflow("wf", 1, json!({"target": {"nodeSelector": {"x": "y"}}})), h100(2)
             => "No target nodes found matching orchestration target";
-        unpinned_diagnose: mpi_workflow("wf", 1, json!({"placement": "Unpinned", "diagnose": {"minGroupSize": 2}})), h100(2)
-            => UNPINNED_DIAGNOSE;
-        unpinned_strict: mpi_workflow("wf", 1, json!({"placement": "Unpinned", "topology": {"topologyKey": "rack", "strictDomain": true}})), h100(2)
-            => UNPINNED_STRICT_DOMAIN;
         unknown_placement: mpi_workflow("wf", 1, json!({"placement": "Spread"})), h100(2)
             => "spec.orchestration.placement: unsupported value \"Spread\": must be Pinned or Unpinned";
         bad_target: mpi_workflow("wf", 1, json!({"target": {"nodeSelector": "x"}})), h100(2)
             => "spec.orchestration.target: invalid type: string \"x\", expected a map";
         pinned_diagnose: mpi_workflow("wf", 1, json!({"diagnose": {}})), h100(2)
             => "orchestration.diagnose is not supported by placement: diagnose groups are built by the diagnose stages";
-    }
-
-    #[test]
-    fn exact_rejection_messages() {
-        assert_eq!(
-            PlacementError::UnpinnedWithDiagnose.to_string(),
-            "orchestration.placement: Unpinned is incompatible with orchestration.diagnose: diagnose isolates faults by partitioning nodes into groups and bisecting the failures, which requires the node pinning Unpinned removes; drop one of the two"
-        );
-        assert_eq!(
-            PlacementError::UnpinnedWithStrictDomain.to_string(),
-            "orchestration.placement: Unpinned is incompatible with orchestration.topology.strictDomain: strictDomain runs one job per topology domain, Unpinned runs exactly one job; to confine a single unpinned job to one domain, name the domain label in target.matchExpressions instead"
-        );
     }
 
     #[test]
@@ -413,6 +396,19 @@ mod tests {
         let p = place(&wf, &h100(3)).unwrap();
         assert_eq!(group_names(&p), ["group-0"]);
         assert!(p.groups[0].nodes.is_empty());
+    }
+
+    #[test]
+    fn placement_itself_refuses_no_orchestration_combination() {
+        // Unpinned with diagnose or strictDomain is refused by the `placement` rule stage,
+        // not here: placement runs the one unpinned job.
+        for orch in [
+            json!({"placement": "Unpinned", "diagnose": {"minGroupSize": 2}}),
+            json!({"placement": "Unpinned", "topology": {"topologyKey": "rack", "strictDomain": true}}),
+        ] {
+            let p = place(&mpi_workflow("wf", 1, orch), &h100(2)).unwrap();
+            assert_eq!(group_names(&p), ["group-0"]);
+        }
     }
 
     #[test]

@@ -1,17 +1,11 @@
 //! What placement reads from a resolved Workflow: `spec.orchestration` as a [`PlacementSpec`]
-//! (target, Pinned/Unpinned, topology, diagnose), the post-override check that Unpinned rules
-//! out `diagnose` and `topology.strictDomain`, and [`PlacementError`], whose messages are the
-//! status messages NVCRE writes.
+//! (target, Pinned/Unpinned, topology, diagnose), and [`PlacementError`], whose messages are the
+//! status messages NVCRE writes. Which combinations are refused (Unpinned with `diagnose` or
+//! `topology.strictDomain`) is rule data, the `placement` stage, run before placement.
 
 use serde_json::{Map, Value};
 
 use crate::api::TargetSpec;
-
-/// Message of the Unpinned + `diagnose` rejection.
-pub(super) const UNPINNED_DIAGNOSE: &str = "orchestration.placement: Unpinned is incompatible with orchestration.diagnose: diagnose isolates faults by partitioning nodes into groups and bisecting the failures, which requires the node pinning Unpinned removes; drop one of the two";
-
-/// Message of the Unpinned + `topology.strictDomain` rejection.
-pub(super) const UNPINNED_STRICT_DOMAIN: &str = "orchestration.placement: Unpinned is incompatible with orchestration.topology.strictDomain: strictDomain runs one job per topology domain, Unpinned runs exactly one job; to confine a single unpinned job to one domain, name the domain label in target.matchExpressions instead";
 
 /// Why placement could not produce groups.
 ///
@@ -36,12 +30,6 @@ pub enum PlacementError {
         /// The value found.
         value: String,
     },
-    /// Unpinned together with `orchestration.diagnose`.
-    #[error("{UNPINNED_DIAGNOSE}")]
-    UnpinnedWithDiagnose,
-    /// Unpinned together with `orchestration.topology.strictDomain`.
-    #[error("{UNPINNED_STRICT_DOMAIN}")]
-    UnpinnedWithStrictDomain,
     /// `orchestration.diagnose` under Pinned: diagnose stages build their own groups, which
     /// this module does not implement.
     #[error(
@@ -208,24 +196,6 @@ impl PlacementSpec {
             diagnose,
         })
     }
-
-    /// The post-override placement check (the original's `ValidatePlacement`): Unpinned rejects
-    /// `diagnose`, then `topology.strictDomain`; `topology.topologyKey` is ignored.
-    ///
-    /// # Errors
-    /// [`PlacementError::UnpinnedWithDiagnose`], [`PlacementError::UnpinnedWithStrictDomain`].
-    pub fn validate(&self) -> Result<(), PlacementError> {
-        if self.mode != PlacementMode::Unpinned {
-            return Ok(());
-        }
-        if self.diagnose {
-            return Err(PlacementError::UnpinnedWithDiagnose);
-        }
-        if self.strict_domain {
-            return Err(PlacementError::UnpinnedWithStrictDomain);
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -233,9 +203,9 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    /// Parses and validates a post-override orchestration map.
+    /// Parses a post-override orchestration map.
     fn validate_placement(orch: &Map<String, Value>) -> Result<(), PlacementError> {
-        PlacementSpec::from_orchestration(orch)?.validate()
+        PlacementSpec::from_orchestration(orch).map(|_| ())
     }
 
     #[test]
@@ -266,17 +236,6 @@ mod tests {
         let spec = PlacementSpec::from_orchestration(orch.as_object().ok_or("object")?)?;
         assert_eq!(spec.mode, PlacementMode::Unpinned);
         assert_eq!(spec.topology_key.as_deref(), Some("rack"));
-        assert!(spec.validate().is_ok());
-        Ok(())
-    }
-
-    #[test]
-    fn example_validate_placement() -> Result<(), Box<dyn std::error::Error>> {
-        let orch = serde_json::json!({"placement": "Unpinned", "diagnose": {"minGroupSize": 2}});
-        let err = validate_placement(orch.as_object().ok_or("object")?).unwrap_err();
-        assert!(err.to_string().starts_with(
-            "orchestration.placement: Unpinned is incompatible with orchestration.diagnose"
-        ));
         Ok(())
     }
 }

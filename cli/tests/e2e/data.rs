@@ -1,0 +1,115 @@
+//! The policy is data: each test edits a copy of the shipped rules and shows that the behaviour
+//! follows the edit, with no Rust change (a removed rule no longer refuses, a changed row
+//! changes the output).
+
+use super::util::*;
+
+use std::path::{Path, PathBuf};
+
+fn path(rel: &str) -> String {
+    root().join(rel).display().to_string()
+}
+
+/// `(exit code, stdout, stderr)`.
+fn run(args: &[&str]) -> (i32, String, String) {
+    let out = bin().args(args).output().expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().expect("utf8")
+}
+
+/// Deletes the rule `id` (and everything after it up to the next rule) from a pack file.
+fn delete_rule(file: &Path, id: &str) {
+    let text = std::fs::read_to_string(file).expect("read");
+    let start = text
+        .find(&format!("  - id: {id}\n"))
+        .unwrap_or_else(|| panic!("{} has no rule {id}", file.display()));
+    let rest = &text[start + 1..];
+    let end = rest
+        .find("\n  - id: ")
+        .map_or(text.len(), |i| start + 1 + i + 1);
+    let mut out = text[..start].to_string();
+    out.push_str(&text[end..]);
+    std::fs::write(file, out).expect("write");
+}
+
+/// The Workflow `render` builds from `examples/unpinned-8-nodes.yaml` (overrides unresolved),
+/// with `extra` added under `spec.orchestration`, written to `dir`.
+fn unpinned_workflow(dir: &Path, extra: &str) -> PathBuf {
+    let (code, out, err) = run(&[
+        "render",
+        "--gpu-arch",
+        "h100",
+        &path("examples/unpinned-8-nodes.yaml"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("\n    placement: Unpinned\n"), "{out}");
+    let file = dir.join("wf.yaml");
+    std::fs::write(
+        &file,
+        out.replacen(
+            "\n    placement: Unpinned\n",
+            &format!("\n    placement: Unpinned\n    {extra}\n"),
+            1,
+        ),
+    )
+    .expect("write");
+    file
+}
+
+/// `render --expand` of a Workflow over the example AWS fleet.
+fn expand(rules: Option<&Path>, workflow: &Path) -> (i32, String, String) {
+    let mut args = Vec::new();
+    if let Some(r) = rules {
+        args.extend(["--rules", s(r)]);
+    }
+    args.extend([
+        "render",
+        "--expand",
+        "--nodes-file",
+    ]);
+    let nodes = path("examples/nodes/aws-h100-18.yaml");
+    args.push(&nodes);
+    args.push(s(workflow));
+    run(&args)
+}
+
+// ---- item: a rule enforced once, in rules/ -------------------------------------------------
+
+#[test]
+fn without_the_unpinned_strict_domain_rule_the_combination_places() {
+    let (dir, rules) = rules_copy();
+    let wf = unpinned_workflow(
+        dir.path(),
+        "topology: {topologyKey: topology.kubernetes.io/zone, strictDomain: true}",
+    );
+    let (code, _, err) = expand(None, &wf);
+    assert_eq!(code, 1);
+    assert!(err.ends_with("validate resolved job template: orchestration.placement: Unpinned is incompatible with orchestration.topology.strictDomain: strictDomain runs one job per topology domain, Unpinned runs exactly one job; to confine a single unpinned job to one domain, name the domain label in target.matchExpressions instead\n"), "{err}");
+    delete_rule(&rules.join("contract/placement.yaml"), "unpinned-strict-domain");
+    let (code, out, err) = expand(Some(&rules), &wf);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("Unpinned is incompatible"), "{err}");
+    assert!(err.ends_with("group-0: unpinned\n"), "{err}");
+    assert!(out.contains("kind: TrainJob"));
+}
+
+#[test]
+fn without_the_unpinned_diagnose_rule_the_combination_places() {
+    let (dir, rules) = rules_copy();
+    let wf = unpinned_workflow(dir.path(), "diagnose: {minGroupSize: 2}");
+    let (code, _, err) = expand(None, &wf);
+    assert_eq!(code, 1);
+    assert!(err.ends_with("validate resolved job template: orchestration.placement: Unpinned is incompatible with orchestration.diagnose: diagnose isolates faults by partitioning nodes into groups and bisecting the failures, which requires the node pinning Unpinned removes; drop one of the two\n"), "{err}");
+    delete_rule(&rules.join("contract/placement.yaml"), "unpinned-diagnose");
+    let (code, _, err) = expand(Some(&rules), &wf);
+    assert_eq!(code, 0, "{err}");
+    assert!(!err.contains("Unpinned is incompatible"), "{err}");
+    assert!(err.ends_with("group-0: unpinned\n"), "{err}");
+}
