@@ -113,3 +113,49 @@ fn without_the_unpinned_diagnose_rule_the_combination_places() {
     assert!(!err.contains("Unpinned is incompatible"), "{err}");
     assert!(err.ends_with("group-0: unpinned\n"), "{err}");
 }
+
+// ---- the valid spec.thresholds keys ---------------------------------------------------------
+
+const THRESHOLDS_RUN: &str = "apiVersion: nvcre.nvidia.com/v1alpha1
+kind: WorkloadRun
+metadata:
+  name: nccl-all-reduce
+spec:
+  image: nvcr.io/nvidia/pytorch:26.01-py3
+  framework:
+    mpi:
+      mpirunPath: /usr/local/mpi/bin/mpirun
+      binary: /usr/local/bin/all_reduce_perf_mpi
+  numNodes: 2
+  thresholds:
+    zeta: value > 1
+    goodputRatio: value > 0.9
+";
+
+#[test]
+fn valid_threshold_keys_are_the_admission_rule_list() {
+    let (dir, rules) = rules_copy();
+    let run_file = dir.path().join("run.yaml");
+    std::fs::write(&run_file, THRESHOLDS_RUN).expect("write");
+    let args = ["render", "--platform", "aws", "--gpu-arch", "h100", s(&run_file)];
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 1);
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        format!("{}:12:3: spec.thresholds: workloadrun nccl-all-reduce: unknown threshold key(s) [zeta]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]\n", s(&run_file))
+    );
+    edit(
+        &rules.join("admission/workloadrun.yaml"),
+        "'avgStepTimeSec']",
+        "'avgStepTimeSec', 'zeta']",
+    );
+    let mut with_rules = vec!["--rules", s(&rules)];
+    with_rules.extend(args);
+    let (code, out, err) = run(&with_rules);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("thresholds:\n          goodputRatio: value > 0.9\n          zeta: value > 1\n"),
+        "{out}"
+    );
+}

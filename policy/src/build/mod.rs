@@ -38,15 +38,6 @@ pub use runtime::build_runtime;
 /// "1h" is stale).
 pub const DEFAULT_TIMEOUT_PER_JOB: &str = "24h0m0s";
 
-/// The metric names `spec.thresholds` accepts, in the order the error message lists them.
-pub const VALID_THRESHOLD_KEYS: [&str; 5] = [
-    "busBandwidthGBps",
-    "algBandwidthGBps",
-    "goodputRatio",
-    "avgTFLOPsPerGPU",
-    "avgStepTimeSec",
-];
-
 /// The `nodeHealthMonitor` CEL expression every generated Job carries.
 pub const NODE_HEALTH_EXPRESSION: &str = "node.spec.unschedulable == true";
 
@@ -97,18 +88,6 @@ pub enum BuildError {
     NoFramework {
         /// The WorkloadRun's name.
         name: String,
-    },
-    /// `spec.thresholds` names metrics outside [`VALID_THRESHOLD_KEYS`].
-    #[error(
-        "workloadrun {name}: unknown threshold key(s) [{}]; valid keys: [{}]",
-        keys.join(" "),
-        VALID_THRESHOLD_KEYS.join(", ")
-    )]
-    UnknownThresholdKeys {
-        /// The WorkloadRun's name.
-        name: String,
-        /// The unknown keys, sorted.
-        keys: Vec<String>,
     },
     /// `spec.orchestration.timeoutPerJob` is not a Go duration, or is negative. (The original
     /// silently fell back to the default; we refuse.)
@@ -322,33 +301,16 @@ fn orchestration(
     Ok(out)
 }
 
-/// Refuses threshold keys outside [`VALID_THRESHOLD_KEYS`].
-fn check_thresholds(name: &str, spec: &WorkloadRunSpec) -> Result<(), BuildError> {
-    let keys: Vec<String> = spec
-        .thresholds
-        .keys()
-        .filter(|k| !VALID_THRESHOLD_KEYS.contains(&k.as_str()))
-        .cloned()
-        .collect();
-    if keys.is_empty() {
-        return Ok(());
-    }
-    Err(BuildError::UnknownThresholdKeys {
-        name: name.to_string(),
-        keys,
-    })
-}
-
 /// Builds the Workflow for a WorkloadRun: the TrainJob job template,
 /// the TrainingRuntime / ConfigMap / PVC dependencies, orchestration, validation and the resolved
 /// gang intent. `spec.overrides` is left empty for the caller; the gang queue label on the
 /// workload object is added later by a rule pack.
 ///
-/// Checks, in order: threshold keys, a framework is set, `timeoutPerJob` parses.
+/// Checks, in order: a framework is set, `timeoutPerJob` parses. (Which `spec.thresholds`
+/// keys are valid is an admission rule.)
 pub fn build_workflow(run: &WorkloadRun, params: &BuildParams) -> Result<Workflow, BuildError> {
     let name = run.metadata.name.as_str();
     let spec = &run.spec;
-    check_thresholds(name, spec)?;
     let fw = &spec.framework;
     if fw.torch.is_none() && fw.mpi.is_none() && fw.exec.is_none() {
         return Err(BuildError::NoFramework {
@@ -597,12 +559,6 @@ mod tests {
         err_timeout_unit,
         json!({"orchestration": {"timeoutPerJob": "2d"}}),
         "spec.orchestration.timeoutPerJob: invalid duration \"2d\": unknown unit \"d\"; valid units are ns, us, µs, ms, s, m, h"
-    );
-
-    build_error!(
-        err_unknown_thresholds,
-        json!({"thresholds": {"zeta": "value > 1", "goodputRatio": "value > 0.9", "alpha": "value > 1"}}),
-        "workloadrun nccl-all-reduce: unknown threshold key(s) [alpha zeta]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]"
     );
 
     build_error!(

@@ -173,7 +173,6 @@ pub(super) fn build_error(doc: &Document, e: &crate::build::BuildError) -> Polic
     use crate::build::BuildError;
     let path = match e {
         BuildError::NoFramework { .. } => "spec.framework",
-        BuildError::UnknownThresholdKeys { .. } => "spec.thresholds",
         BuildError::InvalidTimeoutPerJob { .. } => "spec.orchestration.timeoutPerJob",
     };
     input_error(doc, path, e.to_string())

@@ -28,7 +28,7 @@ use super::{ANNOTATION_ARCH, ANNOTATION_PLATFORM, OVERRIDE_TABLE, RenderRequest,
 /// [`PolicyError::Rejected`] with findings for admission failures, label composition errors and
 /// post-override contract failures; [`PolicyError::Usage`] for bad flags or an undeterminable
 /// architecture; [`PolicyError::Input`] for a document that is not a WorkloadRun;
-/// [`PolicyError::Build`] for build errors (exec nil, thresholds, timeoutPerJob).
+/// [`PolicyError::Build`] for build errors (exec nil, timeoutPerJob).
 pub fn render_workload_run(
     rules: &RuleSet,
     doc: &Document,
