@@ -153,10 +153,11 @@ pub fn check_platform(rules: &RuleSet, platform: &str) -> Result<SyntheticNode, 
         })
 }
 
-/// Platform of a node, by the first matching row of the detection table.
+/// Platform of a node, by the first matching row of the detection table. The table decides
+/// every node: its last row is a catch-all, and there is no built-in fallback.
 ///
 /// # Errors
-/// A missing or malformed table.
+/// A missing or malformed table; [`PolicyError::NoMatchingRow`] when no row matches.
 pub fn detect_platform(
     rules: &RuleSet,
     provider_id: &str,
@@ -167,11 +168,13 @@ pub fn detect_platform(
         PLATFORM_TABLE,
         &json!({"node": {"providerID": provider_id, "labels": labels}}),
     )?;
-    Ok(rows
-        .into_iter()
+    rows.into_iter()
         .next()
         .map(|r| r.platform)
-        .unwrap_or_else(|| "onprem".to_string()))
+        .ok_or_else(|| PolicyError::NoMatchingRow {
+            table: PLATFORM_TABLE.to_string(),
+            subject: format!("node (providerID {})", quote(provider_id)),
+        })
 }
 
 /// GPU architecture of a `--gpu-arch` value or a `nvidia.com/gpu.product` label: spaces count as
@@ -268,6 +271,7 @@ pub(crate) fn quote(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::packs::default_rules;
+    use serde_json::Map;
 
     #[test]
     fn flag_spellings() {
@@ -309,6 +313,31 @@ mod tests {
         assert_eq!(d("l40", ""), (8, 4, false));
         assert_eq!(d("", ""), (4, 0, false));
         assert_eq!(d("v100", ""), (4, 0, false));
+    }
+
+    /// A rule set of one fixture table, loaded with the pipeline contract.
+    fn fixture(text: &str) -> RuleSet {
+        RuleSet::load(
+            &[nvcre_engine::Source::new("fixture.yaml", text)],
+            Some(&crate::packs::contract().expect("contract")),
+        )
+        .expect("fixture loads")
+    }
+
+    #[test]
+    fn the_first_matching_row_decides_and_no_row_is_an_error() {
+        let rules = fixture(
+            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: platform-detection}\nentries:\n  - {id: a, include: \"params.node.providerID.startsWith('a://')\", platform: pa}\n  - {id: b, include: \"'x' in params.node.labels\", platform: pb}\n",
+        );
+        let labels = json!({"x": ""}).as_object().cloned().unwrap_or_default();
+        assert_eq!(detect_platform(&rules, "a://1", &labels).unwrap(), "pa");
+        assert_eq!(detect_platform(&rules, "c://1", &labels).unwrap(), "pb");
+        assert_eq!(
+            detect_platform(&rules, "c://1", &Map::new())
+                .unwrap_err()
+                .to_string(),
+            "no row of table \"platform-detection\" matches node (providerID \"c://1\"); the table decides every case, so end it with a catch-all row (include: \"true\")"
+        );
     }
 
     #[test]

@@ -41,6 +41,14 @@ pub enum PolicyError {
     /// A table the pipeline needs is missing from the rule set.
     #[error("rule set has no table {0:?}")]
     MissingTable(String),
+    /// No row of a table that must decide every case matches (its catch-all row was removed).
+    #[error("no row of table {table:?} matches {subject}; the table decides every case, so end it with a catch-all row (include: \"true\")")]
+    NoMatchingRow {
+        /// Table name.
+        table: String,
+        /// What was looked up, e.g. `node (providerID "hcloud://1")`.
+        subject: String,
+    },
     /// A table entry does not have the expected shape.
     #[error("{location}: table {table}, entry {entry}: {message}")]
     TableEntry {

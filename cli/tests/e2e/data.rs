@@ -159,3 +159,55 @@ fn valid_threshold_keys_are_the_admission_rule_list() {
         "{out}"
     );
 }
+
+// ---- the platform of a node no row names ----------------------------------------------------
+
+const CATCH_ALL: &str = "  - id: other\n    include: \"true\"\n    platform: onprem\n";
+
+/// `render -o json --nodes-file rules/tests/platform-detection/data/nodes-hcloud.yaml` of the
+/// example run, with the given rules.
+fn render_hcloud(rules: &Path) -> (i32, String, String) {
+    let nodes = path("rules/tests/platform-detection/data/nodes-hcloud.yaml");
+    let example = path("examples/nccl-all-reduce.yaml");
+    run(&[
+        "--rules",
+        s(rules),
+        "render",
+        "-o",
+        "json",
+        "--nodes-file",
+        &nodes,
+        &example,
+    ])
+}
+
+#[test]
+fn the_detection_tables_catch_all_row_decides_an_unknown_provider() {
+    let (_dir, rules) = rules_copy();
+    let file = rules.join("detect/platforms.yaml");
+    edit(
+        &file,
+        CATCH_ALL,
+        "  - id: other\n    include: \"true\"\n    platform: baremetal\n",
+    );
+    let (code, out, err) = render_hcloud(&rules);
+    assert_eq!(code, 0, "{err}");
+    let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        wf["metadata"]["annotations"]["nvcrectl.nvidia.com/detected-platform"],
+        "baremetal"
+    );
+}
+
+#[test]
+fn without_a_catch_all_row_an_unknown_provider_is_an_error_naming_the_table() {
+    let (_dir, rules) = rules_copy();
+    edit(&rules.join("detect/platforms.yaml"), CATCH_ALL, "");
+    let (code, out, err) = render_hcloud(&rules);
+    assert_eq!(code, 2);
+    assert!(out.is_empty());
+    assert_eq!(
+        err,
+        "Error: no row of table \"platform-detection\" matches node (providerID \"hcloud://4711\"); the table decides every case, so end it with a catch-all row (include: \"true\")\n"
+    );
+}

@@ -42,14 +42,7 @@ pub fn render_workflow(
         .and_then(|t| serde_json::from_value(t.clone()).ok());
     let ctx = node_context(rules, req, target.as_ref())?;
     let (platform, arch) = if ctx.from_nodes {
-        (
-            if ctx.platform.is_empty() {
-                "onprem".to_string()
-            } else {
-                ctx.platform.clone()
-            },
-            ctx.gpu_architecture.clone(),
-        )
+        (ctx.platform.clone(), ctx.gpu_architecture.clone())
     } else {
         match (&req.platform, &req.gpu_arch) {
             (Some(_), Some(_)) => (ctx.platform.clone(), ctx.gpu_architecture.clone()),
