@@ -262,6 +262,47 @@ pub fn base_nccl_env(
     table_rows(rules, NCCL_ENV_TABLE, &json!({"enableMNNVL": enable_mnnvl}))
 }
 
+/// Name of the table that says what `spec.orchestration.testScale` means.
+pub const TEST_SCALE_TABLE: &str = "test-scale";
+
+/// What a `spec.orchestration.testScale` value means for the build: a row of the `test-scale`
+/// table. The default (no row matches) is `spec.numNodes` nodes per job and no topology.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TestScale {
+    /// Nodes per job instead of `spec.numNodes`.
+    #[serde(default)]
+    pub nodes_per_job: Option<i64>,
+    /// Write `orchestration.topology.strictDomain: true` (one job per topology domain).
+    #[serde(default)]
+    pub strict_domain: bool,
+}
+
+impl TestScale {
+    /// Nodes per job for a run of `num_nodes` nodes.
+    pub fn nodes_per_job(&self, num_nodes: i64) -> i64 {
+        self.nodes_per_job.unwrap_or(num_nodes)
+    }
+}
+
+/// The first row of the `test-scale` table whose `include` holds for `testScale` (`""` when
+/// unset) and `numNodes`, else [`TestScale::default`].
+///
+/// # Errors
+/// A missing or malformed table.
+pub fn test_scale(
+    rules: &RuleSet,
+    test_scale: &str,
+    num_nodes: i64,
+) -> Result<TestScale, PolicyError> {
+    let rows: Vec<TestScale> = table_rows(
+        rules,
+        TEST_SCALE_TABLE,
+        &json!({"testScale": test_scale, "numNodes": num_nodes}),
+    )?;
+    Ok(rows.into_iter().next().unwrap_or_default())
+}
+
 /// Go `%q` for plain strings: double quotes with `"` and `\` escaped.
 pub(crate) fn quote(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()

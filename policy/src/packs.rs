@@ -54,6 +54,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/defaults/gpu-defaults.yaml"),
     ),
     (
+        "rules/defaults/test-scale.yaml",
+        include_str!("../../rules/defaults/test-scale.yaml"),
+    ),
+    (
         "rules/detect/nic-resources.yaml",
         include_str!("../../rules/detect/nic-resources.yaml"),
     ),
@@ -148,6 +152,12 @@ pub fn contract() -> Result<Contract, Error> {
                 })),
             })),
             Some(&["node"]),
+        )?
+        .table(
+            "test-scale",
+            "what spec.orchestration.testScale means: nodes per job, strict topology domains",
+            closed(json!({"nodesPerJob": {}, "strictDomain": {}})),
+            Some(&["testScale", "numNodes"]),
         )?
         .table(
             "workloadrun-platform-overrides",

@@ -211,3 +211,48 @@ fn without_a_catch_all_row_an_unknown_provider_is_an_error_naming_the_table() {
         "Error: no row of table \"platform-detection\" matches node (providerID \"hcloud://4711\"); the table decides every case, so end it with a catch-all row (include: \"true\")\n"
     );
 }
+
+// ---- what testScale means --------------------------------------------------------------------
+
+#[test]
+fn test_scale_meaning_is_the_test_scale_table() {
+    let (dir, rules) = rules_copy();
+    let run_file = dir.path().join("run.yaml");
+    let text = std::fs::read_to_string(path("examples/nccl-all-reduce.yaml")).expect("read");
+    let size = "\n  numNodes: 4   # nodes per job group; all eligible nodes are partitioned into 4-node jobs\n";
+    assert!(text.contains(size));
+    std::fs::write(
+        &run_file,
+        text.replacen(
+            size,
+            "\n  numNodes: 4\n  orchestration: {testScale: intra-node}\n",
+            1,
+        ),
+    )
+    .expect("write");
+    let render = |rules: Option<&Path>| {
+        let mut args = Vec::new();
+        if let Some(r) = rules {
+            args.extend(["--rules", s(r)]);
+        }
+        args.extend(["render", "-o", "json", "--platform", "aws", "--gpu-arch", "h100"]);
+        args.push(s(&run_file));
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{err}");
+        let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+        (
+            wf["spec"]["jobTemplate"]["spec"]["workload"]["trainJob"]["trainer"]["numNodes"].clone(),
+            wf["spec"]["orchestration"]["topology"].clone(),
+        )
+    };
+    assert_eq!(render(None), (serde_json::json!(1), serde_json::Value::Null));
+    edit(
+        &rules.join("defaults/test-scale.yaml"),
+        "    nodesPerJob: 1\n",
+        "    nodesPerJob: \"${{ params.numNodes / 2 }}\"\n    strictDomain: true\n",
+    );
+    assert_eq!(
+        render(Some(&rules)),
+        (serde_json::json!(2), serde_json::json!({"strictDomain": true}))
+    );
+}

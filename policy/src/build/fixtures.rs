@@ -17,6 +17,7 @@ pub(super) fn params() -> BuildParams {
         platform_mpi_args: Vec::new(),
         pre_command: Vec::new(),
         default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+        scale: crate::detect::TestScale::default(),
     }
 }
 

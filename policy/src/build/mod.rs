@@ -76,6 +76,9 @@ pub struct BuildParams {
     pub pre_command: Vec<String>,
     /// `execution.timeoutPerJob` when the spec gives none, e.g. [`DEFAULT_TIMEOUT_PER_JOB`].
     pub default_timeout_per_job: String,
+    /// What the run's `testScale` means (the `test-scale` table row; default: `spec.numNodes`
+    /// nodes per job, no topology).
+    pub scale: crate::detect::TestScale,
 }
 
 /// Why a WorkloadRun could not be built into a Workflow.
@@ -98,16 +101,6 @@ pub enum BuildError {
         /// What is wrong with it.
         reason: DurationError,
     },
-}
-
-/// `1` for `testScale: intra-node`, else `spec.numNodes`.
-fn nodes_per_job(spec: &WorkloadRunSpec) -> i64 {
-    let intra_node = spec
-        .orchestration
-        .as_ref()
-        .and_then(|o| o.test_scale.as_deref())
-        == Some("intra-node");
-    if intra_node { 1 } else { spec.num_nodes }
 }
 
 /// A sorted label map.
@@ -279,7 +272,7 @@ fn orchestration(
     if let Some(target) = &spec.target {
         out.insert("target".to_string(), json!(target));
     }
-    if orch.and_then(|o| o.test_scale.as_deref()) == Some("intra-rack") {
+    if params.scale.strict_domain {
         out.insert("topology".to_string(), json!({"strictDomain": true}));
     }
     let mut execution = Map::new();
@@ -319,7 +312,7 @@ pub fn build_workflow(run: &WorkloadRun, params: &BuildParams) -> Result<Workflo
     }
     let orchestration = orchestration(spec, params)?;
     let merged = merge_env(&params.base_env, &spec.env);
-    let npj = nodes_per_job(spec);
+    let npj = params.scale.nodes_per_job(spec.num_nodes);
 
     let mut dependencies = vec![build_runtime(run, params, &merged, npj)];
     dependencies.extend(extra_dependencies(run));
@@ -377,10 +370,18 @@ mod tests {
                 "gangScheduler": {"schedulerName": "runai-scheduler", "queueLabelKey": "runai/queue", "queue": "team-a"},
                 "thresholds": {"busBandwidthGBps": "value >= 900"},
                 "target": {"nodeSelector": {"nvidia.com/gpu.present": "true"}},
-                "orchestration": {"testScale": "intra-node", "maxConcurrent": 0, "placement": "Pinned"},
+                "orchestration": {"maxConcurrent": 0, "placement": "Pinned"},
             },
         }));
-        let wf = build_workflow(&wr, &params()).unwrap();
+        // The scale row sets the job size (which testScale means what is the table's).
+        let p = BuildParams {
+            scale: crate::detect::TestScale {
+                nodes_per_job: Some(1),
+                strict_domain: false,
+            },
+            ..params()
+        };
+        let wf = build_workflow(&wr, &p).unwrap();
         assert_eq!(wf.api_version, "nvcre.nvidia.com/v1alpha1");
         assert_eq!(wf.kind, "Workflow");
         assert_eq!(wf.metadata.name, "wr");
@@ -496,11 +497,16 @@ mod tests {
     }
 
     #[test]
-    fn intra_rack_orchestration() {
-        let wr = all_reduce(
-            json!({"orchestration": {"testScale": "intra-rack", "repeatCount": 3, "timeoutPerJob": "90m"}}),
-        );
-        let wf = build_workflow(&wr, &params()).unwrap();
+    fn strict_domain_scale_writes_the_topology() {
+        let wr = all_reduce(json!({"orchestration": {"repeatCount": 3, "timeoutPerJob": "90m"}}));
+        let p = BuildParams {
+            scale: crate::detect::TestScale {
+                nodes_per_job: None,
+                strict_domain: true,
+            },
+            ..params()
+        };
+        let wf = build_workflow(&wr, &p).unwrap();
         assert_eq!(
             Value::Object(wf.spec.orchestration),
             json!({
@@ -609,6 +615,7 @@ mod tests {
             platform_mpi_args: vec![],
             pre_command: vec![],
             default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+            scale: crate::detect::TestScale::default(),
         };
         let wf = build_workflow(&run, &params)?;
         assert_eq!(wf.metadata.namespace.as_deref(), Some("team"));

@@ -665,6 +665,7 @@ mod tests {
             platform_mpi_args: vec![],
             pre_command: vec![],
             default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+            scale: crate::detect::TestScale::default(),
         };
         let runtime = build_runtime(&run, &params, &[], 2);
         assert_eq!(runtime["metadata"]["name"], "demo-runtime");

@@ -150,6 +150,8 @@ struct Sizing {
     enable_mnnvl: bool,
     nodes_per_job: i64,
     nic_resource_name: String,
+    /// What the run's `testScale` means (the `test-scale` table).
+    scale: detect::TestScale,
 }
 
 /// Fills [`Sizing`] from the spec, the defaults table and NIC detection.
@@ -162,19 +164,23 @@ fn sizing(
 ) -> Result<Sizing, PolicyError> {
     let defaults = detect::node_defaults(rules, arch, &ctx.platform)?;
     let mlnx_per_node = run.spec.mlnx_per_node.unwrap_or(defaults.mlnx_per_node);
-    let intra_node = run
-        .spec
-        .orchestration
-        .as_ref()
-        .and_then(|o| o.test_scale.as_deref())
-        == Some("intra-node");
+    let scale = detect::test_scale(
+        rules,
+        run.spec
+            .orchestration
+            .as_ref()
+            .and_then(|o| o.test_scale.as_deref())
+            .unwrap_or(""),
+        run.spec.num_nodes,
+    )?;
     let (detected_nic, nic_note) = detect_nic_resource(rules, ctx, mlnx_per_node)?;
     warnings.extend(nic_note);
     Ok(Sizing {
         gpus_per_node: run.spec.gpus_per_node.unwrap_or(defaults.gpus_per_node),
         mlnx_per_node,
         enable_mnnvl: run.spec.enable_mnnvl.unwrap_or(defaults.enable_mnnvl),
-        nodes_per_job: if intra_node { 1 } else { run.spec.num_nodes },
+        nodes_per_job: scale.nodes_per_job(run.spec.num_nodes),
+        scale,
         nic_resource_name: run
             .spec
             .nic_resource_name
@@ -202,7 +208,7 @@ fn platform_rows(
         "nicResourceName": sizing.nic_resource_name,
         "enableMNNVL": sizing.enable_mnnvl,
         "frameworkType": run.spec.framework.kind().as_str(),
-        "strictDomain": run.spec.orchestration.as_ref().and_then(|o| o.test_scale.as_deref()) == Some("intra-rack"),
+        "strictDomain": sizing.scale.strict_domain,
     });
     let mut rows = Vec::new();
     for (id, value) in table.render(&params)? {
@@ -259,6 +265,7 @@ fn build(
         platform_mpi_args,
         pre_command,
         default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+        scale: sizing.scale,
     };
     let mut workflow = build_workflow(run, &build_params).map_err(|e| build_error(doc, &e))?;
     workflow.spec.overrides = rows.iter().map(PlatformOverride::spec).collect();
