@@ -8,6 +8,7 @@ use serde_json::{Value, json};
 
 use crate::error::PolicyError;
 use crate::nodes;
+use crate::placement::{PlacementMode, SchedulingPolicy};
 
 /// Name of the platform detection table.
 pub const PLATFORM_TABLE: &str = "platform-detection";
@@ -301,6 +302,41 @@ pub fn test_scale(
         &json!({"testScale": test_scale, "numNodes": num_nodes}),
     )?;
     Ok(rows.into_iter().next().unwrap_or_default())
+}
+
+/// Name of the table of default tolerations.
+pub const SCHEDULING_TABLE: &str = "scheduling";
+
+/// A row of the `scheduling` table.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SchedulingRow {
+    tolerations: Vec<Value>,
+}
+
+/// The default tolerations of every placement mode, with and without a launcher: the
+/// `tolerations` of every matching row of the `scheduling` table (params `placement`,
+/// `hasLauncher`), in table order.
+///
+/// # Errors
+/// A missing or malformed table.
+pub fn scheduling_policy(rules: &RuleSet) -> Result<SchedulingPolicy, PolicyError> {
+    let mut policy = SchedulingPolicy::new();
+    for (mode, name) in [
+        (PlacementMode::Pinned, "Pinned"),
+        (PlacementMode::Unpinned, "Unpinned"),
+    ] {
+        for has_launcher in [true, false] {
+            let rows: Vec<SchedulingRow> = table_rows(
+                rules,
+                SCHEDULING_TABLE,
+                &json!({"placement": name, "hasLauncher": has_launcher}),
+            )?;
+            let tolerations = rows.into_iter().flat_map(|r| r.tolerations).collect();
+            policy = policy.with(mode, has_launcher, tolerations);
+        }
+    }
+    Ok(policy)
 }
 
 /// Go `%q` for plain strings: double quotes with `"` and `\` escaped.

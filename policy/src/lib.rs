@@ -64,7 +64,9 @@ pub use check::{CheckRequest, check_document};
 pub use error::PolicyError;
 pub use nodes::{Node, NodeError, nodes_from_documents};
 pub use packs::{contract, default_rules, load_rules, rule_sources};
-pub use placement::{Group, Placement, PlacementError, place, place_groups};
+pub use placement::{
+    Group, Placement, PlacementError, SchedulingPolicy, place, place_groups, place_with,
+};
 pub use render::{
     Expanded, RenderRequest, Rendered, check_flags, expand, render_document, render_workflow,
     render_workload_run,

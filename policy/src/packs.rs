@@ -54,6 +54,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/defaults/gpu-defaults.yaml"),
     ),
     (
+        "rules/defaults/scheduling.yaml",
+        include_str!("../../rules/defaults/scheduling.yaml"),
+    ),
+    (
         "rules/defaults/test-scale.yaml",
         include_str!("../../rules/defaults/test-scale.yaml"),
     ),
@@ -152,6 +156,18 @@ pub fn contract() -> Result<Contract, Error> {
                 })),
             })),
             Some(&["node"]),
+        )?
+        .table(
+            "scheduling",
+            "the tolerations of a job whose target names no taintSelectors",
+            closed(json!({"tolerations": {"type": "array", "items": closed(json!({
+                "key": {"type": "string"},
+                "operator": {"type": "string"},
+                "value": {"type": "string"},
+                "effect": {"type": "string"},
+                "tolerationSeconds": {},
+            }))}})),
+            Some(&["placement", "hasLauncher"]),
         )?
         .table(
             "test-scale",

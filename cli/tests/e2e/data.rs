@@ -256,3 +256,64 @@ fn test_scale_meaning_is_the_test_scale_table() {
         (serde_json::json!(2), serde_json::json!({"strictDomain": true}))
     );
 }
+
+// ---- default tolerations -----------------------------------------------------------------------
+
+/// The tolerations of the `launcher` job in the first TrainJob of `render --expand` of the
+/// Unpinned example over the AWS fleet.
+fn unpinned_launcher_tolerations(rules: Option<&Path>) -> serde_json::Value {
+    let mut args = Vec::new();
+    if let Some(r) = rules {
+        args.extend(["--rules", s(r)]);
+    }
+    let nodes = path("examples/nodes/aws-h100-18.yaml");
+    let example = path("examples/unpinned-8-nodes.yaml");
+    args.extend(["render", "-o", "json", "--expand", "--nodes-file", &nodes, &example]);
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&out)
+        .into_iter::<serde_json::Value>()
+        .collect::<Result<_, _>>()
+        .expect("json stream");
+    let job = docs
+        .iter()
+        .find(|d| d["kind"] == "TrainJob")
+        .expect("a TrainJob");
+    let jobs = job["spec"]["runtimePatches"]
+        .as_array()
+        .expect("patches")
+        .iter()
+        .flat_map(|p| {
+            p["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        })
+        .find(|j| j["name"] == "launcher" && !j["template"].is_null())
+        .expect("launcher patch");
+    jobs["template"]["spec"]["template"]["spec"]["tolerations"].clone()
+}
+
+#[test]
+fn unpinned_tolerations_are_the_scheduling_table() {
+    let (_dir, rules) = rules_copy();
+    assert_eq!(
+        unpinned_launcher_tolerations(None),
+        serde_json::json!([
+            {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+            {"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"}
+        ])
+    );
+    edit(
+        &rules.join("defaults/scheduling.yaml"),
+        "      - {key: kubernetes.io/arch, operator: Equal, value: arm64, effect: NoSchedule}\n",
+        "      - {key: example.com/dedicated, operator: Exists}\n",
+    );
+    assert_eq!(
+        unpinned_launcher_tolerations(Some(&rules)),
+        serde_json::json!([
+            {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
+            {"key": "example.com/dedicated", "operator": "Exists"}
+        ])
+    );
+}

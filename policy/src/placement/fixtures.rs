@@ -170,3 +170,12 @@ pub(super) fn wf_with(job_template: Value, deps: Value) -> Workflow {
 pub(super) fn tspec(v: Value) -> Option<TargetSpec> {
     Some(serde_json::from_value(v).unwrap())
 }
+
+/// A fixture scheduling policy (not the shipped `scheduling` table): MPI jobs tolerate `pinned`
+/// or `unpinned`.
+pub(super) fn fixture_scheduling() -> super::SchedulingPolicy {
+    let t = |k: &str| vec![serde_json::json!({"key": k, "operator": "Exists"})];
+    super::SchedulingPolicy::new()
+        .with(super::PlacementMode::Pinned, true, t("pinned"))
+        .with(super::PlacementMode::Unpinned, true, t("unpinned"))
+}

@@ -8,7 +8,8 @@ use serde_json::{Map, Value, json};
 
 use super::deps::{creation_order, cross_refs, job_scoped, kind_of, metadata_name, rename};
 use super::scheduling::{
-    node_affinity, object_entry, patch_targets, tolerations, write_pod_placement,
+    SchedulingPolicy, node_affinity, object_entry, patch_targets, tolerations,
+    write_pod_placement,
 };
 use super::{
     GROUP_LABEL, GROUP_NODES_ANNOTATION, Group, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PlacementError,
@@ -22,6 +23,8 @@ pub(super) struct GroupRender<'a> {
     spec: &'a PlacementSpec,
     gpu_products: &'a [String],
     nodes_per_job: i64,
+    /// Default tolerations (rule data).
+    scheduling: &'a SchedulingPolicy,
     /// `spec.jobTemplate.spec`.
     job_spec: Value,
     /// Job-scoped dependencies, in creation order.
@@ -41,6 +44,7 @@ impl<'a> GroupRender<'a> {
         spec: &'a PlacementSpec,
         gpu_products: &'a [String],
         nodes_per_job: i64,
+        scheduling: &'a SchedulingPolicy,
     ) -> Result<GroupRender<'a>, PlacementError> {
         let job_spec = workflow
             .spec
@@ -95,6 +99,7 @@ impl<'a> GroupRender<'a> {
             spec,
             gpu_products,
             nodes_per_job,
+            scheduling,
             job_spec,
             job_deps,
             workflow_deps,
@@ -193,6 +198,7 @@ impl<'a> GroupRender<'a> {
             target,
             targets.iter().any(|t| t == "launcher"),
             self.spec.mode,
+            self.scheduling,
         );
         write_pod_placement(&mut train_job, &targets, affinity.as_ref(), &tols)?;
 
@@ -316,7 +322,7 @@ mod tests {
     use super::*;
     use crate::nodes::HOSTNAME_LABEL;
     use crate::placement::fixtures::*;
-    use crate::placement::{CONTROLLER_MANAGER, place};
+    use crate::placement::{CONTROLLER_MANAGER, place, place_with};
 
     // ---- affinity and tolerations -------------------------------------------------------
 
@@ -331,7 +337,7 @@ mod tests {
         for n in &mut nodes {
             n.labels.insert("a".into(), "b".into());
         }
-        let p = place(&wf, &nodes).unwrap();
+        let p = place_with(&wf, &nodes, &fixture_scheduling()).unwrap();
         let tj = train_job(&p.groups[1]);
         assert_eq!(tj["metadata"]["name"], "wf-group-1");
         assert_eq!(tj["metadata"]["namespace"], "team");
@@ -362,7 +368,7 @@ mod tests {
             );
             assert_eq!(
                 patch_job(tj, job)["template"]["spec"]["template"]["spec"]["tolerations"],
-                json!([{"operator": "Exists"}])
+                json!([{"key": "pinned", "operator": "Exists"}])
             );
         }
     }
@@ -380,7 +386,7 @@ mod tests {
             n.labels
                 .insert("nvidia.com/gpu.clique".into(), format!("clique-{}", i % 2));
         }
-        let p = place(&wf, &nodes).unwrap();
+        let p = place_with(&wf, &nodes, &fixture_scheduling()).unwrap();
         assert_eq!(p.total_nodes, 2);
         assert_eq!(group_names(&p), ["group-0"]);
         let tj = train_job(&p.groups[0]);
@@ -403,10 +409,7 @@ mod tests {
             assert!(exprs.iter().all(|e| e["key"] != HOSTNAME_LABEL));
             assert_eq!(
                 patch_job(tj, job)["template"]["spec"]["template"]["spec"]["tolerations"],
-                json!([
-                    {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
-                    {"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"}
-                ])
+                json!([{"key": "unpinned", "operator": "Exists"}])
             );
         }
     }

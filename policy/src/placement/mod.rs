@@ -46,6 +46,7 @@ use manifests::GroupRender;
 use partition::group;
 pub use partition::{Group, place_groups};
 pub use quantity::{gpu_need, quantity_as_int};
+pub use scheduling::SchedulingPolicy;
 pub use spec::{PlacementError, PlacementMode, PlacementSpec};
 
 /// TrainJob label naming the Workflow.
@@ -79,7 +80,8 @@ pub struct Placement {
     pub workflow_dependencies: Vec<Value>,
 }
 
-/// Places a resolved Workflow on the cluster's nodes (the controller's discovery, capacity filter, partition and per-group job creation).
+/// Places a resolved Workflow on the cluster's nodes (the controller's discovery, capacity filter, partition and per-group job creation),
+/// with the default tolerations of the embedded rule set (see [`place_with`]).
 ///
 /// `workflow` is the Workflow after override resolution; `nodes` are all cluster nodes (the
 /// target is applied here). See the module docs for the pipeline.
@@ -116,6 +118,31 @@ pub struct Placement {
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn place(workflow: &Workflow, nodes: &[Node]) -> Result<Placement, PlacementError> {
+    place_with(workflow, nodes, embedded_scheduling())
+}
+
+/// The scheduling policy of the embedded rule set, read once; empty if it does not load (the
+/// test suite rules that out).
+fn embedded_scheduling() -> &'static SchedulingPolicy {
+    static POLICY: std::sync::OnceLock<SchedulingPolicy> = std::sync::OnceLock::new();
+    POLICY.get_or_init(|| {
+        crate::packs::default_rules()
+            .ok()
+            .and_then(|rules| crate::detect::scheduling_policy(&rules).ok())
+            .unwrap_or_default()
+    })
+}
+
+/// [`place`] with the default tolerations of `scheduling` (from the rule set in use,
+/// [`crate::detect::scheduling_policy`]) instead of the embedded rules'.
+///
+/// # Errors
+/// As [`place`].
+pub fn place_with(
+    workflow: &Workflow,
+    nodes: &[Node],
+    scheduling: &SchedulingPolicy,
+) -> Result<Placement, PlacementError> {
     let spec = PlacementSpec::from_orchestration(&workflow.spec.orchestration)?;
 
     // 1. discovery and the architecture filter.
@@ -203,7 +230,7 @@ pub fn place(workflow: &Workflow, nodes: &[Node]) -> Result<Placement, Placement
     };
 
     // 9. per-group manifests.
-    let render = GroupRender::new(workflow, &spec, &gpu_products, npj)?;
+    let render = GroupRender::new(workflow, &spec, &gpu_products, npj, scheduling)?;
     let single = groups.len() <= 1;
     for g in &mut groups {
         g.manifests = render.manifests(g, single)?;

@@ -75,17 +75,50 @@ pub fn node_affinity(
     }))
 }
 
-/// Tolerations appended to every targeted replicated job:
-/// 1. `target.taintSelectors` set → one per selector: `key`; `operator: Equal` + `value` when a
-///    value is given, else `operator: Exists`; `effect` when given;
-/// 2. else no launcher target (not MPI) → none;
-/// 3. else Pinned → `[{operator: Exists}]`;
-/// 4. else Unpinned → `nvidia.com/gpu=present:NoSchedule` and
-///    `kubernetes.io/arch=arm64:NoSchedule` (`Equal`).
+/// The tolerations a job whose target names no `taintSelectors` gets: rule data (the
+/// `scheduling` table), by placement mode and whether the job has a launcher (an MPI job).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SchedulingPolicy {
+    entries: Vec<(PlacementMode, bool, Vec<Value>)>,
+}
+
+impl SchedulingPolicy {
+    /// A policy with no default tolerations.
+    pub fn new() -> SchedulingPolicy {
+        SchedulingPolicy::default()
+    }
+
+    /// Adds the tolerations of jobs in `mode` with (or without) a launcher.
+    #[must_use]
+    pub fn with(
+        mut self,
+        mode: PlacementMode,
+        has_launcher: bool,
+        tolerations: Vec<Value>,
+    ) -> SchedulingPolicy {
+        self.entries.push((mode, has_launcher, tolerations));
+        self
+    }
+
+    /// The tolerations of jobs in `mode` with (or without) a launcher; none when not given.
+    pub fn default_tolerations(&self, mode: PlacementMode, has_launcher: bool) -> &[Value] {
+        self.entries
+            .iter()
+            .find(|(m, l, _)| *m == mode && *l == has_launcher)
+            .map(|(_, _, t)| t.as_slice())
+            .unwrap_or_default()
+    }
+}
+
+/// Tolerations appended to every targeted replicated job: with `target.taintSelectors`, one
+/// per selector (`key`; `operator: Equal` + `value` when a value is given, else
+/// `operator: Exists`; `effect` when given), else the policy's default tolerations for the
+/// mode and launcher.
 pub fn tolerations(
     target: Option<&TargetSpec>,
     has_launcher: bool,
     mode: PlacementMode,
+    policy: &SchedulingPolicy,
 ) -> Vec<Value> {
     if let Some(t) = target.filter(|t| !t.taint_selectors.is_empty()) {
         return t
@@ -110,16 +143,7 @@ pub fn tolerations(
             })
             .collect();
     }
-    if !has_launcher {
-        return Vec::new();
-    }
-    match mode {
-        PlacementMode::Pinned => vec![json!({"operator": "Exists"})],
-        PlacementMode::Unpinned => vec![
-            json!({"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"}),
-            json!({"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"}),
-        ],
-    }
+    policy.default_tolerations(mode, has_launcher).to_vec()
 }
 
 /// The replicated job names the TrainJob's runtimePatches name (any manager), in first-seen
@@ -316,12 +340,24 @@ mod tests {
         aff_names_and_taints_not_translated: [] as [&str; 0], tspec(json!({"nodeNames": ["a"], "taintSelectors": [{"key": "k"}]})), [] as [&str; 0] => None;
     }
 
+    /// A fixture policy (not the shipped table): one toleration per combination.
+    fn fixture_policy() -> SchedulingPolicy {
+        let t = |k: &str| vec![json!({"key": k, "operator": "Exists"})];
+        SchedulingPolicy::new()
+            .with(PlacementMode::Pinned, true, t("pl"))
+            .with(PlacementMode::Unpinned, true, t("ul"))
+            .with(PlacementMode::Unpinned, false, t("u"))
+    }
+
     macro_rules! toleration {
         ($($name:ident: $target:expr, $launcher:expr, $mode:expr => $want:expr;)*) => {$(
             #[test]
             fn $name() {
                 let t: Option<TargetSpec> = $target;
-                assert_eq!(Value::Array(tolerations(t.as_ref(), $launcher, $mode)), $want);
+                assert_eq!(
+                    Value::Array(tolerations(t.as_ref(), $launcher, $mode, &fixture_policy())),
+                    $want
+                );
             }
         )*};
     }
@@ -331,12 +367,10 @@ mod tests {
             => json!([{"key": "a", "operator": "Equal", "value": "v", "effect": "NoSchedule"},
                       {"key": "b", "operator": "Exists"},
                       {"key": "c", "operator": "Exists", "effect": "NoExecute"}]);
-        tol_non_mpi_none: None, false, PlacementMode::Pinned => json!([]);
-        tol_non_mpi_unpinned_none: None, false, PlacementMode::Unpinned => json!([]);
-        tol_mpi_pinned: None, true, PlacementMode::Pinned => json!([{"operator": "Exists"}]);
-        tol_mpi_unpinned: None, true, PlacementMode::Unpinned => json!([
-            {"key": "nvidia.com/gpu", "operator": "Equal", "value": "present", "effect": "NoSchedule"},
-            {"key": "kubernetes.io/arch", "operator": "Equal", "value": "arm64", "effect": "NoSchedule"}]);
+        tol_policy_pinned_launcher: None, true, PlacementMode::Pinned => json!([{"key": "pl", "operator": "Exists"}]);
+        tol_policy_unpinned_launcher: None, true, PlacementMode::Unpinned => json!([{"key": "ul", "operator": "Exists"}]);
+        tol_policy_unpinned_none: None, false, PlacementMode::Unpinned => json!([{"key": "u", "operator": "Exists"}]);
+        tol_policy_not_given_is_none: None, false, PlacementMode::Pinned => json!([]);
     }
 
     #[test]
@@ -353,12 +387,17 @@ mod tests {
 
     #[test]
     fn example_tolerations() -> Result<(), Box<dyn std::error::Error>> {
-        use super::{PlacementMode, tolerations};
+        use super::{PlacementMode, SchedulingPolicy, tolerations};
+        let policy = SchedulingPolicy::new().with(
+            PlacementMode::Pinned,
+            true,
+            vec![serde_json::json!({"operator": "Exists"})],
+        );
         assert_eq!(
-            tolerations(None, true, PlacementMode::Pinned),
+            tolerations(None, true, PlacementMode::Pinned, &policy),
             vec![serde_json::json!({"operator": "Exists"})]
         );
-        assert!(tolerations(None, false, PlacementMode::Pinned).is_empty());
+        assert!(tolerations(None, false, PlacementMode::Pinned, &policy).is_empty());
         Ok(())
     }
 }
