@@ -66,8 +66,8 @@ pub fn read_nodes(path: &str) -> Result<Vec<nvcre_domain::Node>, String> {
 /// The node-context flags `render` and `check` share.
 #[derive(Debug, Clone, clap::Args)]
 pub struct NodeArgs {
-    /// Resolve overrides for this platform (aws, gcp, azure, oci, onprem, togetherai, mistral,
-    /// forge, nscale) and enforce the post-override contract.
+    /// Resolve overrides for this platform and enforce the post-override contract. (The help
+    /// lists the accepted values from the platform-detection table; see `platform_help`.)
     #[arg(long)]
     pub platform: Option<String>,
     /// GPU architecture (gb300, NVIDIA-GB300 and "NVIDIA GB300" are the same); default: the

@@ -16,7 +16,7 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use nvcre_domain::{PolicyError, expand, load_rules, render_document};
 use nvcre_engine::{RuleSet, to_yaml};
 
@@ -86,10 +86,71 @@ struct RenderArgs {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let command = with_platform_help(Cli::command(), &argv);
+    let cli = match command
+        .try_get_matches_from(&argv)
+        .and_then(|m| Cli::from_arg_matches(&m))
+    {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     match run(cli) {
         Ok(code) => code,
         Err(code) => code,
+    }
+}
+
+/// The `--platform` help of `render` and `check`, with the platforms the platform-detection
+/// table of the rules in use accepts (`--rules DIR` / `NVCRE_RULES`, else the embedded set).
+/// The rules are read only when help is asked for.
+fn with_platform_help(command: clap::Command, argv: &[std::ffi::OsString]) -> clap::Command {
+    let wants_help = argv
+        .iter()
+        .skip(1)
+        .any(|a| a == "--help" || a == "-h" || a == "help");
+    if !wants_help {
+        return command;
+    }
+    let help = platform_help(rules_dir(argv).as_deref());
+    let set = |c: clap::Command| c.mut_arg("platform", |a| a.help(help.clone()));
+    command
+        .mut_subcommand("render", set)
+        .mut_subcommand("check", set)
+        .mut_subcommand("workloadrun", |c| c.mut_subcommand("render", set))
+        .mut_subcommand("workflow", |c| c.mut_subcommand("render", set))
+}
+
+/// `--rules DIR` / `--rules=DIR` from the command line, else `NVCRE_RULES`.
+fn rules_dir(argv: &[std::ffi::OsString]) -> Option<PathBuf> {
+    let mut it = argv.iter();
+    while let Some(a) = it.next() {
+        if a == "--rules" {
+            return it.next().map(PathBuf::from);
+        }
+        if let Some(dir) = a.to_str().and_then(|s| s.strip_prefix("--rules=")) {
+            return Some(PathBuf::from(dir));
+        }
+    }
+    std::env::var_os("NVCRE_RULES").map(PathBuf::from)
+}
+
+/// The help line of `--platform`.
+fn platform_help(dir: Option<&std::path::Path>) -> String {
+    let platforms = load_rules(dir)
+        .ok()
+        .and_then(|rules| nvcre_domain::selectable_platforms(&rules).ok())
+        .map(|all| {
+            all.into_iter()
+                .map(|(p, _)| p)
+                .collect::<Vec<_>>()
+                .join(", ")
+        });
+    match platforms {
+        Some(list) => format!(
+            "Resolve overrides for this platform ({list}: the platform-detection rows with `synthetic`) and enforce the post-override contract"
+        ),
+        None => "Resolve overrides for this platform (one the platform-detection table accepts; the rules do not load) and enforce the post-override contract".to_string(),
     }
 }
 

@@ -42,7 +42,9 @@ pub enum PolicyError {
     #[error("rule set has no table {0:?}")]
     MissingTable(String),
     /// No row of a table that must decide every case matches (its catch-all row was removed).
-    #[error("no row of table {table:?} matches {subject}; the table decides every case, so end it with a catch-all row (include: \"true\")")]
+    #[error(
+        "no row of table {table:?} matches {subject}; the table decides every case, so end it with a catch-all row (include: \"true\")"
+    )]
     NoMatchingRow {
         /// Table name.
         table: String,

@@ -160,13 +160,15 @@ pub fn contract() -> Result<Contract, Error> {
         .table(
             "scheduling",
             "the tolerations of a job whose target names no taintSelectors",
-            closed(json!({"tolerations": {"type": "array", "items": closed(json!({
-                "key": {"type": "string"},
-                "operator": {"type": "string"},
-                "value": {"type": "string"},
-                "effect": {"type": "string"},
-                "tolerationSeconds": {},
-            }))}})),
+            closed(
+                json!({"tolerations": {"type": "array", "items": closed(json!({
+                    "key": {"type": "string"},
+                    "operator": {"type": "string"},
+                    "value": {"type": "string"},
+                    "effect": {"type": "string"},
+                    "tolerationSeconds": {},
+                }))}}),
+            ),
             Some(&["placement", "hasLauncher"]),
         )?
         .table(

@@ -69,11 +69,7 @@ fn expand(rules: Option<&Path>, workflow: &Path) -> (i32, String, String) {
     if let Some(r) = rules {
         args.extend(["--rules", s(r)]);
     }
-    args.extend([
-        "render",
-        "--expand",
-        "--nodes-file",
-    ]);
+    args.extend(["render", "--expand", "--nodes-file"]);
     let nodes = path("examples/nodes/aws-h100-18.yaml");
     args.push(&nodes);
     args.push(s(workflow));
@@ -92,7 +88,10 @@ fn without_the_unpinned_strict_domain_rule_the_combination_places() {
     let (code, _, err) = expand(None, &wf);
     assert_eq!(code, 1);
     assert!(err.ends_with("validate resolved job template: orchestration.placement: Unpinned is incompatible with orchestration.topology.strictDomain: strictDomain runs one job per topology domain, Unpinned runs exactly one job; to confine a single unpinned job to one domain, name the domain label in target.matchExpressions instead\n"), "{err}");
-    delete_rule(&rules.join("contract/placement.yaml"), "unpinned-strict-domain");
+    delete_rule(
+        &rules.join("contract/placement.yaml"),
+        "unpinned-strict-domain",
+    );
     let (code, out, err) = expand(Some(&rules), &wf);
     assert_eq!(code, 0, "{err}");
     assert!(!err.contains("Unpinned is incompatible"), "{err}");
@@ -137,13 +136,23 @@ fn valid_threshold_keys_are_the_admission_rule_list() {
     let (dir, rules) = rules_copy();
     let run_file = dir.path().join("run.yaml");
     std::fs::write(&run_file, THRESHOLDS_RUN).expect("write");
-    let args = ["render", "--platform", "aws", "--gpu-arch", "h100", s(&run_file)];
+    let args = [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        s(&run_file),
+    ];
     let (code, out, err) = run(&args);
     assert_eq!(code, 1);
     assert!(out.is_empty());
     assert_eq!(
         err,
-        format!("{}:12:3: spec.thresholds: workloadrun nccl-all-reduce: unknown threshold key(s) [zeta]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]\n", s(&run_file))
+        format!(
+            "{}:12:3: spec.thresholds: workloadrun nccl-all-reduce: unknown threshold key(s) [zeta]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]\n",
+            s(&run_file)
+        )
     );
     edit(
         &rules.join("admission/workloadrun.yaml"),
@@ -155,7 +164,9 @@ fn valid_threshold_keys_are_the_admission_rule_list() {
     let (code, out, err) = run(&with_rules);
     assert_eq!(code, 0, "{err}");
     assert!(
-        out.contains("thresholds:\n          goodputRatio: value > 0.9\n          zeta: value > 1\n"),
+        out.contains(
+            "thresholds:\n          goodputRatio: value > 0.9\n          zeta: value > 1\n"
+        ),
         "{out}"
     );
 }
@@ -235,17 +246,29 @@ fn test_scale_meaning_is_the_test_scale_table() {
         if let Some(r) = rules {
             args.extend(["--rules", s(r)]);
         }
-        args.extend(["render", "-o", "json", "--platform", "aws", "--gpu-arch", "h100"]);
+        args.extend([
+            "render",
+            "-o",
+            "json",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+        ]);
         args.push(s(&run_file));
         let (code, out, err) = run(&args);
         assert_eq!(code, 0, "{err}");
         let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
         (
-            wf["spec"]["jobTemplate"]["spec"]["workload"]["trainJob"]["trainer"]["numNodes"].clone(),
+            wf["spec"]["jobTemplate"]["spec"]["workload"]["trainJob"]["trainer"]["numNodes"]
+                .clone(),
             wf["spec"]["orchestration"]["topology"].clone(),
         )
     };
-    assert_eq!(render(None), (serde_json::json!(1), serde_json::Value::Null));
+    assert_eq!(
+        render(None),
+        (serde_json::json!(1), serde_json::Value::Null)
+    );
     edit(
         &rules.join("defaults/test-scale.yaml"),
         "    nodesPerJob: 1\n",
@@ -253,7 +276,10 @@ fn test_scale_meaning_is_the_test_scale_table() {
     );
     assert_eq!(
         render(Some(&rules)),
-        (serde_json::json!(2), serde_json::json!({"strictDomain": true}))
+        (
+            serde_json::json!(2),
+            serde_json::json!({"strictDomain": true})
+        )
     );
 }
 
@@ -268,7 +294,15 @@ fn unpinned_launcher_tolerations(rules: Option<&Path>) -> serde_json::Value {
     }
     let nodes = path("examples/nodes/aws-h100-18.yaml");
     let example = path("examples/unpinned-8-nodes.yaml");
-    args.extend(["render", "-o", "json", "--expand", "--nodes-file", &nodes, &example]);
+    args.extend([
+        "render",
+        "-o",
+        "json",
+        "--expand",
+        "--nodes-file",
+        &nodes,
+        &example,
+    ]);
     let (code, out, err) = run(&args);
     assert_eq!(code, 0, "{err}");
     let docs: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&out)
@@ -316,4 +350,125 @@ fn unpinned_tolerations_are_the_scheduling_table() {
             {"key": "example.com/dedicated", "operator": "Exists"}
         ])
     );
+}
+
+// ---- a new platform end to end, with no Rust change -------------------------------------------
+
+#[test]
+fn shipped_platform_help_lists_the_detection_table() {
+    let (code, out, err) = run(&["render", "--help"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("--platform <PLATFORM>  Resolve overrides for this platform (aws, gcp, azure, oci, onprem, togetherai, mistral, forge, nscale: the platform-detection rows with `synthetic`) and enforce the post-override contract\n"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_new_platform_end_to_end_from_rule_data_only() {
+    let (dir, rules) = rules_copy();
+    edit(
+        &rules.join("detect/platforms.yaml"),
+        CATCH_ALL,
+        &format!(
+            "  - id: lambda\n    include: params.node.providerID.startsWith('lambda://')\n    platform: lambda\n    synthetic: {{order: 10, providerID: \"lambda://gpu-node-0\", labels: {{}}}}\n{CATCH_ALL}"
+        ),
+    );
+    let table = rules.join("overrides/workloadrun.yaml");
+    let mut text = std::fs::read_to_string(&table).expect("read");
+    text.push_str("\n  - id: lambda-socket\n    when: {platform: {equals: lambda}}\n    mpiArgs: [-x, NCCL_SOCKET_IFNAME=enp1s0]\n");
+    std::fs::write(&table, text).expect("write");
+    let r = s(&rules);
+
+    // --help lists it.
+    let (code, out, _) = run(&["--rules", r, "render", "--help"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("(aws, gcp, azure, oci, onprem, togetherai, mistral, forge, nscale, lambda: the platform-detection rows with `synthetic`)"),
+        "{out}"
+    );
+    // --platform validation accepts it, and lists it when refusing another.
+    let example = path("examples/nccl-all-reduce.yaml");
+    let (code, _, err) = run(&[
+        "--rules",
+        r,
+        "render",
+        "--platform",
+        "moon",
+        "--gpu-arch",
+        "h100",
+        &example,
+    ]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        err,
+        "Error: invalid --platform \"moon\": must be one of aws, gcp, azure, oci, onprem, togetherai, mistral, forge, nscale, lambda\n"
+    );
+    let mpi_args = |out: &str| -> Vec<String> {
+        let wf: serde_json::Value = serde_json::from_str(out).expect("json");
+        wf["spec"]["jobTemplate"]["spec"]["workload"]["trainJob"]["trainer"]["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .filter_map(|a| a.as_str().map(str::to_string))
+            .collect()
+    };
+    let has_socket = |args: &[String]| {
+        args.windows(2)
+            .any(|w| w[0] == "-x" && w[1] == "NCCL_SOCKET_IFNAME=enp1s0")
+    };
+    // render --platform lambda applies its override row.
+    let (code, out, err) = run(&[
+        "--rules",
+        r,
+        "render",
+        "-o",
+        "json",
+        "--platform",
+        "lambda",
+        "--gpu-arch",
+        "h100",
+        &example,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(has_socket(&mpi_args(&out)), "{out}");
+    let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        wf["metadata"]["annotations"]["nvcrectl.nvidia.com/detected-platform"],
+        "lambda"
+    );
+    // Detection from a nodes file.
+    let nodes = dir.path().join("nodes.yaml");
+    let hcloud = std::fs::read_to_string(path(
+        "rules/tests/platform-detection/data/nodes-hcloud.yaml",
+    ))
+    .expect("read");
+    std::fs::write(&nodes, hcloud.replace("hcloud://4711", "lambda://4711")).expect("write");
+    let (code, out, err) = run(&[
+        "--rules",
+        r,
+        "render",
+        "-o",
+        "json",
+        "--nodes-file",
+        s(&nodes),
+        &example,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        wf["metadata"]["annotations"]["nvcrectl.nvidia.com/detected-platform"],
+        "lambda"
+    );
+    assert!(has_socket(&mpi_args(&out)), "{out}");
+    // The shipped rules know no lambda.
+    let (code, _, _) = run(&[
+        "render",
+        "--platform",
+        "lambda",
+        "--gpu-arch",
+        "h100",
+        &example,
+    ]);
+    assert_eq!(code, 2);
 }

@@ -8,8 +8,7 @@ use serde_json::{Map, Value, json};
 
 use super::deps::{creation_order, cross_refs, job_scoped, kind_of, metadata_name, rename};
 use super::scheduling::{
-    SchedulingPolicy, node_affinity, object_entry, patch_targets, tolerations,
-    write_pod_placement,
+    SchedulingPolicy, node_affinity, object_entry, patch_targets, tolerations, write_pod_placement,
 };
 use super::{
     GROUP_LABEL, GROUP_NODES_ANNOTATION, Group, MANAGED_BY_LABEL, MANAGED_BY_VALUE, PlacementError,
