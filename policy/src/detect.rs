@@ -347,7 +347,6 @@ pub(crate) fn quote(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::packs::default_rules;
     use serde_json::Map;
 
     #[test]
@@ -360,36 +359,6 @@ mod tests {
         ] {
             assert_eq!(normalize_gpu_arch(flag), arch, "{flag}");
         }
-    }
-
-    #[test]
-    fn flag_checks_have_the_exact_messages() {
-        let rules = default_rules().expect("rules");
-        assert_eq!(check_gpu_arch(&rules, "NVIDIA-GB300").expect("ok"), "gb300");
-        assert_eq!(
-            check_gpu_arch(&rules, "v100").unwrap_err().to_string(),
-            "invalid --gpu-arch \"v100\": must be one of a100, b200, gb200, gb300, h100, h200, l40, l40s"
-        );
-        assert_eq!(
-            check_platform(&rules, "bogus").unwrap_err().to_string(),
-            "invalid --platform \"bogus\": must be one of aws, gcp, azure, oci, onprem, togetherai, mistral, forge, nscale"
-        );
-    }
-
-    #[test]
-    fn defaults_with_platform_adjustments() {
-        let rules = default_rules().expect("rules");
-        let d = |a: &str, p: &str| {
-            let n = node_defaults(&rules, a, p).expect("row");
-            (n.gpus_per_node, n.mlnx_per_node, n.enable_mnnvl)
-        };
-        assert_eq!(d("h100", "aws"), (8, 8, false));
-        assert_eq!(d("gb300", ""), (4, 8, true));
-        assert_eq!(d("gb200", "oci"), (4, 0, true));
-        assert_eq!(d("l40s", "oci"), (4, 2, false));
-        assert_eq!(d("l40", ""), (8, 4, false));
-        assert_eq!(d("", ""), (4, 0, false));
-        assert_eq!(d("v100", ""), (4, 0, false));
     }
 
     /// A rule set of one fixture table, loaded with the pipeline contract.
@@ -417,35 +386,65 @@ mod tests {
         );
     }
 
+    /// Fixture detection and defaults tables (not the shipped ones, whose rows the rule
+    /// suites pin): the lookup mechanism over these values.
+    const FIXTURE_TABLES: &str = "apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: Table
+metadata: {name: platform-detection}
+entries:
+  - {id: b, include: \"params.node.providerID.startsWith('b://')\", platform: pb, synthetic: {order: 2, providerID: 'b://0'}}
+  - {id: a, include: \"params.node.providerID.startsWith('a://')\", platform: pa, synthetic: {order: 1, providerID: 'a://0'}}
+  - {id: c, include: 'true', platform: pc}
+---
+apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: Table
+metadata: {name: gpu-defaults}
+entries:
+  - {id: x1, gpuArchitecture: x1, gpusPerNode: 8, mlnxPerNode: 8, enableMNNVL: false, selectable: true}
+  - {id: g2, gpuArchitecture: g2, gpusPerNode: 4, mlnxPerNode: 8, enableMNNVL: true, selectable: true}
+  - {id: hidden, gpuArchitecture: hidden, gpusPerNode: 2, mlnxPerNode: 0, enableMNNVL: false}
+  - {id: unknown, gpuArchitecture: '', gpusPerNode: 1, mlnxPerNode: 0, enableMNNVL: false}
+  - {id: pa-g2, platform: pa, gpuArchitecture: g2, gpusPerNode: 4, mlnxPerNode: 2, enableMNNVL: true}
+";
+
     #[test]
-    fn provider_id_table() {
-        let rules = default_rules().expect("rules");
-        let labels = |v: Value| v.as_object().cloned().unwrap_or_default();
-        for (pid, l, want) in [
-            ("aws:///us-west-2a/i-0cd1", json!({}), "aws"),
-            ("gce://p/z/n", json!({}), "gcp"),
-            ("azure:///subscriptions/x", json!({}), "azure"),
-            ("ocid1.instance.oc1", json!({}), "oci"),
-            ("oci://ocid1.instance.oc1", json!({}), "oci"),
-            ("openstack:///uuid", json!({}), "onprem"),
-            ("nscale://n", json!({}), "nscale"),
-            (
-                "kubevirt://n",
-                json!({"node-role.together.ai/worker": ""}),
-                "togetherai",
-            ),
-            ("kubevirt://n", json!({}), "onprem"),
-            ("metal3://n", json!({}), "mistral"),
-            ("", json!({"kubernetes.io/hostname": "forge-12"}), "forge"),
-            ("", json!({"nke.nvidia.com/site-name": "x"}), "forge"),
-            ("", json!({}), "onprem"),
-            ("hcloud://1", json!({}), "onprem"),
-        ] {
-            assert_eq!(
-                detect_platform(&rules, pid, &labels(l)).expect("row"),
-                want,
-                "{pid}"
-            );
-        }
+    fn flag_checks_list_the_tables_values() {
+        let rules = fixture(FIXTURE_TABLES);
+        assert_eq!(check_gpu_arch(&rules, "NVIDIA-G2").expect("ok"), "g2");
+        assert_eq!(
+            check_gpu_arch(&rules, "hidden").unwrap_err().to_string(),
+            "invalid --gpu-arch \"hidden\": must be one of g2, x1"
+        );
+        assert_eq!(
+            check_platform(&rules, "pc").unwrap_err().to_string(),
+            "invalid --platform \"pc\": must be one of pa, pb"
+        );
+        assert_eq!(
+            check_platform(&rules, "pb").expect("ok").provider_id,
+            "b://0"
+        );
+    }
+
+    #[test]
+    fn defaults_prefer_the_platform_row_then_the_architecture_then_unknown() {
+        let rules = fixture(FIXTURE_TABLES);
+        let d = |a: &str, p: &str| {
+            let n = node_defaults(&rules, a, p).expect("row");
+            (n.gpus_per_node, n.mlnx_per_node, n.enable_mnnvl)
+        };
+        assert_eq!(d("g2", "pa"), (4, 2, true));
+        assert_eq!(d("g2", "pb"), (4, 8, true));
+        assert_eq!(d("g2", ""), (4, 8, true));
+        assert_eq!(d("", ""), (1, 0, false));
+        assert_eq!(d("v100", "pa"), (1, 0, false));
+    }
+
+    #[test]
+    fn detection_takes_the_first_matching_row() {
+        let rules = fixture(FIXTURE_TABLES);
+        let none = Map::new();
+        assert_eq!(detect_platform(&rules, "a://1", &none).expect("row"), "pa");
+        assert_eq!(detect_platform(&rules, "b://1", &none).expect("row"), "pb");
+        assert_eq!(detect_platform(&rules, "z://1", &none).expect("row"), "pc");
     }
 }

@@ -5,9 +5,33 @@ use serde_json::{Value, json};
 use super::{BuildParams, DEFAULT_TIMEOUT_PER_JOB, build_runtime, build_workflow, merge_env};
 use crate::api::{EnvVar, WorkloadRun};
 
-/// The shipped base env (rules/defaults/nccl-env.yaml).
+/// A fixture `nccl-base-env` table (not the shipped rules/defaults/nccl-env.yaml, whose values
+/// the rule suites and the render snapshots pin): the build tests check the mechanism (order,
+/// merge, `-x` forwarding) over these values.
+const FIXTURE_NCCL_ENV: &str = r#"apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: Table
+metadata: {name: nccl-base-env}
+entries:
+  - {id: a, name: NCCL_DEBUG, value: INFO}
+  - {id: b, name: NCCL_DEBUG_SUBSYS, value: "NET,INIT"}
+  - {id: c, name: NCCL_NVLS_ENABLE, value: "1"}
+  - {id: d, name: NCCL_CUMEM_ENABLE, value: "1"}
+  - {id: e, name: NCCL_NET_GDR_C2C, value: "1"}
+  - {id: f, name: NCCL_NET_GDR_LEVEL, value: LOC}
+  - {id: g, name: NCCL_P2P_NET_CHUNKSIZE, value: "2097152"}
+  - {id: h, name: NCCL_SHM_DISABLE, value: "1"}
+  - {id: i, name: NCCL_MNNVL_ENABLE, value: "${{ params.enableMNNVL ? '1' : '0' }}"}
+  - {id: j, name: NCCL_SOCKET_IFNAME, value: eth0}
+"#;
+
+/// The base env of the fixture table ([`FIXTURE_NCCL_ENV`]).
 pub(super) fn base_nccl_env(mnnvl: bool) -> Vec<EnvVar> {
-    crate::detect::base_nccl_env(&crate::packs::default_rules().unwrap(), mnnvl).unwrap()
+    let rules = nvcre_engine::RuleSet::load(
+        &[nvcre_engine::Source::new("fixture.yaml", FIXTURE_NCCL_ENV)],
+        Some(&crate::packs::contract().unwrap()),
+    )
+    .unwrap();
+    crate::detect::base_nccl_env(&rules, mnnvl).unwrap()
 }
 
 pub(super) fn params() -> BuildParams {
@@ -64,7 +88,7 @@ pub(super) const BASE_MNNVL_OFF: [&str; 20] = [
     "-x",
     "NCCL_NET_GDR_C2C=1",
     "-x",
-    "NCCL_NET_GDR_LEVEL=PHB",
+    "NCCL_NET_GDR_LEVEL=LOC",
     "-x",
     "NCCL_P2P_NET_CHUNKSIZE=2097152",
     "-x",
