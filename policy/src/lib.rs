@@ -61,7 +61,7 @@ assert_eq!(rendered.platform, "aws");
 
 pub use api::{Workflow, WorkloadRun};
 pub use check::{CheckRequest, check_document};
-pub use detect::selectable_platforms;
+pub use detect::{scheduling_policy, selectable_platforms};
 pub use error::PolicyError;
 pub use nodes::{Node, NodeError, nodes_from_documents};
 pub use packs::{contract, default_rules, load_rules, rule_sources};

@@ -134,7 +134,7 @@ fn embedded_scheduling() -> &'static SchedulingPolicy {
 }
 
 /// [`place`] with the default tolerations of `scheduling` (from the rule set in use,
-/// [`crate::detect::scheduling_policy`]) instead of the embedded rules'.
+/// [`crate::scheduling_policy`]) instead of the embedded rules'.
 ///
 /// # Errors
 /// As [`place`].
