@@ -22,6 +22,9 @@ pub enum ContractViolation {
     RowSchema,
     /// A `params.<name>` read that the stage (or table) does not pass.
     UndeclaredParam,
+    /// A CEL field of a table row (such as an override's `when.expression`) that does not
+    /// compile, or reads a name the table does not declare for it.
+    RowExpression,
 }
 
 impl ContractViolation {
@@ -33,6 +36,7 @@ impl ContractViolation {
             ContractViolation::UnknownTable => "nvcre::rules::unknown_table",
             ContractViolation::RowSchema => "nvcre::rules::row_schema",
             ContractViolation::UndeclaredParam => "nvcre::rules::undeclared_param",
+            ContractViolation::RowExpression => "nvcre::rules::row_expression",
         }
     }
 }

@@ -77,10 +77,11 @@ mod pack;
 pub mod patch;
 mod path;
 mod quote;
+pub mod schema;
 mod sites;
 mod source;
 
-pub use contract::{Contract, StageContract, TableContract};
+pub use contract::{CelField, Contract, StageContract, TableContract};
 pub use error::{ContractViolation, Error, LoadErrors};
 pub use eval::{Origin, Outcome};
 pub use expr::type_name as cel_type_name;

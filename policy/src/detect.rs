@@ -4,10 +4,11 @@
 
 use nvcre_engine::RuleSet;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::PolicyError;
 use crate::nodes;
+use crate::packs::params;
 
 /// Name of the platform detection table.
 pub const PLATFORM_TABLE: &str = "platform-detection";
@@ -27,28 +28,51 @@ pub struct NodeDefaults {
     pub enable_mnnvl: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct DefaultsRow {
+/// A row of the `gpu-defaults` table.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct DefaultsRow {
+    /// The platform the row adjusts; absent for the architecture's own row.
     #[serde(default)]
     platform: Option<String>,
+    /// The architecture (`""` for the unknown-architecture row).
     gpu_architecture: String,
-    #[serde(flatten)]
-    defaults: NodeDefaults,
+    /// GPUs per node.
+    gpus_per_node: i64,
+    /// Mellanox NICs per node.
+    mlnx_per_node: i64,
+    /// `NCCL_MNNVL_ENABLE` default.
+    #[serde(rename = "enableMNNVL")]
+    enable_mnnvl: bool,
+    /// A value `--gpu-arch` accepts.
     #[serde(default)]
     selectable: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-struct PlatformRow {
+impl DefaultsRow {
+    fn defaults(&self) -> NodeDefaults {
+        NodeDefaults {
+            gpus_per_node: self.gpus_per_node,
+            mlnx_per_node: self.mlnx_per_node,
+            enable_mnnvl: self.enable_mnnvl,
+        }
+    }
+}
+
+/// A row of the `platform-detection` table.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PlatformRow {
+    /// The platform a node matching the row's `include` is on.
     platform: String,
+    /// The node `--platform` stands for; absent when `--platform` does not accept it.
     #[serde(default)]
     synthetic: Option<SyntheticNode>,
 }
 
 /// The node `--platform P --gpu-arch A` stands for.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SyntheticNode {
     /// Position of the platform in the `--platform` error message.
     pub order: i64,
@@ -112,14 +136,13 @@ fn table_rows<T: for<'de> Deserialize<'de>>(
 /// # Errors
 /// A missing or malformed `platform-detection` table.
 pub fn selectable_platforms(rules: &RuleSet) -> Result<Vec<(String, SyntheticNode)>, PolicyError> {
-    let node = json!({"providerID": "", "labels": {}});
     let table = rules
         .table(PLATFORM_TABLE)
         .ok_or_else(|| PolicyError::MissingTable(PLATFORM_TABLE.to_string()))?;
     // Render every entry (ignore `include`): a row is selectable when it has `synthetic`.
     let mut out = Vec::new();
     let rows: Vec<PlatformRow> = table
-        .render_all(&json!({"node": node}))?
+        .render_all(&params::platform_detection("", &serde_json::Map::new()))?
         .into_iter()
         .map(|(id, v)| decode_row(table, &id, v))
         .collect::<Result<_, _>>()?;
@@ -165,7 +188,7 @@ pub fn detect_platform(
     let rows: Vec<PlatformRow> = table_rows(
         rules,
         PLATFORM_TABLE,
-        &json!({"node": {"providerID": provider_id, "labels": labels}}),
+        &params::platform_detection(provider_id, labels),
     )?;
     Ok(rows
         .into_iter()
@@ -181,7 +204,7 @@ pub fn normalize_gpu_arch(value: &str) -> String {
 }
 
 fn defaults_rows(rules: &RuleSet) -> Result<Vec<DefaultsRow>, PolicyError> {
-    table_rows(rules, DEFAULTS_TABLE, &Value::Null)
+    table_rows(rules, DEFAULTS_TABLE, &params::gpu_defaults())
 }
 
 /// Normalises and checks a `--gpu-arch` value (`gb300`, `NVIDIA-GB300` and `NVIDIA GB300` are
@@ -224,7 +247,7 @@ pub fn node_defaults(
     let find = |p: Option<&str>, a: &str| {
         rows.iter()
             .find(|r| r.platform.as_deref() == p && r.gpu_architecture == a)
-            .map(|r| r.defaults)
+            .map(DefaultsRow::defaults)
     };
     (if platform.is_empty() {
         None
@@ -256,7 +279,7 @@ pub fn base_nccl_env(
     rules: &RuleSet,
     enable_mnnvl: bool,
 ) -> Result<Vec<crate::api::EnvVar>, PolicyError> {
-    table_rows(rules, NCCL_ENV_TABLE, &json!({"enableMNNVL": enable_mnnvl}))
+    table_rows(rules, NCCL_ENV_TABLE, &params::nccl_base_env(enable_mnnvl))
 }
 
 /// Go `%q` for plain strings: double quotes with `"` and `\` escaped.
@@ -268,6 +291,7 @@ pub(crate) fn quote(s: &str) -> String {
 mod tests {
     use super::*;
     use crate::packs::default_rules;
+    use serde_json::json;
 
     #[test]
     fn flag_spellings() {
