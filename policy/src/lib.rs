@@ -63,7 +63,10 @@ pub use api::{Workflow, WorkloadRun};
 pub use check::{CheckRequest, check_document};
 pub use error::PolicyError;
 pub use nodes::{Node, NodeError, nodes_from_documents};
-pub use packs::{contract, default_rules, load_rules, rule_sources};
+pub use packs::{
+    SCHEMA_KINDS, WHEN_VARIABLES, contract, default_rules, load_rules, rule_file_schema,
+    rule_sources, schema_names,
+};
 pub use placement::{Group, Placement, PlacementError, place, place_groups};
 pub use render::{
     Expanded, RenderRequest, Rendered, check_flags, expand, render_document, render_workflow,
@@ -72,7 +75,7 @@ pub use render::{
 pub use suite::{
     Case, CaseContext, CaseResult, Coverage, Expectation, PackCoverage, Suite, SuiteError,
     SuiteRunner, TableCoverage, WantFinding, coverage, discover as discover_suites, load_suite,
-    parse_suite,
+    parse_suite, suite_schema,
 };
 
 mod api;

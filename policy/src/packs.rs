@@ -244,6 +244,41 @@ pub fn contract() -> Result<Contract, Error> {
         .cel_field(OVERRIDE_TABLE, "/when/expression", WHEN_VARIABLES)
 }
 
+/// The schemas [`rule_file_schema`] knows besides one per table: a `RulePack` document, a
+/// `Table` document of any declared table, a rule test suite.
+pub const SCHEMA_KINDS: &[&str] = &["pack", "table", "suite"];
+
+/// Every name [`rule_file_schema`] accepts: [`SCHEMA_KINDS`], then each table of
+/// [`contract`] in declaration order.
+///
+/// # Errors
+/// [`Error::InvalidContract`], which the tests rule out.
+pub fn schema_names() -> Result<Vec<String>, Error> {
+    let contract = contract()?;
+    Ok(SCHEMA_KINDS
+        .iter()
+        .map(|k| (*k).to_string())
+        .chain(contract.tables().iter().map(|t| t.name.clone()))
+        .collect())
+}
+
+/// The JSON Schema (draft 2020-12) named `name`: `pack` (a `RulePack` document, from the
+/// engine's loader types), `table` (a `Table` document; its entries are checked against the
+/// row schema of the table `metadata.name` names), `suite` (a rule test suite, from the suite
+/// format's serde types) or a table name (that table's file). `None` for any other name.
+///
+/// # Errors
+/// [`Error::InvalidContract`], which the tests rule out.
+pub fn rule_file_schema(name: &str) -> Result<Option<serde_json::Value>, Error> {
+    let contract = contract()?;
+    Ok(match name {
+        "pack" => Some(nvcre_engine::schema::pack_file_schema()),
+        "table" => Some(nvcre_engine::schema::table_file_schema(&contract)),
+        "suite" => Some(crate::suite::suite_schema()),
+        other => nvcre_engine::schema::one_table_file_schema(&contract, other),
+    })
+}
+
 /// The embedded default rule set, loaded with [`contract`].
 ///
 /// # Errors

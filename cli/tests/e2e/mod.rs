@@ -20,3 +20,6 @@ mod golden;
 
 /// Rule sets checked against the pipeline contract at load.
 mod contract;
+
+/// `rules schema`: the JSON Schemas of rule files.
+mod schema;

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use nvcre_engine::{Document, FieldPath, Severity, Source, parse_documents};
 use regex::Regex;
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
@@ -18,71 +19,135 @@ use super::{
 };
 
 /// A suite file as written.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawSuite {
+    /// The cases.
     cases: Vec<RawCase>,
 }
 
 /// One case as written. Every field is `Some` when the key is present, even with a `null` value
 /// (which then fails the type check, as a missing value must be left out instead).
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawCase {
+    /// What the case pins; unique in the file.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String", required)]
     note: Option<String>,
+    /// YAML text of one or more input documents.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String")]
     input: Option<String>,
+    /// The input documents, from a file relative to the suite.
     #[serde(default, deserialize_with = "present", rename = "inputFile")]
+    #[schemars(with = "String")]
     input_file: Option<String>,
+    /// The node context (platform, GPU architecture or a nodes file).
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "RawContext")]
     context: Option<RawContext>,
+    /// `default`, or a rule directory relative to the suite.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String")]
     rules: Option<String>,
+    /// `check` (default) or `render`.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String", extend("enum" = ["check", "render"]))]
     mode: Option<String>,
+    /// The exact list of findings, in order (`[]`: none).
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Vec<RawWantFinding>")]
     want_findings: Option<Option<Vec<RawWantFinding>>>,
+    /// Render mode: keys the output must hold with these values.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Value")]
     want_output: Option<Value>,
+    /// With `want_output`: the output must equal it.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "bool")]
     want_output_exact: Option<bool>,
+    /// A substring of the error.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String")]
     want_error: Option<String>,
+    /// 0 clean, 1 violations, 2 could not run.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "u64", range(max = 2))]
     want_exit: Option<u64>,
 }
 
 /// `context:` as written.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawContext {
+    /// `--platform`.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String")]
     platform: Option<String>,
+    /// `--gpu-arch`.
     #[serde(default, deserialize_with = "present", rename = "gpuArch")]
+    #[schemars(with = "String")]
     gpu_arch: Option<String>,
+    /// `--nodes-file`, relative to the suite.
     #[serde(default, deserialize_with = "present", rename = "nodesFile")]
+    #[schemars(with = "String")]
     nodes_file: Option<String>,
 }
 
 /// One entry of `want_findings` as written.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawWantFinding {
+    /// The rule id.
     #[serde(default, deserialize_with = "present", rename = "ruleId")]
+    #[schemars(with = "String", required)]
     rule_id: Option<String>,
+    /// Compared when given.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String", extend("enum" = ["error", "warning", "info"]))]
     severity: Option<String>,
+    /// The exact message, compared when given.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String")]
     message: Option<String>,
+    /// A regex the message matches (unanchored).
     #[serde(default, deserialize_with = "present", rename = "messageRegex")]
+    #[schemars(with = "String")]
     message_regex: Option<String>,
+    /// The finding's field path, compared when given.
     #[serde(default, deserialize_with = "present", rename = "fieldPath")]
+    #[schemars(with = "String")]
     field_path: Option<String>,
+    /// The finding's line, compared when given.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "u64")]
     line: Option<u64>,
+    /// The finding's column, compared when given.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "u64")]
     column: Option<u64>,
+}
+
+/// The JSON Schema (draft 2020-12) of a suite file, derived from the serde types above: what
+/// serde accepts, plus what the checks after it need (`note` and `ruleId` present, known modes
+/// and severities, `want_exit` 0 to 2).
+pub fn suite_schema() -> Value {
+    let mut v = nvcre_engine::schema::row_schema::<RawSuite>();
+    if let Value::Object(m) = &mut v {
+        let mut out = serde_json::Map::new();
+        out.insert(
+            "$schema".into(),
+            Value::String(nvcre_engine::schema::DRAFT_2020_12.into()),
+        );
+        out.insert(
+            "description".into(),
+            Value::String("a rule test suite (rules/tests/<pack-or-table>/*.yaml)".into()),
+        );
+        out.append(m);
+        return Value::Object(out);
+    }
+    v
 }
 
 /// A present key: `Some` of its value, so that `null` is a type error rather than absence.

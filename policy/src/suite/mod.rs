@@ -71,7 +71,7 @@ use regex::Regex;
 use serde_json::Value;
 
 pub use coverage::{Coverage, PackCoverage, TableCoverage, coverage};
-pub use format::{discover, load_suite, parse_suite};
+pub use format::{discover, load_suite, parse_suite, suite_schema};
 pub use runner::SuiteRunner;
 
 /// Why a suite could not be read. Running a case never fails: its problems are in its
