@@ -63,6 +63,7 @@ pub use api::{Workflow, WorkloadRun};
 pub use check::{CheckRequest, check_document};
 pub use error::PolicyError;
 pub use nodes::{Node, NodeError, nodes_from_documents};
+pub use nodes_file::read_nodes;
 pub use packs::{
     SCHEMA_KINDS, WHEN_VARIABLES, contract, default_rules, load_rules, rule_file_schema,
     rule_sources, schema_names,
@@ -85,6 +86,7 @@ mod contract;
 mod detect;
 mod error;
 mod nodes;
+mod nodes_file;
 mod packs;
 mod placement;
 mod render;

@@ -8,7 +8,9 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use nvcre_engine::{Document, FieldPath, Severity, Source, parse_documents};
+use nvcre_engine::{
+    Document, FieldPath, Severity, Source, WalkOptions, parse_documents, walk_files,
+};
 use regex::Regex;
 use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
@@ -155,18 +157,26 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Optio
     T::deserialize(d).map(Some)
 }
 
-/// Suite files among `paths`: files as given, directories recursively (`*.yaml`, `*.yml`), in
-/// path order.
+/// Suite files among `paths`: files as given, directories through the engine's walker
+/// ([`nvcre_engine::walk_files`]: `*.yaml` / `*.yml` in path order, hidden entries skipped,
+/// symlinks followed), without the `data/` folders, which hold the inputs cases name.
 ///
 /// # Errors
-/// [`SuiteError::Io`] for a path that does not exist or a directory that cannot be read.
+/// [`SuiteError::Io`] for a path that does not exist; [`SuiteError::Walk`] for the first entry
+/// of a directory that cannot be read.
 pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SuiteError> {
+    const SUITES: WalkOptions<'static> = WalkOptions {
+        extensions: &["yaml", "yml"],
+        skip_dirs: &["data"],
+        follow_dir_links: true,
+    };
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let mut found = Vec::new();
-            walk(p, &mut found)?;
-            found.sort();
+            let (found, errors) = walk_files(p, &SUITES);
+            if let Some(e) = errors.into_iter().next() {
+                return Err(SuiteError::Walk(e));
+            }
             out.extend(found);
         } else if p.is_file() {
             out.push(p.clone());
@@ -181,26 +191,6 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SuiteError> {
         }
     }
     Ok(out)
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), SuiteError> {
-    let io = |source| SuiteError::Io {
-        path: dir.display().to_string(),
-        source,
-    };
-    for entry in std::fs::read_dir(dir).map_err(io)? {
-        let path = entry.map_err(io)?.path();
-        if path.is_dir() {
-            // `data/` folders hold inputs that cases name (`inputFile`, `nodesFile`).
-            if path.file_name().is_some_and(|n| n == "data") {
-                continue;
-            }
-            walk(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 /// Reads and checks one suite file.
@@ -642,6 +632,36 @@ pub(super) mod tests {
     );
 
     rejects!(accepts_exit_only, "    want_exit: 0\n", "ok");
+
+    #[test]
+    fn discover_walks_like_the_engine_skipping_hidden_entries_and_data_folders() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        for f in [
+            "a/x.yaml",
+            ".hidden/y.yaml",
+            "a/.z.yaml",
+            "data/z.yaml",
+            "b.yml",
+            "c.txt",
+        ] {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&p, "cases: []\n").expect("write");
+        }
+        let found = discover(&[root.to_path_buf()]).expect("walks");
+        assert_eq!(found, vec![root.join("a/x.yaml"), root.join("b.yml")]);
+        let missing = root.join("nope");
+        assert_eq!(
+            discover(&[missing.clone()])
+                .map_err(|e| e.to_string())
+                .err(),
+            Some(format!(
+                "rule test suite error: reading {}: no such file or directory",
+                missing.display()
+            ))
+        );
+    }
 
     #[test]
     fn notes_are_unique_and_input_is_required() {

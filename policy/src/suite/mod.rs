@@ -88,6 +88,9 @@ pub enum SuiteError {
         #[source]
         source: std::io::Error,
     },
+    /// A directory of suites could not be walked (an unreadable entry, a symlink loop).
+    #[error("rule test suite error: {0}")]
+    Walk(#[source] nvcre_engine::Error),
     /// The suite file is not valid YAML (the engine's message names file, line and column).
     #[error("rule test suite error: {0}")]
     Yaml(#[source] nvcre_engine::Error),
