@@ -82,7 +82,9 @@ mod sites;
 mod source;
 
 pub use contract::{CelField, Contract, StageContract, TableContract};
-pub use error::{ContractViolation, Error, LoadErrors};
+pub use error::{
+    CompileError, ContractViolation, ConversionError, Error, EvaluationError, LoadErrors, PathError,
+};
 pub use eval::{Origin, Outcome};
 pub use expr::type_name as cel_type_name;
 pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel, json_type as json_type_name};

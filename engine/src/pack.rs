@@ -807,7 +807,7 @@ fn compile_field_path(
     rule: Option<&str>,
     text: &str,
 ) -> Result<FieldPath, Problem> {
-    FieldPath::parse(text).map_err(|e| problem(ProblemKind::Compile, doc, path, rule, e))
+    FieldPath::parse(text).map_err(|e| problem(ProblemKind::Compile, doc, path, rule, e.message))
 }
 
 /// Compiles `vars` (at `base` in the file); every variable that does not compile is a problem.

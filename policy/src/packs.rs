@@ -171,7 +171,7 @@ pub(crate) mod params {
 }
 
 /// The identifiers an override row's `when.expression` is evaluated with
-/// ([`crate::resolve::when_matches`] binds exactly these).
+/// (override resolution binds exactly these; the tests check it).
 pub const WHEN_VARIABLES: &[&str] = &[
     "platform",
     "gpuArchitecture",

@@ -498,7 +498,7 @@ impl Reader<'_> {
             None => None,
             Some(p) => Some(
                 FieldPath::parse(&p)
-                    .map_err(|e| self.err(&fat.clone().key("fieldPath"), &e))?
+                    .map_err(|e| self.err(&fat.clone().key("fieldPath"), &e.message))?
                     .to_string(),
             ),
         };
@@ -653,7 +653,7 @@ pub(super) mod tests {
         assert_eq!(found, vec![root.join("a/x.yaml"), root.join("b.yml")]);
         let missing = root.join("nope");
         assert_eq!(
-            discover(&[missing.clone()])
+            discover(std::slice::from_ref(&missing))
                 .map_err(|e| e.to_string())
                 .err(),
             Some(format!(
