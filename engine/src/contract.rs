@@ -13,7 +13,8 @@
 //!   only known once rendered: errors at or under them are dropped, while keys beside them are
 //!   still checked. A `{$fragment: name}` is replaced by the fragment before validation (a list
 //!   fragment used as a list element splices in), so the fragment's own keys are checked too and
-//!   errors point into the fragment;
+//!   errors point into the fragment. A required key missing from a mapping that has an unknown
+//!   key is not reported apart (the unknown key is most likely its misspelling);
 //! - a `params.<name>` read (`params.x`, `params.?x`, `params['x']`) that the pack's stage does
 //!   not pass, or, when the table declares its params, that the table is not rendered with.
 //!   Reads are found in each expression's parsed AST;
