@@ -56,13 +56,6 @@ pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
     (files, errors)
 }
 
-/// Reads a nodes file: a v1 NodeList and/or Node documents.
-pub fn read_nodes(path: &str) -> Result<Vec<nvcre_domain::Node>, String> {
-    let docs = read_one(path)?;
-    let values: Vec<serde_json::Value> = docs.into_iter().map(|d| d.value).collect();
-    nvcre_domain::nodes_from_documents(&values).map_err(|e| format!("{path}: {e}"))
-}
-
 /// The node-context flags `render` and `check` share.
 #[derive(Debug, Clone, clap::Args)]
 pub struct NodeArgs {
@@ -99,7 +92,7 @@ impl NodeArgs {
         nvcre_domain::check_flags(rules, &flags)?;
         let nodes = match &self.nodes_file {
             Some(f) => Some(std::sync::Arc::new(
-                read_nodes(f).map_err(nvcre_domain::PolicyError::Usage)?,
+                nvcre_domain::read_nodes(f).map_err(nvcre_domain::PolicyError::Usage)?,
             )),
             None => None,
         };

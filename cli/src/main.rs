@@ -47,7 +47,7 @@ enum Command {
     },
     /// Report rule findings for WorkloadRun and Workflow documents.
     Check(check::CheckArgs),
-    /// Lint, list and explain the rules.
+    /// Lint, list and explain the rules; print the JSON Schemas of rule files.
     Rules {
         #[command(subcommand)]
         command: rules::RulesCommand,
@@ -162,6 +162,13 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
     {
         return Ok(rules::run_lint(cli.rules.as_deref(), args));
     }
+    // Schemas come from the contract, not from the rule files.
+    if let Command::Rules {
+        command: rules::RulesCommand::Schema(args),
+    } = &cli.command
+    {
+        return Ok(rules::run_schema(args));
+    }
     let rules = load(&cli)?;
     match cli.command {
         Command::Render(args)
@@ -178,6 +185,7 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
             rules::RulesCommand::Explain(args) => {
                 rules::run_explain(&rules, cli.rules.as_deref(), &args)
             }
+            rules::RulesCommand::Schema(args) => rules::run_schema(&args),
         }),
         Command::Test(args) => Ok(test_cmd::run(&rules, cli.rules.as_deref(), &args)),
     }

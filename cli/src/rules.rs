@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use nvcre_domain::{contract, rule_sources};
+use nvcre_domain::{contract, rule_file_schema, rule_sources, schema_names};
 use nvcre_engine::{CompiledPack, Rule, RuleSet, lint, to_yaml};
 use serde_json::Value;
 
@@ -27,6 +27,17 @@ pub enum RulesCommand {
     /// Describe a rule: description, severity, source, expression or mutations, message, and a
     /// passing and a failing example from the rule test suites.
     Explain(ExplainArgs),
+    /// Print the JSON Schema (draft 2020-12) of a rule file for editors: `pack`, `table`,
+    /// `suite` or a table name. Without a name, list the names.
+    Schema(SchemaArgs),
+}
+
+/// Arguments of `rules schema`.
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// `pack`, `table`, `suite` or a table name; omitted: list the names.
+    #[arg(value_name = "NAME")]
+    name: Option<String>,
 }
 
 /// Arguments of `rules lint`.
@@ -89,6 +100,40 @@ pub fn run_lint(rules_dir: Option<&Path>, args: &LintArgs) -> ExitCode {
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+/// `rules schema [NAME]`: the schema as pretty JSON, or the names one per line; 0, or 2 for an
+/// unknown name (with the names). Does not read the rules.
+pub fn run_schema(args: &SchemaArgs) -> ExitCode {
+    let names = match schema_names() {
+        Ok(n) => n,
+        Err(e) => {
+            report::error_line(&e.to_string());
+            return ExitCode::from(2);
+        }
+    };
+    let Some(name) = &args.name else {
+        print(&names.iter().map(|n| format!("{n}\n")).collect::<String>());
+        return ExitCode::SUCCESS;
+    };
+    match rule_file_schema(name) {
+        Ok(Some(schema)) => {
+            let text = serde_json::to_string_pretty(&schema).unwrap_or_default();
+            print(&format!("{text}\n"));
+            ExitCode::SUCCESS
+        }
+        Ok(None) => {
+            report::error_line(&format!(
+                "unknown schema {name:?}; available: {}",
+                names.join(", ")
+            ));
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            report::error_line(&e.to_string());
+            ExitCode::from(2)
+        }
     }
 }
 

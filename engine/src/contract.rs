@@ -13,10 +13,14 @@
 //!   only known once rendered: errors at or under them are dropped, while keys beside them are
 //!   still checked. A `{$fragment: name}` is replaced by the fragment before validation (a list
 //!   fragment used as a list element splices in), so the fragment's own keys are checked too and
-//!   errors point into the fragment;
+//!   errors point into the fragment. A required key missing from a mapping that has an unknown
+//!   key is not reported apart (the unknown key is most likely its misspelling);
 //! - a `params.<name>` read (`params.x`, `params.?x`, `params['x']`) that the pack's stage does
 //!   not pass, or, when the table declares its params, that the table is not rendered with.
-//!   Reads are found in each expression's parsed AST.
+//!   Reads are found in each expression's parsed AST;
+//! - a CEL field of a table row (declared with [`Contract::cel_field`], e.g. the `when.expression`
+//!   of an override row, evaluated later by the caller with its own variables) that does not
+//!   compile or reads a name the caller does not bind. Templated values are not checked.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -24,9 +28,10 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 
 use crate::error::{ContractViolation, Error};
+use crate::expr::Expr;
 use crate::pack::{CompiledPack, Problem, ProblemKind, Table};
 use crate::path::FieldPath;
-use crate::sites::{Owner, pack_sites, reads, table_sites};
+use crate::sites::{Owner, free_identifiers, pack_sites, reads, table_sites};
 use crate::source::{Document, escape_pointer};
 
 /// One stage of a [`Contract`].
@@ -51,7 +56,19 @@ pub struct TableContract {
     pub row_schema: Value,
     /// The `params` keys the table is rendered with; `None` when not declared (not checked).
     pub params: Option<Vec<String>>,
+    /// Row fields that hold CEL the caller evaluates itself, with the variables it binds.
+    pub cel_fields: Vec<CelField>,
     validator: Arc<jsonschema::Validator>,
+}
+
+/// A row field of a table that holds a CEL expression the caller evaluates after rendering
+/// (not a `${{ … }}` template), and the only identifiers that expression may read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CelField {
+    /// JSON pointer of the field inside a row, e.g. `/when/expression`.
+    pub pointer: String,
+    /// The identifiers the caller binds when it evaluates the field.
+    pub variables: Vec<String>,
 }
 
 impl std::fmt::Debug for TableContract {
@@ -59,6 +76,7 @@ impl std::fmt::Debug for TableContract {
         f.debug_struct("TableContract")
             .field("name", &self.name)
             .field("params", &self.params)
+            .field("cel_fields", &self.cel_fields)
             .finish_non_exhaustive()
     }
 }
@@ -132,7 +150,32 @@ impl Contract {
             description: description.to_string(),
             row_schema,
             params: params.map(|ps| ps.iter().map(|p| (*p).to_string()).collect()),
+            cel_fields: Vec::new(),
             validator: Arc::new(validator),
+        });
+        Ok(self)
+    }
+
+    /// Declares that rows of `table` hold, at JSON pointer `pointer` (e.g. `/when/expression`),
+    /// a CEL expression the caller evaluates with `variables` bound: loading refuses one that
+    /// does not compile or reads any other identifier.
+    ///
+    /// # Errors
+    /// [`Error::InvalidContract`] when `table` is not declared (yet).
+    pub fn cel_field(
+        mut self,
+        table: &str,
+        pointer: &str,
+        variables: &[&str],
+    ) -> Result<Contract, Error> {
+        let Some(t) = self.tables.iter_mut().find(|t| t.name == table) else {
+            return Err(Error::InvalidContract(format!(
+                "CEL field {pointer:?} of undeclared table {table:?}"
+            )));
+        };
+        t.cel_fields.push(CelField {
+            pointer: pointer.to_string(),
+            variables: variables.iter().map(|v| (*v).to_string()).collect(),
         });
         Ok(self)
     }
@@ -287,8 +330,31 @@ impl Contract {
                 origins: HashMap::new(),
             };
             let value = inst.build(&Value::Object(body), String::new(), base, 0);
-            for e in declared.validator.iter_errors(&value) {
-                inst.report(doc, declared, &entry.id, &e, out);
+            let errors: Vec<_> = declared.validator.iter_errors(&value).collect();
+            // An object with an unknown key misses a required one mostly because the key is
+            // misspelled: the unknown key alone is reported.
+            let misspelled: Vec<&str> = errors
+                .iter()
+                .filter(|e| {
+                    matches!(
+                        e.kind(),
+                        jsonschema::error::ValidationErrorKind::AdditionalProperties { .. }
+                    )
+                })
+                .map(|e| e.instance_path().as_str())
+                .collect();
+            for e in &errors {
+                if matches!(
+                    e.kind(),
+                    jsonschema::error::ValidationErrorKind::Required { .. }
+                ) && misspelled.contains(&e.instance_path().as_str())
+                {
+                    continue;
+                }
+                inst.report(doc, declared, &entry.id, e, out);
+            }
+            for field in &declared.cel_fields {
+                inst.check_cel(doc, &value, field, &entry.id, out);
             }
         }
     }
@@ -434,6 +500,53 @@ impl<'a> Instance<'a> {
             }
         }
         found
+    }
+
+    /// Compiles the CEL at `field.pointer` of the row `value` (when present and not templated)
+    /// and refuses identifiers the caller does not bind.
+    fn check_cel(
+        &self,
+        doc: &Document,
+        value: &Value,
+        field: &CelField,
+        entry: &str,
+        out: &mut Vec<Problem>,
+    ) {
+        let Some(text) = value.pointer(&field.pointer).and_then(Value::as_str) else {
+            return;
+        };
+        let Some(origin) = self.known(&field.pointer) else {
+            return;
+        };
+        let name = field.pointer.trim_start_matches('/').replace('/', ".");
+        let expr = match Expr::compile(text) {
+            Ok(e) => e,
+            Err(e) => {
+                out.push(violation(
+                    doc,
+                    ContractViolation::RowExpression,
+                    &origin.path,
+                    Some(entry),
+                    format!("{name} does not compile: {e}"),
+                ));
+                return;
+            }
+        };
+        for ident in free_identifiers(&expr) {
+            if field.variables.contains(&ident) {
+                continue;
+            }
+            out.push(violation(
+                doc,
+                ContractViolation::RowExpression,
+                &origin.path,
+                Some(entry),
+                format!(
+                    "{name} reads {ident:?}, which it is not evaluated with; variables: {}",
+                    field.variables.join(", ")
+                ),
+            ));
+        }
     }
 
     fn report(

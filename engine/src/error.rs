@@ -22,6 +22,9 @@ pub enum ContractViolation {
     RowSchema,
     /// A `params.<name>` read that the stage (or table) does not pass.
     UndeclaredParam,
+    /// A CEL field of a table row (such as an override's `when.expression`) that does not
+    /// compile, or reads a name the table does not declare for it.
+    RowExpression,
 }
 
 impl ContractViolation {
@@ -33,6 +36,7 @@ impl ContractViolation {
             ContractViolation::UnknownTable => "nvcre::rules::unknown_table",
             ContractViolation::RowSchema => "nvcre::rules::row_schema",
             ContractViolation::UndeclaredParam => "nvcre::rules::undeclared_param",
+            ContractViolation::RowExpression => "nvcre::rules::row_expression",
         }
     }
 }
@@ -173,6 +177,54 @@ impl miette::Diagnostic for Error {
             ))),
             _ => None,
         }
+    }
+}
+
+/// A CEL expression or a template that does not compile ([`Expr::compile`](crate::Expr::compile),
+/// [`Template::compile`](crate::Template::compile)). `Display` is the message alone: the
+/// parser's, with the position inside the expression, or the template's problem.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, miette::Diagnostic)]
+#[error("{message}")]
+#[diagnostic(code(nvcre::cel::compile))]
+pub struct CompileError {
+    /// What is wrong.
+    pub message: String,
+}
+
+/// A CEL expression or a template that failed when evaluated or rendered
+/// ([`Expr::eval`](crate::Expr::eval) and its variants, [`Template::render`](crate::Template::render)).
+/// `Display` is the message alone (no such key, wrong type, a failed variable it reads, …).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, miette::Diagnostic)]
+#[error("{message}")]
+#[diagnostic(code(nvcre::cel::evaluate))]
+pub struct EvaluationError {
+    /// What failed.
+    pub message: String,
+}
+
+/// A CEL value JSON cannot hold ([`cel_to_json`](crate::cel_to_json)): a non-finite number, bytes,
+/// a function, … `Display` is the message alone.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, miette::Diagnostic)]
+#[error("{message}")]
+#[diagnostic(code(nvcre::cel::to_json))]
+pub struct ConversionError {
+    /// What cannot be converted.
+    pub message: String,
+}
+
+/// A field path that does not parse ([`FieldPath::parse`](crate::FieldPath::parse)). `Display`
+/// is the message alone, naming the offending text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error, miette::Diagnostic)]
+#[error("{message}")]
+#[diagnostic(code(nvcre::path::parse))]
+pub struct PathError {
+    /// What is wrong.
+    pub message: String,
+}
+
+impl From<ConversionError> for EvaluationError {
+    fn from(e: ConversionError) -> EvaluationError {
+        EvaluationError { message: e.message }
     }
 }
 

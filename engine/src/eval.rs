@@ -549,7 +549,10 @@ impl Table {
                     continue;
                 }
             }
-            out.push((e.id.clone(), e.body.render(&scope, &frags).map_err(err)?));
+            out.push((
+                e.id.clone(),
+                e.body.render(&scope, &frags).map_err(|e| err(e.message))?,
+            ));
         }
         Ok(out)
     }

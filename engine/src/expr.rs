@@ -25,6 +25,8 @@ use kube_cel::cel::objects::{Key, Map as CelMap};
 use kube_cel::{KubeCelExt, cel::Value as Cel};
 use serde_json::{Map, Value};
 
+use crate::error::{CompileError, ConversionError, EvaluationError};
+
 /// The function table (standard + Kubernetes libraries + ours), built once per process and
 /// shared by every thread: scopes are child contexts of it. `cel::Context` holds only `Send +
 /// Sync` functions and values, so one immutable root serves all threads.
@@ -107,8 +109,12 @@ impl Expr {
     /// Compiles `text`.
     ///
     /// # Errors
-    /// The parser's message (with its position inside the expression).
-    pub fn compile(text: &str) -> Result<Expr, String> {
+    /// [`CompileError`]: the parser's message (with its position inside the expression).
+    pub fn compile(text: &str) -> Result<Expr, CompileError> {
+        Expr::compile_text(text).map_err(|message| CompileError { message })
+    }
+
+    fn compile_text(text: &str) -> Result<Expr, String> {
         let parse = |t: &str| {
             cel::parser::Parser::new()
                 .enable_optional_syntax(true)
@@ -174,8 +180,10 @@ impl Expr {
     /// # Errors
     /// The evaluation error as text (no such key, wrong type, …), or the failure of a variable
     /// or fragment the expression reads.
-    pub fn eval(&self, scope: &Scope) -> Result<Cel, String> {
-        self.eval_checked(scope).map_err(|e| e.to_string())
+    pub fn eval(&self, scope: &Scope) -> Result<Cel, EvaluationError> {
+        self.eval_checked(scope).map_err(|e| EvaluationError {
+            message: e.to_string(),
+        })
     }
 
     /// Evaluates against `scope`; reading a failed variable or fragment fails without running.
@@ -201,8 +209,10 @@ impl Expr {
     ///
     /// # Errors
     /// Evaluation errors, or `expected bool, got <type>`.
-    pub fn eval_bool(&self, scope: &Scope) -> Result<bool, String> {
-        self.eval_bool_checked(scope).map_err(|e| e.to_string())
+    pub fn eval_bool(&self, scope: &Scope) -> Result<bool, EvaluationError> {
+        self.eval_bool_checked(scope).map_err(|e| EvaluationError {
+            message: e.to_string(),
+        })
     }
 
     /// [`Expr::eval_bool`], keeping upstream failures apart.
@@ -220,8 +230,8 @@ impl Expr {
     ///
     /// # Errors
     /// Evaluation errors, or a value JSON cannot hold (a function, bytes, …).
-    pub fn eval_json(&self, scope: &Scope) -> Result<Value, String> {
-        cel_to_json(&self.eval(scope)?)
+    pub fn eval_json(&self, scope: &Scope) -> Result<Value, EvaluationError> {
+        Ok(cel_to_json(&self.eval(scope)?)?)
     }
 }
 
@@ -709,8 +719,12 @@ pub fn json_to_cel(v: &Value) -> Cel {
 /// Converts a CEL value to JSON. Map keys are sorted so the output is deterministic.
 ///
 /// # Errors
-/// For values JSON cannot represent.
-pub fn cel_to_json(v: &Cel) -> Result<Value, String> {
+/// [`ConversionError`] for values JSON cannot represent.
+pub fn cel_to_json(v: &Cel) -> Result<Value, ConversionError> {
+    cel_json(v).map_err(|message| ConversionError { message })
+}
+
+fn cel_json(v: &Cel) -> Result<Value, String> {
     Ok(match v {
         Cel::Null => Value::Null,
         Cel::Bool(b) => Value::Bool(*b),
@@ -720,12 +734,12 @@ pub fn cel_to_json(v: &Cel) -> Result<Value, String> {
             .map(Value::Number)
             .ok_or_else(|| format!("non-finite number {f}"))?,
         Cel::String(s) => Value::String(s.to_string()),
-        Cel::List(l) => Value::Array(l.iter().map(cel_to_json).collect::<Result<_, _>>()?),
+        Cel::List(l) => Value::Array(l.iter().map(cel_json).collect::<Result<_, _>>()?),
         Cel::Map(m) => {
             let mut entries: Vec<(String, Value)> = m
                 .map
                 .iter()
-                .map(|(k, v)| Ok((key_string(k), cel_to_json(v)?)))
+                .map(|(k, v)| Ok((key_string(k), cel_json(v)?)))
                 .collect::<Result<_, String>>()?;
             entries.sort_by(|a, b| a.0.cmp(&b.0));
             Value::Object(entries.into_iter().collect())
@@ -757,7 +771,7 @@ fn cel_to_text(v: &Cel) -> Result<String, String> {
         Cel::Float(f) => f.to_string(),
         Cel::Bool(b) => b.to_string(),
         Cel::Null => "null".to_string(),
-        other => serde_json::to_string(&cel_to_json(other)?).map_err(|e| e.to_string())?,
+        other => serde_json::to_string(&cel_json(other)?).map_err(|e| e.to_string())?,
     })
 }
 
@@ -808,17 +822,21 @@ impl Template {
     /// Compiles a YAML value into a template.
     ///
     /// # Errors
-    /// The first expression that does not compile, with the expression text.
-    pub fn compile(v: &Value) -> Result<Template, String> {
+    /// [`CompileError`]: the first expression that does not compile, with the expression text.
+    pub fn compile(v: &Value) -> Result<Template, CompileError> {
+        Template::compile_value(v).map_err(|message| CompileError { message })
+    }
+
+    fn compile_value(v: &Value) -> Result<Template, String> {
         match v {
             Value::String(s) => compile_string(s),
             Value::Array(items) => {
                 let mut out = Vec::with_capacity(items.len());
                 for item in items {
                     if let Some(spliced) = single_key(item, "$splice") {
-                        out.push(Item::Splice(Template::compile(spliced)?));
+                        out.push(Item::Splice(Template::compile_value(spliced)?));
                     } else {
-                        out.push(Item::One(Template::compile(item)?));
+                        out.push(Item::One(Template::compile_value(item)?));
                     }
                 }
                 Ok(Template::List(out))
@@ -846,16 +864,16 @@ impl Template {
                     return Ok(Template::If(
                         Expr::compile(strip_braces(cond))
                             .map_err(|e| format!("in $if {cond:?}: {e}"))?,
-                        Box::new(Template::compile(then)?),
+                        Box::new(Template::compile_value(then)?),
                         map.get("$else")
-                            .map(Template::compile)
+                            .map(Template::compile_value)
                             .transpose()?
                             .map(Box::new),
                     ));
                 }
                 let mut out = Vec::with_capacity(map.len());
                 for (k, val) in map {
-                    out.push((compile_string(k)?, Template::compile(val)?));
+                    out.push((compile_string(k)?, Template::compile_value(val)?));
                 }
                 if out.iter().all(|(k, v)| {
                     matches!(k, Template::Literal(_)) && matches!(v, Template::Literal(_))
@@ -935,9 +953,11 @@ impl Template {
     /// # Errors
     /// The first evaluation error, naming the expression; an unknown fragment; the failure of a
     /// variable or fragment the template reads.
-    pub fn render(&self, scope: &Scope, fragments: &Fragments) -> Result<Value, String> {
+    pub fn render(&self, scope: &Scope, fragments: &Fragments) -> Result<Value, EvaluationError> {
         self.render_checked(scope, fragments)
-            .map_err(|e| e.to_string())
+            .map_err(|e| EvaluationError {
+                message: e.to_string(),
+            })
     }
 
     /// [`Template::render`], keeping upstream failures apart.
@@ -956,7 +976,7 @@ impl Template {
                 let v = e
                     .eval_checked(scope)
                     .map_err(|err| err.context(|m| evaluating(e, &m)))?;
-                cel_to_json(&v).map_err(|m| EvalError::Own(evaluating(e, &m)))?
+                cel_json(&v).map_err(|m| EvalError::Own(evaluating(e, &m)))?
             }
             Template::Interp(parts) => {
                 let mut s = String::new();
@@ -1171,7 +1191,10 @@ mod tests {
     }
 
     fn render(template: Value) -> Result<Value, String> {
-        Template::compile(&template)?.render(&scope(json!({"a": 1})), &Fragments::new())
+        Template::compile(&template)
+            .map_err(|e| e.to_string())?
+            .render(&scope(json!({"a": 1})), &Fragments::new())
+            .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -1240,7 +1263,11 @@ mod tests {
             let e = Expr::compile(text).expect("compiles");
             assert_eq!(e.eval_json(&Scope::new()), Ok(want), "{text}");
             let theirs = Cel::resolve(&e.ast, &library).map_err(|e| e.to_string());
-            assert_eq!(e.eval(&Scope::new()), theirs, "{text}");
+            assert_eq!(
+                e.eval(&Scope::new()).map_err(|e| e.to_string()),
+                theirs,
+                "{text}"
+            );
         }
         for (text, want) in [
             (
@@ -1257,9 +1284,17 @@ mod tests {
             ),
         ] {
             let e = Expr::compile(text).expect("compiles");
-            assert_eq!(e.eval(&Scope::new()), Err(want.to_string()), "{text}");
+            assert_eq!(
+                e.eval(&Scope::new()).map_err(|e| e.to_string()),
+                Err(want.to_string()),
+                "{text}"
+            );
             let theirs = Cel::resolve(&e.ast, &library).map_err(|e| e.to_string());
-            assert_eq!(e.eval(&Scope::new()), theirs, "{text}");
+            assert_eq!(
+                e.eval(&Scope::new()).map_err(|e| e.to_string()),
+                theirs,
+                "{text}"
+            );
         }
         assert!(REGEXES.lock().is_ok_and(|c| c.contains_key("^[a-z]+$")));
     }
@@ -1267,6 +1302,39 @@ mod tests {
     #[test]
     fn compile_errors_name_the_expression() {
         let err = Template::compile(&json!("${{ params.( }}")).unwrap_err();
-        assert!(err.starts_with("in ${{ params.( }}"), "{err}");
+        assert!(err.message.starts_with("in ${{ params.( }}"), "{err}");
+    }
+
+    #[test]
+    fn errors_are_typed_with_codes_and_the_message_alone() {
+        use miette::Diagnostic;
+        let code = |d: &dyn Diagnostic| d.code().map(|c| c.to_string());
+        let compile = Expr::compile("1 +").unwrap_err();
+        assert_eq!(code(&compile), Some("nvcre::cel::compile".to_string()));
+        let eval = Expr::compile("{}.a")
+            .expect("compiles")
+            .eval_bool(&Scope::new())
+            .unwrap_err();
+        assert_eq!(eval.to_string(), "No such key: a");
+        assert_eq!(code(&eval), Some("nvcre::cel::evaluate".to_string()));
+        let not_bool = Expr::compile("1").expect("compiles");
+        assert_eq!(
+            not_bool.eval_bool(&Scope::new()).unwrap_err().message,
+            "expected bool, got int"
+        );
+        let bytes = Expr::compile("b'x'").expect("compiles");
+        let conv = cel_to_json(&bytes.eval(&Scope::new()).expect("evaluates")).unwrap_err();
+        assert_eq!(
+            conv.to_string(),
+            "a bytes value cannot be written to a manifest"
+        );
+        assert_eq!(code(&conv), Some("nvcre::cel::to_json".to_string()));
+        assert_eq!(
+            bytes.eval_json(&Scope::new()).unwrap_err().to_string(),
+            "a bytes value cannot be written to a manifest"
+        );
+        let path = crate::FieldPath::parse("a['b").unwrap_err();
+        assert_eq!(path.to_string(), "unterminated key in \"a['b\"");
+        assert_eq!(code(&path), Some("nvcre::path::parse".to_string()));
     }
 }

@@ -16,6 +16,8 @@ them over JSON documents, applies patches and reports findings. The NVCRE domain
 - A [`Contract`] declares the caller's stages (and the params each passes) and tables (with a
   JSON Schema for their rows); loading with one refuses unknown stages and tables, rows that do
   not fit, and `params.x` reads the stage does not pass.
+- [`schema`] derives JSON Schemas (draft 2020-12): row schemas from Rust types for a
+  [`Contract`], and the schemas of `RulePack` and `Table` files for editors.
 - [`walk_files`] / [`read_files`] list a directory the one way every reader does: path order,
   hidden entries skipped (so a mounted ConfigMap's files load once, by their visible names),
   symlinked files followed, symlink loops refused.
@@ -24,7 +26,9 @@ them over JSON documents, applies patches and reports findings. The NVCRE domain
 - [`lint`] reports every problem of a set of rule files as [`LintFinding`]s: what the loader
   refuses (contract breaches included), plus messages that look like CEL, unused variables and
   fragments, and escaped keys on free-form maps.
-- Errors implement [`miette::Diagnostic`] with codes such as `nvcre::rules::unknown_stage`.
+- Errors implement [`miette::Diagnostic`] with codes such as `nvcre::rules::unknown_stage`;
+  compiling and evaluating CEL fail with [`CompileError`] / [`EvaluationError`]
+  (`nvcre::cel::…`), a bad field path with [`PathError`].
 - [`patch`] holds the merge (lists merged by `name`), JSON Patch and list insertion used by
   mutations and by callers.
 
@@ -77,11 +81,14 @@ mod pack;
 pub mod patch;
 mod path;
 mod quote;
+pub mod schema;
 mod sites;
 mod source;
 
-pub use contract::{Contract, StageContract, TableContract};
-pub use error::{ContractViolation, Error, LoadErrors};
+pub use contract::{CelField, Contract, StageContract, TableContract};
+pub use error::{
+    CompileError, ContractViolation, ConversionError, Error, EvaluationError, LoadErrors, PathError,
+};
 pub use eval::{Origin, Outcome};
 pub use expr::type_name as cel_type_name;
 pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel, json_type as json_type_name};

@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
+use schemars::JsonSchema;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -38,9 +39,9 @@ use crate::source::{Document, Pos, Source, SpanIndex, parse_documents};
 /// The apiVersion of rule files.
 pub const RULES_API_VERSION: &str = "policy.nvcre.nvidia.com/v1alpha1";
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct PackFile {
+pub(crate) struct PackFile {
     api_version: String,
     // Dispatched on before deserializing; kept so deny_unknown_fields accepts it.
     #[serde(rename = "kind")]
@@ -56,12 +57,13 @@ struct PackFile {
     fragments: BTreeMap<String, Value>,
     // Rules are read one by one (see `compile_pack`), so one bad rule does not hide the others.
     #[serde(default)]
+    #[schemars(with = "Vec<RuleSpec>")]
     rules: Vec<Value>,
     #[serde(default)]
     entries: Vec<Value>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct MetadataSpec {
     name: String,
@@ -69,7 +71,7 @@ struct MetadataSpec {
     description: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct MatchSpec {
     #[serde(default)]
@@ -78,7 +80,7 @@ struct MatchSpec {
     match_conditions: Vec<VarSpec>,
 }
 
-#[derive(Deserialize, Debug, Clone)]
+#[derive(Deserialize, JsonSchema, Debug, Clone)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ResourceSpec {
     #[serde(default)]
@@ -87,16 +89,16 @@ struct ResourceSpec {
     kind: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct VarSpec {
     name: String,
     expression: String,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
-struct RuleSpec {
+pub(crate) struct RuleSpec {
     id: String,
     #[serde(default)]
     severity: Severity,
@@ -114,7 +116,7 @@ struct RuleSpec {
     mutate: Vec<MutationSpec>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct ForEachSpec {
     #[serde(rename = "in")]
@@ -125,7 +127,7 @@ struct ForEachSpec {
     index: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 struct ValidateSpec {
     expression: String,
@@ -139,7 +141,7 @@ struct ValidateSpec {
     field_path_expression: Option<String>,
 }
 
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 enum MutationSpec {
     Merge { path: String, value: Value },
@@ -805,7 +807,7 @@ fn compile_field_path(
     rule: Option<&str>,
     text: &str,
 ) -> Result<FieldPath, Problem> {
-    FieldPath::parse(text).map_err(|e| problem(ProblemKind::Compile, doc, path, rule, e))
+    FieldPath::parse(text).map_err(|e| problem(ProblemKind::Compile, doc, path, rule, e.message))
 }
 
 /// Compiles `vars` (at `base` in the file); every variable that does not compile is a problem.

@@ -7,6 +7,7 @@ use std::fmt;
 
 use serde_json::Value;
 
+use crate::error::PathError;
 use crate::source::escape_pointer;
 
 /// One step of a [`FieldPath`].
@@ -68,8 +69,12 @@ impl FieldPath {
     /// Parses `a.b["c/d"][0].e`. A leading `.` is allowed (`.spec.x`), as in CRD rule fieldPaths.
     ///
     /// # Errors
-    /// A message naming the byte offset of the first bad character.
-    pub fn parse(text: &str) -> Result<FieldPath, String> {
+    /// [`PathError`] naming the offending text.
+    pub fn parse(text: &str) -> Result<FieldPath, PathError> {
+        FieldPath::parse_text(text).map_err(|message| PathError { message })
+    }
+
+    fn parse_text(text: &str) -> Result<FieldPath, String> {
         let chars: Vec<char> = text.chars().collect();
         let mut segments = Vec::new();
         let mut i = 0usize;

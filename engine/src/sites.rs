@@ -68,6 +68,68 @@ pub(crate) fn reads(expr: &Expr) -> Reads {
     out
 }
 
+/// The identifiers `expr` reads that no comprehension (`exists`, `all`, `map`, …) binds: the
+/// names it needs from its scope, in the order the parser met them (`variables.x` counts as
+/// `variables`).
+pub(crate) fn free_identifiers(expr: &Expr) -> Vec<String> {
+    let mut out = Vec::new();
+    free(expr.ast(), &mut Vec::new(), &mut out);
+    out
+}
+
+fn free(e: &IdedExpr, bound: &mut Vec<String>, out: &mut Vec<String>) {
+    match &e.expr {
+        Ast::Ident(name) => {
+            let name = if name.starts_with(VARIABLE_PREFIX) {
+                "variables"
+            } else {
+                name.as_str()
+            };
+            if !bound.iter().any(|b| b == name) && !out.iter().any(|o| o == name) {
+                out.push(name.to_string());
+            }
+        }
+        Ast::Select(s) => free(&s.operand, bound, out),
+        Ast::Call(c) => {
+            if let Some(t) = &c.target {
+                free(t, bound, out);
+            }
+            for a in &c.args {
+                free(a, bound, out);
+            }
+        }
+        Ast::Comprehension(c) => {
+            free(&c.iter_range, bound, out);
+            free(&c.accu_init, bound, out);
+            let depth = bound.len();
+            bound.push(c.iter_var.clone());
+            bound.extend(c.iter_var2.iter().cloned());
+            bound.push(c.accu_var.clone());
+            for x in [&c.loop_cond, &c.loop_step, &c.result] {
+                free(x, bound, out);
+            }
+            bound.truncate(depth);
+        }
+        Ast::List(l) => l.elements.iter().for_each(|x| free(x, bound, out)),
+        Ast::Map(m) => {
+            for entry in &m.entries {
+                if let kube_cel::cel::common::ast::EntryExpr::MapEntry(me) = &entry.expr {
+                    free(&me.key, bound, out);
+                    free(&me.value, bound, out);
+                }
+            }
+        }
+        Ast::Struct(s) => {
+            for entry in &s.entries {
+                if let kube_cel::cel::common::ast::EntryExpr::StructField(f) = &entry.expr {
+                    free(&f.value, bound, out);
+                }
+            }
+        }
+        Ast::Literal(_) | Ast::Unspecified => {}
+    }
+}
+
 fn ident(e: &IdedExpr) -> Option<&str> {
     match &e.expr {
         Ast::Ident(n) => Some(n),

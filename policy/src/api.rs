@@ -249,7 +249,7 @@ pub struct ExecSpec {
 }
 
 /// A container env var (core/v1 EnvVar).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnvVar {
     /// Variable name.
@@ -455,7 +455,7 @@ pub struct OverrideSpec {
 }
 
 /// `when` of an override: every given criterion must hold.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WhenSpec {
     /// Platform match.
@@ -479,7 +479,7 @@ pub struct WhenSpec {
 }
 
 /// `{equals | in | notIn}`; all given sub-fields must hold.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StringMatch {
     /// Exact, case-sensitive.
@@ -494,7 +494,7 @@ pub struct StringMatch {
 }
 
 /// `when.topology`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TopologyMatch {
     /// `topology` or `simple`.
@@ -506,7 +506,7 @@ pub struct TopologyMatch {
 }
 
 /// `{equals, greaterThan, lessThan}` (strict comparisons).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct IntMatch {
     /// Equal to.

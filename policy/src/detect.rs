@@ -4,10 +4,11 @@
 
 use nvcre_engine::RuleSet;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::error::PolicyError;
 use crate::nodes;
+use crate::packs::params;
 use crate::placement::{PlacementMode, SchedulingPolicy};
 
 /// Name of the platform detection table.
@@ -28,28 +29,51 @@ pub struct NodeDefaults {
     pub enable_mnnvl: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct DefaultsRow {
+/// A row of the `gpu-defaults` table.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(crate) struct DefaultsRow {
+    /// The platform the row adjusts; absent for the architecture's own row.
     #[serde(default)]
     platform: Option<String>,
+    /// The architecture (`""` for the unknown-architecture row).
     gpu_architecture: String,
-    #[serde(flatten)]
-    defaults: NodeDefaults,
+    /// GPUs per node.
+    gpus_per_node: i64,
+    /// Mellanox NICs per node.
+    mlnx_per_node: i64,
+    /// `NCCL_MNNVL_ENABLE` default.
+    #[serde(rename = "enableMNNVL")]
+    enable_mnnvl: bool,
+    /// A value `--gpu-arch` accepts.
     #[serde(default)]
     selectable: bool,
 }
 
-#[derive(Debug, Clone, Deserialize)]
-struct PlatformRow {
+impl DefaultsRow {
+    fn defaults(&self) -> NodeDefaults {
+        NodeDefaults {
+            gpus_per_node: self.gpus_per_node,
+            mlnx_per_node: self.mlnx_per_node,
+            enable_mnnvl: self.enable_mnnvl,
+        }
+    }
+}
+
+/// A row of the `platform-detection` table.
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct PlatformRow {
+    /// The platform a node matching the row's `include` is on.
     platform: String,
+    /// The node `--platform` stands for; absent when `--platform` does not accept it.
     #[serde(default)]
     synthetic: Option<SyntheticNode>,
 }
 
 /// The node `--platform P --gpu-arch A` stands for.
-#[derive(Debug, Clone, Deserialize, PartialEq)]
-#[serde(rename_all = "camelCase")]
+#[derive(Debug, Clone, Deserialize, PartialEq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SyntheticNode {
     /// Position of the platform in the `--platform` error message.
     pub order: i64,
@@ -113,14 +137,13 @@ fn table_rows<T: for<'de> Deserialize<'de>>(
 /// # Errors
 /// A missing or malformed `platform-detection` table.
 pub fn selectable_platforms(rules: &RuleSet) -> Result<Vec<(String, SyntheticNode)>, PolicyError> {
-    let node = json!({"providerID": "", "labels": {}});
     let table = rules
         .table(PLATFORM_TABLE)
         .ok_or_else(|| PolicyError::MissingTable(PLATFORM_TABLE.to_string()))?;
     // Render every entry (ignore `include`): a row is selectable when it has `synthetic`.
     let mut out = Vec::new();
     let rows: Vec<PlatformRow> = table
-        .render_all(&json!({"node": node}))?
+        .render_all(&params::platform_detection("", &serde_json::Map::new()))?
         .into_iter()
         .map(|(id, v)| decode_row(table, &id, v))
         .collect::<Result<_, _>>()?;
@@ -167,7 +190,7 @@ pub fn detect_platform(
     let rows: Vec<PlatformRow> = table_rows(
         rules,
         PLATFORM_TABLE,
-        &json!({"node": {"providerID": provider_id, "labels": labels}}),
+        &params::platform_detection(provider_id, labels),
     )?;
     rows.into_iter()
         .next()
@@ -185,7 +208,7 @@ pub fn normalize_gpu_arch(value: &str) -> String {
 }
 
 fn defaults_rows(rules: &RuleSet) -> Result<Vec<DefaultsRow>, PolicyError> {
-    table_rows(rules, DEFAULTS_TABLE, &Value::Null)
+    table_rows(rules, DEFAULTS_TABLE, &params::gpu_defaults())
 }
 
 /// Normalises and checks a `--gpu-arch` value (`gb300`, `NVIDIA-GB300` and `NVIDIA GB300` are
@@ -228,7 +251,7 @@ pub fn node_defaults(
     let find = |p: Option<&str>, a: &str| {
         rows.iter()
             .find(|r| r.platform.as_deref() == p && r.gpu_architecture == a)
-            .map(|r| r.defaults)
+            .map(DefaultsRow::defaults)
     };
     (if platform.is_empty() {
         None
@@ -260,7 +283,7 @@ pub fn base_nccl_env(
     rules: &RuleSet,
     enable_mnnvl: bool,
 ) -> Result<Vec<crate::api::EnvVar>, PolicyError> {
-    table_rows(rules, NCCL_ENV_TABLE, &json!({"enableMNNVL": enable_mnnvl}))
+    table_rows(rules, NCCL_ENV_TABLE, &params::nccl_base_env(enable_mnnvl))
 }
 
 /// Name of the table that says what `spec.orchestration.testScale` means.
@@ -268,7 +291,7 @@ pub const TEST_SCALE_TABLE: &str = "test-scale";
 
 /// What a `spec.orchestration.testScale` value means for the build: a row of the `test-scale`
 /// table. The default (no row matches) is `spec.numNodes` nodes per job and no topology.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TestScale {
     /// Nodes per job instead of `spec.numNodes`.
@@ -299,7 +322,7 @@ pub fn test_scale(
     let rows: Vec<TestScale> = table_rows(
         rules,
         TEST_SCALE_TABLE,
-        &json!({"testScale": test_scale, "numNodes": num_nodes}),
+        &params::test_scale(test_scale, num_nodes),
     )?;
     Ok(rows.into_iter().next().unwrap_or_default())
 }
@@ -308,10 +331,27 @@ pub fn test_scale(
 pub const SCHEDULING_TABLE: &str = "scheduling";
 
 /// A row of the `scheduling` table.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct SchedulingRow {
-    tolerations: Vec<Value>,
+pub(crate) struct SchedulingRow {
+    tolerations: Vec<Toleration>,
+}
+
+/// A Kubernetes toleration as a `scheduling` row writes it; emitted in this field order with
+/// absent fields left out.
+#[derive(Debug, Clone, Deserialize, serde::Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Toleration {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    key: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    operator: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    value: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    effect: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    toleration_seconds: Option<i64>,
 }
 
 /// The default tolerations of every placement mode, with and without a launcher: the
@@ -330,9 +370,13 @@ pub fn scheduling_policy(rules: &RuleSet) -> Result<SchedulingPolicy, PolicyErro
             let rows: Vec<SchedulingRow> = table_rows(
                 rules,
                 SCHEDULING_TABLE,
-                &json!({"placement": name, "hasLauncher": has_launcher}),
+                &params::scheduling(name, has_launcher),
             )?;
-            let tolerations = rows.into_iter().flat_map(|r| r.tolerations).collect();
+            let tolerations = rows
+                .into_iter()
+                .flat_map(|r| r.tolerations)
+                .map(|t| serde_json::to_value(t).unwrap_or(Value::Null))
+                .collect();
             policy = policy.with(mode, has_launcher, tolerations);
         }
     }
@@ -348,6 +392,7 @@ pub(crate) fn quote(s: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::Map;
+    use serde_json::json;
 
     #[test]
     fn flag_spellings() {

@@ -64,7 +64,11 @@ pub use check::{CheckRequest, check_document};
 pub use detect::{scheduling_policy, selectable_platforms};
 pub use error::PolicyError;
 pub use nodes::{Node, NodeError, nodes_from_documents};
-pub use packs::{contract, default_rules, load_rules, rule_sources};
+pub use nodes_file::read_nodes;
+pub use packs::{
+    SCHEMA_KINDS, WHEN_VARIABLES, contract, default_rules, load_rules, rule_file_schema,
+    rule_sources, schema_names,
+};
 pub use placement::{
     Group, Placement, PlacementError, SchedulingPolicy, place, place_groups, place_with,
 };
@@ -75,7 +79,7 @@ pub use render::{
 pub use suite::{
     Case, CaseContext, CaseResult, Coverage, Expectation, PackCoverage, Suite, SuiteError,
     SuiteRunner, TableCoverage, WantFinding, coverage, discover as discover_suites, load_suite,
-    parse_suite,
+    parse_suite, suite_schema,
 };
 
 mod api;
@@ -85,6 +89,7 @@ mod contract;
 mod detect;
 mod error;
 mod nodes;
+mod nodes_file;
 mod packs;
 mod placement;
 mod render;

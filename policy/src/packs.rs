@@ -6,10 +6,16 @@
 use std::path::Path;
 use std::sync::Arc;
 
+use nvcre_engine::schema::row_schema;
 use nvcre_engine::{Contract, Error, LoadErrors, RuleSet, Source};
-use serde_json::{Value, json};
 
+use crate::api::EnvVar;
 use crate::contract::{ADMISSION, GANG_CONTRACT, MANIFESTS, PLACEMENT, WORKLOAD_LABELS};
+use crate::detect::{
+    DEFAULTS_TABLE, DefaultsRow, NCCL_ENV_TABLE, PLATFORM_TABLE, PlatformRow, SCHEDULING_TABLE,
+    SchedulingRow, TEST_SCALE_TABLE, TestScale,
+};
+use crate::render::{NIC_TABLE, NicRow, OVERRIDE_TABLE, PlatformOverride};
 
 /// `(path as shown in messages, contents)` of every embedded rule file.
 const EMBEDDED: &[(&str, &str)] = &[
@@ -83,23 +89,138 @@ pub fn embedded_sources() -> Vec<Arc<Source>> {
         .collect()
 }
 
-/// A closed object schema: these properties, nothing else, loose types.
-fn closed(properties: Value) -> Value {
-    json!({"type": "object", "properties": properties, "additionalProperties": false})
+/// The params each stage passes and each table is rendered with, built here so that what
+/// [`contract`] declares and what the pipeline passes come from one place (the tests compare
+/// each builder's keys with the declared list). Stages not listed here pass no params
+/// (callers give `Value::Null`).
+pub(crate) mod params {
+    use serde_json::{Map, Value, json};
+
+    /// Params of the `workload-labels` stage when it runs at construction.
+    pub(crate) const WORKLOAD_LABELS: &[&str] = &["labelsPath"];
+    /// Params of the `platform-detection` table.
+    pub(crate) const PLATFORM_DETECTION: &[&str] = &["node"];
+    /// Params of the `gpu-defaults` table.
+    pub(crate) const GPU_DEFAULTS: &[&str] = &[];
+    /// Params of the `nccl-base-env` table.
+    pub(crate) const NCCL_BASE_ENV: &[&str] = &["enableMNNVL"];
+    /// Params of the `nic-detection` table.
+    pub(crate) const NIC_DETECTION: &[&str] = &["platform", "gpuArchitecture"];
+    /// Params of the `workloadrun-platform-overrides` table.
+    pub(crate) const OVERRIDES: &[&str] = &[
+        "entryName",
+        "nodesPerJob",
+        "gpusPerNode",
+        "mlnxPerNode",
+        "nicResourceName",
+        "enableMNNVL",
+        "frameworkType",
+        "strictDomain",
+    ];
+
+    /// Params of the `scheduling` table.
+    pub(crate) const SCHEDULING: &[&str] = &["placement", "hasLauncher"];
+    /// Params of the `test-scale` table.
+    pub(crate) const TEST_SCALE: &[&str] = &["testScale", "numNodes"];
+
+    /// `{placement, hasLauncher}`: the placement mode (`Pinned` | `Unpinned`) and whether the
+    /// job has a launcher.
+    pub(crate) fn scheduling(placement: &str, has_launcher: bool) -> Value {
+        json!({"placement": placement, "hasLauncher": has_launcher})
+    }
+
+    /// `{testScale, numNodes}`: `spec.orchestration.testScale` (`""` when unset) and
+    /// `spec.numNodes`.
+    pub(crate) fn test_scale(test_scale: &str, num_nodes: i64) -> Value {
+        json!({"testScale": test_scale, "numNodes": num_nodes})
+    }
+
+    /// `{labelsPath}`: where the labels the messages name live.
+    pub(crate) fn workload_labels(labels_path: &str) -> Value {
+        json!({"labelsPath": labels_path})
+    }
+
+    /// `{node: {providerID, labels}}`.
+    pub(crate) fn platform_detection(provider_id: &str, labels: &Map<String, Value>) -> Value {
+        json!({"node": {"providerID": provider_id, "labels": labels}})
+    }
+
+    /// No params.
+    pub(crate) fn gpu_defaults() -> Value {
+        Value::Null
+    }
+
+    /// `{enableMNNVL}`: the resolved MNNVL setting.
+    pub(crate) fn nccl_base_env(enable_mnnvl: bool) -> Value {
+        json!({"enableMNNVL": enable_mnnvl})
+    }
+
+    /// `{platform, gpuArchitecture}` of the node context.
+    pub(crate) fn nic_detection(platform: &str, gpu_architecture: &str) -> Value {
+        json!({"platform": platform, "gpuArchitecture": gpu_architecture})
+    }
+
+    /// The params of the platform override table.
+    #[derive(Debug, Clone, Default)]
+    pub(crate) struct OverrideParams<'a> {
+        /// `metadata.name` of the WorkloadRun (or Workflow).
+        pub(crate) entry_name: &'a str,
+        /// Nodes per job.
+        pub(crate) nodes_per_job: i64,
+        /// GPUs per node.
+        pub(crate) gpus_per_node: i64,
+        /// Mellanox NICs per node.
+        pub(crate) mlnx_per_node: i64,
+        /// The NIC resource name ("" when none).
+        pub(crate) nic_resource_name: &'a str,
+        /// The resolved MNNVL setting.
+        pub(crate) enable_mnnvl: bool,
+        /// `mpi`, `torch`, …
+        pub(crate) framework_type: &'a str,
+        /// `orchestration.testScale` is `intra-rack`.
+        pub(crate) strict_domain: bool,
+    }
+
+    impl OverrideParams<'_> {
+        /// The params object, keyed as [`OVERRIDES`] lists.
+        pub(crate) fn to_value(&self) -> Value {
+            json!({
+                "entryName": self.entry_name,
+                "nodesPerJob": self.nodes_per_job,
+                "gpusPerNode": self.gpus_per_node,
+                "mlnxPerNode": self.mlnx_per_node,
+                "nicResourceName": self.nic_resource_name,
+                "enableMNNVL": self.enable_mnnvl,
+                "frameworkType": self.framework_type,
+                "strictDomain": self.strict_domain,
+            })
+        }
+    }
 }
 
+/// The identifiers an override row's `when.expression` is evaluated with
+/// (override resolution binds exactly these; the tests check it).
+pub const WHEN_VARIABLES: &[&str] = &[
+    "platform",
+    "gpuArchitecture",
+    "workloadKind",
+    "topologyMode",
+    "domainCount",
+];
+
 /// The pipeline contract: the stages the pipeline runs (with the params each passes to its
-/// packs) and the tables it renders (with a schema for their rows and the params each is
-/// rendered with). Every rule set is loaded with it, so a misspelled stage, table or row key
-/// is refused at load with its file, line and column.
+/// packs) and the tables it renders (with a schema for their rows, the params each is
+/// rendered with and, for the override table, the variables of `when.expression`). Every rule
+/// set is loaded with it, so a misspelled stage, table or row key is refused at load with its
+/// file, line and column.
 ///
-/// The row schemas are hand-written and deliberately loose about types (values may be
-/// templated); they list every key the pipeline reads and refuse any other.
+/// The row schemas are derived from the Rust types the rows are decoded into (closed: an
+/// unknown key is refused); values templated with `${{ … }}`, `$if`, `$splice` or a fragment
+/// are checked only once rendered.
 ///
 /// # Errors
 /// [`Error::InvalidContract`] if a schema does not compile, which the tests rule out.
 pub fn contract() -> Result<Contract, Error> {
-    let condition = closed(json!({"equals": {"type": "string"}, "in": {"type": "array"}}));
     Contract::new()
         .stage(
             ADMISSION,
@@ -109,7 +230,7 @@ pub fn contract() -> Result<Contract, Error> {
         .stage(
             WORKLOAD_LABELS,
             "workload-object labels, at construction and after overrides",
-            &["labelsPath"],
+            params::WORKLOAD_LABELS,
         )
         .stage(PLACEMENT, "post-override placement checks", &[])
         .stage(
@@ -119,89 +240,83 @@ pub fn contract() -> Result<Contract, Error> {
         )
         .stage(MANIFESTS, "every object render --expand emits", &[])
         .table(
-            "gpu-defaults",
+            DEFAULTS_TABLE,
             "GPUs and NICs per node and the MNNVL default, by architecture and platform",
-            closed(json!({
-                "gpuArchitecture": {"type": "string"},
-                "platform": {"type": "string"},
-                "gpusPerNode": {},
-                "mlnxPerNode": {},
-                "enableMNNVL": {},
-                "selectable": {},
-            })),
-            Some(&[]),
+            row_schema::<DefaultsRow>(),
+            Some(params::GPU_DEFAULTS),
         )?
         .table(
-            "nccl-base-env",
+            NCCL_ENV_TABLE,
             "the NCCL environment every workload container starts from",
-            closed(json!({"name": {"type": "string"}, "value": {}})),
-            Some(&["enableMNNVL"]),
+            row_schema::<EnvVar>(),
+            Some(params::NCCL_BASE_ENV),
         )?
         .table(
-            "nic-detection",
+            NIC_TABLE,
             "where NIC resource names are detected from the nodes",
-            closed(json!({"resources": {"type": "array", "items": {"type": "string"}}})),
-            Some(&["platform", "gpuArchitecture"]),
+            row_schema::<NicRow>(),
+            Some(params::NIC_DETECTION),
         )?
         .table(
-            "platform-detection",
+            PLATFORM_TABLE,
             "providerID prefixes and node labels to platform",
-            closed(json!({
-                "platform": {"type": "string"},
-                "synthetic": closed(json!({
-                    "order": {},
-                    "providerID": {"type": "string"},
-                    "labels": {"type": "object"},
-                    "allocatable": {"type": "object"},
-                })),
-            })),
-            Some(&["node"]),
+            row_schema::<PlatformRow>(),
+            Some(params::PLATFORM_DETECTION),
         )?
         .table(
-            "scheduling",
+            SCHEDULING_TABLE,
             "the tolerations of a job whose target names no taintSelectors",
-            closed(
-                json!({"tolerations": {"type": "array", "items": closed(json!({
-                    "key": {"type": "string"},
-                    "operator": {"type": "string"},
-                    "value": {"type": "string"},
-                    "effect": {"type": "string"},
-                    "tolerationSeconds": {},
-                }))}}),
-            ),
-            Some(&["placement", "hasLauncher"]),
+            row_schema::<SchedulingRow>(),
+            Some(params::SCHEDULING),
         )?
         .table(
-            "test-scale",
+            TEST_SCALE_TABLE,
             "what spec.orchestration.testScale means: nodes per job, strict topology domains",
-            closed(json!({"nodesPerJob": {}, "strictDomain": {}})),
-            Some(&["testScale", "numNodes"]),
+            row_schema::<TestScale>(),
+            Some(params::TEST_SCALE),
         )?
         .table(
-            "workloadrun-platform-overrides",
+            OVERRIDE_TABLE,
             "platform and GPU overrides applied to WorkloadRun builds",
-            closed(json!({
-                "when": closed(json!({
-                    "platform": condition,
-                    "gpuArchitecture": condition,
-                })),
-                "mpiArgs": {"type": "array"},
-                "preCommand": {},
-                "dependencies": {"type": "array"},
-                "jobTemplate": {"type": "object"},
-                "orchestration": {"type": "object"},
-            })),
-            Some(&[
-                "entryName",
-                "nodesPerJob",
-                "gpusPerNode",
-                "mlnxPerNode",
-                "nicResourceName",
-                "enableMNNVL",
-                "frameworkType",
-                "strictDomain",
-            ]),
-        )
+            row_schema::<PlatformOverride>(),
+            Some(params::OVERRIDES),
+        )?
+        .cel_field(OVERRIDE_TABLE, "/when/expression", WHEN_VARIABLES)
+}
+
+/// The schemas [`rule_file_schema`] knows besides one per table: a `RulePack` document, a
+/// `Table` document of any declared table, a rule test suite.
+pub const SCHEMA_KINDS: &[&str] = &["pack", "table", "suite"];
+
+/// Every name [`rule_file_schema`] accepts: [`SCHEMA_KINDS`], then each table of
+/// [`contract`] in declaration order.
+///
+/// # Errors
+/// [`Error::InvalidContract`], which the tests rule out.
+pub fn schema_names() -> Result<Vec<String>, Error> {
+    let contract = contract()?;
+    Ok(SCHEMA_KINDS
+        .iter()
+        .map(|k| (*k).to_string())
+        .chain(contract.tables().iter().map(|t| t.name.clone()))
+        .collect())
+}
+
+/// The JSON Schema (draft 2020-12) named `name`: `pack` (a `RulePack` document, from the
+/// engine's loader types), `table` (a `Table` document; its entries are checked against the
+/// row schema of the table `metadata.name` names), `suite` (a rule test suite, from the suite
+/// format's serde types) or a table name (that table's file). `None` for any other name.
+///
+/// # Errors
+/// [`Error::InvalidContract`], which the tests rule out.
+pub fn rule_file_schema(name: &str) -> Result<Option<serde_json::Value>, Error> {
+    let contract = contract()?;
+    Ok(match name {
+        "pack" => Some(nvcre_engine::schema::pack_file_schema()),
+        "table" => Some(nvcre_engine::schema::table_file_schema(&contract)),
+        "suite" => Some(crate::suite::suite_schema()),
+        other => nvcre_engine::schema::one_table_file_schema(&contract, other),
+    })
 }
 
 /// The embedded default rule set, loaded with [`contract`].
@@ -251,6 +366,108 @@ mod tests {
             .map(ToString::to_string)
             .collect();
         assert_eq!(findings, Vec::<String>::new());
+    }
+
+    fn keys(v: &serde_json::Value) -> Vec<&str> {
+        v.as_object()
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn declared_params_are_what_the_callers_pass() {
+        let c = contract().expect("contract");
+        let stage = |n: &str| {
+            c.stages()
+                .iter()
+                .find(|s| s.name == n)
+                .map(|s| s.params.clone())
+                .expect("stage")
+        };
+        let table = |n: &str| {
+            c.tables()
+                .iter()
+                .find(|t| t.name == n)
+                .and_then(|t| t.params.clone())
+                .expect("table params")
+        };
+        assert_eq!(stage(WORKLOAD_LABELS), keys(&params::workload_labels("x")));
+        for s in [ADMISSION, PLACEMENT, GANG_CONTRACT, MANIFESTS] {
+            assert_eq!(stage(s), Vec::<String>::new(), "{s}");
+        }
+        assert_eq!(
+            table(PLATFORM_TABLE),
+            keys(&params::platform_detection("", &serde_json::Map::new()))
+        );
+        assert_eq!(table(DEFAULTS_TABLE), keys(&params::gpu_defaults()));
+        assert_eq!(
+            table(SCHEDULING_TABLE),
+            keys(&params::scheduling("Pinned", true))
+        );
+        assert_eq!(table(TEST_SCALE_TABLE), keys(&params::test_scale("", 2)));
+        assert_eq!(table(NCCL_ENV_TABLE), keys(&params::nccl_base_env(true)));
+        assert_eq!(
+            table(NIC_TABLE),
+            keys(&params::nic_detection("aws", "h100"))
+        );
+        assert_eq!(
+            table(OVERRIDE_TABLE),
+            keys(&params::OverrideParams::default().to_value())
+        );
+        assert_eq!(
+            c.tables()
+                .iter()
+                .find(|t| t.name == OVERRIDE_TABLE)
+                .map(|t| t.cel_fields.clone()),
+            Some(vec![nvcre_engine::CelField {
+                pointer: "/when/expression".to_string(),
+                variables: WHEN_VARIABLES.iter().map(|v| v.to_string()).collect(),
+            }])
+        );
+    }
+
+    #[test]
+    fn when_variables_are_the_ones_when_matches_binds() {
+        use crate::api::WhenSpec;
+        use crate::resolve::{OverrideContext, when_matches};
+        let ctx = OverrideContext::build_time("aws", "h100");
+        for v in WHEN_VARIABLES {
+            let when = WhenSpec {
+                expression: Some(format!("{v} == {v}")),
+                ..WhenSpec::default()
+            };
+            assert_eq!(when_matches(&when, &ctx), Ok(true), "{v}");
+        }
+        let when = WhenSpec {
+            expression: Some("config == null".to_string()),
+            ..WhenSpec::default()
+        };
+        assert!(when_matches(&when, &ctx).is_err());
+    }
+
+    fn load_override_rows(rows: &str) -> Vec<String> {
+        let text = format!(
+            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {{name: workloadrun-platform-overrides}}\nentries:\n{rows}"
+        );
+        let contract = contract().expect("contract");
+        match RuleSet::load(&[Source::new("o.yaml", text)], Some(&contract)) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.errors.iter().map(ToString::to_string).collect(),
+        }
+    }
+
+    #[test]
+    fn override_rows_are_closed_and_when_expressions_read_declared_variables_only() {
+        assert_eq!(
+            load_override_rows(
+                "- id: a\n  when: {platfrom: {equals: aws}, expression: \"platform == 'aws' && gpuArch == 'h100' && [1].all(x, x > 0)\"}\n  mpiArgs: [-x, A=1]\n- id: b\n  when: {expression: 'platform ==', topology: {mode: simple}}\n- id: c\n  when: {expression: \"${{ params.entryName }}\"}\n"
+            ),
+            [
+                "rule pack error: o.yaml:6:10: rule a: unknown key \"platfrom\" in a row of table \"workloadrun-platform-overrides\"; known keys: platform, gpuArchitecture, workloadKind, topology, config, expression",
+                "rule pack error: o.yaml:6:47: rule a: when.expression reads \"gpuArch\", which it is not evaluated with; variables: platform, gpuArchitecture, workloadKind, topologyMode, domainCount",
+                "rule pack error: o.yaml:9:22: rule b: when.expression does not compile: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} (expression column 12)",
+            ]
+        );
     }
 
     #[test]

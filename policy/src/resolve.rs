@@ -182,14 +182,14 @@ pub fn when_matches(when: &WhenSpec, ctx: &OverrideContext) -> Result<bool, Stri
         }
     }
     if let Some(e) = &when.expression {
-        let expr = Expr::compile(e)?;
+        let expr = Expr::compile(e).map_err(|e| e.to_string())?;
         let mut scope = Scope::new();
         scope.bind("platform", &json!(ctx.platform));
         scope.bind("gpuArchitecture", &json!(ctx.gpu_architecture));
         scope.bind("workloadKind", &json!(ctx.workload_kind));
         scope.bind("topologyMode", &json!(ctx.topology_mode));
         scope.bind("domainCount", &json!(ctx.domain_count));
-        return expr.eval_bool(&scope);
+        return expr.eval_bool(&scope).map_err(|e| e.to_string());
     }
     Ok(true)
 }

@@ -23,3 +23,6 @@ mod contract;
 
 /// The policy is data: edits to a copy of the rules change the behaviour.
 mod data;
+
+/// `rules schema`: the JSON Schemas of rule files.
+mod schema;

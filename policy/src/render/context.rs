@@ -8,7 +8,7 @@
 
 use nvcre_engine::RuleSet;
 use serde::Deserialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Map, Value};
 
 use crate::api::TargetSpec;
 use crate::detect;
@@ -210,9 +210,11 @@ pub fn synthetic_nodes(
 /// Name of the NIC detection table.
 pub const NIC_TABLE: &str = "nic-detection";
 
-#[derive(Debug, Deserialize)]
+/// A row of the `nic-detection` table.
+#[derive(Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct NicRow {
+pub(crate) struct NicRow {
+    /// Resource names that qualify (an entry ending in `/` is a prefix).
     resources: Vec<String>,
 }
 
@@ -230,7 +232,7 @@ pub(super) fn detect_nic_resource(
     let Some(table) = rules.table(NIC_TABLE).filter(|_| ctx.from_nodes) else {
         return Ok((None, None));
     };
-    let params = json!({"platform": ctx.platform, "gpuArchitecture": ctx.gpu_architecture});
+    let params = crate::packs::params::nic_detection(&ctx.platform, &ctx.gpu_architecture);
     let mut patterns = Vec::new();
     for (id, value) in table.render(&params)? {
         let row: NicRow = detect::decode_row(table, &id, value)?;

@@ -26,9 +26,11 @@ use crate::error::PolicyError;
 use crate::nodes::Node;
 use crate::resolve::AppliedOverride;
 
+pub(crate) use context::{NIC_TABLE, NicRow};
 pub use context::{RenderRequest, check_flags};
 pub use expand::{Expanded, Verify, expand, expand_verifying};
 pub(crate) use parse::{check_user_overrides, input_error, parse_typed, prepare_document};
+pub(crate) use platform::PlatformOverride;
 pub use workflow::render_workflow;
 pub use workloadrun::render_workload_run;
 

@@ -9,21 +9,28 @@ use serde_json::{Map, Value};
 use crate::api::{EnvVar, OverrideSpec, WhenSpec};
 
 /// One row of the platform override table, with the WorkloadRun-only keys.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub(super) struct PlatformOverride {
+pub(crate) struct PlatformOverride {
+    /// When the row applies; empty matches always.
     #[serde(default)]
     pub(super) when: WhenSpec,
+    /// Lines run before the workload command (build time, known platform only).
     #[serde(default)]
     pub(super) pre_command: Vec<String>,
+    /// mpirun arguments, prepended for an MPI run (build time, known platform only).
     #[serde(default)]
     pub(super) mpi_args: Vec<String>,
+    /// Strategic merge into `jobTemplate`.
     #[serde(default)]
     pub(super) job_template: Option<Value>,
+    /// RFC 6902 patch of `jobTemplate`, after the merge.
     #[serde(default)]
     pub(super) job_template_patch: Option<Value>,
+    /// Dependencies merged by apiVersion + kind + name, or appended.
     #[serde(default)]
     pub(super) dependencies: Option<Vec<Value>>,
+    /// Orchestration fields, each replacing the base value.
     #[serde(default)]
     pub(super) orchestration: Option<Map<String, Value>>,
 }

@@ -3,11 +3,12 @@
 //! applied-override annotations written.
 
 use nvcre_engine::{Document, RuleSet};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::api::{TargetSpec, Workflow};
 use crate::detect;
 use crate::error::PolicyError;
+use crate::packs::params::OverrideParams;
 use crate::resolve::{OverrideContext, when_matches};
 
 use super::context::node_context;
@@ -105,16 +106,17 @@ fn build_time_rows_note(
     let Some(table) = rules.table(OVERRIDE_TABLE) else {
         return Ok(None);
     };
-    let params = json!({
-        "entryName": workflow.metadata.name,
-        "nodesPerJob": 1,
-        "gpusPerNode": 0,
-        "mlnxPerNode": 0,
-        "nicResourceName": "",
-        "enableMNNVL": false,
-        "frameworkType": if mpi { "mpi" } else { "torch" },
-        "strictDomain": false,
-    });
+    let params = OverrideParams {
+        entry_name: &workflow.metadata.name,
+        nodes_per_job: 1,
+        gpus_per_node: 0,
+        mlnx_per_node: 0,
+        nic_resource_name: "",
+        enable_mnnvl: false,
+        framework_type: if mpi { "mpi" } else { "torch" },
+        strict_domain: false,
+    }
+    .to_value();
     let ctx = OverrideContext::build_time(platform, arch);
     let mut rows = Vec::new();
     for (id, value) in table.render(&params)? {

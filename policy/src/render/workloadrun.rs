@@ -5,13 +5,14 @@
 //! checks → with a platform: resolve overrides and the contract stages → the output document.
 
 use nvcre_engine::{Document, RuleSet};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use crate::api::{FrameworkType, Workflow, WorkloadRun};
 use crate::build::{BuildParams, DEFAULT_TIMEOUT_PER_JOB, build_workflow};
 use crate::contract::{self, enforce};
 use crate::detect;
 use crate::error::PolicyError;
+use crate::packs::params::OverrideParams;
 use crate::resolve::{AppliedOverride, OverrideContext, when_matches};
 
 use super::context::{NODES_FILE_EXCLUSIVE, NodeContext, detect_nic_resource, node_context};
@@ -200,16 +201,17 @@ fn platform_rows(
     let table = rules
         .table(OVERRIDE_TABLE)
         .ok_or_else(|| PolicyError::MissingTable(OVERRIDE_TABLE.to_string()))?;
-    let params = json!({
-        "entryName": run.metadata.name,
-        "nodesPerJob": sizing.nodes_per_job,
-        "gpusPerNode": sizing.gpus_per_node,
-        "mlnxPerNode": sizing.mlnx_per_node,
-        "nicResourceName": sizing.nic_resource_name,
-        "enableMNNVL": sizing.enable_mnnvl,
-        "frameworkType": run.spec.framework.kind().as_str(),
-        "strictDomain": sizing.scale.strict_domain,
-    });
+    let params = OverrideParams {
+        entry_name: &run.metadata.name,
+        nodes_per_job: sizing.nodes_per_job,
+        gpus_per_node: sizing.gpus_per_node,
+        mlnx_per_node: sizing.mlnx_per_node,
+        nic_resource_name: &sizing.nic_resource_name,
+        enable_mnnvl: sizing.enable_mnnvl,
+        framework_type: run.spec.framework.kind().as_str(),
+        strict_domain: sizing.scale.strict_domain,
+    }
+    .to_value();
     let mut rows = Vec::new();
     for (id, value) in table.render(&params)? {
         let mut o: PlatformOverride = detect::decode_row(table, &id, value)?;
@@ -289,7 +291,7 @@ fn compose_labels(
         &[contract::WORKLOAD_LABELS],
         &value,
         origin(doc),
-        &json!({"labelsPath": "spec.workloadMetadata.labels"}),
+        &crate::packs::params::workload_labels("spec.workloadMetadata.labels"),
         report_mode(req),
     )?;
     serde_json::from_value(composed.value).map_err(|e| PolicyError::Build(e.to_string()))

@@ -8,8 +8,11 @@ use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use nvcre_engine::{Document, FieldPath, Severity, Source, parse_documents};
+use nvcre_engine::{
+    Document, FieldPath, Severity, Source, WalkOptions, parse_documents, walk_files,
+};
 use regex::Regex;
+use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
@@ -18,71 +21,135 @@ use super::{
 };
 
 /// A suite file as written.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawSuite {
+    /// The cases.
     cases: Vec<RawCase>,
 }
 
 /// One case as written. Every field is `Some` when the key is present, even with a `null` value
 /// (which then fails the type check, as a missing value must be left out instead).
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawCase {
+    /// What the case pins; unique in the file.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String", required)]
     note: Option<String>,
+    /// YAML text of one or more input documents.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String")]
     input: Option<String>,
+    /// The input documents, from a file relative to the suite.
     #[serde(default, deserialize_with = "present", rename = "inputFile")]
+    #[schemars(with = "String")]
     input_file: Option<String>,
+    /// The node context (platform, GPU architecture or a nodes file).
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "RawContext")]
     context: Option<RawContext>,
+    /// `default`, or a rule directory relative to the suite.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String")]
     rules: Option<String>,
+    /// `check` (default) or `render`.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String", extend("enum" = ["check", "render"]))]
     mode: Option<String>,
+    /// The exact list of findings, in order (`[]`: none).
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Vec<RawWantFinding>")]
     want_findings: Option<Option<Vec<RawWantFinding>>>,
+    /// Render mode: keys the output must hold with these values.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "Value")]
     want_output: Option<Value>,
+    /// With `want_output`: the output must equal it.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "bool")]
     want_output_exact: Option<bool>,
+    /// A substring of the error.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String")]
     want_error: Option<String>,
+    /// 0 clean, 1 violations, 2 could not run.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "u64", range(max = 2))]
     want_exit: Option<u64>,
 }
 
 /// `context:` as written.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawContext {
+    /// `--platform`.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String")]
     platform: Option<String>,
+    /// `--gpu-arch`.
     #[serde(default, deserialize_with = "present", rename = "gpuArch")]
+    #[schemars(with = "String")]
     gpu_arch: Option<String>,
+    /// `--nodes-file`, relative to the suite.
     #[serde(default, deserialize_with = "present", rename = "nodesFile")]
+    #[schemars(with = "String")]
     nodes_file: Option<String>,
 }
 
 /// One entry of `want_findings` as written.
-#[derive(Deserialize)]
+#[derive(Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 struct RawWantFinding {
+    /// The rule id.
     #[serde(default, deserialize_with = "present", rename = "ruleId")]
+    #[schemars(with = "String", required)]
     rule_id: Option<String>,
+    /// Compared when given.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String", extend("enum" = ["error", "warning", "info"]))]
     severity: Option<String>,
+    /// The exact message, compared when given.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String")]
     message: Option<String>,
+    /// A regex the message matches (unanchored).
     #[serde(default, deserialize_with = "present", rename = "messageRegex")]
+    #[schemars(with = "String")]
     message_regex: Option<String>,
+    /// The finding's field path, compared when given.
     #[serde(default, deserialize_with = "present", rename = "fieldPath")]
+    #[schemars(with = "String")]
     field_path: Option<String>,
+    /// The finding's line, compared when given.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "u64")]
     line: Option<u64>,
+    /// The finding's column, compared when given.
     #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "u64")]
     column: Option<u64>,
+}
+
+/// The JSON Schema (draft 2020-12) of a suite file, derived from the serde types above: what
+/// serde accepts, plus what the checks after it need (`note` and `ruleId` present, known modes
+/// and severities, `want_exit` 0 to 2).
+pub fn suite_schema() -> Value {
+    let mut v = nvcre_engine::schema::row_schema::<RawSuite>();
+    if let Value::Object(m) = &mut v {
+        let mut out = serde_json::Map::new();
+        out.insert(
+            "$schema".into(),
+            Value::String(nvcre_engine::schema::DRAFT_2020_12.into()),
+        );
+        out.insert(
+            "description".into(),
+            Value::String("a rule test suite (rules/tests/<pack-or-table>/*.yaml)".into()),
+        );
+        out.append(m);
+        return Value::Object(out);
+    }
+    v
 }
 
 /// A present key: `Some` of its value, so that `null` is a type error rather than absence.
@@ -90,18 +157,26 @@ fn present<'de, D: Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Optio
     T::deserialize(d).map(Some)
 }
 
-/// Suite files among `paths`: files as given, directories recursively (`*.yaml`, `*.yml`), in
-/// path order.
+/// Suite files among `paths`: files as given, directories through the engine's walker
+/// ([`nvcre_engine::walk_files`]: `*.yaml` / `*.yml` in path order, hidden entries skipped,
+/// symlinks followed), without the `data/` folders, which hold the inputs cases name.
 ///
 /// # Errors
-/// [`SuiteError::Io`] for a path that does not exist or a directory that cannot be read.
+/// [`SuiteError::Io`] for a path that does not exist; [`SuiteError::Walk`] for the first entry
+/// of a directory that cannot be read.
 pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SuiteError> {
+    const SUITES: WalkOptions<'static> = WalkOptions {
+        extensions: &["yaml", "yml"],
+        skip_dirs: &["data"],
+        follow_dir_links: true,
+    };
     let mut out = Vec::new();
     for p in paths {
         if p.is_dir() {
-            let mut found = Vec::new();
-            walk(p, &mut found)?;
-            found.sort();
+            let (found, errors) = walk_files(p, &SUITES);
+            if let Some(e) = errors.into_iter().next() {
+                return Err(SuiteError::Walk(e));
+            }
             out.extend(found);
         } else if p.is_file() {
             out.push(p.clone());
@@ -116,26 +191,6 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SuiteError> {
         }
     }
     Ok(out)
-}
-
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), SuiteError> {
-    let io = |source| SuiteError::Io {
-        path: dir.display().to_string(),
-        source,
-    };
-    for entry in std::fs::read_dir(dir).map_err(io)? {
-        let path = entry.map_err(io)?.path();
-        if path.is_dir() {
-            // `data/` folders hold inputs that cases name (`inputFile`, `nodesFile`).
-            if path.file_name().is_some_and(|n| n == "data") {
-                continue;
-            }
-            walk(&path, out)?;
-        } else if path.extension().is_some_and(|e| e == "yaml" || e == "yml") {
-            out.push(path);
-        }
-    }
-    Ok(())
 }
 
 /// Reads and checks one suite file.
@@ -443,7 +498,7 @@ impl Reader<'_> {
             None => None,
             Some(p) => Some(
                 FieldPath::parse(&p)
-                    .map_err(|e| self.err(&fat.clone().key("fieldPath"), &e))?
+                    .map_err(|e| self.err(&fat.clone().key("fieldPath"), &e.message))?
                     .to_string(),
             ),
         };
@@ -577,6 +632,36 @@ pub(super) mod tests {
     );
 
     rejects!(accepts_exit_only, "    want_exit: 0\n", "ok");
+
+    #[test]
+    fn discover_walks_like_the_engine_skipping_hidden_entries_and_data_folders() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let root = dir.path();
+        for f in [
+            "a/x.yaml",
+            ".hidden/y.yaml",
+            "a/.z.yaml",
+            "data/z.yaml",
+            "b.yml",
+            "c.txt",
+        ] {
+            let p = root.join(f);
+            std::fs::create_dir_all(p.parent().expect("parent")).expect("mkdir");
+            std::fs::write(&p, "cases: []\n").expect("write");
+        }
+        let found = discover(&[root.to_path_buf()]).expect("walks");
+        assert_eq!(found, vec![root.join("a/x.yaml"), root.join("b.yml")]);
+        let missing = root.join("nope");
+        assert_eq!(
+            discover(std::slice::from_ref(&missing))
+                .map_err(|e| e.to_string())
+                .err(),
+            Some(format!(
+                "rule test suite error: reading {}: no such file or directory",
+                missing.display()
+            ))
+        );
+    }
 
     #[test]
     fn notes_are_unique_and_input_is_required() {

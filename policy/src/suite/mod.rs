@@ -71,7 +71,7 @@ use regex::Regex;
 use serde_json::Value;
 
 pub use coverage::{Coverage, PackCoverage, TableCoverage, coverage};
-pub use format::{discover, load_suite, parse_suite};
+pub use format::{discover, load_suite, parse_suite, suite_schema};
 pub use runner::SuiteRunner;
 
 /// Why a suite could not be read. Running a case never fails: its problems are in its
@@ -88,6 +88,9 @@ pub enum SuiteError {
         #[source]
         source: std::io::Error,
     },
+    /// A directory of suites could not be walked (an unreadable entry, a symlink loop).
+    #[error("rule test suite error: {0}")]
+    Walk(#[source] nvcre_engine::Error),
     /// The suite file is not valid YAML (the engine's message names file, line and column).
     #[error("rule test suite error: {0}")]
     Yaml(#[source] nvcre_engine::Error),

@@ -61,7 +61,8 @@ impl<'a> SuiteRunner<'a> {
             CaseRules::Dir(dir) => self
                 .loaded
                 .entry(dir.clone())
-                .or_insert_with(|| RuleSet::load_dir(dir).map_err(|e| e.to_string()))
+                // As `--rules DIR` loads it: checked against the pipeline contract.
+                .or_insert_with(|| crate::packs::load_rules(Some(dir)).map_err(|e| e.to_string()))
                 .as_ref()
                 .map_err(Clone::clone),
         }
@@ -75,7 +76,7 @@ impl<'a> SuiteRunner<'a> {
         };
         let nodes = match &case.context.nodes_file {
             None => None,
-            Some(path) => match read_nodes(path) {
+            Some(path) => match crate::read_nodes(&path.display().to_string()) {
                 Ok(n) => Some(n),
                 Err(e) => return failed(e),
             },
@@ -93,16 +94,6 @@ impl<'a> SuiteRunner<'a> {
             Mode::Render => run_render(rules, &docs, &case.context, nodes),
         }
     }
-}
-
-/// Reads a nodes file (a NodeList and/or Node documents).
-fn read_nodes(path: &std::path::Path) -> Result<Vec<crate::nodes::Node>, String> {
-    let text =
-        std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
-    let docs = parse_documents(&nvcre_engine::Source::new(path.display().to_string(), text))
-        .map_err(|e| e.to_string())?;
-    let values: Vec<Value> = docs.into_iter().map(|d| d.value).collect();
-    crate::nodes::nodes_from_documents(&values).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 fn run_check(
@@ -192,6 +183,31 @@ mod tests {
         let rules = crate::packs::default_rules().expect("rules");
         let mut runner = SuiteRunner::new(&rules);
         runner.run(&suite, &suite.cases[0])
+    }
+
+    #[test]
+    fn a_rule_directory_is_loaded_with_the_pipeline_contract() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("p.yaml"),
+            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p}\nstage: admision\nrules:\n- id: r\n  validate: {expression: 'true'}\n",
+        )
+        .expect("write");
+        let text = format!(
+            "cases:\n  - note: n\n    rules: {}\n    input: |\n{RUN}    want_exit: 0\n",
+            dir.path().display()
+        );
+        let suite = parse_suite(Path::new("t.yaml"), &text).expect("parses");
+        let rules = crate::packs::default_rules().expect("rules");
+        let mut runner = SuiteRunner::new(&rules);
+        let r = runner.run(&suite, &suite.cases[0]);
+        assert_eq!(
+            r.outcome.error,
+            Some(format!(
+                "rule pack error: {}:4:8: unknown stage \"admision\"; known stages: admission, workload-labels, placement, gang-contract, manifests",
+                dir.path().join("p.yaml").display()
+            ))
+        );
     }
 
     #[test]
