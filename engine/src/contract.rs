@@ -113,12 +113,28 @@ impl std::fmt::Debug for TableContract {
 pub struct Contract {
     stages: Vec<StageContract>,
     tables: Vec<TableContract>,
+    require_every_table: bool,
 }
 
 impl Contract {
     /// An empty contract (no stage, no table: every pack and table is refused).
     pub fn new() -> Contract {
         Contract::default()
+    }
+
+    /// When `yes`, [`RuleSet::load`](crate::RuleSet::load) refuses a set in which a declared
+    /// table is defined by no rule file (a set that replaces a caller's built-in rules whole
+    /// must not lack a table the pipeline renders). Fixtures that load one table turn it off.
+    ///
+    /// This is disabled by default.
+    pub fn require_every_table(mut self, yes: bool) -> Contract {
+        self.require_every_table = yes;
+        self
+    }
+
+    /// True when [`Contract::require_every_table`] is on.
+    pub fn requires_every_table(&self) -> bool {
+        self.require_every_table
     }
 
     /// Declares a stage and the params it passes.
@@ -670,6 +686,31 @@ mod tests {
 
     const TABLE: &str =
         "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: rows}\n";
+
+    #[test]
+    fn a_set_without_a_declared_table_is_refused_only_when_every_table_is_required() {
+        let pack = "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p}\nstage: admission\nrules:\n- id: r\n  validate: {expression: 'true'}\n";
+        let sources = [Source::new("cm/p.yaml", pack)];
+        assert!(RuleSet::load(&sources, Some(&contract())).is_ok());
+        let strict = contract().require_every_table(true);
+        let errors: Vec<String> = match RuleSet::load(&sources, Some(&strict)) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.errors.iter().map(ToString::to_string).collect(),
+        };
+        assert_eq!(
+            errors,
+            [
+                "rule pack error: cm: no rule file defines table \"rows\" (rows); the pipeline renders it, so the set is refused"
+            ]
+        );
+        let e = RuleSet::load(&sources, Some(&strict))
+            .err()
+            .expect("refused");
+        assert_eq!(
+            e.errors.first().map(Error::code),
+            Some("nvcre::rules::missing_table")
+        );
+    }
 
     #[test]
     fn unknown_stage_is_a_diagnostic_with_code_and_help() {

@@ -25,6 +25,8 @@ pub enum ContractViolation {
     /// A CEL field of a table row (such as an override's `when.expression`) that does not
     /// compile, or reads a name the table does not declare for it.
     RowExpression,
+    /// A table the contract declares that no rule file of the set defines.
+    MissingTable,
 }
 
 impl ContractViolation {
@@ -37,6 +39,7 @@ impl ContractViolation {
             ContractViolation::RowSchema => "nvcre::rules::row_schema",
             ContractViolation::UndeclaredParam => "nvcre::rules::undeclared_param",
             ContractViolation::RowExpression => "nvcre::rules::row_expression",
+            ContractViolation::MissingTable => "nvcre::rules::missing_table",
         }
     }
 }

@@ -417,10 +417,31 @@ impl RuleSet {
         contract: Option<&Contract>,
     ) -> Result<RuleSet, LoadErrors> {
         let (set, problems) = RuleSet::load_collecting(sources, contract);
-        if problems.is_empty() {
+        let mut errors: Vec<Error> = problems.into_iter().map(|p| p.error).collect();
+        // A set is used whole (it replaces the built-in rules), so a declared table that no file
+        // defines would fail every render later: refuse the set now, while a caller can still
+        // keep its last good one. (Lint, which reads parts of a set, does not ask for this.)
+        // Only when the contract asks: fixtures load a single table.
+        if let Some(contract) = contract.filter(|c| c.requires_every_table()) {
+            let place = common_dir(sources);
+            for t in contract.tables() {
+                if set.table(&t.name).is_none() {
+                    errors.push(Error::Contract {
+                        violation: crate::error::ContractViolation::MissingTable,
+                        file: place.clone(),
+                        pos: None,
+                        rule: None,
+                        message: format!(
+                            "no rule file defines table {:?} ({}); the pipeline renders it, so the set is refused",
+                            t.name, t.description
+                        ),
+                    });
+                }
+            }
+        }
+        if errors.is_empty() {
             return Ok(set);
         }
-        let mut errors: Vec<Error> = problems.into_iter().map(|p| p.error).collect();
         // File order, then line and column (a stable sort keeps the order of equal positions).
         let order = |e: &Error| {
             let (file, pos) = e.location().unwrap_or(("", None));
@@ -675,6 +696,28 @@ fn undefined(doc: &Document, path: &FieldPath, rule: Option<&str>, name: &str) -
                  named {name:?}"
             ),
         },
+    }
+}
+
+/// The deepest directory holding every source (`.` when they share none), to name a whole set.
+fn common_dir(sources: &[Arc<Source>]) -> String {
+    let mut common: Option<Vec<&str>> = None;
+    for s in sources {
+        let parts: Vec<&str> = s.name.split('/').collect();
+        let dir = parts.get(..parts.len().saturating_sub(1)).unwrap_or(&[]);
+        common = Some(match common {
+            None => dir.to_vec(),
+            Some(c) => c
+                .iter()
+                .zip(dir)
+                .take_while(|(a, b)| a == b)
+                .map(|(a, _)| *a)
+                .collect(),
+        });
+    }
+    match common {
+        Some(c) if !c.is_empty() => c.join("/"),
+        _ => ".".to_string(),
     }
 }
 
