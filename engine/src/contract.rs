@@ -703,9 +703,7 @@ mod tests {
                 "rule pack error: cm: no rule file defines table \"rows\" (rows); the pipeline renders it, so the set is refused"
             ]
         );
-        let e = RuleSet::load(&sources, Some(&strict))
-            .err()
-            .expect("refused");
+        let e = RuleSet::load(&sources, Some(&strict)).expect_err("refused");
         assert_eq!(
             e.errors.first().map(Error::code),
             Some("nvcre::rules::missing_table")
