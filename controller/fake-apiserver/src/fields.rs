@@ -369,6 +369,10 @@ pub fn apply(
             continue;
         }
         for owned in &e.set {
+            // Owning a map is owning its existence, not its keys: maps never conflict.
+            if get(current, owned).is_some_and(Value::is_object) {
+                continue;
+            }
             let hit = applied_set
                 .iter()
                 .any(|p| p.starts_with(owned) && get(applied, owned) != get(current, owned));
@@ -399,7 +403,7 @@ pub fn apply(
     // Fields this manager applied before and no longer applies are removed, unless shared.
     if let Some(prev) = entries.iter().find(|e| is_mine(e)) {
         for p in prev.set.difference(&applied_set) {
-            if !others.contains(p) {
+            if !others.iter().any(|o| o.starts_with(p)) {
                 remove(&mut next, p);
             }
         }

@@ -29,6 +29,14 @@ fn show(v: &Value) -> String {
     }
 }
 
+/// A schema bound as Go prints it: `1`, not `1.0`.
+fn bound(v: &Value) -> String {
+    match v.as_f64() {
+        Some(f) if f.fract() == 0.0 && f.abs() < 1e15 => format!("{}", f as i64),
+        _ => v.to_string(),
+    }
+}
+
 fn json_type(v: &Value) -> &'static str {
     match v {
         Value::Null => "null",
@@ -138,7 +146,7 @@ pub fn validate(
                 out.push(cause(
                     "FieldValueInvalid",
                     path,
-                    format!("Invalid value: {n}: {shown_path} in body should be less than or equal to {}", schema["maximum"]),
+                    format!("Invalid value: {n}: {shown_path} in body should be less than or equal to {}", bound(&schema["maximum"])),
                 ));
             }
             if let Some(min) = schema["minimum"].as_f64()
@@ -147,7 +155,7 @@ pub fn validate(
                 out.push(cause(
                     "FieldValueInvalid",
                     path,
-                    format!("Invalid value: {n}: {shown_path} in body should be greater than or equal to {}", schema["minimum"]),
+                    format!("Invalid value: {n}: {shown_path} in body should be greater than or equal to {}", bound(&schema["minimum"])),
                 ));
             }
         }

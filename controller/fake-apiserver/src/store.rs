@@ -121,7 +121,14 @@ fn comparable(obj: &Value) -> Value {
     let mut v = obj.clone();
     if let Some(m) = v["metadata"].as_object_mut() {
         m.remove("resourceVersion");
-        m.remove("managedFields");
+        // Ownership changes are changes; timestamps of unchanged entries are not.
+        if let Some(Value::Array(entries)) = m.get_mut("managedFields") {
+            for e in entries {
+                if let Some(e) = e.as_object_mut() {
+                    e.remove("time");
+                }
+            }
+        }
     }
     v
 }
@@ -472,7 +479,15 @@ impl State {
         strict: bool,
     ) -> Result<(), ApiError> {
         let before = new.clone();
+        // The schema does not describe metadata, apiVersion or kind: the server keeps them.
+        let kept: Vec<(String, Value)> = ["apiVersion", "kind", "metadata"]
+            .iter()
+            .filter_map(|k| new.get(*k).map(|v| (k.to_string(), v.clone())))
+            .collect();
         schema::prune(schema, new);
+        for (k, v) in kept {
+            new[k] = v;
+        }
         if strict && before != *new {
             let mut unknown = Vec::new();
             diff_unknown(&before, new, "", &mut unknown);
