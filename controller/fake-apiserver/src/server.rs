@@ -60,7 +60,7 @@ enum Target {
     Groups,
     ResourceList(String, String),
     Resource {
-        rt: ResourceType,
+        rt: Box<ResourceType>,
         ns: Option<String>,
         name: Option<String>,
         sub: Option<String>,
@@ -106,7 +106,7 @@ fn route(st: &State, path: &str) -> Result<Target, ApiError> {
         return Err(ApiError::no_route());
     }
     Ok(Target::Resource {
-        rt,
+        rt: Box::new(rt),
         ns,
         name: rest.get(1).map(|s| (*s).to_string()),
         sub: rest.get(2).map(|s| (*s).to_string()),

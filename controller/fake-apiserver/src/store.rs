@@ -278,7 +278,7 @@ impl State {
         if name.is_empty() {
             match body["metadata"]["generateName"].as_str() {
                 Some(prefix) if !prefix.is_empty() => {
-                    name = self.generate_name(rt, ns, &prefix.to_string());
+                    name = self.generate_name(rt, ns, prefix);
                 }
                 _ => {
                     return Err(ApiError::invalid(
