@@ -13,6 +13,13 @@ server.shutdown().await;
 # Ok(()) }
 ```
 
+The library leaves the Kubernetes version of `k8s-openapi` (0.29: `v1_33` … `v1_37`) to the
+final build, as k8s-openapi requires of libraries: its tests enable `v1_33`, and the workspace's
+`.cargo/config.toml` names 1.33 for builds without dev-dependencies (`cargo doc`).
+
+[`FakeApiServer::object`], [`FakeApiServer::compact`] and [`FakeApiServer::resource_version`]
+let a test look behind the API.
+
 # What it serves
 
 Plain HTTP on `127.0.0.1:<ephemeral port>`, JSON only, no authentication.
@@ -28,7 +35,8 @@ Plain HTTP on `127.0.0.1:<ephemeral port>`, JSON only, no authentication.
   `metadata.name` / `metadata.namespace`, `limit` / `continue`), watch (below), create (409
   AlreadyExists, `generateName`), replace (409 Conflict on a stale `resourceVersion`), patch,
   delete (finalizers honoured: `deletionTimestamp` first, removal when the last finalizer goes;
-  `preconditions.resourceVersion`), deletecollection.
+  `preconditions.resourceVersion`), deletecollection; `dryRun=All` on every write (the write runs
+  in full, validation included, and is discarded).
 - **Patch content types**: `application/merge-patch+json` (RFC 7386),
   `application/json-patch+json` (RFC 6902), `application/strategic-merge-patch+json` (as a merge
   patch whose lists of items that all have a `name` merge by `name` — containers, env, volumes;
@@ -56,7 +64,8 @@ Plain HTTP on `127.0.0.1:<ephemeral port>`, JSON only, no authentication.
   stored `status` (CRDs that declare it; built-in Namespace, Node, Pod).
 - **Garbage collection**, synchronous: deleting an object removes its ownerReferences from
   dependents and deletes those left without owners, cascading (`propagationPolicy: Orphan`
-  keeps them). Deleting a namespace deletes its contents; deleting a CRD deletes its objects and
+  keeps them); an object written with ownerReferences none of whose owners exist (by uid) is
+  collected right after the write. Deleting a namespace deletes its contents; deleting a CRD deletes its objects and
   stops serving it.
 - **CRD validation** (custom resources): pruning of undeclared fields (`fieldValidation=Strict`
   rejects them with 400); `type`, `required`, `enum`, `pattern`, `minLength`/`maxLength`,
@@ -73,7 +82,7 @@ Authentication, authorization and RBAC; admission webhooks and admission plugins
 beyond the metadata above, no built-in type validation such as name formats); field selectors
 other than `metadata.name` / `metadata.namespace`; protobuf, CBOR and table output; aggregated
 discovery (`apidiscovery.k8s.io`); CRD version conversion (all versions share one stored object);
-`dryRun`; foreground deletion (treated as background); graceful pod deletion; periodic bookmarks;
+foreground deletion (treated as background); graceful pod deletion; periodic bookmarks;
 `resourceVersionMatch=Exact` reads of past versions (lists always answer the latest state);
 `optionalOldSelf`; ratcheting validation; `x-kubernetes-int-or-string` and `format` checks.
 */

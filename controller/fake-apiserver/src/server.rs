@@ -180,21 +180,29 @@ pub async fn handle(
                 body: &body,
                 sub: sub.as_deref(),
             };
-            let mut st = shared.lock();
+            let mut guard = shared.lock();
+            // dryRun: the write runs in full on a copy that is then dropped.
+            let mut scratch = (param(&query, "dryRun") == Some("All")).then(|| guard.clone());
+            let st: &mut State = match scratch.as_mut() {
+                Some(copy) => copy,
+                None => &mut guard,
+            };
             let before = st.rv;
             let r = match (method.clone(), name) {
-                (Method::GET, None) => list(&st, &req),
+                (Method::GET, None) => list(st, &req),
                 (Method::GET, Some(n)) => st.get(&rt, req.ns, &n).map(|o| (StatusCode::OK, o)),
-                (Method::POST, None) => create(&mut st, &req),
-                (Method::PUT, Some(n)) => update(&mut st, &req, &n),
-                (Method::PATCH, Some(n)) => patch(&mut st, &req, &n),
-                (Method::DELETE, Some(n)) => delete(&mut st, &req, &n),
-                (Method::DELETE, None) => delete_collection(&mut st, &req),
+                (Method::POST, None) => create(st, &req),
+                (Method::PUT, Some(n)) => update(st, &req, &n),
+                (Method::PATCH, Some(n)) => patch(st, &req, &n),
+                (Method::DELETE, Some(n)) => delete(st, &req, &n),
+                (Method::DELETE, None) => delete_collection(st, &req),
                 _ => Err(ApiError::method_not_allowed()),
             };
             let after = st.rv;
-            drop(st);
-            if after != before {
+            let dry = scratch.is_some();
+            drop(scratch);
+            drop(guard);
+            if after != before && !dry {
                 shared.changed.send_replace(after);
             }
             r
@@ -332,8 +340,14 @@ fn list(st: &State, req: &Req) -> Result<(StatusCode, Value), ApiError> {
 
 fn create(st: &mut State, req: &Req) -> Result<(StatusCode, Value), ApiError> {
     let body = req.json_body()?;
-    st.create(req.rt, req.ns, body, &req.manager(), req.strict())
-        .map(|o| (StatusCode::CREATED, o))
+    st.create(
+        req.rt,
+        req.ns,
+        body,
+        Ownership::Update(req.manager()),
+        req.strict(),
+    )
+    .map(|o| (StatusCode::CREATED, o))
 }
 
 fn stored(st: &State, req: &Req, name: &str) -> Result<Value, ApiError> {
@@ -499,27 +513,14 @@ fn apply(st: &mut State, req: &Req, name: &str) -> Result<(StatusCode, Value), A
             let mut new = fields::apply(&mut entries, &Value::Null, &applied, part, force, who)
                 .map_err(|c| ApiError::apply_conflict(&req.subject(name), &c))?;
             new["metadata"]["name"] = json!(name);
-            let created = st.create(req.rt, req.ns, new, manager, req.strict())?;
-            // Creation recorded an Update entry; an apply owns its fields as Apply.
-            let key = (
-                req.rt.group.clone(),
-                req.rt.plural.clone(),
-                if req.rt.namespaced {
-                    req.ns.to_string()
-                } else {
-                    String::new()
-                },
-                name.to_string(),
-            );
-            if let Some(obj) = st.objects.get_mut(&key) {
-                fields::store(obj, &entries);
-                if let Some(ev) = st.events.last_mut() {
-                    ev.object = obj.clone();
-                }
-                let out = st.present(req.rt, &st.objects[&key]);
-                return Ok((StatusCode::CREATED, out));
-            }
-            Ok((StatusCode::CREATED, created))
+            st.create(
+                req.rt,
+                req.ns,
+                new,
+                Ownership::Applied(entries),
+                req.strict(),
+            )
+            .map(|o| (StatusCode::CREATED, o))
         }
     }
 }

@@ -49,7 +49,7 @@ pub enum Propagation {
 }
 
 /// Everything the server holds.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct State {
     /// Served types, built-ins first.
     pub types: Vec<ResourceType>,
@@ -160,7 +160,13 @@ impl State {
             let rt = st.types[0].clone();
             let body = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}});
             // Creating a fixed, valid namespace in an empty store cannot fail.
-            let _ = st.create(&rt, "", body, "fake-apiserver", false);
+            let _ = st.create(
+                &rt,
+                "",
+                body,
+                Ownership::Update("fake-apiserver".into()),
+                false,
+            );
         }
         st
     }
@@ -262,7 +268,7 @@ impl State {
         rt: &ResourceType,
         ns: &str,
         mut body: Value,
-        manager: &str,
+        ownership: Ownership,
         strict: bool,
     ) -> Result<Value, ApiError> {
         if !body.is_object() {
@@ -314,16 +320,7 @@ impl State {
             m.remove("deletionTimestamp");
             m.remove("managedFields");
         }
-        self.write(
-            rt,
-            ns,
-            &name,
-            None,
-            body,
-            Ownership::Update(manager.into()),
-            false,
-            strict,
-        )
+        self.write(rt, ns, &name, None, body, ownership, false, strict)
     }
 
     /// The common tail of every write: status separation, validation, generation, managed
@@ -466,7 +463,20 @@ impl State {
             object: new.clone(),
             old: old.cloned(),
         });
+        // The garbage collector also finds dependents whose owners are all gone already
+        // (created after, or racing with, the owner's deletion); the writer still gets the
+        // object, as from the real server.
+        let owners = owner_uids(&new);
+        if !owners.is_empty() && !owners.iter().any(|u| self.uid_exists(u)) {
+            let _ = self.delete(rt, ns, name, Propagation::Cascade);
+        }
         Ok(self.present(rt, &new))
+    }
+
+    fn uid_exists(&self, uid: &str) -> bool {
+        self.objects
+            .values()
+            .any(|o| o["metadata"]["uid"].as_str() == Some(uid))
     }
 
     fn validate_custom(

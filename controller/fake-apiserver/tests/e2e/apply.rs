@@ -118,6 +118,11 @@ async fn delete_collects_dependents_in_cascade() {
         api.delete("other", &DeleteParams::orphan()).await.unwrap();
         assert_eq!(api.get("two-owners").await.unwrap().metadata.owner_references, None);
 
+        // A dependent of an owner that is already gone is collected right after its creation.
+        let orphan = api.create(&pp, &make("late-child", Some(&root))).await.unwrap();
+        assert_eq!(orphan.metadata.name.as_deref(), Some("late-child"));
+        assert_eq!(status(api.get("late-child").await).code, 404);
+
         // Finalizers hold the deletion until removed.
         let mut fin = make("fin", None);
         fin.metadata.finalizers = Some(vec!["example.com/hold".into()]);

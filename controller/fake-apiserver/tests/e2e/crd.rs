@@ -99,6 +99,22 @@ async fn crd_is_discoverable_and_status_is_a_subresource() {
         );
         let groups = client.list_api_groups().await.unwrap();
         assert!(groups.groups.iter().any(|g| g.name == "nvcre.nvidia.com"));
+        // kube's own discovery resolves the new kind.
+        let discovery = kube::Discovery::new(client.clone()).run().await.unwrap();
+        let gvk = GroupVersionKind::gvk("nvcre.nvidia.com", "v1alpha1", "WorkloadRun");
+        let (ar, caps) = discovery.resolve_gvk(&gvk).unwrap();
+        assert_eq!(
+            (ar.plural.as_str(), caps.scope),
+            ("workloadruns", kube::discovery::Scope::Namespaced)
+        );
+        let subresources: Vec<String> = caps
+            .subresources
+            .iter()
+            .map(|(r, _)| r.plural.clone())
+            .collect();
+        assert_eq!(subresources, ["status"]);
+        let core = GroupVersionKind::gvk("", "v1", "ConfigMap");
+        assert_eq!(discovery.resolve_gvk(&core).unwrap().0.plural, "configmaps");
 
         let mut body = run("r1", json!({"image": "busybox", "replicas": 2}));
         body.data["spec"]["undeclared"] = json!(true);
@@ -122,6 +138,21 @@ async fn crd_is_discoverable_and_status_is_a_subresource() {
         assert_eq!(with_status.data["status"], json!({"phase": "Running"}));
         assert_eq!(with_status.data["spec"]["replicas"], json!(2));
         assert_eq!(with_status.metadata.generation, Some(1));
+
+        // fieldValidation=Strict rejects what pruning would drop.
+        let strict = PatchParams::default().validation(kube::api::ValidationDirective::Strict);
+        let s = status(
+            api.patch_status(
+                "r1",
+                &strict,
+                &Patch::Merge(json!({"status": {"phase": "x", "bogus": 1}})),
+            )
+            .await,
+        );
+        assert_eq!(
+            (s.code, s.message.as_str()),
+            (400, "strict decoding error: unknown field \"status.bogus\"")
+        );
 
         // Main-resource writes leave status alone; metadata changes keep the generation.
         let labelled = api

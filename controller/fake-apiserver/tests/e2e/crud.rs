@@ -1,6 +1,6 @@
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::core::ObjectMeta;
 use nvcre_fake_apiserver::FakeApiServer;
@@ -90,6 +90,20 @@ async fn create_get_list_with_selectors() {
             .await
             .unwrap();
         assert_eq!(names(rest), ["c"]);
+
+        // A dry run answers as the write would, and stores nothing.
+        let dry = api
+            .create(
+                &PostParams {
+                    dry_run: true,
+                    ..Default::default()
+                },
+                &cm("dry", &[], &[]),
+            )
+            .await
+            .unwrap();
+        assert_eq!(dry.metadata.name.as_deref(), Some("dry"));
+        assert_eq!(status(api.get("dry").await).code, 404);
 
         let s = status(api.create(&pp, &cm("a", &[], &[])).await);
         assert_eq!((s.code, s.reason.as_str()), (409, "AlreadyExists"));
@@ -193,6 +207,41 @@ async fn cluster_scoped_nodes_and_patches() {
         let deleted = cms.delete("p", &DeleteParams::default()).await.unwrap();
         assert!(deleted.is_left());
         assert_eq!(status(cms.get("p").await).code, 404);
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn strategic_merge_patch_merges_named_lists() {
+    guard(async {
+        let server = FakeApiServer::start().await.unwrap();
+        let pods: Api<Pod> = Api::namespaced(server.client().unwrap(), "default");
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": "p"},
+            "spec": {"containers": [
+                {"name": "a", "image": "x", "env": [{"name": "E1", "value": "1"}]},
+                {"name": "b", "image": "y"}
+            ]}
+        }))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+        let patched = pods
+            .patch("p", &PatchParams::default(), &Patch::Strategic(json!({"spec": {"containers": [
+                {"name": "a", "env": [{"name": "E2", "value": "2"}]},
+                {"name": "c", "image": "z"}
+            ]}})))
+            .await
+            .unwrap();
+        let containers = serde_json::to_value(&patched.spec.unwrap().containers).unwrap();
+        assert_eq!(
+            containers,
+            json!([
+                {"name": "a", "image": "x", "env": [{"name": "E1", "value": "1"}, {"name": "E2", "value": "2"}]},
+                {"name": "b", "image": "y"},
+                {"name": "c", "image": "z"}
+            ])
+        );
+        assert_eq!(patched.metadata.generation, Some(2));
     })
     .await;
 }

@@ -277,3 +277,47 @@ async fn controller_reconciles_objects_created_before_and_after_start() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn event_recorder_creates_then_patches_a_series() {
+    use k8s_openapi::api::events::v1::Event as K8sEvent;
+    use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+    guard(async {
+        let server = FakeApiServer::start().await.unwrap();
+        let client = server.client().unwrap();
+        let api: Api<ConfigMap> = Api::namespaced(client.clone(), "default");
+        let src = api
+            .create(&PostParams::default(), &cm("src", json!({}), json!({})))
+            .await
+            .unwrap();
+        let recorder = Recorder::new(
+            client.clone(),
+            Reporter {
+                controller: "copier".into(),
+                instance: None,
+            },
+        );
+        let ev = Event {
+            type_: EventType::Normal,
+            reason: "Copied".into(),
+            note: Some("copied".into()),
+            action: "Copy".into(),
+            secondary: None,
+        };
+        recorder.publish(&ev, &src.object_ref(&())).await.unwrap();
+        recorder.publish(&ev, &src.object_ref(&())).await.unwrap();
+        let events: Api<K8sEvent> = Api::namespaced(client, "default");
+        let listed = events.list(&Default::default()).await.unwrap().items;
+        assert_eq!(listed.len(), 1);
+        let e = &listed[0];
+        assert_eq!(
+            (
+                e.reason.as_deref(),
+                e.regarding.as_ref().and_then(|r| r.name.as_deref()),
+                e.series.as_ref().map(|s| s.count)
+            ),
+            (Some("Copied"), Some("src"), Some(2))
+        );
+    })
+    .await;
+}
