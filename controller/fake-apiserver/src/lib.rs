@@ -22,7 +22,9 @@ let a test look behind the API.
 
 # What it serves
 
-Plain HTTP on `127.0.0.1:<ephemeral port>`, JSON only, no authentication.
+Plain HTTP on `127.0.0.1:<ephemeral port>`, JSON only, no authentication. Reads and watches
+with `Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1` (kube's
+`get_metadata`, `list_metadata`, `metadata_watcher`) answer `PartialObjectMetadata`.
 
 - **Discovery**: `/version`, `/api`, `/apis`, `/api/v1` and `/apis/{group}/{version}` resource
   lists (status subresources listed as `<plural>/status`).

@@ -53,6 +53,25 @@ fn error_response(e: &ApiError) -> Response {
     json_response(code, &e.to_status())
 }
 
+/// `PartialObjectMetadata` of an object, as served for
+/// `Accept: application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1`.
+fn partial(obj: &Value) -> Value {
+    json!({"apiVersion": "meta.k8s.io/v1", "kind": "PartialObjectMetadata", "metadata": obj["metadata"]})
+}
+
+/// A response body in the metadata-only form: lists become `PartialObjectMetadataList`.
+fn partial_body(v: Value) -> Value {
+    match v.get("items").and_then(Value::as_array) {
+        Some(items) => json!({
+            "apiVersion": "meta.k8s.io/v1",
+            "kind": "PartialObjectMetadataList",
+            "metadata": v["metadata"],
+            "items": items.iter().map(partial).collect::<Vec<_>>(),
+        }),
+        None => partial(&v),
+    }
+}
+
 /// What a request path names.
 enum Target {
     Version,
@@ -129,6 +148,10 @@ pub async fn handle(
         let st = shared.lock();
         route(&st, uri.path())
     };
+    let meta_only = headers
+        .get(header::ACCEPT)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|a| a.contains("as=PartialObjectMetadata"));
     let result = match target {
         Err(e) => Err(e),
         Ok(Target::Version) => Ok((
@@ -166,7 +189,7 @@ pub async fn handle(
                 && name.is_none()
                 && param(&query, "watch").is_some_and(|w| w == "true" || w == "1")
             {
-                return match start_watch(&shared, &rt, ns.as_deref(), &query) {
+                return match start_watch(&shared, &rt, ns.as_deref(), &query, meta_only) {
                     Ok(r) => r,
                     Err(e) => error_response(&e),
                 };
@@ -205,7 +228,11 @@ pub async fn handle(
             if after != before && !dry {
                 shared.changed.send_replace(after);
             }
-            r
+            if meta_only {
+                r.map(|(code, v)| (code, partial_body(v)))
+            } else {
+                r
+            }
         }
     };
     match result {
@@ -584,6 +611,7 @@ struct Filter {
     ns: Option<String>,
     labels: LabelSelector,
     fields: FieldSelector,
+    meta_only: bool,
 }
 
 impl Filter {
@@ -596,7 +624,12 @@ impl Filter {
     }
 }
 
-fn line(kind: &str, object: &Value) -> Bytes {
+fn line(kind: &str, object: &Value, meta_only: bool) -> Bytes {
+    let object = if meta_only && kind != "BOOKMARK" && kind != "ERROR" {
+        partial(object)
+    } else {
+        object.clone()
+    };
     let mut v = serde_json::to_vec(&json!({"type": kind, "object": object})).unwrap_or_default();
     v.push(b'\n');
     Bytes::from(v)
@@ -620,7 +653,7 @@ impl WatchState {
         let st = self.shared.lock();
         if self.last < st.oldest_rv {
             let e = ApiError::gone(self.last, st.oldest_rv);
-            self.queue.push_back(line("ERROR", &e.to_status()));
+            self.queue.push_back(line("ERROR", &e.to_status(), false));
             self.done = true;
             return;
         }
@@ -638,8 +671,11 @@ impl WatchState {
                 (k, _, true) if k != "MODIFIED" => k,
                 _ => continue,
             };
-            self.queue
-                .push_back(line(kind, &st.present(&self.filter.rt, &ev.object)));
+            self.queue.push_back(line(
+                kind,
+                &st.present(&self.filter.rt, &ev.object),
+                self.filter.meta_only,
+            ));
         }
         self.last = st.rv;
     }
@@ -650,6 +686,7 @@ fn start_watch(
     rt: &ResourceType,
     ns: Option<&str>,
     q: &Query,
+    meta_only: bool,
 ) -> Result<Response, ApiError> {
     let (labels, fields) = selectors(q)?;
     let filter = Filter {
@@ -661,6 +698,7 @@ fn start_watch(
         },
         labels,
         fields,
+        meta_only,
     };
     let rv_param = param(q, "resourceVersion").unwrap_or("");
     let initial = param(q, "sendInitialEvents") == Some("true");
@@ -677,7 +715,7 @@ fn start_watch(
             // "Start at most recent / any": the current state first, as ADDED events.
             let items = st.list(rt, filter.ns.as_deref());
             for o in items.iter().filter(|o| filter.matches(o)) {
-                queue.push_back(line("ADDED", o));
+                queue.push_back(line("ADDED", o, meta_only));
             }
             if initial {
                 queue.push_back(line(
@@ -687,6 +725,7 @@ fn start_watch(
                         "metadata": {"resourceVersion": st.rv.to_string(),
                                      "annotations": {"k8s.io/initial-events-end": "true"}}
                     }),
+                    false,
                 ));
             }
             st.rv
@@ -730,7 +769,7 @@ fn start_watch(
                         let rv = ws.last.to_string();
                         ws.queue.push_back(line("BOOKMARK", &json!({
                             "kind": ws.filter.rt.kind, "apiVersion": ws.filter.rt.api_version(),
-                            "metadata": {"resourceVersion": rv}})));
+                            "metadata": {"resourceVersion": rv}}), false));
                     }
                     ws.done = true;
                 }

@@ -145,6 +145,29 @@ async fn watcher_sees_existing_and_new_objects() {
         api.create(&pp, &cm("before", json!({}), json!({})))
             .await
             .unwrap();
+        // Metadata-only reads answer PartialObjectMetadata.
+        let meta = api.get_metadata("before").await.unwrap();
+        assert_eq!(
+            (meta.types.as_ref().unwrap().kind.as_str(), meta.name_any()),
+            ("PartialObjectMetadata", "before".to_string())
+        );
+        let metas = api.list_metadata(&Default::default()).await.unwrap();
+        assert_eq!(
+            metas.items.iter().map(|m| m.name_any()).collect::<Vec<_>>(),
+            ["before"]
+        );
+        let meta_api: Api<kube::core::PartialObjectMeta<ConfigMap>> =
+            Api::namespaced(server.client().unwrap(), "default");
+        let mut meta_stream = watcher(meta_api, watcher::Config::default()).boxed();
+        assert!(matches!(
+            meta_stream.try_next().await.unwrap().unwrap(),
+            watcher::Event::Init
+        ));
+        match meta_stream.try_next().await.unwrap().unwrap() {
+            watcher::Event::InitApply(m) => assert_eq!(m.name_any(), "before"),
+            other => panic!("{other:?}"),
+        }
+
         for config in [
             watcher::Config::default(),
             watcher::Config::default().streaming_lists(),
