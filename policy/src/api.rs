@@ -28,8 +28,6 @@ pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
 pub const DEFAULT_QUEUE: &str = "default-queue";
 /// Default queue label key (`gangScheduler.queueLabelKey` unset or empty).
 pub const DEFAULT_QUEUE_LABEL_KEY: &str = "kai.scheduler/queue";
-/// KAI Scheduler's scheduler name.
-pub const KAI_SCHEDULER: &str = "kai-scheduler";
 
 /// Object metadata: the parts NVCRE reads or writes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

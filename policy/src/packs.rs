@@ -54,6 +54,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/defaults/gpu-defaults.yaml"),
     ),
     (
+        "rules/defaults/runtime.yaml",
+        include_str!("../../rules/defaults/runtime.yaml"),
+    ),
+    (
         "rules/defaults/scheduling.yaml",
         include_str!("../../rules/defaults/scheduling.yaml"),
     ),
@@ -156,6 +160,28 @@ pub fn contract() -> Result<Contract, Error> {
                 })),
             })),
             Some(&["node"]),
+        )?
+        .table(
+            "runtime-templates",
+            "scripts, mounts, resources, probes and timings of the generated TrainingRuntime",
+            closed(json!({
+                "defaultTimeoutPerJob": {"type": "string"},
+                "nodeHealthExpression": {"type": "string"},
+                "sharedMemory": closed(json!({"volume": {}, "mount": {}})),
+                "torch": closed(json!({"terminationGracePeriodSeconds": {}, "securityContext": {}})),
+                "mpi": closed(json!({
+                    "timeoutSeconds": {"type": "string"},
+                    "plmRshArgs": {"type": "string"},
+                    "sshAuthMountPath": {"type": "string"},
+                    "workerScript": {"type": "string"},
+                    "workerSecurityContext": {},
+                    "workerReadinessProbe": {},
+                    "launcherScript": {"type": "string"},
+                    "launcherResources": {},
+                    "launcherWait": closed(json!({"hostfileMount": {}, "script": {"type": "string"}})),
+                })),
+            })),
+            Some(&["schedulerName"]),
         )?
         .table(
             "scheduling",

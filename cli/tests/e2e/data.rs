@@ -472,3 +472,70 @@ fn a_new_platform_end_to_end_from_rule_data_only() {
     ]);
     assert_eq!(code, 2);
 }
+
+// ---- the runtime templates -------------------------------------------------------------------
+
+/// The worker bootstrap and the launcher init script of a run, rendered with `rules`.
+fn runtime_scripts(rules: Option<&Path>, run_file: &Path) -> (String, String) {
+    let mut args = Vec::new();
+    if let Some(r) = rules {
+        args.extend(["--rules", s(r)]);
+    }
+    args.extend([
+        "render",
+        "-o",
+        "json",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+    ]);
+    args.push(s(run_file));
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let jobs = &wf["spec"]["dependencies"][0]["spec"]["template"]["spec"]["replicatedJobs"];
+    let script = |job: usize, path: &str| {
+        jobs[job]["template"]["spec"]["template"]["spec"][path][0]["command"][2]
+            .as_str()
+            .expect("script")
+            .to_string()
+    };
+    (script(0, "containers"), script(1, "initContainers"))
+}
+
+#[test]
+fn the_worker_bootstrap_and_the_kai_wait_are_the_runtime_templates_table() {
+    let (_dir, rules) = rules_copy();
+    // The example runs under kai-scheduler.
+    let run_file = root().join("examples/nccl-all-reduce.yaml");
+    let (worker, launcher) = runtime_scripts(None, &run_file);
+    assert!(worker.contains("\n  apt-get update -qq\n  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server\n"), "{worker}");
+    assert!(launcher.contains("\n  sleep 5\n"), "{launcher}");
+    // An air-gapped UBI image: install sshd with microdnf; wait 60 tries 10 s apart.
+    let file = rules.join("defaults/runtime.yaml");
+    edit(
+        &file,
+        "          apt-get update -qq\n          DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server\n",
+        "          microdnf install -y openssh-server\n",
+    );
+    edit(
+        &file,
+        "  waitTries: 240\n  waitSleepSeconds: 5\n",
+        "  waitTries: 60\n  waitSleepSeconds: 10\n",
+    );
+    let (worker, launcher) = runtime_scripts(Some(&rules), &run_file);
+    assert_eq!(
+        worker,
+        "set -e\nif [ ! -x /usr/sbin/sshd ]; then\n  microdnf install -y openssh-server\nfi\nmkdir -p /var/run/sshd\nmkdir -p /root/.ssh\ncp /tmp/mpi-ssh-raw/* /root/.ssh/\nchmod 700 /root/.ssh\nchmod 600 /root/.ssh/*\nfor f in /root/.ssh/*.pub /root/.ssh/authorized_keys; do\n  if [ -e \"$f\" ]; then chmod 644 \"$f\"; fi\ndone\nssh-keygen -A\nexec /usr/sbin/sshd -De"
+    );
+    assert!(
+        launcher.contains("\n  if [ \"$tries\" -ge 60 ]; then\n"),
+        "{launcher}"
+    );
+    assert!(
+        launcher.contains(" after 60 tries 10s apart. "),
+        "{launcher}"
+    );
+    assert!(launcher.ends_with("\n  sleep 10\ndone"), "{launcher}");
+}

@@ -8,7 +8,7 @@ use nvcre_engine::{Document, RuleSet};
 use serde_json::{Value, json};
 
 use crate::api::{FrameworkType, Workflow, WorkloadRun};
-use crate::build::{BuildParams, DEFAULT_TIMEOUT_PER_JOB, build_workflow};
+use crate::build::{BuildParams, build_workflow, runtime_templates};
 use crate::contract::{self, enforce};
 use crate::detect;
 use crate::error::PolicyError;
@@ -264,7 +264,13 @@ fn build(
         base_env: detect::base_nccl_env(rules, sizing.enable_mnnvl)?,
         platform_mpi_args,
         pre_command,
-        default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+        templates: runtime_templates(
+            rules,
+            run.spec
+                .gang_scheduler
+                .as_ref()
+                .map_or("", |g| g.scheduler_name.as_str()),
+        )?,
         scale: sizing.scale,
     };
     let mut workflow = build_workflow(run, &build_params).map_err(|e| build_error(doc, &e))?;
