@@ -25,7 +25,8 @@ them over JSON documents, applies patches and reports findings. The NVCRE domain
   refuses (contract breaches included), plus messages that look like CEL, unused variables and
   fragments, and escaped keys on free-form maps.
 - Errors implement [`miette::Diagnostic`] with codes such as `nvcre::rules::unknown_stage`.
-- [`patch`] holds the merge (lists merged by `name`), JSON Patch and list insertion used by
+- [`patch`] holds the merge (lists merged by key or replaced as a [`patch::ListPolicy`] says,
+  `$patch` directives honoured), JSON Patch and list insertion used by
   mutations and by callers.
 
 # Example

@@ -74,6 +74,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/detect/platforms.yaml"),
     ),
     (
+        "rules/overrides/list-merge.yaml",
+        include_str!("../../rules/overrides/list-merge.yaml"),
+    ),
+    (
         "rules/overrides/workloadrun.yaml",
         include_str!("../../rules/overrides/workloadrun.yaml"),
     ),
@@ -132,6 +136,16 @@ pub fn contract() -> Result<Contract, Error> {
                 "mlnxPerNode": {},
                 "enableMNNVL": {},
                 "selectable": {},
+            })),
+            Some(&[]),
+        )?
+        .table(
+            "list-merge",
+            "merge key or replacement per list for override resolution",
+            closed(json!({
+                "paths": {"type": "array", "items": {"type": "string"}},
+                "mergeKey": {"type": "string"},
+                "replace": {"type": "boolean"},
             })),
             Some(&[]),
         )?

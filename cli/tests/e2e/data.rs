@@ -539,3 +539,96 @@ fn the_worker_bootstrap_and_the_kai_wait_are_the_runtime_templates_table() {
     );
     assert!(launcher.ends_with("\n  sleep 10\ndone"), "{launcher}");
 }
+
+// ---- list merge keys and $patch directives ---------------------------------------------------
+
+/// A torch run whose override adds a `/scratch` mount (and, with `directive`, first empties the
+/// worker's mounts with `$patch: replace`).
+fn scratch_run(directive: bool) -> String {
+    format!(
+        "apiVersion: nvcre.nvidia.com/v1alpha1
+kind: WorkloadRun
+metadata: {{name: t}}
+spec:
+  image: img
+  numNodes: 2
+  framework:
+    torch: {{script: train.py}}
+  overrides:
+    - when: {{platform: {{equals: aws}}}}
+      dependencies:
+        - apiVersion: trainer.kubeflow.org/v1alpha1
+          kind: TrainingRuntime
+          metadata: {{name: t-runtime}}
+          spec:
+            template:
+              spec:
+                replicatedJobs:
+                  - name: node
+                    template:
+                      spec:
+                        template:
+                          spec:
+                            containers:
+                              - name: node
+                                volumeMounts:{}
+                                  - {{name: scratch, mountPath: /scratch}}
+",
+        if directive {
+            "\n                                  - $patch: replace"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The worker's volume mounts of `run` rendered for AWS H100 with `rules`.
+fn worker_mounts(rules: Option<&Path>, run_file: &Path) -> serde_json::Value {
+    let mut args = Vec::new();
+    if let Some(r) = rules {
+        args.extend(["--rules", s(r)]);
+    }
+    args.extend([
+        "render",
+        "-o",
+        "json",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+    ]);
+    args.push(s(run_file));
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+    wf["spec"]["dependencies"][0]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]
+        ["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+        .clone()
+}
+
+#[test]
+fn a_user_patch_replace_directive_replaces_the_list_and_merge_keys_are_the_list_merge_table() {
+    let (dir, rules) = rules_copy();
+    let merged = dir.path().join("merged.yaml");
+    let replaced = dir.path().join("replaced.yaml");
+    std::fs::write(&merged, scratch_run(false)).expect("write");
+    std::fs::write(&replaced, scratch_run(true)).expect("write");
+    let dshm = serde_json::json!({"name": "dshm", "mountPath": "/dev/shm"});
+    let scratch = serde_json::json!({"name": "scratch", "mountPath": "/scratch"});
+    // Shipped rules: mounts merge by mountPath; `$patch: replace` replaces, and is not output.
+    assert_eq!(
+        worker_mounts(None, &merged),
+        serde_json::json!([dshm, scratch])
+    );
+    assert_eq!(worker_mounts(None, &replaced), serde_json::json!([scratch]));
+    // A rule set whose list-merge row says volumeMounts are replaced: no directive needed.
+    edit(
+        &rules.join("overrides/list-merge.yaml"),
+        "    paths: [\"**.volumeMounts\"]\n    mergeKey: mountPath\n",
+        "    paths: [\"**.volumeMounts\"]\n    replace: true\n",
+    );
+    assert_eq!(
+        worker_mounts(Some(&rules), &merged),
+        serde_json::json!([scratch])
+    );
+}
