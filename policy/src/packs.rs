@@ -54,6 +54,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/defaults/gpu-defaults.yaml"),
     ),
     (
+        "rules/defaults/gpu-products.yaml",
+        include_str!("../../rules/defaults/gpu-products.yaml"),
+    ),
+    (
         "rules/defaults/runtime.yaml",
         include_str!("../../rules/defaults/runtime.yaml"),
     ),
@@ -136,6 +140,19 @@ pub fn contract() -> Result<Contract, Error> {
                 "mlnxPerNode": {},
                 "enableMNNVL": {},
                 "selectable": {},
+            })),
+            Some(&[]),
+        )?
+        .table(
+            "gpu-products",
+            "GPU product labels and --gpu-arch spellings to architecture names",
+            closed(json!({
+                "rewrite": closed(json!({
+                    "pattern": {"type": "string"},
+                    "replacement": {"type": "string"},
+                })),
+                "match": {"type": "string"},
+                "architecture": {"type": "string"},
             })),
             Some(&[]),
         )?

@@ -632,3 +632,76 @@ fn a_user_patch_replace_directive_replaces_the_list_and_merge_keys_are_the_list_
         serde_json::json!([scratch])
     );
 }
+
+// ---- GPU product names -----------------------------------------------------------------------
+
+#[test]
+fn a_gpu_products_row_and_a_defaults_row_teach_detection_a_new_gpu() {
+    let (dir, rules) = rules_copy();
+    let nodes = dir.path().join("nodes.yaml");
+    let hcloud = std::fs::read_to_string(path(
+        "rules/tests/platform-detection/data/nodes-hcloud.yaml",
+    ))
+    .expect("read");
+    let h20 = hcloud
+        .replace("hcloud://4711", "aws:///us-east-1a/i-0")
+        .replace("NVIDIA-H100-80GB-HBM3", "NVIDIA-H20-96GB-HBM3");
+    std::fs::write(&nodes, h20).expect("write");
+    let example = path("examples/nccl-all-reduce.yaml");
+    let render = |rules: Option<&Path>| {
+        let mut args = Vec::new();
+        if let Some(r) = rules {
+            args.extend(["--rules", s(r)]);
+        }
+        args.extend(["render", "-o", "json", "--nodes-file", s(&nodes), &example]);
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{err}");
+        let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+        (
+            wf["metadata"]["annotations"]["nvcrectl.nvidia.com/detected-gpu-architecture"].clone(),
+            wf["spec"]["jobTemplate"]["spec"]["workload"]["trainJob"]["trainer"]["numProcPerNode"]
+                .clone(),
+        )
+    };
+    // Shipped rules: no H20 row, so the H20 is named by the generic row ("h20") and gets the
+    // defaults of an unknown architecture (4 GPUs per node).
+    assert_eq!(
+        render(None),
+        (serde_json::json!("h20"), serde_json::json!(4))
+    );
+    // A row for the H20 (named h20-96g here, to tell it from the generic name) and its
+    // defaults row.
+    edit(
+        &rules.join("defaults/gpu-products.yaml"),
+        "  - id: rtx-pro-6000\n",
+        "  - id: h20\n    match: '^NVIDIA-H20-(\\d+)GB'\n    architecture: h20-${1}g\n  - id: rtx-pro-6000\n",
+    );
+    edit(
+        &rules.join("defaults/gpu-defaults.yaml"),
+        "entries:\n",
+        "entries:\n  - {id: h20, gpuArchitecture: h20-96g, gpusPerNode: 8, mlnxPerNode: 8, enableMNNVL: false, selectable: true}\n",
+    );
+    assert_eq!(
+        render(Some(&rules)),
+        (serde_json::json!("h20-96g"), serde_json::json!(8))
+    );
+    // --gpu-arch goes through the same rows.
+    let (code, out, err) = run(&[
+        "--rules",
+        s(&rules),
+        "render",
+        "-o",
+        "json",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "NVIDIA H20 96GB",
+        &example,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        wf["metadata"]["annotations"]["nvcrectl.nvidia.com/detected-gpu-architecture"],
+        "h20-96g"
+    );
+}

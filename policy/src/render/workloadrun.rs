@@ -136,7 +136,7 @@ fn resolve_node_context(
                         .into(),
                 ));
             }
-            detect::normalize_gpu_arch(&product)
+            detect::gpu_products(rules)?.architecture(&product)
         }
     };
     Ok((ctx, arch))
