@@ -406,14 +406,44 @@ pub fn scheduling_policy(rules: &RuleSet) -> Result<SchedulingPolicy, PolicyErro
     Ok(policy)
 }
 
-/// What placement reads from `rules`: the `scheduling` and `gpu-products` tables, decoded.
+/// Name of the gang-scheduling defaults table.
+pub const GANG_DEFAULTS_TABLE: &str = "gang-defaults";
+
+/// The queue and queue label key of a gang scheduler whose spec leaves them unset: the first
+/// row of the `gang-defaults` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GangDefaults {
+    /// The queue.
+    pub queue: String,
+    /// The label key that carries the queue.
+    pub queue_label_key: String,
+}
+
+/// The first row of the `gang-defaults` table.
 ///
 /// # Errors
-/// As [`scheduling_policy`] and [`gpu_products`].
+/// A missing or malformed table, or one without rows.
+pub fn gang_defaults(rules: &RuleSet) -> Result<GangDefaults, PolicyError> {
+    let rows: Vec<GangDefaults> = table_rows(rules, GANG_DEFAULTS_TABLE, &Value::Null)?;
+    rows.into_iter()
+        .next()
+        .ok_or_else(|| PolicyError::NoMatchingRow {
+            table: GANG_DEFAULTS_TABLE.to_string(),
+            subject: "a gang scheduler without queue".to_string(),
+        })
+}
+
+/// What placement reads from `rules`: the `scheduling`, `gpu-products` and `gang-defaults`
+/// tables, decoded.
+///
+/// # Errors
+/// As [`scheduling_policy`], [`gpu_products`] and [`gang_defaults`].
 pub fn placement_policy(rules: &RuleSet) -> Result<PlacementPolicy, PolicyError> {
     Ok(PlacementPolicy {
         scheduling: scheduling_policy(rules)?,
         gpu_products: gpu_products(rules)?,
+        gang_defaults: gang_defaults(rules)?,
     })
 }
 

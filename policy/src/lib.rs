@@ -62,7 +62,10 @@ assert_eq!(rendered.platform, "aws");
 
 pub use api::{Workflow, WorkloadRun};
 pub use check::{CheckRequest, check_document};
-pub use detect::{gpu_products, placement_policy, scheduling_policy, selectable_platforms};
+pub use detect::{
+    GangDefaults, gang_defaults, gpu_products, placement_policy, scheduling_policy,
+    selectable_platforms,
+};
 pub use error::PolicyError;
 pub use nodes::{GpuProductRule, GpuProducts, Node, NodeError, nodes_from_documents};
 pub use packs::{contract, default_rules, load_rules, rule_sources};

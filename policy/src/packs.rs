@@ -50,6 +50,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/defaults/nccl-env.yaml"),
     ),
     (
+        "rules/defaults/gang.yaml",
+        include_str!("../../rules/defaults/gang.yaml"),
+    ),
+    (
         "rules/defaults/gpu-defaults.yaml",
         include_str!("../../rules/defaults/gpu-defaults.yaml"),
     ),
@@ -121,15 +125,21 @@ pub fn contract() -> Result<Contract, Error> {
         .stage(
             WORKLOAD_LABELS,
             "workload-object labels, at construction and after overrides",
-            &["labelsPath"],
+            &["labelsPath", "defaultQueue", "defaultQueueLabelKey"],
         )
         .stage(PLACEMENT, "post-override placement checks", &[])
         .stage(
             GANG_CONTRACT,
             "post-override gang contract, when spec.gangScheduler names a scheduler",
-            &[],
+            &["defaultQueue", "defaultQueueLabelKey"],
         )
         .stage(MANIFESTS, "every object render --expand emits", &[])
+        .table(
+            "gang-defaults",
+            "the queue and queue label key of a gang scheduler that leaves them unset",
+            closed(json!({"queue": {"type": "string"}, "queueLabelKey": {"type": "string"}})),
+            Some(&[]),
+        )?
         .table(
             "gpu-defaults",
             "GPUs and NICs per node and the MNNVL default, by architecture and platform",

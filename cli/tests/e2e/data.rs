@@ -705,3 +705,65 @@ fn a_gpu_products_row_and_a_defaults_row_teach_detection_a_new_gpu() {
         "h20-96g"
     );
 }
+
+// ---- gang defaults ---------------------------------------------------------------------------
+
+#[test]
+fn the_default_queue_and_its_label_key_are_the_gang_defaults_table() {
+    let (dir, rules) = rules_copy();
+    let run_file = dir.path().join("run.yaml");
+    let text = std::fs::read_to_string(path("examples/nccl-all-reduce.yaml")).expect("read");
+    let gang = "  gangScheduler:\n    schedulerName: kai-scheduler\n    queue: high-priority\n";
+    assert!(text.contains(gang));
+    std::fs::write(
+        &run_file,
+        text.replacen(
+            gang,
+            "  gangScheduler:\n    schedulerName: kai-scheduler\n",
+            1,
+        ),
+    )
+    .expect("write");
+    let render = |rules: Option<&Path>| {
+        let mut args = Vec::new();
+        if let Some(r) = rules {
+            args.extend(["--rules", s(r)]);
+        }
+        args.extend([
+            "render",
+            "-o",
+            "json",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+        ]);
+        args.push(s(&run_file));
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{err}");
+        let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+        (
+            wf["spec"]["gangScheduler"].clone(),
+            wf["spec"]["jobTemplate"]["spec"]["workloadMetadata"]["labels"].clone(),
+        )
+    };
+    let (intent, labels) = render(None);
+    assert_eq!(
+        intent,
+        serde_json::json!({"schedulerName": "kai-scheduler", "queue": "default-queue", "queueLabelKey": "kai.scheduler/queue"})
+    );
+    assert_eq!(labels["kai.scheduler/queue"], "default-queue");
+    edit(
+        &rules.join("defaults/gang.yaml"),
+        "    queue: default-queue\n    queueLabelKey: kai.scheduler/queue\n",
+        "    queue: batch\n    queueLabelKey: example.com/queue\n",
+    );
+    // The build and the workload-labels / gang-contract stages (which check the label) agree.
+    let (intent, labels) = render(Some(&rules));
+    assert_eq!(
+        intent,
+        serde_json::json!({"schedulerName": "kai-scheduler", "queue": "batch", "queueLabelKey": "example.com/queue"})
+    );
+    assert_eq!(labels["example.com/queue"], "batch");
+    assert_eq!(labels.get("kai.scheduler/queue"), None);
+}

@@ -83,6 +83,14 @@ pub(super) fn templates(scheduler_name: &str) -> RuntimeTemplates {
     super::runtime_templates(&rules, scheduler_name).unwrap()
 }
 
+/// Fixture gang defaults (not the shipped gang-defaults table).
+pub(super) fn gang_defaults() -> crate::detect::GangDefaults {
+    crate::detect::GangDefaults {
+        queue: "default-queue".into(),
+        queue_label_key: "kai.scheduler/queue".into(),
+    }
+}
+
 pub(super) fn params() -> BuildParams {
     BuildParams {
         gpus_per_node: 8,
@@ -90,6 +98,7 @@ pub(super) fn params() -> BuildParams {
         platform_mpi_args: Vec::new(),
         pre_command: Vec::new(),
         templates: templates(""),
+        gang_defaults: gang_defaults(),
         scale: crate::detect::TestScale::default(),
     }
 }

@@ -64,6 +64,9 @@ pub struct BuildParams {
     /// What the run's `testScale` means (the `test-scale` table row; default: `spec.numNodes`
     /// nodes per job, no topology).
     pub scale: crate::detect::TestScale,
+    /// The queue and queue label key of a gang scheduler whose spec leaves them unset (the
+    /// `gang-defaults` table).
+    pub gang_defaults: crate::detect::GangDefaults,
 }
 
 /// Why a WorkloadRun could not be built into a Workflow.
@@ -327,7 +330,7 @@ pub fn build_workflow(run: &WorkloadRun, params: &BuildParams) -> Result<Workflo
             gang_scheduler: spec
                 .gang_scheduler
                 .as_ref()
-                .and_then(GangSchedulerSpec::resolved),
+                .and_then(|g| g.resolved(&params.gang_defaults)),
         },
     })
 }
@@ -598,6 +601,7 @@ mod tests {
             platform_mpi_args: vec![],
             pre_command: vec![],
             templates: crate::build::fixtures::templates(""),
+            gang_defaults: crate::build::fixtures::gang_defaults(),
             scale: crate::detect::TestScale::default(),
         };
         let wf = build_workflow(&run, &params)?;

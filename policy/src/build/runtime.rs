@@ -24,7 +24,7 @@ pub fn build_runtime(
         .spec
         .gang_scheduler
         .as_ref()
-        .and_then(GangSchedulerSpec::resolved);
+        .and_then(|g| g.resolved(&params.gang_defaults));
     match run.spec.framework.kind() {
         FrameworkType::Mpi => mpi_runtime(run, params, merged_env, gang.as_ref()),
         FrameworkType::Torch | FrameworkType::Exec => {
@@ -608,6 +608,7 @@ mod tests {
             platform_mpi_args: vec![],
             pre_command: vec![],
             templates: crate::build::fixtures::templates(""),
+            gang_defaults: crate::build::fixtures::gang_defaults(),
             scale: crate::detect::TestScale::default(),
         };
         let runtime = build_runtime(&run, &params, &[], 2);

@@ -43,7 +43,7 @@ impl<'a> GroupRender<'a> {
         spec: &'a PlacementSpec,
         gpu_products: &'a [String],
         nodes_per_job: i64,
-        scheduling: &'a SchedulingPolicy,
+        policy: &'a super::PlacementPolicy,
     ) -> Result<GroupRender<'a>, PlacementError> {
         let job_spec = workflow
             .spec
@@ -98,7 +98,7 @@ impl<'a> GroupRender<'a> {
             spec,
             gpu_products,
             nodes_per_job,
-            scheduling,
+            scheduling: &policy.scheduling,
             job_spec,
             job_deps,
             workflow_deps,
@@ -107,7 +107,7 @@ impl<'a> GroupRender<'a> {
                 .spec
                 .gang_scheduler
                 .as_ref()
-                .and_then(GangSchedulerSpec::resolved),
+                .and_then(|g| g.resolved(&policy.gang_defaults)),
             namespace,
         })
     }
@@ -260,7 +260,8 @@ fn string_map(v: Option<&Value>, path: &str) -> Result<BTreeMap<String, String>,
     })
 }
 
-/// True for `resource.nvidia.com/*` `ComputeDomain`.
+/// True for `resource.nvidia.com/*` `ComputeDomain`. (The API group of the NVIDIA DRA
+/// driver's ComputeDomain CRD: an API contract, not policy.)
 fn is_compute_domain(doc: &Value) -> bool {
     kind_of(doc) == "ComputeDomain"
         && doc

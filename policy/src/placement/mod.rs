@@ -81,7 +81,8 @@ pub struct Placement {
 }
 
 /// What placement reads from the rule set in use: the default tolerations (the `scheduling`
-/// table) and GPU product normalisation (the `gpu-products` table). Built by
+/// table), GPU product normalisation (the `gpu-products` table) and the gang defaults (the
+/// `gang-defaults` table). Built by
 /// [`crate::placement_policy`]; passed to [`place`] explicitly, so placement holds no policy of
 /// its own.
 #[derive(Debug, Clone, Default)]
@@ -90,6 +91,8 @@ pub struct PlacementPolicy {
     pub scheduling: SchedulingPolicy,
     /// How node product labels become architecture names (step 3's vote and filter).
     pub gpu_products: GpuProducts,
+    /// The queue and queue label key of a gang intent that leaves them unset.
+    pub gang_defaults: crate::detect::GangDefaults,
 }
 
 /// Places a resolved Workflow on the cluster's nodes (the controller's discovery, capacity filter, partition and per-group job creation),
@@ -223,7 +226,7 @@ pub fn place(
     };
 
     // 9. per-group manifests.
-    let render = GroupRender::new(workflow, &spec, &gpu_products, npj, &policy.scheduling)?;
+    let render = GroupRender::new(workflow, &spec, &gpu_products, npj, policy)?;
     let single = groups.len() <= 1;
     for g in &mut groups {
         g.manifests = render.manifests(g, single)?;

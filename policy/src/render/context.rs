@@ -88,8 +88,9 @@ pub fn node_context(
     let discovery = nodes::discover_targets(all, target);
     let Some(first) = discovery.nodes.first() else {
         return Err(PolicyError::Placement(format!(
-            "No target nodes found matching orchestration target ({} node(s) given; a target node matches spec.target, carries nvidia.com/gpu.present=true and is schedulable)",
-            all.len()
+            "No target nodes found matching orchestration target ({} node(s) given; a target node matches spec.target, carries {}=true and is schedulable)",
+            all.len(),
+            nodes::GPU_PRESENT_LABEL
         )));
     };
     let labels: Map<String, Value> = first

@@ -127,14 +127,14 @@ fn resolve_node_context(
                 .spec
                 .target
                 .as_ref()
-                .and_then(|t| t.node_selector.get("nvidia.com/gpu.product"))
+                .and_then(|t| t.node_selector.get(crate::nodes::GPU_PRODUCT_LABEL))
                 .cloned()
                 .unwrap_or_default();
             if product.is_empty() && !req.allow_unknown_arch {
-                return Err(PolicyError::Usage(
-                    "cannot determine GPU architecture: nvidia.com/gpu.product label required in target.nodeSelector"
-                        .into(),
-                ));
+                return Err(PolicyError::Usage(format!(
+                    "cannot determine GPU architecture: {} label required in target.nodeSelector",
+                    crate::nodes::GPU_PRODUCT_LABEL
+                )));
             }
             detect::gpu_products(rules)?.architecture(&product)
         }
@@ -272,6 +272,7 @@ fn build(
                 .map_or("", |g| g.scheduler_name.as_str()),
         )?,
         scale: sizing.scale,
+        gang_defaults: detect::gang_defaults(rules)?,
     };
     let mut workflow = build_workflow(run, &build_params).map_err(|e| build_error(doc, &e))?;
     workflow.spec.overrides = rows.iter().map(PlatformOverride::spec).collect();
