@@ -19,7 +19,7 @@ use crate::error::Error;
 use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, VARIABLE_PREFIX};
 use crate::finding::{Finding, Severity};
 use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, RenderedRows, Rule, Table};
-use crate::patch::{self, MergeNamedLists};
+use crate::patch::{self, ListPolicy};
 use crate::path::FieldPath;
 use crate::source::SpanIndex;
 
@@ -285,9 +285,9 @@ impl Run<'_> {
             for m in &rule.mutate {
                 let frags = &pack.fragments;
                 let applied = match m {
-                    Mutation::Merge { path, value } => value
-                        .render_checked(&s, frags)
-                        .map(|v| patch::merge_at_path(&mut self.doc, path, &v, &MergeNamedLists)),
+                    Mutation::Merge { path, value } => value.render_checked(&s, frags).map(|v| {
+                        patch::merge_at_path(&mut self.doc, path, &v, &ListPolicy::by_name())
+                    }),
                     Mutation::Insert { path, values, end } => {
                         values.render_checked(&s, frags).map(|v| match v {
                             Value::Array(items) => {

@@ -29,7 +29,8 @@ them over JSON documents, applies patches and reports findings. The NVCRE domain
 - Errors implement [`miette::Diagnostic`] with codes such as `nvcre::rules::unknown_stage`;
   compiling and evaluating CEL fail with [`CompileError`] / [`EvaluationError`]
   (`nvcre::cel::…`), a bad field path with [`PathError`].
-- [`patch`] holds the merge (lists merged by `name`), JSON Patch and list insertion used by
+- [`patch`] holds the merge (lists merged by key or replaced as a [`patch::ListPolicy`] says,
+  `$patch` directives honoured), JSON Patch and list insertion used by
   mutations and by callers.
 
 # Example

@@ -1,74 +1,121 @@
-//! Patches: recursive merge with lists merged by `name`, RFC 6902 JSON Patch, list prepend/append.
+//! Patches: recursive merge with a list policy and strategic-merge directives, RFC 6902 JSON
+//! Patch, list prepend/append.
 //!
 //! The merge is the one Kubernetes users know from strategic merge patch, reduced to what
-//! manifests without a Go schema can support: mappings recurse, `null` deletes a key, and a list
-//! whose items (in both base and patch) are all mappings with a non-empty `name` merges by `name`
-//! (base order kept, matched items merged recursively, new items appended). Any other value is
-//! replaced. A caller can mark paths whose lists are always replaced (Kubeflow `trainer.env`,
-//! `args`, `command` carry no patch metadata in the original schema).
+//! manifests without a Go schema can support: mappings recurse, `null` deletes a key, and what a
+//! list does is the caller's [`ListPolicy`]: the first of its rules whose path pattern matches
+//! the list's path either replaces the list or merges it by a key field (base order kept,
+//! matched items merged recursively, new items appended; when an item of base or patch lacks
+//! the key, the list is replaced). A list no rule matches is replaced.
+//!
+//! The `$patch` directives of strategic merge patch are honoured and never reach the output:
+//! `{$patch: replace, …}` as a mapping replaces the base mapping by the rest of it;
+//! `{$patch: delete}` as a mapping deletes the key that holds it; in a merged list, an item
+//! `{$patch: replace}` makes the patch's other items replace the list, and an item
+//! `{<key>: v, $patch: delete}` deletes the base item whose key is `v`.
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::error::Error;
 use crate::path::{FieldPath, Segment};
 
-/// Decides, per path, whether a list there is replaced wholesale even when its items are named.
-pub trait ListPolicy {
-    /// True when the list at `path` must be replaced, not merged by name.
-    fn replace_list(&self, path: &FieldPath) -> bool;
+/// The strategic-merge directive key.
+pub const DIRECTIVE: &str = "$patch";
+
+/// What a list does under a merge.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ListMerge {
+    /// The patch's list replaces the base list.
+    Replace,
+    /// Items merge by this key field (e.g. `name`, `mountPath`, `containerPort`).
+    ByKey(String),
 }
 
-/// Merge lists by name wherever their items are named.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct MergeNamedLists;
+/// Path pattern → [`ListMerge`] rules, first match wins; a list no rule matches is replaced.
+///
+/// A pattern is a field path of dot-separated segments, where `*` matches any one key or index
+/// and `**` any number (including none) of them: `**.volumeMounts`,
+/// `spec.workload.trainJob.trainer.env`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ListPolicy {
+    rules: Vec<(Vec<String>, ListMerge)>,
+}
 
-impl ListPolicy for MergeNamedLists {
-    fn replace_list(&self, _path: &FieldPath) -> bool {
-        false
+impl ListPolicy {
+    /// No rules: every list is replaced.
+    pub fn new() -> ListPolicy {
+        ListPolicy::default()
+    }
+
+    /// Lists of items with a `name` merge by `name` wherever they are (the policy of the
+    /// engine's own `merge` mutations).
+    pub fn by_name() -> ListPolicy {
+        ListPolicy::new().with("**", ListMerge::ByKey("name".to_string()))
+    }
+
+    /// Adds a rule after the existing ones.
+    pub fn with(mut self, pattern: &str, merge: ListMerge) -> ListPolicy {
+        self.rules
+            .push((pattern.split('.').map(str::to_string).collect(), merge));
+        self
+    }
+
+    /// What the list at `path` does: the first matching rule's merge, else [`ListMerge::Replace`].
+    pub fn list_merge(&self, path: &FieldPath) -> &ListMerge {
+        const REPLACE: &ListMerge = &ListMerge::Replace;
+        self.rules
+            .iter()
+            .find(|(pat, _)| pattern_matches(pat, path.segments()))
+            .map_or(REPLACE, |(_, m)| m)
     }
 }
 
-/// Replace lists at the given paths (`*` matches any one key or index), merge the rest by name.
-#[derive(Debug, Clone, Default)]
-pub struct ReplaceListsAt {
-    patterns: Vec<Vec<String>>,
-}
-
-impl ReplaceListsAt {
-    /// Patterns in field-path notation, e.g. `spec.workload.trainJob.trainer.env`.
-    pub fn new<I: IntoIterator<Item = S>, S: AsRef<str>>(patterns: I) -> ReplaceListsAt {
-        ReplaceListsAt {
-            patterns: patterns
-                .into_iter()
-                .map(|p| p.as_ref().split('.').map(str::to_string).collect())
-                .collect(),
+fn pattern_matches(pat: &[String], path: &[Segment]) -> bool {
+    match pat.split_first() {
+        None => path.is_empty(),
+        Some((p, rest)) if p == "**" => {
+            (0..=path.len()).any(|skip| pattern_matches(rest, &path[skip..]))
         }
+        Some((p, rest)) => match path.split_first() {
+            Some((seg, tail)) => {
+                let hit = p == "*"
+                    || match seg {
+                        Segment::Key(k) => p == k,
+                        Segment::Index(i) => *p == i.to_string(),
+                    };
+                hit && pattern_matches(rest, tail)
+            }
+            None => false,
+        },
     }
 }
 
-impl ListPolicy for ReplaceListsAt {
-    fn replace_list(&self, path: &FieldPath) -> bool {
-        self.patterns.iter().any(|pat| {
-            pat.len() == path.segments().len()
-                && pat.iter().zip(path.segments()).all(|(p, s)| match s {
-                    _ if p == "*" => true,
-                    Segment::Key(k) => p == k,
-                    Segment::Index(i) => p == &i.to_string(),
-                })
-        })
-    }
-}
-
-/// Merges `patch` into `base` in place (see the module docs).
-pub fn merge(base: &mut Value, patch: &Value, policy: &dyn ListPolicy) {
+/// Merges `patch` into `base` in place (see the module docs); list paths start at the root.
+pub fn merge(base: &mut Value, patch: &Value, policy: &ListPolicy) {
     merge_at(base, patch, policy, &mut FieldPath::root());
 }
 
-fn merge_at(base: &mut Value, patch: &Value, policy: &dyn ListPolicy, path: &mut FieldPath) {
+/// [`merge`] for a `base` that sits at `at` in a larger document (the list paths the policy
+/// sees start there).
+pub fn merge_from(base: &mut Value, patch: &Value, policy: &ListPolicy, at: &FieldPath) {
+    merge_at(base, patch, policy, &mut at.clone());
+}
+
+fn directive(v: &Value) -> Option<&str> {
+    v.as_object()
+        .and_then(|m| m.get(DIRECTIVE))
+        .and_then(Value::as_str)
+}
+
+fn merge_at(base: &mut Value, patch: &Value, policy: &ListPolicy, path: &mut FieldPath) {
     match (base, patch) {
+        (b, p) if directive(p) == Some("replace") => *b = fresh(p),
         (Value::Object(b), Value::Object(p)) => {
             for (k, pv) in p {
-                if pv.is_null() {
+                if k == DIRECTIVE {
+                    continue;
+                }
+                if pv.is_null() || directive(pv) == Some("delete") {
                     b.remove(k);
                     continue;
                 }
@@ -76,41 +123,62 @@ fn merge_at(base: &mut Value, patch: &Value, policy: &dyn ListPolicy, path: &mut
                 match b.get_mut(k) {
                     Some(bv) => merge_at(bv, pv, policy, &mut child),
                     None => {
-                        let mut fresh = pv.clone();
-                        strip_nulls(&mut fresh);
-                        b.insert(k.clone(), fresh);
+                        b.insert(k.clone(), fresh(pv));
                     }
                 }
             }
         }
-        (Value::Array(b), Value::Array(p))
-            if !policy.replace_list(path) && all_named(b) && all_named(p) && !p.is_empty() =>
-        {
-            for pv in p {
-                let name = item_name(pv);
-                match b
-                    .iter_mut()
-                    .enumerate()
-                    .find(|(_, bv)| item_name(bv) == name)
-                {
-                    Some((i, bv)) => {
-                        let mut child = path.clone().index(i);
-                        merge_at(bv, pv, policy, &mut child);
-                    }
-                    None => {
-                        let mut fresh = pv.clone();
-                        strip_nulls(&mut fresh);
-                        b.push(fresh);
+        (Value::Array(b), Value::Array(p)) => match policy.list_merge(path) {
+            ListMerge::ByKey(key) if !p.is_empty() && keyed(b, key) && keyed_patch(p, key) => {
+                if p.iter().any(|i| lone_directive(i) == Some("replace")) {
+                    *b = fresh_items(p);
+                    return;
+                }
+                for pv in p {
+                    let id = item_key(pv, key);
+                    let found = b.iter().position(|bv| item_key(bv, key) == id);
+                    match found {
+                        Some(i) if directive(pv) == Some("delete") => {
+                            b.remove(i);
+                        }
+                        Some(i) => {
+                            let mut child = path.clone().index(i);
+                            merge_at(&mut b[i], pv, policy, &mut child);
+                        }
+                        None if directive(pv) == Some("delete") => {}
+                        None => b.push(fresh(pv)),
                     }
                 }
             }
-        }
-        (b, p) => {
-            let mut fresh = p.clone();
-            strip_nulls(&mut fresh);
-            *b = fresh;
-        }
+            _ => *b = fresh_items(p),
+        },
+        (b, p) => *b = fresh(p),
     }
+}
+
+/// A patch value as written into the output where nothing is merged: `null` entries and
+/// directive keys dropped, `$patch: delete` mappings and lone `$patch` list items removed.
+pub fn fresh(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, x)| {
+                    k.as_str() != DIRECTIVE && !x.is_null() && directive(x) != Some("delete")
+                })
+                .map(|(k, x)| (k.clone(), fresh(x)))
+                .collect::<Map<String, Value>>(),
+        ),
+        Value::Array(items) => Value::Array(fresh_items(items)),
+        other => other.clone(),
+    }
+}
+
+fn fresh_items(items: &[Value]) -> Vec<Value> {
+    items
+        .iter()
+        .filter(|i| directive(i) != Some("delete") && lone_directive(i).is_none())
+        .map(fresh)
+        .collect()
 }
 
 /// Removes every `null` mapping entry, recursively. (A `null` in a patch means "delete"; where
@@ -127,14 +195,26 @@ pub fn strip_nulls(v: &mut Value) {
     }
 }
 
-fn item_name(v: &Value) -> Option<&str> {
-    v.get("name")
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
+/// The key of a list item: a non-null, non-empty-string value of field `key`.
+fn item_key<'a>(v: &'a Value, key: &str) -> Option<&'a Value> {
+    v.get(key)
+        .filter(|k| !k.is_null() && k.as_str() != Some(""))
 }
 
-fn all_named(items: &[Value]) -> bool {
-    items.iter().all(|i| item_name(i).is_some())
+fn keyed(items: &[Value], key: &str) -> bool {
+    items.iter().all(|i| item_key(i, key).is_some())
+}
+
+/// Patch items are keyed, except lone `{$patch: replace}` items.
+fn keyed_patch(items: &[Value], key: &str) -> bool {
+    items
+        .iter()
+        .all(|i| item_key(i, key).is_some() || lone_directive(i) == Some("replace"))
+}
+
+/// The directive of an item that is nothing but `{$patch: …}`.
+fn lone_directive(v: &Value) -> Option<&str> {
+    directive(v).filter(|_| v.as_object().is_some_and(|m| m.len() == 1))
 }
 
 /// Parses an RFC 6902 JSON Patch given as a JSON array (or a string holding one).
@@ -208,7 +288,7 @@ pub fn merge_at_path(
     doc: &mut Value,
     path: &FieldPath,
     value: &Value,
-    policy: &dyn ListPolicy,
+    policy: &ListPolicy,
 ) -> Result<(), Error> {
     let target = ensure_path(doc, path, Value::Object(serde_json::Map::new()))?;
     merge_at(target, value, policy, &mut path.clone());
@@ -263,7 +343,7 @@ mod tests {
                                               "resources": {"limits": {"nvidia.com/gpu": "8"}}}]});
         let patch = json!({"containers": [{"name": "node", "env": [{"name": "B", "value": "2"}, {"name": "A", "value": "9"}],
                                            "resources": {"limits": {"nvidia.com/gpu": null, "x": 1}}}]});
-        merge(&mut base, &patch, &MergeNamedLists);
+        merge(&mut base, &patch, &ListPolicy::by_name());
         assert_eq!(
             base,
             json!({"containers": [{"name": "node", "env": [{"name": "A", "value": "9"}, {"name": "B", "value": "2"}],
@@ -272,17 +352,140 @@ mod tests {
     }
 
     #[test]
-    fn unnamed_lists_and_policy_paths_are_replaced() {
-        let mut base = json!({"args": ["a", "b"], "t": {"env": [{"name": "A", "value": "1"}]}});
+    fn the_first_matching_rule_decides_and_unmatched_lists_are_replaced() {
+        let policy = ListPolicy::new()
+            .with("t.env", ListMerge::Replace)
+            .with("**.env", ListMerge::ByKey("name".into()));
+        let mut base = json!({"args": [{"name": "a"}], "t": {"env": [{"name": "A", "value": "1"}]},
+                              "u": {"env": [{"name": "A", "value": "1"}]}});
         merge(
             &mut base,
-            &json!({"args": ["c"], "t": {"env": [{"name": "B", "value": "2"}]}}),
-            &ReplaceListsAt::new(["t.env"]),
+            &json!({"args": [{"name": "c"}], "t": {"env": [{"name": "B", "value": "2"}]},
+                    "u": {"env": [{"name": "B", "value": "2"}]}}),
+            &policy,
         );
         assert_eq!(
             base,
-            json!({"args": ["c"], "t": {"env": [{"name": "B", "value": "2"}]}})
+            json!({"args": [{"name": "c"}], "t": {"env": [{"name": "B", "value": "2"}]},
+                   "u": {"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]}})
         );
+    }
+
+    #[test]
+    fn lists_merge_by_their_key_field_and_unkeyed_items_replace() {
+        let policy = ListPolicy::new()
+            .with("**.volumeMounts", ListMerge::ByKey("mountPath".into()))
+            .with("**.ports", ListMerge::ByKey("containerPort".into()));
+        let mut base = json!({"c": {"volumeMounts": [{"name": "a", "mountPath": "/a"}],
+                                    "ports": [{"containerPort": 80, "name": "http"}, {"containerPort": 22}]}});
+        merge(
+            &mut base,
+            &json!({"c": {"volumeMounts": [{"name": "b", "mountPath": "/a"}, {"name": "a", "mountPath": "/b"}],
+                          "ports": [{"containerPort": 80, "protocol": "TCP"}]}}),
+            &policy,
+        );
+        assert_eq!(
+            base,
+            json!({"c": {"volumeMounts": [{"name": "b", "mountPath": "/a"}, {"name": "a", "mountPath": "/b"}],
+                         "ports": [{"containerPort": 80, "name": "http", "protocol": "TCP"}, {"containerPort": 22}]}})
+        );
+        // A patch item without the key: the list is replaced.
+        merge(
+            &mut base,
+            &json!({"c": {"ports": [{"name": "x"}]}}),
+            &policy,
+        );
+        assert_eq!(base["c"]["ports"], json!([{"name": "x"}]));
+    }
+
+    #[test]
+    fn patch_replace_item_replaces_the_list() {
+        let mut base = json!({"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]});
+        merge(
+            &mut base,
+            &json!({"env": [{"$patch": "replace"}, {"name": "C", "value": "3"}]}),
+            &ListPolicy::by_name(),
+        );
+        assert_eq!(base, json!({"env": [{"name": "C", "value": "3"}]}));
+    }
+
+    #[test]
+    fn patch_delete_item_deletes_the_keyed_item() {
+        let mut base = json!({"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]});
+        merge(
+            &mut base,
+            &json!({"env": [{"name": "A", "$patch": "delete"}, {"name": "Z", "$patch": "delete"},
+                            {"name": "B", "value": "9"}]}),
+            &ListPolicy::by_name(),
+        );
+        assert_eq!(base, json!({"env": [{"name": "B", "value": "9"}]}));
+    }
+
+    #[test]
+    fn patch_replace_map_replaces_the_mapping() {
+        let mut base = json!({"resources": {"limits": {"cpu": "2", "memory": "1Gi"}},
+                              "env": [{"name": "A", "value": "1", "valueFrom": {"x": 1}}]});
+        merge(
+            &mut base,
+            &json!({"resources": {"limits": {"$patch": "replace", "cpu": "4"}},
+                    "env": [{"name": "A", "value": "2", "$patch": "replace"}]}),
+            &ListPolicy::by_name(),
+        );
+        assert_eq!(
+            base,
+            json!({"resources": {"limits": {"cpu": "4"}}, "env": [{"name": "A", "value": "2"}]})
+        );
+    }
+
+    #[test]
+    fn patch_delete_map_deletes_the_key() {
+        let mut base = json!({"resources": {"limits": {"cpu": "2"}, "requests": {"cpu": "1"}}});
+        merge(
+            &mut base,
+            &json!({"resources": {"limits": {"$patch": "delete"}}}),
+            &ListPolicy::by_name(),
+        );
+        assert_eq!(base, json!({"resources": {"requests": {"cpu": "1"}}}));
+    }
+
+    #[test]
+    fn directives_never_reach_the_output() {
+        let mut base = json!({"a": 1, "l": ["x"]});
+        merge(
+            &mut base,
+            &json!({"$patch": "merge", "new": {"$patch": "replace", "k": {"$patch": "delete"}, "v": 1},
+                    "gone": {"$patch": "delete"},
+                    "l": [{"$patch": "replace"}, {"name": "n", "m": {"$patch": "merge", "z": null}},
+                          {"name": "d", "$patch": "delete"}]}),
+            &ListPolicy::by_name(),
+        );
+        assert_eq!(
+            base,
+            json!({"a": 1, "l": [{"name": "n", "m": {}}], "new": {"v": 1}})
+        );
+    }
+
+    #[test]
+    fn merge_from_sees_paths_under_its_start() {
+        let policy = ListPolicy::new().with("jobTemplate.env", ListMerge::ByKey("name".into()));
+        let mut base = json!({"env": [{"name": "A", "value": "1"}]});
+        let at = FieldPath::parse("jobTemplate").expect("path");
+        merge_from(
+            &mut base,
+            &json!({"env": [{"name": "B", "value": "2"}]}),
+            &policy,
+            &at,
+        );
+        assert_eq!(
+            base,
+            json!({"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]})
+        );
+        merge(
+            &mut base,
+            &json!({"env": [{"name": "C", "value": "3"}]}),
+            &policy,
+        );
+        assert_eq!(base, json!({"env": [{"name": "C", "value": "3"}]}));
     }
 
     #[test]

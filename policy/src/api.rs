@@ -24,12 +24,6 @@ pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
 pub const MANAGED_BY_VALUE: &str = "nvcre";
 /// The GPU extended resource.
 pub const GPU_RESOURCE: &str = "nvidia.com/gpu";
-/// Default gang queue (`gangScheduler.queue` unset or empty).
-pub const DEFAULT_QUEUE: &str = "default-queue";
-/// Default queue label key (`gangScheduler.queueLabelKey` unset or empty).
-pub const DEFAULT_QUEUE_LABEL_KEY: &str = "kai.scheduler/queue";
-/// KAI Scheduler's scheduler name.
-pub const KAI_SCHEDULER: &str = "kai-scheduler";
 
 /// Object metadata: the parts NVCRE reads or writes.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -394,9 +388,9 @@ pub struct GangSchedulerSpec {
 }
 
 impl GangSchedulerSpec {
-    /// The resolved intent (defaults filled in), or `None` when no scheduler is named
-    /// (nothing is injected then).
-    pub fn resolved(&self) -> Option<GangSchedulerSpec> {
+    /// The resolved intent (`defaults` filled in for an unset or empty queue and queue label
+    /// key), or `None` when no scheduler is named (nothing is injected then).
+    pub fn resolved(&self, defaults: &crate::detect::GangDefaults) -> Option<GangSchedulerSpec> {
         if self.scheduler_name.is_empty() {
             return None;
         }
@@ -406,21 +400,19 @@ impl GangSchedulerSpec {
         };
         Some(GangSchedulerSpec {
             scheduler_name: self.scheduler_name.clone(),
-            queue: Some(or_default(&self.queue, DEFAULT_QUEUE)),
-            queue_label_key: Some(or_default(&self.queue_label_key, DEFAULT_QUEUE_LABEL_KEY)),
+            queue: Some(or_default(&self.queue, &defaults.queue)),
+            queue_label_key: Some(or_default(&self.queue_label_key, &defaults.queue_label_key)),
         })
     }
 
     /// The queue (after [`GangSchedulerSpec::resolved`], always set).
     pub fn queue(&self) -> &str {
-        self.queue.as_deref().unwrap_or(DEFAULT_QUEUE)
+        self.queue.as_deref().unwrap_or_default()
     }
 
     /// The queue label key (after [`GangSchedulerSpec::resolved`], always set).
     pub fn queue_label_key(&self) -> &str {
-        self.queue_label_key
-            .as_deref()
-            .unwrap_or(DEFAULT_QUEUE_LABEL_KEY)
+        self.queue_label_key.as_deref().unwrap_or_default()
     }
 }
 

@@ -40,10 +40,13 @@ impl StageOutcome {
     }
 }
 
-/// Runs every pack of `stage`, threading the mutated document from pack to pack.
+/// Runs every pack of `stage`, threading the mutated document from pack to pack. The
+/// `workload-labels` and `gang-contract` stages also get the `gang-defaults` row as params
+/// `defaultQueue` and `defaultQueueLabelKey`.
 ///
 /// # Errors
-/// [`PolicyError::Engine`] when a mutation cannot be applied.
+/// [`PolicyError::Engine`] when a mutation cannot be applied; a missing or malformed
+/// `gang-defaults` table for those two stages.
 pub fn run_stage(
     rules: &RuleSet,
     stage: &str,
@@ -51,6 +54,16 @@ pub fn run_stage(
     origin: Origin<'_>,
     params: &Value,
 ) -> Result<StageOutcome, PolicyError> {
+    let with_defaults;
+    let params = if stage == WORKLOAD_LABELS || stage == GANG_CONTRACT {
+        let d = crate::detect::gang_defaults(rules)?;
+        let mut p = params.as_object().cloned().unwrap_or_default();
+        p.extend(crate::packs::params::gang_defaults(&d));
+        with_defaults = Value::Object(p);
+        &with_defaults
+    } else {
+        params
+    };
     let mut value = doc.clone();
     let mut findings = Vec::new();
     for pack in rules.stage(stage) {

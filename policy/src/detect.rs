@@ -9,7 +9,7 @@ use serde_json::Value;
 use crate::error::PolicyError;
 use crate::nodes;
 use crate::packs::params;
-use crate::placement::{PlacementMode, SchedulingPolicy};
+use crate::placement::{PlacementMode, PlacementPolicy, SchedulingPolicy};
 
 /// Name of the platform detection table.
 pub const PLATFORM_TABLE: &str = "platform-detection";
@@ -201,24 +201,91 @@ pub fn detect_platform(
         })
 }
 
-/// GPU architecture of a `--gpu-arch` value or a `nvidia.com/gpu.product` label: spaces count as
-/// `-` (so `NVIDIA GB300` works on the command line), then [`nodes::normalize_gpu_product`].
-pub fn normalize_gpu_arch(value: &str) -> String {
-    nodes::normalize_gpu_product(&value.trim().replace(' ', "-"))
+/// Name of the GPU product normalisation table.
+pub const GPU_PRODUCTS_TABLE: &str = "gpu-products";
+
+/// A row of the `gpu-products` table: a `rewrite`, or a `match` with its `architecture`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GpuProductRow {
+    #[serde(default)]
+    rewrite: Option<RewriteRow>,
+    #[serde(default, rename = "match")]
+    pattern: Option<String>,
+    #[serde(default)]
+    architecture: Option<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RewriteRow {
+    pattern: String,
+    replacement: String,
+}
+
+/// The GPU product normalisation of the `gpu-products` table, its regexes compiled.
+///
+/// # Errors
+/// A missing table, a row that is neither a `rewrite` nor a `match` with an `architecture`,
+/// or a regex that does not compile ([`PolicyError::TableEntry`]).
+pub fn gpu_products(rules: &RuleSet) -> Result<nodes::GpuProducts, PolicyError> {
+    let table = rules
+        .table(GPU_PRODUCTS_TABLE)
+        .ok_or_else(|| PolicyError::MissingTable(GPU_PRODUCTS_TABLE.to_string()))?;
+    let entry_error = |id: &str, message: String| {
+        let pos = table.entries.iter().find(|x| x.id == id).map(|x| x.pos);
+        PolicyError::TableEntry {
+            location: format!(
+                "{}{}",
+                table.source.name,
+                pos.map(|p| format!(":{p}")).unwrap_or_default()
+            ),
+            table: table.name.clone(),
+            entry: id.to_string(),
+            message,
+        }
+    };
+    let compile = |id: &str, p: &str| {
+        regex::Regex::new(p)
+            .map_err(|e| entry_error(id, format!("invalid regex {}: {e}", quote(p))))
+    };
+    let mut rules_out = Vec::new();
+    for (id, value) in table.render(&Value::Null)? {
+        let row: GpuProductRow = decode_row(table, &id, value)?;
+        rules_out.push(match row {
+            GpuProductRow {
+                rewrite: Some(r),
+                pattern: None,
+                architecture: None,
+            } => nodes::GpuProductRule::Rewrite(compile(&id, &r.pattern)?, r.replacement),
+            GpuProductRow {
+                rewrite: None,
+                pattern: Some(p),
+                architecture: Some(a),
+            } => nodes::GpuProductRule::Match(compile(&id, &p)?, a),
+            _ => {
+                return Err(entry_error(
+                    &id,
+                    "give either rewrite, or match with architecture".to_string(),
+                ));
+            }
+        });
+    }
+    Ok(nodes::GpuProducts::new(rules_out))
 }
 
 fn defaults_rows(rules: &RuleSet) -> Result<Vec<DefaultsRow>, PolicyError> {
     table_rows(rules, DEFAULTS_TABLE, &params::gpu_defaults())
 }
 
-/// Normalises and checks a `--gpu-arch` value (`gb300`, `NVIDIA-GB300` and `NVIDIA GB300` are
-/// the same).
+/// Normalises (by the `gpu-products` table) and checks a `--gpu-arch` value (with the shipped
+/// rows, `gb300`, `NVIDIA-GB300` and `NVIDIA GB300` are the same).
 ///
 /// # Errors
 /// `invalid --gpu-arch "<v>": must be one of a100, b200, gb200, gb300, h100, h200, l40, l40s`
-/// (the selectable rows of the defaults table, sorted).
+/// (the selectable rows of the defaults table, sorted); a malformed `gpu-products` table.
 pub fn check_gpu_arch(rules: &RuleSet, value: &str) -> Result<String, PolicyError> {
-    let arch = normalize_gpu_arch(value);
+    let arch = gpu_products(rules)?.architecture(value);
     let mut selectable: Vec<String> = defaults_rows(rules)?
         .into_iter()
         .filter(|r| r.selectable && r.platform.is_none())
@@ -383,6 +450,47 @@ pub fn scheduling_policy(rules: &RuleSet) -> Result<SchedulingPolicy, PolicyErro
     Ok(policy)
 }
 
+/// Name of the gang-scheduling defaults table.
+pub const GANG_DEFAULTS_TABLE: &str = "gang-defaults";
+
+/// The queue and queue label key of a gang scheduler whose spec leaves them unset: the first
+/// row of the `gang-defaults` table.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct GangDefaults {
+    /// The queue.
+    pub queue: String,
+    /// The label key that carries the queue.
+    pub queue_label_key: String,
+}
+
+/// The first row of the `gang-defaults` table.
+///
+/// # Errors
+/// A missing or malformed table, or one without rows.
+pub fn gang_defaults(rules: &RuleSet) -> Result<GangDefaults, PolicyError> {
+    let rows: Vec<GangDefaults> = table_rows(rules, GANG_DEFAULTS_TABLE, &Value::Null)?;
+    rows.into_iter()
+        .next()
+        .ok_or_else(|| PolicyError::NoMatchingRow {
+            table: GANG_DEFAULTS_TABLE.to_string(),
+            subject: "a gang scheduler without queue".to_string(),
+        })
+}
+
+/// What placement reads from `rules`: the `scheduling`, `gpu-products` and `gang-defaults`
+/// tables, decoded.
+///
+/// # Errors
+/// As [`scheduling_policy`], [`gpu_products`] and [`gang_defaults`].
+pub fn placement_policy(rules: &RuleSet) -> Result<PlacementPolicy, PolicyError> {
+    Ok(PlacementPolicy {
+        scheduling: scheduling_policy(rules)?,
+        gpu_products: gpu_products(rules)?,
+        gang_defaults: gang_defaults(rules)?,
+    })
+}
+
 /// Go `%q` for plain strings: double quotes with `"` and `\` escaped.
 pub(crate) fn quote(s: &str) -> String {
     serde_json::Value::String(s.to_string()).to_string()
@@ -393,18 +501,6 @@ mod tests {
     use super::*;
     use serde_json::Map;
     use serde_json::json;
-
-    #[test]
-    fn flag_spellings() {
-        for (flag, arch) in [
-            ("gb300", "gb300"),
-            ("NVIDIA-GB300", "gb300"),
-            ("NVIDIA GB300", "gb300"),
-            (" h100 ", "h100"),
-        ] {
-            assert_eq!(normalize_gpu_arch(flag), arch, "{flag}");
-        }
-    }
 
     /// A rule set of one fixture table, loaded with the pipeline contract.
     fn fixture(text: &str) -> RuleSet {
@@ -450,12 +546,21 @@ entries:
   - {id: hidden, gpuArchitecture: hidden, gpusPerNode: 2, mlnxPerNode: 0, enableMNNVL: false}
   - {id: unknown, gpuArchitecture: '', gpusPerNode: 1, mlnxPerNode: 0, enableMNNVL: false}
   - {id: pa-g2, platform: pa, gpuArchitecture: g2, gpusPerNode: 4, mlnxPerNode: 2, enableMNNVL: true}
+---
+apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: Table
+metadata: {name: gpu-products}
+entries:
+  - {id: spaces, rewrite: {pattern: ' ', replacement: '-'}}
+  - {id: vendor, match: '^VENDOR-([^-]+)', architecture: '$1'}
+  - {id: other, match: '^([^-]*)', architecture: '$1'}
 ";
 
     #[test]
     fn flag_checks_list_the_tables_values() {
         let rules = fixture(FIXTURE_TABLES);
-        assert_eq!(check_gpu_arch(&rules, "NVIDIA-G2").expect("ok"), "g2");
+        assert_eq!(check_gpu_arch(&rules, "VENDOR G2-X").expect("ok"), "g2");
+        assert_eq!(check_gpu_arch(&rules, "x1").expect("ok"), "x1");
         assert_eq!(
             check_gpu_arch(&rules, "hidden").unwrap_err().to_string(),
             "invalid --gpu-arch \"hidden\": must be one of g2, x1"
@@ -491,5 +596,44 @@ entries:
         assert_eq!(detect_platform(&rules, "a://1", &none).expect("row"), "pa");
         assert_eq!(detect_platform(&rules, "b://1", &none).expect("row"), "pb");
         assert_eq!(detect_platform(&rules, "z://1", &none).expect("row"), "pc");
+    }
+}
+
+#[cfg(test)]
+mod gpu_product_tests {
+    use super::*;
+
+    fn rules(entries: &str) -> RuleSet {
+        RuleSet::load(
+            &[nvcre_engine::Source::new(
+                "fixture.yaml",
+                format!("apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {{name: gpu-products}}\nentries:\n{entries}"),
+            )],
+            Some(&crate::packs::contract().expect("contract")),
+        )
+        .expect("fixture loads")
+    }
+
+    #[test]
+    fn rewrites_apply_first_then_the_first_match() {
+        let p = gpu_products(&rules(
+            "  - {id: m1, match: '^A-(.+)$', architecture: 'a$1'}\n  - {id: r, rewrite: {pattern: '_', replacement: '-'}}\n  - {id: m2, match: '^(.+)$', architecture: '$1'}\n",
+        ))
+        .expect("decodes");
+        assert_eq!(p.architecture("A_X"), "ax");
+        assert_eq!(p.architecture("B_Y"), "b-y");
+    }
+
+    #[test]
+    fn bad_rows_name_the_entry() {
+        let err = |entries: &str| gpu_products(&rules(entries)).unwrap_err().to_string();
+        assert_eq!(
+            err("  - {id: x, match: '('}\n"),
+            "fixture.yaml:5:5: table gpu-products, entry x: give either rewrite, or match with architecture"
+        );
+        assert!(
+            err("  - {id: y, match: '(', architecture: a}\n")
+                .starts_with("fixture.yaml:5:5: table gpu-products, entry y: invalid regex \"(\": regex parse error:"),
+        );
     }
 }

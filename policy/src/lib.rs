@@ -12,7 +12,8 @@ this crate.
   ([`render_workload_run`]), or a Workflow resolved for a platform ([`render_workflow`]). The
   node context comes from a [`RenderRequest`]; the result is a [`Rendered`].
 - [`expand`] places a [`Rendered`] Workflow on nodes and emits every group's manifests
-  ([`Expanded`]); [`place`] is the placement underneath, as a pure function.
+  ([`Expanded`]); [`place`] is the placement underneath, as a pure function of the Workflow,
+  the nodes and a [`PlacementPolicy`] ([`placement_policy`] reads it from a rule set).
 - [`check_document`] reports every finding for one document ([`CheckRequest`]).
 - [`PolicyError`] says why a render or check produced no clean result.
 - [`load_suite`], [`SuiteRunner`] and [`coverage`] run the rule test suites under
@@ -61,16 +62,19 @@ assert_eq!(rendered.platform, "aws");
 
 pub use api::{Workflow, WorkloadRun};
 pub use check::{CheckRequest, check_document};
-pub use detect::{scheduling_policy, selectable_platforms};
+pub use detect::{
+    GangDefaults, gang_defaults, gpu_products, placement_policy, scheduling_policy,
+    selectable_platforms,
+};
 pub use error::PolicyError;
-pub use nodes::{Node, NodeError, nodes_from_documents};
+pub use nodes::{GpuProductRule, GpuProducts, Node, NodeError, nodes_from_documents};
 pub use nodes_file::read_nodes;
 pub use packs::{
     SCHEMA_KINDS, WHEN_VARIABLES, contract, default_rules, load_rules, rule_file_schema,
     rule_sources, schema_names,
 };
 pub use placement::{
-    Group, Placement, PlacementError, SchedulingPolicy, place, place_groups, place_with,
+    Group, Placement, PlacementError, PlacementPolicy, SchedulingPolicy, place, place_groups,
 };
 pub use render::{
     Expanded, RenderRequest, Rendered, check_flags, expand, render_document, render_workflow,

@@ -1,5 +1,6 @@
 //! Cluster nodes as NVCRE sees them: parsing core/v1 `Node` documents, GPU product
-//! normalisation, the majority vote on the GPU architecture and target discovery.
+//! normalisation (by the rows of the `gpu-products` table, [`GpuProducts`]), the majority vote
+//! on the GPU architecture and target discovery.
 //!
 //! Everything here is pure: nodes come in as JSON documents (a `kubectl get nodes -o yaml`
 //! dump, a `--nodes-file`, or what a controller listed) and go out as plain values.
@@ -126,10 +127,10 @@ impl Node {
             .map_or("", String::as_str)
     }
 
-    /// The normalised architecture of this node (`normalize_gpu_product`), `unknown` when
-    /// the product label is absent or normalises to nothing.
-    pub fn gpu_architecture(&self) -> String {
-        let arch = normalize_gpu_product(self.gpu_product());
+    /// The normalised architecture of this node ([`GpuProducts::architecture`]), `unknown`
+    /// when the product label is absent or normalises to nothing.
+    pub fn gpu_architecture(&self, products: &GpuProducts) -> String {
+        let arch = products.architecture(self.gpu_product());
         if arch.is_empty() {
             UNKNOWN_ARCH.to_string()
         } else {
@@ -370,33 +371,62 @@ pub(crate) fn string_map(
     Ok(out)
 }
 
-/// Normalises a raw `nvidia.com/gpu.product` label to an architecture name.
-///
-/// Strips a leading `NVIDIA-` (case-sensitive); if the rest, upper-cased, starts with
-/// `RTX-PRO-6000` the result is `rtxpro6000`; otherwise the part before the first `-` (when
-/// that `-` is not at index 0), lower-cased. An empty label gives `""`.
-pub fn normalize_gpu_product(label: &str) -> String {
-    let rest = label.strip_prefix("NVIDIA-").unwrap_or(label);
-    if rest.to_uppercase().starts_with("RTX-PRO-6000") {
-        return "rtxpro6000".to_string();
+/// One step of GPU product normalisation: a row of the `gpu-products` table.
+#[derive(Debug, Clone)]
+pub enum GpuProductRule {
+    /// Replace every match of the regex by the replacement (`$1` … refer to groups).
+    Rewrite(regex::Regex, String),
+    /// When the regex matches, the architecture is the template with the match's groups
+    /// expanded, lower-cased.
+    Match(regex::Regex, String),
+}
+
+/// How GPU product labels and `--gpu-arch` spellings become architecture names: every rewrite
+/// rule in order, then the first matching match rule; no match is an unknown architecture
+/// (`""`). Decoded from the `gpu-products` table by [`crate::detect::gpu_products`].
+#[derive(Debug, Clone, Default)]
+pub struct GpuProducts {
+    rules: Vec<GpuProductRule>,
+}
+
+impl GpuProducts {
+    /// The rules, applied as described on [`GpuProducts`].
+    pub fn new(rules: Vec<GpuProductRule>) -> GpuProducts {
+        GpuProducts { rules }
     }
-    let head = match rest.find('-') {
-        Some(i) if i > 0 => rest.get(..i).unwrap_or(rest),
-        _ => rest,
-    };
-    head.to_lowercase()
+
+    /// The architecture name of a product label or `--gpu-arch` value; `""` when no rule
+    /// matches.
+    pub fn architecture(&self, value: &str) -> String {
+        let mut v = value.to_string();
+        for r in &self.rules {
+            if let GpuProductRule::Rewrite(re, with) = r {
+                v = re.replace_all(&v, with.as_str()).into_owned();
+            }
+        }
+        for r in &self.rules {
+            if let GpuProductRule::Match(re, template) = r
+                && let Some(caps) = re.captures(&v)
+            {
+                let mut out = String::new();
+                caps.expand(template, &mut out);
+                return out.to_lowercase();
+            }
+        }
+        String::new()
+    }
 }
 
 /// The cluster's GPU architecture: a majority vote over the nodes that carry a product
 /// label. Nodes are considered in name order; unlabelled nodes do not vote; a tie goes to the
 /// architecture of the earliest node (by name) among the tied ones; `unknown` when no
 /// node is labelled (including an empty slice).
-pub fn detect_gpu_architecture(nodes: &[Node]) -> String {
+pub fn detect_gpu_architecture(nodes: &[Node], products: &GpuProducts) -> String {
     let mut ordered: Vec<&Node> = nodes.iter().collect();
     ordered.sort_by(|a, b| a.name.cmp(&b.name));
     let labelled: Vec<String> = ordered
         .iter()
-        .map(|n| normalize_gpu_product(n.gpu_product()))
+        .map(|n| products.architecture(n.gpu_product()))
         .filter(|a| !a.is_empty())
         .collect();
     let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
@@ -525,6 +555,22 @@ fn has_taint(node: &Node, sel: &TaintSelector) -> bool {
     })
 }
 
+/// Fixture normalisation rules (not the shipped gpu-products table): the mechanism
+/// (rewrites first, first match, group expansion, lower-casing) over these rows.
+#[cfg(test)]
+pub(crate) fn fixture_gpu_products() -> GpuProducts {
+    let re = |p: &str| regex::Regex::new(p).unwrap();
+    GpuProducts::new(vec![
+        GpuProductRule::Rewrite(re(r"^\s+|\s+$"), String::new()),
+        GpuProductRule::Rewrite(re(" "), "-".into()),
+        GpuProductRule::Match(re("^(?:NVIDIA-)?(?i:RTX-PRO-6000)"), "rtxpro6000".into()),
+        GpuProductRule::Match(re("^NVIDIA-([^-]+)"), "$1".into()),
+        GpuProductRule::Match(re("^NVIDIA-(.*)$"), "$1".into()),
+        GpuProductRule::Match(re("^([^-]+)"), "$1".into()),
+        GpuProductRule::Match(re("^(.*)$"), "$1".into()),
+    ])
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,11 +600,15 @@ mod tests {
         nodes.iter().map(|n| n.name.as_str()).collect()
     }
 
+    fn products() -> GpuProducts {
+        fixture_gpu_products()
+    }
+
     macro_rules! normalize {
         ($($name:ident: $label:expr => $want:expr;)*) => {$(
             #[test]
             fn $name() {
-                assert_eq!(normalize_gpu_product($label), $want);
+                assert_eq!(products().architecture($label), $want);
             }
         )*};
     }
@@ -581,6 +631,18 @@ mod tests {
         norm_leading_dash: "-H100" => "-h100";
         norm_no_prefix: "Tesla-T4" => "tesla";
         norm_only_prefix: "NVIDIA-" => "";
+        norm_flag_spaces: " NVIDIA GB300 " => "gb300";
+    }
+
+    #[test]
+    fn no_matching_rule_is_unknown() {
+        let p = GpuProducts::new(vec![GpuProductRule::Match(
+            regex::Regex::new("^X-(.+)$").unwrap(),
+            "x$1".into(),
+        )]);
+        assert_eq!(p.architecture("X-Y"), "xy");
+        assert_eq!(p.architecture("Z"), "");
+        assert_eq!(gpu("a", "Z").gpu_architecture(&p), "unknown");
     }
 
     macro_rules! majority {
@@ -588,7 +650,7 @@ mod tests {
             #[test]
             fn $name() {
                 let nodes: Vec<Node> = vec![$(gpu($n, $p)),*];
-                assert_eq!(detect_gpu_architecture(&nodes), $want);
+                assert_eq!(detect_gpu_architecture(&nodes, &products()), $want);
             }
         )*};
     }
@@ -756,20 +818,11 @@ mod tests {
 
     #[test]
     fn gpu_architecture_of_unlabelled_node_is_unknown() {
-        assert_eq!(gpu("a", "").gpu_architecture(), "unknown");
-        assert_eq!(gpu("a", "NVIDIA-GB200").gpu_architecture(), "gb200");
-    }
-
-    #[test]
-    fn example_normalize_gpu_product() -> Result<(), Box<dyn std::error::Error>> {
-        use crate::nodes::normalize_gpu_product;
-        assert_eq!(normalize_gpu_product("NVIDIA-H100-80GB-HBM3"), "h100");
+        assert_eq!(gpu("a", "").gpu_architecture(&products()), "unknown");
         assert_eq!(
-            normalize_gpu_product("NVIDIA-RTX-PRO-6000-Blackwell-Server-Edition"),
-            "rtxpro6000"
+            gpu("a", "NVIDIA-GB200").gpu_architecture(&products()),
+            "gb200"
         );
-        assert_eq!(normalize_gpu_product(""), "");
-        Ok(())
     }
 
     #[test]
@@ -785,8 +838,9 @@ mod tests {
             node("b", "NVIDIA-H100-NVL"),
             node("c", "NVIDIA-H100-NVL"),
         ];
-        assert_eq!(detect_gpu_architecture(&nodes), "h100");
-        assert_eq!(detect_gpu_architecture(&[]), "unknown");
+        let products = products();
+        assert_eq!(detect_gpu_architecture(&nodes, &products), "h100");
+        assert_eq!(detect_gpu_architecture(&[], &products), "unknown");
         Ok(())
     }
 

@@ -16,6 +16,7 @@ use crate::detect::{
     SchedulingRow, TEST_SCALE_TABLE, TestScale,
 };
 use crate::render::{NIC_TABLE, NicRow, OVERRIDE_TABLE, PlatformOverride};
+use serde_json::{Value, json};
 
 /// `(path as shown in messages, contents)` of every embedded rule file.
 const EMBEDDED: &[(&str, &str)] = &[
@@ -56,8 +57,20 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/defaults/nccl-env.yaml"),
     ),
     (
+        "rules/defaults/gang.yaml",
+        include_str!("../../rules/defaults/gang.yaml"),
+    ),
+    (
         "rules/defaults/gpu-defaults.yaml",
         include_str!("../../rules/defaults/gpu-defaults.yaml"),
+    ),
+    (
+        "rules/defaults/gpu-products.yaml",
+        include_str!("../../rules/defaults/gpu-products.yaml"),
+    ),
+    (
+        "rules/defaults/runtime.yaml",
+        include_str!("../../rules/defaults/runtime.yaml"),
     ),
     (
         "rules/defaults/scheduling.yaml",
@@ -74,6 +87,10 @@ const EMBEDDED: &[(&str, &str)] = &[
     (
         "rules/detect/platforms.yaml",
         include_str!("../../rules/detect/platforms.yaml"),
+    ),
+    (
+        "rules/overrides/list-merge.yaml",
+        include_str!("../../rules/overrides/list-merge.yaml"),
     ),
     (
         "rules/overrides/workloadrun.yaml",
@@ -97,7 +114,10 @@ pub(crate) mod params {
     use serde_json::{Map, Value, json};
 
     /// Params of the `workload-labels` stage when it runs at construction.
-    pub(crate) const WORKLOAD_LABELS: &[&str] = &["labelsPath"];
+    pub(crate) const WORKLOAD_LABELS: &[&str] =
+        &["labelsPath", "defaultQueue", "defaultQueueLabelKey"];
+    /// Params of the `gang-contract` stage: the `gang-defaults` row, added by `run_stage`.
+    pub(crate) const GANG_CONTRACT: &[&str] = &["defaultQueue", "defaultQueueLabelKey"];
     /// Params of the `platform-detection` table.
     pub(crate) const PLATFORM_DETECTION: &[&str] = &["node"];
     /// Params of the `gpu-defaults` table.
@@ -133,6 +153,18 @@ pub(crate) mod params {
     /// `spec.numNodes`.
     pub(crate) fn test_scale(test_scale: &str, num_nodes: i64) -> Value {
         json!({"testScale": test_scale, "numNodes": num_nodes})
+    }
+
+    /// `{defaultQueue, defaultQueueLabelKey}`: the `gang-defaults` row, which `run_stage` adds
+    /// to the params of the `workload-labels` and `gang-contract` stages.
+    pub(crate) fn gang_defaults(d: &crate::detect::GangDefaults) -> Map<String, Value> {
+        let mut m = Map::new();
+        m.insert("defaultQueue".into(), Value::String(d.queue.clone()));
+        m.insert(
+            "defaultQueueLabelKey".into(),
+            Value::String(d.queue_label_key.clone()),
+        );
+        m
     }
 
     /// `{labelsPath}`: where the labels the messages name live.
@@ -208,6 +240,13 @@ pub const WHEN_VARIABLES: &[&str] = &[
     "domainCount",
 ];
 
+/// A closed object schema of `properties`, for the tables whose rows have no derived schema yet
+/// (`gang-defaults`, `gpu-products`, `list-merge`, `runtime-templates`): every key the pipeline
+/// reads is listed and any other is refused; types stay loose where values may be templated.
+fn closed(properties: Value) -> Value {
+    json!({"type": "object", "properties": properties, "additionalProperties": false})
+}
+
 /// The pipeline contract: the stages the pipeline runs (with the params each passes to its
 /// packs) and the tables it renders (with a schema for their rows, the params each is
 /// rendered with and, for the override table, the variables of `when.expression`). Every rule
@@ -236,14 +275,43 @@ pub fn contract() -> Result<Contract, Error> {
         .stage(
             GANG_CONTRACT,
             "post-override gang contract, when spec.gangScheduler names a scheduler",
-            &[],
+            params::GANG_CONTRACT,
         )
         .stage(MANIFESTS, "every object render --expand emits", &[])
+        .table(
+            "gang-defaults",
+            "the queue and queue label key of a gang scheduler that leaves them unset",
+            closed(json!({"queue": {"type": "string"}, "queueLabelKey": {"type": "string"}})),
+            Some(&[]),
+        )?
         .table(
             DEFAULTS_TABLE,
             "GPUs and NICs per node and the MNNVL default, by architecture and platform",
             row_schema::<DefaultsRow>(),
             Some(params::GPU_DEFAULTS),
+        )?
+        .table(
+            "gpu-products",
+            "GPU product labels and --gpu-arch spellings to architecture names",
+            closed(json!({
+                "rewrite": closed(json!({
+                    "pattern": {"type": "string"},
+                    "replacement": {"type": "string"},
+                })),
+                "match": {"type": "string"},
+                "architecture": {"type": "string"},
+            })),
+            Some(&[]),
+        )?
+        .table(
+            "list-merge",
+            "merge key or replacement per list for override resolution",
+            closed(json!({
+                "paths": {"type": "array", "items": {"type": "string"}},
+                "mergeKey": {"type": "string"},
+                "replace": {"type": "boolean"},
+            })),
+            Some(&[]),
         )?
         .table(
             NCCL_ENV_TABLE,
@@ -262,6 +330,28 @@ pub fn contract() -> Result<Contract, Error> {
             "providerID prefixes and node labels to platform",
             row_schema::<PlatformRow>(),
             Some(params::PLATFORM_DETECTION),
+        )?
+        .table(
+            "runtime-templates",
+            "scripts, mounts, resources, probes and timings of the generated TrainingRuntime",
+            closed(json!({
+                "defaultTimeoutPerJob": {"type": "string"},
+                "nodeHealthExpression": {"type": "string"},
+                "sharedMemory": closed(json!({"volume": {}, "mount": {}})),
+                "torch": closed(json!({"terminationGracePeriodSeconds": {}, "securityContext": {}})),
+                "mpi": closed(json!({
+                    "timeoutSeconds": {"type": "string"},
+                    "plmRshArgs": {"type": "string"},
+                    "sshAuthMountPath": {"type": "string"},
+                    "workerScript": {"type": "string"},
+                    "workerSecurityContext": {},
+                    "workerReadinessProbe": {},
+                    "launcherScript": {"type": "string"},
+                    "launcherResources": {},
+                    "launcherWait": closed(json!({"hostfileMount": {}, "script": {"type": "string"}})),
+                })),
+            })),
+            Some(&["schedulerName"]),
         )?
         .table(
             SCHEDULING_TABLE,
@@ -391,8 +481,16 @@ mod tests {
                 .and_then(|t| t.params.clone())
                 .expect("table params")
         };
-        assert_eq!(stage(WORKLOAD_LABELS), keys(&params::workload_labels("x")));
-        for s in [ADMISSION, PLACEMENT, GANG_CONTRACT, MANIFESTS] {
+        let defaults_value = Value::Object(params::gang_defaults(
+            &crate::detect::GangDefaults::default(),
+        ));
+        let defaults = keys(&defaults_value);
+        let labels_value = params::workload_labels("x");
+        let mut labels = keys(&labels_value);
+        labels.extend(defaults.iter().copied());
+        assert_eq!(stage(WORKLOAD_LABELS), labels);
+        assert_eq!(stage(GANG_CONTRACT), defaults);
+        for s in [ADMISSION, PLACEMENT, MANIFESTS] {
             assert_eq!(stage(s), Vec::<String>::new(), "{s}");
         }
         assert_eq!(

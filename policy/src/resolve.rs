@@ -1,14 +1,15 @@
 //! Override resolution: match each override's `when` against the node
 //! context and apply every match, in list order, to the Workflow.
 //!
-//! Per matching override: `jobTemplate` (strategic merge: maps recurse, `null` deletes, named lists
-//! merge by `name`, Kubeflow `trainer.env` / `args` / `command` replaced), then `jobTemplatePatch`
-//! (RFC 6902), then each `dependencies[]` item (merged into the dependency with the same
-//! apiVersion + kind + metadata.name, else appended), then `orchestration` (each field replaces).
+//! Per matching override: `jobTemplate` (strategic merge: maps recurse, `null` deletes, each
+//! list merged by its key or replaced as the `list-merge` table says, `$patch` directives
+//! honoured), then `jobTemplatePatch` (RFC 6902), then each `dependencies[]` item (merged into
+//! the dependency with the same apiVersion + kind + metadata.name, else appended), then
+//! `orchestration` (each field replaces).
 
-use nvcre_engine::patch::{self, MergeNamedLists, ReplaceListsAt};
-use nvcre_engine::{Expr, Scope};
-use serde::Serialize;
+use nvcre_engine::patch::{self, ListMerge, ListPolicy};
+use nvcre_engine::{Expr, FieldPath, RuleSet, Scope};
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::api::{IntMatch, OverrideSpec, StringMatch, WhenSpec, Workflow};
@@ -282,16 +283,62 @@ pub fn summarize_patches(o: &OverrideSpec) -> String {
     }
 }
 
-/// The strategic-merge list policy of the jobTemplate: Kubeflow Trainer lists carry no patch
-/// metadata, so they are replaced, not merged by name.
-fn job_template_lists() -> ReplaceListsAt {
-    ReplaceListsAt::new([
-        "spec.workload.trainJob.trainer.env",
-        "spec.workload.trainJob.trainer.args",
-        "spec.workload.trainJob.trainer.command",
-        "spec.workload.trainJob.initializer.dataset.env",
-        "spec.workload.trainJob.initializer.model.env",
-    ])
+/// Name of the table of list merge keys.
+pub const LIST_MERGE_TABLE: &str = "list-merge";
+
+/// A row of the `list-merge` table: paths and what their lists do (exactly one of `mergeKey`
+/// and `replace: true`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ListMergeRow {
+    paths: Vec<String>,
+    #[serde(default)]
+    merge_key: Option<String>,
+    #[serde(default)]
+    replace: bool,
+}
+
+/// The list policy of override resolution: the rows of the `list-merge` table, in order.
+///
+/// # Errors
+/// A missing or malformed table, or a row with both or neither of `mergeKey` and `replace`.
+pub fn list_policy(rules: &RuleSet) -> Result<ListPolicy, crate::error::PolicyError> {
+    let table = rules
+        .table(LIST_MERGE_TABLE)
+        .ok_or_else(|| crate::error::PolicyError::MissingTable(LIST_MERGE_TABLE.to_string()))?;
+    let mut policy = ListPolicy::new();
+    for (id, value) in table.render(&Value::Null)? {
+        let row: ListMergeRow = crate::detect::decode_row(table, &id, value)?;
+        let merge = match (row.merge_key, row.replace) {
+            (Some(key), false) => ListMerge::ByKey(key),
+            (None, true) => ListMerge::Replace,
+            _ => {
+                return Err(row_error(
+                    table,
+                    &id,
+                    "give exactly one of mergeKey and replace: true",
+                ));
+            }
+        };
+        for p in &row.paths {
+            policy = policy.with(p, merge.clone());
+        }
+    }
+    Ok(policy)
+}
+
+fn row_error(table: &nvcre_engine::Table, id: &str, message: &str) -> crate::error::PolicyError {
+    let pos = table.entries.iter().find(|e| e.id == id).map(|e| e.pos);
+    crate::error::PolicyError::TableEntry {
+        location: format!(
+            "{}{}",
+            table.source.name,
+            pos.map(|p| format!(":{p}")).unwrap_or_default()
+        ),
+        table: table.name.clone(),
+        entry: id.to_string(),
+        message: message.to_string(),
+    }
 }
 
 fn dependency_identity(d: &Value) -> (Option<&str>, Option<&str>, Option<&str>) {
@@ -310,9 +357,11 @@ pub fn apply_override(
     wf: &mut Workflow,
     index: usize,
     o: &OverrideSpec,
+    lists: &ListPolicy,
 ) -> Result<(), ResolveError> {
     if let Some(jt) = &o.job_template {
-        patch::merge(&mut wf.spec.job_template, jt, &job_template_lists());
+        let at = FieldPath::root().key("jobTemplate".to_string());
+        patch::merge_from(&mut wf.spec.job_template, jt, lists, &at);
     }
     if let Some(p) = &o.job_template_patch {
         patch::json_patch(&mut wf.spec.job_template, p).map_err(|e| ResolveError::Patch {
@@ -326,10 +375,14 @@ pub fn apply_override(
             .spec
             .dependencies
             .iter_mut()
-            .find(|b| dependency_identity(b) == id)
+            .enumerate()
+            .find(|(_, b)| dependency_identity(b) == id)
         {
-            Some(base) => patch::merge(base, dep, &MergeNamedLists),
-            None => wf.spec.dependencies.push(dep.clone()),
+            Some((i, base)) => {
+                let at = FieldPath::root().key("dependencies".to_string()).index(i);
+                patch::merge_from(base, dep, lists, &at);
+            }
+            None => wf.spec.dependencies.push(patch::fresh(dep)),
         }
     }
     if let Some(orch) = &o.orchestration {
@@ -351,6 +404,7 @@ pub fn apply_override(
 pub fn resolve_overrides(
     wf: &mut Workflow,
     ctx: &OverrideContext,
+    lists: &ListPolicy,
 ) -> Result<Vec<AppliedOverride>, ResolveError> {
     let overrides = wf.spec.overrides.clone();
     let mut applied = Vec::new();
@@ -361,7 +415,7 @@ pub fn resolve_overrides(
             continue;
         }
         let before = serde_json::to_value(&wf.spec).ok();
-        apply_override(wf, index, o)?;
+        apply_override(wf, index, o, lists)?;
         let after = serde_json::to_value(&wf.spec).ok();
         applied.push(AppliedOverride {
             index,
@@ -389,6 +443,73 @@ mod tests {
 
     fn ovr(v: Value) -> OverrideSpec {
         serde_json::from_value(v).expect("override")
+    }
+
+    /// A fixture `list-merge` table (not the shipped one): trainer env replaced, containers by
+    /// name, volume mounts by mount path, any other named list by name.
+    const FIXTURE_LIST_MERGE: &str = "apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: Table
+metadata: {name: list-merge}
+entries:
+  - {id: r, paths: [jobTemplate.spec.workload.trainJob.trainer.env], replace: true}
+  - {id: m, paths: ['**.volumeMounts'], mergeKey: mountPath}
+  - {id: n, paths: ['**'], mergeKey: name}
+";
+
+    fn fixture(text: &str) -> RuleSet {
+        RuleSet::load(
+            &[nvcre_engine::Source::new("fixture.yaml", text)],
+            Some(&crate::packs::contract().expect("contract")),
+        )
+        .expect("fixture loads")
+    }
+
+    fn lists() -> ListPolicy {
+        list_policy(&fixture(FIXTURE_LIST_MERGE)).expect("policy")
+    }
+
+    #[test]
+    fn list_policy_rows_in_order_and_bad_rows() {
+        let p = lists();
+        let at = |s: &str| FieldPath::parse(s).expect("path");
+        assert_eq!(
+            p.list_merge(&at("jobTemplate.spec.workload.trainJob.trainer.env")),
+            &ListMerge::Replace
+        );
+        assert_eq!(
+            p.list_merge(&at("dependencies.0.spec.containers.1.volumeMounts")),
+            &ListMerge::ByKey("mountPath".into())
+        );
+        assert_eq!(
+            p.list_merge(&at("jobTemplate.spec.env")),
+            &ListMerge::ByKey("name".into())
+        );
+        let both = fixture(
+            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: list-merge}\nentries:\n  - {id: x, paths: [a], replace: true, mergeKey: name}\n",
+        );
+        assert_eq!(
+            list_policy(&both).unwrap_err().to_string(),
+            "fixture.yaml:5:5: table list-merge, entry x: give exactly one of mergeKey and replace: true"
+        );
+    }
+
+    #[test]
+    fn user_directives_replace_and_delete_and_are_dropped() {
+        let mut w = wf(json!({
+            "jobTemplate": {"spec": {"workload": {"trainJob": {"trainer": {"image": "x"}}}}},
+            "dependencies": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [
+                {"name": "a", "volumeMounts": [{"name": "v", "mountPath": "/v"}, {"name": "w", "mountPath": "/w"}]},
+                {"name": "b"}]}}],
+            "overrides": [{"when": {}, "dependencies": [{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"},
+                "spec": {"containers": [
+                    {"name": "a", "volumeMounts": [{"mountPath": "/w", "$patch": "delete"}, {"name": "v2", "mountPath": "/v"}]},
+                    {"name": "b", "$patch": "delete"}]}}]}]
+        }));
+        resolve_overrides(&mut w, &aws_h100(), &lists()).expect("applies");
+        assert_eq!(
+            w.spec.dependencies[0]["spec"],
+            json!({"containers": [{"name": "a", "volumeMounts": [{"name": "v2", "mountPath": "/v"}]}]})
+        );
     }
 
     fn aws_h100() -> OverrideContext {
@@ -434,7 +555,7 @@ mod tests {
         );
         let mut wfl =
             wf(json!({"jobTemplate": {}, "overrides": [{"when": {"expression": "nope +"}}]}));
-        let err = resolve_overrides(&mut wfl, &aws_h100()).unwrap_err();
+        let err = resolve_overrides(&mut wfl, &aws_h100(), &lists()).unwrap_err();
         assert!(
             err.to_string()
                 .starts_with("override[0]: evaluating when: "),
@@ -452,7 +573,7 @@ mod tests {
                 "workload": {"trainJob": {"trainer": {"env": [{"name": "C", "value": "3"}]}}},
                 "workloadMetadata": {"labels": {"drop": null, "cost-center": "hpc"}}}}}]
         }));
-        let applied = resolve_overrides(&mut w, &aws_h100()).expect("applies");
+        let applied = resolve_overrides(&mut w, &aws_h100(), &lists()).expect("applies");
         assert_eq!(
             w.spec.job_template,
             json!({"spec": {"workload": {"trainJob": {"trainer": {"env": [{"name": "C", "value": "3"}], "image": "x"}}},
@@ -475,7 +596,7 @@ mod tests {
             "jobTemplate": {"spec": {"workloadMetadata": {"labels": {"kai.scheduler/queue": "q"}}}},
             "overrides": [{"when": {}, "jobTemplatePatch": [{"op": "remove", "path": "/spec/workloadMetadata/labels/kai.scheduler~1queue"}]}]
         }));
-        resolve_overrides(&mut w, &aws_h100()).expect("applies");
+        resolve_overrides(&mut w, &aws_h100(), &lists()).expect("applies");
         assert_eq!(
             w.spec.job_template,
             json!({"spec": {"workloadMetadata": {"labels": {}}}})
@@ -495,7 +616,7 @@ mod tests {
                      "containers": [{"name": "node", "resources": {"limits": {"vpc.amazonaws.com/efa": 32}}}]}}}}}]}}}},
                 {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "extra"}}],
               "orchestration": {"topology": {"topologyKey": "k"}}}]}));
-        let applied = resolve_overrides(&mut w, &aws_h100()).expect("applies");
+        let applied = resolve_overrides(&mut w, &aws_h100(), &lists()).expect("applies");
         assert_eq!(w.spec.dependencies.len(), 2);
         assert_eq!(
             w.spec.dependencies[0].pointer("/spec/template/spec/replicatedJobs/0/template/spec/template/spec/containers/0/resources/limits"),

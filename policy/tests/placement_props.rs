@@ -3,7 +3,17 @@
 
 use std::collections::BTreeSet;
 
-use nvcre_domain::{Group, Node, Workflow, place, place_groups};
+use nvcre_domain::{Group, Node, PlacementPolicy, Workflow, place, place_groups};
+
+/// The placement policy of the embedded rules, read once (these properties hold for any
+/// policy).
+fn policy() -> &'static PlacementPolicy {
+    static POLICY: std::sync::OnceLock<PlacementPolicy> = std::sync::OnceLock::new();
+    POLICY.get_or_init(|| {
+        nvcre_domain::placement_policy(&nvcre_domain::default_rules().expect("rules"))
+            .expect("policy")
+    })
+}
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -180,14 +190,14 @@ proptest! {
     #[test]
     fn place_is_deterministic_under_permutation((nodes, npj, shuffled) in scenario()) {
         let wf = workflow(npj, json!({}));
-        let a = place(&wf, &nodes).expect("place");
-        let b = place(&wf, &shuffled).expect("place");
+        let a = place(&wf, &nodes, policy()).expect("place");
+        let b = place(&wf, &shuffled, policy()).expect("place");
         prop_assert_eq!(a, b);
     }
 
     #[test]
     fn pinned_place_covers_every_node((nodes, npj, _) in scenario()) {
-        let p = place(&workflow(npj, json!({})), &nodes).expect("place");
+        let p = place(&workflow(npj, json!({})), &nodes, policy()).expect("place");
         prop_assert_eq!(covered(&p.groups), all_names(&nodes));
         prop_assert!(p.groups.iter().all(|g| g.manifests.last().is_some_and(|tj| tj["kind"] == "TrainJob")));
     }
@@ -199,7 +209,7 @@ proptest! {
         } else {
             json!({"placement": "Unpinned"})
         };
-        let p = place(&workflow(npj, orch), &nodes).expect("place");
+        let p = place(&workflow(npj, orch), &nodes, policy()).expect("place");
         prop_assert_eq!(p.groups.len(), 1);
         let g = &p.groups[0];
         prop_assert!(g.nodes.is_empty());
@@ -209,7 +219,7 @@ proptest! {
     #[test]
     fn unpinned_size_is_exact_or_fails((nodes, npj, _) in scenario(), extra in 0i64..3) {
         let npj = npj + extra;
-        let result = place(&workflow(npj, json!({"placement": "Unpinned"})), &nodes);
+        let result = place(&workflow(npj, json!({"placement": "Unpinned"})), &nodes, policy());
         let len = i64::try_from(nodes.len()).unwrap_or(i64::MAX);
         if npj > len {
             let err = result.expect_err("shortfall");

@@ -106,7 +106,7 @@ fn a_param_the_stage_does_not_pass_is_refused() {
         stdout,
         format!(
             "{}:20:19: error[contract]: params.scheduler is not passed to stage \
-             \"gang-contract\" (it passes no params)\n",
+             \"gang-contract\" (it passes defaultQueue, defaultQueueLabelKey)\n",
             gang.display()
         )
     );

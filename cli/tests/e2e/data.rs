@@ -472,3 +472,298 @@ fn a_new_platform_end_to_end_from_rule_data_only() {
     ]);
     assert_eq!(code, 2);
 }
+
+// ---- the runtime templates -------------------------------------------------------------------
+
+/// The worker bootstrap and the launcher init script of a run, rendered with `rules`.
+fn runtime_scripts(rules: Option<&Path>, run_file: &Path) -> (String, String) {
+    let mut args = Vec::new();
+    if let Some(r) = rules {
+        args.extend(["--rules", s(r)]);
+    }
+    args.extend([
+        "render",
+        "-o",
+        "json",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+    ]);
+    args.push(s(run_file));
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let jobs = &wf["spec"]["dependencies"][0]["spec"]["template"]["spec"]["replicatedJobs"];
+    let script = |job: usize, path: &str| {
+        jobs[job]["template"]["spec"]["template"]["spec"][path][0]["command"][2]
+            .as_str()
+            .expect("script")
+            .to_string()
+    };
+    (script(0, "containers"), script(1, "initContainers"))
+}
+
+#[test]
+fn the_worker_bootstrap_and_the_kai_wait_are_the_runtime_templates_table() {
+    let (_dir, rules) = rules_copy();
+    // The example runs under kai-scheduler.
+    let run_file = root().join("examples/nccl-all-reduce.yaml");
+    let (worker, launcher) = runtime_scripts(None, &run_file);
+    assert!(worker.contains("\n  apt-get update -qq\n  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server\n"), "{worker}");
+    assert!(launcher.contains("\n  sleep 5\n"), "{launcher}");
+    // An air-gapped UBI image: install sshd with microdnf; wait 60 tries 10 s apart.
+    let file = rules.join("defaults/runtime.yaml");
+    edit(
+        &file,
+        "          apt-get update -qq\n          DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server\n",
+        "          microdnf install -y openssh-server\n",
+    );
+    edit(
+        &file,
+        "  waitTries: 240\n  waitSleepSeconds: 5\n",
+        "  waitTries: 60\n  waitSleepSeconds: 10\n",
+    );
+    let (worker, launcher) = runtime_scripts(Some(&rules), &run_file);
+    assert_eq!(
+        worker,
+        "set -e\nif [ ! -x /usr/sbin/sshd ]; then\n  microdnf install -y openssh-server\nfi\nmkdir -p /var/run/sshd\nmkdir -p /root/.ssh\ncp /tmp/mpi-ssh-raw/* /root/.ssh/\nchmod 700 /root/.ssh\nchmod 600 /root/.ssh/*\nfor f in /root/.ssh/*.pub /root/.ssh/authorized_keys; do\n  if [ -e \"$f\" ]; then chmod 644 \"$f\"; fi\ndone\nssh-keygen -A\nexec /usr/sbin/sshd -De"
+    );
+    assert!(
+        launcher.contains("\n  if [ \"$tries\" -ge 60 ]; then\n"),
+        "{launcher}"
+    );
+    assert!(
+        launcher.contains(" after 60 tries 10s apart. "),
+        "{launcher}"
+    );
+    assert!(launcher.ends_with("\n  sleep 10\ndone"), "{launcher}");
+}
+
+// ---- list merge keys and $patch directives ---------------------------------------------------
+
+/// A torch run whose override adds a `/scratch` mount (and, with `directive`, first empties the
+/// worker's mounts with `$patch: replace`).
+fn scratch_run(directive: bool) -> String {
+    format!(
+        "apiVersion: nvcre.nvidia.com/v1alpha1
+kind: WorkloadRun
+metadata: {{name: t}}
+spec:
+  image: img
+  numNodes: 2
+  framework:
+    torch: {{script: train.py}}
+  overrides:
+    - when: {{platform: {{equals: aws}}}}
+      dependencies:
+        - apiVersion: trainer.kubeflow.org/v1alpha1
+          kind: TrainingRuntime
+          metadata: {{name: t-runtime}}
+          spec:
+            template:
+              spec:
+                replicatedJobs:
+                  - name: node
+                    template:
+                      spec:
+                        template:
+                          spec:
+                            containers:
+                              - name: node
+                                volumeMounts:{}
+                                  - {{name: scratch, mountPath: /scratch}}
+",
+        if directive {
+            "\n                                  - $patch: replace"
+        } else {
+            ""
+        }
+    )
+}
+
+/// The worker's volume mounts of `run` rendered for AWS H100 with `rules`.
+fn worker_mounts(rules: Option<&Path>, run_file: &Path) -> serde_json::Value {
+    let mut args = Vec::new();
+    if let Some(r) = rules {
+        args.extend(["--rules", s(r)]);
+    }
+    args.extend([
+        "render",
+        "-o",
+        "json",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+    ]);
+    args.push(s(run_file));
+    let (code, out, err) = run(&args);
+    assert_eq!(code, 0, "{err}");
+    let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+    wf["spec"]["dependencies"][0]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]
+        ["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+        .clone()
+}
+
+#[test]
+fn a_user_patch_replace_directive_replaces_the_list_and_merge_keys_are_the_list_merge_table() {
+    let (dir, rules) = rules_copy();
+    let merged = dir.path().join("merged.yaml");
+    let replaced = dir.path().join("replaced.yaml");
+    std::fs::write(&merged, scratch_run(false)).expect("write");
+    std::fs::write(&replaced, scratch_run(true)).expect("write");
+    let dshm = serde_json::json!({"name": "dshm", "mountPath": "/dev/shm"});
+    let scratch = serde_json::json!({"name": "scratch", "mountPath": "/scratch"});
+    // Shipped rules: mounts merge by mountPath; `$patch: replace` replaces, and is not output.
+    assert_eq!(
+        worker_mounts(None, &merged),
+        serde_json::json!([dshm, scratch])
+    );
+    assert_eq!(worker_mounts(None, &replaced), serde_json::json!([scratch]));
+    // A rule set whose list-merge row says volumeMounts are replaced: no directive needed.
+    edit(
+        &rules.join("overrides/list-merge.yaml"),
+        "    paths: [\"**.volumeMounts\"]\n    mergeKey: mountPath\n",
+        "    paths: [\"**.volumeMounts\"]\n    replace: true\n",
+    );
+    assert_eq!(
+        worker_mounts(Some(&rules), &merged),
+        serde_json::json!([scratch])
+    );
+}
+
+// ---- GPU product names -----------------------------------------------------------------------
+
+#[test]
+fn a_gpu_products_row_and_a_defaults_row_teach_detection_a_new_gpu() {
+    let (dir, rules) = rules_copy();
+    let nodes = dir.path().join("nodes.yaml");
+    let hcloud = std::fs::read_to_string(path(
+        "rules/tests/platform-detection/data/nodes-hcloud.yaml",
+    ))
+    .expect("read");
+    let h20 = hcloud
+        .replace("hcloud://4711", "aws:///us-east-1a/i-0")
+        .replace("NVIDIA-H100-80GB-HBM3", "NVIDIA-H20-96GB-HBM3");
+    std::fs::write(&nodes, h20).expect("write");
+    let example = path("examples/nccl-all-reduce.yaml");
+    let render = |rules: Option<&Path>| {
+        let mut args = Vec::new();
+        if let Some(r) = rules {
+            args.extend(["--rules", s(r)]);
+        }
+        args.extend(["render", "-o", "json", "--nodes-file", s(&nodes), &example]);
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{err}");
+        let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+        (
+            wf["metadata"]["annotations"]["nvcrectl.nvidia.com/detected-gpu-architecture"].clone(),
+            wf["spec"]["jobTemplate"]["spec"]["workload"]["trainJob"]["trainer"]["numProcPerNode"]
+                .clone(),
+        )
+    };
+    // Shipped rules: no H20 row, so the H20 is named by the generic row ("h20") and gets the
+    // defaults of an unknown architecture (4 GPUs per node).
+    assert_eq!(
+        render(None),
+        (serde_json::json!("h20"), serde_json::json!(4))
+    );
+    // A row for the H20 (named h20-96g here, to tell it from the generic name) and its
+    // defaults row.
+    edit(
+        &rules.join("defaults/gpu-products.yaml"),
+        "  - id: rtx-pro-6000\n",
+        "  - id: h20\n    match: '^NVIDIA-H20-(\\d+)GB'\n    architecture: h20-${1}g\n  - id: rtx-pro-6000\n",
+    );
+    edit(
+        &rules.join("defaults/gpu-defaults.yaml"),
+        "entries:\n",
+        "entries:\n  - {id: h20, gpuArchitecture: h20-96g, gpusPerNode: 8, mlnxPerNode: 8, enableMNNVL: false, selectable: true}\n",
+    );
+    assert_eq!(
+        render(Some(&rules)),
+        (serde_json::json!("h20-96g"), serde_json::json!(8))
+    );
+    // --gpu-arch goes through the same rows.
+    let (code, out, err) = run(&[
+        "--rules",
+        s(&rules),
+        "render",
+        "-o",
+        "json",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "NVIDIA H20 96GB",
+        &example,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        wf["metadata"]["annotations"]["nvcrectl.nvidia.com/detected-gpu-architecture"],
+        "h20-96g"
+    );
+}
+
+// ---- gang defaults ---------------------------------------------------------------------------
+
+#[test]
+fn the_default_queue_and_its_label_key_are_the_gang_defaults_table() {
+    let (dir, rules) = rules_copy();
+    let run_file = dir.path().join("run.yaml");
+    let text = std::fs::read_to_string(path("examples/nccl-all-reduce.yaml")).expect("read");
+    let gang = "  gangScheduler:\n    schedulerName: kai-scheduler\n    queue: high-priority\n";
+    assert!(text.contains(gang));
+    std::fs::write(
+        &run_file,
+        text.replacen(
+            gang,
+            "  gangScheduler:\n    schedulerName: kai-scheduler\n",
+            1,
+        ),
+    )
+    .expect("write");
+    let render = |rules: Option<&Path>| {
+        let mut args = Vec::new();
+        if let Some(r) = rules {
+            args.extend(["--rules", s(r)]);
+        }
+        args.extend([
+            "render",
+            "-o",
+            "json",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+        ]);
+        args.push(s(&run_file));
+        let (code, out, err) = run(&args);
+        assert_eq!(code, 0, "{err}");
+        let wf: serde_json::Value = serde_json::from_str(&out).expect("json");
+        (
+            wf["spec"]["gangScheduler"].clone(),
+            wf["spec"]["jobTemplate"]["spec"]["workloadMetadata"]["labels"].clone(),
+        )
+    };
+    let (intent, labels) = render(None);
+    assert_eq!(
+        intent,
+        serde_json::json!({"schedulerName": "kai-scheduler", "queue": "default-queue", "queueLabelKey": "kai.scheduler/queue"})
+    );
+    assert_eq!(labels["kai.scheduler/queue"], "default-queue");
+    edit(
+        &rules.join("defaults/gang.yaml"),
+        "    queue: default-queue\n    queueLabelKey: kai.scheduler/queue\n",
+        "    queue: batch\n    queueLabelKey: example.com/queue\n",
+    );
+    // The build and the workload-labels / gang-contract stages (which check the label) agree.
+    let (intent, labels) = render(Some(&rules));
+    assert_eq!(
+        intent,
+        serde_json::json!({"schedulerName": "kai-scheduler", "queue": "batch", "queueLabelKey": "example.com/queue"})
+    );
+    assert_eq!(labels["example.com/queue"], "batch");
+    assert_eq!(labels.get("kai.scheduler/queue"), None);
+}

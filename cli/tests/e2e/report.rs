@@ -619,7 +619,7 @@ fn rules_lint_reports_every_lint_with_file_line_and_column() {
          lint/a.yaml:17:19: error[compile]: rule broken: CEL does not compile: Syntax error: missing ')' at '<EOF>' (expression column 22)\n\
          lint/a.yaml:20:7: error[unknown-field]: rule typo: unknown field `expresion`, expected one of `expression`, `message`, `messageExpression`, `fieldPath`, `fieldPathExpression`\n\
          lint/b.yaml:6:9: error[duplicate-id]: rule app-label: duplicate rule id (first defined at lint/a.yaml:9:5)\n\
-         lint/b.yaml:11:18: error[contract]: unknown table \"table\"; known tables: gpu-defaults, nccl-base-env, nic-detection, platform-detection, scheduling, test-scale, workloadrun-platform-overrides\n\
+         lint/b.yaml:11:18: error[contract]: unknown table \"table\"; known tables: gang-defaults, gpu-defaults, gpu-products, list-merge, nccl-base-env, nic-detection, platform-detection, runtime-templates, scheduling, test-scale, workloadrun-platform-overrides\n\
          lint/b.yaml:14:3: warning[unused-fragment]: fragment \"spare\" is never used: nothing in table table inserts {$fragment: spare} or reads fragments.spare\n"
     );
 }

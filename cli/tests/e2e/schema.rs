@@ -14,8 +14,9 @@ fn run(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-const NAMES: &str = "pack, table, suite, gpu-defaults, nccl-base-env, nic-detection, \
-                     platform-detection, scheduling, test-scale, workloadrun-platform-overrides";
+const NAMES: &str = "pack, table, suite, gang-defaults, gpu-defaults, gpu-products, list-merge, \
+                     nccl-base-env, nic-detection, platform-detection, runtime-templates, \
+                     scheduling, test-scale, workloadrun-platform-overrides";
 
 #[test]
 fn without_a_name_the_names_are_listed() {

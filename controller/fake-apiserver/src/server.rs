@@ -447,7 +447,7 @@ fn patch(st: &mut State, req: &Req, name: &str) -> Result<(StatusCode, Value), A
             nvcre_engine::patch::merge(
                 &mut new,
                 &req.json_body()?,
-                &nvcre_engine::patch::MergeNamedLists,
+                &nvcre_engine::patch::ListPolicy::by_name(),
             );
         }
         "application/json-patch+json" => {

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 
 use nvcre_engine::go_quote;
 
-use super::{BuildParams, MPI_TIMEOUT_SECONDS, PLM_RSH_ARGS};
+use super::BuildParams;
 use crate::api::{EnvVar, WorkloadRunSpec};
 
 /// Merges `spec.env` over the base env (the user's entry wins): base entries the user names are
@@ -59,9 +59,10 @@ pub fn mpi_env_args(merged: &[EnvVar], mpi_args: &[String]) -> Vec<String> {
 }
 
 /// The whole mpirun argument list: `-N <gpus> --allow-run-as-root
-/// --mca plm_rsh_args <one element>`, the env forwarding of [`mpi_env_args`], `mpi_args`
+/// --mca plm_rsh_args <plm_rsh_args as one element>`, the env forwarding of [`mpi_env_args`], `mpi_args`
 /// (platform args already prepended by the caller), the binary, then its args.
 pub fn layout_mpirun_args(
+    plm_rsh_args: &str,
     gpus_per_node: i64,
     merged: &[EnvVar],
     mpi_args: &[String],
@@ -74,7 +75,7 @@ pub fn layout_mpirun_args(
         "--allow-run-as-root".to_string(),
         "--mca".to_string(),
         "plm_rsh_args".to_string(),
-        PLM_RSH_ARGS.to_string(),
+        plm_rsh_args.to_string(),
     ];
     out.extend(mpi_env_args(merged, mpi_args));
     out.extend(mpi_args.iter().cloned());
@@ -125,10 +126,11 @@ pub(super) fn trainer_command(
             .collect();
         let command = vec![
             "timeout".to_string(),
-            MPI_TIMEOUT_SECONDS.to_string(),
+            params.templates.mpi.timeout_seconds.clone(),
             mpi.mpirun_path.clone(),
         ];
         let args = layout_mpirun_args(
+            &params.templates.mpi.plm_rsh_args,
             params.gpus_per_node,
             merged_env,
             &mpi_args,
@@ -278,6 +280,7 @@ mod tests {
         let merged = merge_env(&base_nccl_env(false), &[]);
         let mpi_args = strings(&["-x", "NCCL_NET_PLUGIN=none"]);
         let args = layout_mpirun_args(
+            "-o StrictHostKeyChecking=no -o ConnectionAttempts=10",
             8,
             &merged,
             &mpi_args,
@@ -440,12 +443,9 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]
     #[test]
     fn example_layout_mpirun_args() -> Result<(), Box<dyn std::error::Error>> {
         use super::layout_mpirun_args;
-        let args = layout_mpirun_args(8, &[], &[], "/bin/true", &["-v".to_string()]);
+        let args = layout_mpirun_args("-o A=1", 8, &[], &[], "/bin/true", &["-v".to_string()]);
         assert_eq!(args[..3], ["-N", "8", "--allow-run-as-root"]);
-        assert_eq!(
-            args[5],
-            "-o StrictHostKeyChecking=no -o ConnectionAttempts=10"
-        );
+        assert_eq!(args[5], "-o A=1");
         assert_eq!(args[6..], ["/bin/true", "-v"]);
         Ok(())
     }

@@ -2,7 +2,7 @@
 
 use serde_json::{Value, json};
 
-use super::{BuildParams, DEFAULT_TIMEOUT_PER_JOB, build_runtime, build_workflow, merge_env};
+use super::{BuildParams, RuntimeTemplates, build_runtime, build_workflow, merge_env};
 use crate::api::{EnvVar, WorkloadRun};
 
 /// A fixture `nccl-base-env` table (not the shipped rules/defaults/nccl-env.yaml, whose values
@@ -34,13 +34,71 @@ pub(super) fn base_nccl_env(mnnvl: bool) -> Vec<EnvVar> {
     crate::detect::base_nccl_env(&rules, mnnvl).unwrap()
 }
 
+/// A fixture `runtime-templates` table (not the shipped rules/defaults/runtime.yaml): short
+/// scripts built from fragments, a wait only for scheduler `kai-scheduler`.
+const FIXTURE_RUNTIME_TEMPLATES: &str = r#"apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: Table
+metadata: {name: runtime-templates}
+fragments:
+  auth: /tmp/mpi-ssh-raw
+  copy: "cp ${{ fragments.auth }}/* /root/.ssh/"
+  tries: 240
+entries:
+  - id: default
+    include: "true"
+    defaultTimeoutPerJob: 24h
+    nodeHealthExpression: node.spec.unschedulable == true
+    sharedMemory:
+      volume: {name: dshm, emptyDir: {medium: Memory}}
+      mount: {name: dshm, mountPath: /dev/shm}
+    torch:
+      terminationGracePeriodSeconds: 30
+      securityContext: {seccompProfile: {type: RuntimeDefault}}
+    mpi:
+      timeoutSeconds: "3600"
+      plmRshArgs: -o StrictHostKeyChecking=no -o ConnectionAttempts=10
+      sshAuthMountPath: ${{ fragments.auth }}
+      workerScript: "install sshd\n${{ fragments.copy }}\nexec /usr/sbin/sshd -De"
+      workerSecurityContext: {capabilities: {add: [IPC_LOCK]}}
+      workerReadinessProbe: {exec: {command: [ssh, 127.0.0.1, "true"]}, periodSeconds: 30}
+      launcherScript: "set -e\n${{ fragments.copy }}"
+      launcherResources: {limits: {cpu: "2", memory: 1Gi}}
+      launcherWait:
+        $if: params.schedulerName == 'kai-scheduler'
+        $then:
+          hostfileMount: {name: mpi-hostfile, mountPath: /etc/mpi, readOnly: true}
+          script: "wait ${{ fragments.tries }} tries"
+"#;
+
+/// The fixture templates ([`FIXTURE_RUNTIME_TEMPLATES`]) for a gang scheduler name.
+pub(super) fn templates(scheduler_name: &str) -> RuntimeTemplates {
+    let rules = nvcre_engine::RuleSet::load(
+        &[nvcre_engine::Source::new(
+            "fixture.yaml",
+            FIXTURE_RUNTIME_TEMPLATES,
+        )],
+        Some(&crate::packs::contract().unwrap()),
+    )
+    .unwrap();
+    super::runtime_templates(&rules, scheduler_name).unwrap()
+}
+
+/// Fixture gang defaults (not the shipped gang-defaults table).
+pub(super) fn gang_defaults() -> crate::detect::GangDefaults {
+    crate::detect::GangDefaults {
+        queue: "default-queue".into(),
+        queue_label_key: "kai.scheduler/queue".into(),
+    }
+}
+
 pub(super) fn params() -> BuildParams {
     BuildParams {
         gpus_per_node: 8,
         base_env: base_nccl_env(false),
         platform_mpi_args: Vec::new(),
         pre_command: Vec::new(),
-        default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+        templates: templates(""),
+        gang_defaults: gang_defaults(),
         scale: crate::detect::TestScale::default(),
     }
 }
@@ -121,7 +179,12 @@ pub(super) fn replicated(runtime: &Value, name: &str) -> Value {
 }
 
 pub(super) fn mpi_runtime_with(gang: Value) -> Value {
+    let scheduler = gang["schedulerName"].as_str().unwrap_or("").to_string();
     let wr = all_reduce(json!({"gangScheduler": gang}));
     let merged = merge_env(&base_nccl_env(false), &[]);
-    build_runtime(&wr, &params(), &merged, 4)
+    let p = BuildParams {
+        templates: templates(&scheduler),
+        ..params()
+    };
+    build_runtime(&wr, &p, &merged, 4)
 }

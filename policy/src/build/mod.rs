@@ -18,6 +18,7 @@ mod duration;
 #[cfg(test)]
 mod fixtures;
 mod runtime;
+mod templates;
 
 use std::collections::BTreeMap;
 
@@ -33,31 +34,13 @@ use command::trainer_command;
 pub use command::{merge_env, wrap_pre_command};
 pub use duration::{DurationError, canonical_go_duration};
 pub use runtime::build_runtime;
-
-/// The Workflow's default `execution.timeoutPerJob` (what the original writes; its API comment's
-/// "1h" is stale).
-pub const DEFAULT_TIMEOUT_PER_JOB: &str = "24h0m0s";
-
-/// The `nodeHealthMonitor` CEL expression every generated Job carries.
-pub const NODE_HEALTH_EXPRESSION: &str = "node.spec.unschedulable == true";
+pub use templates::{RuntimeTemplates, runtime_templates};
 
 const WORKLOAD_RUN_LABEL: &str = "nvcre.nvidia.com/workload-run";
 
 const FRAMEWORK_LABEL: &str = "trainer.kubeflow.org/framework";
 
 const ANCESTOR_STEP_LABEL: &str = "trainer.kubeflow.org/trainjob-ancestor-step";
-
-const SSH_RAW_PATH: &str = "/tmp/mpi-ssh-raw";
-
-const MPI_TIMEOUT_SECONDS: &str = "3600";
-
-/// The `plm_rsh_args` value: one argv element.
-const PLM_RSH_ARGS: &str = "-o StrictHostKeyChecking=no -o ConnectionAttempts=10";
-
-/// Tries and spacing of the KAI worker wait (240 × 5 s = 20 min).
-const KAI_WAIT_TRIES: u32 = 240;
-
-const KAI_WAIT_SLEEP_SECONDS: u32 = 5;
 
 /// Everything the build needs beyond the WorkloadRun, resolved by the caller from detection, the
 /// GPU defaults table and the platform override table.
@@ -74,11 +57,16 @@ pub struct BuildParams {
     /// `preCommand` lines of the matching platform overrides, in table order; empty means the
     /// trainer command is not wrapped.
     pub pre_command: Vec<String>,
-    /// `execution.timeoutPerJob` when the spec gives none, e.g. [`DEFAULT_TIMEOUT_PER_JOB`].
-    pub default_timeout_per_job: String,
+    /// The scripts, mounts, resources and timings of the runtime and the Workflow (the
+    /// `runtime-templates` row for the run's gang scheduler), including the default
+    /// `execution.timeoutPerJob`.
+    pub templates: RuntimeTemplates,
     /// What the run's `testScale` means (the `test-scale` table row; default: `spec.numNodes`
     /// nodes per job, no topology).
     pub scale: crate::detect::TestScale,
+    /// The queue and queue label key of a gang scheduler whose spec leaves them unset (the
+    /// `gang-defaults` table).
+    pub gang_defaults: crate::detect::GangDefaults,
 }
 
 /// Why a WorkloadRun could not be built into a Workflow.
@@ -194,7 +182,7 @@ fn job_spec(run: &WorkloadRun, params: &BuildParams, merged_env: &[EnvVar], npj:
     }
     job.insert(
         "nodeHealthMonitor".to_string(),
-        json!({"cel": {"expression": NODE_HEALTH_EXPRESSION}}),
+        json!({"cel": {"expression": params.templates.node_health_expression}}),
     );
     if let Some(goodput) = &spec.goodput_measurement {
         job.insert("goodputMeasurement".to_string(), goodput.clone());
@@ -260,7 +248,7 @@ fn orchestration(
 ) -> Result<Map<String, Value>, BuildError> {
     let orch = spec.orchestration.as_ref();
     let timeout = match orch.and_then(|o| o.timeout_per_job.as_deref()) {
-        None | Some("") => params.default_timeout_per_job.clone(),
+        None | Some("") => params.templates.default_timeout_per_job.clone(),
         Some(value) => {
             canonical_go_duration(value).map_err(|reason| BuildError::InvalidTimeoutPerJob {
                 value: value.to_string(),
@@ -342,7 +330,7 @@ pub fn build_workflow(run: &WorkloadRun, params: &BuildParams) -> Result<Workflo
             gang_scheduler: spec
                 .gang_scheduler
                 .as_ref()
-                .and_then(GangSchedulerSpec::resolved),
+                .and_then(|g| g.resolved(&params.gang_defaults)),
         },
     })
 }
@@ -576,10 +564,8 @@ mod tests {
     #[test]
     fn empty_timeout_uses_the_default() {
         let wr = all_reduce(json!({"orchestration": {"timeoutPerJob": ""}}));
-        let p = BuildParams {
-            default_timeout_per_job: "1h0m0s".to_string(),
-            ..params()
-        };
+        let mut p = params();
+        p.templates.default_timeout_per_job = "1h0m0s".to_string();
         let wf = build_workflow(&wr, &p).unwrap();
         assert_eq!(
             wf.spec.orchestration["execution"],
@@ -603,7 +589,7 @@ mod tests {
     #[test]
     fn example_build_workflow() -> Result<(), Box<dyn std::error::Error>> {
         use crate::api::WorkloadRun;
-        use crate::build::{BuildParams, DEFAULT_TIMEOUT_PER_JOB, build_workflow};
+        use crate::build::{BuildParams, build_workflow};
         let run: WorkloadRun = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "demo", "namespace": "team"},
             "spec": {"image": "img", "numNodes": 2,
@@ -614,7 +600,8 @@ mod tests {
             base_env: vec![crate::api::EnvVar::new("NCCL_DEBUG", "INFO")],
             platform_mpi_args: vec![],
             pre_command: vec![],
-            default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+            templates: crate::build::fixtures::templates(""),
+            gang_defaults: crate::build::fixtures::gang_defaults(),
             scale: crate::detect::TestScale::default(),
         };
         let wf = build_workflow(&run, &params)?;

@@ -5,14 +5,14 @@
 use serde_json::{Map, Value, json};
 
 use super::{
-    ANCESTOR_STEP_LABEL, BuildParams, FRAMEWORK_LABEL, GPU_RESOURCE, KAI_WAIT_SLEEP_SECONDS,
-    KAI_WAIT_TRIES, SSH_RAW_PATH, TRAINER_API_VERSION, label_map, queue_label,
+    ANCESTOR_STEP_LABEL, BuildParams, FRAMEWORK_LABEL, GPU_RESOURCE, TRAINER_API_VERSION,
+    label_map, queue_label,
 };
-use crate::api::{EnvVar, FrameworkType, GangSchedulerSpec, KAI_SCHEDULER, WorkloadRun};
+use crate::api::{EnvVar, FrameworkType, GangSchedulerSpec, WorkloadRun};
 
 /// The generated TrainingRuntime dependency `<run>-runtime`, with the
-/// gang scheduler's labels and `schedulerName` injected and, under KAI, the launcher waiting
-/// for the workers instead of depending on them. `exec` reuses the torch
+/// gang scheduler's labels and `schedulerName` injected and, when the templates say so
+/// (`mpi.launcherWait`), the launcher waiting for the workers instead of depending on them. `exec` reuses the torch
 /// shape (framework label `torch`).
 pub fn build_runtime(
     run: &WorkloadRun,
@@ -24,7 +24,7 @@ pub fn build_runtime(
         .spec
         .gang_scheduler
         .as_ref()
-        .and_then(GangSchedulerSpec::resolved);
+        .and_then(|g| g.resolved(&params.gang_defaults));
     match run.spec.framework.kind() {
         FrameworkType::Mpi => mpi_runtime(run, params, merged_env, gang.as_ref()),
         FrameworkType::Torch | FrameworkType::Exec => {
@@ -50,10 +50,11 @@ pub(super) fn torch_runtime(
     gang: Option<&GangSchedulerSpec>,
 ) -> Value {
     let name = run.metadata.name.as_str();
+    let t = &params.templates;
     let (user_vols, user_mounts) = user_volumes(run);
-    let mut volumes = vec![json!({"name": "dshm", "emptyDir": {"medium": "Memory"}})];
+    let mut volumes = vec![t.shared_memory.volume.clone()];
     volumes.extend(user_vols);
-    let mut mounts = vec![json!({"name": "dshm", "mountPath": "/dev/shm"})];
+    let mut mounts = vec![t.shared_memory.mount.clone()];
     mounts.extend(user_mounts);
     let container = json!({
         "name": "node",
@@ -63,11 +64,11 @@ pub(super) fn torch_runtime(
         "volumeMounts": mounts,
     });
     let mut fields = vec![
-        ("terminationGracePeriodSeconds", json!(30)),
         (
-            "securityContext",
-            json!({"seccompProfile": {"type": "RuntimeDefault"}}),
+            "terminationGracePeriodSeconds",
+            t.torch.termination_grace_period_seconds.clone(),
         ),
+        ("securityContext", t.torch.security_context.clone()),
     ];
     if !run.spec.init_containers.is_empty() {
         fields.push(("initContainers", json!(run.spec.init_containers)));
@@ -94,72 +95,14 @@ pub(super) fn torch_runtime(
     })
 }
 
-/// Copies the Trainer's ssh material from the read-only secret mount into `/root/.ssh` with the
-/// modes sshd insists on.
-pub(super) const SSH_KEY_COPY: &str = "mkdir -p /root/.ssh
-cp /tmp/mpi-ssh-raw/* /root/.ssh/
-chmod 700 /root/.ssh
-chmod 600 /root/.ssh/*
-for f in /root/.ssh/*.pub /root/.ssh/authorized_keys; do
-  if [ -e \"$f\" ]; then chmod 644 \"$f\"; fi
-done";
-
-/// The worker's `sh -c` bootstrap: sshd (installed only when missing), keys, then sshd in the
-/// foreground.
-pub(super) fn worker_bootstrap_script() -> String {
-    format!(
-        "set -e
-if [ ! -x /usr/sbin/sshd ]; then
-  apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server
-fi
-mkdir -p /var/run/sshd
-{SSH_KEY_COPY}
-ssh-keygen -A
-exec /usr/sbin/sshd -De"
-    )
-}
-
-/// ssh options for unattended loopback and worker probes.
-pub(super) const SSH_PROBE_OPTIONS: &str = "-o BatchMode=yes -o StrictHostKeyChecking=no \
--o UserKnownHostsFile=/dev/null -o ConnectTimeout=5";
-
-/// The launcher's `fix-ssh-permissions` script; under KAI it then waits for every worker in
-/// `/etc/mpi/hostfile` but itself to accept ssh.
-pub(super) fn launcher_init_script(kai: bool) -> String {
-    let mut script = format!("set -e\n{SSH_KEY_COPY}");
-    if kai {
-        script.push_str(&format!(
-            "
-# kai-scheduler: the launcher has no dependsOn on the workers (KAI refuses a PodGroup with an
-# empty sub-group), so wait here until every worker accepts ssh.
-if [ ! -r /etc/mpi/hostfile ]; then
-  echo \"fix-ssh-permissions: /etc/mpi/hostfile is missing, so the workers cannot be awaited\" >&2
-  exit 1
-fi
-self=$(hostname 2>/dev/null || cat /proc/sys/kernel/hostname)
-hosts=\"\"
-for h in $(awk '{{print $1}}' /etc/mpi/hostfile); do
-  h=${{h%%:*}}
-  if [ \"$h\" != \"$self\" ] && [ \"${{h%%.*}}\" != \"$self\" ]; then hosts=\"$hosts $h\"; fi
-done
-tries=0
-while :; do
-  pending=\"\"
-  for h in $hosts; do
-    if ! ssh {SSH_PROBE_OPTIONS} \"$h\" true >/dev/null 2>&1; then pending=\"$pending $h\"; fi
-  done
-  if [ -z \"$pending\" ]; then break; fi
-  tries=$((tries + 1))
-  if [ \"$tries\" -ge {KAI_WAIT_TRIES} ]; then
-    echo \"fix-ssh-permissions: worker(s)$pending did not accept ssh after {KAI_WAIT_TRIES} tries {KAI_WAIT_SLEEP_SECONDS}s apart. Under kai-scheduler the launcher starts without waiting for the workers to be Ready, so it waits for them here; check that the worker pods were scheduled and that sshd runs in them.\" >&2
-    exit 1
-  fi
-  sleep {KAI_WAIT_SLEEP_SECONDS}
-done"
-        ));
+/// The launcher's `fix-ssh-permissions` script: the table's launcher script, then its wait for
+/// the workers when the row has one.
+pub(super) fn launcher_init_script(params: &BuildParams) -> String {
+    let mpi = &params.templates.mpi;
+    match &mpi.launcher_wait {
+        Some(wait) => format!("{}\n{}", mpi.launcher_script, wait.script),
+        None => mpi.launcher_script.clone(),
     }
-    script
 }
 
 /// The MPI TrainingRuntime: worker `node` (sshd) and `launcher` (mpirun).
@@ -171,37 +114,26 @@ pub(super) fn mpi_runtime(
 ) -> Value {
     let name = run.metadata.name.as_str();
     let image = run.spec.image.as_str();
-    let kai = gang.is_some_and(|g| g.scheduler_name == KAI_SCHEDULER);
+    let t = &params.templates;
+    let wait = t.mpi.launcher_wait.as_ref();
+    // The Trainer mounts its ssh secret as volume `mpi-ssh-auth`; where is the table's.
     let ssh_auth_mount =
-        json!({"name": "mpi-ssh-auth", "mountPath": SSH_RAW_PATH, "readOnly": true});
+        json!({"name": "mpi-ssh-auth", "mountPath": t.mpi.ssh_auth_mount_path, "readOnly": true});
     let ssh_keys_mount = json!({"name": "ssh-keys", "mountPath": "/root/.ssh"});
 
     let (user_vols, user_mounts) = user_volumes(run);
-    let mut worker_volumes = vec![json!({"name": "dshm", "emptyDir": {"medium": "Memory"}})];
+    let mut worker_volumes = vec![t.shared_memory.volume.clone()];
     worker_volumes.extend(user_vols);
-    let mut worker_mounts = vec![
-        ssh_auth_mount.clone(),
-        json!({"name": "dshm", "mountPath": "/dev/shm"}),
-    ];
+    let mut worker_mounts = vec![ssh_auth_mount.clone(), t.shared_memory.mount.clone()];
     worker_mounts.extend(user_mounts);
-    let probe: Vec<String> = std::iter::once("ssh")
-        .chain(SSH_PROBE_OPTIONS.split(' '))
-        .chain(["127.0.0.1", "true"])
-        .map(str::to_string)
-        .collect();
     let worker_container = json!({
         "name": "node",
         "image": image,
-        "command": ["sh", "-c", worker_bootstrap_script()],
+        "command": ["sh", "-c", t.mpi.worker_script],
         "env": merged_env,
         "resources": worker_resources(run.spec.resources.as_ref(), params.gpus_per_node),
-        "securityContext": {"capabilities": {"add": ["IPC_LOCK", "SYS_CHROOT"]}},
-        "readinessProbe": {
-            "exec": {"command": probe},
-            "initialDelaySeconds": 5,
-            "periodSeconds": 30,
-            "timeoutSeconds": 10,
-        },
+        "securityContext": t.mpi.worker_security_context,
+        "readinessProbe": t.mpi.worker_readiness_probe,
         "volumeMounts": worker_mounts,
     });
     let worker = replicated_job(
@@ -219,26 +151,26 @@ pub(super) fn mpi_runtime(
     );
 
     let mut init_mounts = vec![ssh_auth_mount.clone(), ssh_keys_mount.clone()];
-    if kai {
-        init_mounts
-            .push(json!({"name": "mpi-hostfile", "mountPath": "/etc/mpi", "readOnly": true}));
+    if let Some(w) = wait {
+        init_mounts.push(w.hostfile_mount.clone());
     }
     let init = json!({
         "name": "fix-ssh-permissions",
         "image": image,
-        "command": ["sh", "-c", launcher_init_script(kai)],
+        "command": ["sh", "-c", launcher_init_script(params)],
         "volumeMounts": init_mounts,
     });
     let launcher_container = json!({
         "name": "node",
         "image": image,
         "env": merged_env,
-        "resources": {"limits": {"cpu": "2", "memory": "1Gi"}},
+        "resources": t.mpi.launcher_resources,
         "volumeMounts": [ssh_auth_mount, ssh_keys_mount],
     });
     let launcher = replicated_job(
         "launcher",
-        (!kai).then(|| json!([{"name": "node", "status": "Ready"}])),
+        wait.is_none()
+            .then(|| json!([{"name": "node", "status": "Ready"}])),
         Some(label_map(
             std::iter::once((ANCESTOR_STEP_LABEL, "trainer")).chain(queue_label(gang)),
         )),
@@ -262,7 +194,7 @@ pub(super) fn mpi_runtime(
                 "mpi": {
                     "mpiImplementation": "OpenMPI",
                     "numProcPerNode": params.gpus_per_node,
-                    "sshAuthMountPath": SSH_RAW_PATH,
+                    "sshAuthMountPath": t.mpi.ssh_auth_mount_path,
                 },
             },
             "template": {"spec": {
@@ -479,10 +411,15 @@ mod tests {
                 {"name": "mpi-hostfile", "mountPath": "/etc/mpi", "readOnly": true},
             ])
         );
-        let script = init["command"][2].as_str().unwrap();
-        assert!(script.contains("awk '{print $1}' /etc/mpi/hostfile"));
-        assert!(script.contains("if [ \"$tries\" -ge 240 ]; then"));
-        assert!(script.contains("sleep 5\n"));
+        // The fixture row's launcher script, then its wait (present for this scheduler).
+        assert_eq!(
+            init["command"],
+            json!([
+                "sh",
+                "-c",
+                "set -e\ncp /tmp/mpi-ssh-raw/* /root/.ssh/\nwait 240 tries"
+            ])
+        );
     }
 
     #[test]
@@ -505,7 +442,10 @@ mod tests {
             json!([{"name": "node", "status": "Ready"}])
         );
         let init = &launcher["template"]["spec"]["template"]["spec"]["initContainers"][0];
-        assert!(!init["command"][2].as_str().unwrap().contains("hostfile"));
+        assert_eq!(
+            init["command"][2],
+            "set -e\ncp /tmp/mpi-ssh-raw/* /root/.ssh/"
+        );
     }
 
     #[test]
@@ -528,19 +468,22 @@ mod tests {
         let worker = replicated(&rt, "node")["template"]["spec"]["template"]["spec"].clone();
         assert_eq!(worker["restartPolicy"], "OnFailure");
         let c = &worker["containers"][0];
+        // Security context, probe and script are the fixture row's, placed on the worker.
         assert_eq!(
             c["securityContext"],
-            json!({"capabilities": {"add": ["IPC_LOCK", "SYS_CHROOT"]}})
+            json!({"capabilities": {"add": ["IPC_LOCK"]}})
         );
-        assert_eq!(c["readinessProbe"]["initialDelaySeconds"], 5);
-        assert_eq!(c["readinessProbe"]["periodSeconds"], 30);
-        assert_eq!(c["readinessProbe"]["timeoutSeconds"], 10);
-        assert_eq!(c["command"][0], "sh");
-        assert!(
-            c["command"][2]
-                .as_str()
-                .unwrap()
-                .ends_with("exec /usr/sbin/sshd -De")
+        assert_eq!(
+            c["readinessProbe"],
+            json!({"exec": {"command": ["ssh", "127.0.0.1", "true"]}, "periodSeconds": 30})
+        );
+        assert_eq!(
+            c["command"],
+            json!([
+                "sh",
+                "-c",
+                "install sshd\ncp /tmp/mpi-ssh-raw/* /root/.ssh/\nexec /usr/sbin/sshd -De"
+            ])
         );
         assert_eq!(
             c["env"][8],
@@ -654,7 +597,7 @@ mod tests {
     #[test]
     fn example_build_runtime() -> Result<(), Box<dyn std::error::Error>> {
         use crate::api::WorkloadRun;
-        use crate::build::{BuildParams, DEFAULT_TIMEOUT_PER_JOB, build_runtime};
+        use crate::build::{BuildParams, build_runtime};
         let run: WorkloadRun = serde_json::from_value(serde_json::json!({
             "metadata": {"name": "demo"},
             "spec": {"image": "img", "numNodes": 2, "framework": {"torch": {"script": "train.py"}}},
@@ -664,7 +607,8 @@ mod tests {
             base_env: vec![crate::api::EnvVar::new("NCCL_DEBUG", "INFO")],
             platform_mpi_args: vec![],
             pre_command: vec![],
-            default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+            templates: crate::build::fixtures::templates(""),
+            gang_defaults: crate::build::fixtures::gang_defaults(),
             scale: crate::detect::TestScale::default(),
         };
         let runtime = build_runtime(&run, &params, &[], 2);

@@ -179,3 +179,15 @@ pub(super) fn fixture_scheduling() -> super::SchedulingPolicy {
         .with(super::PlacementMode::Pinned, true, t("pinned"))
         .with(super::PlacementMode::Unpinned, true, t("unpinned"))
 }
+
+/// The fixture placement policy: [`fixture_scheduling`] and the fixture GPU product rules.
+pub(super) fn fixture_policy() -> super::PlacementPolicy {
+    super::PlacementPolicy {
+        scheduling: fixture_scheduling(),
+        gpu_products: crate::nodes::fixture_gpu_products(),
+        gang_defaults: crate::detect::GangDefaults {
+            queue: "default-queue".into(),
+            queue_label_key: "kai.scheduler/queue".into(),
+        },
+    }
+}

@@ -43,7 +43,7 @@ impl<'a> GroupRender<'a> {
         spec: &'a PlacementSpec,
         gpu_products: &'a [String],
         nodes_per_job: i64,
-        scheduling: &'a SchedulingPolicy,
+        policy: &'a super::PlacementPolicy,
     ) -> Result<GroupRender<'a>, PlacementError> {
         let job_spec = workflow
             .spec
@@ -98,7 +98,7 @@ impl<'a> GroupRender<'a> {
             spec,
             gpu_products,
             nodes_per_job,
-            scheduling,
+            scheduling: &policy.scheduling,
             job_spec,
             job_deps,
             workflow_deps,
@@ -107,7 +107,7 @@ impl<'a> GroupRender<'a> {
                 .spec
                 .gang_scheduler
                 .as_ref()
-                .and_then(GangSchedulerSpec::resolved),
+                .and_then(|g| g.resolved(&policy.gang_defaults)),
             namespace,
         })
     }
@@ -260,7 +260,8 @@ fn string_map(v: Option<&Value>, path: &str) -> Result<BTreeMap<String, String>,
     })
 }
 
-/// True for `resource.nvidia.com/*` `ComputeDomain`.
+/// True for `resource.nvidia.com/*` `ComputeDomain`. (The API group of the NVIDIA DRA
+/// driver's ComputeDomain CRD: an API contract, not policy.)
 fn is_compute_domain(doc: &Value) -> bool {
     kind_of(doc) == "ComputeDomain"
         && doc
@@ -321,7 +322,7 @@ mod tests {
     use super::*;
     use crate::nodes::HOSTNAME_LABEL;
     use crate::placement::fixtures::*;
-    use crate::placement::{CONTROLLER_MANAGER, place, place_with};
+    use crate::placement::{CONTROLLER_MANAGER, place};
 
     // ---- affinity and tolerations -------------------------------------------------------
 
@@ -336,7 +337,7 @@ mod tests {
         for n in &mut nodes {
             n.labels.insert("a".into(), "b".into());
         }
-        let p = place_with(&wf, &nodes, &fixture_scheduling()).unwrap();
+        let p = place(&wf, &nodes, &fixture_policy()).unwrap();
         let tj = train_job(&p.groups[1]);
         assert_eq!(tj["metadata"]["name"], "wf-group-1");
         assert_eq!(tj["metadata"]["namespace"], "team");
@@ -385,7 +386,7 @@ mod tests {
             n.labels
                 .insert("nvidia.com/gpu.clique".into(), format!("clique-{}", i % 2));
         }
-        let p = place_with(&wf, &nodes, &fixture_scheduling()).unwrap();
+        let p = place(&wf, &nodes, &fixture_policy()).unwrap();
         assert_eq!(p.total_nodes, 2);
         assert_eq!(group_names(&p), ["group-0"]);
         let tj = train_job(&p.groups[0]);
@@ -420,7 +421,7 @@ mod tests {
             2,
             json!({"placement": "Unpinned", "target": {"nodeNames": ["node-3", "node-1"]}}),
         );
-        let p = place(&wf, &h100(4)).unwrap();
+        let p = place(&wf, &h100(4), &fixture_policy()).unwrap();
         let exprs = match_expressions(train_job(&p.groups[0]), "node");
         assert_eq!(
             exprs[0],
@@ -435,7 +436,7 @@ mod tests {
             .as_object_mut()
             .unwrap()
             .remove("runtimePatches");
-        let p = place(&wf, &h100(1)).unwrap();
+        let p = place(&wf, &h100(1), &fixture_policy()).unwrap();
         let tj = train_job(&p.groups[0]);
         let jobs = &tj["spec"]["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"];
         assert_eq!(
@@ -465,20 +466,25 @@ mod tests {
                 "affinity": {"nodeAffinity": {"old": true}, "podAffinity": {"keep": true}},
                 "tolerations": [{"key": "mine", "operator": "Exists"}]}}}}
         });
-        let p = place(&wf, &h100(1)).unwrap();
+        let p = place(&wf, &h100(1), &fixture_policy()).unwrap();
         let pod =
             &patch_job(train_job(&p.groups[0]), "node")["template"]["spec"]["template"]["spec"];
         assert_eq!(pod["affinity"]["podAffinity"], json!({"keep": true}));
         assert!(pod["affinity"]["nodeAffinity"].get("old").is_none());
         assert_eq!(
             pod["tolerations"],
-            json!([{"key": "mine", "operator": "Exists"}, {"operator": "Exists"}])
+            json!([{"key": "mine", "operator": "Exists"}, {"key": "pinned", "operator": "Exists"}])
         );
     }
 
     #[test]
     fn compute_domain_per_group_sized_to_group() {
-        let p = place(&gb200_workflow(4), &fleet(8, "NVIDIA-GB200")).unwrap();
+        let p = place(
+            &gb200_workflow(4),
+            &fleet(8, "NVIDIA-GB200"),
+            &fixture_policy(),
+        )
+        .unwrap();
         assert_eq!(group_names(&p), ["group-0", "group-1"]);
         assert_eq!(p.workflow_dependencies.len(), 1);
         assert_eq!(p.workflow_dependencies[0]["metadata"]["name"], "unrelated");
@@ -518,7 +524,12 @@ mod tests {
 
     #[test]
     fn compute_domain_sized_to_all_nodes_group() {
-        let p = place(&gb200_workflow(0), &fleet(3, "NVIDIA-GB200")).unwrap();
+        let p = place(
+            &gb200_workflow(0),
+            &fleet(3, "NVIDIA-GB200"),
+            &fixture_policy(),
+        )
+        .unwrap();
         assert_eq!(p.nodes_per_job, 3);
         let g = &p.groups[0];
         assert_eq!(g.manifests[1]["spec"]["numNodes"], 3);
@@ -535,7 +546,7 @@ mod tests {
         wf.spec
             .orchestration
             .insert("placement".into(), json!("Unpinned"));
-        let p = place(&wf, &fleet(5, "NVIDIA-GB200")).unwrap();
+        let p = place(&wf, &fleet(5, "NVIDIA-GB200"), &fixture_policy()).unwrap();
         assert_eq!(p.groups[0].manifests[1]["spec"]["numNodes"], 2);
     }
 
@@ -551,7 +562,7 @@ mod tests {
         let rj = &mut wf.spec.dependencies[0]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"];
         rj["metadata"]["labels"]["kai.scheduler/queue"] = json!("wf-runtime");
         rj["spec"]["template"]["spec"]["schedulerName"] = json!("wf-runtime");
-        let p = place(&wf, &h100(1)).unwrap();
+        let p = place(&wf, &h100(1), &fixture_policy()).unwrap();
         let rt = &p.groups[0].manifests[0];
         assert_eq!(rt["metadata"]["name"], "wf-runtime-wf-job");
         let job = &rt["spec"]["template"]["spec"]["replicatedJobs"][0]["template"];
@@ -574,7 +585,7 @@ mod tests {
         // Only references are renamed: a schedulerName or label spelled like a dependency is
         // not a reference, with or without a gang intent.
         wf.spec.gang_scheduler = None;
-        let p = place(&wf, &h100(1)).unwrap();
+        let p = place(&wf, &h100(1), &fixture_policy()).unwrap();
         let job =
             &p.groups[0].manifests[0]["spec"]["template"]["spec"]["replicatedJobs"][0]["template"];
         assert_eq!(
@@ -589,7 +600,7 @@ mod tests {
     fn dependency_when_is_stripped() {
         let mut wf = mpi_workflow("wf", 1, json!({}));
         wf.spec.dependencies[0]["when"] = json!({"platform": {"equals": "aws"}});
-        let p = place(&wf, &h100(1)).unwrap();
+        let p = place(&wf, &h100(1), &fixture_policy()).unwrap();
         assert!(p.groups[0].manifests[0].get("when").is_none());
     }
 }

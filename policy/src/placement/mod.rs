@@ -40,7 +40,7 @@ use crate::api::{
     CONTROLLER_MANAGER, GPU_RESOURCE, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRAINER_API_VERSION,
     Workflow,
 };
-use crate::nodes::{Node, detect_gpu_architecture, discover_targets};
+use crate::nodes::{GpuProducts, Node, detect_gpu_architecture, discover_targets};
 
 use manifests::GroupRender;
 use partition::group;
@@ -80,8 +80,23 @@ pub struct Placement {
     pub workflow_dependencies: Vec<Value>,
 }
 
+/// What placement reads from the rule set in use: the default tolerations (the `scheduling`
+/// table), GPU product normalisation (the `gpu-products` table) and the gang defaults (the
+/// `gang-defaults` table). Built by
+/// [`crate::placement_policy`]; passed to [`place`] explicitly, so placement holds no policy of
+/// its own.
+#[derive(Debug, Clone, Default)]
+pub struct PlacementPolicy {
+    /// The default tolerations by placement mode.
+    pub scheduling: SchedulingPolicy,
+    /// How node product labels become architecture names (step 3's vote and filter).
+    pub gpu_products: GpuProducts,
+    /// The queue and queue label key of a gang intent that leaves them unset.
+    pub gang_defaults: crate::detect::GangDefaults,
+}
+
 /// Places a resolved Workflow on the cluster's nodes (the controller's discovery, capacity filter, partition and per-group job creation),
-/// with the default tolerations of the embedded rule set (see [`place_with`]).
+/// with the default tolerations and GPU product normalisation of `policy`.
 ///
 /// `workflow` is the Workflow after override resolution; `nodes` are all cluster nodes (the
 /// target is applied here). See the module docs for the pipeline.
@@ -112,36 +127,16 @@ pub struct Placement {
 ///     labels: [("nvidia.com/gpu.present".to_string(), "true".to_string())].into(),
 ///     ..Node::default()
 /// }).collect();
-/// let placement = place(&wf, &nodes)?;
+/// let policy = nvcre_domain::placement_policy(&nvcre_domain::default_rules()?)?;
+/// let placement = place(&wf, &nodes, &policy)?;
 /// assert_eq!(placement.groups.len(), 2);
 /// assert_eq!(placement.groups[1].manifests[0]["metadata"]["name"], "wf-group-1");
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
-pub fn place(workflow: &Workflow, nodes: &[Node]) -> Result<Placement, PlacementError> {
-    place_with(workflow, nodes, embedded_scheduling())
-}
-
-/// The scheduling policy of the embedded rule set, read once; empty if it does not load (the
-/// test suite rules that out).
-fn embedded_scheduling() -> &'static SchedulingPolicy {
-    static POLICY: std::sync::OnceLock<SchedulingPolicy> = std::sync::OnceLock::new();
-    POLICY.get_or_init(|| {
-        crate::packs::default_rules()
-            .ok()
-            .and_then(|rules| crate::detect::scheduling_policy(&rules).ok())
-            .unwrap_or_default()
-    })
-}
-
-/// [`place`] with the default tolerations of `scheduling` (from the rule set in use,
-/// [`crate::scheduling_policy`]) instead of the embedded rules'.
-///
-/// # Errors
-/// As [`place`].
-pub fn place_with(
+pub fn place(
     workflow: &Workflow,
     nodes: &[Node],
-    scheduling: &SchedulingPolicy,
+    policy: &PlacementPolicy,
 ) -> Result<Placement, PlacementError> {
     let spec = PlacementSpec::from_orchestration(&workflow.spec.orchestration)?;
 
@@ -155,18 +150,19 @@ pub fn place_with(
         .iter()
         .map(|n| (n.clone(), "cordoned (spec.unschedulable)".to_string()))
         .collect();
-    let arch = detect_gpu_architecture(&discovery.nodes);
+    let products = &policy.gpu_products;
+    let arch = detect_gpu_architecture(&discovery.nodes, products);
     let (eligible, other_arch): (Vec<Node>, Vec<Node>) = discovery
         .nodes
         .into_iter()
-        .partition(|n| n.gpu_architecture() == arch);
+        .partition(|n| n.gpu_architecture(products) == arch);
     let arch_excluded: Vec<String> = other_arch.iter().map(|n| n.name.clone()).collect();
     excluded.extend(other_arch.iter().map(|n| {
         (
             n.name.clone(),
             format!(
                 "GPU architecture {} is not the detected architecture {arch}",
-                n.gpu_architecture()
+                n.gpu_architecture(products)
             ),
         )
     }));
@@ -230,7 +226,7 @@ pub fn place_with(
     };
 
     // 9. per-group manifests.
-    let render = GroupRender::new(workflow, &spec, &gpu_products, npj, scheduling)?;
+    let render = GroupRender::new(workflow, &spec, &gpu_products, npj, policy)?;
     let single = groups.len() <= 1;
     for g in &mut groups {
         g.manifests = render.manifests(g, single)?;
@@ -348,7 +344,7 @@ mod tests {
             #[test]
             fn $name() {
                 let wf = mpi_workflow("wf", $npj, json!({}));
-                let p = place(&wf, &h100($nodes)).unwrap();
+                let p = place(&wf, &h100($nodes), &fixture_policy()).unwrap();
                 let want: Vec<&str> = vec![$($group),*];
                 assert_eq!(group_names(&p), want);
             }
@@ -371,7 +367,7 @@ mod tests {
             json!({"topology": {"topologyKey": "topology.kubernetes.io/rack"}}),
         );
         let nodes = racked(&[("a", "r1"), ("b", "r2"), ("c", "r1"), ("d", "r2")]);
-        let p = place(&wf, &nodes).unwrap();
+        let p = place(&wf, &nodes, &fixture_policy()).unwrap();
         assert_eq!(p.groups[0].nodes, ["a", "c"]);
         assert_eq!(p.groups[0].domains, ["r1"]);
     }
@@ -382,7 +378,7 @@ mod tests {
         ($($name:ident: $wf:expr, $nodes:expr => $msg:expr;)*) => {$(
             #[test]
             fn $name() {
-                let err = place(&$wf, &$nodes).unwrap_err();
+                let err = place(&$wf, &$nodes, &fixture_policy()).unwrap_err();
                 assert_eq!(err.to_string(), $msg);
             }
         )*};
@@ -420,7 +416,7 @@ mod tests {
             2,
             json!({"placement": "Unpinned", "topology": {"topologyKey": "rack"}}),
         );
-        let p = place(&wf, &h100(3)).unwrap();
+        let p = place(&wf, &h100(3), &fixture_policy()).unwrap();
         assert_eq!(group_names(&p), ["group-0"]);
         assert!(p.groups[0].nodes.is_empty());
     }
@@ -433,7 +429,7 @@ mod tests {
             json!({"placement": "Unpinned", "diagnose": {"minGroupSize": 2}}),
             json!({"placement": "Unpinned", "topology": {"topologyKey": "rack", "strictDomain": true}}),
         ] {
-            let p = place(&mpi_workflow("wf", 1, orch), &h100(2)).unwrap();
+            let p = place(&mpi_workflow("wf", 1, orch), &h100(2), &fixture_policy()).unwrap();
             assert_eq!(group_names(&p), ["group-0"]);
         }
     }
@@ -446,7 +442,9 @@ mod tests {
             .unwrap()
             .remove("numNodes");
         assert_eq!(
-            place(&wf, &h100(2)).unwrap_err().to_string(),
+            place(&wf, &h100(2), &fixture_policy())
+                .unwrap_err()
+                .to_string(),
             "Failed to detect nodesPerJob: TrainJob.Trainer.NumNodes not set"
         );
     }
@@ -457,7 +455,7 @@ mod tests {
         let mut cordoned = gpu_node("node-9", "NVIDIA-H100-80GB-HBM3");
         cordoned.unschedulable = true;
         nodes.push(cordoned);
-        let p = place(&mpi_workflow("wf", 1, json!({})), &nodes).unwrap();
+        let p = place(&mpi_workflow("wf", 1, json!({})), &nodes, &fixture_policy()).unwrap();
         assert_eq!(p.total_nodes, 5);
         assert_eq!(p.gpu_architecture, "h100");
         assert_eq!(
@@ -476,9 +474,14 @@ mod tests {
         let mut nodes = h100(2);
         nodes.push(gpu_node("node-2", ""));
         nodes[2].labels.remove(GPU_PRODUCT_LABEL);
-        let p = place(&mpi_workflow("wf", 1, json!({})), &nodes).unwrap();
+        let p = place(&mpi_workflow("wf", 1, json!({})), &nodes, &fixture_policy()).unwrap();
         assert_eq!(p.total_nodes, 2);
-        let p = place(&mpi_workflow("wf", 1, json!({})), &[nodes[2].clone()]).unwrap();
+        let p = place(
+            &mpi_workflow("wf", 1, json!({})),
+            &[nodes[2].clone()],
+            &fixture_policy(),
+        )
+        .unwrap();
         assert_eq!(p.gpu_architecture, "unknown");
         assert_eq!(p.total_nodes, 1);
         assert!(p.gpu_products.is_empty());

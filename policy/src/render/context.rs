@@ -88,8 +88,9 @@ pub fn node_context(
     let discovery = nodes::discover_targets(all, target);
     let Some(first) = discovery.nodes.first() else {
         return Err(PolicyError::Placement(format!(
-            "No target nodes found matching orchestration target ({} node(s) given; a target node matches spec.target, carries nvidia.com/gpu.present=true and is schedulable)",
-            all.len()
+            "No target nodes found matching orchestration target ({} node(s) given; a target node matches spec.target, carries {}=true and is schedulable)",
+            all.len(),
+            nodes::GPU_PRESENT_LABEL
         )));
     };
     let labels: Map<String, Value> = first
@@ -98,7 +99,7 @@ pub fn node_context(
         .map(|(k, v)| (k.clone(), Value::String(v.clone())))
         .collect();
     let platform = detect::detect_platform(rules, &first.provider_id, &labels)?;
-    let arch = nodes::detect_gpu_architecture(&discovery.nodes);
+    let arch = nodes::detect_gpu_architecture(&discovery.nodes, &detect::gpu_products(rules)?);
     let mut notes = Vec::new();
     if arch == nodes::UNKNOWN_ARCH {
         notes.push(format!(

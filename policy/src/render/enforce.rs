@@ -9,7 +9,9 @@ use crate::api::Workflow;
 use crate::contract::{self, enforce};
 use crate::error::PolicyError;
 use crate::nodes::Node;
-use crate::resolve::{AppliedOverride, OverrideContext, ResolveError, resolve_overrides};
+use crate::resolve::{
+    AppliedOverride, OverrideContext, ResolveError, list_policy, resolve_overrides,
+};
 
 use super::RenderRequest;
 use super::parse::input_error;
@@ -32,7 +34,8 @@ pub(super) fn resolve_and_enforce(
 ) -> Result<(Workflow, Vec<AppliedOverride>, Vec<String>), PolicyError> {
     let domains = domain_count(&workflow, nodes);
     let octx = OverrideContext::for_workflow(&workflow, platform, arch, domains);
-    let applied = resolve_overrides(&mut workflow, &octx).map_err(|e| {
+    let lists = list_policy(rules)?;
+    let applied = resolve_overrides(&mut workflow, &octx, &lists).map_err(|e| {
         // Point at the user's own override when it is one (the generated platform rows come
         // first in the list).
         let index = match &e {

@@ -115,8 +115,8 @@ pub fn expand_verifying(
             "orchestration.topology.strictDomain needs orchestration.topology.topologyKey to find the domains, and no platform row supplies one here; add it with spec.overrides[].orchestration.topology".into(),
         ));
     }
-    let scheduling = crate::detect::scheduling_policy(rules)?;
-    let placement = crate::placement::place_with(&workflow, &nodes, &scheduling)
+    let policy = crate::detect::placement_policy(rules)?;
+    let placement = crate::placement::place(&workflow, &nodes, &policy)
         .map_err(|e| PolicyError::Placement(e.to_string()))?;
     let mut out = Expanded {
         manifests: placement.workflow_dependencies.clone(),

@@ -8,7 +8,7 @@ use nvcre_engine::{Document, RuleSet};
 use serde_json::Value;
 
 use crate::api::{FrameworkType, Workflow, WorkloadRun};
-use crate::build::{BuildParams, DEFAULT_TIMEOUT_PER_JOB, build_workflow};
+use crate::build::{BuildParams, build_workflow, runtime_templates};
 use crate::contract::{self, enforce};
 use crate::detect;
 use crate::error::PolicyError;
@@ -128,16 +128,16 @@ fn resolve_node_context(
                 .spec
                 .target
                 .as_ref()
-                .and_then(|t| t.node_selector.get("nvidia.com/gpu.product"))
+                .and_then(|t| t.node_selector.get(crate::nodes::GPU_PRODUCT_LABEL))
                 .cloned()
                 .unwrap_or_default();
             if product.is_empty() && !req.allow_unknown_arch {
-                return Err(PolicyError::Usage(
-                    "cannot determine GPU architecture: nvidia.com/gpu.product label required in target.nodeSelector"
-                        .into(),
-                ));
+                return Err(PolicyError::Usage(format!(
+                    "cannot determine GPU architecture: {} label required in target.nodeSelector",
+                    crate::nodes::GPU_PRODUCT_LABEL
+                )));
             }
-            detect::normalize_gpu_arch(&product)
+            detect::gpu_products(rules)?.architecture(&product)
         }
     };
     Ok((ctx, arch))
@@ -266,8 +266,15 @@ fn build(
         base_env: detect::base_nccl_env(rules, sizing.enable_mnnvl)?,
         platform_mpi_args,
         pre_command,
-        default_timeout_per_job: DEFAULT_TIMEOUT_PER_JOB.to_string(),
+        templates: runtime_templates(
+            rules,
+            run.spec
+                .gang_scheduler
+                .as_ref()
+                .map_or("", |g| g.scheduler_name.as_str()),
+        )?,
         scale: sizing.scale,
+        gang_defaults: detect::gang_defaults(rules)?,
     };
     let mut workflow = build_workflow(run, &build_params).map_err(|e| build_error(doc, &e))?;
     workflow.spec.overrides = rows.iter().map(PlatformOverride::spec).collect();

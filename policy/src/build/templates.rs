@@ -1,0 +1,196 @@
+//! The `runtime-templates` table: the scripts, mounts, resources, probes and timings of the
+//! TrainingRuntime and Workflow a WorkloadRun builds. The build places these values; which
+//! values they are is the table's.
+
+use nvcre_engine::RuleSet;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::canonical_go_duration;
+use crate::error::PolicyError;
+
+/// Name of the runtime templates table.
+pub const RUNTIME_TEMPLATES_TABLE: &str = "runtime-templates";
+
+/// A row of the `runtime-templates` table.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RuntimeTemplates {
+    /// `execution.timeoutPerJob` when the spec gives none (canonical Go duration once decoded
+    /// by [`runtime_templates`]).
+    pub default_timeout_per_job: String,
+    /// The `nodeHealthMonitor` CEL expression of every generated Job.
+    pub node_health_expression: String,
+    /// The shared-memory volume and mount of every worker.
+    pub shared_memory: SharedMemory,
+    /// The torch / exec pod.
+    pub torch: TorchTemplates,
+    /// The MPI worker and launcher.
+    pub mpi: MpiTemplates,
+}
+
+/// The shared-memory volume of every worker and where it is mounted.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SharedMemory {
+    /// The pod volume.
+    pub volume: Value,
+    /// The container volume mount.
+    pub mount: Value,
+}
+
+/// The fixed fields of the torch / exec pod.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct TorchTemplates {
+    /// The pod's `terminationGracePeriodSeconds`.
+    pub termination_grace_period_seconds: Value,
+    /// The pod's `securityContext`.
+    pub security_context: Value,
+}
+
+/// The fixed parts of the MPI runtime and the mpirun command line.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MpiTemplates {
+    /// Seconds of the `timeout` that wraps mpirun.
+    pub timeout_seconds: String,
+    /// The `--mca plm_rsh_args` value (one argv element).
+    pub plm_rsh_args: String,
+    /// Where the Trainer's ssh secret is mounted (read-only), also `mlPolicy.mpi.sshAuthMountPath`.
+    pub ssh_auth_mount_path: String,
+    /// The worker's `sh -c` bootstrap script.
+    pub worker_script: String,
+    /// The worker container's `securityContext`.
+    pub worker_security_context: Value,
+    /// The worker container's `readinessProbe`.
+    pub worker_readiness_probe: Value,
+    /// The launcher's `fix-ssh-permissions` init container script.
+    pub launcher_script: String,
+    /// The launcher container's `resources`.
+    pub launcher_resources: Value,
+    /// When present, the launcher waits for the workers in its init container instead of
+    /// depending on them being Ready.
+    #[serde(default)]
+    pub launcher_wait: Option<LauncherWait>,
+}
+
+/// The launcher's own wait for the workers.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LauncherWait {
+    /// The mount of the MPI hostfile the script reads.
+    pub hostfile_mount: Value,
+    /// Runs after the launcher script.
+    pub script: String,
+}
+
+/// The first row of the `runtime-templates` table whose `include` holds for `scheduler_name`
+/// (`""` without a gang scheduler), its default timeout canonicalised.
+///
+/// # Errors
+/// A missing or malformed table, no matching row, or a default timeout that is not a Go
+/// duration.
+pub fn runtime_templates(
+    rules: &RuleSet,
+    scheduler_name: &str,
+) -> Result<RuntimeTemplates, PolicyError> {
+    let table = rules
+        .table(RUNTIME_TEMPLATES_TABLE)
+        .ok_or_else(|| PolicyError::MissingTable(RUNTIME_TEMPLATES_TABLE.to_string()))?;
+    let Some((id, value)) = table
+        .render(&json!({"schedulerName": scheduler_name}))?
+        .into_iter()
+        .next()
+    else {
+        return Err(PolicyError::NoMatchingRow {
+            table: RUNTIME_TEMPLATES_TABLE.to_string(),
+            subject: format!("schedulerName {}", crate::detect::quote(scheduler_name)),
+        });
+    };
+    let mut row: RuntimeTemplates = crate::detect::decode_row(table, &id, value)?;
+    row.default_timeout_per_job =
+        canonical_go_duration(&row.default_timeout_per_job).map_err(|reason| {
+            let pos = table.entries.iter().find(|e| e.id == id).map(|e| e.pos);
+            PolicyError::TableEntry {
+                location: format!(
+                    "{}{}",
+                    table.source.name,
+                    pos.map(|p| format!(":{p}")).unwrap_or_default()
+                ),
+                table: table.name.clone(),
+                entry: id.clone(),
+                message: format!(
+                    "defaultTimeoutPerJob: invalid duration {}: {reason}",
+                    crate::detect::quote(&row.default_timeout_per_job)
+                ),
+            }
+        })?;
+    Ok(row)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(text: &str) -> RuleSet {
+        RuleSet::load(
+            &[nvcre_engine::Source::new("fixture.yaml", text)],
+            Some(&crate::packs::contract().expect("contract")),
+        )
+        .expect("fixture loads")
+    }
+
+    /// A row whose fields are all the smallest valid values, guarded by `include`.
+    fn table(include: &str, timeout: &str) -> String {
+        format!(
+            "apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: Table
+metadata: {{name: runtime-templates}}
+entries:
+  - id: only
+    include: \"{include}\"
+    defaultTimeoutPerJob: {timeout}
+    nodeHealthExpression: 'true'
+    sharedMemory: {{volume: {{}}, mount: {{}}}}
+    torch: {{terminationGracePeriodSeconds: 1, securityContext: {{}}}}
+    mpi:
+      timeoutSeconds: '9'
+      plmRshArgs: ''
+      sshAuthMountPath: /p
+      workerScript: w
+      workerSecurityContext: {{}}
+      workerReadinessProbe: {{}}
+      launcherScript: l
+      launcherResources: {{}}
+"
+        )
+    }
+
+    #[test]
+    fn the_default_timeout_is_canonicalised() {
+        let rules = fixture(&table("true", "90m"));
+        let t = runtime_templates(&rules, "").expect("row");
+        assert_eq!(t.default_timeout_per_job, "1h30m0s");
+        assert_eq!(t.mpi.launcher_wait, None);
+    }
+
+    #[test]
+    fn a_bad_default_timeout_names_the_entry() {
+        let rules = fixture(&table("true", "2d"));
+        assert_eq!(
+            runtime_templates(&rules, "").unwrap_err().to_string(),
+            "fixture.yaml:5:5: table runtime-templates, entry only: defaultTimeoutPerJob: invalid duration \"2d\": unknown unit \"d\"; valid units are ns, us, µs, ms, s, m, h"
+        );
+    }
+
+    #[test]
+    fn no_matching_row_is_an_error_naming_the_scheduler() {
+        let rules = fixture(&table("params.schedulerName == 'x'", "1h"));
+        assert!(runtime_templates(&rules, "x").is_ok());
+        assert_eq!(
+            runtime_templates(&rules, "").unwrap_err().to_string(),
+            "no row of table \"runtime-templates\" matches schedulerName \"\"; the table decides every case, so end it with a catch-all row (include: \"true\")"
+        );
+    }
+}
