@@ -79,6 +79,7 @@ mod api;
 mod build;
 mod check;
 mod contract;
+pub mod crd;
 mod detect;
 mod error;
 mod nodes;
