@@ -86,30 +86,30 @@ impl Diagnostic for Snippet {
 pub fn finding_block(f: &Finding, source: Option<&Source>, color: bool) -> String {
     let mut out = finding_summary(f);
     out.push('\n');
-    if let (Some(src), Some(pos)) = (source, f.pos()) {
-        if src.line_text(pos.line).is_some() {
-            let start = src.offset_of(pos);
-            let line_end = src.text[start..]
-                .find('\n')
-                .map(|i| start + i)
-                .unwrap_or(src.text.len());
-            let len = src.text[start..line_end].trim_end().len().max(1);
-            let snippet = Snippet {
-                message: f.message.clone(),
-                src: NamedSource::new(&f.file, src.text.clone()),
-                span: SourceSpan::new(start.into(), len),
-                label: f.rule_id.clone(),
-            };
-            let theme = if color {
-                GraphicalTheme::unicode()
-            } else {
-                GraphicalTheme::unicode_nocolor()
-            };
-            let handler = GraphicalReportHandler::new_themed(theme).with_context_lines(1);
-            let mut rendered = String::new();
-            if handler.render_report(&mut rendered, &snippet).is_ok() {
-                out.push_str(&rendered);
-            }
+    if let (Some(src), Some(pos)) = (source, f.pos())
+        && src.line_text(pos.line).is_some()
+    {
+        let start = src.offset_of(pos);
+        let line_end = src.text[start..]
+            .find('\n')
+            .map(|i| start + i)
+            .unwrap_or(src.text.len());
+        let len = src.text[start..line_end].trim_end().len().max(1);
+        let snippet = Snippet {
+            message: f.message.clone(),
+            src: NamedSource::new(&f.file, src.text.clone()),
+            span: SourceSpan::new(start.into(), len),
+            label: f.rule_id.clone(),
+        };
+        let theme = if color {
+            GraphicalTheme::unicode()
+        } else {
+            GraphicalTheme::unicode_nocolor()
+        };
+        let handler = GraphicalReportHandler::new_themed(theme).with_context_lines(1);
+        let mut rendered = String::new();
+        if handler.render_report(&mut rendered, &snippet).is_ok() {
+            out.push_str(&rendered);
         }
     }
     out

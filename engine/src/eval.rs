@@ -541,13 +541,12 @@ impl Table {
                 rule: Some(e.id.clone()),
                 message,
             };
-            if let Some(inc) = e.include.as_ref().filter(|_| honor_include) {
-                if !inc
+            if let Some(inc) = e.include.as_ref().filter(|_| honor_include)
+                && !inc
                     .eval_bool(&scope)
                     .map_err(|m| err(format!("include: {m}")))?
-                {
-                    continue;
-                }
+            {
+                continue;
             }
             out.push((e.id.clone(), e.body.render(&scope, &frags).map_err(err)?));
         }

@@ -240,13 +240,11 @@ fn field_reads(e: &IdedExpr, name: &str, out: &mut FieldReads) {
             if let (true, [operand, key]) = (
                 c.func_name == operators::INDEX || c.func_name == operators::OPT_INDEX,
                 c.args.as_slice(),
-            ) {
-                if let (true, AstExpr::Literal(LiteralValue::String(k))) =
-                    (is_name(operand), &key.expr)
-                {
-                    out.merge(&FieldReads::Fields(BTreeSet::from([k.inner().to_string()])));
-                    return;
-                }
+            ) && let (true, AstExpr::Literal(LiteralValue::String(k))) =
+                (is_name(operand), &key.expr)
+            {
+                out.merge(&FieldReads::Fields(BTreeSet::from([k.inner().to_string()])));
+                return;
             }
             if let Some(t) = &c.target {
                 field_reads(t, name, out);

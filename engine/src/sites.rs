@@ -97,13 +97,13 @@ fn visit(e: &IdedExpr, out: &mut Reads) {
             visit(&s.operand, out);
         }
         Ast::Call(c) => {
-            if matches!(c.func_name.as_str(), "_[_]" | "_[?_]" | "_?._") {
-                if let (Some(ns), Some(name)) = (
+            if matches!(c.func_name.as_str(), "_[_]" | "_[?_]" | "_?._")
+                && let (Some(ns), Some(name)) = (
                     c.args.first().and_then(ident),
                     c.args.get(1).and_then(string_literal),
-                ) {
-                    out.push(ns, name);
-                }
+                )
+            {
+                out.push(ns, name);
             }
             if let Some(t) = &c.target {
                 visit(t, out);

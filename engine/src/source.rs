@@ -247,10 +247,10 @@ fn yaml_error(source: &Source, e: &serde_saphyr::Error) -> Error {
     let mut message = text.lines().next().unwrap_or("invalid YAML").trim();
     // The library repeats the position ("error: line 2 column 1: …"); we print it once.
     message = message.strip_prefix("error: ").unwrap_or(message);
-    if let Some(rest) = message.strip_prefix("line ") {
-        if let Some((_, after)) = rest.split_once(": ") {
-            message = after;
-        }
+    if let Some(rest) = message.strip_prefix("line ")
+        && let Some((_, after)) = rest.split_once(": ")
+    {
+        message = after;
     }
     let message = message
         .trim_end_matches(", set DuplicateKeyPolicy in Options if acceptable")

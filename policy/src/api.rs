@@ -74,11 +74,14 @@ pub struct WorkloadRun {
 #[derive(
     Debug, Clone, Default, PartialEq, Serialize, Deserialize, kube::KubeSchema, kube::CustomResource,
 )]
+// Each printcolumn(...) repeats `type_`; clippy reads that as a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
 #[kube(
     group = "nvcre.nvidia.com",
     version = "v1alpha1",
     kind = "WorkloadRun",
     root = "WorkloadRunResource",
+    derive = "PartialEq",
     plural = "workloadruns",
     shortname = "wr",
     namespaced,
@@ -636,11 +639,14 @@ pub struct Workflow {
 #[derive(
     Debug, Clone, Default, PartialEq, Serialize, Deserialize, kube::KubeSchema, kube::CustomResource,
 )]
+// Each printcolumn(...) repeats `type_`; clippy reads that as a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
 #[kube(
     group = "nvcre.nvidia.com",
     version = "v1alpha1",
     kind = "Workflow",
     root = "WorkflowResource",
+    derive = "PartialEq",
     plural = "workflows",
     shortname = "wf",
     namespaced,

@@ -460,10 +460,10 @@ pub fn discover_targets(nodes: &[Node], target: Option<&TargetSpec>) -> Discover
             {
                 continue;
             }
-            if let Some(names) = &names {
-                if !names.contains(node.name.as_str()) {
-                    continue;
-                }
+            if let Some(names) = &names
+                && !names.contains(node.name.as_str())
+            {
+                continue;
             }
             if !t.taint_selectors.iter().all(|s| has_taint(node, s)) {
                 continue;

@@ -149,20 +149,20 @@ fn json_subset(want: &Value, have: &Value) -> bool {
 /// # Errors
 /// The CEL error of `when.expression` (compile or evaluation, or a non-bool result).
 pub fn when_matches(when: &WhenSpec, ctx: &OverrideContext) -> Result<bool, String> {
-    if let Some(p) = &when.platform {
-        if !string_matches(p, &ctx.platform) {
-            return Ok(false);
-        }
+    if let Some(p) = &when.platform
+        && !string_matches(p, &ctx.platform)
+    {
+        return Ok(false);
     }
-    if let Some(a) = &when.gpu_architecture {
-        if !string_matches(a, &ctx.gpu_architecture) {
-            return Ok(false);
-        }
+    if let Some(a) = &when.gpu_architecture
+        && !string_matches(a, &ctx.gpu_architecture)
+    {
+        return Ok(false);
     }
-    if let Some(k) = &when.workload_kind {
-        if k != &ctx.workload_kind {
-            return Ok(false);
-        }
+    if let Some(k) = &when.workload_kind
+        && k != &ctx.workload_kind
+    {
+        return Ok(false);
     }
     if let Some(t) = &when.topology {
         if t.mode.as_ref().is_some_and(|m| m != &ctx.topology_mode) {
@@ -267,10 +267,10 @@ pub fn summarize_patches(o: &OverrideSpec) -> String {
     if o.job_template_patch.as_ref().is_some_and(|v| !v.is_null()) {
         parts.push("jobTemplatePatch".to_string());
     }
-    if let Some(d) = &o.dependencies {
-        if !d.is_empty() {
-            parts.push(format!("{} dependencies", d.len()));
-        }
+    if let Some(d) = &o.dependencies
+        && !d.is_empty()
+    {
+        parts.push(format!("{} dependencies", d.len()));
     }
     if o.orchestration.is_some() {
         parts.push("orchestration".to_string());

@@ -25,10 +25,10 @@ pub(super) fn forwarded_names(mpi_args: &[String]) -> BTreeSet<&str> {
     let mut names = BTreeSet::new();
     let mut args = mpi_args.iter();
     while let Some(arg) = args.next() {
-        if arg == "-x" {
-            if let Some(operand) = args.next() {
-                names.insert(operand.split_once('=').map_or(operand.as_str(), |(n, _)| n));
-            }
+        if arg == "-x"
+            && let Some(operand) = args.next()
+        {
+            names.insert(operand.split_once('=').map_or(operand.as_str(), |(n, _)| n));
         }
     }
     names

@@ -145,10 +145,11 @@ pub(super) fn creation_order<'v>(deps: &[&'v Value]) -> Vec<&'v Value> {
     for (i, dep) in deps.iter().enumerate() {
         let strings: BTreeSet<String> = all_strings(dep).into_iter().collect();
         for (j, name) in names.iter().enumerate() {
-            if let (Some(name), Some(set)) = (name, needs.get_mut(i)) {
-                if j != i && strings.contains(name) {
-                    set.insert(j);
-                }
+            if let (Some(name), Some(set)) = (name, needs.get_mut(i))
+                && j != i
+                && strings.contains(name)
+            {
+                set.insert(j);
             }
         }
     }

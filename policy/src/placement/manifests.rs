@@ -140,11 +140,11 @@ impl<'a> GroupRender<'a> {
             if let Some(gang) = &self.gang {
                 preserve_scheduling_fields(dep, &mut copy, gang);
             }
-            if is_compute_domain(&copy) {
-                if let Some(obj) = copy.as_object_mut() {
-                    let spec = object_entry(obj, "spec", "ComputeDomain.spec")?;
-                    spec.insert("numNodes".to_string(), json!(size));
-                }
+            if is_compute_domain(&copy)
+                && let Some(obj) = copy.as_object_mut()
+            {
+                let spec = object_entry(obj, "spec", "ComputeDomain.spec")?;
+                spec.insert("numNodes".to_string(), json!(size));
             }
             if let (Some(ns), Some(meta)) = (
                 &self.namespace,

@@ -26,10 +26,10 @@ fn max_gpu_request(doc: &Value) -> Option<i64> {
         Value::Object(map) => {
             let mut found: Option<i64> = None;
             for (key, val) in map {
-                if key == "requests" || key == "limits" {
-                    if let Some(q) = val.get(GPU_RESOURCE).and_then(gpu_quantity) {
-                        found = found.max(Some(q));
-                    }
+                if (key == "requests" || key == "limits")
+                    && let Some(q) = val.get(GPU_RESOURCE).and_then(gpu_quantity)
+                {
+                    found = found.max(Some(q));
                 }
                 found = found.max(max_gpu_request(val));
             }

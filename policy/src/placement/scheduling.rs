@@ -138,10 +138,11 @@ pub(super) fn patch_targets(train_job: &Map<String, Value>) -> Vec<String> {
             .map(Vec::as_slice)
             .unwrap_or_default();
         for job in jobs {
-            if let Some(name) = job.get("name").and_then(Value::as_str) {
-                if !name.is_empty() && !names.iter().any(|n| n == name) {
-                    names.push(name.to_string());
-                }
+            if let Some(name) = job.get("name").and_then(Value::as_str)
+                && !name.is_empty()
+                && !names.iter().any(|n| n == name)
+            {
+                names.push(name.to_string());
             }
         }
     }

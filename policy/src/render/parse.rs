@@ -205,16 +205,16 @@ pub fn check_user_overrides(doc: &Document, overrides: &[OverrideSpec]) -> Resul
             ] {
                 scope.bind(k, &v);
             }
-            if let Ok(v) = expr.eval(&scope) {
-                if !matches!(v, nvcre_engine::CelValue::Bool(_)) {
-                    return Err(fail(
-                        "when.expression",
-                        format!(
-                            "must evaluate to a bool, got {}",
-                            nvcre_engine::cel_type_name(&v)
-                        ),
-                    ));
-                }
+            if let Ok(v) = expr.eval(&scope)
+                && !matches!(v, nvcre_engine::CelValue::Bool(_))
+            {
+                return Err(fail(
+                    "when.expression",
+                    format!(
+                        "must evaluate to a bool, got {}",
+                        nvcre_engine::cel_type_name(&v)
+                    ),
+                ));
             }
         }
         if o.job_template.as_ref().is_some_and(|v| !v.is_object()) {

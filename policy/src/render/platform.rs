@@ -51,17 +51,16 @@ pub(super) fn apply_user_env(o: &mut PlatformOverride, user: &[EnvVar]) {
         match v {
             Value::Object(m) => {
                 for (k, child) in m.iter_mut() {
-                    if k == "env" {
-                        if let Value::Array(items) = child {
-                            for item in items.iter_mut() {
-                                let name =
-                                    item.get("name").and_then(Value::as_str).map(str::to_string);
-                                if let Some(user) = name.and_then(|n| find(&n)) {
-                                    *item = user;
-                                }
+                    if k == "env"
+                        && let Value::Array(items) = child
+                    {
+                        for item in items.iter_mut() {
+                            let name = item.get("name").and_then(Value::as_str).map(str::to_string);
+                            if let Some(user) = name.and_then(|n| find(&n)) {
+                                *item = user;
                             }
-                            continue;
                         }
+                        continue;
                     }
                     replace_env_lists(child, find);
                 }

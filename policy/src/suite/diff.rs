@@ -60,12 +60,12 @@ pub(super) fn compare(case: &Case, got: &CaseOutcome) -> Vec<String> {
         },
         Expectation::ExitOnly => {}
     }
-    if let Some(want) = case.want_exit {
-        if want != got.exit {
-            diff.push(format!("exit code: expected {want}, got {}", got.exit));
-            if let Some(e) = &got.error {
-                diff.push(format!("  error: {e}"));
-            }
+    if let Some(want) = case.want_exit
+        && want != got.exit
+    {
+        diff.push(format!("exit code: expected {want}, got {}", got.exit));
+        if let Some(e) = &got.error {
+            diff.push(format!("  error: {e}"));
         }
     }
     diff
