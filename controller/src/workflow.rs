@@ -14,7 +14,8 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use nvcre_domain::crd::{
-    GroupStatus, OrchestrationStatus, TypedLocalObjectReference, WorkflowResource, WorkflowStatus,
+    GroupStatus, OrchestrationStatus, TypedLocalObjectReference, WORKLOAD_RUN_LABEL,
+    WorkflowResource, WorkflowStatus,
 };
 use nvcre_domain::{Node, PolicyError, RenderRequest, expand, place, render_workflow};
 use nvcre_engine::{RuleSet, Source, parse_documents};
@@ -392,10 +393,18 @@ pub fn plan(
     let placement =
         place(&resolved, &rendered.nodes).map_err(|e| ("PartitionError", e.to_string()))?;
     let owner = owner_ref(wf);
+    let run_label = wf.labels().get(WORKLOAD_RUN_LABEL).cloned();
     let owned = |m: &Value| {
         let mut m = m.clone();
         if let Some(meta) = m.get_mut("metadata").and_then(Value::as_object_mut) {
             meta.insert("ownerReferences".into(), json!([owner]));
+            // The WorkloadRun controller finds TrainJobs (its grandchildren) by this label.
+            if let Some(run) = &run_label {
+                let labels = meta.entry("labels").or_insert_with(|| json!({}));
+                if let Some(l) = labels.as_object_mut() {
+                    l.insert(WORKLOAD_RUN_LABEL.into(), Value::String(run.clone()));
+                }
+            }
             if let Some(ns) = wf.namespace() {
                 meta.entry("namespace").or_insert(Value::String(ns));
             }
