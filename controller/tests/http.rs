@@ -28,7 +28,10 @@ fn health() -> Arc<Health> {
 
 #[tokio::test]
 async fn healthz_is_always_ok() {
-    assert_eq!(get(&health(), "/healthz").await, (StatusCode::OK, "ok\n".into()));
+    assert_eq!(
+        get(&health(), "/healthz").await,
+        (StatusCode::OK, "ok\n".into())
+    );
 }
 
 #[tokio::test]
@@ -60,6 +63,9 @@ async fn metrics_exposes_reconcile_and_reload_counters() {
         "nvcre_reconcile_duration_seconds_count{controller=\"workloadrun\"} 1",
         "# EOF",
     ] {
-        assert!(body.lines().any(|l| l == line), "missing {line:?} in:\n{body}");
+        assert!(
+            body.lines().any(|l| l == line),
+            "missing {line:?} in:\n{body}"
+        );
     }
 }

@@ -74,7 +74,10 @@ fn a_broken_update_is_refused_and_the_last_good_set_stays_in_force() {
         panic!("the broken set must be refused")
     };
     assert!(errors.contains("admission-workloadrun.yaml"), "{errors}");
-    assert!(Arc::ptr_eq(&first, &holder.current()), "last good set in force");
+    assert!(
+        Arc::ptr_eq(&first, &holder.current()),
+        "last good set in force"
+    );
     assert_eq!(holder.last_error(), Some(errors));
     // Unchanged on disk: not retried, still refused.
     assert_eq!(holder.poll(), Reload::Unchanged);
