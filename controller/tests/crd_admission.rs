@@ -57,16 +57,28 @@ struct Case {
 }
 
 fn cases(dir: &str) -> Vec<Case> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rules/tests").join(dir);
-    let mut files: Vec<_> = std::fs::read_dir(&root).expect("suite dir").flatten().map(|e| e.path()).collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../rules/tests")
+        .join(dir);
+    let mut files: Vec<_> = std::fs::read_dir(&root)
+        .expect("suite dir")
+        .flatten()
+        .map(|e| e.path())
+        .collect();
     files.sort();
     let mut out = Vec::new();
     for f in files {
         let text = std::fs::read_to_string(&f).expect("read");
-        let name = f.file_name().unwrap_or_default().to_string_lossy().to_string();
+        let name = f
+            .file_name()
+            .unwrap_or_default()
+            .to_string_lossy()
+            .to_string();
         let suite = parse_documents(&Source::new(name.clone(), text)).expect("suite yaml");
         for case in suite[0].value["cases"].as_array().into_iter().flatten() {
-            let Some(input) = case["input"].as_str() else { continue };
+            let Some(input) = case["input"].as_str() else {
+                continue;
+            };
             let docs = parse_documents(&Source::new("input", input.to_string())).expect("input");
             let messages = case["want_findings"]
                 .as_array()
@@ -101,7 +113,11 @@ fn agree(dir: &str, rules: &[ValidationRule]) -> usize {
                     .map(|c| (*c).to_string())
             })
             .collect();
-        assert_eq!(crd, pack, "{} / {}: CRD CEL vs admission pack", case.file, case.note);
+        assert_eq!(
+            crd, pack,
+            "{} / {}: CRD CEL vs admission pack",
+            case.file, case.note
+        );
         checked += 1;
     }
     checked
@@ -111,7 +127,11 @@ fn agree(dir: &str, rules: &[ValidationRule]) -> usize {
 fn workloadrun_crd_rules_agree_with_the_admission_pack() {
     let all = crds();
     let rules = validation_rules(&all[0]);
-    let create_time: Vec<&str> = rules.iter().filter(|r| !r.transition).map(|r| r.message.as_str()).collect();
+    let create_time: Vec<&str> = rules
+        .iter()
+        .filter(|r| !r.transition)
+        .map(|r| r.message.as_str())
+        .collect();
     assert_eq!(create_time.len(), 9, "{create_time:#?}");
     assert_eq!(agree("workloadrun-admission", &rules), 82);
 }
