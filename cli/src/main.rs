@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod check;
+mod crd;
 mod input;
 mod report;
 mod rules;
@@ -54,6 +55,8 @@ enum Command {
     },
     /// Run the rule test suites (`rules/tests/<pack>/*.yaml`, or the given files and directories).
     Test(test_cmd::TestArgs),
+    /// Print the WorkloadRun and Workflow CustomResourceDefinitions as a YAML stream.
+    Crd,
 }
 
 #[derive(Debug, Subcommand)]
@@ -169,6 +172,10 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
     {
         return Ok(rules::run_schema(args));
     }
+    // The CRDs come from the API types; no rules are read.
+    if let Command::Crd = cli.command {
+        return Ok(crd::run());
+    }
     let rules = load(&cli)?;
     match cli.command {
         Command::Render(args)
@@ -188,6 +195,7 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
             rules::RulesCommand::Schema(args) => rules::run_schema(&args),
         }),
         Command::Test(args) => Ok(test_cmd::run(&rules, cli.rules.as_deref(), &args)),
+        Command::Crd => Ok(crd::run()),
     }
 }
 

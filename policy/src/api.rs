@@ -65,41 +65,88 @@ pub struct WorkloadRun {
 }
 
 /// `WorkloadRun.spec`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, kube::KubeSchema, kube::CustomResource,
+)]
+// Each printcolumn(...) repeats `type_`; clippy reads that as a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[kube(
+    group = "nvcre.nvidia.com",
+    version = "v1alpha1",
+    kind = "WorkloadRun",
+    root = "WorkloadRunResource",
+    derive = "PartialEq",
+    plural = "workloadruns",
+    shortname = "wr",
+    namespaced,
+    status = "crate::crd::WorkloadRunStatus",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(
+        name = "Platform",
+        type_ = "string",
+        json_path = ".status.detectedPlatform"
+    ),
+    printcolumn(
+        name = "GPU",
+        type_ = "string",
+        json_path = ".status.detectedGPUArchitecture"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(validation = Rule::new("self == oldSelf").message("spec is immutable after creation"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = crate::crd::require_workload_run_spec)]
 pub struct WorkloadRunSpec {
     /// Workload container image.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub image: String,
     /// Exactly one of torch / mpi / exec.
     #[serde(default)]
     pub framework: Framework,
     /// Nodes per job group (Pinned) or exactly the job size (Unpinned).
     #[serde(default)]
+    #[schemars(range(min = 1), extend("format" = "int32"))]
     pub num_nodes: i64,
     /// Eligible nodes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target: Option<TargetSpec>,
     /// GPUs per node; default from the architecture table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1), extend("format" = "int32"))]
     pub gpus_per_node: Option<i64>,
     /// Mellanox NICs per node; default from the architecture/platform table.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0), extend("format" = "int32"))]
     pub mlnx_per_node: Option<i64>,
     /// Extended resource name of the RDMA NICs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 253),
+        regex(
+            pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/[a-zA-Z0-9]([-A-Za-z0-9_.]{0,61}[a-zA-Z0-9])?$"
+        )
+    )]
+    #[x_kube(validation = Rule::new("!self.contains('kubernetes.io/') && !self.startsWith('k8s.io/') && !self.contains('.k8s.io/')").message("nicResourceName must not use the reserved kubernetes.io or k8s.io domains"))]
     pub nic_resource_name: Option<String>,
     /// Image pull secrets (LocalObjectReference list).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::crd::object_list")]
     pub image_pull_secrets: Vec<Value>,
     /// Container env, merged over the base NCCL env by name.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub env: Vec<EnvVar>,
     /// Extra pod volumes (after `dshm`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::crd::object_list")]
     pub volumes: Vec<Value>,
     /// Extra container mounts (after `dshm`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::crd::object_list")]
     pub volume_mounts: Vec<Value>,
     /// `NCCL_MNNVL_ENABLE`; default true on gb200/gb300.
     #[serde(
@@ -116,9 +163,11 @@ pub struct WorkloadRunSpec {
     pub checkpoint: Option<CheckpointSpec>,
     /// Worker container resources (ResourceRequirements).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd::any_object")]
     pub resources: Option<Value>,
     /// Init containers of the worker pod.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::crd::object_list")]
     pub init_containers: Vec<Value>,
     /// Scale, repetitions, concurrency, timeout, placement.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -128,9 +177,11 @@ pub struct WorkloadRunSpec {
     pub thresholds: BTreeMap<String, String>,
     /// Goodput measurement config, copied to the Job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd::measurement")]
     pub goodput_measurement: Option<Value>,
     /// Bandwidth measurement config, copied to the Job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd::measurement")]
     pub bandwidth_measurement: Option<Value>,
     /// User overrides, appended after the platform overrides.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -144,7 +195,8 @@ pub struct WorkloadRunSpec {
 }
 
 /// `spec.framework`: exactly one member is set.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[schemars(extend("minProperties" = 1, "maxProperties" = 1))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Framework {
     /// torchrun.
@@ -195,14 +247,18 @@ impl Framework {
 }
 
 /// `framework.torch`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, kube::KubeSchema)]
+#[x_kube(validation = Rule::new("!(has(self.script) && has(self.module))").message("script and module are mutually exclusive"))]
+#[x_kube(validation = Rule::new("has(self.script) || has(self.module)").message("either script or module must be set"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TorchSpec {
     /// `torchrun <script>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub script: Option<String>,
     /// `torchrun -m <module>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1))]
     pub module: Option<String>,
     /// Appended after script/module.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -210,11 +266,13 @@ pub struct TorchSpec {
 }
 
 /// `framework.mpi`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = crate::crd::require_mpi_spec)]
 pub struct MpiSpec {
     /// The MPI program.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub binary: String,
     /// Program arguments.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -224,18 +282,22 @@ pub struct MpiSpec {
     pub mpi_args: Vec<String>,
     /// `OpenMPI` (the runtime hard-codes it anyway).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("default" = "OpenMPI"))]
     pub mpi_implementation: Option<String>,
     /// Path to mpirun in the image.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub mpirun_path: String,
 }
 
 /// `framework.exec`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = crate::crd::require_exec_spec)]
 pub struct ExecSpec {
     /// The trainer command, verbatim.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub command: Vec<String>,
     /// The trainer args.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -253,6 +315,7 @@ pub struct EnvVar {
     pub value: Option<String>,
     /// Source (secret, configmap, field ref…), forwarded to MPI ranks as a bare `-x NAME`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd::any_object")]
     pub value_from: Option<Value>,
 }
 
@@ -268,7 +331,7 @@ impl EnvVar {
 }
 
 /// `spec.target` (TargetSpec).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TargetSpec {
     /// Label equality.
@@ -286,14 +349,16 @@ pub struct TargetSpec {
 }
 
 /// core/v1 NodeSelectorRequirement.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = crate::crd::require_node_selector_requirement)]
 pub struct NodeSelectorRequirement {
     /// Label key.
     #[serde(default)]
     pub key: String,
     /// In, NotIn, Exists, DoesNotExist (Gt/Lt are refused by discovery).
     #[serde(default)]
+    #[schemars(extend("enum" = ["In", "NotIn", "Exists", "DoesNotExist"]))]
     pub operator: String,
     /// Values for In/NotIn.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -301,11 +366,13 @@ pub struct NodeSelectorRequirement {
 }
 
 /// `target.taintSelectors[]`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = crate::crd::require_taint_selector)]
 pub struct TaintSelector {
     /// Taint key (required; the admission rules report its absence).
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub key: String,
     /// Value; empty matches any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -316,7 +383,8 @@ pub struct TaintSelector {
 }
 
 /// `spec.config`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, kube::KubeSchema)]
+#[x_kube(validation = Rule::new("!(has(self.inline) && has(self.configMapRef))").message("inline and configMapRef are mutually exclusive"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct ConfigSpec {
     /// Files to put in a generated ConfigMap `<run>-config`.
@@ -328,8 +396,9 @@ pub struct ConfigSpec {
 }
 
 /// `{name: …}`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[schemars(transform = crate::crd::require_name_ref)]
 pub struct NameRef {
     /// The name.
     #[serde(default)]
@@ -337,53 +406,74 @@ pub struct NameRef {
 }
 
 /// `spec.checkpoint`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = crate::crd::require_checkpoint_spec)]
 pub struct CheckpointSpec {
     /// PVC size, a quantity.
     #[serde(default)]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei)?$"))]
     pub storage_size: String,
     /// Storage class; cluster default when unset.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage_class_name: Option<String>,
     /// Restarts allowed; default 0.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0), extend("format" = "int32"))]
     pub max_restarts: Option<i64>,
 }
 
 /// `spec.orchestration` of a WorkloadRun.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct WorkloadRunOrchestration {
     /// `intra-node`, `intra-rack` or `full-scale`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["intra-node", "intra-rack", "full-scale"]))]
     pub test_scale: Option<String>,
     /// Workflow iterations; default 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1), extend("format" = "int32"))]
     pub repeat_count: Option<i64>,
     /// Concurrent jobs; 0 = unlimited.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0), extend("format" = "int32"))]
     pub max_concurrent: Option<i64>,
     /// Go duration string; default `24h`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout_per_job: Option<String>,
     /// `Pinned` (default) or `Unpinned`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("enum" = ["Pinned", "Unpinned"]))]
     pub placement: Option<String>,
 }
 
 /// `spec.gangScheduler`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, kube::KubeSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = crate::crd::require_gang_scheduler_spec)]
 pub struct GangSchedulerSpec {
     /// Required, e.g. `kai-scheduler` or `runai-scheduler`.
     #[serde(default)]
+    #[schemars(length(min = 1))]
     pub scheduler_name: String,
     /// Queue; `default-queue` when unset or empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 63),
+        regex(pattern = r"^$|^[a-zA-Z0-9]([a-zA-Z0-9._-]*[a-zA-Z0-9])?$")
+    )]
     pub queue: Option<String>,
     /// Queue label key; `kai.scheduler/queue` when unset or empty.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(
+        length(max = 317),
+        regex(
+            pattern = r"^$|^([a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?$"
+        )
+    )]
+    #[x_kube(validation = Rule::new("self.contains('/') ? self.split('/')[0].size() <= 253 : true").message("queueLabelKey prefix must be at most 253 characters"))]
+    #[x_kube(validation = Rule::new("self != 'app.kubernetes.io/managed-by' && !self.startsWith('nvcre.nvidia.com/')").message("queueLabelKey must not use the controller-owned key app.kubernetes.io/managed-by or any key under the nvcre.nvidia.com/ prefix"))]
     pub queue_label_key: Option<String>,
 }
 
@@ -417,32 +507,41 @@ impl GangSchedulerSpec {
 }
 
 /// `spec.workloadMetadata`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, kube::KubeSchema)]
 #[serde(deny_unknown_fields)]
 pub struct WorkloadMetadata {
     /// Labels on the workload object (TrainJob), not on pods.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "crate::crd::workload_labels")]
+    #[x_kube(validation = Rule::new("self.all(k, k != 'app.kubernetes.io/managed-by' && !k.startsWith('nvcre.nvidia.com/'))").message("labels must not set the controller-owned keys app.kubernetes.io/managed-by or any key under the nvcre.nvidia.com/ prefix"))]
+    #[x_kube(validation = Rule::new("self.all(k, k.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?$'))").message("each label key must be a valid Kubernetes label key: an optional DNS-subdomain prefix followed by '/', then a name of at most 63 characters beginning and ending with an alphanumeric character"))]
+    #[x_kube(validation = Rule::new("self.all(k, k.contains('/') ? k.split('/')[0].size() <= 253 : true)").message("each label key prefix must be at most 253 characters"))]
     pub labels: BTreeMap<String, String>,
 }
 
 /// One override (shared by WorkloadRun and Workflow: the original's `OverrideSpec`).
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = crate::crd::require_override_spec)]
 pub struct OverrideSpec {
     /// When the override applies; empty matches always.
     #[serde(default)]
     pub when: WhenSpec,
     /// Strategic merge into `jobTemplate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd::any_object")]
     pub job_template: Option<Value>,
     /// RFC 6902 patch of `jobTemplate` (array, or a string holding one), after the merge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd::any_value")]
     pub job_template_patch: Option<Value>,
     /// Dependencies merged by apiVersion + kind + name, or appended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd::object_list")]
     pub dependencies: Option<Vec<Value>>,
     /// Orchestration fields, each replacing the base value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd::any_object")]
     pub orchestration: Option<serde_json::Map<String, Value>>,
 }
 
@@ -464,6 +563,7 @@ pub struct WhenSpec {
     pub topology: Option<TopologyMatch>,
     /// JSON subset match against the context config.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd::any_value")]
     pub config: Option<Value>,
     /// CEL over platform, gpuArchitecture, workloadKind, topologyMode, domainCount.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -528,28 +628,66 @@ pub struct Workflow {
 }
 
 /// `Workflow.spec`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Default, PartialEq, Serialize, Deserialize, kube::KubeSchema, kube::CustomResource,
+)]
+// Each printcolumn(...) repeats `type_`; clippy reads that as a duplicated attribute.
+#[allow(clippy::duplicated_attributes)]
+#[kube(
+    group = "nvcre.nvidia.com",
+    version = "v1alpha1",
+    kind = "Workflow",
+    root = "WorkflowResource",
+    derive = "PartialEq",
+    plural = "workflows",
+    shortname = "wf",
+    namespaced,
+    status = "crate::crd::WorkflowStatus",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(
+        name = "Platform",
+        type_ = "string",
+        json_path = ".status.orchestration.detectedPlatform"
+    ),
+    printcolumn(
+        name = "GPU",
+        type_ = "string",
+        json_path = ".status.orchestration.detectedGPUArchitecture"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[x_kube(validation = Rule::new("has(self.gangScheduler) == has(oldSelf.gangScheduler)").message("gangScheduler cannot be added or removed after creation"))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
+#[schemars(transform = crate::crd::require_workflow_spec)]
 pub struct WorkflowSpec {
     /// Namespace for Jobs and dependencies.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespace: Option<String>,
     /// `{metadata?, spec: JobSpec}`.
     #[serde(default)]
+    #[schemars(schema_with = "crate::crd::job_template")]
     pub job_template: Value,
     /// target, topology, diagnose, execution, iterations, placement.
     #[serde(default)]
+    #[schemars(schema_with = "crate::crd::workflow_orchestration")]
     pub orchestration: serde_json::Map<String, Value>,
     /// Embedded objects created before the jobs.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "crate::crd::object_list")]
     pub dependencies: Vec<Value>,
     /// Unresolved overrides.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub overrides: Vec<OverrideSpec>,
     /// `validation.performance`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "crate::crd::any_object")]
     pub validation: Option<Value>,
     /// The persisted gang-scheduling contract (resolved).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[x_kube(validation = Rule::new("self == oldSelf").message("gangScheduler is immutable"))]
     pub gang_scheduler: Option<GangSchedulerSpec>,
 }

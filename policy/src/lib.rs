@@ -70,8 +70,8 @@ pub use error::PolicyError;
 pub use nodes::{GpuProductRule, GpuProducts, Node, NodeError, nodes_from_documents};
 pub use nodes_file::read_nodes;
 pub use packs::{
-    SCHEMA_KINDS, WHEN_VARIABLES, contract, default_rules, load_rules, rule_file_schema,
-    rule_sources, schema_names,
+    SCHEMA_KINDS, WHEN_VARIABLES, contract, default_rules, load_complete_rules, load_rules,
+    rule_file_schema, rule_sources, schema_names,
 };
 pub use placement::{
     Group, Placement, PlacementError, PlacementPolicy, SchedulingPolicy, place, place_groups,
@@ -90,6 +90,7 @@ mod api;
 mod build;
 mod check;
 mod contract;
+pub mod crd;
 mod detect;
 mod error;
 mod nodes;

@@ -18,6 +18,9 @@ mod suite;
 /// Whole-output golden renders (snapshots): cells, examples, `--expand`.
 mod golden;
 
+/// `crd`: the generated CRDs.
+mod crd;
+
 /// Rule sets checked against the pipeline contract at load.
 mod contract;
 

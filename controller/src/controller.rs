@@ -1,0 +1,510 @@
+//! The kube wiring: two `Controller`s (WorkloadRun, Workflow), the rules reload loop, the
+//! health/metrics server and leader election, started by [`run`].
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node as KubeNode;
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use nvcre_domain::Node;
+use nvcre_domain::crd::{
+    API_VERSION, WORKFLOW_LABEL, WORKLOAD_RUN_LABEL, WorkflowResource, WorkloadRunResource,
+};
+use serde_json::{Value, json};
+use tokio::sync::watch;
+use tracing::{info, warn};
+
+use crate::apply::{FIELD_MANAGER, apply_owned, train_job_resource};
+use crate::error::Error;
+use crate::http::{Health, router};
+use crate::metrics::{ControllerLabel, ErrorLabels, Metrics};
+use crate::rules::{Reload, RulesHolder, RulesSource};
+use crate::workflow::{ObservedJob, WorkflowObservation, decide_workflow};
+use crate::workloadrun::{EventNote, RunAction, RunObservation, decide_workload_run};
+
+/// Lease-based leader election settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaderElection {
+    /// Lease name (`nvcre-controller`).
+    pub lease_name: String,
+    /// Lease namespace (the controller's own).
+    pub namespace: String,
+    /// This replica's identity (the pod name).
+    pub identity: String,
+    /// Lease duration in seconds; a standby takes over at most this long after the leader
+    /// stops renewing.
+    pub duration_secs: u64,
+}
+
+/// How [`run`] runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Watch one namespace, or all (`None`).
+    pub namespace: Option<String>,
+    /// Rules: built-in, or a directory reloaded on change.
+    pub rules: RulesSource,
+    /// How often the rules directory is checked.
+    pub reload_interval: Duration,
+    /// Leader election; `None` runs the controllers at once (one replica, or tests).
+    pub leader_election: Option<LeaderElection>,
+    /// Address of `/healthz`, `/readyz` and `/metrics`; `None` serves nothing.
+    pub http_addr: Option<SocketAddr>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            namespace: None,
+            rules: RulesSource::BuiltIn,
+            reload_interval: Duration::from_secs(5),
+            leader_election: None,
+            http_addr: None,
+        }
+    }
+}
+
+struct Ctx {
+    client: Client,
+    rules: Arc<RulesHolder>,
+    metrics: Arc<Metrics>,
+    recorder: Recorder,
+}
+
+/// Runs the controller until `shutdown` completes (then in-flight reconciles finish and the
+/// function returns `Ok`), or until leadership is lost (`Err(Error::Lease)`: exit and let the
+/// Deployment restart the pod as a standby).
+///
+/// # Errors
+/// [`Error::Rules`] when the initial rules do not load, [`Error::Http`] when the address cannot
+/// be bound, [`Error::Lease`] for leader election failures.
+pub async fn run(
+    client: Client,
+    config: Config,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), Error> {
+    let rules = Arc::new(RulesHolder::load(config.rules.clone()).map_err(Error::Rules)?);
+    let metrics = Arc::new(Metrics::new());
+    let health = Arc::new(Health::new(Arc::clone(&metrics), Arc::clone(&rules)));
+    let (stop_tx, stop_rx) = watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    if let Some(addr) = config.http_addr {
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let app = router(Arc::clone(&health));
+        let stop = stopped(stop_rx.clone());
+        tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+            {
+                warn!(error = %e, "http server stopped");
+            }
+        });
+    }
+    spawn_reload(
+        Arc::clone(&rules),
+        Arc::clone(&metrics),
+        config.reload_interval,
+        stop_rx.clone(),
+    );
+    let reporter = Reporter {
+        controller: FIELD_MANAGER.into(),
+        instance: config.leader_election.as_ref().map(|l| l.identity.clone()),
+    };
+    let ctx = Arc::new(Ctx {
+        client: client.clone(),
+        rules,
+        metrics,
+        recorder: Recorder::new(client.clone(), reporter),
+    });
+    let Some(le) = &config.leader_election else {
+        health.ready.store(true, Ordering::Relaxed);
+        run_controllers(ctx, config.namespace.clone(), stopped(stop_rx)).await;
+        return Ok(());
+    };
+    let manager = kube_lease_manager::LeaseManagerBuilder::new(client, &le.lease_name)
+        .with_namespace(&le.namespace)
+        .with_identity(&le.identity)
+        .with_duration(le.duration_secs)
+        .with_grace(le.duration_secs.div_ceil(3).max(1))
+        .with_field_manager(FIELD_MANAGER)
+        .build()
+        .await
+        .map_err(|e| Error::Lease(e.to_string()))?;
+    let (mut leader, _handle) = manager.watch().await;
+    // A standby with good rules is ready: it serves nothing but takes over on failover.
+    health.ready.store(true, Ordering::Relaxed);
+    let mut stop = stop_rx.clone();
+    tokio::select! {
+        r = leader.wait_for(|l| *l) => { r.map_err(|e| Error::Lease(e.to_string()))?; }
+        _ = stop.wait_for(|s| *s) => return Ok(()),
+    }
+    info!(identity = %le.identity, "acquired leadership");
+    let (lost_tx, lost_rx) = watch::channel(false);
+    let mut watch_leader = leader.clone();
+    tokio::spawn(async move {
+        let _ = watch_leader.wait_for(|l| !*l).await;
+        let _ = lost_tx.send(true);
+    });
+    let either = {
+        let a = stopped(stop_rx.clone());
+        let b = stopped(lost_rx.clone());
+        async move {
+            tokio::select! { () = a => {}, () = b => {} }
+        }
+    };
+    run_controllers(ctx, config.namespace.clone(), either).await;
+    if *lost_rx.borrow() && !*stop_rx.borrow() {
+        return Err(Error::Lease("leadership lost".into()));
+    }
+    Ok(())
+}
+
+/// A future that completes when `rx` turns true (or its sender is gone).
+fn stopped(mut rx: watch::Receiver<bool>) -> impl Future<Output = ()> + Send + Sync + 'static {
+    let (tx, done) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(async move {
+        let _ = rx.wait_for(|s| *s).await;
+        let _ = tx.send(());
+    });
+    async move {
+        let _ = done.await;
+    }
+}
+
+fn spawn_reload(
+    rules: Arc<RulesHolder>,
+    metrics: Arc<Metrics>,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+) {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(every) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            match rules.poll() {
+                Reload::Unchanged => {}
+                Reload::Reloaded => {
+                    metrics.rules_reloads.inc();
+                    info!("rules reloaded");
+                }
+                Reload::Refused(errors) => {
+                    metrics.rules_reload_failures.inc();
+                    warn!(%errors, "rules reload refused; the last good set stays in force");
+                }
+            }
+        }
+    });
+}
+
+async fn run_controllers(
+    ctx: Arc<Ctx>,
+    namespace: Option<String>,
+    stop: impl Future<Output = ()> + Send + Sync + 'static,
+) {
+    let client = ctx.client.clone();
+    let (runs, workflows): (Api<WorkloadRunResource>, Api<WorkflowResource>) = match &namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    let tj = train_job_resource();
+    let jobs: Api<DynamicObject> = match &namespace {
+        Some(ns) => Api::namespaced_with(client.clone(), ns, &tj),
+        None => Api::all_with(client.clone(), &tj),
+    };
+    // One shutdown signal, shared by both controllers.
+    let (tx, rx) = watch::channel(false);
+    tokio::spawn(async move {
+        stop.await;
+        let _ = tx.send(true);
+    });
+    let run_controller = Controller::new(runs, watcher::Config::default())
+        .owns(workflows.clone(), watcher::Config::default())
+        // TrainJobs are grandchildren (owned by the Workflow): map them by label.
+        .watches_with(
+            jobs.clone(),
+            tj.clone(),
+            watcher::Config::default().labels(WORKLOAD_RUN_LABEL),
+            |job: DynamicObject| {
+                let ns = job.namespace();
+                job.labels().get(WORKLOAD_RUN_LABEL).map(|run| match &ns {
+                    Some(ns) => ObjectRef::<WorkloadRunResource>::new(run).within(ns),
+                    None => ObjectRef::new(run),
+                })
+            },
+        )
+        .graceful_shutdown_on(stopped(rx.clone()))
+        .run(reconcile_run, error_policy_run, Arc::clone(&ctx))
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                warn!(error = %e, "workloadrun reconcile");
+            }
+        });
+    let workflow_controller = Controller::new(workflows, watcher::Config::default())
+        .owns_with(jobs, tj, watcher::Config::default())
+        .graceful_shutdown_on(stopped(rx))
+        .run(reconcile_workflow, error_policy_workflow, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                warn!(error = %e, "workflow reconcile");
+            }
+        });
+    futures::join!(run_controller, workflow_controller);
+}
+
+fn now() -> (i64, String) {
+    let ts = k8s_openapi::jiff::Timestamp::now();
+    (
+        ts.as_second(),
+        ts.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+    )
+}
+
+async fn list_nodes(client: &Client) -> Result<Arc<Vec<Node>>, Error> {
+    let api: Api<KubeNode> = Api::all(client.clone());
+    let list = api.list(&ListParams::default()).await?;
+    let docs: Vec<Value> = list
+        .items
+        .iter()
+        .map(|n| {
+            let mut v = serde_json::to_value(n)?;
+            if let Some(o) = v.as_object_mut() {
+                o.insert("apiVersion".into(), json!("v1"));
+                o.insert("kind".into(), json!("Node"));
+            }
+            Ok(v)
+        })
+        .collect::<Result<_, serde_json::Error>>()?;
+    nvcre_domain::nodes_from_documents(&docs)
+        .map(Arc::new)
+        .map_err(|e| Error::Nodes(e.to_string()))
+}
+
+async fn publish(ctx: &Ctx, obj: &impl Resource<DynamicType = ()>, note: &EventNote) {
+    let event = Event {
+        type_: if note.warning {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        },
+        reason: note.reason.clone(),
+        note: Some(note.message.clone()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
+        warn!(error = %e, "publishing an event");
+    }
+}
+
+fn observe(ctx: &Ctx, controller: &str, start: Instant) {
+    let label = ControllerLabel {
+        controller: controller.into(),
+    };
+    ctx.metrics.reconciles.get_or_create(&label).inc();
+    ctx.metrics
+        .durations
+        .get_or_create(&label)
+        .observe(start.elapsed().as_secs_f64());
+}
+
+fn action(requeue: Option<Duration>) -> Action {
+    requeue.map_or_else(Action::await_change, Action::requeue)
+}
+
+async fn reconcile_run(run: Arc<WorkloadRunResource>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let start = Instant::now();
+    let result = reconcile_run_inner(&run, &ctx).await;
+    observe(&ctx, "workloadrun", start);
+    result
+}
+
+async fn reconcile_run_inner(run: &WorkloadRunResource, ctx: &Ctx) -> Result<Action, Error> {
+    let ns = run.namespace().unwrap_or_default();
+    let name = run.name_any();
+    let workflows: Api<WorkflowResource> = Api::namespaced(ctx.client.clone(), &ns);
+    // Uncached: a Workflow deleted a moment ago must not look present.
+    let workflow = workflows.get_opt(&name).await?;
+    let needs_nodes = run.status.as_ref().is_none_or(|s| s.workflow_ref.is_none());
+    let nodes = if needs_nodes {
+        list_nodes(&ctx.client).await?
+    } else {
+        Arc::new(Vec::new())
+    };
+    let rules = ctx.rules.current();
+    let (_, now) = now();
+    let decision = decide_workload_run(
+        &rules,
+        RunObservation {
+            run,
+            workflow: workflow.as_ref(),
+            nodes: &nodes,
+            now: &now,
+        },
+    );
+    if let RunAction::CreateWorkflow(wf) = &decision.action {
+        let manifest = serde_json::to_value(wf.as_ref())?;
+        let uid = run.metadata.uid.clone().unwrap_or_default();
+        if let Err(e) = apply_owned(&ctx.client, &ns, &manifest, &uid).await {
+            let note = EventNote {
+                warning: true,
+                reason: "WorkflowCreationError".into(),
+                message: format!("Failed to create Workflow {name}: {e}"),
+            };
+            publish(ctx, run, &note).await;
+            return Err(e);
+        }
+    }
+    if let Some(status) = &decision.status {
+        let runs: Api<WorkloadRunResource> = Api::namespaced(ctx.client.clone(), &ns);
+        let patch = json!({"apiVersion": API_VERSION, "kind": "WorkloadRun", "status": status});
+        runs.patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+    }
+    if let Some(note) = &decision.event {
+        publish(ctx, run, note).await;
+    }
+    Ok(action(decision.requeue_after))
+}
+
+fn error_policy_run(_: Arc<WorkloadRunResource>, e: &Error, ctx: Arc<Ctx>) -> Action {
+    count_error(&ctx, "workloadrun", e);
+    e.action()
+}
+
+fn error_policy_workflow(_: Arc<WorkflowResource>, e: &Error, ctx: Arc<Ctx>) -> Action {
+    count_error(&ctx, "workflow", e);
+    e.action()
+}
+
+fn count_error(ctx: &Ctx, controller: &str, e: &Error) {
+    warn!(controller, error = %e, "reconcile failed");
+    ctx.metrics
+        .errors
+        .get_or_create(&ErrorLabels {
+            controller: controller.into(),
+            kind: e.kind().into(),
+        })
+        .inc();
+}
+
+async fn reconcile_workflow(wf: Arc<WorkflowResource>, ctx: Arc<Ctx>) -> Result<Action, Error> {
+    let start = Instant::now();
+    let result = reconcile_workflow_inner(&wf, &ctx).await;
+    observe(&ctx, "workflow", start);
+    result
+}
+
+fn observed_job(job: &DynamicObject) -> ObservedJob {
+    let conditions = job
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .map(|cs| {
+            cs.iter()
+                .map(|c| {
+                    let s = |k: &str| {
+                        c.get(k)
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_string()
+                    };
+                    (s("type"), s("status"), s("message"))
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    ObservedJob {
+        name: job.name_any(),
+        created_at: job
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map(|t| t.0.as_second()),
+        conditions,
+    }
+}
+
+async fn reconcile_workflow_inner(wf: &WorkflowResource, ctx: &Ctx) -> Result<Action, Error> {
+    let ns = wf.namespace().unwrap_or_default();
+    let name = wf.name_any();
+    let nodes = list_nodes(&ctx.client).await?;
+    let tj = train_job_resource();
+    let jobs_api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &tj);
+    let jobs: BTreeMap<String, ObservedJob> = jobs_api
+        .list(&ListParams::default().labels(&format!("{WORKFLOW_LABEL}={name}")))
+        .await?
+        .items
+        .iter()
+        .map(|j| (j.name_any(), observed_job(j)))
+        .collect();
+    let rules = ctx.rules.current();
+    let (now_secs, now) = now();
+    let decision = decide_workflow(
+        &rules,
+        WorkflowObservation {
+            workflow: wf,
+            nodes: &nodes,
+            jobs: &jobs,
+            now_secs,
+            now: &now,
+        },
+    );
+    let uid = wf.metadata.uid.clone().unwrap_or_default();
+    for m in &decision.apply {
+        if let Err(e) = apply_owned(&ctx.client, &ns, m, &uid).await {
+            if let Error::OwnedByOther { kind, name: child } = &e {
+                let note = EventNote {
+                    warning: true,
+                    reason: if kind == "TrainJob" {
+                        "JobNameCollision".into()
+                    } else {
+                        "DependencyNameCollision".into()
+                    },
+                    message: e.to_string(),
+                };
+                warn!(%kind, %child, "name collision");
+                publish(ctx, wf, &note).await;
+            }
+            return Err(e);
+        }
+    }
+    if let Some(status) = &decision.status {
+        let api: Api<WorkflowResource> = Api::namespaced(ctx.client.clone(), &ns);
+        let old = wf.status.clone().unwrap_or_default();
+        let patch = json!({"apiVersion": API_VERSION, "kind": "Workflow", "status": status});
+        api.patch_status(
+            &name,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&patch),
+        )
+        .await?;
+        if let Some(note) =
+            crate::workloadrun::transition_event(&old.conditions, &status.conditions)
+        {
+            publish(ctx, wf, &note).await;
+        }
+    }
+    Ok(action(decision.requeue_after))
+}

@@ -1,0 +1,397 @@
+//! WorkloadRun reconcile decisions, case by case.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+use kube::api::ObjectMeta;
+use nvcre_controller::workloadrun::{EventNote, RunAction, RunObservation, decide_workload_run};
+use nvcre_domain::crd::{
+    Condition, OrchestrationStatus, TypedLocalObjectReference, WorkflowReference, WorkflowResource,
+    WorkflowStatus, WorkloadRunResource, WorkloadRunStatus,
+};
+
+fn decide(
+    run: &WorkloadRunResource,
+    wf: Option<&WorkflowResource>,
+    nodes: &Arc<Vec<nvcre_domain::Node>>,
+) -> nvcre_controller::workloadrun::RunDecision {
+    decide_workload_run(
+        &rules(),
+        RunObservation {
+            run,
+            workflow: wf,
+            nodes,
+            now: NOW,
+        },
+    )
+}
+
+fn workflow_named(name: &str, owner_uid: Option<&str>, owner_name: &str) -> WorkflowResource {
+    let mut wf = WorkflowResource::new(name, Default::default());
+    wf.metadata = ObjectMeta {
+        name: Some(name.into()),
+        namespace: Some("team-a".into()),
+        owner_references: owner_uid.map(|uid| {
+            vec![OwnerReference {
+                api_version: "nvcre.nvidia.com/v1alpha1".into(),
+                kind: "WorkloadRun".into(),
+                name: owner_name.into(),
+                uid: uid.into(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]
+        }),
+        ..ObjectMeta::default()
+    };
+    wf
+}
+
+fn running(run: &mut WorkloadRunResource) {
+    let mut st = WorkloadRunStatus {
+        workflow_ref: Some(WorkflowReference {
+            name: "nccl".into(),
+            namespace: "team-a".into(),
+        }),
+        ..WorkloadRunStatus::default()
+    };
+    nvcre_controller::conditions::set_execution(
+        &mut st.conditions,
+        "InProgress",
+        "WorkflowCreated",
+        "Workflow nccl created",
+        Some(1),
+        "t0",
+    );
+    run.status = Some(st);
+}
+
+#[test]
+fn builds_and_creates_the_workflow_with_labels_owner_and_detection() {
+    let run = run("nccl", MPI_SPEC);
+    let d = decide(&run, None, &aws_h100(2));
+    let RunAction::CreateWorkflow(wf) = &d.action else {
+        panic!("expected CreateWorkflow, got {:?}", d.action)
+    };
+    assert_eq!(wf.metadata.name.as_deref(), Some("nccl"));
+    assert_eq!(wf.metadata.namespace.as_deref(), Some("team-a"));
+    assert_eq!(
+        wf.metadata.labels.clone().unwrap_or_default(),
+        [
+            (
+                "app.kubernetes.io/managed-by".to_string(),
+                "nvcre".to_string()
+            ),
+            (
+                "nvcre.nvidia.com/workload-run".to_string(),
+                "nccl".to_string()
+            ),
+        ]
+        .into()
+    );
+    let owner = &wf.metadata.owner_references.clone().unwrap_or_default()[0];
+    assert_eq!(
+        (
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.uid.as_str(),
+            owner.controller
+        ),
+        ("WorkloadRun", "nccl", "run-uid", Some(true))
+    );
+    let status = d.status.expect("status");
+    assert_eq!(
+        status.workflow_ref,
+        Some(WorkflowReference {
+            name: "nccl".into(),
+            namespace: "team-a".into()
+        })
+    );
+    assert_eq!(status.detected_platform.as_deref(), Some("aws"));
+    assert_eq!(status.detected_gpu_architecture.as_deref(), Some("h100"));
+    assert_eq!(status.resolved_gpus_per_node, Some(8));
+    assert_eq!(status.phase.as_deref(), Some("InProgress"));
+    assert_eq!(status.observed_generation, Some(1));
+    assert_eq!(
+        conds(&status.conditions),
+        vec![
+            c(
+                "InProgress",
+                "True",
+                "WorkflowCreated",
+                "Workflow nccl created"
+            ),
+            c("Succeeded", "False", "Superseded", ""),
+            c("Failed", "False", "Superseded", ""),
+        ]
+    );
+    assert_eq!(
+        d.event,
+        Some(EventNote {
+            warning: false,
+            reason: "WorkflowCreated".into(),
+            message: "Workflow nccl created".into()
+        })
+    );
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(15)));
+}
+
+#[test]
+fn no_visible_target_node_builds_for_the_unknown_platform() {
+    let run = run("nccl", MPI_SPEC);
+    let d = decide(&run, None, &Arc::new(Vec::new()));
+    assert!(matches!(d.action, RunAction::CreateWorkflow(_)));
+    let status = d.status.expect("status");
+    assert_eq!(status.detected_platform.as_deref(), Some("unknown"));
+    assert_eq!(status.detected_gpu_architecture.as_deref(), Some("unknown"));
+}
+
+#[test]
+fn no_framework_fails_with_build_failed() {
+    let run = run("nccl", "image: img\nnumNodes: 1\nframework: {}\n");
+    let d = decide(&run, None, &aws_h100(1));
+    assert_eq!(d.action, RunAction::UpdateStatus);
+    let status = d.status.expect("status");
+    assert_eq!(
+        conds(&status.conditions),
+        vec![
+            c("InProgress", "False", "Superseded", ""),
+            c("Succeeded", "False", "Superseded", ""),
+            c(
+                "Failed",
+                "True",
+                "BuildFailed",
+                "workloadrun nccl: exec framework selected but spec.framework.exec is nil"
+            ),
+        ]
+    );
+    assert_eq!(
+        d.event.map(|e| (e.warning, e.reason)),
+        Some((true, "BuildFailed".into()))
+    );
+    assert_eq!(d.requeue_after, None);
+}
+
+#[test]
+fn a_queue_conflict_fails_the_build_with_the_cli_text() {
+    let spec = format!(
+        "{MPI_SPEC}gangScheduler: {{schedulerName: kai-scheduler, queue: team-a}}
+overrides:
+  - when: {{platform: {{equals: aws}}}}
+    jobTemplate:
+      spec:
+        workloadMetadata:
+          labels: {{kai.scheduler/queue: team-b}}
+"
+    );
+    let run = run("nccl", &spec);
+    let d = decide(&run, None, &aws_h100(2));
+    assert_eq!(d.action, RunAction::UpdateStatus);
+    let failed = d
+        .status
+        .expect("status")
+        .conditions
+        .into_iter()
+        .find(|c| c.type_ == "Failed")
+        .expect("Failed");
+    assert_eq!(failed.reason, "BuildFailed");
+    assert_eq!(
+        failed.message,
+        "workloadrun nccl: spec.jobTemplate.spec.workloadMetadata.labels[\"kai.scheduler/queue\"]: conflicting label value \"team-b\", expected \"team-a\""
+    );
+}
+
+#[test]
+fn adopts_its_own_workflow() {
+    let run = run("nccl", MPI_SPEC);
+    let wf = workflow_named("nccl", Some("run-uid"), "nccl");
+    let d = decide(&run, Some(&wf), &aws_h100(2));
+    assert_eq!(d.action, RunAction::UpdateStatus);
+    let status = d.status.expect("status");
+    assert_eq!(status.workflow_ref.map(|r| r.name), Some("nccl".into()));
+    assert_eq!(
+        conds(&status.conditions)[0],
+        c(
+            "InProgress",
+            "True",
+            "WorkflowCreated",
+            "Workflow nccl created"
+        )
+    );
+}
+
+#[test]
+fn refuses_a_foreign_workflow_of_the_same_name() {
+    let run = run("nccl", MPI_SPEC);
+    let wf = workflow_named("nccl", None, "");
+    let d = decide(&run, Some(&wf), &aws_h100(2));
+    let status = d.status.expect("status");
+    assert_eq!(
+        conds(&status.conditions)[2],
+        c(
+            "Failed",
+            "True",
+            "WorkflowNameCollision",
+            "Workflow \"nccl\" already exists in namespace \"team-a\" and is not controlled by WorkloadRun \"nccl\"; refusing to adopt it"
+        )
+    );
+    assert_eq!(status.workflow_ref, None);
+}
+
+#[test]
+fn waits_for_a_predecessor_or_terminating_workflow() {
+    let run = run("nccl", MPI_SPEC);
+    let predecessor = workflow_named("nccl", Some("old-uid"), "nccl");
+    let d = decide(&run, Some(&predecessor), &aws_h100(2));
+    // Only observedGeneration is recorded; no condition, no ref.
+    let only_generation = Some(WorkloadRunStatus {
+        observed_generation: Some(1),
+        ..WorkloadRunStatus::default()
+    });
+    assert_eq!(
+        (d.action, d.status, d.event),
+        (RunAction::Wait, only_generation.clone(), None)
+    );
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(5)));
+    let mut terminating = workflow_named("nccl", None, "");
+    terminating.metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::UNIX_EPOCH));
+    let d = decide(&run, Some(&terminating), &aws_h100(2));
+    assert_eq!((d.action, d.status), (RunAction::Wait, only_generation));
+}
+
+#[test]
+fn mirrors_success_and_detection_without_rebuilding() {
+    let mut run = run("nccl", MPI_SPEC);
+    running(&mut run);
+    let mut wf = workflow_named("nccl", Some("run-uid"), "nccl");
+    let mut ws = WorkflowStatus {
+        succeeded_nodes_ref: Some(TypedLocalObjectReference {
+            api_group: None,
+            kind: "ConfigMap".into(),
+            name: "nccl-succeeded-nodes".into(),
+        }),
+        orchestration: Some(OrchestrationStatus {
+            detected_platform: Some("aws".into()),
+            detected_gpu_architecture: Some("h100".into()),
+            ..OrchestrationStatus::default()
+        }),
+        ..WorkflowStatus::default()
+    };
+    nvcre_controller::conditions::set_execution(
+        &mut ws.conditions,
+        "Succeeded",
+        "IterationCompleted",
+        "Completed 1 of 1 iteration(s)",
+        None,
+        "t1",
+    );
+    wf.status = Some(ws);
+    let d = decide(&run, Some(&wf), &Arc::new(Vec::new()));
+    assert_eq!(d.action, RunAction::UpdateStatus);
+    let status = d.status.expect("status");
+    assert_eq!(status.detected_platform.as_deref(), Some("aws"));
+    assert_eq!(
+        status.succeeded_nodes_ref.map(|r| r.name),
+        Some("nccl-succeeded-nodes".into())
+    );
+    assert_eq!(
+        conds(&status.conditions),
+        vec![
+            c("InProgress", "False", "Superseded", ""),
+            c(
+                "Succeeded",
+                "True",
+                "WorkflowSucceeded",
+                "Workflow completed successfully"
+            ),
+            c("Failed", "False", "Superseded", ""),
+        ]
+    );
+    assert_eq!(status.phase.as_deref(), Some("Succeeded"));
+    assert_eq!(d.requeue_after, None);
+}
+
+#[test]
+fn mirrors_validation_failure_alongside_failed() {
+    let mut run = run("nccl", MPI_SPEC);
+    running(&mut run);
+    let mut wf = workflow_named("nccl", Some("run-uid"), "nccl");
+    let mut ws = WorkflowStatus::default();
+    ws.conditions.push(Condition {
+        type_: "ValidationFailed".into(),
+        status: "True".into(),
+        reason: "ThresholdViolation".into(),
+        message: "busBandwidthGBps 310 violates value >= 400".into(),
+        ..Condition::default()
+    });
+    nvcre_controller::conditions::set_execution(
+        &mut ws.conditions,
+        "Failed",
+        "JobValidationFailed",
+        "group-0: thresholds violated",
+        None,
+        "t1",
+    );
+    wf.status = Some(ws);
+    let d = decide(&run, Some(&wf), &Arc::new(Vec::new()));
+    let status = d.status.expect("status");
+    assert_eq!(
+        conds(&status.conditions),
+        vec![
+            c("InProgress", "False", "Superseded", ""),
+            c("Succeeded", "False", "Superseded", ""),
+            c(
+                "Failed",
+                "True",
+                "WorkflowValidationFailed",
+                "group-0: thresholds violated"
+            ),
+            c(
+                "ValidationFailed",
+                "True",
+                "ThresholdViolation",
+                "busBandwidthGBps 310 violates value >= 400"
+            ),
+        ]
+    );
+}
+
+#[test]
+fn a_vanished_workflow_fails_the_run() {
+    let mut run = run("nccl", MPI_SPEC);
+    running(&mut run);
+    let d = decide(&run, None, &Arc::new(Vec::new()));
+    assert_eq!(
+        conds(&d.status.expect("status").conditions)[2],
+        c("Failed", "True", "WorkflowDeleted", "Workflow was deleted")
+    );
+}
+
+#[test]
+fn a_terminal_run_is_left_alone() {
+    let mut run = run("nccl", "image: img\nnumNodes: 1\nframework: {}\n");
+    let first = decide(&run, None, &aws_h100(1));
+    run.status = first.status;
+    let d = decide(&run, None, &aws_h100(1));
+    assert_eq!(
+        (d.action, d.status, d.event, d.requeue_after),
+        (RunAction::None, None, None, None)
+    );
+}
+
+#[test]
+fn an_unchanged_mirror_writes_nothing() {
+    let mut run = run("nccl", MPI_SPEC);
+    running(&mut run);
+    if let Some(s) = run.status.as_mut() {
+        s.observed_generation = Some(1);
+        s.phase = Some("InProgress".into());
+    }
+    let wf = workflow_named("nccl", Some("run-uid"), "nccl");
+    let d = decide(&run, Some(&wf), &Arc::new(Vec::new()));
+    assert_eq!((d.action, d.status, d.event), (RunAction::None, None, None));
+    assert_eq!(d.requeue_after, Some(Duration::from_secs(15)));
+}

@@ -1,0 +1,525 @@
+//! The Kubernetes CustomResourceDefinitions of WorkloadRun and Workflow, generated from the serde
+//! types of the API (there is one schema: the types the render pipeline reads are the types the
+//! CRD describes), plus the status types the controller writes.
+//!
+//! The generated roots are [`WorkloadRunResource`] and [`WorkflowResource`] (kube
+//! `CustomResource`s over [`WorkloadRunSpec`] and [`WorkflowSpec`]); [`crds`] returns both
+//! definitions and [`crds_yaml`] prints them as one YAML stream (what `nvcre-policy crd` prints
+//! and what `controller/deploy/crds.yaml` holds).
+//!
+//! The schema carries the API server's checks: OpenAPI bounds and patterns, and the
+//! `x-kubernetes-validations` CEL rules with their exact messages (spec immutability, torch and
+//! config exclusivity, `nicResourceName` domains, the gang scheduler queue key rules, the
+//! workload label rules, the Workflow `gangScheduler` presence/immutability rules and the JobSpec
+//! immutability rules inside `spec.jobTemplate.spec`). [`validation_rules`] lists every CEL rule
+//! with the path of the schema node that carries it, so tests can evaluate them offline.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::CustomResourceExt;
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+pub use crate::api::{
+    API_VERSION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRAINER_API_VERSION, WorkflowResource,
+    WorkflowSpec, WorkloadRunResource, WorkloadRunSpec,
+};
+
+/// A status condition (the `metav1.Condition` shape).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// `InProgress`, `Succeeded`, `Failed` (exclusive) or `ValidationFailed` (independent).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// CamelCase reason, e.g. `WorkflowCreated`.
+    pub reason: String,
+    /// Human-readable message (may be empty).
+    #[serde(default)]
+    pub message: String,
+    /// RFC 3339 time of the last status change of this condition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_transition_time: Option<String>,
+    /// `metadata.generation` the condition was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// `{name, namespace}` of the Workflow a WorkloadRun created.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+pub struct WorkflowReference {
+    /// Workflow name (the WorkloadRun's name).
+    pub name: String,
+    /// Workflow namespace (the WorkloadRun's namespace).
+    #[serde(default)]
+    pub namespace: String,
+}
+
+/// A `TypedLocalObjectReference` (used for the succeeded/failed node ConfigMaps).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TypedLocalObjectReference {
+    /// API group; empty for core objects such as ConfigMap.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_group: Option<String>,
+    /// Kind, e.g. `ConfigMap`.
+    pub kind: String,
+    /// Object name in the same namespace.
+    pub name: String,
+}
+
+/// `WorkloadRun.status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadRunStatus {
+    /// The type of the execution condition that is True (`InProgress`, `Succeeded`, `Failed`),
+    /// for `kubectl get` (an addition to the original status).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Conditions, one per type.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// The Workflow this run created (or adopted); once set the run only mirrors it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workflow_ref: Option<WorkflowReference>,
+    /// Platform detected from the target nodes (`aws`, `gcp`, … or `unknown`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detected_platform: Option<String>,
+    /// GPU architecture detected from the target nodes (`h100`, `gb200`, …).
+    #[serde(
+        default,
+        rename = "detectedGPUArchitecture",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub detected_gpu_architecture: Option<String>,
+    /// GPUs per node the build used.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resolved_gpus_per_node: Option<i32>,
+    /// ConfigMap listing the nodes that succeeded (mirrored from the Workflow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub succeeded_nodes_ref: Option<TypedLocalObjectReference>,
+    /// ConfigMap listing the nodes that failed (mirrored from the Workflow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_nodes_ref: Option<TypedLocalObjectReference>,
+    /// `metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// One group of a Workflow: the nodes one TrainJob runs on, and its progress.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupStatus {
+    /// `group-<i>` or `group-<i>-overflow`.
+    pub name: String,
+    /// Node names of the group (empty under Unpinned).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    /// Whether this is an overflow group (re-uses nodes of full groups).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub overflow: bool,
+    /// `Pending`, `Running`, `Succeeded` or `Failed`.
+    pub phase: String,
+    /// Iteration (1-based) the phase belongs to.
+    #[serde(default)]
+    pub iteration: i32,
+    /// Name of the group's TrainJob in the current iteration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_ref: Option<String>,
+    /// RFC 3339 time the group's job was created.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<String>,
+    /// RFC 3339 time the group's job finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
+    /// Why the group failed (the TrainJob's Failed message, or the timeout).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// `Workflow.status.orchestration`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OrchestrationStatus {
+    /// Nodes placed (after discovery and filters).
+    #[serde(default)]
+    pub total_nodes: i32,
+    /// Nodes per job.
+    #[serde(default)]
+    pub nodes_per_job: i32,
+    /// Number of groups.
+    #[serde(default)]
+    pub total_groups: i32,
+    /// Iteration in progress (1-based).
+    #[serde(default)]
+    pub current_iteration: i32,
+    /// Iterations completed.
+    #[serde(default)]
+    pub completed_iterations: i32,
+    /// Platform detected from the nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detected_platform: Option<String>,
+    /// GPU architecture detected from the nodes.
+    #[serde(
+        default,
+        rename = "detectedGPUArchitecture",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub detected_gpu_architecture: Option<String>,
+    /// `Pinned` or `Unpinned`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<String>,
+    /// The groups, in placement order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<GroupStatus>,
+}
+
+/// `Workflow.status`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowStatus {
+    /// The type of the execution condition that is True, for `kubectl get`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// Conditions, one per type.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+    /// Namespace the jobs run in.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// ConfigMap listing the nodes that succeeded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub succeeded_nodes_ref: Option<TypedLocalObjectReference>,
+    /// ConfigMap listing the nodes that failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failed_nodes_ref: Option<TypedLocalObjectReference>,
+    /// Groups and iterations.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub orchestration: Option<OrchestrationStatus>,
+    /// `metadata.generation` this status was computed from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// Both CustomResourceDefinitions: WorkloadRun, then Workflow.
+pub fn crds() -> Vec<CustomResourceDefinition> {
+    vec![WorkloadRunResource::crd(), WorkflowResource::crd()]
+}
+
+/// [`crds`] as one YAML stream (`---` between documents), ending in a newline.
+///
+/// # Errors
+/// A serialization failure of the YAML writer (not expected for these documents).
+pub fn crds_yaml() -> Result<String, nvcre_engine::Error> {
+    let mut out = String::new();
+    for crd in crds() {
+        let value = serde_json::to_value(&crd)
+            .map_err(|e| nvcre_engine::Error::Serialize(e.to_string()))?;
+        out.push_str("---\n");
+        out.push_str(&nvcre_engine::to_yaml(&value)?);
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+    }
+    Ok(out)
+}
+
+/// One `x-kubernetes-validations` rule of a generated CRD.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ValidationRule {
+    /// The field path of the schema node carrying the rule, relative to `spec`, as property
+    /// names (`["gangScheduler", "queueLabelKey"]`; `[]` is the spec itself). A `*` step
+    /// stands for every value of a map or item of a list.
+    pub path: Vec<String>,
+    /// The CEL rule; `self` is the value at `path`.
+    pub rule: String,
+    /// The message the API server reports when the rule is false.
+    pub message: String,
+    /// Whether the rule reads `oldSelf` (a transition rule: checked on update only).
+    pub transition: bool,
+}
+
+/// Every CEL rule of `crd`'s `spec` schema, in schema order (depth first, properties in
+/// order). Empty when the CRD has no version or schema.
+pub fn validation_rules(crd: &CustomResourceDefinition) -> Vec<ValidationRule> {
+    let mut out = Vec::new();
+    let schema = crd
+        .spec
+        .versions
+        .first()
+        .and_then(|v| v.schema.as_ref())
+        .and_then(|s| s.open_api_v3_schema.as_ref())
+        .and_then(|s| serde_json::to_value(s).ok());
+    if let Some(spec) = schema.as_ref().and_then(|s| s.pointer("/properties/spec")) {
+        collect_rules(spec, &mut Vec::new(), &mut out);
+    }
+    out
+}
+
+fn collect_rules(schema: &Value, path: &mut Vec<String>, out: &mut Vec<ValidationRule>) {
+    if let Some(rules) = schema
+        .get("x-kubernetes-validations")
+        .and_then(Value::as_array)
+    {
+        for r in rules {
+            let rule = r.get("rule").and_then(Value::as_str).unwrap_or_default();
+            out.push(ValidationRule {
+                path: path.clone(),
+                rule: rule.to_string(),
+                message: r
+                    .get("message")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string(),
+                transition: rule.contains("oldSelf"),
+            });
+        }
+    }
+    if let Some(props) = schema.get("properties").and_then(Value::as_object) {
+        for (name, sub) in props {
+            path.push(name.clone());
+            collect_rules(sub, path, out);
+            path.pop();
+        }
+    }
+    for key in ["items", "additionalProperties"] {
+        if let Some(sub) = schema.get(key).filter(|s| s.is_object()) {
+            path.push("*".to_string());
+            collect_rules(sub, path, out);
+            path.pop();
+        }
+    }
+}
+
+// Schema pieces for the fields the API keeps as JSON (Kubernetes core types passed through,
+// embedded objects, override patches). Structural schemas need a type or
+// `x-kubernetes-preserve-unknown-fields` on every node.
+
+/// Any JSON value, kept as written.
+pub(crate) fn any_value(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "x-kubernetes-preserve-unknown-fields": true })
+}
+
+/// An object whose fields are kept as written.
+pub(crate) fn any_object(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true })
+}
+
+/// A list of objects kept as written (volumes, containers, embedded resources).
+pub(crate) fn object_list(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "array",
+        "items": { "type": "object", "x-kubernetes-preserve-unknown-fields": true }
+    })
+}
+
+/// `goodputMeasurement` / `bandwidthMeasurement` of a WorkloadRun.
+pub(crate) fn measurement(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "required": ["logProfileRef"],
+        "properties": {
+            "logProfileRef": { "type": "string", "minLength": 1 },
+            "sampleInterval": { "type": "string" },
+            "testType": { "type": "string" }
+        }
+    })
+}
+
+/// `workloadMetadata.labels`: at most 32 labels, each value a label value.
+pub(crate) fn workload_labels(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "maxProperties": 32,
+        "additionalProperties": {
+            "type": "string",
+            "maxLength": 63,
+            "pattern": "^$|^[a-zA-Z0-9]([-a-zA-Z0-9_.]{0,61}[a-zA-Z0-9])?$"
+        }
+    })
+}
+
+fn immutable(name: &str) -> Value {
+    serde_json::json!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "x-kubernetes-validations": [
+            { "rule": "self == oldSelf", "message": format!("{name} is immutable") }
+        ]
+    })
+}
+
+/// `Workflow.spec.jobTemplate`: `{metadata?, spec: JobSpec}` with the JobSpec immutability rules.
+/// The JobSpec body is otherwise kept as written (overrides patch it as a document).
+pub(crate) fn job_template(_: &mut SchemaGenerator) -> Schema {
+    let mut props = serde_json::Map::new();
+    for name in [
+        "workload",
+        "workloadMetadata",
+        "nodeHealthMonitor",
+        "goodputMeasurement",
+        "bandwidthMeasurement",
+    ] {
+        props.insert(name.to_string(), immutable(name));
+    }
+    json_schema!({
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "metadata": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+            "spec": {
+                "type": "object",
+                "x-kubernetes-preserve-unknown-fields": true,
+                "properties": props,
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "has(self.workloadMetadata) == has(oldSelf.workloadMetadata)",
+                        "message": "workloadMetadata cannot be added or removed after creation"
+                    },
+                    {
+                        "rule": "has(self.nodeHealthMonitor) == has(oldSelf.nodeHealthMonitor) && has(self.goodputMeasurement) == has(oldSelf.goodputMeasurement) && has(self.bandwidthMeasurement) == has(oldSelf.bandwidthMeasurement)",
+                        "message": "nodeHealthMonitor, goodputMeasurement, and bandwidthMeasurement cannot be added or removed after creation"
+                    }
+                ]
+            }
+        }
+    })
+}
+
+/// `Workflow.spec.orchestration`: the bounded fields typed, the rest kept as written.
+pub(crate) fn workflow_orchestration(_: &mut SchemaGenerator) -> Schema {
+    let object =
+        serde_json::json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
+    json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true,
+        "properties": {
+            "target": object,
+            "topology": {
+                "type": "object",
+                "properties": {
+                    "topologyKey": { "type": "string" },
+                    "strictDomain": { "type": "boolean" }
+                }
+            },
+            "diagnose": {
+                "type": "object",
+                "properties": {
+                    "minGroupSize": { "type": "integer", "minimum": 1 },
+                    "topologyKey": { "type": "string" }
+                }
+            },
+            "execution": {
+                "type": "object",
+                "properties": {
+                    "maxConcurrent": { "type": "integer", "minimum": 0 },
+                    "timeoutPerJob": { "type": "string" },
+                    "retryFailedGroups": { "type": "integer", "minimum": 0 }
+                }
+            },
+            "iterations": { "type": "integer", "minimum": 1 },
+            "placement": { "type": "string", "enum": ["Pinned", "Unpinned"] }
+        }
+    })
+}
+
+/// Labels every object the controller creates carries, by key (the managed-by label and the
+/// owning run), for a WorkloadRun named `run`.
+pub fn workload_run_labels(run: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (
+            crate::api::MANAGED_BY_LABEL.to_string(),
+            crate::api::MANAGED_BY_VALUE.to_string(),
+        ),
+        (WORKLOAD_RUN_LABEL.to_string(), run.to_string()),
+    ])
+}
+
+/// Label naming the WorkloadRun a Workflow (and its TrainJobs) belong to.
+pub const WORKLOAD_RUN_LABEL: &str = "nvcre.nvidia.com/workload-run";
+/// Label naming the Workflow a TrainJob or TrainingRuntime belongs to.
+pub const WORKFLOW_LABEL: &str = "nvcre.nvidia.com/workflow";
+/// Label naming the group of a TrainJob.
+pub const GROUP_LABEL: &str = "nvcre.nvidia.com/group";
+
+// The API types give required fields a serde default (the admission rules, not the parser, report
+// their absence), so the schema generator would make them optional with an empty default; a CRD
+// must list them as required, with no default the API server would fill in.
+fn require(schema: &mut Schema, fields: &[&str]) {
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for f in fields {
+            if let Some(p) = props.get_mut(*f).and_then(Value::as_object_mut) {
+                p.remove("default");
+            }
+        }
+    }
+    if let Some(obj) = schema.as_object_mut() {
+        let required = obj
+            .entry("required")
+            .or_insert_with(|| Value::Array(Vec::new()));
+        if let Some(list) = required.as_array_mut() {
+            for f in fields {
+                if !list.iter().any(|v| v == f) {
+                    list.push(Value::String((*f).to_string()));
+                }
+            }
+            list.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+        }
+    }
+}
+
+/// Marks `image`, `framework`, `numNodes` of `WorkloadRunSpec` required (without a default).
+pub(crate) fn require_workload_run_spec(schema: &mut Schema) {
+    require(schema, &["image", "framework", "numNodes"]);
+}
+
+/// Marks `binary`, `mpirunPath` of `MpiSpec` required (without a default).
+pub(crate) fn require_mpi_spec(schema: &mut Schema) {
+    require(schema, &["binary", "mpirunPath"]);
+}
+
+/// Marks `command` of `ExecSpec` required (without a default).
+pub(crate) fn require_exec_spec(schema: &mut Schema) {
+    require(schema, &["command"]);
+}
+
+/// Marks `key`, `operator` of `NodeSelectorRequirement` required (without a default).
+pub(crate) fn require_node_selector_requirement(schema: &mut Schema) {
+    require(schema, &["key", "operator"]);
+}
+
+/// Marks `key` of `TaintSelector` required (without a default).
+pub(crate) fn require_taint_selector(schema: &mut Schema) {
+    require(schema, &["key"]);
+}
+
+/// Marks `storageSize` of `CheckpointSpec` required (without a default).
+pub(crate) fn require_checkpoint_spec(schema: &mut Schema) {
+    require(schema, &["storageSize"]);
+}
+
+/// Marks `schedulerName` of `GangSchedulerSpec` required (without a default).
+pub(crate) fn require_gang_scheduler_spec(schema: &mut Schema) {
+    require(schema, &["schedulerName"]);
+}
+
+/// Marks `when` of `OverrideSpec` required (without a default).
+pub(crate) fn require_override_spec(schema: &mut Schema) {
+    require(schema, &["when"]);
+}
+
+/// Marks `jobTemplate`, `orchestration` of `WorkflowSpec` required (without a default).
+pub(crate) fn require_workflow_spec(schema: &mut Schema) {
+    require(schema, &["jobTemplate", "orchestration"]);
+}
+
+/// Marks `name` of `NameRef` required (without a default).
+pub(crate) fn require_name_ref(schema: &mut Schema) {
+    require(schema, &["name"]);
+}
