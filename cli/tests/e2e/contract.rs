@@ -1,20 +1,10 @@
 //! Rule sets checked against the pipeline contract at load: `render --rules` refuses them
 //! whole (exit 2, every error), `rules lint` reports the same problems (exit 1).
 
-use super::util::{bin, edit, root, rules_copy};
+use super::util::{edit, root, rules_copy, run};
 
 fn example(name: &str) -> String {
     root().join("examples").join(name).display().to_string()
-}
-
-/// `(exit code, stdout, stderr)` of the binary.
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = bin().args(args).output().expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]

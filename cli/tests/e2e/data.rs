@@ -6,20 +6,6 @@ use super::util::*;
 
 use std::path::{Path, PathBuf};
 
-fn path(rel: &str) -> String {
-    root().join(rel).display().to_string()
-}
-
-/// `(exit code, stdout, stderr)`.
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = bin().args(args).output().expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
-}
-
 fn s(p: &Path) -> &str {
     p.to_str().expect("utf8")
 }

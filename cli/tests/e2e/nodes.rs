@@ -5,19 +5,6 @@ use super::util::*;
 
 use serde_json::{Value, json};
 
-fn path(rel: &str) -> String {
-    root().join(rel).display().to_string()
-}
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = bin().args(args).output().expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
-}
-
 #[test]
 fn nodes_file_detects_platform_and_architecture() {
     let (code, out, err) = run(&[

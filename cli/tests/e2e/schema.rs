@@ -3,16 +3,7 @@
 
 use serde_json::Value;
 
-use super::util::bin;
-
-fn run(args: &[&str]) -> (i32, String, String) {
-    let out = bin().args(args).output().expect("runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
+use super::util::run;
 
 const NAMES: &str = "pack, table, suite, gang-defaults, gpu-defaults, gpu-products, list-merge, \
                      nccl-base-env, nic-detection, platform-detection, runtime-templates, \

@@ -50,3 +50,18 @@ pub fn edit(path: &Path, from: &str, to: &str) {
     );
     std::fs::write(path, text.replacen(from, to, 1)).expect("write");
 }
+
+/// `(exit code, stdout, stderr)` of the binary run with `args`.
+pub fn run(args: &[&str]) -> (i32, String, String) {
+    let out = bin().args(args).output().expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// `rel` (a path relative to the workspace root) as an absolute path string.
+pub fn path(rel: &str) -> String {
+    root().join(rel).display().to_string()
+}
