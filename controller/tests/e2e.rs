@@ -2,7 +2,8 @@
 //! server. A WorkloadRun becomes a Workflow, the Workflow becomes one TrainingRuntime and one
 //! TrainJob per 2-node group (the same children `render_workflow` + `expand` produce for the
 //! same Workflow and nodes), and completing the TrainJobs makes the run Succeeded with the
-//! succeeded-nodes ConfigMap listing every node.
+//! succeeded-nodes ConfigMap listing every node. Along the way: a spec update is refused with
+//! 422 (the CRD's immutability rule), and a controller restart duplicates no child.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -335,6 +336,30 @@ async fn a_workload_run_becomes_a_workflow_and_train_jobs_and_succeeds() {
         hostnames("nccl-group-1"),
         json!({"key": "kubernetes.io/hostname", "operator": "In",
                "values": ["ip-10-0-2-1.ec2.internal", "ip-10-0-3-1.ec2.internal"]})
+    );
+
+    // The spec is immutable: the CRD's validation rejects an update.
+    let rejected = runs
+        .patch(
+            "nccl",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"image": "nvcr.io/nvidia/pytorch:25.01-py3"}})),
+        )
+        .await;
+    match rejected {
+        Err(kube::Error::Api(s)) => assert_eq!(
+            (s.code, s.reason.as_str(), s.message.as_str()),
+            (
+                422,
+                "Invalid",
+                "WorkloadRun.nvcre.nvidia.com \"nccl\" is invalid: spec: Invalid value: \"object\": spec is immutable after creation"
+            )
+        ),
+        other => panic!("spec update not rejected: {other:?}"),
+    }
+    assert_eq!(
+        runs.get("nccl").await.expect("run").spec.image,
+        "nvcr.io/nvidia/pytorch:26.01-py3"
     );
 
     // A restart midway: the new controller adopts what is there and duplicates nothing.
