@@ -205,9 +205,9 @@ pub fn detect_platform(
 pub const GPU_PRODUCTS_TABLE: &str = "gpu-products";
 
 /// A row of the `gpu-products` table: a `rewrite`, or a `match` with its `architecture`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct GpuProductRow {
+pub(crate) struct GpuProductRow {
     #[serde(default)]
     rewrite: Option<RewriteRow>,
     #[serde(default, rename = "match")]
@@ -216,9 +216,9 @@ struct GpuProductRow {
     architecture: Option<String>,
 }
 
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
-struct RewriteRow {
+pub(crate) struct RewriteRow {
     pattern: String,
     replacement: String,
 }
@@ -455,7 +455,7 @@ pub const GANG_DEFAULTS_TABLE: &str = "gang-defaults";
 
 /// The queue and queue label key of a gang scheduler whose spec leaves them unset: the first
 /// row of the `gang-defaults` table.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct GangDefaults {
     /// The queue.

@@ -10,13 +10,15 @@ use nvcre_engine::schema::row_schema;
 use nvcre_engine::{Contract, Error, LoadErrors, RuleSet, Source};
 
 use crate::api::EnvVar;
+use crate::build::{RUNTIME_TEMPLATES_TABLE, RuntimeTemplates};
 use crate::contract::{ADMISSION, GANG_CONTRACT, MANIFESTS, PLACEMENT, WORKLOAD_LABELS};
 use crate::detect::{
     DEFAULTS_TABLE, DefaultsRow, NCCL_ENV_TABLE, PLATFORM_TABLE, PlatformRow, SCHEDULING_TABLE,
     SchedulingRow, TEST_SCALE_TABLE, TestScale,
 };
+use crate::detect::{GANG_DEFAULTS_TABLE, GPU_PRODUCTS_TABLE, GangDefaults, GpuProductRow};
 use crate::render::{NIC_TABLE, NicRow, OVERRIDE_TABLE, PlatformOverride};
-use serde_json::{Value, json};
+use crate::resolve::{LIST_MERGE_TABLE, ListMergeRow};
 
 /// `(path as shown in messages, contents)` of every embedded rule file.
 const EMBEDDED: &[(&str, &str)] = &[
@@ -240,13 +242,6 @@ pub const WHEN_VARIABLES: &[&str] = &[
     "domainCount",
 ];
 
-/// A closed object schema of `properties`, for the tables whose rows have no derived schema yet
-/// (`gang-defaults`, `gpu-products`, `list-merge`, `runtime-templates`): every key the pipeline
-/// reads is listed and any other is refused; types stay loose where values may be templated.
-fn closed(properties: Value) -> Value {
-    json!({"type": "object", "properties": properties, "additionalProperties": false})
-}
-
 /// The pipeline contract: the stages the pipeline runs (with the params each passes to its
 /// packs) and the tables it renders (with a schema for their rows, the params each is
 /// rendered with and, for the override table, the variables of `when.expression`). Every rule
@@ -279,9 +274,9 @@ pub fn contract() -> Result<Contract, Error> {
         )
         .stage(MANIFESTS, "every object render --expand emits", &[])
         .table(
-            "gang-defaults",
+            GANG_DEFAULTS_TABLE,
             "the queue and queue label key of a gang scheduler that leaves them unset",
-            closed(json!({"queue": {"type": "string"}, "queueLabelKey": {"type": "string"}})),
+            row_schema::<GangDefaults>(),
             Some(&[]),
         )?
         .table(
@@ -291,26 +286,15 @@ pub fn contract() -> Result<Contract, Error> {
             Some(params::GPU_DEFAULTS),
         )?
         .table(
-            "gpu-products",
+            GPU_PRODUCTS_TABLE,
             "GPU product labels and --gpu-arch spellings to architecture names",
-            closed(json!({
-                "rewrite": closed(json!({
-                    "pattern": {"type": "string"},
-                    "replacement": {"type": "string"},
-                })),
-                "match": {"type": "string"},
-                "architecture": {"type": "string"},
-            })),
+            row_schema::<GpuProductRow>(),
             Some(&[]),
         )?
         .table(
-            "list-merge",
+            LIST_MERGE_TABLE,
             "merge key or replacement per list for override resolution",
-            closed(json!({
-                "paths": {"type": "array", "items": {"type": "string"}},
-                "mergeKey": {"type": "string"},
-                "replace": {"type": "boolean"},
-            })),
+            row_schema::<ListMergeRow>(),
             Some(&[]),
         )?
         .table(
@@ -332,25 +316,9 @@ pub fn contract() -> Result<Contract, Error> {
             Some(params::PLATFORM_DETECTION),
         )?
         .table(
-            "runtime-templates",
+            RUNTIME_TEMPLATES_TABLE,
             "scripts, mounts, resources, probes and timings of the generated TrainingRuntime",
-            closed(json!({
-                "defaultTimeoutPerJob": {"type": "string"},
-                "nodeHealthExpression": {"type": "string"},
-                "sharedMemory": closed(json!({"volume": {}, "mount": {}})),
-                "torch": closed(json!({"terminationGracePeriodSeconds": {}, "securityContext": {}})),
-                "mpi": closed(json!({
-                    "timeoutSeconds": {"type": "string"},
-                    "plmRshArgs": {"type": "string"},
-                    "sshAuthMountPath": {"type": "string"},
-                    "workerScript": {"type": "string"},
-                    "workerSecurityContext": {},
-                    "workerReadinessProbe": {},
-                    "launcherScript": {"type": "string"},
-                    "launcherResources": {},
-                    "launcherWait": closed(json!({"hostfileMount": {}, "script": {"type": "string"}})),
-                })),
-            })),
+            row_schema::<RuntimeTemplates>(),
             Some(&["schedulerName"]),
         )?
         .table(
@@ -492,7 +460,7 @@ mod tests {
                 .and_then(|t| t.params.clone())
                 .expect("table params")
         };
-        let defaults_value = Value::Object(params::gang_defaults(
+        let defaults_value = serde_json::Value::Object(params::gang_defaults(
             &crate::detect::GangDefaults::default(),
         ));
         let defaults = keys(&defaults_value);

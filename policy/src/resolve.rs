@@ -288,9 +288,9 @@ pub const LIST_MERGE_TABLE: &str = "list-merge";
 
 /// A row of the `list-merge` table: paths and what their lists do (exactly one of `mergeKey`
 /// and `replace: true`).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct ListMergeRow {
+pub(crate) struct ListMergeRow {
     paths: Vec<String>,
     #[serde(default)]
     merge_key: Option<String>,

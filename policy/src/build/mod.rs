@@ -34,7 +34,7 @@ use command::trainer_command;
 pub use command::{merge_env, wrap_pre_command};
 pub use duration::{DurationError, canonical_go_duration};
 pub use runtime::build_runtime;
-pub use templates::{RuntimeTemplates, runtime_templates};
+pub use templates::{RUNTIME_TEMPLATES_TABLE, RuntimeTemplates, runtime_templates};
 
 const WORKLOAD_RUN_LABEL: &str = "nvcre.nvidia.com/workload-run";
 

@@ -13,7 +13,7 @@ use crate::error::PolicyError;
 pub const RUNTIME_TEMPLATES_TABLE: &str = "runtime-templates";
 
 /// A row of the `runtime-templates` table.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct RuntimeTemplates {
     /// `execution.timeoutPerJob` when the spec gives none (canonical Go duration once decoded
@@ -30,7 +30,7 @@ pub struct RuntimeTemplates {
 }
 
 /// The shared-memory volume of every worker and where it is mounted.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SharedMemory {
     /// The pod volume.
@@ -40,7 +40,7 @@ pub struct SharedMemory {
 }
 
 /// The fixed fields of the torch / exec pod.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TorchTemplates {
     /// The pod's `terminationGracePeriodSeconds`.
@@ -50,7 +50,7 @@ pub struct TorchTemplates {
 }
 
 /// The fixed parts of the MPI runtime and the mpirun command line.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct MpiTemplates {
     /// Seconds of the `timeout` that wraps mpirun.
@@ -76,7 +76,7 @@ pub struct MpiTemplates {
 }
 
 /// The launcher's own wait for the workers.
-#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct LauncherWait {
     /// The mount of the MPI hostfile the script reads.
