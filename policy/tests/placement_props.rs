@@ -1,4 +1,4 @@
-//! Property tests of placement (render-pipeline.md §7): coverage, group sizes, determinism
+//! Property tests of placement: coverage, group sizes, determinism
 //! under input permutation, and Unpinned never pinning hosts discovery chose.
 
 use std::collections::BTreeSet;
