@@ -133,6 +133,103 @@ async fn cluster() -> Cluster {
     }
 }
 
+/// A measurement CRD without a status subresource, so a test can create objects with status.
+fn measurement_crd(kind: &str, plural: &str) -> CustomResourceDefinition {
+    serde_json::from_value(json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": format!("{plural}.nvcre.nvidia.com")},
+        "spec": {
+            "group": "nvcre.nvidia.com",
+            "scope": "Namespaced",
+            "names": {"kind": kind, "plural": plural, "singular": kind.to_ascii_lowercase(),
+                      "listKind": format!("{kind}List")},
+            "versions": [{
+                "name": "v1alpha1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {
+                    "type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+            }]
+        }
+    }))
+    .expect("measurement crd")
+}
+
+/// Two BandwidthMeasurements (one per group) and one GoodputMeasurement, as the measurement
+/// controllers would leave them, plus one of another run that the report must ignore.
+async fn create_measurements(c: &Cluster) {
+    let pp = PostParams::default();
+    let crd_api: Api<CustomResourceDefinition> = Api::all(c.client.clone());
+    for (kind, plural) in [
+        ("BandwidthMeasurement", "bandwidthmeasurements"),
+        ("GoodputMeasurement", "goodputmeasurements"),
+    ] {
+        crd_api
+            .create(&pp, &measurement_crd(kind, plural))
+            .await
+            .expect("measurement crd");
+    }
+    let resource = |kind: &str, plural: &str| kube::api::ApiResource {
+        group: "nvcre.nvidia.com".into(),
+        version: "v1alpha1".into(),
+        api_version: "nvcre.nvidia.com/v1alpha1".into(),
+        kind: kind.into(),
+        plural: plural.into(),
+    };
+    let bms: Api<DynamicObject> = Api::namespaced_with(
+        c.client.clone(),
+        NS,
+        &resource("BandwidthMeasurement", "bandwidthmeasurements"),
+    );
+    let gms: Api<DynamicObject> = Api::namespaced_with(
+        c.client.clone(),
+        NS,
+        &resource("GoodputMeasurement", "goodputmeasurements"),
+    );
+    let bm = |name: &str, job: &str, results: Value, transport: Value| -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "BandwidthMeasurement",
+            "metadata": {"name": name},
+            "spec": {"jobRef": {"apiGroup": "nvcre.nvidia.com", "kind": "Job", "name": job},
+                     "logProfileRef": "nccl-bandwidth", "testType": "all_reduce"},
+            "status": {"results": results, "transport": transport}
+        }))
+        .expect("bm")
+    };
+    for obj in [
+        bm(
+            "nccl-group-0-bandwidth",
+            "nccl-group-0",
+            json!([{"sizeBytes": 8, "algBW": "0.01", "busBW": "0.02", "samples": 4},
+                   {"sizeBytes": 17_179_869_184_i64, "algBW": "260.20", "busBW": "487.87", "samples": 65}]),
+            json!(["IB"]),
+        ),
+        bm(
+            "nccl-group-1-bandwidth",
+            "nccl-group-1",
+            json!([{"sizeBytes": 17_179_869_184_i64, "algBW": "250.00", "busBW": "470.10", "samples": 60}]),
+            json!(["IB", "Socket"]),
+        ),
+        bm(
+            "other-group-0-bandwidth",
+            "other-group-0",
+            json!([{"sizeBytes": 34_359_738_368_i64, "algBW": "1.00", "busBW": "1.00", "samples": 1}]),
+            json!(["Other"]),
+        ),
+    ] {
+        bms.create(&pp, &obj).await.expect("create bm");
+    }
+    let gm: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "GoodputMeasurement",
+        "metadata": {"name": "nccl-group-0-goodput"},
+        "spec": {"jobRef": {"apiGroup": "nvcre.nvidia.com", "kind": "Job", "name": "nccl-group-0"},
+                 "logProfileRef": "megatron-training"},
+        "status": {"result": "0.900000", "avgTFLOPSPerGPU": "412.500000",
+                   "avgStepTimeSec": "1.250000"}
+    }))
+    .expect("gm");
+    gms.create(&pp, &gm).await.expect("create gm");
+}
+
 struct Controller {
     stop: oneshot::Sender<()>,
     task: JoinHandle<Result<(), Error>>,
@@ -261,6 +358,24 @@ const SUCCEEDED_REPORT: &str = "
 │  Scale:     full-scale                                         │
 │  Nodes/Job: 2                                                  │
 │  Jobs:      2                                                  │
+│                                                                │
+│  Avg Runtime Goodput:  0.90 (90%)                              │
+│  Avg TFLOPs/GPU:  412.5                                        │
+│  Avg Step Time:  1.25s                                         │
+│                                                                │
+│  Bandwidth by group:                                           │
+│      ✓  group-0 (ip-10-0-0-1.ec2.internal, ip-10-0-1-1.ec2.internal)│
+│         487.87 GB/s                                            │
+│         Transport: IB                                          │
+│      ✓  group-1 (ip-10-0-2-1.ec2.internal, ip-10-0-3-1.ec2.internal)│
+│         470.10 GB/s                                            │
+│         Transport: IB, Socket                                  │
+│                                                                │
+│  Transport: IB, Socket                                         │
+│                                                                │
+│  Bandwidth:                                                    │
+│      Size       AlgBW        BusBW        Samples              │
+│      16 GB      260.20 GB/s  487.87 GB/s  65                   │
 └────────────────────────────────────────────────────────────────┘
 
 ┌────────────────────────────────────────────────────────────────┐
@@ -357,6 +472,7 @@ async fn run_wait_succeeds_with_an_owned_pull_secret_and_reports() {
     );
     assert!(report.stdout.contains("│  Result:       RUNNING"));
 
+    create_measurements(&c).await;
     for job in ["nccl-group-0", "nccl-group-1"] {
         set_train_job_condition(
             &c,
@@ -413,7 +529,21 @@ async fn run_wait_succeeds_with_an_owned_pull_secret_and_reports() {
             "title": "WorkloadRun Report", "name": "nccl", "platform": "aws", "gpu": "h100",
             "totalNodes": 4,
             "categories": [{"domain": "workloadrun", "variant": "nccl", "status": "Succeeded",
-                "runtime": "<runtime>", "testScale": "full-scale", "nodesPerJob": 2, "jobs": 2}],
+                "runtime": "<runtime>", "testScale": "full-scale", "nodesPerJob": 2, "jobs": 2,
+                "domains": [{"name": "", "nodeCount": 4, "goodput": 0.9, "tflops": 412.5,
+                             "stepTime": 1.25}],
+                "bandwidth": [{"size": "16 GB", "algBW": "260.20 GB/s", "busBW": "487.87 GB/s",
+                               "samples": 65}],
+                "transport": ["IB", "Socket"],
+                "groupBandwidth": [
+                    {"groupName": "group-0",
+                     "nodes": ["ip-10-0-0-1.ec2.internal", "ip-10-0-1-1.ec2.internal"],
+                     "busBW": "487.87", "transport": ["IB"], "belowMin": false, "failed": false},
+                    {"groupName": "group-1",
+                     "nodes": ["ip-10-0-2-1.ec2.internal", "ip-10-0-3-1.ec2.internal"],
+                     "busBW": "470.10", "transport": ["IB", "Socket"], "belowMin": false,
+                     "failed": false}
+                ]}],
             "failedNodes": [], "result": "PASSED",
             "nodeResults": [
                 {"name": "ip-10-0-0-1.ec2.internal", "group": "group-0", "status": "Passed"},
