@@ -406,39 +406,50 @@ enum Outcome {
     Deleted,
 }
 
-/// Ctrl-C, or SIGTERM on Unix.
-async fn interrupted() {
+/// Ctrl-C, or SIGTERM on Unix. The handlers are installed when this is called (not when the
+/// future is first polled), so a signal sent after the call is never lost.
+fn interrupted() -> impl std::future::Future<Output = ()> {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    _ = term.recv() => {}
+        let int = signal(SignalKind::interrupt());
+        let term = signal(SignalKind::terminate());
+        async move {
+            match (int, term) {
+                (Ok(mut int), Ok(mut term)) => {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
                 }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
+                _ => {
+                    let _ = tokio::signal::ctrl_c().await;
+                }
             }
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = tokio::signal::ctrl_c().await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 
 /// Watches the run (a `watcher` on its name) until it is terminal, deleted, the timeout
 /// passes or the user interrupts; progress lines go to stderr.
-async fn watch(api: &Api<WorkloadRunResource>, name: &str, timeout: Duration) -> Outcome {
+async fn watch(
+    api: &Api<WorkloadRunResource>,
+    name: &str,
+    timeout: Duration,
+    interrupt: impl std::future::Future<Output = ()>,
+) -> Outcome {
     let start = Instant::now();
     let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
     let stream = watcher::watcher(api.clone(), config).default_backoff();
     futures::pin_mut!(stream);
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
-    let interrupt = interrupted();
     tokio::pin!(interrupt);
     let mut heartbeat = tokio::time::interval(Duration::from_secs(15));
     heartbeat.tick().await;
@@ -904,11 +915,12 @@ async fn create_and_wait(
         stderr_line(&format!("  nvcre-policy workloadrun status {name} -n {ns}"));
         return 0;
     }
+    let interrupt = interrupted();
     stderr_line(&format!(
         "Waiting for completion (timeout: {})...",
         format_go_duration(i128::try_from(timeout.as_nanos()).unwrap_or(i128::MAX))
     ));
-    let outcome = watch(&runs, &name, timeout).await;
+    let outcome = watch(&runs, &name, timeout, interrupt).await;
     finish(client, ns, &name, outcome, args).await
 }
 

@@ -891,3 +891,84 @@ async fn a_pending_run_times_out_with_a_partial_report_and_hints() {
     );
     c.server.shutdown().await;
 }
+
+/// Ctrl-C while waiting: the watch stops, the hint says how to get the report, nothing is
+/// deleted, exit 130.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_wait_deletes_nothing_and_says_how_to_resume() {
+    use std::io::BufRead;
+    let c = cluster().await;
+    let file = write_manifest(c.dir.path(), "intr");
+    let mut child = std::process::Command::new(assert_cmd::cargo::cargo_bin("nvcre-policy"))
+        .env_remove("KUBECONFIG")
+        .env_remove("NVCRE_RULES")
+        .env("HOME", c.dir.path())
+        .args(["workloadrun", "run", "--wait", &file, "--kubeconfig"])
+        .arg(&c.kubeconfig)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let pid = child.id().to_string();
+    let stderr = child.stderr.take().expect("stderr");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stderr)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let out_reader = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut std::io::BufReader::new(stdout), &mut s);
+        s
+    });
+    let lines = tokio::task::spawn_blocking(move || {
+        let mut seen = Vec::new();
+        // Hang guard only: the line comes as soon as the run is created.
+        while let Ok(line) = rx.recv_timeout(Duration::from_secs(60)) {
+            let waiting = line.starts_with("Waiting for completion");
+            seen.push(line);
+            if waiting {
+                break;
+            }
+        }
+        let status = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .expect("kill");
+        assert!(status.success());
+        let code = child.wait().expect("wait").code();
+        seen.extend(rx.iter());
+        (code, seen)
+    })
+    .await
+    .expect("join");
+    reader.join().expect("reader");
+    let stdout = out_reader.join().expect("stdout reader");
+    let (code, lines) = lines;
+    assert_eq!(code, Some(130), "{lines:?}");
+    let tail: Vec<&str> = lines
+        .iter()
+        .map(String::as_str)
+        .skip_while(|l| !l.starts_with("Stopped watching"))
+        .collect();
+    assert_eq!(
+        tail,
+        [
+            "Stopped watching WorkloadRun intr.",
+            "The WorkloadRun keeps running in namespace team-a; nothing was deleted.",
+            "  Watch it:   kubectl get workloadrun intr -n team-a --watch",
+            "  Report:     nvcre-policy workloadrun report intr -n team-a   (exits non-zero while the run is still going)",
+            "  Cancel:     nvcre-policy workloadrun cancel intr -n team-a",
+            "Error: interrupted",
+        ]
+    );
+    assert!(stdout.contains("│  Result:       RUNNING"), "{stdout}");
+    assert!(stored_run(&c, "intr").is_some());
+    c.server.shutdown().await;
+}
