@@ -67,7 +67,7 @@ enum WorkloadrunCommand {
     Render(RenderArgs),
     /// Validate a WorkloadRun as `check` does, create it in the cluster (with a registry pull
     /// Secret owned by the run) and, with --wait, watch it to the end and print its report.
-    Run(cluster::RunArgs),
+    Run(Box<cluster::RunArgs>),
     /// Print a run's phase: Pending, InProgress, Succeeded or Failed (exit 0 in every phase).
     Status(cluster::StatusArgs),
     /// Print a run's report (exit 0 only when it succeeded).

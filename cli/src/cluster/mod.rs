@@ -101,7 +101,7 @@ pub async fn connect(args: &KubeArgs) -> Result<Connection, String> {
 /// Which cluster verb to run.
 pub enum Verb {
     /// `workloadrun run`.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// `workloadrun status`.
     Status(StatusArgs),
     /// `workloadrun report`.
@@ -127,7 +127,7 @@ pub fn main(rules: Option<&RuleSet>, verb: Verb) -> ExitCode {
     let code = runtime.block_on(async move {
         match verb {
             Verb::Run(args) => match rules {
-                Some(rules) => run::run(rules, args).await,
+                Some(rules) => run::run(rules, *args).await,
                 None => EXIT_USAGE,
             },
             Verb::Status(args) => verbs::status(&args).await,

@@ -108,10 +108,15 @@ struct Credentials {
     password: String,
 }
 
-/// Flag checks that need neither the file nor the cluster: `(timeout, credentials, node list)`.
-fn check_flags(
-    args: &RunArgs,
-) -> Result<(Duration, Option<Credentials>, Option<Vec<String>>), String> {
+/// What the flag checks produced.
+struct Flags {
+    timeout: Duration,
+    credentials: Option<Credentials>,
+    node_list: Option<Vec<String>>,
+}
+
+/// Flag checks that need neither the file nor the cluster.
+fn check_flags(args: &RunArgs) -> Result<Flags, String> {
     let timeout_text = args.timeout.as_deref().unwrap_or("30m");
     let nanos = parse_go_duration(timeout_text)
         .map_err(|e| format!("invalid --timeout \"{timeout_text}\": {e}"))?;
@@ -179,7 +184,11 @@ fn check_flags(
             Some(names)
         }
     };
-    Ok((timeout, credentials, nodes))
+    Ok(Flags {
+        timeout,
+        credentials,
+        node_list: nodes,
+    })
 }
 
 /// Sets `value[path…] = v`, creating objects on the way.
@@ -592,7 +601,11 @@ async fn cleanup(client: &Client, ns: &str, created: &Created) {
 
 /// `workloadrun run`.
 pub async fn run(rules: &RuleSet, args: RunArgs) -> u8 {
-    let (timeout, credentials, node_list) = match check_flags(&args) {
+    let Flags {
+        timeout,
+        credentials,
+        node_list,
+    } = match check_flags(&args) {
         Ok(v) => v,
         Err(e) => {
             error_line(&e);
