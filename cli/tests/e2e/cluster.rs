@@ -712,6 +712,25 @@ async fn run_wait_fails_with_the_failure_message_and_a_failed_report() {
             &json!(["ip-10-0-0-1.ec2.internal", "ip-10-0-1-1.ec2.internal"])
         )
     );
+    // A run cancelled while InProgress: its Workflow and TrainJobs go with it.
+    let mid = write_manifest(c.dir.path(), "mid");
+    let created = nvcre(&c, &["workloadrun", "run", &mid]).await;
+    assert_eq!(created.code, 0, "{created:?}");
+    let workflows: Api<nvcre_domain::crd::WorkflowResource> = Api::namespaced(c.client.clone(), NS);
+    eventually("mid's Workflow", || async {
+        workflows.get_opt("mid").await.expect("get").map(|_| ())
+    })
+    .await;
+    let status = nvcre(&c, &["workloadrun", "status", "mid"]).await;
+    assert_eq!((status.code, status.stdout.as_str()), (0, "InProgress\n"));
+    let cancel = nvcre(&c, &["workloadrun", "cancel", "mid"]).await;
+    assert_eq!(
+        (cancel.code, cancel.stdout.as_str()),
+        (0, "Cancelled mid\n")
+    );
+    assert!(stored_run(&c, "mid").is_none());
+    assert!(workflows.get_opt("mid").await.expect("get").is_none());
+
     let cancel = nvcre(&c, &["workloadrun", "cancel", "broken", "ghost"]).await;
     assert_eq!(
         (cancel.code, cancel.stdout.as_str(), cancel.stderr.as_str()),
@@ -740,6 +759,42 @@ async fn a_pending_run_times_out_with_a_partial_report_and_hints() {
     );
     let status = nvcre(&c, &["workloadrun", "status", "slow"]).await;
     assert_eq!((status.code, status.stdout.as_str()), (0, "Pending\n"));
+    // KUBECONFIG and --context: a file whose current context points nowhere.
+    let two = c.dir.path().join("two-contexts");
+    std::fs::write(
+        &two,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: {}\n- name: dead\n  cluster:\n    server: http://127.0.0.1:9\nusers:\n- name: u\n  user: {{}}\ncontexts:\n- name: dead\n  context: {{cluster: dead, user: u}}\n- name: fake\n  context: {{cluster: fake, user: u, namespace: {NS}}}\ncurrent-context: dead\n",
+            c.server.url()
+        ),
+    )
+    .expect("kubeconfig");
+    let mut cmd = bin();
+    cmd.env("KUBECONFIG", &two).env("HOME", c.dir.path()).args([
+        "workloadrun",
+        "status",
+        "slow",
+        "--context",
+        "fake",
+    ]);
+    let via_env = tokio::task::spawn_blocking(move || cmd.output().expect("runs"))
+        .await
+        .expect("join");
+    assert_eq!(
+        (
+            via_env.status.code(),
+            String::from_utf8_lossy(&via_env.stdout).into_owned()
+        ),
+        (Some(0), "Pending\n".to_string())
+    );
+    let other_ns = nvcre(&c, &["workloadrun", "status", "slow", "-n", "default"]).await;
+    assert_eq!(
+        (other_ns.code, other_ns.stderr.as_str()),
+        (
+            2,
+            "Error: workloadrun \"slow\" not found in namespace \"default\"\n"
+        )
+    );
     let report = nvcre(&c, &["workloadrun", "report", "slow", "-o", "json"]).await;
     assert_eq!(report.code, 3);
     assert_eq!(
