@@ -746,7 +746,7 @@ mod tests {
             "Threshold \"busBandwidthGBps\" violated: measured 350.0000, expression: value >= 400";
         assert_eq!(
             truncate_reason(reason),
-            "Threshold \"busBandwidthGBps\" violated: measured 350...."
+            "Threshold \"busBandwidthGBps\" violated: measured 350..."
         );
         assert_eq!(truncate_reason("short"), "short");
     }
@@ -790,6 +790,69 @@ mod tests {
         );
         assert_eq!(width(&row), 66);
         assert_eq!(width(&card_line("日本")), 66);
+    }
+
+    #[test]
+    fn an_unpinned_failed_run_reports_placement_and_a_cut_reason() {
+        let run: WorkloadRunResource = serde_json::from_value(json!({
+            "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "WorkloadRun",
+            "metadata": {"name": "u", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"image": "i", "numNodes": 2, "framework": {"exec": {"command": ["x"]}},
+                     "orchestration": {"placement": "Unpinned", "testScale": "full-scale"}},
+            "status": {"detectedPlatform": "aws", "conditions": [
+                {"type": "Failed", "status": "True", "reason": "WorkflowFailed",
+                 "message": "m", "lastTransitionTime": "2026-01-01T00:01:30Z"}]}
+        }))
+        .expect("run");
+        let workflow: WorkflowResource = serde_json::from_value(json!({
+            "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": "u"},
+            "spec": {"jobTemplate": {}, "orchestration": {}},
+            "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "IterationsFailed", "message": "m"}],
+                "orchestration": {"totalNodes": 5, "nodesPerJob": 2, "totalGroups": 1,
+                    "placement": "Unpinned",
+                    "groups": [{"name": "group-0", "phase": "Failed", "nodes": ["n1", "n2"],
+                        "message": "Threshold \"busBandwidthGBps\" violated: measured 350.0000, expression: value >= 400"}]}}
+        }))
+        .expect("workflow");
+        let r = build(&Inputs {
+            run: &run,
+            workflow: Some(&workflow),
+            failed_nodes_data: Some("n1: ThresholdViolation: low\nn2: ThresholdViolation: low"),
+            bandwidth: &[],
+            goodput: &[],
+            now_secs: 0,
+        });
+        let c = &r.categories[0];
+        assert_eq!(
+            (
+                r.result.as_str(),
+                c.status.as_str(),
+                c.runtime.as_str(),
+                c.placement.as_deref(),
+                c.target_nodes,
+                c.exercised_nodes,
+                r.failed_nodes.clone()
+            ),
+            (
+                "FAILED",
+                "Failed",
+                "1m30s",
+                Some("Unpinned"),
+                Some(5),
+                Some(2),
+                vec!["n1".to_string(), "n2".to_string()]
+            )
+        );
+        let text = text(&r);
+        for line in [
+            "│  Placement: Unpinned                                           │",
+            "│  Nodes:     2 of 5 target nodes exercised                      │",
+            "│         Threshold \"busBandwidthGBps\" violated: measured 350... │",
+            "│  Failed Nodes: 2                                               │",
+        ] {
+            assert!(text.contains(line), "{line}\n{text}");
+        }
     }
 
     #[test]
