@@ -150,6 +150,12 @@ fn check_flags(args: &RunArgs) -> Result<Flags, String> {
     if args.results_file.is_some() && !args.wait {
         return Err("--results-file requires --wait".into());
     }
+    if args.cleanup && !args.wait {
+        return Err(
+            "--cleanup requires --wait: without it the run would be deleted as soon as it is created"
+                .into(),
+        );
+    }
     if args.wait && args.dry_run.is_some() {
         return Err("--dry-run creates nothing to wait for; drop --wait or --dry-run".into());
     }
@@ -704,6 +710,12 @@ pub async fn run(rules: &RuleSet, args: RunArgs) -> u8 {
     let client = conn.client;
     if args.dry_run == Some(DryRun::Client) {
         print_yaml(&run);
+        if credentials.is_some() {
+            stderr_line(&format!(
+                "Would create image pull secret \"{}\" in namespace {ns}.",
+                secret_name(&name)
+            ));
+        }
         return 0;
     }
     if args.dry_run == Some(DryRun::Server) {
@@ -751,9 +763,18 @@ fn read_run(file: &str) -> Result<Document, String> {
             docs.len()
         ));
     }
-    let doc = docs.remove(0);
+    let mut doc = docs.remove(0);
     match doc.value.get("kind") {
-        None | Some(Value::Null) => Ok(doc),
+        // A manifest without kind is read as a WorkloadRun, as the original does; the checks
+        // then see it as one.
+        None | Some(Value::Null) if doc.value.is_object() => {
+            doc.value["kind"] = json!("WorkloadRun");
+            if doc.value.get("apiVersion").is_none_or(Value::is_null) {
+                doc.value["apiVersion"] = json!(nvcre_domain::crd::API_VERSION);
+            }
+            Ok(doc)
+        }
+        None | Some(Value::Null) => Err(format!("{shown}: not a WorkloadRun manifest (a mapping)")),
         Some(Value::String(k)) if k == "WorkloadRun" => Ok(doc),
         Some(other) => Err(format!(
             "expected kind WorkloadRun, got {}",

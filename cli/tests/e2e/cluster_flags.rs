@@ -138,6 +138,14 @@ fn topology_key_needs_a_domain_and_node_list_excludes_it() {
 }
 
 #[test]
+fn cleanup_requires_wait() {
+    usage_error(
+        &["--cleanup", &manifest()],
+        "--cleanup requires --wait: without it the run would be deleted as soon as it is created",
+    );
+}
+
+#[test]
 fn dry_run_cannot_wait() {
     usage_error(
         &["--dry-run=client", "--wait", &manifest()],
@@ -184,6 +192,30 @@ fn policy_violations_stop_the_run_before_the_cluster_is_contacted() {
             "",
             format!(
                 "{}:8:5: spec.framework.torch: script and module are mutually exclusive\n",
+                bad.display()
+            )
+            .as_str()
+        )
+    );
+}
+
+#[test]
+fn a_manifest_without_kind_is_checked_as_a_workload_run() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let bad = dir.path().join("bare.yaml");
+    std::fs::write(
+        &bad,
+        "metadata: {name: bare}\nspec:\n  image: img\n  numNodes: 2\n  framework:\n    torch: {script: a.py, module: m}\n",
+    )
+    .expect("write");
+    let (code, stdout, stderr) = run(&[&bad.display().to_string()]);
+    assert_eq!(
+        (code, stdout.as_str(), stderr.as_str()),
+        (
+            1,
+            "",
+            format!(
+                "{}:6:5: spec.framework.torch: script and module are mutually exclusive\n",
                 bad.display()
             )
             .as_str()
