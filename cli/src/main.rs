@@ -6,6 +6,7 @@
 #![forbid(unsafe_code)]
 
 mod check;
+mod cluster;
 mod crd;
 mod input;
 mod report;
@@ -36,7 +37,8 @@ struct Cli {
 enum Command {
     /// Print the Workflow a WorkloadRun (or a Workflow, resolved for a platform) renders to.
     Render(RenderArgs),
-    /// The `nvcrectl workloadrun` spelling: `nvcre-policy workloadrun render …`.
+    /// `workloadrun render` (same as `render`), and the cluster verbs `run`, `status`,
+    /// `report` and `cancel`.
     Workloadrun {
         #[command(subcommand)]
         command: WorkloadrunCommand,
@@ -44,7 +46,7 @@ enum Command {
     /// The `nvcrectl workflow` spelling: `nvcre-policy workflow render …`.
     Workflow {
         #[command(subcommand)]
-        command: WorkloadrunCommand,
+        command: WorkflowCommand,
     },
     /// Report rule findings for WorkloadRun and Workflow documents.
     Check(check::CheckArgs),
@@ -61,6 +63,21 @@ enum Command {
 
 #[derive(Debug, Subcommand)]
 enum WorkloadrunCommand {
+    /// Same as `nvcre-policy render`.
+    Render(RenderArgs),
+    /// Validate a WorkloadRun as `check` does, create it in the cluster (with a registry pull
+    /// Secret owned by the run) and, with --wait, watch it to the end and print its report.
+    Run(Box<cluster::RunArgs>),
+    /// Print a run's phase: Pending, InProgress, Succeeded or Failed (exit 0 in every phase).
+    Status(cluster::StatusArgs),
+    /// Print a run's report (exit 0 only when it succeeded).
+    Report(cluster::ReportArgs),
+    /// Delete runs (their Workflow and jobs go with them); a missing run is a warning.
+    Cancel(cluster::CancelArgs),
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkflowCommand {
     /// Same as `nvcre-policy render`.
     Render(RenderArgs),
 }
@@ -176,14 +193,36 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
     if let Command::Crd = cli.command {
         return Ok(crd::run());
     }
+    // The cluster verbs that read runs need no rules.
+    let cli = match cli.command {
+        Command::Workloadrun {
+            command: WorkloadrunCommand::Status(args),
+        } => return Ok(cluster::main(None, cluster::Verb::Status(args))),
+        Command::Workloadrun {
+            command: WorkloadrunCommand::Report(args),
+        } => return Ok(cluster::main(None, cluster::Verb::Report(args))),
+        Command::Workloadrun {
+            command: WorkloadrunCommand::Cancel(args),
+        } => return Ok(cluster::main(None, cluster::Verb::Cancel(args))),
+        command => Cli { command, ..cli },
+    };
     let rules = load(&cli)?;
     match cli.command {
+        Command::Workloadrun {
+            command: WorkloadrunCommand::Run(args),
+        } => Ok(cluster::main(Some(&rules), cluster::Verb::Run(args))),
+        Command::Workloadrun {
+            command:
+                WorkloadrunCommand::Status(_)
+                | WorkloadrunCommand::Report(_)
+                | WorkloadrunCommand::Cancel(_),
+        } => Err(ExitCode::from(2)),
         Command::Render(args)
         | Command::Workloadrun {
             command: WorkloadrunCommand::Render(args),
         }
         | Command::Workflow {
-            command: WorkloadrunCommand::Render(args),
+            command: WorkflowCommand::Render(args),
         } => render(&rules, &args),
         Command::Check(args) => Ok(check::run(&rules, &args)),
         Command::Rules { command } => Ok(match command {

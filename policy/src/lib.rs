@@ -67,6 +67,7 @@ pub use detect::{
     selectable_platforms,
 };
 pub use error::PolicyError;
+pub use nodes::{Discovery, detect_gpu_architecture, discover_targets};
 pub use nodes::{GpuProductRule, GpuProducts, Node, NodeError, nodes_from_documents};
 pub use nodes_file::read_nodes;
 pub use packs::{

@@ -29,3 +29,9 @@ mod data;
 
 /// `rules schema`: the JSON Schemas of rule files.
 mod schema;
+
+/// `workloadrun run|status|report|cancel` against the fake API server and the controller.
+mod cluster;
+
+/// The flag checks of the cluster verbs (no cluster needed).
+mod cluster_flags;

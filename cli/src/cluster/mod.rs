@@ -1,0 +1,315 @@
+//! The cluster verbs of `nvcre-policy workloadrun`: `run`, `status`, `report` and `cancel`
+//! talk to a Kubernetes API server through `kube`, with kubectl's connection flags
+//! (`--kubeconfig`, `--context`, `-n/--namespace`, the `KUBECONFIG` variable).
+//!
+//! Exit codes (every verb):
+//! - 0: done (`run` created the run, or `--wait` saw it succeed; `status` in every phase;
+//!   `report` of a succeeded run; `cancel` deleted or found nothing to delete);
+//! - 1: the run failed, or local validation found policy violations (as `check`);
+//! - 2: usage or input error (flags, file, kubeconfig), an object not found, an API error;
+//! - 3: not finished: `run --wait` timed out, `report` of a run still in progress;
+//! - 130: `run --wait` interrupted (Ctrl-C / SIGTERM).
+
+mod report;
+mod run;
+mod verbs;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use kube::Client;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use nvcre_domain::crd::{Condition, WorkloadRunResource};
+use nvcre_engine::RuleSet;
+
+pub use run::RunArgs;
+pub use verbs::{CancelArgs, ReportArgs, StatusArgs};
+
+/// Exit code of a failed run (and of policy violations found before creating one).
+pub const EXIT_FAILED: u8 = 1;
+/// Exit code of a usage, input or API error.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code of a run that has not finished (`run --wait` timeout, `report` of a running run).
+pub const EXIT_NOT_FINISHED: u8 = 3;
+/// Exit code of an interrupted `run --wait`.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// kubectl's connection flags, shared by the cluster verbs.
+#[derive(Debug, Clone, Args)]
+pub struct KubeArgs {
+    /// Path to the kubeconfig file (default: the KUBECONFIG variable, else ~/.kube/config, else
+    /// the in-cluster service account).
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+    /// The kubeconfig context to use (default: its current-context).
+    #[arg(long, value_name = "NAME")]
+    pub context: Option<String>,
+    /// Namespace (default: the manifest's metadata.namespace for `run`, else the context's
+    /// namespace, else `default`).
+    #[arg(short = 'n', long, value_name = "NAMESPACE")]
+    pub namespace: Option<String>,
+}
+
+/// `-o/--output` of `status` and `report`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum OutputFormat {
+    /// Human-readable text.
+    Text,
+    /// JSON, indented by 2.
+    Json,
+}
+
+/// A connected client and the namespace the context names (`default` when it names none).
+pub struct Connection {
+    /// The API client.
+    pub client: Client,
+    /// The context's namespace.
+    pub context_namespace: String,
+}
+
+/// Builds the client from the flags; errors read `build client: <cause>`.
+pub async fn connect(args: &KubeArgs) -> Result<Connection, String> {
+    let options = KubeConfigOptions {
+        context: args.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let config = match &args.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path)
+                .map_err(|e| format!("build client: reading {}: {e}", path.display()))?;
+            kube::Config::from_custom_kubeconfig(kubeconfig, &options)
+                .await
+                .map_err(|e| format!("build client: {e}"))?
+        }
+        None if args.context.is_some() => kube::Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| format!("build client: {e}"))?,
+        None => kube::Config::infer()
+            .await
+            .map_err(|e| format!("build client: {e}"))?,
+    };
+    let context_namespace = config.default_namespace.clone();
+    let client = Client::try_from(config).map_err(|e| format!("build client: {e}"))?;
+    Ok(Connection {
+        client,
+        context_namespace,
+    })
+}
+
+/// Which cluster verb to run.
+pub enum Verb {
+    /// `workloadrun run`.
+    Run(Box<RunArgs>),
+    /// `workloadrun status`.
+    Status(StatusArgs),
+    /// `workloadrun report`.
+    Report(ReportArgs),
+    /// `workloadrun cancel`.
+    Cancel(CancelArgs),
+}
+
+/// Runs a cluster verb on a fresh tokio runtime. `rules` are needed by `run` only (local
+/// validation and topology-key resolution).
+pub fn main(rules: Option<&RuleSet>, verb: Verb) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            crate::report::error_line(&format!("starting the async runtime: {e}"));
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
+    let code = runtime.block_on(async move {
+        match verb {
+            Verb::Run(args) => match rules {
+                Some(rules) => run::run(rules, *args).await,
+                None => EXIT_USAGE,
+            },
+            Verb::Status(args) => verbs::status(&args).await,
+            Verb::Report(args) => verbs::report(&args).await,
+            Verb::Cancel(args) => verbs::cancel(&args).await,
+        }
+    });
+    // Watches still open end with the runtime; do not wait for them.
+    runtime.shutdown_background();
+    ExitCode::from(code)
+}
+
+/// The phase of a run: the type of its True execution condition (`InProgress`, `Succeeded`,
+/// `Failed`), else `status.phase`, else `Pending`; with that condition's message ("" when none).
+pub fn phase(run: &WorkloadRunResource) -> (String, String) {
+    let conditions: &[Condition] = run
+        .status
+        .as_ref()
+        .map(|s| s.conditions.as_slice())
+        .unwrap_or_default();
+    for t in ["Failed", "Succeeded", "InProgress"] {
+        if let Some(c) = conditions
+            .iter()
+            .find(|c| c.type_ == t && c.status == "True")
+        {
+            return (t.to_string(), c.message.clone());
+        }
+    }
+    match run.status.as_ref().and_then(|s| s.phase.clone()) {
+        Some(p) if !p.is_empty() => (p, String::new()),
+        _ => ("Pending".to_string(), String::new()),
+    }
+}
+
+/// `workloadrun "<n>" not found in namespace "<ns>"`.
+pub fn not_found(name: &str, namespace: &str) -> String {
+    format!("workloadrun \"{name}\" not found in namespace \"{namespace}\"")
+}
+
+/// Whether a kube error is a 404.
+pub fn is_not_found(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 404)
+}
+
+/// A duration parsed from Go's `time.ParseDuration` syntax: an optional sign, then one or more
+/// decimal numbers each with a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), e.g. `30m`,
+/// `1h30m`, `1.5h`, `-1s`; a bare `0` is zero. The value is signed nanoseconds.
+pub fn parse_go_duration(text: &str) -> Result<i128, String> {
+    let invalid = || format!("time: invalid duration \"{text}\"");
+    let (negative, mut rest) = match text.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if rest == "0" {
+        return Ok(0);
+    }
+    if rest.is_empty() {
+        return Err(invalid());
+    }
+    let mut total: f64 = 0.0;
+    while !rest.is_empty() {
+        let number_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(|| format!("time: missing unit in duration \"{text}\""))?;
+        if number_len == 0 {
+            return Err(invalid());
+        }
+        let number: f64 = rest[..number_len].parse().map_err(|_| invalid())?;
+        rest = &rest[number_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = &rest[..unit_len];
+        let scale = match unit {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => {
+                return Err(format!(
+                    "time: unknown unit \"{unit}\" in duration \"{text}\""
+                ));
+            }
+        };
+        total += number * scale;
+        rest = &rest[unit_len..];
+    }
+    if !total.is_finite() || total > 9.2e18 {
+        return Err(invalid());
+    }
+    // Whole nanoseconds, as Go keeps them.
+    #[allow(clippy::cast_possible_truncation)]
+    let nanos = total.round() as i128;
+    Ok(if negative { -nanos } else { nanos })
+}
+
+/// Go's `time.Duration.String()` for a signed nanosecond count: `0s`, `1.5s`, `30m0s`,
+/// `1h2m3s`, `-1s`, `500ms`.
+pub fn format_go_duration(nanos: i128) -> String {
+    if nanos == 0 {
+        return "0s".into();
+    }
+    let sign = if nanos < 0 { "-" } else { "" };
+    let n = nanos.unsigned_abs();
+    if n < 1_000_000_000 {
+        let (value, unit) = if n < 1_000 {
+            (n.to_string(), "ns")
+        } else if n < 1_000_000 {
+            (fraction(n, 1_000), "µs")
+        } else {
+            (fraction(n, 1_000_000), "ms")
+        };
+        return format!("{sign}{value}{unit}");
+    }
+    let hours = n / 3_600_000_000_000;
+    let minutes = (n / 60_000_000_000) % 60;
+    let seconds = fraction(n % 60_000_000_000, 1_000_000_000);
+    let mut out = sign.to_string();
+    if hours > 0 {
+        out.push_str(&format!("{hours}h{minutes}m"));
+    } else if minutes > 0 {
+        out.push_str(&format!("{minutes}m"));
+    }
+    out.push_str(&seconds);
+    out.push('s');
+    out
+}
+
+/// `n / unit` as a decimal without trailing zeros (`1500, 1000` → `1.5`).
+fn fraction(n: u128, unit: u128) -> String {
+    let whole = n / unit;
+    let rest = n % unit;
+    if rest == 0 {
+        return whole.to_string();
+    }
+    let digits = unit.to_string().len() - 1;
+    let frac = format!("{rest:0digits$}");
+    format!("{whole}.{}", frac.trim_end_matches('0'))
+}
+
+/// Elapsed wall time rounded to the second, Go style (`5s`, `1m30s`).
+pub fn elapsed(d: Duration) -> String {
+    format_go_duration(i128::from(d.as_secs()) * 1_000_000_000)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn go_durations_parse_and_print_as_go_does() {
+        let cases = [
+            ("30m", "30m0s"),
+            ("1h30m", "1h30m0s"),
+            ("1.5h", "1h30m0s"),
+            ("0", "0s"),
+            ("0s", "0s"),
+            ("-1s", "-1s"),
+            ("90s", "1m30s"),
+            ("1500ms", "1.5s"),
+            ("250ms", "250ms"),
+        ];
+        for (input, printed) in cases {
+            assert_eq!(
+                parse_go_duration(input).map(format_go_duration),
+                Ok(printed.to_string()),
+                "{input}"
+            );
+        }
+        assert_eq!(
+            parse_go_duration("10"),
+            Err("time: missing unit in duration \"10\"".to_string())
+        );
+        assert_eq!(
+            parse_go_duration("5d"),
+            Err("time: unknown unit \"d\" in duration \"5d\"".to_string())
+        );
+        assert_eq!(
+            parse_go_duration(""),
+            Err("time: invalid duration \"\"".to_string())
+        );
+    }
+}
