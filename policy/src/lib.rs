@@ -93,6 +93,7 @@ mod contract;
 pub mod crd;
 mod detect;
 mod error;
+pub mod measure;
 mod nodes;
 mod nodes_file;
 mod packs;

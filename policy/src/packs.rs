@@ -91,6 +91,18 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/detect/platforms.yaml"),
     ),
     (
+        "rules/measure/megatron-training.yaml",
+        include_str!("../../rules/measure/megatron-training.yaml"),
+    ),
+    (
+        "rules/measure/nccl-bandwidth.yaml",
+        include_str!("../../rules/measure/nccl-bandwidth.yaml"),
+    ),
+    (
+        "rules/measure/nemo-training.yaml",
+        include_str!("../../rules/measure/nemo-training.yaml"),
+    ),
+    (
         "rules/overrides/list-merge.yaml",
         include_str!("../../rules/overrides/list-merge.yaml"),
     ),
@@ -340,6 +352,13 @@ pub fn contract() -> Result<Contract, Error> {
             Some(params::OVERRIDES),
         )?
         .cel_field(OVERRIDE_TABLE, "/when/expression", WHEN_VARIABLES)
+        .map(|c| {
+            c.document_kind(
+                crate::measure::LOG_PROFILE_KIND,
+                "how a framework's log is parsed into bandwidth and goodput measurements",
+                |doc| crate::measure::check_document(doc),
+            )
+        })
 }
 
 /// The schemas [`rule_file_schema`] knows besides one per table: a `RulePack` document, a
