@@ -224,7 +224,7 @@ fn units_groups_layouts_and_unknown_keys_are_checked() {
     let ok = format!("{HEAD}    warmupStep: {{regex: warm}}\n");
     assert_eq!(
         load(&[("a.yaml", &ok), ("b.yaml", &ok)]),
-        Err(vec!["rule pack error: b.yaml:3:17: duplicate LogProfile name \"bad\"".to_string()])
+        Err(vec!["rule pack error: b.yaml:3:18: duplicate LogProfile name \"bad\"".to_string()])
     );
     assert_eq!(
         RuleSet::load(&[nvcre_engine::Source::new("a.yaml", ok)], None)
