@@ -8,6 +8,7 @@
 mod check;
 mod crd;
 mod input;
+mod measure;
 mod report;
 mod rules;
 mod suites;
@@ -57,6 +58,11 @@ enum Command {
     Test(test_cmd::TestArgs),
     /// Print the WorkloadRun and Workflow CustomResourceDefinitions as a YAML stream.
     Crd,
+    /// Measure bandwidth or goodput from log files with a LogProfile, and check thresholds.
+    Measure {
+        #[command(subcommand)]
+        command: measure::MeasureCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -196,6 +202,7 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
         }),
         Command::Test(args) => Ok(test_cmd::run(&rules, cli.rules.as_deref(), &args)),
         Command::Crd => Ok(crd::run()),
+        Command::Measure { command } => Ok(measure::run(&rules, &command)),
     }
 }
 
