@@ -29,3 +29,6 @@ mod data;
 
 /// `rules schema`: the JSON Schemas of rule files.
 mod schema;
+
+/// `measure bandwidth|goodput` on sample logs, thresholds (issue "Measurements and thresholds").
+mod measure;
