@@ -150,3 +150,63 @@ fn a_rule_set_with_a_bad_profile_is_refused_whole() {
         )
     );
 }
+
+/// The benchmark figure for a multi-GB log: generates ~1 GiB of kubelet-timestamped NCCL
+/// output in the temporary directory, measures it under `/usr/bin/time -v` (peak RSS, wall
+/// time printed), checks the result and deletes the file. Not a timed test; run by hand:
+/// `cargo test -p nvcre-policy --test tests large_log -- --ignored --nocapture`
+/// (`NVCRE_LARGE_LOG_MIB` changes the size).
+#[test]
+#[ignore = "writes ~1 GiB to the temporary directory; a benchmark, run by hand"]
+fn large_log_is_measured_in_bounded_memory() {
+    use std::io::Write;
+    let mib: u64 = std::env::var("NVCRE_LARGE_LOG_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024);
+    let file = std::env::temp_dir().join("nvcre-measure-large.log");
+    let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&file).expect("create"));
+    let sizes: Vec<u64> = (3..=33).map(|p| 1u64 << p).collect();
+    let mut written = 0u64;
+    let mut rows = 0u64;
+    let mut second = 0u64;
+    while written < mib << 20 {
+        for (i, size) in sizes.iter().enumerate() {
+            let stamp = format!("2026-08-06T14:{:02}:{:02}.{:09}-07:00", (second / 60) % 60, second % 60, i);
+            let line = if i == 0 {
+                format!("{stamp} host-{second}:530:530 [0] NCCL INFO Using network IB\n{stamp} #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n")
+            } else {
+                rows += 1;
+                format!("{stamp} {size:>12} {:>13}     float     sum      -1   1652.2   81.24  152.32      0   1636.7   82.01  153.76      0\n", size / 4)
+            };
+            w.write_all(line.as_bytes()).expect("write");
+            written += line.len() as u64;
+        }
+        second += 1;
+    }
+    w.flush().expect("flush");
+    drop(w);
+    let bin = assert_cmd::cargo::cargo_bin("nvcre-policy");
+    let out = std::process::Command::new("/usr/bin/time")
+        .arg("-v")
+        .arg(&bin)
+        .args(["measure", "bandwidth", "--profile", "nccl-bandwidth", "-o", "json"])
+        .arg(&file)
+        .env_remove("NVCRE_RULES")
+        .output()
+        .expect("/usr/bin/time runs");
+    std::fs::remove_file(&file).expect("remove the generated log");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for line in stderr.lines().filter(|l| {
+        l.contains("Maximum resident set size") || l.contains("Elapsed (wall clock)")
+    }) {
+        println!("{}", line.trim());
+    }
+    println!("{} MiB, {rows} result rows", written >> 20);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let results = doc["status"]["results"].as_array().expect("results");
+    assert_eq!(results.len(), sizes.len() - 1);
+    assert_eq!(results[0]["samples"].as_u64(), Some(rows / (sizes.len() as u64 - 1)));
+    assert_eq!(doc["status"]["transport"], serde_json::json!(["IB"]));
+}
