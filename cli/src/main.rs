@@ -56,7 +56,8 @@ enum Command {
     },
     /// Run the rule test suites (`rules/tests/<pack>/*.yaml`, or the given files and directories).
     Test(test_cmd::TestArgs),
-    /// Print the WorkloadRun and Workflow CustomResourceDefinitions as a YAML stream.
+    /// Print the CustomResourceDefinitions (WorkloadRun, Workflow, LogProfile,
+    /// BandwidthMeasurement, GoodputMeasurement) as a YAML stream.
     Crd,
     /// Measure bandwidth or goodput from log files with a LogProfile, and check thresholds.
     Measure {

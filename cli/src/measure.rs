@@ -11,9 +11,9 @@ use std::process::ExitCode;
 
 use clap::{Args, Subcommand, ValueEnum};
 use nvcre_domain::measure::{
-    BandwidthParser, GoodputParser, LogProfiles, Measured, Source, THRESHOLD_KEYS,
-    ThresholdResult, Thresholds, bandwidth_block, for_each_line, goodput_block, measured_value,
-    threshold_key, unknown_keys_message,
+    BandwidthParser, GoodputParser, LogProfiles, Measured, Source, THRESHOLD_KEYS, ThresholdResult,
+    Thresholds, bandwidth_block, for_each_line, goodput_block, measured_value, threshold_key,
+    unknown_keys_message,
 };
 use nvcre_engine::{RuleSet, to_yaml};
 use serde_json::{Map, Value, json};
@@ -117,7 +117,11 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
                     nvcre_domain::measure::MAX_SIZES
                 ));
             }
-            (Measured::Bandwidth(p.status()), "BandwidthMeasurement", Map::new())
+            (
+                Measured::Bandwidth(p.status()),
+                "BandwidthMeasurement",
+                Map::new(),
+            )
         }
         Source::Goodput => {
             let mut p = GoodputParser::new(profile).map_err(|e| fail(&e))?;
@@ -128,7 +132,11 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
                     profile.name
                 ));
             }
-            (Measured::Goodput(p.status()), "GoodputMeasurement", Map::new())
+            (
+                Measured::Goodput(p.status()),
+                "GoodputMeasurement",
+                Map::new(),
+            )
         }
     };
     spec.insert("logProfileRef".into(), json!(profile.name));
@@ -300,7 +308,11 @@ fn mapping(
     let Value::Object(m) = value else {
         return Err(format!(
             "{file}: thresholds must be a mapping of key to CEL expression (valid keys: {})",
-            THRESHOLD_KEYS.iter().map(|k| k.key).collect::<Vec<_>>().join(", ")
+            THRESHOLD_KEYS
+                .iter()
+                .map(|k| k.key)
+                .collect::<Vec<_>>()
+                .join(", ")
         ));
     };
     let mut out = BTreeMap::new();
@@ -328,7 +340,10 @@ fn file_thresholds(path: &str) -> Result<BTreeMap<String, String>, String> {
     match docs.as_slice() {
         [doc] => mapping(doc, "", name),
         [] => Err(format!("{name}: no thresholds (the file is empty)")),
-        _ => Err(format!("{name}: expected one mapping document, found {}", docs.len())),
+        _ => Err(format!(
+            "{name}: expected one mapping document, found {}",
+            docs.len()
+        )),
     }
 }
 
@@ -371,9 +386,10 @@ fn text(measured: &Measured, test_type: Option<&str>, results: &[ThresholdResult
         out.push_str("Thresholds:\n");
         for r in results {
             match (&r.message, r.value) {
-                (None, Some(v)) => {
-                    out.push_str(&format!("    ✓  {}: {} (measured {v:.4})\n", r.key, r.expression))
-                }
+                (None, Some(v)) => out.push_str(&format!(
+                    "    ✓  {}: {} (measured {v:.4})\n",
+                    r.key, r.expression
+                )),
                 (Some(m), _) => out.push_str(&format!("    ✗  {m}\n")),
                 (None, None) => {}
             }

@@ -642,7 +642,10 @@ impl RuleSet {
     }
 
     /// The documents of `kind` (a kind the contract declared), in load order.
-    pub fn documents_of<'a>(&'a self, kind: &'a str) -> impl Iterator<Item = &'a Arc<Document>> + 'a {
+    pub fn documents_of<'a>(
+        &'a self,
+        kind: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<Document>> + 'a {
         self.documents
             .iter()
             .filter(move |d| d.value.get("kind").and_then(Value::as_str) == Some(kind))

@@ -42,7 +42,14 @@ fn goodput(profile: &str, log: &str) -> GoodputMeasurementStatus {
 fn rows(s: &BandwidthMeasurementStatus) -> Vec<(i64, &str, &str, i64)> {
     s.results
         .iter()
-        .map(|r: &BandwidthResult| (r.size_bytes, r.alg_bw.as_str(), r.bus_bw.as_str(), r.samples))
+        .map(|r: &BandwidthResult| {
+            (
+                r.size_bytes,
+                r.alg_bw.as_str(),
+                r.bus_bw.as_str(),
+                r.samples,
+            )
+        })
         .collect()
 }
 
@@ -59,8 +66,14 @@ fn nccl_allreduce_with_offset_kubelet_timestamps() {
         ]
     );
     assert_eq!(s.transport, ["Socket"]);
-    assert_eq!(s.start_time.as_deref(), Some("2026-08-06T21:10:20.811144667Z"));
-    assert_eq!(s.completion_time.as_deref(), Some("2026-08-06T21:11:43.218561534Z"));
+    assert_eq!(
+        s.start_time.as_deref(),
+        Some("2026-08-06T21:10:20.811144667Z")
+    );
+    assert_eq!(
+        s.completion_time.as_deref(),
+        Some("2026-08-06T21:11:43.218561534Z")
+    );
 }
 
 #[test]
@@ -75,7 +88,10 @@ fn nccl_loopback_rows_and_utc_rows() {
         ]
     );
     let s = bandwidth("nccl-bandwidth", "nccl-utc.log");
-    assert_eq!(rows(&s), vec![(8, "0.00", "0.00", 1), (65536, "1.13", "2.18", 1)]);
+    assert_eq!(
+        rows(&s),
+        vec![(8, "0.00", "0.00", 1), (65536, "1.13", "2.18", 1)]
+    );
 }
 
 #[test]
@@ -105,7 +121,8 @@ fn nccl_h100_peak_values_and_report_block() {
 #[test]
 fn rows_of_one_size_are_averaged_once() {
     let profiles = profiles();
-    let mut p = BandwidthParser::new(profiles.get("nccl-bandwidth").expect("profile")).expect("parser");
+    let mut p =
+        BandwidthParser::new(profiles.get("nccl-bandwidth").expect("profile")).expect("parser");
     for bw in ["1.005", "1.005", "2.001"] {
         p.feed(format!("  1024  256 float sum -1 10.0 {bw} {bw} 0").as_bytes());
     }
@@ -117,7 +134,10 @@ fn nccl_transports() {
     let s = bandwidth("nccl-bandwidth", "nccl-transports.log");
     assert_eq!(s.transport, ["AWS Libfabric", "IB", "Socket"]);
     assert!(s.results.is_empty());
-    assert_eq!(bandwidth_block(&s), "Bandwidth: no data\nTransport: AWS Libfabric, IB, Socket\n");
+    assert_eq!(
+        bandwidth_block(&s),
+        "Bandwidth: no data\nTransport: AWS Libfabric, IB, Socket\n"
+    );
 }
 
 #[test]
@@ -126,7 +146,10 @@ fn megatron_steps_without_microseconds() {
     assert_eq!((s.current_step, s.highest_step), (30, 30));
     assert_eq!(s.avg_step_time_sec.as_deref(), Some("2.750900"));
     assert_eq!(s.avg_tflops_per_gpu.as_deref(), Some("442.633333"));
-    assert_eq!(s.last_step_timestamp.as_deref(), Some("2026-03-25T07:30:30Z"));
+    assert_eq!(
+        s.last_step_timestamp.as_deref(),
+        Some("2026-03-25T07:30:30Z")
+    );
     assert_eq!(s.start_time.as_deref(), Some("2026-03-25T07:30:05Z"));
     assert_eq!(s.training_time_sec.as_deref(), Some("25.000000"));
     assert_eq!(s.resume_time_sec.as_deref(), Some("0.000000"));
@@ -140,12 +163,18 @@ fn megatron_steps_without_microseconds() {
 #[test]
 fn megatron_full_sequence_startup_and_checkpoint() {
     let s = goodput("megatron-training", "megatron-n6-full-sequence.log");
-    assert_eq!(s.application_start_time.as_deref(), Some("2026-02-05T16:01:40.326255Z"));
+    assert_eq!(
+        s.application_start_time.as_deref(),
+        Some("2026-02-05T16:01:40.326255Z")
+    );
     assert_eq!(s.current_step, 1);
     assert_eq!(s.avg_step_time_sec.as_deref(), Some("132.563100"));
     assert_eq!(s.avg_tflops_per_gpu.as_deref(), Some("138.500000"));
     assert_eq!(s.last_checkpoint_step, 100);
-    assert_eq!(s.last_checkpoint_time.as_deref(), Some("2026-02-05T17:13:37.825367Z"));
+    assert_eq!(
+        s.last_checkpoint_time.as_deref(),
+        Some("2026-02-05T17:13:37.825367Z")
+    );
     assert_eq!(s.checkpoint_save_time_sec.as_deref(), Some("361.446020"));
     assert_eq!(s.resume_time_sec.as_deref(), Some("132.563344"));
     assert_eq!(s.training_time_sec.as_deref(), Some("4317.499112"));
@@ -167,7 +196,10 @@ fn nemo_steps_with_scientific_tflops() {
     assert_eq!((s.current_step, s.highest_step), (101, 101));
     assert_eq!(s.avg_step_time_sec.as_deref(), Some("1.167000"));
     assert_eq!(s.avg_tflops_per_gpu.as_deref(), Some("590.635000"));
-    assert_eq!(s.last_step_timestamp.as_deref(), Some("2026-01-22T18:00:06.5Z"));
+    assert_eq!(
+        s.last_step_timestamp.as_deref(),
+        Some("2026-01-22T18:00:06.5Z")
+    );
     assert_eq!(s.training_time_sec.as_deref(), Some("1.376543"));
     let m = Measured::Goodput(s);
     assert_eq!(measured_value(&m, "goodputRatio"), Some(1.0));
@@ -224,13 +256,18 @@ fn units_groups_layouts_and_unknown_keys_are_checked() {
     let ok = format!("{HEAD}    warmupStep: {{regex: warm}}\n");
     assert_eq!(
         load(&[("a.yaml", &ok), ("b.yaml", &ok)]),
-        Err(vec!["rule pack error: b.yaml:3:18: duplicate LogProfile name \"bad\"".to_string()])
+        Err(vec![
+            "rule pack error: b.yaml:3:18: duplicate LogProfile name \"bad\"".to_string()
+        ])
     );
     assert_eq!(
         RuleSet::load(&[nvcre_engine::Source::new("a.yaml", ok)], None)
             .map(|_| ())
             .map_err(|e| e.to_string()),
-        Err("rule pack error: a.yaml:2:7: kind must be RulePack or Table, got \"LogProfile\"".to_string())
+        Err(
+            "rule pack error: a.yaml:2:7: kind must be RulePack or Table, got \"LogProfile\""
+                .to_string()
+        )
     );
 }
 
@@ -253,13 +290,19 @@ fn thresholds(pairs: &[(&str, &str)]) -> Result<Thresholds, Vec<String>> {
 
 #[test]
 fn threshold_messages() {
-    let t = thresholds(&[("busBandwidthGBps", "value >= 400"), ("algBandwidthGBps", "value > 100.5")])
-        .expect("compiles");
+    let t = thresholds(&[
+        ("busBandwidthGBps", "value >= 400"),
+        ("algBandwidthGBps", "value > 100.5"),
+    ])
+    .expect("compiles");
     let results = t.evaluate(Source::Bandwidth, |k| match k {
         "busBandwidthGBps" => Some(350.0),
         _ => Some(180.71),
     });
-    let messages: Vec<_> = results.iter().map(|r| (r.key.as_str(), r.passed, r.message.clone())).collect();
+    let messages: Vec<_> = results
+        .iter()
+        .map(|r| (r.key.as_str(), r.passed, r.message.clone()))
+        .collect();
     assert_eq!(
         messages,
         vec![
@@ -275,7 +318,9 @@ fn threshold_messages() {
     let unmeasured = t.evaluate(Source::Bandwidth, |_| None);
     assert_eq!(
         unmeasured[0].message.as_deref(),
-        Some("Threshold \"algBandwidthGBps\": no measured value (Algorithm bandwidth (from BandwidthMeasurement))")
+        Some(
+            "Threshold \"algBandwidthGBps\": no measured value (Algorithm bandwidth (from BandwidthMeasurement))"
+        )
     );
     assert_eq!(
         thresholds(&[("busBandwidthGBps", "value + 1.0"), ("avgTFLOPSPerGPU", "value > 1"), ("zeta", "true"), ("goodputRatio", "ratio > 1"), ("avgStepTimeSec", "value <")]).map(|_| ()),
@@ -291,6 +336,8 @@ fn threshold_messages() {
     let r = t.evaluate(Source::Goodput, |_| Some(0.9));
     assert_eq!(
         r[0].message.as_deref(),
-        Some("Threshold \"goodputRatio\": threshold expression \"value > 0.5 ? value : false\" returned double, expected bool")
+        Some(
+            "Threshold \"goodputRatio\": threshold expression \"value > 0.5 ? value : false\" returned double, expected bool"
+        )
     );
 }

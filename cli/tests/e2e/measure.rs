@@ -45,8 +45,14 @@ fn a_violated_threshold_exits_1_with_the_exact_message() {
     assert_eq!(code, 1);
     let doc: serde_json::Value = serde_json::from_str(&out).expect("json");
     assert_eq!(doc["kind"], "BandwidthMeasurement");
-    assert_eq!(doc["spec"], serde_json::json!({"logProfileRef": "nccl-bandwidth"}));
-    assert_eq!(doc["values"], serde_json::json!({"busBandwidthGBps": 338.82, "algBandwidthGBps": 180.71}));
+    assert_eq!(
+        doc["spec"],
+        serde_json::json!({"logProfileRef": "nccl-bandwidth"})
+    );
+    assert_eq!(
+        doc["values"],
+        serde_json::json!({"busBandwidthGBps": 338.82, "algBandwidthGBps": 180.71})
+    );
     assert_eq!(
         doc["thresholds"],
         serde_json::json!([{
@@ -58,7 +64,10 @@ fn a_violated_threshold_exits_1_with_the_exact_message() {
             "message": "Threshold \"busBandwidthGBps\" violated: measured 338.8200, expression: value >= 400"
         }])
     );
-    assert_eq!(doc["status"]["results"][5], serde_json::json!({"sizeBytes": 8589934592_i64, "algBW": "180.71", "busBW": "338.82", "samples": 1}));
+    assert_eq!(
+        doc["status"]["results"][5],
+        serde_json::json!({"sizeBytes": 8589934592_i64, "algBW": "180.71", "busBW": "338.82", "samples": 1})
+    );
 }
 
 #[test]
@@ -72,7 +81,13 @@ fn goodput_from_stdin_with_the_thresholds_of_a_workloadrun() {
     .expect("write");
     let text = std::fs::read_to_string(log("megatron-n6-full-sequence.log")).expect("fixture");
     let out = bin()
-        .args(["measure", "goodput", "--profile", "megatron-training", "--run"])
+        .args([
+            "measure",
+            "goodput",
+            "--profile",
+            "megatron-training",
+            "--run",
+        ])
         .arg(&run_file)
         .arg("-")
         .write_stdin(text)
@@ -98,29 +113,69 @@ fn usage_errors_exit_2_with_the_exact_message() {
             "Error: unknown LogProfile \"nope\"; known profiles: megatron-training, nccl-bandwidth, nemo-training\n",
         ),
         (
-            &["measure", "goodput", "--profile", "nemo-training", "--threshold", "avgTFLOPSPerGPU=value > 1", &nemo],
+            &[
+                "measure",
+                "goodput",
+                "--profile",
+                "nemo-training",
+                "--threshold",
+                "avgTFLOPSPerGPU=value > 1",
+                &nemo,
+            ],
             "Error: --threshold: unknown threshold key(s) [avgTFLOPSPerGPU]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]\n",
         ),
         (
-            &["measure", "goodput", "--profile", "nemo-training", "--threshold", "goodputRatio=value + 1.0", &nemo],
+            &[
+                "measure",
+                "goodput",
+                "--profile",
+                "nemo-training",
+                "--threshold",
+                "goodputRatio=value + 1.0",
+                &nemo,
+            ],
             "Error: Threshold \"goodputRatio\": compile threshold expression \"value + 1.0\": expression must return bool, got double\n",
         ),
         (
-            &["measure", "bandwidth", "--profile", "nccl-bandwidth", "--threshold", "goodputRatio=value > 0.5", &nemo],
+            &[
+                "measure",
+                "bandwidth",
+                "--profile",
+                "nccl-bandwidth",
+                "--threshold",
+                "goodputRatio=value > 0.5",
+                &nemo,
+            ],
             "Error: --threshold goodputRatio: Goodput ratio (from GoodputMeasurement) is not measured by `measure bandwidth`\n",
         ),
         (
-            &["measure", "bandwidth", "--profile", "megatron-training", &nemo],
+            &[
+                "measure",
+                "bandwidth",
+                "--profile",
+                "megatron-training",
+                &nemo,
+            ],
             "Error: LogProfile megatron-training has no bandwidthResult pattern\n",
         ),
         (
-            &["measure", "bandwidth", "--profile", "nccl-bandwidth", "/nonexistent/nccl.log"],
+            &[
+                "measure",
+                "bandwidth",
+                "--profile",
+                "nccl-bandwidth",
+                "/nonexistent/nccl.log",
+            ],
             "Error: reading /nonexistent/nccl.log: No such file or directory (os error 2)\n",
         ),
     ];
     for (args, want) in cases {
         let (code, out, err) = run(args);
-        assert_eq!((code, out.as_str(), err.as_str()), (2, "", *want), "{args:?}");
+        assert_eq!(
+            (code, out.as_str(), err.as_str()),
+            (2, "", *want),
+            "{args:?}"
+        );
     }
 }
 
@@ -165,19 +220,30 @@ fn large_log_is_measured_in_bounded_memory() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(1024);
     let file = std::env::temp_dir().join("nvcre-measure-large.log");
-    let mut w = std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&file).expect("create"));
+    let mut w =
+        std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&file).expect("create"));
     let sizes: Vec<u64> = (3..=33).map(|p| 1u64 << p).collect();
     let mut written = 0u64;
     let mut rows = 0u64;
     let mut second = 0u64;
     while written < mib << 20 {
         for (i, size) in sizes.iter().enumerate() {
-            let stamp = format!("2026-08-06T14:{:02}:{:02}.{:09}-07:00", (second / 60) % 60, second % 60, i);
+            let stamp = format!(
+                "2026-08-06T14:{:02}:{:02}.{:09}-07:00",
+                (second / 60) % 60,
+                second % 60,
+                i
+            );
             let line = if i == 0 {
-                format!("{stamp} host-{second}:530:530 [0] NCCL INFO Using network IB\n{stamp} #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n")
+                format!(
+                    "{stamp} host-{second}:530:530 [0] NCCL INFO Using network IB\n{stamp} #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+                )
             } else {
                 rows += 1;
-                format!("{stamp} {size:>12} {:>13}     float     sum      -1   1652.2   81.24  152.32      0   1636.7   82.01  153.76      0\n", size / 4)
+                format!(
+                    "{stamp} {size:>12} {:>13}     float     sum      -1   1652.2   81.24  152.32      0   1636.7   82.01  153.76      0\n",
+                    size / 4
+                )
             };
             w.write_all(line.as_bytes()).expect("write");
             written += line.len() as u64;
@@ -190,16 +256,24 @@ fn large_log_is_measured_in_bounded_memory() {
     let out = std::process::Command::new("/usr/bin/time")
         .arg("-v")
         .arg(&bin)
-        .args(["measure", "bandwidth", "--profile", "nccl-bandwidth", "-o", "json"])
+        .args([
+            "measure",
+            "bandwidth",
+            "--profile",
+            "nccl-bandwidth",
+            "-o",
+            "json",
+        ])
         .arg(&file)
         .env_remove("NVCRE_RULES")
         .output()
         .expect("/usr/bin/time runs");
     std::fs::remove_file(&file).expect("remove the generated log");
     let stderr = String::from_utf8_lossy(&out.stderr);
-    for line in stderr.lines().filter(|l| {
-        l.contains("Maximum resident set size") || l.contains("Elapsed (wall clock)")
-    }) {
+    for line in stderr
+        .lines()
+        .filter(|l| l.contains("Maximum resident set size") || l.contains("Elapsed (wall clock)"))
+    {
         println!("{}", line.trim());
     }
     println!("{} MiB, {rows} result rows", written >> 20);
@@ -207,6 +281,9 @@ fn large_log_is_measured_in_bounded_memory() {
     let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     let results = doc["status"]["results"].as_array().expect("results");
     assert_eq!(results.len(), sizes.len() - 1);
-    assert_eq!(results[0]["samples"].as_u64(), Some(rows / (sizes.len() as u64 - 1)));
+    assert_eq!(
+        results[0]["samples"].as_u64(),
+        Some(rows / (sizes.len() as u64 - 1))
+    );
     assert_eq!(doc["status"]["transport"], serde_json::json!(["IB"]));
 }

@@ -76,7 +76,9 @@ impl GoLayout {
                     .collect();
                 let after = rest[1 + digits.len()..].chars().next();
                 if !digits.is_empty()
-                    && digits.chars().all(|c| c == digits.chars().next().unwrap_or('0'))
+                    && digits
+                        .chars()
+                        .all(|c| c == digits.chars().next().unwrap_or('0'))
                     && !after.is_some_and(|c| c.is_ascii_digit())
                 {
                     if sep == ',' {

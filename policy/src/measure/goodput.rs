@@ -188,7 +188,10 @@ impl<'p> GoodputParser<'p> {
             }
             return;
         }
-        for which in [PatternName::CheckpointRestore, PatternName::CheckpointLoaded] {
+        for which in [
+            PatternName::CheckpointRestore,
+            PatternName::CheckpointLoaded,
+        ] {
             if let Some(p) = self.pattern(which)
                 && let Some(caps) = p.captures(text)
             {
@@ -200,7 +203,13 @@ impl<'p> GoodputParser<'p> {
         }
     }
 
-    fn step(&mut self, p: &CompiledPattern, caps: &Captures<'_>, text: &[u8], ts: Option<Timestamp>) {
+    fn step(
+        &mut self,
+        p: &CompiledPattern,
+        caps: &Captures<'_>,
+        text: &[u8],
+        ts: Option<Timestamp>,
+    ) {
         let mut global = int(caps, "globalStep").unwrap_or(0);
         let iteration = int(caps, "iteration").unwrap_or(0);
         if global == 0 && iteration > 0 {
@@ -397,7 +406,9 @@ impl<'p> GoodputParser<'p> {
 
     /// The last checkpoint's path, when one was seen.
     pub fn last_checkpoint_path(&self) -> Option<&str> {
-        self.last_checkpoint.as_ref().and_then(|c| c.path.as_deref())
+        self.last_checkpoint
+            .as_ref()
+            .and_then(|c| c.path.as_deref())
     }
 }
 

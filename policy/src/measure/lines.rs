@@ -14,10 +14,7 @@ pub const MAX_LINE_BYTES: usize = 1024 * 1024;
 ///
 /// # Errors
 /// The first read error.
-pub fn for_each_line(
-    mut reader: impl BufRead,
-    mut f: impl FnMut(&[u8]),
-) -> std::io::Result<()> {
+pub fn for_each_line(mut reader: impl BufRead, mut f: impl FnMut(&[u8])) -> std::io::Result<()> {
     let mut line: Vec<u8> = Vec::with_capacity(4096);
     loop {
         let buf = match reader.fill_buf() {

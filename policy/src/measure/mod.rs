@@ -52,8 +52,8 @@ pub use profile::{
 };
 pub use text::{bandwidth_block, format_size, goodput_block};
 pub use threshold::{
-    Source, THRESHOLD_KEYS, Threshold, ThresholdKey, ThresholdResult, Thresholds,
-    ViolationReason, threshold_key, unknown_keys_message,
+    Source, THRESHOLD_KEYS, Threshold, ThresholdKey, ThresholdResult, Thresholds, ViolationReason,
+    threshold_key, unknown_keys_message,
 };
 
 /// The value of threshold key `key` in a measurement's status: `busBandwidthGBps` /

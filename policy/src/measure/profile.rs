@@ -153,12 +153,11 @@ impl CompiledPattern {
 
 /// The text of capture `name` (trimmed), when it took part in the match.
 pub fn capture<'c>(caps: &'c Captures<'_>, name: &str) -> Option<std::borrow::Cow<'c, str>> {
-    caps.name(name).map(|m| {
-        match String::from_utf8_lossy(m.as_bytes()) {
+    caps.name(name)
+        .map(|m| match String::from_utf8_lossy(m.as_bytes()) {
             std::borrow::Cow::Borrowed(s) => std::borrow::Cow::Borrowed(s.trim()),
             std::borrow::Cow::Owned(s) => std::borrow::Cow::Owned(s.trim().to_string()),
-        }
-    })
+        })
 }
 
 /// A LogProfile ready to parse lines.
@@ -196,7 +195,10 @@ impl CompiledProfile {
     /// `globalStep` or `iteration`), a named group the measurements do not read, a unit
     /// that is not `s`, `ms` or `us` or is set on a capture that is not a duration, an
     /// `example` the regex does not match.
-    pub fn compile(name: &str, spec: &LogProfileSpec) -> Result<CompiledProfile, Vec<ProfileProblem>> {
+    pub fn compile(
+        name: &str,
+        spec: &LogProfileSpec,
+    ) -> Result<CompiledProfile, Vec<ProfileProblem>> {
         let mut problems = Vec::new();
         let layout = GoLayout::compile(&spec.timestamp.layout).map_err(|message| ProfileProblem {
             path: "spec.timestamp.layout".to_string(),
@@ -323,7 +325,9 @@ fn compile_pattern(
         let Some(u) = Unit::parse(unit) else {
             return Err((
                 format!("units.{group}"),
-                format!("pattern {name}: units.{group}: unknown unit {unit:?}; known units: s, ms, us"),
+                format!(
+                    "pattern {name}: units.{group}: unknown unit {unit:?}; known units: s, ms, us"
+                ),
             ));
         };
         units.insert(group.clone(), u);
@@ -372,7 +376,10 @@ pub fn profile_from_value(value: &Value) -> Result<CompiledProfile, Vec<ProfileP
         path: path.to_string(),
         message: format!("{prefix}{message}"),
     };
-    let api_version = value.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    let api_version = value
+        .get("apiVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if api_version != crate::api::API_VERSION {
         return Err(vec![problem(
             "apiVersion",
@@ -383,7 +390,10 @@ pub fn profile_from_value(value: &Value) -> Result<CompiledProfile, Vec<ProfileP
         )]);
     }
     if name.is_empty() {
-        return Err(vec![problem("metadata", "metadata.name is required".to_string())]);
+        return Err(vec![problem(
+            "metadata",
+            "metadata.name is required".to_string(),
+        )]);
     }
     let Some(spec_value) = value.get("spec") else {
         return Err(vec![problem("kind", "spec is required".to_string())]);

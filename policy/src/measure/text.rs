@@ -70,7 +70,10 @@ pub fn goodput_block(status: &GoodputMeasurementStatus) -> String {
     let (ratio, tflops, step) = goodput_values(status);
     let mut lines = Vec::new();
     if let Some(r) = ratio {
-        lines.push(format!("    Avg Runtime Goodput:  {r:.2} ({:.0}%)", r * 100.0));
+        lines.push(format!(
+            "    Avg Runtime Goodput:  {r:.2} ({:.0}%)",
+            r * 100.0
+        ));
     }
     if let Some(t) = tflops {
         lines.push(format!("    Avg TFLOPs/GPU:  {t:.1}"));

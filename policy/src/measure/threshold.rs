@@ -151,7 +151,9 @@ impl Thresholds {
         }
         let mut thresholds = BTreeMap::new();
         for (key, expression) in map {
-            let Some(k) = threshold_key(key) else { continue };
+            let Some(k) = threshold_key(key) else {
+                continue;
+            };
             let fail = |why: String| {
                 format!(
                     "Threshold {}: compile threshold expression {}: {why}",
