@@ -133,7 +133,7 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
                 ));
             }
             (
-                Measured::Goodput(p.status()),
+                Measured::Goodput(Box::new(p.status())),
                 "GoodputMeasurement",
                 Map::new(),
             )
@@ -179,9 +179,12 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
     })
 }
 
+/// A log to read: its name in messages and its reader.
+type Log = (String, Box<dyn BufRead>);
+
 /// Opens every log up front, so a misspelled path fails before a long read.
-fn open(logs: &[String]) -> Result<Vec<(String, Box<dyn BufRead>)>, ExitCode> {
-    let mut out: Vec<(String, Box<dyn BufRead>)> = Vec::new();
+fn open(logs: &[String]) -> Result<Vec<Log>, ExitCode> {
+    let mut out: Vec<Log> = Vec::new();
     let mut failed = false;
     let mut stdin_used = false;
     for name in logs {

@@ -356,7 +356,7 @@ pub fn contract() -> Result<Contract, Error> {
             c.document_kind(
                 crate::measure::LOG_PROFILE_KIND,
                 "how a framework's log is parsed into bandwidth and goodput measurements",
-                |doc| crate::measure::check_document(doc),
+                crate::measure::check_document,
             )
         })
 }

@@ -201,7 +201,7 @@ fn nemo_steps_with_scientific_tflops() {
         Some("2026-01-22T18:00:06.5Z")
     );
     assert_eq!(s.training_time_sec.as_deref(), Some("1.376543"));
-    let m = Measured::Goodput(s);
+    let m = Measured::Goodput(Box::new(s));
     assert_eq!(measured_value(&m, "goodputRatio"), Some(1.0));
     assert_eq!(measured_value(&m, "avgTFLOPsPerGPU"), Some(590.635));
 }

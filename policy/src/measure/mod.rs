@@ -76,8 +76,8 @@ pub fn measured_value(status: &Measured, key: &str) -> Option<f64> {
 pub enum Measured {
     /// A BandwidthMeasurement status.
     Bandwidth(BandwidthMeasurementStatus),
-    /// A GoodputMeasurement status.
-    Goodput(GoodputMeasurementStatus),
+    /// A GoodputMeasurement status (boxed: it is much larger than a bandwidth status).
+    Goodput(Box<GoodputMeasurementStatus>),
 }
 
 impl Measured {
