@@ -1,10 +1,11 @@
-//! `nvcre-policy crd`: print the WorkloadRun and Workflow CustomResourceDefinitions, generated
-//! from the API types, as one YAML stream (`kubectl apply -f -` reads it).
+//! `nvcre-policy crd`: print the CustomResourceDefinitions (WorkloadRun, Workflow and the
+//! measurement kinds), generated from the API types, as one YAML stream (`kubectl apply -f -`
+//! reads it).
 
 use std::io::Write;
 use std::process::ExitCode;
 
-/// Prints both CRDs to stdout. Exit 0, or 2 when the YAML cannot be written.
+/// Prints the CRDs to stdout. Exit 0, or 2 when the YAML cannot be written.
 pub fn run() -> ExitCode {
     match nvcre_domain::crd::crds_yaml() {
         Ok(yaml) => {

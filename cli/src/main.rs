@@ -9,6 +9,7 @@ mod check;
 mod cluster;
 mod crd;
 mod input;
+mod measure;
 mod report;
 mod rules;
 mod suites;
@@ -57,8 +58,14 @@ enum Command {
     },
     /// Run the rule test suites (`rules/tests/<pack>/*.yaml`, or the given files and directories).
     Test(test_cmd::TestArgs),
-    /// Print the WorkloadRun and Workflow CustomResourceDefinitions as a YAML stream.
+    /// Print the CustomResourceDefinitions (WorkloadRun, Workflow, LogProfile,
+    /// BandwidthMeasurement, GoodputMeasurement) as a YAML stream.
     Crd,
+    /// Measure bandwidth or goodput from log files with a LogProfile, and check thresholds.
+    Measure {
+        #[command(subcommand)]
+        command: measure::MeasureCommand,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -235,6 +242,7 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
         }),
         Command::Test(args) => Ok(test_cmd::run(&rules, cli.rules.as_deref(), &args)),
         Command::Crd => Ok(crd::run()),
+        Command::Measure { command } => Ok(measure::run(&rules, &command)),
     }
 }
 

@@ -144,6 +144,10 @@ fn every_manifest_reads_as_its_typed_object() {
             "ClusterRole",
             "ClusterRoleBinding",
             "ConfigMap",
+            // WorkloadRun, Workflow, LogProfile, BandwidthMeasurement, GoodputMeasurement
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",
+            "CustomResourceDefinition",
             "CustomResourceDefinition",
             "CustomResourceDefinition",
             "Deployment",

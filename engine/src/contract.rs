@@ -113,7 +113,42 @@ impl std::fmt::Debug for TableContract {
 pub struct Contract {
     stages: Vec<StageContract>,
     tables: Vec<TableContract>,
+    kinds: Vec<KindContract>,
     require_every_table: bool,
+}
+
+/// A problem a [`KindContract`] check found in one document: the field path it is at
+/// (`spec.patterns.trainingStep.regex`; `""` for the document) and what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DocumentProblem {
+    /// Dotted field path of the offending node, as [`FieldPath::parse`] reads it.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// The check a caller runs on each document of a [`KindContract`]'s kind when rules load.
+pub type DocumentCheck = Arc<dyn Fn(&Document) -> Vec<DocumentProblem> + Send + Sync>;
+
+/// A document kind, besides `RulePack` and `Table`, that a rule set may hold for its caller
+/// (e.g. a `LogProfile`): the engine keeps such documents as they are in
+/// [`RuleSet::documents`](crate::RuleSet::documents) and runs the caller's check on each when
+/// the set loads, so a bad one refuses the whole set with its file, line and column.
+#[derive(Clone)]
+pub struct KindContract {
+    /// The `kind:` of the documents.
+    pub kind: String,
+    /// What the documents are for.
+    pub description: String,
+    check: DocumentCheck,
+}
+
+impl std::fmt::Debug for KindContract {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KindContract")
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Contract {
@@ -194,6 +229,51 @@ impl Contract {
             variables: variables.iter().map(|v| (*v).to_string()).collect(),
         });
         Ok(self)
+    }
+
+    /// Declares a document kind the set may hold beside packs and tables, and the check each
+    /// such document must pass when the set loads (see [`KindContract`]).
+    pub fn document_kind(
+        mut self,
+        kind: &str,
+        description: &str,
+        check: impl Fn(&Document) -> Vec<DocumentProblem> + Send + Sync + 'static,
+    ) -> Contract {
+        self.kinds.push(KindContract {
+            kind: kind.to_string(),
+            description: description.to_string(),
+            check: Arc::new(check),
+        });
+        self
+    }
+
+    /// The declared document kinds, in declaration order.
+    pub fn kinds(&self) -> &[KindContract] {
+        &self.kinds
+    }
+
+    /// The problems of `doc`, a document of a declared kind; `None` when its kind is not
+    /// declared.
+    pub(crate) fn check_document(&self, doc: &Document, kind: &str) -> Option<Vec<Problem>> {
+        let declared = self.kinds.iter().find(|k| k.kind == kind)?;
+        let problems = (declared.check)(doc)
+            .into_iter()
+            .map(|p| {
+                let pos = FieldPath::parse(&p.path)
+                    .ok()
+                    .and_then(|path| doc.spans.lookup(&path));
+                Problem {
+                    kind: ProblemKind::Compile,
+                    error: Error::Pack {
+                        file: doc.source.name.clone(),
+                        pos,
+                        rule: None,
+                        message: p.message,
+                    },
+                }
+            })
+            .collect();
+        Some(problems)
     }
 
     /// The declared stages, in declaration order.

@@ -158,6 +158,12 @@ impl Expr {
         &self.text
     }
 
+    /// The identifiers the expression reads (sorted), e.g. `["value"]` for `value >= 400`; a
+    /// caller that binds a fixed set of variables refuses any other.
+    pub fn references(&self) -> &[String] {
+        &self.refs
+    }
+
     /// Which params the expression reads.
     pub(crate) fn param_reads(&self) -> &FieldReads {
         &self.param_reads

@@ -86,7 +86,9 @@ pub mod schema;
 mod sites;
 mod source;
 
-pub use contract::{CelField, Contract, StageContract, TableContract};
+pub use contract::{
+    CelField, Contract, DocumentCheck, DocumentProblem, KindContract, StageContract, TableContract,
+};
 pub use error::{
     CompileError, ContractViolation, ConversionError, Error, EvaluationError, LoadErrors, PathError,
 };

@@ -359,6 +359,9 @@ pub struct RuleSet {
     pub packs: Vec<Arc<CompiledPack>>,
     /// The tables.
     pub tables: Vec<Arc<Table>>,
+    /// Documents of the kinds the contract declares besides `RulePack` and `Table`
+    /// ([`Contract::document_kind`]), as written, in load order; each passed its check.
+    pub documents: Vec<Arc<Document>>,
 }
 
 impl CompiledPack {
@@ -539,13 +542,44 @@ impl RuleSet {
                         }
                         set.tables.push(Arc::new(table));
                     }
-                    other => problems.push(problem(
-                        ProblemKind::Shape,
-                        &doc,
-                        "kind",
-                        None,
-                        format!("kind must be RulePack or Table, got {other:?}"),
-                    )),
+                    other => match contract.and_then(|c| c.check_document(&doc, other)) {
+                        Some(found) => {
+                            let name = doc
+                                .value
+                                .pointer("/metadata/name")
+                                .and_then(Value::as_str)
+                                .unwrap_or("")
+                                .to_string();
+                            if !names.insert(format!("{other}/{name}")) {
+                                problems.push(problem(
+                                    ProblemKind::Duplicate,
+                                    &doc,
+                                    "metadata.name",
+                                    None,
+                                    format!("duplicate {other} name {name:?}"),
+                                ));
+                            }
+                            problems.extend(found);
+                            set.documents.push(Arc::new(doc));
+                        }
+                        None => {
+                            let mut kinds = vec!["RulePack".to_string(), "Table".to_string()];
+                            if let Some(c) = contract {
+                                kinds.extend(c.kinds().iter().map(|k| k.kind.clone()));
+                            }
+                            let last = kinds.pop().unwrap_or_default();
+                            problems.push(problem(
+                                ProblemKind::Shape,
+                                &doc,
+                                "kind",
+                                None,
+                                format!(
+                                    "kind must be {} or {last}, got {other:?}",
+                                    kinds.join(", ")
+                                ),
+                            ));
+                        }
+                    },
                 }
             }
         }
@@ -605,6 +639,16 @@ impl RuleSet {
             });
         }
         (sources, errors)
+    }
+
+    /// The documents of `kind` (a kind the contract declared), in load order.
+    pub fn documents_of<'a>(
+        &'a self,
+        kind: &'a str,
+    ) -> impl Iterator<Item = &'a Arc<Document>> + 'a {
+        self.documents
+            .iter()
+            .filter(move |d| d.value.get("kind").and_then(Value::as_str) == Some(kind))
     }
 
     /// The packs whose `stage` equals `stage`, in load order.

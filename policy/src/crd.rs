@@ -1,10 +1,11 @@
-//! The Kubernetes CustomResourceDefinitions of WorkloadRun and Workflow, generated from the serde
-//! types of the API (there is one schema: the types the render pipeline reads are the types the
-//! CRD describes), plus the status types the controller writes.
+//! The Kubernetes CustomResourceDefinitions of WorkloadRun and Workflow (and the measurement
+//! kinds), generated from the serde types of the API (there is one schema: the types the render
+//! pipeline reads are the types the CRD describes), plus the status types the controller writes.
 //!
 //! The generated roots are [`WorkloadRunResource`] and [`WorkflowResource`] (kube
-//! `CustomResource`s over [`WorkloadRunSpec`] and [`WorkflowSpec`]); [`crds`] returns both
-//! definitions and [`crds_yaml`] prints them as one YAML stream (what `nvcre-policy crd` prints
+//! `CustomResource`s over [`WorkloadRunSpec`] and [`WorkflowSpec`]); [`crds`] returns them and
+//! the measurement CRDs (LogProfile, BandwidthMeasurement, GoodputMeasurement), and
+//! [`crds_yaml`] prints them as one YAML stream (what `nvcre-policy crd` prints
 //! and what `controller/deploy/crds.yaml` holds).
 //!
 //! The schema carries the API server's checks: OpenAPI bounds and patterns, and the
@@ -207,9 +208,20 @@ pub struct WorkflowStatus {
     pub observed_generation: Option<i64>,
 }
 
-/// Both CustomResourceDefinitions: WorkloadRun, then Workflow.
+/// Every CustomResourceDefinition: WorkloadRun, Workflow, then the measurement kinds
+/// (LogProfile, cluster-scoped; BandwidthMeasurement; GoodputMeasurement; see
+/// [`crate::measure`]).
 pub fn crds() -> Vec<CustomResourceDefinition> {
-    vec![WorkloadRunResource::crd(), WorkflowResource::crd()]
+    use crate::measure::{
+        BandwidthMeasurementResource, GoodputMeasurementResource, LogProfileResource,
+    };
+    vec![
+        WorkloadRunResource::crd(),
+        WorkflowResource::crd(),
+        LogProfileResource::crd(),
+        BandwidthMeasurementResource::crd(),
+        GoodputMeasurementResource::crd(),
+    ]
 }
 
 /// [`crds`] as one YAML stream (`---` between documents), ending in a newline.

@@ -94,6 +94,7 @@ mod contract;
 pub mod crd;
 mod detect;
 mod error;
+pub mod measure;
 mod nodes;
 mod nodes_file;
 mod packs;

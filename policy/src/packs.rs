@@ -91,6 +91,18 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/detect/platforms.yaml"),
     ),
     (
+        "rules/measure/megatron-training.yaml",
+        include_str!("../../rules/measure/megatron-training.yaml"),
+    ),
+    (
+        "rules/measure/nccl-bandwidth.yaml",
+        include_str!("../../rules/measure/nccl-bandwidth.yaml"),
+    ),
+    (
+        "rules/measure/nemo-training.yaml",
+        include_str!("../../rules/measure/nemo-training.yaml"),
+    ),
+    (
         "rules/overrides/list-merge.yaml",
         include_str!("../../rules/overrides/list-merge.yaml"),
     ),
@@ -340,11 +352,18 @@ pub fn contract() -> Result<Contract, Error> {
             Some(params::OVERRIDES),
         )?
         .cel_field(OVERRIDE_TABLE, "/when/expression", WHEN_VARIABLES)
+        .map(|c| {
+            c.document_kind(
+                crate::measure::LOG_PROFILE_KIND,
+                "how a framework's log is parsed into bandwidth and goodput measurements",
+                crate::measure::check_document,
+            )
+        })
 }
 
 /// The schemas [`rule_file_schema`] knows besides one per table: a `RulePack` document, a
-/// `Table` document of any declared table, a rule test suite.
-pub const SCHEMA_KINDS: &[&str] = &["pack", "table", "suite"];
+/// `Table` document of any declared table, a rule test suite, a `LogProfile` document.
+pub const SCHEMA_KINDS: &[&str] = &["pack", "table", "suite", "log-profile"];
 
 /// Every name [`rule_file_schema`] accepts: [`SCHEMA_KINDS`], then each table of
 /// [`contract`] in declaration order.
@@ -373,7 +392,30 @@ pub fn rule_file_schema(name: &str) -> Result<Option<serde_json::Value>, Error> 
         "pack" => Some(nvcre_engine::schema::pack_file_schema()),
         "table" => Some(nvcre_engine::schema::table_file_schema(&contract)),
         "suite" => Some(crate::suite::suite_schema()),
+        "log-profile" => Some(log_profile_schema()),
         other => nvcre_engine::schema::one_table_file_schema(&contract, other),
+    })
+}
+
+/// The schema of a `LogProfile` document (rule file or cluster object): apiVersion, kind,
+/// `metadata.name` and the spec, derived from [`crate::measure::LogProfileSpec`].
+fn log_profile_schema() -> serde_json::Value {
+    serde_json::json!({
+        "$schema": nvcre_engine::schema::DRAFT_2020_12,
+        "description": "a LogProfile (rules/measure/*.yaml): how a framework's log is parsed into measurements",
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {
+            "apiVersion": {"const": crate::api::API_VERSION},
+            "kind": {"const": crate::measure::LOG_PROFILE_KIND},
+            "metadata": {
+                "type": "object",
+                "required": ["name"],
+                "properties": {"name": {"type": "string", "minLength": 1}},
+            },
+            "spec": row_schema::<crate::measure::LogProfileSpec>(),
+        },
+        "additionalProperties": false,
     })
 }
 

@@ -38,9 +38,10 @@ fn errors(v: &jsonschema::Validator, value: &Value) -> Vec<String> {
 #[test]
 fn every_shipped_rule_file_and_suite_validates() {
     let (pack, table, suite) = (validator("pack"), validator("table"), validator("suite"));
+    let profile = validator("log-profile");
     let (files, walk_errors) = walk_files(&rules_dir(), &WalkOptions::RULES);
     assert!(walk_errors.is_empty(), "{walk_errors:?}");
-    let mut counts = (0, 0);
+    let mut counts = (0, 0, 0);
     for f in &files {
         for doc in documents(f) {
             let name = doc.pointer("/metadata/name").and_then(Value::as_str);
@@ -60,11 +61,20 @@ fn every_shipped_rule_file_and_suite_validates() {
                     let one = validator(name.expect("table name"));
                     assert_eq!(errors(&one, &doc), Vec::<String>::new(), "{}", f.display());
                 }
+                Some("LogProfile") => {
+                    counts.2 += 1;
+                    assert_eq!(
+                        errors(&profile, &doc),
+                        Vec::<String>::new(),
+                        "{}",
+                        f.display()
+                    );
+                }
                 other => panic!("{}: kind {other:?}", f.display()),
             }
         }
     }
-    assert_eq!(counts, (8, 11));
+    assert_eq!(counts, (8, 11, 3));
     let mut suites = 0;
     let (files, walk_errors) = walk_files(
         &rules_dir().join("tests"),

@@ -35,3 +35,6 @@ mod cluster;
 
 /// The flag checks of the cluster verbs (no cluster needed).
 mod cluster_flags;
+
+/// `measure bandwidth|goodput` on sample logs, thresholds.
+mod measure;

@@ -5,7 +5,7 @@ use serde_json::Value;
 
 use super::util::run;
 
-const NAMES: &str = "pack, table, suite, gang-defaults, gpu-defaults, gpu-products, list-merge, \
+const NAMES: &str = "pack, table, suite, log-profile, gang-defaults, gpu-defaults, gpu-products, list-merge, \
                      nccl-base-env, nic-detection, platform-detection, runtime-templates, \
                      scheduling, test-scale, workloadrun-platform-overrides";
 

@@ -1,0 +1,427 @@
+//! `nvcre-policy measure bandwidth|goodput`: a LogProfile of the rule set applied to log files
+//! (or standard input) line by line, the BandwidthMeasurement / GoodputMeasurement status it
+//! gives, and thresholds (CEL over `value`) checked against it.
+//!
+//! Exit codes: 0 measured (thresholds met), 1 a threshold violated or not measurable,
+//! 2 usage, input or rule error.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand, ValueEnum};
+use nvcre_domain::measure::{
+    BandwidthParser, GoodputParser, LogProfiles, Measured, Source, THRESHOLD_KEYS, ThresholdResult,
+    Thresholds, bandwidth_block, for_each_line, goodput_block, measured_value, threshold_key,
+    unknown_keys_message,
+};
+use nvcre_engine::{RuleSet, to_yaml};
+use serde_json::{Map, Value, json};
+
+use crate::input;
+use crate::report;
+
+#[derive(Debug, Subcommand)]
+pub enum MeasureCommand {
+    /// NCCL test output → a BandwidthMeasurement status (average bandwidth per message size,
+    /// network transports).
+    Bandwidth(BandwidthArgs),
+    /// Training output → a GoodputMeasurement status (goodput ratio, step time, TFLOP/s per
+    /// GPU, checkpoints).
+    Goodput(MeasureArgs),
+}
+
+/// Output format of `measure`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    /// The report's Bandwidth / Goodput block and the thresholds.
+    Text,
+    /// `{kind, spec, status, values, thresholds}` as JSON.
+    Json,
+    /// The same as YAML.
+    Yaml,
+}
+
+#[derive(Debug, Args)]
+pub struct BandwidthArgs {
+    /// The NCCL collective measured (`all_reduce`, `alltoall`, …), recorded as spec.testType.
+    #[arg(long, value_name = "T")]
+    test_type: Option<String>,
+    #[command(flatten)]
+    common: MeasureArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct MeasureArgs {
+    /// The LogProfile to parse with (a `kind: LogProfile` document of the rule set).
+    #[arg(long, value_name = "NAME")]
+    profile: String,
+    /// A YAML or JSON mapping of threshold keys to CEL expressions over `value`.
+    #[arg(long, value_name = "FILE")]
+    thresholds: Option<String>,
+    /// One threshold, `KEY=EXPR` (repeatable; overrides the same key of --run and --thresholds).
+    #[arg(long = "threshold", value_name = "KEY=EXPR")]
+    threshold: Vec<String>,
+    /// A WorkloadRun manifest whose spec.thresholds apply.
+    #[arg(long, value_name = "WORKLOADRUN")]
+    run: Option<String>,
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: Format,
+    /// Log files, plain or kubelet-timestamped (`-` for standard input).
+    #[arg(value_name = "LOG", required = true)]
+    logs: Vec<String>,
+}
+
+fn fail(message: &str) -> ExitCode {
+    report::error_line(message);
+    ExitCode::from(2)
+}
+
+/// Runs `measure`.
+pub fn run(rules: &RuleSet, command: &MeasureCommand) -> ExitCode {
+    match measure(rules, command) {
+        Ok(code) | Err(code) => code,
+    }
+}
+
+fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCode> {
+    let (args, source, test_type) = match command {
+        MeasureCommand::Bandwidth(a) => (&a.common, Source::Bandwidth, a.test_type.as_deref()),
+        MeasureCommand::Goodput(a) => (a, Source::Goodput, None),
+    };
+    let profiles = LogProfiles::from_rules(rules).map_err(|e| fail(&e))?;
+    let profile = profiles.get(&args.profile).map_err(|e| fail(&e))?;
+    let (thresholds, skipped) = thresholds(args, source)?;
+    let mut readers = open(&args.logs)?;
+    let mut read_all = |feed: &mut dyn FnMut(&[u8])| -> Result<(), ExitCode> {
+        for (name, reader) in readers.iter_mut() {
+            for_each_line(reader, &mut *feed).map_err(|e| fail(&format!("reading {name}: {e}")))?;
+        }
+        Ok(())
+    };
+    let (measured, kind, mut spec) = match source {
+        Source::Bandwidth => {
+            let mut p = BandwidthParser::new(profile).map_err(|e| fail(&e))?;
+            read_all(&mut |l| p.feed(l))?;
+            if p.rows() == 0 {
+                report::warning_line(&format!(
+                    "no bandwidth data was parsed; check --profile (LogProfile {} reads rows with its bandwidthResult pattern)",
+                    profile.name
+                ));
+            }
+            if p.dropped_rows() > 0 {
+                report::warning_line(&format!(
+                    "{} rows of further message sizes were ignored (at most {} sizes are kept)",
+                    p.dropped_rows(),
+                    nvcre_domain::measure::MAX_SIZES
+                ));
+            }
+            (
+                Measured::Bandwidth(p.status()),
+                "BandwidthMeasurement",
+                Map::new(),
+            )
+        }
+        Source::Goodput => {
+            let mut p = GoodputParser::new(profile).map_err(|e| fail(&e))?;
+            read_all(&mut |l| p.feed(l))?;
+            if p.steps() == 0 {
+                report::warning_line(&format!(
+                    "no training step was parsed; check --profile (LogProfile {} reads steps with its trainingStep pattern)",
+                    profile.name
+                ));
+            }
+            (
+                Measured::Goodput(Box::new(p.status())),
+                "GoodputMeasurement",
+                Map::new(),
+            )
+        }
+    };
+    spec.insert("logProfileRef".into(), json!(profile.name));
+    if let Some(t) = test_type {
+        spec.insert("testType".into(), json!(t));
+    }
+    for key in &skipped {
+        report::warning_line(&format!(
+            "threshold {key} is measured by `measure {}`; skipped",
+            match source {
+                Source::Bandwidth => "goodput",
+                Source::Goodput => "bandwidth",
+            }
+        ));
+    }
+    let results = thresholds.evaluate(source, |k| measured_value(&measured, k));
+    let text = match args.output {
+        Format::Text => text(&measured, test_type, &results),
+        Format::Json | Format::Yaml => {
+            let doc = document(kind, spec, &measured, &results);
+            if args.output == Format::Json {
+                let mut s = serde_json::to_string_pretty(&doc).unwrap_or_default();
+                s.push('\n');
+                s
+            } else {
+                to_yaml(&doc).map_err(|e| fail(&e.to_string()))?
+            }
+        }
+    };
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+        Err(e) => return Err(fail(&format!("writing the output: {e}"))),
+    }
+    Ok(if results.iter().all(|r| r.passed) {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+/// A log to read: its name in messages and its reader.
+type Log = (String, Box<dyn BufRead>);
+
+/// Opens every log up front, so a misspelled path fails before a long read.
+fn open(logs: &[String]) -> Result<Vec<Log>, ExitCode> {
+    let mut out: Vec<Log> = Vec::new();
+    let mut failed = false;
+    let mut stdin_used = false;
+    for name in logs {
+        if name == "-" {
+            if stdin_used {
+                report::error_line("standard input (-) is given twice");
+                failed = true;
+                continue;
+            }
+            stdin_used = true;
+            out.push(("<stdin>".into(), Box::new(BufReader::new(std::io::stdin()))));
+            continue;
+        }
+        match std::fs::File::open(name) {
+            Ok(f) if f.metadata().is_ok_and(|m| m.is_dir()) => {
+                report::error_line(&format!("reading {name}: is a directory, not a log file"));
+                failed = true;
+            }
+            Ok(f) => out.push((name.clone(), Box::new(BufReader::with_capacity(1 << 16, f)))),
+            Err(e) => {
+                report::error_line(&format!("reading {name}: {e}"));
+                failed = true;
+            }
+        }
+    }
+    if failed {
+        Err(ExitCode::from(2))
+    } else {
+        Ok(out)
+    }
+}
+
+/// The thresholds of `--run`, `--thresholds` and `--threshold` (later ones override a key),
+/// compiled; and the keys of the other measurement that a file named (skipped). A key of the
+/// other measurement given with `--threshold` is a usage error.
+fn thresholds(args: &MeasureArgs, source: Source) -> Result<(Thresholds, Vec<String>), ExitCode> {
+    let mut map: BTreeMap<String, String> = BTreeMap::new();
+    let mut problems: Vec<String> = Vec::new();
+    if let Some(path) = &args.run {
+        match run_thresholds(path) {
+            Ok((name, m)) => {
+                if let Some(e) = unknown_keys_message(m.keys().map(String::as_str)) {
+                    problems.push(format!("workloadrun {name}: {e}"));
+                }
+                map.extend(m);
+            }
+            Err(e) => problems.push(e),
+        }
+    }
+    if let Some(path) = &args.thresholds {
+        match file_thresholds(path) {
+            Ok(m) => {
+                if let Some(e) = unknown_keys_message(m.keys().map(String::as_str)) {
+                    problems.push(format!("{path}: {e}"));
+                }
+                map.extend(m);
+            }
+            Err(e) => problems.push(e),
+        }
+    }
+    let mut flags = BTreeMap::new();
+    for t in &args.threshold {
+        match t.split_once('=') {
+            Some((k, v)) if !k.trim().is_empty() && !v.trim().is_empty() => {
+                flags.insert(k.trim().to_string(), v.trim().to_string());
+            }
+            _ => problems.push(format!(
+                "--threshold {t:?}: expected KEY=EXPR, e.g. --threshold 'busBandwidthGBps=value >= 400'"
+            )),
+        }
+    }
+    if let Some(e) = unknown_keys_message(flags.keys().map(String::as_str)) {
+        problems.push(format!("--threshold: {e}"));
+    }
+    for k in flags.keys() {
+        if let Some(key) = threshold_key(k)
+            && key.source != source
+        {
+            problems.push(format!(
+                "--threshold {k}: {} is not measured by `measure {}`",
+                key.description,
+                match source {
+                    Source::Bandwidth => "bandwidth",
+                    Source::Goodput => "goodput",
+                }
+            ));
+        }
+    }
+    map.extend(flags);
+    if !problems.is_empty() {
+        for p in &problems {
+            report::error_line(p);
+        }
+        return Err(ExitCode::from(2));
+    }
+    let skipped: Vec<String> = map
+        .keys()
+        .filter(|k| threshold_key(k).is_some_and(|key| key.source != source))
+        .cloned()
+        .collect();
+    let compiled = Thresholds::compile(&map).map_err(|errors| {
+        for e in &errors {
+            report::error_line(e);
+        }
+        ExitCode::from(2)
+    })?;
+    Ok((compiled, skipped))
+}
+
+/// `key → expression` from a mapping document, each value a string.
+fn mapping(
+    doc: &nvcre_engine::Document,
+    at: &str,
+    file: &str,
+) -> Result<BTreeMap<String, String>, String> {
+    let value = if at.is_empty() {
+        Some(&doc.value)
+    } else {
+        doc.value.pointer(at)
+    };
+    let Some(value) = value else {
+        return Ok(BTreeMap::new());
+    };
+    let Value::Object(m) = value else {
+        return Err(format!(
+            "{file}: thresholds must be a mapping of key to CEL expression (valid keys: {})",
+            THRESHOLD_KEYS
+                .iter()
+                .map(|k| k.key)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    };
+    let mut out = BTreeMap::new();
+    for (k, v) in m {
+        let Value::String(s) = v else {
+            let path = format!("{}.{k}", at.trim_start_matches('/').replace('/', "."));
+            let pos = nvcre_engine::FieldPath::parse(path.trim_start_matches('.'))
+                .ok()
+                .and_then(|p| doc.spans.lookup(&p))
+                .map(|p| format!(":{p}"))
+                .unwrap_or_default();
+            return Err(format!(
+                "{file}{pos}: threshold {k}: expected a CEL expression string such as \"value >= 400\", got {}",
+                nvcre_engine::json_type_name(v)
+            ));
+        };
+        out.insert(k.clone(), s.clone());
+    }
+    Ok(out)
+}
+
+fn file_thresholds(path: &str) -> Result<BTreeMap<String, String>, String> {
+    let docs = input::read_one(path)?;
+    let name = if path == "-" { "<stdin>" } else { path };
+    match docs.as_slice() {
+        [doc] => mapping(doc, "", name),
+        [] => Err(format!("{name}: no thresholds (the file is empty)")),
+        _ => Err(format!(
+            "{name}: expected one mapping document, found {}",
+            docs.len()
+        )),
+    }
+}
+
+/// `(metadata.name, spec.thresholds)` of the WorkloadRun in `path`.
+fn run_thresholds(path: &str) -> Result<(String, BTreeMap<String, String>), String> {
+    let docs = input::read_one(path)?;
+    let name = if path == "-" { "<stdin>" } else { path };
+    let runs: Vec<_> = docs
+        .iter()
+        .filter(|d| d.value.get("kind").and_then(Value::as_str) == Some("WorkloadRun"))
+        .collect();
+    match runs.as_slice() {
+        [doc] => {
+            let run = doc
+                .value
+                .pointer("/metadata/name")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_string();
+            Ok((run, mapping(doc, "/spec/thresholds", name)?))
+        }
+        [] => Err(format!("{name}: no WorkloadRun document")),
+        _ => Err(format!(
+            "{name}: {} WorkloadRun documents; give a file with one",
+            runs.len()
+        )),
+    }
+}
+
+fn text(measured: &Measured, test_type: Option<&str>, results: &[ThresholdResult]) -> String {
+    let mut out = String::new();
+    if let Some(t) = test_type {
+        out.push_str(&format!("Test type: {t}\n"));
+    }
+    match measured {
+        Measured::Bandwidth(s) => out.push_str(&bandwidth_block(s)),
+        Measured::Goodput(s) => out.push_str(&goodput_block(s)),
+    }
+    if !results.is_empty() {
+        out.push_str("Thresholds:\n");
+        for r in results {
+            match (&r.message, r.value) {
+                (None, Some(v)) => out.push_str(&format!(
+                    "    ✓  {}: {} (measured {v:.4})\n",
+                    r.key, r.expression
+                )),
+                (Some(m), _) => out.push_str(&format!("    ✗  {m}\n")),
+                (None, None) => {}
+            }
+        }
+    }
+    out
+}
+
+fn document(
+    kind: &str,
+    spec: Map<String, Value>,
+    measured: &Measured,
+    results: &[ThresholdResult],
+) -> Value {
+    let status = match measured {
+        Measured::Bandwidth(s) => serde_json::to_value(s),
+        Measured::Goodput(s) => serde_json::to_value(s),
+    }
+    .unwrap_or(Value::Null);
+    let values: Map<String, Value> = THRESHOLD_KEYS
+        .iter()
+        .filter_map(|k| measured_value(measured, k.key).map(|v| (k.key.to_string(), json!(v))))
+        .collect();
+    json!({
+        "apiVersion": nvcre_domain::crd::API_VERSION,
+        "kind": kind,
+        "spec": spec,
+        "status": status,
+        "values": values,
+        "thresholds": serde_json::to_value(results).unwrap_or(Value::Null),
+    })
+}

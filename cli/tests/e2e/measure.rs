@@ -1,0 +1,289 @@
+//! `measure bandwidth|goodput` on the sample logs: the report blocks, thresholds met (exit 0)
+//! and violated (exit 1) with their exact messages, usage errors (exit 2).
+
+use super::util::{bin, path, rules_copy, run};
+
+const DATA: &str = "rules/tests/log-profiles/data";
+
+fn log(name: &str) -> String {
+    path(&format!("{DATA}/{name}"))
+}
+
+#[test]
+fn bandwidth_thresholds_met_print_the_report_block() {
+    let (code, out, err) = run(&[
+        "measure",
+        "bandwidth",
+        "--profile",
+        "nccl-bandwidth",
+        "--test-type",
+        "all_reduce",
+        "--threshold",
+        "busBandwidthGBps=value >= 300",
+        &log("nccl-h100-16rank.log"),
+    ]);
+    assert_eq!((code, err.as_str()), (0, ""));
+    assert_eq!(
+        out,
+        "Test type: all_reduce\nBandwidth:\n    Size       AlgBW        BusBW        Samples\n    8 B        0.00 GB/s    0.00 GB/s    1\n    1 MB       5.16 GB/s    9.68 GB/s    1\n    128 MB     81.24 GB/s   152.32 GB/s  1\n    1 GB       158.86 GB/s  297.86 GB/s  1\n    2 GB       169.81 GB/s  318.40 GB/s  1\n    8 GB       180.71 GB/s  338.82 GB/s  1\nThresholds:\n    ✓  busBandwidthGBps: value >= 300 (measured 338.8200)\n"
+    );
+}
+
+#[test]
+fn a_violated_threshold_exits_1_with_the_exact_message() {
+    let (code, out, _) = run(&[
+        "measure",
+        "bandwidth",
+        "--profile",
+        "nccl-bandwidth",
+        "--threshold",
+        "busBandwidthGBps=value >= 400",
+        "-o",
+        "json",
+        &log("nccl-h100-16rank.log"),
+    ]);
+    assert_eq!(code, 1);
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(doc["kind"], "BandwidthMeasurement");
+    assert_eq!(
+        doc["spec"],
+        serde_json::json!({"logProfileRef": "nccl-bandwidth"})
+    );
+    assert_eq!(
+        doc["values"],
+        serde_json::json!({"busBandwidthGBps": 338.82, "algBandwidthGBps": 180.71})
+    );
+    assert_eq!(
+        doc["thresholds"],
+        serde_json::json!([{
+            "key": "busBandwidthGBps",
+            "expression": "value >= 400",
+            "value": 338.82,
+            "passed": false,
+            "reason": "ThresholdViolated",
+            "message": "Threshold \"busBandwidthGBps\" violated: measured 338.8200, expression: value >= 400"
+        }])
+    );
+    assert_eq!(
+        doc["status"]["results"][5],
+        serde_json::json!({"sizeBytes": 8589934592_i64, "algBW": "180.71", "busBW": "338.82", "samples": 1})
+    );
+}
+
+#[test]
+fn goodput_from_stdin_with_the_thresholds_of_a_workloadrun() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run_file = dir.path().join("run.yaml");
+    std::fs::write(
+        &run_file,
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: train}\nspec:\n  thresholds:\n    busBandwidthGBps: value >= 400\n    goodputRatio: value >= 0.9\n    avgTFLOPsPerGPU: value >= 100\n",
+    )
+    .expect("write");
+    let text = std::fs::read_to_string(log("megatron-n6-full-sequence.log")).expect("fixture");
+    let out = bin()
+        .args([
+            "measure",
+            "goodput",
+            "--profile",
+            "megatron-training",
+            "--run",
+        ])
+        .arg(&run_file)
+        .arg("-")
+        .write_stdin(text)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "Goodput:\n    Avg Runtime Goodput:  0.89 (89%)\n    Avg TFLOPs/GPU:  138.5\n    Avg Step Time:  132.56s\nThresholds:\n    ✓  avgTFLOPsPerGPU: value >= 100 (measured 138.5000)\n    ✗  Threshold \"goodputRatio\" violated: measured 0.8856, expression: value >= 0.9\n"
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "Warning: threshold busBandwidthGBps is measured by `measure bandwidth`; skipped\n"
+    );
+}
+
+#[test]
+fn usage_errors_exit_2_with_the_exact_message() {
+    let nemo = log("nemo-n4-training-steps.log");
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["measure", "goodput", "--profile", "nope", &nemo],
+            "Error: unknown LogProfile \"nope\"; known profiles: megatron-training, nccl-bandwidth, nemo-training\n",
+        ),
+        (
+            &[
+                "measure",
+                "goodput",
+                "--profile",
+                "nemo-training",
+                "--threshold",
+                "avgTFLOPSPerGPU=value > 1",
+                &nemo,
+            ],
+            "Error: --threshold: unknown threshold key(s) [avgTFLOPSPerGPU]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]\n",
+        ),
+        (
+            &[
+                "measure",
+                "goodput",
+                "--profile",
+                "nemo-training",
+                "--threshold",
+                "goodputRatio=value + 1.0",
+                &nemo,
+            ],
+            "Error: Threshold \"goodputRatio\": compile threshold expression \"value + 1.0\": expression must return bool, got double\n",
+        ),
+        (
+            &[
+                "measure",
+                "bandwidth",
+                "--profile",
+                "nccl-bandwidth",
+                "--threshold",
+                "goodputRatio=value > 0.5",
+                &nemo,
+            ],
+            "Error: --threshold goodputRatio: Goodput ratio (from GoodputMeasurement) is not measured by `measure bandwidth`\n",
+        ),
+        (
+            &[
+                "measure",
+                "bandwidth",
+                "--profile",
+                "megatron-training",
+                &nemo,
+            ],
+            "Error: LogProfile megatron-training has no bandwidthResult pattern\n",
+        ),
+        (
+            &[
+                "measure",
+                "bandwidth",
+                "--profile",
+                "nccl-bandwidth",
+                "/nonexistent/nccl.log",
+            ],
+            "Error: reading /nonexistent/nccl.log: No such file or directory (os error 2)\n",
+        ),
+    ];
+    for (args, want) in cases {
+        let (code, out, err) = run(args);
+        assert_eq!(
+            (code, out.as_str(), err.as_str()),
+            (2, "", *want),
+            "{args:?}"
+        );
+    }
+}
+
+#[test]
+fn a_rule_set_with_a_bad_profile_is_refused_whole() {
+    let (_dir, rules) = rules_copy();
+    super::util::edit(
+        &rules.join("measure/nccl-bandwidth.yaml"),
+        "(?P<busBW>[\\d.]+)'",
+        "(?P<busBW>[\\d.]+'",
+    );
+    let (code, out, err) = run(&[
+        "--rules",
+        &rules.display().to_string(),
+        "measure",
+        "bandwidth",
+        "--profile",
+        "nccl-bandwidth",
+        &log("nccl-h100-16rank.log"),
+    ]);
+    assert_eq!((code, out.as_str()), (2, ""));
+    assert_eq!(
+        err,
+        format!(
+            "Error: rule pack error: {}:23:14: LogProfile \"nccl-bandwidth\": compiling bandwidthResult regex: error parsing regexp: unclosed group: `^\\s*(?P<size>\\d+)\\s+\\d+\\s+\\w+\\s+\\w+\\s+-?\\d+\\s+[\\d.]+\\s+(?P<algBW>[\\d.]+)\\s+(?P<busBW>[\\d.]+`\n",
+            rules.join("measure/nccl-bandwidth.yaml").display()
+        )
+    );
+}
+
+/// The benchmark figure for a multi-GB log: generates ~1 GiB of kubelet-timestamped NCCL
+/// output in the temporary directory, measures it under `/usr/bin/time -v` (peak RSS, wall
+/// time printed), checks the result and deletes the file. Not a timed test; run by hand:
+/// `cargo test -p nvcre-policy --test tests large_log -- --ignored --nocapture`
+/// (`NVCRE_LARGE_LOG_MIB` changes the size).
+#[test]
+#[ignore = "writes ~1 GiB to the temporary directory; a benchmark, run by hand"]
+fn large_log_is_measured_in_bounded_memory() {
+    use std::io::Write;
+    let mib: u64 = std::env::var("NVCRE_LARGE_LOG_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024);
+    let file = std::env::temp_dir().join("nvcre-measure-large.log");
+    let mut w =
+        std::io::BufWriter::with_capacity(1 << 20, std::fs::File::create(&file).expect("create"));
+    let sizes: Vec<u64> = (3..=33).map(|p| 1u64 << p).collect();
+    let mut written = 0u64;
+    let mut rows = 0u64;
+    let mut second = 0u64;
+    while written < mib << 20 {
+        for (i, size) in sizes.iter().enumerate() {
+            let stamp = format!(
+                "2026-08-06T14:{:02}:{:02}.{:09}-07:00",
+                (second / 60) % 60,
+                second % 60,
+                i
+            );
+            let line = if i == 0 {
+                format!(
+                    "{stamp} host-{second}:530:530 [0] NCCL INFO Using network IB\n{stamp} #       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong\n"
+                )
+            } else {
+                rows += 1;
+                format!(
+                    "{stamp} {size:>12} {:>13}     float     sum      -1   1652.2   81.24  152.32      0   1636.7   82.01  153.76      0\n",
+                    size / 4
+                )
+            };
+            w.write_all(line.as_bytes()).expect("write");
+            written += line.len() as u64;
+        }
+        second += 1;
+    }
+    w.flush().expect("flush");
+    drop(w);
+    let bin = assert_cmd::cargo::cargo_bin("nvcre-policy");
+    let out = std::process::Command::new("/usr/bin/time")
+        .arg("-v")
+        .arg(&bin)
+        .args([
+            "measure",
+            "bandwidth",
+            "--profile",
+            "nccl-bandwidth",
+            "-o",
+            "json",
+        ])
+        .arg(&file)
+        .env_remove("NVCRE_RULES")
+        .output()
+        .expect("/usr/bin/time runs");
+    std::fs::remove_file(&file).expect("remove the generated log");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for line in stderr
+        .lines()
+        .filter(|l| l.contains("Maximum resident set size") || l.contains("Elapsed (wall clock)"))
+    {
+        println!("{}", line.trim());
+    }
+    println!("{} MiB, {rows} result rows", written >> 20);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let results = doc["status"]["results"].as_array().expect("results");
+    assert_eq!(results.len(), sizes.len() - 1);
+    assert_eq!(
+        results[0]["samples"].as_u64(),
+        Some(rows / (sizes.len() as u64 - 1))
+    );
+    assert_eq!(doc["status"]["transport"], serde_json::json!(["IB"]));
+}

@@ -1,0 +1,238 @@
+//! NCCL bandwidth: result rows and network transports parsed line by line with a LogProfile's
+//! `bandwidthResult` / `networkTransport` patterns, averaged per message size.
+
+use std::collections::{BTreeSet, HashMap};
+
+use jiff::Timestamp;
+
+use super::api::{BandwidthMeasurementStatus, BandwidthResult};
+use super::lines::kubelet_prefix;
+use super::profile::{CompiledPattern, CompiledProfile, PatternName, capture};
+
+/// At most this many distinct message sizes are kept (nccl-tests prints a few dozen); rows of
+/// further sizes are counted in [`BandwidthParser::dropped_rows`] and otherwise ignored, so a
+/// hostile log cannot grow memory.
+pub const MAX_SIZES: usize = 65_536;
+/// At most this many distinct transport names are kept.
+pub const MAX_TRANSPORTS: usize = 256;
+
+/// One parsed result row.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DataPoint {
+    /// Message size, bytes.
+    pub size_bytes: i64,
+    /// Algorithm bandwidth, GB/s.
+    pub alg_bw: f64,
+    /// Bus bandwidth, GB/s.
+    pub bus_bw: f64,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sums {
+    size_bytes: i64,
+    alg: f64,
+    bus: f64,
+    n: i64,
+}
+
+/// Streaming parser: feed it lines ([`BandwidthParser::feed`]), then read the status
+/// ([`BandwidthParser::status`]). Memory is bounded by the distinct sizes and transports.
+#[derive(Debug)]
+pub struct BandwidthParser<'p> {
+    result: &'p CompiledPattern,
+    transport: Option<&'p CompiledPattern>,
+    sums: Vec<Sums>,
+    index: HashMap<i64, usize>,
+    transports: BTreeSet<String>,
+    first: Option<Timestamp>,
+    last: Option<Timestamp>,
+    rows: u64,
+    dropped: u64,
+}
+
+/// The line without its kubelet timestamp prefix, and that timestamp.
+pub fn strip_prefix(line: &[u8]) -> (Option<Timestamp>, &[u8]) {
+    match kubelet_prefix(line) {
+        Some((ts, rest)) => (Some(ts), rest),
+        None => (None, line),
+    }
+}
+
+impl<'p> BandwidthParser<'p> {
+    /// A parser for `profile`.
+    ///
+    /// # Errors
+    /// `LogProfile <name> has no bandwidthResult pattern`.
+    pub fn new(profile: &'p CompiledProfile) -> Result<BandwidthParser<'p>, String> {
+        let result = profile
+            .pattern(PatternName::BandwidthResult)
+            .ok_or_else(|| format!("LogProfile {} has no bandwidthResult pattern", profile.name))?;
+        Ok(BandwidthParser {
+            result,
+            transport: profile.pattern(PatternName::NetworkTransport),
+            sums: Vec::new(),
+            index: HashMap::new(),
+            transports: BTreeSet::new(),
+            first: None,
+            last: None,
+            rows: 0,
+            dropped: 0,
+        })
+    }
+
+    /// The result row on `line` (kubelet prefix already stripped), if any: `size` as a base-10
+    /// integer, `algBW` and `busBW` as floats; a row whose numbers do not parse is skipped.
+    pub fn data_point(&self, line: &[u8]) -> Option<DataPoint> {
+        let caps = self.result.captures(line)?;
+        Some(DataPoint {
+            size_bytes: capture(&caps, "size")?.parse().ok()?,
+            alg_bw: capture(&caps, "algBW")?.parse().ok()?,
+            bus_bw: capture(&caps, "busBW")?.parse().ok()?,
+        })
+    }
+
+    /// The transport named on `line` (prefix stripped), trimmed; `None` for no match or an
+    /// empty name.
+    pub fn transport(&self, line: &[u8]) -> Option<String> {
+        let caps = self.transport?.captures(line)?;
+        let name = capture(&caps, "transport")?;
+        (!name.is_empty()).then(|| name.into_owned())
+    }
+
+    /// Parses one log line (plain or kubelet-timestamped).
+    pub fn feed(&mut self, line: &[u8]) {
+        let (ts, text) = strip_prefix(line);
+        if let Some(ts) = ts {
+            self.first.get_or_insert(ts);
+            self.last = Some(ts);
+        }
+        if let Some(p) = self.data_point(text) {
+            self.add(p);
+        } else if let Some(t) = self.transport(text)
+            && (self.transports.len() < MAX_TRANSPORTS || self.transports.contains(&t))
+        {
+            self.transports.insert(t);
+        }
+    }
+
+    fn add(&mut self, p: DataPoint) {
+        let i = match self.index.get(&p.size_bytes) {
+            Some(i) => *i,
+            None if self.sums.len() >= MAX_SIZES => {
+                self.dropped += 1;
+                return;
+            }
+            None => {
+                self.sums.push(Sums {
+                    size_bytes: p.size_bytes,
+                    alg: 0.0,
+                    bus: 0.0,
+                    n: 0,
+                });
+                self.index.insert(p.size_bytes, self.sums.len() - 1);
+                self.sums.len() - 1
+            }
+        };
+        if let Some(s) = self.sums.get_mut(i) {
+            s.alg += p.alg_bw;
+            s.bus += p.bus_bw;
+            s.n += 1;
+            self.rows += 1;
+        }
+    }
+
+    /// Rows aggregated.
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    /// Rows ignored because [`MAX_SIZES`] distinct sizes were already kept.
+    pub fn dropped_rows(&self) -> u64 {
+        self.dropped
+    }
+
+    /// The status of everything fed: per size (first-seen order) the average of every row,
+    /// rounded once to 2 decimals; the transports sorted; `startTime` / `completionTime` the
+    /// first and last kubelet timestamps (absent for plain logs). No conditions.
+    pub fn status(&self) -> BandwidthMeasurementStatus {
+        BandwidthMeasurementStatus {
+            results: self
+                .sums
+                .iter()
+                .map(|s| BandwidthResult {
+                    size_bytes: s.size_bytes,
+                    alg_bw: format!("{:.2}", s.alg / s.n as f64),
+                    bus_bw: format!("{:.2}", s.bus / s.n as f64),
+                    samples: s.n,
+                })
+                .collect(),
+            transport: self.transports.iter().cloned().collect(),
+            start_time: self.first.map(|t| t.to_string()),
+            completion_time: self.last.map(|t| t.to_string()),
+            conditions: Vec::new(),
+        }
+    }
+}
+
+/// Merges a batch of rows into stored results as a sampling controller does between reads:
+/// per size, `newAvg = (oldAvg·oldN + Σ) / (oldN + k)` from the stored 2-decimal string
+/// (rounding compounds), new sizes appended in first-seen order.
+pub fn merge_results(results: &mut Vec<BandwidthResult>, batch: &[DataPoint]) {
+    let mut order: Vec<i64> = Vec::new();
+    let mut sums: HashMap<i64, (f64, f64, i64)> = HashMap::new();
+    for p in batch {
+        let e = sums.entry(p.size_bytes).or_insert_with(|| {
+            order.push(p.size_bytes);
+            (0.0, 0.0, 0)
+        });
+        e.0 += p.alg_bw;
+        e.1 += p.bus_bw;
+        e.2 += 1;
+    }
+    for size in order {
+        let Some((alg, bus, k)) = sums.get(&size).copied() else {
+            continue;
+        };
+        match results.iter_mut().find(|r| r.size_bytes == size) {
+            Some(r) => {
+                let n = r.samples;
+                let old = |s: &str| s.trim().parse::<f64>().unwrap_or(0.0) * n as f64;
+                r.alg_bw = format!("{:.2}", (old(&r.alg_bw) + alg) / (n + k) as f64);
+                r.bus_bw = format!("{:.2}", (old(&r.bus_bw) + bus) / (n + k) as f64);
+                r.samples = n + k;
+            }
+            None => results.push(BandwidthResult {
+                size_bytes: size,
+                alg_bw: format!("{:.2}", alg / k as f64),
+                bus_bw: format!("{:.2}", bus / k as f64),
+                samples: k,
+            }),
+        }
+    }
+}
+
+/// Unions `found` into `transport`: trimmed, empty names dropped, sorted, distinct.
+pub fn merge_transports(transport: &mut Vec<String>, found: impl IntoIterator<Item = String>) {
+    let set: BTreeSet<String> = transport
+        .drain(..)
+        .chain(found)
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect();
+    transport.extend(set);
+}
+
+/// The threshold values of a bandwidth status: `(busBandwidthGBps, algBandwidthGBps)`, the
+/// maxima over message sizes (not the largest size's row); `None` without results.
+pub fn peak_values(status: &BandwidthMeasurementStatus) -> Option<(f64, f64)> {
+    let parse = |s: &str| s.trim().parse::<f64>().unwrap_or(0.0);
+    let mut out: Option<(f64, f64)> = None;
+    for r in &status.results {
+        let (b, a) = (parse(&r.bus_bw), parse(&r.alg_bw));
+        out = Some(match out {
+            None => (b, a),
+            Some((ob, oa)) => (ob.max(b), oa.max(a)),
+        });
+    }
+    out
+}

@@ -1,0 +1,223 @@
+//! Go time layouts (`2006-01-02 15:04:05.999999`), as LogProfiles write them, translated once
+//! into jiff strptime formats and used to parse `timestamp` captures.
+//!
+//! Go semantics kept: a layout without a zone parses as UTC; `.000` / `.999` read a fraction of
+//! any length; a fraction after the seconds is read even when the layout has none; `Z07:00`
+//! reads `Z` or an offset; numbers may omit their leading zero.
+
+use jiff::Timestamp;
+use jiff::fmt::strtime;
+use jiff::tz::TimeZone;
+
+/// A compiled Go layout: one or two jiff formats (two when the layout's zone may be `Z`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GoLayout {
+    layout: String,
+    formats: Vec<String>,
+}
+
+/// The Go layout elements, longest first where one is a prefix of another; each with its jiff
+/// conversion (`None`: refused, as jiff cannot parse it) and, for zones, the `Z` alternative.
+const ELEMENTS: &[(&str, Option<&str>)] = &[
+    ("January", Some("%B")),
+    ("Jan", Some("%b")),
+    ("Monday", Some("%A")),
+    ("Mon", Some("%a")),
+    ("MST", None),
+    ("2006", Some("%Y")),
+    ("002", Some("%j")),
+    ("01", Some("%m")),
+    ("02", Some("%d")),
+    ("_2", Some("%e")),
+    ("03", Some("%I")),
+    ("04", Some("%M")),
+    ("05", Some("%S")),
+    ("06", Some("%y")),
+    ("15", Some("%H")),
+    ("PM", Some("%p")),
+    ("pm", Some("%P")),
+    ("Z07:00:00", Some("%::z")),
+    ("Z07:00", Some("%:z")),
+    ("Z0700", Some("%z")),
+    ("Z07", Some("%:::z")),
+    ("-07:00:00", Some("%::z")),
+    ("-07:00", Some("%:z")),
+    ("-0700", Some("%z")),
+    ("-07", Some("%:::z")),
+    ("1", Some("%m")),
+    ("2", Some("%d")),
+    ("3", Some("%I")),
+    ("4", Some("%M")),
+    ("5", Some("%S")),
+];
+
+impl GoLayout {
+    /// Translates `layout`.
+    ///
+    /// # Errors
+    /// A message naming what is not supported: an empty layout, the `MST` zone-abbreviation
+    /// element (jiff parses no abbreviations) or a `,000` fraction.
+    pub fn compile(layout: &str) -> Result<GoLayout, String> {
+        if layout.is_empty() {
+            return Err("timestamp layout is empty".to_string());
+        }
+        let mut base = String::new();
+        // Zone elements that accept a literal `Z`: the index in `base` and the length of the
+        // conversion, so the `Z` alternative can be made.
+        let mut z_zone: Option<(usize, usize)> = None;
+        let mut rest = layout;
+        let mut seconds_fraction_pending = false;
+        while !rest.is_empty() {
+            // A fraction: `.` or `,` then a run of 0s or 9s not followed by a digit.
+            if let Some(sep) = rest.chars().next().filter(|c| *c == '.' || *c == ',') {
+                let digits: String = rest[1..]
+                    .chars()
+                    .take_while(|c| *c == '0' || *c == '9')
+                    .collect();
+                let after = rest[1 + digits.len()..].chars().next();
+                if !digits.is_empty()
+                    && digits
+                        .chars()
+                        .all(|c| c == digits.chars().next().unwrap_or('0'))
+                    && !after.is_some_and(|c| c.is_ascii_digit())
+                {
+                    if sep == ',' {
+                        return Err(format!(
+                            "timestamp layout {layout:?}: a fraction after ',' is not supported; use '.'"
+                        ));
+                    }
+                    base.push_str("%.f");
+                    seconds_fraction_pending = false;
+                    rest = &rest[1 + digits.len()..];
+                    continue;
+                }
+            }
+            if seconds_fraction_pending {
+                // Go reads a fraction after the seconds even when the layout has none.
+                base.push_str("%.f");
+                seconds_fraction_pending = false;
+            }
+            let Some((element, conv)) = ELEMENTS.iter().find(|(e, _)| rest.starts_with(e)) else {
+                let c = rest.chars().next().unwrap_or(' ');
+                if c == '%' {
+                    base.push_str("%%");
+                } else {
+                    base.push(c);
+                }
+                rest = &rest[c.len_utf8()..];
+                continue;
+            };
+            let Some(conv) = conv else {
+                return Err(format!(
+                    "timestamp layout {layout:?}: the {element} element (a zone abbreviation) is not supported; use an offset such as -07:00"
+                ));
+            };
+            if element.starts_with('Z') {
+                z_zone = Some((base.len(), conv.len()));
+            }
+            base.push_str(conv);
+            if *element == "05" || *element == "5" {
+                seconds_fraction_pending = true;
+            }
+            rest = &rest[element.len()..];
+        }
+        if seconds_fraction_pending {
+            base.push_str("%.f");
+        }
+        let mut formats = vec![base.clone()];
+        if let Some((at, len)) = z_zone {
+            let mut utc = base.clone();
+            utc.replace_range(at..at + len, "Z");
+            formats.push(utc);
+        }
+        Ok(GoLayout {
+            layout: layout.to_string(),
+            formats,
+        })
+    }
+
+    /// The layout as written.
+    pub fn layout(&self) -> &str {
+        &self.layout
+    }
+
+    /// Parses `text` (trimmed) with the layout: an instant, UTC when the layout has no zone (or
+    /// the text gives `Z`). `None` when it does not parse.
+    pub fn parse(&self, text: &str) -> Option<Timestamp> {
+        let text = text.trim();
+        self.formats.iter().find_map(|f| {
+            let tm = strtime::parse(f, text).ok()?;
+            if tm.offset().is_some() {
+                tm.to_timestamp().ok()
+            } else {
+                let dt = tm.to_datetime().ok()?;
+                dt.to_zoned(TimeZone::UTC).ok().map(|z| z.timestamp())
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(layout: &str, text: &str) -> Option<String> {
+        GoLayout::compile(layout)
+            .expect("compiles")
+            .parse(text)
+            .map(|t| t.to_string())
+    }
+
+    #[test]
+    fn the_shipped_layouts_parse_what_the_logs_print() {
+        let nemo = "2006-01-02T15:04:05.999999999Z";
+        assert_eq!(
+            parse(nemo, "2026-01-22T18:00:05.123456789Z").as_deref(),
+            Some("2026-01-22T18:00:05.123456789Z")
+        );
+        assert_eq!(
+            parse(nemo, "2026-01-22T18:00:05Z").as_deref(),
+            Some("2026-01-22T18:00:05Z")
+        );
+        let megatron = "2006-01-02 15:04:05.999999";
+        assert_eq!(
+            parse(megatron, "2026-03-25 07:30:05").as_deref(),
+            Some("2026-03-25T07:30:05Z")
+        );
+        assert_eq!(
+            parse(megatron, " 2026-02-05 16:01:40.326255 ").as_deref(),
+            Some("2026-02-05T16:01:40.326255Z")
+        );
+        // Go reads a fraction after the seconds even when the layout has none.
+        assert_eq!(
+            parse("2006-01-02 15:04:05", "2026-02-05 16:01:40.5").as_deref(),
+            Some("2026-02-05T16:01:40.5Z")
+        );
+        assert_eq!(parse(megatron, "not a time"), None);
+    }
+
+    #[test]
+    fn zones_and_words() {
+        let rfc = "2006-01-02T15:04:05.999999999Z07:00";
+        assert_eq!(
+            parse(rfc, "2026-08-06T14:10:20.811144667-07:00").as_deref(),
+            Some("2026-08-06T21:10:20.811144667Z")
+        );
+        assert_eq!(
+            parse(rfc, "2026-08-06T14:10:20Z").as_deref(),
+            Some("2026-08-06T14:10:20Z")
+        );
+        assert_eq!(
+            parse("Jan _2 15:04:05 2006", "Feb  5 16:01:40 2026").as_deref(),
+            Some("2026-02-05T16:01:40Z")
+        );
+        assert_eq!(
+            GoLayout::compile("Jan 2 15:04:05 MST 2006").map(|_| ()),
+            Err("timestamp layout \"Jan 2 15:04:05 MST 2006\": the MST element (a zone abbreviation) is not supported; use an offset such as -07:00".to_string())
+        );
+        assert_eq!(
+            GoLayout::compile("").map(|_| ()),
+            Err("timestamp layout is empty".to_string())
+        );
+    }
+}

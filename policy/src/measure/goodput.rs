@@ -1,0 +1,428 @@
+//! Training goodput: steps, checkpoints and the application start parsed line by line with a
+//! LogProfile's goodput patterns; running sums only, so memory does not grow with the log.
+//!
+//! The log is one measured window: `t_w` runs from its first timestamp to its last, `t_rm` is
+//! the startup (application start to the first step), `t_save` the checkpoint saves; no
+//! interruption is visible in a log alone, so `t_ch` and `t_re` are 0.
+
+use jiff::Timestamp;
+use regex::bytes::Captures;
+
+use super::api::GoodputMeasurementStatus;
+use super::bandwidth::strip_prefix;
+use super::profile::{CompiledPattern, CompiledProfile, PatternName, capture};
+
+/// Streaming goodput parser: [`GoodputParser::feed`] each line, then
+/// [`GoodputParser::status`].
+#[derive(Debug)]
+pub struct GoodputParser<'p> {
+    profile: &'p CompiledProfile,
+    log_interval: i64,
+    warmup_steps: i64,
+    first: Option<Timestamp>,
+    last: Option<Timestamp>,
+    app_start: Option<Timestamp>,
+    need_base: bool,
+    warmup_base: Option<i64>,
+    steps: u64,
+    first_step_ts: Option<Timestamp>,
+    current_step: i64,
+    highest_step: i64,
+    timing_sum: f64,
+    timing_n: u64,
+    gap_sum: f64,
+    gap_n: u64,
+    prev_non_warmup: Option<(i64, Option<Timestamp>)>,
+    tflops_sum: f64,
+    tflops_n: u64,
+    last_step_ts: Option<Timestamp>,
+    last_non_warmup_step: Option<i64>,
+    non_warmup_time: f64,
+    warmup_time: f64,
+    warmup_seen: bool,
+    pending_save: Option<PendingSave>,
+    last_checkpoint: Option<Checkpoint>,
+    counted_step: Option<i64>,
+    save_time: f64,
+}
+
+#[derive(Debug, Clone)]
+struct PendingSave {
+    ts: Option<Timestamp>,
+    step: Option<i64>,
+    path: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Checkpoint {
+    step: Option<i64>,
+    path: Option<String>,
+    ts: Option<Timestamp>,
+    /// Completed by its save line (a captured `saveDuration`); a done line only adds the path.
+    from_save: bool,
+}
+
+fn int(caps: &Captures<'_>, name: &str) -> Option<i64> {
+    capture(caps, name).map(|s| s.parse().unwrap_or(0))
+}
+
+fn float(caps: &Captures<'_>, name: &str) -> f64 {
+    capture(caps, name)
+        .and_then(|s| s.parse::<f64>().ok())
+        .filter(|v| v.is_finite())
+        .unwrap_or(0.0)
+}
+
+fn secs(d: jiff::SignedDuration) -> f64 {
+    d.as_secs_f64()
+}
+
+fn fmt6(v: f64) -> String {
+    format!("{v:.6}")
+}
+
+impl<'p> GoodputParser<'p> {
+    /// A parser for `profile`.
+    ///
+    /// # Errors
+    /// `LogProfile <name> has no trainingStep pattern`.
+    pub fn new(profile: &'p CompiledProfile) -> Result<GoodputParser<'p>, String> {
+        if profile.pattern(PatternName::TrainingStep).is_none() {
+            return Err(format!(
+                "LogProfile {} has no trainingStep pattern",
+                profile.name
+            ));
+        }
+        Ok(GoodputParser {
+            profile,
+            log_interval: profile.spec.log_interval.unwrap_or(0),
+            warmup_steps: profile.spec.warmup_steps.unwrap_or(0),
+            first: None,
+            last: None,
+            app_start: None,
+            need_base: true,
+            warmup_base: None,
+            steps: 0,
+            first_step_ts: None,
+            current_step: 0,
+            highest_step: 0,
+            timing_sum: 0.0,
+            timing_n: 0,
+            gap_sum: 0.0,
+            gap_n: 0,
+            prev_non_warmup: None,
+            tflops_sum: 0.0,
+            tflops_n: 0,
+            last_step_ts: None,
+            last_non_warmup_step: None,
+            non_warmup_time: 0.0,
+            warmup_time: 0.0,
+            warmup_seen: false,
+            pending_save: None,
+            last_checkpoint: None,
+            counted_step: None,
+            save_time: 0.0,
+        })
+    }
+
+    fn pattern(&self, which: PatternName) -> Option<&'p CompiledPattern> {
+        self.profile.pattern(which)
+    }
+
+    fn seen(&mut self, ts: Option<Timestamp>) {
+        if let Some(ts) = ts {
+            self.first = Some(self.first.map_or(ts, |f| f.min(ts)));
+            self.last = Some(self.last.map_or(ts, |l| l.max(ts)));
+        }
+    }
+
+    /// The event's time: its `timestamp` capture parsed with the layout, else the kubelet
+    /// prefix of its line.
+    fn event_ts(&mut self, caps: &Captures<'_>, line_ts: Option<Timestamp>) -> Option<Timestamp> {
+        let ts = capture(caps, "timestamp")
+            .filter(|s| !s.is_empty())
+            .and_then(|s| self.profile.layout.parse(&s))
+            .or(line_ts);
+        self.seen(ts);
+        ts
+    }
+
+    /// Parses one log line (plain or kubelet-timestamped).
+    pub fn feed(&mut self, line: &[u8]) {
+        let (line_ts, text) = strip_prefix(line);
+        self.seen(line_ts);
+        if let Some(p) = self.pattern(PatternName::ApplicationStart)
+            && let Some(caps) = p.captures(text)
+        {
+            let ts = self.event_ts(&caps, line_ts);
+            if self.app_start.is_none() && ts.is_some() {
+                self.app_start = ts;
+            }
+            self.need_base = true;
+        }
+        if let Some(p) = self.pattern(PatternName::TrainingStep)
+            && let Some(caps) = p.captures(text)
+        {
+            let ts = self.event_ts(&caps, line_ts);
+            self.step(p, &caps, text, ts);
+            return;
+        }
+        if let Some(p) = self.pattern(PatternName::CheckpointDone)
+            && let Some(caps) = p.captures(text)
+        {
+            let ts = self.event_ts(&caps, line_ts);
+            self.checkpoint_done(p, &caps, ts);
+            return;
+        }
+        if let Some(p) = self.pattern(PatternName::CheckpointSave)
+            && let Some(caps) = p.captures(text)
+        {
+            let ts = self.event_ts(&caps, line_ts);
+            let step = int(&caps, "step");
+            let path = capture(&caps, "path").map(|s| s.into_owned());
+            if caps.name("saveDuration").is_some() {
+                let d = p.seconds("saveDuration", float(&caps, "saveDuration"));
+                self.complete(step, path, ts, d, true);
+            } else {
+                self.pending_save = Some(PendingSave { ts, step, path });
+            }
+            return;
+        }
+        for which in [
+            PatternName::CheckpointRestore,
+            PatternName::CheckpointLoaded,
+        ] {
+            if let Some(p) = self.pattern(which)
+                && let Some(caps) = p.captures(text)
+            {
+                self.event_ts(&caps, line_ts);
+                // A restore starts a new run: warmup counts from its first step again.
+                self.need_base = true;
+                return;
+            }
+        }
+    }
+
+    fn step(
+        &mut self,
+        p: &CompiledPattern,
+        caps: &Captures<'_>,
+        text: &[u8],
+        ts: Option<Timestamp>,
+    ) {
+        let mut global = int(caps, "globalStep").unwrap_or(0);
+        let iteration = int(caps, "iteration").unwrap_or(0);
+        if global == 0 && iteration > 0 {
+            global = iteration;
+        }
+        let mut timing = p.seconds("stepTiming", float(caps, "stepTiming"));
+        let elapsed = p.seconds("elapsedTime", float(caps, "elapsedTime"));
+        if timing == 0.0 && elapsed > 0.0 {
+            timing = elapsed;
+        }
+        let tflops = float(caps, "tflops");
+        // Lines off the log interval (the first line after a boundary, inflated by startup).
+        if self.log_interval > 1 && global % self.log_interval != 0 {
+            return;
+        }
+        let mut warmup = self
+            .pattern(PatternName::WarmupStep)
+            .is_some_and(|w| w.is_match(text));
+        if self.warmup_steps > 0 {
+            if self.need_base {
+                self.warmup_base = Some(global);
+                self.need_base = false;
+            }
+            if let Some(base) = self.warmup_base
+                && global - base < self.warmup_steps
+            {
+                warmup = true;
+            }
+        }
+        self.steps += 1;
+        self.current_step = global;
+        self.highest_step = self.highest_step.max(global);
+        if self.first_step_ts.is_none() {
+            self.first_step_ts = ts;
+        }
+        if tflops > 0.0 {
+            self.tflops_sum += tflops;
+            self.tflops_n += 1;
+        }
+        if warmup {
+            self.warmup_seen = true;
+            self.warmup_time += timing;
+            return;
+        }
+        if timing > 0.0 {
+            self.timing_sum += timing;
+            self.timing_n += 1;
+        }
+        if let (Some((prev_step, Some(prev_ts))), Some(ts)) = (self.prev_non_warmup, ts) {
+            let gap = secs(ts.duration_since(prev_ts));
+            if gap > 0.0 {
+                self.gap_sum += gap / (global - prev_step).max(1) as f64;
+                self.gap_n += 1;
+            }
+        }
+        match self.last_non_warmup_step {
+            None => {
+                self.non_warmup_time += timing * self.log_interval.max(1) as f64;
+                self.last_non_warmup_step = Some(global);
+            }
+            Some(mark) if global > mark => {
+                self.non_warmup_time += timing * (global - mark) as f64;
+                self.last_non_warmup_step = Some(global);
+            }
+            Some(_) => {}
+        }
+        self.last_step_ts = ts.or(self.last_step_ts);
+        self.prev_non_warmup = Some((global, ts));
+    }
+
+    fn checkpoint_done(&mut self, p: &CompiledPattern, caps: &Captures<'_>, ts: Option<Timestamp>) {
+        let step = int(caps, "step");
+        let path = capture(caps, "path").map(|s| s.into_owned());
+        if self.pending_save.is_none()
+            && let Some(last) = &mut self.last_checkpoint
+            && last.from_save
+            && step.is_none_or(|s| last.step == Some(s))
+        {
+            if last.path.is_none() {
+                last.path = path;
+            }
+            return;
+        }
+        let pending = self.pending_save.take();
+        let duration = if caps.name("saveDuration").is_some() {
+            p.seconds("saveDuration", float(caps, "saveDuration"))
+        } else {
+            match (ts, pending.as_ref().and_then(|s| s.ts)) {
+                (Some(done), Some(start)) => secs(done.duration_since(start)).max(0.0),
+                _ => 0.0,
+            }
+        };
+        let step = step.or(pending.as_ref().and_then(|s| s.step));
+        let path = path.or(pending.and_then(|s| s.path));
+        self.complete(step, path, ts, duration, false);
+    }
+
+    fn complete(
+        &mut self,
+        step: Option<i64>,
+        path: Option<String>,
+        ts: Option<Timestamp>,
+        duration: f64,
+        from_save: bool,
+    ) {
+        // Each checkpoint step counts once.
+        let new = match (step, self.counted_step) {
+            (Some(s), Some(c)) => s > c,
+            _ => true,
+        };
+        if new {
+            self.save_time += duration;
+            if step.is_some() {
+                self.counted_step = step;
+            }
+        }
+        self.last_checkpoint = Some(Checkpoint {
+            step: step.or(self.last_checkpoint.as_ref().and_then(|c| c.step)),
+            path,
+            ts,
+            from_save,
+        });
+    }
+
+    /// Training steps counted (after the log-interval filter).
+    pub fn steps(&self) -> u64 {
+        self.steps
+    }
+
+    /// The status of everything fed (see the module docs for the window); `result` is absent
+    /// when no training step was parsed.
+    pub fn status(&self) -> GoodputMeasurementStatus {
+        let t_w = match (self.first, self.last) {
+            (Some(f), Some(l)) => secs(l.duration_since(f)).max(0.0),
+            _ => 0.0,
+        };
+        let t_rm = match (self.app_start, self.first_step_ts) {
+            (Some(a), Some(s)) => secs(s.duration_since(a)).max(0.0),
+            _ => 0.0,
+        };
+        let (t_ch, t_re, t_save) = (0.0, 0.0, self.save_time);
+        let denominator = t_w - t_re;
+        let numerator = t_w - (t_rm + t_ch) - t_re - t_save;
+        let ratio = if denominator <= 0.0 || numerator < 0.0 {
+            0.0
+        } else {
+            numerator / denominator
+        };
+        let avg_step = if self.timing_n > 0 {
+            self.timing_sum / self.timing_n as f64
+        } else if self.gap_n > 0 {
+            self.gap_sum / self.gap_n as f64
+        } else {
+            0.0
+        };
+        let ts = |t: Option<Timestamp>| t.map(|t| t.to_string());
+        let measured = self.steps > 0;
+        GoodputMeasurementStatus {
+            result: measured.then(|| fmt6(ratio)),
+            current_step: self.current_step,
+            highest_step: self.highest_step,
+            training_time_sec: Some(fmt6(t_w)),
+            lost_work_time_sec: Some(fmt6(t_ch)),
+            reschedule_time_sec: Some(fmt6(t_re)),
+            resume_time_sec: Some(fmt6(t_rm)),
+            checkpoint_save_time_sec: Some(fmt6(t_save)),
+            interruption_count: 0,
+            last_checkpoint_step: self
+                .last_checkpoint
+                .as_ref()
+                .and_then(|c| c.step)
+                .unwrap_or(0),
+            last_checkpoint_time: ts(self.last_checkpoint.as_ref().and_then(|c| c.ts)),
+            start_time: ts(self.first),
+            completion_time: ts(self.last),
+            last_step_timestamp: ts(self.last_step_ts),
+            avg_step_time_sec: (avg_step > 0.0).then(|| fmt6(avg_step)),
+            log_interval: self.profile.spec.log_interval,
+            warmup_base_step: self.warmup_base,
+            warmup_time_sec: (self.warmup_steps > 0 || self.warmup_seen)
+                .then(|| fmt6(self.warmup_time)),
+            non_warmup_time_sec: measured.then(|| fmt6(self.non_warmup_time)),
+            prior_warmup_time_sec: None,
+            prior_non_warmup_time_sec: None,
+            last_non_warmup_step: self.last_non_warmup_step.unwrap_or(0),
+            avg_tflops_per_gpu: (self.tflops_n > 0)
+                .then(|| fmt6(self.tflops_sum / self.tflops_n as f64)),
+            application_start_time: ts(self.app_start),
+            application_stop_time: ts(self.last),
+            pending_interruption: None,
+            conditions: Vec::new(),
+        }
+    }
+
+    /// The last checkpoint's path, when one was seen.
+    pub fn last_checkpoint_path(&self) -> Option<&str> {
+        self.last_checkpoint
+            .as_ref()
+            .and_then(|c| c.path.as_deref())
+    }
+}
+
+/// The threshold values of a goodput status: `(goodputRatio, avgTFLOPsPerGPU,
+/// avgStepTimeSec)`, each only when positive (0 means unmeasured); a malformed string reads 0.
+pub fn goodput_values(s: &GoodputMeasurementStatus) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let v = |x: &Option<String>| {
+        x.as_deref()
+            .and_then(|t| t.trim().parse::<f64>().ok())
+            .filter(|v| *v > 0.0)
+    };
+    (
+        v(&s.result),
+        v(&s.avg_tflops_per_gpu),
+        v(&s.avg_step_time_sec),
+    )
+}

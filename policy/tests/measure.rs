@@ -1,0 +1,343 @@
+//! The shipped LogProfiles on the sample logs under `rules/tests/log-profiles/data/`: exact
+//! per-size results, transports and goodput values; bad profiles refused at load with their
+//! file, line and column; thresholds with their exact messages.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use nvcre_domain::measure::{
+    BandwidthMeasurementStatus, BandwidthParser, BandwidthResult, GoodputMeasurementStatus,
+    GoodputParser, LogProfiles, Measured, Source, Thresholds, bandwidth_block, for_each_line,
+    goodput_block, measured_value,
+};
+use nvcre_domain::{contract, default_rules};
+use nvcre_engine::RuleSet;
+
+fn data(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../rules/tests/log-profiles/data")
+        .join(name)
+}
+
+fn profiles() -> LogProfiles {
+    LogProfiles::from_rules(&default_rules().expect("rules")).expect("profiles")
+}
+
+fn bandwidth(profile: &str, log: &str) -> BandwidthMeasurementStatus {
+    let profiles = profiles();
+    let mut p = BandwidthParser::new(profiles.get(profile).expect("profile")).expect("parser");
+    let file = std::fs::File::open(data(log)).expect("fixture");
+    for_each_line(std::io::BufReader::new(file), |l| p.feed(l)).expect("reads");
+    p.status()
+}
+
+fn goodput(profile: &str, log: &str) -> GoodputMeasurementStatus {
+    let profiles = profiles();
+    let mut p = GoodputParser::new(profiles.get(profile).expect("profile")).expect("parser");
+    let file = std::fs::File::open(data(log)).expect("fixture");
+    for_each_line(std::io::BufReader::new(file), |l| p.feed(l)).expect("reads");
+    p.status()
+}
+
+fn rows(s: &BandwidthMeasurementStatus) -> Vec<(i64, &str, &str, i64)> {
+    s.results
+        .iter()
+        .map(|r: &BandwidthResult| {
+            (
+                r.size_bytes,
+                r.alg_bw.as_str(),
+                r.bus_bw.as_str(),
+                r.samples,
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn nccl_allreduce_with_offset_kubelet_timestamps() {
+    let s = bandwidth("nccl-bandwidth", "nccl-allreduce-2node-pdt.log");
+    assert_eq!(
+        rows(&s),
+        vec![
+            (8, "0.00", "0.00", 1),
+            (4096, "0.01", "0.01", 1),
+            (4194304, "0.02", "0.02", 1),
+            (67108864, "0.03", "0.03", 1),
+        ]
+    );
+    assert_eq!(s.transport, ["Socket"]);
+    assert_eq!(
+        s.start_time.as_deref(),
+        Some("2026-08-06T21:10:20.811144667Z")
+    );
+    assert_eq!(
+        s.completion_time.as_deref(),
+        Some("2026-08-06T21:11:43.218561534Z")
+    );
+}
+
+#[test]
+fn nccl_loopback_rows_and_utc_rows() {
+    let s = bandwidth("nccl-bandwidth", "nccl-loopback-pdt.log");
+    assert_eq!(
+        rows(&s),
+        vec![
+            (536870912, "659.07", "0.00", 1),
+            (1073741824, "688.95", "0.00", 1),
+            (65536, "1.13", "2.18", 1),
+        ]
+    );
+    let s = bandwidth("nccl-bandwidth", "nccl-utc.log");
+    assert_eq!(
+        rows(&s),
+        vec![(8, "0.00", "0.00", 1), (65536, "1.13", "2.18", 1)]
+    );
+}
+
+#[test]
+fn nccl_h100_peak_values_and_report_block() {
+    let s = bandwidth("nccl-bandwidth", "nccl-h100-16rank.log");
+    assert_eq!(
+        rows(&s),
+        vec![
+            (8, "0.00", "0.00", 1),
+            (1048576, "5.16", "9.68", 1),
+            (134217728, "81.24", "152.32", 1),
+            (1073741824, "158.86", "297.86", 1),
+            (2147483648, "169.81", "318.40", 1),
+            (8589934592, "180.71", "338.82", 1),
+        ]
+    );
+    let m = Measured::Bandwidth(s.clone());
+    assert_eq!(measured_value(&m, "busBandwidthGBps"), Some(338.82));
+    assert_eq!(measured_value(&m, "algBandwidthGBps"), Some(180.71));
+    assert_eq!(measured_value(&m, "goodputRatio"), None);
+    assert_eq!(
+        bandwidth_block(&s),
+        "Bandwidth:\n    Size       AlgBW        BusBW        Samples\n    8 B        0.00 GB/s    0.00 GB/s    1\n    1 MB       5.16 GB/s    9.68 GB/s    1\n    128 MB     81.24 GB/s   152.32 GB/s  1\n    1 GB       158.86 GB/s  297.86 GB/s  1\n    2 GB       169.81 GB/s  318.40 GB/s  1\n    8 GB       180.71 GB/s  338.82 GB/s  1\n"
+    );
+}
+
+#[test]
+fn rows_of_one_size_are_averaged_once() {
+    let profiles = profiles();
+    let mut p =
+        BandwidthParser::new(profiles.get("nccl-bandwidth").expect("profile")).expect("parser");
+    for bw in ["1.005", "1.005", "2.001"] {
+        p.feed(format!("  1024  256 float sum -1 10.0 {bw} {bw} 0").as_bytes());
+    }
+    assert_eq!(rows(&p.status()), vec![(1024, "1.34", "1.34", 3)]);
+}
+
+#[test]
+fn nccl_transports() {
+    let s = bandwidth("nccl-bandwidth", "nccl-transports.log");
+    assert_eq!(s.transport, ["AWS Libfabric", "IB", "Socket"]);
+    assert!(s.results.is_empty());
+    assert_eq!(
+        bandwidth_block(&s),
+        "Bandwidth: no data\nTransport: AWS Libfabric, IB, Socket\n"
+    );
+}
+
+#[test]
+fn megatron_steps_without_microseconds() {
+    let s = goodput("megatron-training", "megatron-n5-training-steps.log");
+    assert_eq!((s.current_step, s.highest_step), (30, 30));
+    assert_eq!(s.avg_step_time_sec.as_deref(), Some("2.750900"));
+    assert_eq!(s.avg_tflops_per_gpu.as_deref(), Some("442.633333"));
+    assert_eq!(
+        s.last_step_timestamp.as_deref(),
+        Some("2026-03-25T07:30:30Z")
+    );
+    assert_eq!(s.start_time.as_deref(), Some("2026-03-25T07:30:05Z"));
+    assert_eq!(s.training_time_sec.as_deref(), Some("25.000000"));
+    assert_eq!(s.resume_time_sec.as_deref(), Some("0.000000"));
+    assert_eq!(s.result.as_deref(), Some("1.000000"));
+    assert_eq!(
+        goodput_block(&s),
+        "Goodput:\n    Avg Runtime Goodput:  1.00 (100%)\n    Avg TFLOPs/GPU:  442.6\n    Avg Step Time:  2.75s\n"
+    );
+}
+
+#[test]
+fn megatron_full_sequence_startup_and_checkpoint() {
+    let s = goodput("megatron-training", "megatron-n6-full-sequence.log");
+    assert_eq!(
+        s.application_start_time.as_deref(),
+        Some("2026-02-05T16:01:40.326255Z")
+    );
+    assert_eq!(s.current_step, 1);
+    assert_eq!(s.avg_step_time_sec.as_deref(), Some("132.563100"));
+    assert_eq!(s.avg_tflops_per_gpu.as_deref(), Some("138.500000"));
+    assert_eq!(s.last_checkpoint_step, 100);
+    assert_eq!(
+        s.last_checkpoint_time.as_deref(),
+        Some("2026-02-05T17:13:37.825367Z")
+    );
+    assert_eq!(s.checkpoint_save_time_sec.as_deref(), Some("361.446020"));
+    assert_eq!(s.resume_time_sec.as_deref(), Some("132.563344"));
+    assert_eq!(s.training_time_sec.as_deref(), Some("4317.499112"));
+    assert_eq!(s.result.as_deref(), Some("0.885580"));
+}
+
+#[test]
+fn megatron_public_lines_without_kubelet_prefix() {
+    let s = goodput("megatron-training", "megatron-issue-756.log");
+    assert_eq!((s.current_step, s.highest_step), (44, 44));
+    assert_eq!(s.avg_step_time_sec.as_deref(), Some("5.489350"));
+    assert_eq!(s.avg_tflops_per_gpu.as_deref(), Some("237.900000"));
+    assert_eq!(s.training_time_sec.as_deref(), Some("5.000000"));
+}
+
+#[test]
+fn nemo_steps_with_scientific_tflops() {
+    let s = goodput("nemo-training", "nemo-n4-training-steps.log");
+    assert_eq!((s.current_step, s.highest_step), (101, 101));
+    assert_eq!(s.avg_step_time_sec.as_deref(), Some("1.167000"));
+    assert_eq!(s.avg_tflops_per_gpu.as_deref(), Some("590.635000"));
+    assert_eq!(
+        s.last_step_timestamp.as_deref(),
+        Some("2026-01-22T18:00:06.5Z")
+    );
+    assert_eq!(s.training_time_sec.as_deref(), Some("1.376543"));
+    let m = Measured::Goodput(Box::new(s));
+    assert_eq!(measured_value(&m, "goodputRatio"), Some(1.0));
+    assert_eq!(measured_value(&m, "avgTFLOPsPerGPU"), Some(590.635));
+}
+
+fn load(files: &[(&str, &str)]) -> Result<(), Vec<String>> {
+    let sources: Vec<_> = files
+        .iter()
+        .map(|(n, t)| nvcre_engine::Source::new(*n, *t))
+        .collect();
+    RuleSet::load(&sources, Some(&contract().expect("contract")))
+        .map(|_| ())
+        .map_err(|e| e.errors.iter().map(ToString::to_string).collect())
+}
+
+const HEAD: &str = "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: LogProfile\nmetadata: {name: bad}\nspec:\n  timestamp: {layout: '2006-01-02 15:04:05'}\n  patterns:\n";
+
+#[test]
+fn a_bad_profile_refuses_the_set_with_file_line_and_column() {
+    let text = format!(
+        "{HEAD}    trainingStep:\n      regex: '(?P<bad[regex'\n    applicationStart:\n      regex: 'started'\n      example: 'this line does not match'\n    bandwidthResult:\n      regex: '(?P<size>\\d+) (?P<algBW>[\\d.]+)'\n    networkTransport:\n      regex: 'Using network (.+)'\n"
+    );
+    assert_eq!(
+        load(&[("rules/measure/bad.yaml", &text)]),
+        Err(vec![
+            "rule pack error: rules/measure/bad.yaml:8:14: LogProfile \"bad\": pattern trainingStep: invalid regex: error parsing regexp: unclosed capture group name: `(?P<bad[regex`".to_string(),
+            "rule pack error: rules/measure/bad.yaml:11:16: LogProfile \"bad\": pattern applicationStart: example does not match regex\n  regex:   started\n  example: this line does not match".to_string(),
+            "rule pack error: rules/measure/bad.yaml:13:14: LogProfile \"bad\": bandwidthResult regex must have named groups: size, algBW, busBW".to_string(),
+            "rule pack error: rules/measure/bad.yaml:15:14: LogProfile \"bad\": networkTransport regex must have named group: transport".to_string(),
+        ])
+    );
+}
+
+#[test]
+fn units_groups_layouts_and_unknown_keys_are_checked() {
+    let text = "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: LogProfile\nmetadata: {name: bad}\nspec:\n  timestamp: {layout: 'Jan 2 15:04:05 MST 2006'}\n  patterns:\n    trainingStep:\n      regex: 'step (?P<iteration>\\d+) took (?P<stepTimming>[\\d.]+)'\n    checkpointSave:\n      regex: 'save (?P<step>\\d+)'\n      units: {saveDuration: sec}\n";
+    assert_eq!(
+        load(&[("p.yaml", text)]),
+        Err(vec![
+            "rule pack error: p.yaml:5:23: LogProfile \"bad\": timestamp layout \"Jan 2 15:04:05 MST 2006\": the MST element (a zone abbreviation) is not supported; use an offset such as -07:00".to_string(),
+            "rule pack error: p.yaml:8:14: LogProfile \"bad\": pattern trainingStep: unknown named group \"stepTimming\"; known groups: timestamp, globalStep, iteration, epoch, stepTiming, loss, tflops, elapsedTime".to_string(),
+            "rule pack error: p.yaml:11:29: LogProfile \"bad\": pattern checkpointSave: units.saveDuration: unknown unit \"sec\"; known units: s, ms, us".to_string(),
+        ])
+    );
+    let text = format!("{HEAD}    warmupStep: {{regex: warm, exmple: warm}}\n");
+    assert_eq!(
+        load(&[("p.yaml", &text)]),
+        Err(vec![
+            "rule pack error: p.yaml:7:39: LogProfile \"bad\": unknown field `exmple`, expected one of `regex`, `example`, `units`".to_string(),
+        ])
+    );
+    // A duplicate profile name, and a LogProfile without the contract's kinds.
+    let ok = format!("{HEAD}    warmupStep: {{regex: warm}}\n");
+    assert_eq!(
+        load(&[("a.yaml", &ok), ("b.yaml", &ok)]),
+        Err(vec![
+            "rule pack error: b.yaml:3:18: duplicate LogProfile name \"bad\"".to_string()
+        ])
+    );
+    assert_eq!(
+        RuleSet::load(&[nvcre_engine::Source::new("a.yaml", ok)], None)
+            .map(|_| ())
+            .map_err(|e| e.to_string()),
+        Err(
+            "rule pack error: a.yaml:2:7: kind must be RulePack or Table, got \"LogProfile\""
+                .to_string()
+        )
+    );
+}
+
+#[test]
+fn go_regex_classes_are_ascii() {
+    let re = nvcre_domain::measure::go_regex(r"^\d+\s\w+$").expect("compiles");
+    assert!(re.is_match(b"42 abc"));
+    // Arabic-Indic digits are \d in Rust's Unicode mode, not in Go.
+    assert!(!re.is_match("٤٢ abc".as_bytes()));
+    assert!(!re.is_match("42\u{2003}abc".as_bytes()));
+}
+
+fn thresholds(pairs: &[(&str, &str)]) -> Result<Thresholds, Vec<String>> {
+    let map: BTreeMap<String, String> = pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Thresholds::compile(&map)
+}
+
+#[test]
+fn threshold_messages() {
+    let t = thresholds(&[
+        ("busBandwidthGBps", "value >= 400"),
+        ("algBandwidthGBps", "value > 100.5"),
+    ])
+    .expect("compiles");
+    let results = t.evaluate(Source::Bandwidth, |k| match k {
+        "busBandwidthGBps" => Some(350.0),
+        _ => Some(180.71),
+    });
+    let messages: Vec<_> = results
+        .iter()
+        .map(|r| (r.key.as_str(), r.passed, r.message.clone()))
+        .collect();
+    assert_eq!(
+        messages,
+        vec![
+            ("algBandwidthGBps", true, None),
+            (
+                "busBandwidthGBps",
+                false,
+                Some("Threshold \"busBandwidthGBps\" violated: measured 350.0000, expression: value >= 400".to_string())
+            ),
+        ]
+    );
+    assert!(t.evaluate(Source::Goodput, |_| None).is_empty());
+    let unmeasured = t.evaluate(Source::Bandwidth, |_| None);
+    assert_eq!(
+        unmeasured[0].message.as_deref(),
+        Some(
+            "Threshold \"algBandwidthGBps\": no measured value (Algorithm bandwidth (from BandwidthMeasurement))"
+        )
+    );
+    assert_eq!(
+        thresholds(&[("busBandwidthGBps", "value + 1.0"), ("avgTFLOPSPerGPU", "value > 1"), ("zeta", "true"), ("goodputRatio", "ratio > 1"), ("avgStepTimeSec", "value <")]).map(|_| ()),
+        Err(vec![
+            "unknown threshold key(s) [avgTFLOPSPerGPU, zeta]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]".to_string(),
+            "Threshold \"avgStepTimeSec\": compile threshold expression \"value <\": Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} (expression column 8)".to_string(),
+            "Threshold \"busBandwidthGBps\": compile threshold expression \"value + 1.0\": expression must return bool, got double".to_string(),
+            "Threshold \"goodputRatio\": compile threshold expression \"ratio > 1\": undeclared reference to \"ratio\" (only `value` is bound)".to_string(),
+        ])
+    );
+    // Runtime failures are violations (fail closed).
+    let t = thresholds(&[("goodputRatio", "value > 0.5 ? value : false")]).expect("compiles at 0");
+    let r = t.evaluate(Source::Goodput, |_| Some(0.9));
+    assert_eq!(
+        r[0].message.as_deref(),
+        Some(
+            "Threshold \"goodputRatio\": threshold expression \"value > 0.5 ? value : false\" returned double, expected bool"
+        )
+    );
+}
