@@ -148,7 +148,10 @@ pub async fn run(
             rules: Arc::clone(&rules),
             metrics: Arc::clone(&metrics),
             recorder: recorder.clone(),
-            target: config.rules_config_map.as_ref().map(ConfigMapRef::object_ref),
+            target: config
+                .rules_config_map
+                .as_ref()
+                .map(ConfigMapRef::object_ref),
         },
         config.reload_interval,
         stop_rx.clone(),
@@ -282,7 +285,11 @@ fn spawn_reload(r: Reloader, every: Duration, mut stop: watch::Receiver<bool>) {
                 Reload::Reloaded => {
                     r.metrics.rules_reloads.inc();
                     info!("rules reloaded");
-                    Some((EventType::Normal, "RulesReloaded", "rules reloaded and in force".to_string()))
+                    Some((
+                        EventType::Normal,
+                        "RulesReloaded",
+                        "rules reloaded and in force".to_string(),
+                    ))
                 }
                 Reload::Refused(errors) => {
                     r.metrics.rules_reload_failures.inc();
@@ -575,10 +582,7 @@ async fn reconcile_workflow_inner(wf: &WorkflowResource, ctx: &Ctx) -> Result<Ac
             &json!({"apiVersion": child.api_version, "kind": child.kind}),
         )?;
         let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
-        match api
-            .delete(&child.name, &DeleteParams::background())
-            .await
-        {
+        match api.delete(&child.name, &DeleteParams::background()).await {
             Ok(_) => {}
             // Already gone (deleted on an earlier pass whose status write failed).
             Err(kube::Error::Api(s)) if s.code == 404 => {}

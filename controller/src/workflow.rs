@@ -250,10 +250,7 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
         {
             Some((
                 JOB_TIMED_OUT,
-                format!(
-                    "TrainJob {job_name} timed out after {}s",
-                    exec.timeout_secs
-                ),
+                format!("TrainJob {job_name} timed out after {}s", exec.timeout_secs),
             ))
         } else {
             g.phase = "Running".into();
@@ -315,7 +312,10 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
         orch.iteration_history.push(IterationRecord {
             iteration,
             succeeded_groups: i32::try_from(
-                orch.groups.iter().filter(|g| g.phase == "Succeeded").count(),
+                orch.groups
+                    .iter()
+                    .filter(|g| g.phase == "Succeeded")
+                    .count(),
             )
             .unwrap_or(i32::MAX),
             failed_groups: orch
@@ -604,7 +604,9 @@ fn for_attempt(m: &Value, iteration: i32, retries: i32) -> Value {
 /// Succeeded node names (comma-joined) and failed nodes (`name: WorkloadFailed: message`
 /// lines): a node failed when a group holding it failed in any iteration (the latest failure's
 /// message); every other placed node succeeded.
-fn node_results(orch: &OrchestrationStatus) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+fn node_results(
+    orch: &OrchestrationStatus,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
     let mut failed = BTreeMap::new();
     for f in orch.iteration_history.iter().flat_map(|r| &r.failed_groups) {
         let Some(g) = orch.groups.iter().find(|g| g.name == f.name) else {

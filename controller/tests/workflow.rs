@@ -445,10 +445,28 @@ fn retry_failed_groups_deletes_the_failed_job_and_starts_a_new_one() {
             ("TrainJob".into(), "nccl-group-1-retry1".into()),
         ]
     );
-    let g1 = wf.status.as_ref().expect("status").orchestration.as_ref().expect("o").groups[1].clone();
+    let g1 = wf
+        .status
+        .as_ref()
+        .expect("status")
+        .orchestration
+        .as_ref()
+        .expect("o")
+        .groups[1]
+        .clone();
     assert_eq!(
-        (g1.phase.as_str(), g1.retries, g1.job_ref.as_deref(), g1.message.as_deref()),
-        ("Running", 1, Some("nccl-group-1-retry1"), Some("retry 1 after: pod node-3 OOMKilled"))
+        (
+            g1.phase.as_str(),
+            g1.retries,
+            g1.job_ref.as_deref(),
+            g1.message.as_deref()
+        ),
+        (
+            "Running",
+            1,
+            Some("nccl-group-1-retry1"),
+            Some("retry 1 after: pod node-3 OOMKilled")
+        )
     );
     // The retry fails too: no retry left, the group and the Workflow fail; the job is kept.
     let jobs = BTreeMap::from([
@@ -473,7 +491,12 @@ fn retry_failed_groups_deletes_the_failed_job_and_starts_a_new_one() {
     );
     assert_eq!(
         conds(&status.conditions)[2],
-        c("Failed", "True", "IterationsFailed", "1 groups failed across 1 iterations")
+        c(
+            "Failed",
+            "True",
+            "IterationsFailed",
+            "1 groups failed across 1 iterations"
+        )
     );
 }
 
@@ -483,12 +506,31 @@ fn a_timed_out_group_is_not_retried() {
     let mut wf = workflow("orchestration: {timeoutPerJob: 10m}\n", &nodes);
     set_execution(&mut wf, "retryFailedGroups", json!(3));
     step(&mut wf, &nodes, &BTreeMap::new(), 0);
-    let d = step(&mut wf, &nodes, &BTreeMap::from([job("nccl-job", 0, None)]), 601);
-    assert_eq!(d.delete.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(), ["nccl-job"]);
-    assert_eq!(kinds_and_names(&d.apply).iter().filter(|k| k.0 == "TrainJob").count(), 0);
+    let d = step(
+        &mut wf,
+        &nodes,
+        &BTreeMap::from([job("nccl-job", 0, None)]),
+        601,
+    );
+    assert_eq!(
+        d.delete.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        ["nccl-job"]
+    );
+    assert_eq!(
+        kinds_and_names(&d.apply)
+            .iter()
+            .filter(|k| k.0 == "TrainJob")
+            .count(),
+        0
+    );
     assert_eq!(
         conds(&wf.status.expect("status").conditions)[2],
-        c("Failed", "True", "JobTimedOut", "1 groups failed across 1 iterations")
+        c(
+            "Failed",
+            "True",
+            "JobTimedOut",
+            "1 groups failed across 1 iterations"
+        )
     );
 }
 
@@ -513,7 +555,10 @@ fn a_failed_iteration_does_not_stop_the_next_and_the_end_counts_every_failure() 
     );
     let d = step(&mut wf, &nodes, &BTreeMap::new(), 11);
     assert_eq!(
-        groups(&d).iter().map(|g| g.3.clone().unwrap_or_default()).collect::<Vec<_>>(),
+        groups(&d)
+            .iter()
+            .map(|g| g.3.clone().unwrap_or_default())
+            .collect::<Vec<_>>(),
         ["nccl-group-0-iter2", "nccl-group-1-iter2"]
     );
     let jobs = BTreeMap::from([
@@ -530,32 +575,50 @@ fn a_failed_iteration_does_not_stop_the_next_and_the_end_counts_every_failure() 
     assert_eq!(cm("nccl-succeeded-nodes"), Some(json!("node-2,node-3")));
     assert_eq!(
         cm("nccl-failed-nodes"),
-        Some(json!("node-0: WorkloadFailed: rank 3 exited\nnode-1: WorkloadFailed: rank 3 exited"))
+        Some(json!(
+            "node-0: WorkloadFailed: rank 3 exited\nnode-1: WorkloadFailed: rank 3 exited"
+        ))
     );
     let status = wf.status.expect("status");
     let o = status.orchestration.expect("o");
-    assert_eq!(
-        (o.completed_iterations, o.iteration_history.len()),
-        (2, 2)
-    );
+    assert_eq!((o.completed_iterations, o.iteration_history.len()), (2, 2));
     assert_eq!(
         conds(&status.conditions)[2],
-        c("Failed", "True", "IterationsFailed", "1 groups failed across 2 iterations")
+        c(
+            "Failed",
+            "True",
+            "IterationsFailed",
+            "1 groups failed across 2 iterations"
+        )
     );
 }
 
 #[test]
 fn nodes_of_another_architecture_are_excluded_and_recorded() {
     let docs: Vec<Value> = (0..4)
-        .map(|i| node_doc(&format!("node-{i}"), "NVIDIA-H100-80GB-HBM3", &format!("aws:///us-east-1a/i-{i}")))
-        .chain(std::iter::once(node_doc("node-a100", "NVIDIA-A100-SXM4-80GB", "aws:///us-east-1a/i-9")))
+        .map(|i| {
+            node_doc(
+                &format!("node-{i}"),
+                "NVIDIA-H100-80GB-HBM3",
+                &format!("aws:///us-east-1a/i-{i}"),
+            )
+        })
+        .chain(std::iter::once(node_doc(
+            "node-a100",
+            "NVIDIA-A100-SXM4-80GB",
+            "aws:///us-east-1a/i-9",
+        )))
         .collect();
     let nodes = Arc::new(nvcre_domain::nodes_from_documents(&docs).expect("nodes"));
     let wf = workflow("", &nodes);
     let d = decide(&wf, &nodes, &BTreeMap::new(), 0);
     let o = d.status.expect("status").orchestration.expect("o");
     assert_eq!(
-        (o.total_nodes, o.excluded_nodes.clone(), o.exclusion_reason.as_deref()),
+        (
+            o.total_nodes,
+            o.excluded_nodes.clone(),
+            o.exclusion_reason.as_deref()
+        ),
         (
             4,
             vec!["node-a100".to_string()],
@@ -570,15 +633,36 @@ fn execution_settings_and_their_defaults() {
     let read = |v: Value| Execution::from_orchestration(v.as_object().expect("object"));
     assert_eq!(
         read(json!({})),
-        Execution { iterations: 1, max_concurrent: 0, timeout_secs: 86_400, retry_failed_groups: 0 }
+        Execution {
+            iterations: 1,
+            max_concurrent: 0,
+            timeout_secs: 86_400,
+            retry_failed_groups: 0
+        }
     );
     assert_eq!(
-        read(json!({"iterations": 3, "execution": {"maxConcurrent": 2, "timeoutPerJob": "1h30m", "retryFailedGroups": 2}})),
-        Execution { iterations: 3, max_concurrent: 2, timeout_secs: 5_400, retry_failed_groups: 2 }
+        read(
+            json!({"iterations": 3, "execution": {"maxConcurrent": 2, "timeoutPerJob": "1h30m", "retryFailedGroups": 2}})
+        ),
+        Execution {
+            iterations: 3,
+            max_concurrent: 2,
+            timeout_secs: 5_400,
+            retry_failed_groups: 2
+        }
     );
     // An unparseable or zero timeout falls back to the default, as the original does.
-    assert_eq!(read(json!({"execution": {"timeoutPerJob": "soon"}})).timeout_secs, 86_400);
-    assert_eq!(read(json!({"execution": {"timeoutPerJob": "0s"}})).timeout_secs, 86_400);
+    assert_eq!(
+        read(json!({"execution": {"timeoutPerJob": "soon"}})).timeout_secs,
+        86_400
+    );
+    assert_eq!(
+        read(json!({"execution": {"timeoutPerJob": "0s"}})).timeout_secs,
+        86_400
+    );
     assert_eq!(attempt_job_name("wf-group-1", 1, 0), "wf-group-1");
-    assert_eq!(attempt_job_name("wf-group-1", 3, 2), "wf-group-1-iter3-retry2");
+    assert_eq!(
+        attempt_job_name("wf-group-1", 3, 2),
+        "wf-group-1-iter3-retry2"
+    );
 }
