@@ -591,38 +591,58 @@ async fn reconcile_workflow_inner(wf: &WorkflowResource, ctx: &Ctx) -> Result<Ac
     }
     let uid = wf.metadata.uid.clone().unwrap_or_default();
     for m in &decision.apply {
-        if let Err(e) = apply_owned(&ctx.client, &ns, m, &uid).await {
-            if let Error::OwnedByOther { kind, name: child } = &e {
-                let note = EventNote {
-                    warning: true,
-                    reason: if kind == "TrainJob" {
-                        "JobNameCollision".into()
-                    } else {
-                        "DependencyNameCollision".into()
-                    },
-                    message: e.to_string(),
-                };
-                warn!(%kind, %child, "name collision");
-                publish(ctx, wf, &note).await;
+        match apply_owned(&ctx.client, &ns, m, &uid).await {
+            Ok(()) => {}
+            Err(Error::OwnedByOther { kind, name: child }) => {
+                warn!(%kind, %child, workflow = %name, "name collision; the Workflow fails");
+                let status = crate::workflow::collision_status(wf, &kind, &child, &now);
+                write_workflow_status(ctx, wf, &status).await?;
+                return Ok(Action::await_change());
             }
-            return Err(e);
+            Err(e) => return Err(e),
         }
     }
     if let Some(status) = &decision.status {
-        let api: Api<WorkflowResource> = Api::namespaced(ctx.client.clone(), &ns);
-        let old = wf.status.clone().unwrap_or_default();
-        let patch = json!({"apiVersion": API_VERSION, "kind": "Workflow", "status": status});
-        api.patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
-        if let Some(note) =
-            crate::workloadrun::transition_event(&old.conditions, &status.conditions)
-        {
-            publish(ctx, wf, &note).await;
-        }
+        write_workflow_status(ctx, wf, status).await?;
     }
     Ok(action(decision.requeue_after))
+}
+
+/// Writes a Workflow's status through `/status` and publishes the Event of a transition.
+async fn write_workflow_status(
+    ctx: &Ctx,
+    wf: &WorkflowResource,
+    status: &nvcre_domain::crd::WorkflowStatus,
+) -> Result<(), Error> {
+    let ns = wf.namespace().unwrap_or_default();
+    let api: Api<WorkflowResource> = Api::namespaced(ctx.client.clone(), &ns);
+    let old = wf.status.clone().unwrap_or_default();
+    let patch = json!({"apiVersion": API_VERSION, "kind": "Workflow", "status": status});
+    api.patch_status(
+        &wf.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    if let Some(note) = crate::workloadrun::transition_event(&old.conditions, &status.conditions) {
+        publish(ctx, wf, &note).await;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_notes_are_cut_to_the_api_limit_on_a_character_boundary() {
+        assert_eq!(event_note("short"), "short");
+        let exact = "a".repeat(EVENT_NOTE_MAX);
+        assert_eq!(event_note(&exact), exact);
+        // 'é' is two bytes: the cut never splits one.
+        let long = "é".repeat(EVENT_NOTE_MAX);
+        let cut = event_note(&long);
+        assert!(cut.len() <= EVENT_NOTE_MAX, "{}", cut.len());
+        assert_eq!(cut, format!("{}…", "é".repeat((EVENT_NOTE_MAX - 3) / 2)));
+    }
 }

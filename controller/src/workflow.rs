@@ -87,6 +87,50 @@ pub const JOB_FAILED: &str = "JobFailed";
 /// Group (and Workflow) reason of a TrainJob that ran past `timeoutPerJob`.
 pub const JOB_TIMED_OUT: &str = "JobTimedOut";
 
+/// The Failed reason of a child of the deterministic name that another owner controls:
+/// `JobNameCollision` for a TrainJob, `DependencyNameCollision` for anything else.
+pub fn collision_reason(kind: &str) -> &'static str {
+    if kind == "TrainJob" {
+        "JobNameCollision"
+    } else {
+        "DependencyNameCollision"
+    }
+}
+
+/// The Failed message of that collision.
+pub fn collision_message(kind: &str, child: &str, namespace: &str, workflow: &str) -> String {
+    format!(
+        "{kind} {child:?} already exists in namespace {namespace:?} and is not controlled by Workflow {workflow:?}; refusing to adopt it"
+    )
+}
+
+/// The status after a collision: the observed one with `Failed` True (terminal: a person has
+/// to rename or remove the other object; retrying cannot help).
+pub fn collision_status(
+    wf: &WorkflowResource,
+    kind: &str,
+    child: &str,
+    now: &str,
+) -> WorkflowStatus {
+    let mut status = wf.status.clone().unwrap_or_default();
+    status.observed_generation = wf.metadata.generation;
+    set_execution(
+        &mut status.conditions,
+        FAILED,
+        collision_reason(kind),
+        &collision_message(
+            kind,
+            child,
+            &wf.namespace().unwrap_or_default(),
+            &wf.name_any(),
+        ),
+        wf.metadata.generation,
+        now,
+    );
+    status.phase = conditions::true_execution(&status.conditions).map(|c| c.type_.clone());
+    status
+}
+
 /// The execution settings of the resolved Workflow (after overrides).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Execution {

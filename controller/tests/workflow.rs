@@ -666,3 +666,23 @@ fn execution_settings_and_their_defaults() {
         "wf-group-1-iter3-retry2"
     );
 }
+
+#[test]
+fn a_name_collision_fails_the_workflow_with_the_kind_reason() {
+    let nodes = aws_h100(2);
+    let wf = workflow("", &nodes);
+    let status = nvcre_controller::workflow::collision_status(&wf, "TrainJob", "nccl-job", NOW);
+    assert_eq!(
+        conds(&status.conditions)[2],
+        c(
+            "Failed",
+            "True",
+            "JobNameCollision",
+            "TrainJob \"nccl-job\" already exists in namespace \"team-a\" and is not controlled by Workflow \"nccl\"; refusing to adopt it"
+        )
+    );
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    let status =
+        nvcre_controller::workflow::collision_status(&wf, "TrainingRuntime", "nccl-runtime", NOW);
+    assert_eq!(conds(&status.conditions)[2].2, "DependencyNameCollision");
+}

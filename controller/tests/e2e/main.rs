@@ -54,6 +54,36 @@ scenario!(
     a_bad_rule_edit_leaves_the_last_good_rules_in_force_on_a_real_cluster,
     scenarios::bad_rule_edit
 );
+scenario!(
+    a_foreign_train_job_is_never_adopted_on_the_fake_server,
+    a_foreign_train_job_is_never_adopted_on_a_real_cluster,
+    scenarios::foreign_train_job
+);
+
+/// A lease shorter than 2 s leaves no grace to renew in: refused before anything runs.
+#[tokio::test]
+async fn a_lease_duration_under_two_seconds_is_refused() {
+    let client = kube::Client::try_from(kube::Config::new(
+        "http://127.0.0.1:9".parse().expect("url"),
+    ))
+    .expect("client");
+    let config = nvcre_controller::Config {
+        leader_election: Some(nvcre_controller::LeaderElection {
+            lease_name: "nvcre-controller".into(),
+            namespace: "nvcre-system".into(),
+            identity: "replica-a".into(),
+            duration_secs: 1,
+        }),
+        ..nvcre_controller::Config::default()
+    };
+    match nvcre_controller::run(client, config, std::future::pending()).await {
+        Err(e) => assert_eq!(
+            e.to_string(),
+            "leader election: lease duration must be at least 2 seconds, got 1"
+        ),
+        Ok(()) => panic!("a 1 s lease must be refused"),
+    }
+}
 
 /// The real-cluster path itself (kubeconfig, a namespace and nodes of a unique id, cleanup),
 /// pointed at a fake server through a kubeconfig file, so that it is exercised on every run.

@@ -765,3 +765,98 @@ pub async fn bad_rule_edit(env: &Env) {
     assert_eq!(controller.metric(RELOAD_FAILURES).await, 1.0);
     controller.stop().await.expect("graceful stop");
 }
+
+/// A TrainJob of the deterministic name that another owner controls is never adopted nor
+/// overwritten: the Workflow fails with `JobNameCollision` (a Warning Event says why), the run
+/// mirrors it, and the other TrainJob stays as it was.
+pub async fn foreign_train_job(env: &Env) {
+    let client = env.client.clone();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &env.ns);
+    let owner: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "someone-else"}})).expect("configmap");
+    let owner = cms
+        .create(&PostParams::default(), &owner)
+        .await
+        .expect("owner");
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &env.ns, &train_job_resource());
+    let foreign: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": "nccl-group-0", "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "someone-else",
+            "uid": owner.metadata.uid, "controller": true}]},
+        "spec": {"runtimeRef": {"name": "theirs"}}
+    }))
+    .expect("trainjob");
+    jobs.create(&PostParams::default(), &foreign)
+        .await
+        .expect("foreign trainjob");
+
+    let controller = env.start(env.config());
+    let runs: Api<WorkloadRunResource> = Api::namespaced(client.clone(), &env.ns);
+    runs.create(&PostParams::default(), &run_manifest(env, "nccl"))
+        .await
+        .expect("create run");
+    let message = format!(
+        "TrainJob \"nccl-group-0\" already exists in namespace \"{}\" and is not controlled by Workflow \"nccl\"; refusing to adopt it",
+        env.ns
+    );
+    let status = eventually("the run to fail", || async {
+        runs.get("nccl").await.expect("run").status.filter(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Failed" && c.status == "True")
+        })
+    })
+    .await;
+    let failed = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Failed")
+        .expect("Failed");
+    assert_eq!(
+        (failed.reason.as_str(), failed.message.as_str()),
+        ("WorkflowFailed", message.as_str())
+    );
+    let workflows: Api<WorkflowResource> = Api::namespaced(client.clone(), &env.ns);
+    let wf = workflows.get("nccl").await.expect("workflow");
+    let wf_failed = wf
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Failed"))
+        .expect("Workflow Failed");
+    assert_eq!(
+        (wf_failed.reason.as_str(), wf_failed.message.as_str()),
+        ("JobNameCollision", message.as_str())
+    );
+    let events = eventually("the collision Event", || async {
+        let e = env.events_about("Workflow", "nccl").await;
+        e.iter().any(|e| e.1 == "JobNameCollision").then_some(e)
+    })
+    .await;
+    // The only transition: no group was recorded as started. Without leader election the
+    // reporting instance is the controller's name.
+    assert_eq!(
+        events,
+        [(
+            "Warning".to_string(),
+            "JobNameCollision".to_string(),
+            message.clone(),
+            "nvcre-controller".to_string()
+        )]
+    );
+    // The other TrainJob is untouched: same owner, same spec, no second group started.
+    let theirs = jobs.get("nccl-group-0").await.expect("foreign job");
+    assert_eq!(
+        (
+            theirs.owner_references()[0].name.as_str(),
+            theirs.data["spec"].clone()
+        ),
+        ("someone-else", json!({"runtimeRef": {"name": "theirs"}}))
+    );
+    assert_eq!(
+        child_names(&jobs.list(&ListParams::default()).await.expect("jobs").items),
+        ["nccl-group-0"]
+    );
+    controller.stop().await.expect("graceful stop");
+}
