@@ -5,12 +5,12 @@ use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Node as KubeNode;
-use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use k8s_openapi::api::core::v1::{Node as KubeNode, ObjectReference};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::ObjectRef;
@@ -46,6 +46,28 @@ pub struct LeaderElection {
     pub duration_secs: u64,
 }
 
+/// The rules ConfigMap, which rules reload Events are about (`kubectl describe configmap`
+/// shows why an edit was refused).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigMapRef {
+    /// Namespace (the controller's own).
+    pub namespace: String,
+    /// Name (`nvcre-rules`).
+    pub name: String,
+}
+
+impl ConfigMapRef {
+    fn object_ref(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("v1".into()),
+            kind: Some("ConfigMap".into()),
+            namespace: Some(self.namespace.clone()),
+            name: Some(self.name.clone()),
+            ..ObjectReference::default()
+        }
+    }
+}
+
 /// How [`run`] runs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Config {
@@ -59,6 +81,8 @@ pub struct Config {
     pub leader_election: Option<LeaderElection>,
     /// Address of `/healthz`, `/readyz` and `/metrics`; `None` serves nothing.
     pub http_addr: Option<SocketAddr>,
+    /// The rules ConfigMap, for reload Events (`None`: reloads are logged and counted only).
+    pub rules_config_map: Option<ConfigMapRef>,
 }
 
 impl Default for Config {
@@ -69,6 +93,7 @@ impl Default for Config {
             reload_interval: Duration::from_secs(5),
             leader_election: None,
             http_addr: None,
+            rules_config_map: None,
         }
     }
 }
@@ -113,62 +138,103 @@ pub async fn run(
             }
         });
     }
-    spawn_reload(
-        Arc::clone(&rules),
-        Arc::clone(&metrics),
-        config.reload_interval,
-        stop_rx.clone(),
-    );
     let reporter = Reporter {
         controller: FIELD_MANAGER.into(),
         instance: config.leader_election.as_ref().map(|l| l.identity.clone()),
     };
+    let recorder = Recorder::new(client.clone(), reporter);
+    spawn_reload(
+        Reloader {
+            rules: Arc::clone(&rules),
+            metrics: Arc::clone(&metrics),
+            recorder: recorder.clone(),
+            target: config
+                .rules_config_map
+                .as_ref()
+                .map(ConfigMapRef::object_ref),
+        },
+        config.reload_interval,
+        stop_rx.clone(),
+    );
     let ctx = Arc::new(Ctx {
         client: client.clone(),
         rules,
         metrics,
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder,
     });
     let Some(le) = &config.leader_election else {
         health.ready.store(true, Ordering::Relaxed);
         run_controllers(ctx, config.namespace.clone(), stopped(stop_rx)).await;
         return Ok(());
     };
+    if le.duration_secs < 2 {
+        return Err(Error::Lease(format!(
+            "lease duration must be at least 2 seconds, got {}",
+            le.duration_secs
+        )));
+    }
     let manager = kube_lease_manager::LeaseManagerBuilder::new(client, &le.lease_name)
         .with_namespace(&le.namespace)
         .with_identity(&le.identity)
         .with_duration(le.duration_secs)
         .with_grace(le.duration_secs.div_ceil(3).max(1))
-        .with_field_manager(FIELD_MANAGER)
+        // One field manager per replica: a standby's apply of `holderIdentity` then conflicts
+        // with the holder's (409) instead of silently overwriting it.
+        .with_field_manager(format!("{FIELD_MANAGER}-lease-{}", le.identity))
         .build()
         .await
         .map_err(|e| Error::Lease(e.to_string()))?;
-    let (mut leader, _handle) = manager.watch().await;
+    let (mut leader, lease_task) = manager.watch().await;
+    // Dropping every receiver makes the lease task release the Lease (when held) and end, so a
+    // standby takes over at once after a graceful shutdown instead of after the lease expires.
+    let release = |leader: watch::Receiver<bool>| async move {
+        drop(leader);
+        if tokio::time::timeout(Duration::from_secs(5), lease_task)
+            .await
+            .is_err()
+        {
+            warn!("releasing the lease timed out; a standby takes over when it expires");
+        }
+    };
     // A standby with good rules is ready: it serves nothing but takes over on failover.
     health.ready.store(true, Ordering::Relaxed);
     let mut stop = stop_rx.clone();
-    tokio::select! {
-        r = leader.wait_for(|l| *l) => { r.map_err(|e| Error::Lease(e.to_string()))?; }
-        _ = stop.wait_for(|s| *s) => return Ok(()),
+    // `Some(Ok)`: leader; `Some(Err)`: the lease task ended; `None`: shutdown first.
+    let acquired = tokio::select! {
+        r = leader.wait_for(|l| *l) => Some(r.map(|_| ()).map_err(|e| e.to_string())),
+        _ = stop.wait_for(|s| *s) => None,
+    };
+    match acquired {
+        Some(Ok(())) => {}
+        Some(Err(e)) => {
+            release(leader).await;
+            return Err(Error::Lease(e));
+        }
+        None => {
+            release(leader).await;
+            return Ok(());
+        }
     }
     info!(identity = %le.identity, "acquired leadership");
-    let (lost_tx, lost_rx) = watch::channel(false);
-    let mut watch_leader = leader.clone();
-    tokio::spawn(async move {
-        let _ = watch_leader.wait_for(|l| !*l).await;
-        let _ = lost_tx.send(true);
-    });
+    let lost = Arc::new(AtomicBool::new(false));
     let either = {
-        let a = stopped(stop_rx.clone());
-        let b = stopped(lost_rx.clone());
+        let shutdown = stopped(stop_rx.clone());
+        let mut watch_leader = leader.clone();
+        let lost = Arc::clone(&lost);
         async move {
-            tokio::select! { () = a => {}, () = b => {} }
+            tokio::select! {
+                () = shutdown => {}
+                _ = watch_leader.wait_for(|l| !*l) => lost.store(true, Ordering::Relaxed),
+            }
         }
     };
     run_controllers(ctx, config.namespace.clone(), either).await;
-    if *lost_rx.borrow() && !*stop_rx.borrow() {
+    release(leader).await;
+    if lost.load(Ordering::Relaxed) {
+        warn!(identity = %le.identity, "leadership lost");
         return Err(Error::Lease("leadership lost".into()));
     }
+    info!(identity = %le.identity, "stopped; lease released");
     Ok(())
 }
 
@@ -184,27 +250,67 @@ fn stopped(mut rx: watch::Receiver<bool>) -> impl Future<Output = ()> + Send + S
     }
 }
 
-fn spawn_reload(
+/// What the reload loop needs: the holder, the counters, and where to report.
+struct Reloader {
     rules: Arc<RulesHolder>,
     metrics: Arc<Metrics>,
-    every: Duration,
-    mut stop: watch::Receiver<bool>,
-) {
+    recorder: Recorder,
+    target: Option<ObjectReference>,
+}
+
+/// The longest Event note the API server accepts (`events.k8s.io/v1`), in bytes.
+pub(crate) const EVENT_NOTE_MAX: usize = 1024;
+
+/// `text` cut to at most [`EVENT_NOTE_MAX`] bytes on a character boundary, `…` marking a cut.
+pub(crate) fn event_note(text: &str) -> String {
+    if text.len() <= EVENT_NOTE_MAX {
+        return text.to_string();
+    }
+    let mut end = EVENT_NOTE_MAX - '…'.len_utf8();
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &text[..end])
+}
+
+fn spawn_reload(r: Reloader, every: Duration, mut stop: watch::Receiver<bool>) {
     tokio::spawn(async move {
         loop {
             tokio::select! {
                 () = tokio::time::sleep(every) => {}
                 _ = stop.wait_for(|s| *s) => return,
             }
-            match rules.poll() {
-                Reload::Unchanged => {}
+            let event = match r.rules.poll() {
+                Reload::Unchanged => None,
                 Reload::Reloaded => {
-                    metrics.rules_reloads.inc();
+                    r.metrics.rules_reloads.inc();
                     info!("rules reloaded");
+                    Some((
+                        EventType::Normal,
+                        "RulesReloaded",
+                        "rules reloaded and in force".to_string(),
+                    ))
                 }
                 Reload::Refused(errors) => {
-                    metrics.rules_reload_failures.inc();
+                    r.metrics.rules_reload_failures.inc();
                     warn!(%errors, "rules reload refused; the last good set stays in force");
+                    Some((
+                        EventType::Warning,
+                        "RulesReloadRefused",
+                        format!("rules reload refused, last good set in force: {errors}"),
+                    ))
+                }
+            };
+            if let (Some((type_, reason, note)), Some(target)) = (event, &r.target) {
+                let event = Event {
+                    type_,
+                    reason: reason.into(),
+                    note: Some(event_note(&note)),
+                    action: "ReloadRules".into(),
+                    secondary: None,
+                };
+                if let Err(e) = r.recorder.publish(&event, target).await {
+                    warn!(error = %e, "publishing the rules reload event");
                 }
             }
         }
@@ -471,40 +577,72 @@ async fn reconcile_workflow_inner(wf: &WorkflowResource, ctx: &Ctx) -> Result<Ac
             now: &now,
         },
     );
+    for child in &decision.delete {
+        let ar = crate::apply::resource_of(
+            &json!({"apiVersion": child.api_version, "kind": child.kind}),
+        )?;
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
+        match api.delete(&child.name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            // Already gone (deleted on an earlier pass whose status write failed).
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
     let uid = wf.metadata.uid.clone().unwrap_or_default();
     for m in &decision.apply {
-        if let Err(e) = apply_owned(&ctx.client, &ns, m, &uid).await {
-            if let Error::OwnedByOther { kind, name: child } = &e {
-                let note = EventNote {
-                    warning: true,
-                    reason: if kind == "TrainJob" {
-                        "JobNameCollision".into()
-                    } else {
-                        "DependencyNameCollision".into()
-                    },
-                    message: e.to_string(),
-                };
-                warn!(%kind, %child, "name collision");
-                publish(ctx, wf, &note).await;
+        match apply_owned(&ctx.client, &ns, m, &uid).await {
+            Ok(()) => {}
+            Err(Error::OwnedByOther { kind, name: child }) => {
+                warn!(%kind, %child, workflow = %name, "name collision; the Workflow fails");
+                let status = crate::workflow::collision_status(wf, &kind, &child, &now);
+                write_workflow_status(ctx, wf, &status).await?;
+                return Ok(Action::await_change());
             }
-            return Err(e);
+            Err(e) => return Err(e),
         }
     }
     if let Some(status) = &decision.status {
-        let api: Api<WorkflowResource> = Api::namespaced(ctx.client.clone(), &ns);
-        let old = wf.status.clone().unwrap_or_default();
-        let patch = json!({"apiVersion": API_VERSION, "kind": "Workflow", "status": status});
-        api.patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
-        if let Some(note) =
-            crate::workloadrun::transition_event(&old.conditions, &status.conditions)
-        {
-            publish(ctx, wf, &note).await;
-        }
+        write_workflow_status(ctx, wf, status).await?;
     }
     Ok(action(decision.requeue_after))
+}
+
+/// Writes a Workflow's status through `/status` and publishes the Event of a transition.
+async fn write_workflow_status(
+    ctx: &Ctx,
+    wf: &WorkflowResource,
+    status: &nvcre_domain::crd::WorkflowStatus,
+) -> Result<(), Error> {
+    let ns = wf.namespace().unwrap_or_default();
+    let api: Api<WorkflowResource> = Api::namespaced(ctx.client.clone(), &ns);
+    let old = wf.status.clone().unwrap_or_default();
+    let patch = json!({"apiVersion": API_VERSION, "kind": "Workflow", "status": status});
+    api.patch_status(
+        &wf.name_any(),
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await?;
+    if let Some(note) = crate::workloadrun::transition_event(&old.conditions, &status.conditions) {
+        publish(ctx, wf, &note).await;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn event_notes_are_cut_to_the_api_limit_on_a_character_boundary() {
+        assert_eq!(event_note("short"), "short");
+        let exact = "a".repeat(EVENT_NOTE_MAX);
+        assert_eq!(event_note(&exact), exact);
+        // 'é' is two bytes: the cut never splits one.
+        let long = "é".repeat(EVENT_NOTE_MAX);
+        let cut = event_note(&long);
+        assert!(cut.len() <= EVENT_NOTE_MAX, "{}", cut.len());
+        assert_eq!(cut, format!("{}…", "é".repeat((EVENT_NOTE_MAX - 3) / 2)));
+    }
 }

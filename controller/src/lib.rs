@@ -31,5 +31,5 @@ pub mod rules;
 pub mod workflow;
 pub mod workloadrun;
 
-pub use controller::{Config, LeaderElection, run};
+pub use controller::{Config, ConfigMapRef, LeaderElection, run};
 pub use error::Error;

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use nvcre_controller::rules::RulesSource;
-use nvcre_controller::{Config, LeaderElection, run};
+use nvcre_controller::{Config, ConfigMapRef, LeaderElection, run};
 
 /// Reconciles WorkloadRun and Workflow objects with the NVCRE rules.
 #[derive(Debug, Parser)]
@@ -29,10 +29,14 @@ struct Args {
     /// Elect a leader through a Lease (run several replicas, one acts).
     #[arg(long)]
     leader_elect: bool,
+    /// The ConfigMap the rules directory is mounted from (in the pod's namespace): rules reload
+    /// Events (`RulesReloaded`, `RulesReloadRefused`) are reported on it.
+    #[arg(long, value_name = "NAME")]
+    rules_configmap: Option<String>,
     /// Lease name.
     #[arg(long, default_value = "nvcre-controller")]
     lease_name: String,
-    /// Lease namespace (the pod's namespace).
+    /// Lease namespace (the pod's namespace; also the rules ConfigMap's).
     #[arg(long, env = "POD_NAMESPACE", default_value = "nvcre-system")]
     lease_namespace: String,
     /// This replica's identity in the Lease (the pod name).
@@ -56,6 +60,10 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let rules_config_map = args.rules_configmap.map(|name| ConfigMapRef {
+        namespace: args.lease_namespace.clone(),
+        name,
+    });
     let config = Config {
         namespace: args.namespace,
         rules: args.rules.map_or(RulesSource::BuiltIn, RulesSource::Dir),
@@ -67,6 +75,7 @@ async fn main() -> ExitCode {
             duration_secs: 15,
         }),
         http_addr: Some(args.http_addr),
+        rules_config_map,
     };
     let shutdown = async {
         let mut term =

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use kube::ResourceExt;
 use nvcre_domain::crd::{
-    GroupStatus, OrchestrationStatus, TypedLocalObjectReference, WORKLOAD_RUN_LABEL,
-    WorkflowResource, WorkflowStatus,
+    FailedGroup, GroupStatus, IterationRecord, OrchestrationStatus, TypedLocalObjectReference,
+    WORKLOAD_RUN_LABEL, WorkflowResource, WorkflowStatus,
 };
 use nvcre_domain::{Node, PolicyError, RenderRequest, expand, place, render_workflow};
 use nvcre_engine::{RuleSet, Source, parse_documents};
@@ -49,12 +49,27 @@ pub struct WorkflowObservation<'a> {
     pub now: &'a str,
 }
 
-/// A decision: objects to apply (in order), the new status, when to look again.
+/// A child object to delete: a TrainJob that failed and is retried, or that timed out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChildRef {
+    /// `group/version` (`trainer.kubeflow.org/v1alpha1`).
+    pub api_version: String,
+    /// Kind (`TrainJob`).
+    pub kind: String,
+    /// Name, in the Workflow's namespace.
+    pub name: String,
+}
+
+/// A decision: objects to apply (in order), objects to delete, the new status, when to look
+/// again.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkflowDecision {
     /// Manifests to server-side apply, in order (dependencies before the TrainJob that uses
     /// them; ConfigMaps of node results last). Each carries the Workflow as controller owner.
     pub apply: Vec<Value>,
+    /// TrainJobs to delete (background propagation) before applying: a failed job whose group
+    /// is retried, a job past `timeoutPerJob` (its pods would hold the GPUs otherwise).
+    pub delete: Vec<ChildRef>,
     /// The complete new status, when it differs from the observed one.
     pub status: Option<WorkflowStatus>,
     /// Requeue after this long (`None`: only on watch events).
@@ -64,16 +79,115 @@ pub struct WorkflowDecision {
 /// Poll interval while jobs run (timeouts are noticed within it).
 pub const ACTIVE_REQUEUE: Duration = Duration::from_secs(15);
 
-/// Default `timeoutPerJob` when the Workflow has none: 24 hours.
+/// Default `timeoutPerJob` when the Workflow has none, or one that does not parse: 24 hours.
 pub const DEFAULT_TIMEOUT_SECS: i64 = 24 * 3600;
 
+/// Group reason of a TrainJob that reported `Failed`.
+pub const JOB_FAILED: &str = "JobFailed";
+/// Group (and Workflow) reason of a TrainJob that ran past `timeoutPerJob`.
+pub const JOB_TIMED_OUT: &str = "JobTimedOut";
+
+/// The Failed reason of a child of the deterministic name that another owner controls:
+/// `JobNameCollision` for a TrainJob, `DependencyNameCollision` for anything else.
+pub fn collision_reason(kind: &str) -> &'static str {
+    if kind == "TrainJob" {
+        "JobNameCollision"
+    } else {
+        "DependencyNameCollision"
+    }
+}
+
+/// The Failed message of that collision.
+pub fn collision_message(kind: &str, child: &str, namespace: &str, workflow: &str) -> String {
+    format!(
+        "{kind} {child:?} already exists in namespace {namespace:?} and is not controlled by Workflow {workflow:?}; refusing to adopt it"
+    )
+}
+
+/// The status after a collision: the observed one with `Failed` True (terminal: a person has
+/// to rename or remove the other object; retrying cannot help).
+pub fn collision_status(
+    wf: &WorkflowResource,
+    kind: &str,
+    child: &str,
+    now: &str,
+) -> WorkflowStatus {
+    let mut status = wf.status.clone().unwrap_or_default();
+    status.observed_generation = wf.metadata.generation;
+    set_execution(
+        &mut status.conditions,
+        FAILED,
+        collision_reason(kind),
+        &collision_message(
+            kind,
+            child,
+            &wf.namespace().unwrap_or_default(),
+            &wf.name_any(),
+        ),
+        wf.metadata.generation,
+        now,
+    );
+    status.phase = conditions::true_execution(&status.conditions).map(|c| c.type_.clone());
+    status
+}
+
+/// The execution settings of the resolved Workflow (after overrides).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Execution {
+    /// `iterations` (at least 1): rounds of every group.
+    pub iterations: i32,
+    /// `execution.maxConcurrent`: TrainJobs running at once, 0 for no limit.
+    pub max_concurrent: usize,
+    /// `execution.timeoutPerJob` in seconds ([`DEFAULT_TIMEOUT_SECS`] when unset or unparseable).
+    pub timeout_secs: i64,
+    /// `execution.retryFailedGroups`: how often a failed group is retried per iteration (a
+    /// timed-out group is not retried).
+    pub retry_failed_groups: i32,
+}
+
+impl Execution {
+    /// Reads the settings from a Workflow's `spec.orchestration`.
+    pub fn from_orchestration(o: &serde_json::Map<String, Value>) -> Execution {
+        let exec = o.get("execution");
+        let int = |v: Option<&Value>| v.and_then(Value::as_i64);
+        Execution {
+            iterations: int(o.get("iterations"))
+                .map_or(1, |n| i32::try_from(n.max(1)).unwrap_or(i32::MAX)),
+            max_concurrent: int(exec.and_then(|e| e.get("maxConcurrent")))
+                .map_or(0, |n| usize::try_from(n.max(0)).unwrap_or(usize::MAX)),
+            timeout_secs: exec
+                .and_then(|e| e.get("timeoutPerJob"))
+                .and_then(Value::as_str)
+                .and_then(parse_go_duration)
+                .filter(|s| *s > 0)
+                .unwrap_or(DEFAULT_TIMEOUT_SECS),
+            retry_failed_groups: int(exec.and_then(|e| e.get("retryFailedGroups")))
+                .map_or(0, |n| i32::try_from(n.max(0)).unwrap_or(i32::MAX)),
+        }
+    }
+}
+
+fn done(g: &GroupStatus) -> bool {
+    g.phase == "Succeeded" || g.phase == "Failed"
+}
+
 /// Decides what to do for one observation of a Workflow. Pure: the caller applies.
+///
+/// Per pass: place the Workflow (failing it with the placement's reason), record the groups on
+/// the first pass, follow each running group's TrainJob (Complete/Succeeded → Succeeded; Failed
+/// → retried while `retryFailedGroups` allows, else Failed; past `timeoutPerJob` → Failed and
+/// the TrainJob deleted), start pending groups within `maxConcurrent` (overflow groups after
+/// every full group), and when every group is done record the iteration, start the next one or
+/// finish: `Succeeded`/`JobCompleted` when no group failed in any iteration, `Failed` otherwise
+/// (`JobTimedOut` when every failure was a timeout, else `IterationsFailed`), with the node
+/// result ConfigMaps.
 pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> WorkflowDecision {
     let wf = obs.workflow;
     let old = wf.status.clone().unwrap_or_default();
     if is_terminal(&old.conditions) {
         return WorkflowDecision {
             apply: Vec::new(),
+            delete: Vec::new(),
             status: None,
             requeue_after: None,
         };
@@ -83,6 +197,7 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
     let gen_ = wf.metadata.generation;
     let name = wf.name_any();
     let mut apply = Vec::new();
+    let mut delete = Vec::new();
 
     let planned = match plan(rules, wf, obs.nodes) {
         Ok(p) => p,
@@ -95,19 +210,10 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                 gen_,
                 obs.now,
             );
-            return finish(&old, status, apply, None);
+            return finish(&old, status, apply, delete, None);
         }
     };
-    let iterations = orchestration_int(wf, &["iterations"]).unwrap_or(1).max(1);
-    let max_concurrent = orchestration_int(wf, &["execution", "maxConcurrent"]).unwrap_or(0);
-    let timeout = wf
-        .spec
-        .orchestration
-        .get("execution")
-        .and_then(|e| e.get("timeoutPerJob"))
-        .and_then(Value::as_str)
-        .and_then(parse_go_duration)
-        .unwrap_or(DEFAULT_TIMEOUT_SECS);
+    let exec = planned.execution;
 
     let mut orch = status.orchestration.clone().unwrap_or_default();
     if orch.groups.is_empty() {
@@ -132,6 +238,17 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                     ..GroupStatus::default()
                 })
                 .collect(),
+            excluded_nodes: planned.excluded.iter().map(|(n, _)| n.clone()).collect(),
+            exclusion_reason: (!planned.excluded.is_empty()).then(|| {
+                planned
+                    .excluded
+                    .iter()
+                    .map(|(n, r)| format!("{n}: {r}"))
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            }),
+            gpu_products: planned.gpu_products.clone(),
+            iteration_history: Vec::new(),
         };
         set_execution(
             &mut status.conditions,
@@ -153,7 +270,7 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
         let Some(job_name) = g.job_ref.clone() else {
             continue;
         };
-        if g.phase == "Succeeded" || g.phase == "Failed" {
+        if done(g) {
             continue;
         }
         let Some(job) = obs.jobs.get(&job_name) else {
@@ -165,154 +282,192 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                 .find(|(ty, st, _)| ty == t && st == "True")
                 .map(|(_, _, m)| m.clone())
         };
-        if cond("Complete").or_else(|| cond("Succeeded")).is_some() {
+        let failure = if cond("Complete").or_else(|| cond("Succeeded")).is_some() {
             g.phase = "Succeeded".into();
             g.completion_time = Some(obs.now.to_string());
+            None
         } else if let Some(m) = cond("Failed") {
-            g.phase = "Failed".into();
-            g.message = Some(m);
-            g.completion_time = Some(obs.now.to_string());
+            Some((JOB_FAILED, m))
         } else if job
             .created_at
-            .is_some_and(|c| obs.now_secs.saturating_sub(c) > timeout)
+            .is_some_and(|c| obs.now_secs.saturating_sub(c) > exec.timeout_secs)
         {
-            g.phase = "Failed".into();
-            g.message = Some(format!("TrainJob {job_name} timed out after {timeout}s"));
-            g.completion_time = Some(obs.now.to_string());
+            Some((
+                JOB_TIMED_OUT,
+                format!("TrainJob {job_name} timed out after {}s", exec.timeout_secs),
+            ))
         } else {
             g.phase = "Running".into();
+            None
+        };
+        let Some((reason, message)) = failure else {
+            continue;
+        };
+        let retry = reason == JOB_FAILED && g.retries < exec.retry_failed_groups;
+        if retry || reason == JOB_TIMED_OUT {
+            delete.push(ChildRef {
+                api_version: "trainer.kubeflow.org/v1alpha1".into(),
+                kind: "TrainJob".into(),
+                name: job_name.clone(),
+            });
+        }
+        if retry {
+            g.retries += 1;
+            g.phase = "Pending".into();
+            g.job_ref = None;
+            g.start_time = None;
+            g.reason = None;
+            g.message = Some(format!("retry {} after: {message}", g.retries));
+        } else {
+            g.phase = "Failed".into();
+            g.reason = Some(reason.to_string());
+            g.message = Some(message);
+            g.completion_time = Some(obs.now.to_string());
         }
     }
     // Start pending groups within maxConcurrent; overflow groups wait for the full groups.
     let mut running = orch.groups.iter().filter(|g| g.phase == "Running").count();
-    let full_done = orch
-        .groups
-        .iter()
-        .filter(|g| !g.overflow)
-        .all(|g| g.phase == "Succeeded" || g.phase == "Failed");
+    let full_done = orch.groups.iter().filter(|g| !g.overflow).all(done);
     for g in &mut orch.groups {
         if g.phase != "Pending" || (g.overflow && !full_done) {
             continue;
         }
-        if max_concurrent > 0 && running >= usize::try_from(max_concurrent).unwrap_or(usize::MAX) {
+        if exec.max_concurrent > 0 && running >= exec.max_concurrent {
             break;
         }
         let Some(pg) = planned.groups.iter().find(|p| p.name == g.name) else {
             continue;
         };
         for m in &pg.manifests {
-            apply.push(for_iteration(m, iteration));
+            apply.push(for_attempt(m, iteration, g.retries));
         }
-        g.job_ref = pg.job_name.as_ref().map(|j| job_name(j, iteration));
+        g.job_ref = pg
+            .job_name
+            .as_ref()
+            .map(|j| attempt_job_name(j, iteration, g.retries));
         g.phase = "Running".into();
         g.iteration = iteration;
         g.start_time = Some(obs.now.to_string());
         running += 1;
     }
     // Iteration bookkeeping.
-    let all_done = orch
-        .groups
-        .iter()
-        .all(|g| g.phase == "Succeeded" || g.phase == "Failed");
     let mut requeue = Some(ACTIVE_REQUEUE);
-    if all_done {
-        let failed: Vec<&GroupStatus> =
-            orch.groups.iter().filter(|g| g.phase == "Failed").collect();
-        let (succeeded_nodes, failed_nodes) = node_results(&orch.groups);
-        apply.push(node_config_map(
-            wf,
-            &format!("{name}-succeeded-nodes"),
-            succeeded_nodes,
-        ));
-        apply.push(node_config_map(
-            wf,
-            &format!("{name}-failed-nodes"),
-            failed_nodes,
-        ));
-        status.succeeded_nodes_ref = Some(config_map_ref(&format!("{name}-succeeded-nodes")));
-        status.failed_nodes_ref = Some(config_map_ref(&format!("{name}-failed-nodes")));
-        if !failed.is_empty() {
-            let names: Vec<String> = failed
+    if orch.groups.iter().all(done) {
+        orch.iteration_history.push(IterationRecord {
+            iteration,
+            succeeded_groups: i32::try_from(
+                orch.groups
+                    .iter()
+                    .filter(|g| g.phase == "Succeeded")
+                    .count(),
+            )
+            .unwrap_or(i32::MAX),
+            failed_groups: orch
+                .groups
                 .iter()
-                .map(|g| format!("{}: {}", g.name, g.message.clone().unwrap_or_default()))
-                .collect();
-            let reason = if failed.iter().all(|g| {
-                g.message
-                    .as_deref()
-                    .is_some_and(|m| m.contains("timed out"))
-            }) {
-                "JobTimedOut"
-            } else {
-                "IterationsFailed"
-            };
+                .filter(|g| g.phase == "Failed")
+                .map(|g| FailedGroup {
+                    name: g.name.clone(),
+                    reason: g.reason.clone().unwrap_or_else(|| JOB_FAILED.into()),
+                    message: g.message.clone().unwrap_or_default(),
+                })
+                .collect(),
+            completion_time: Some(obs.now.to_string()),
+        });
+        orch.completed_iterations = iteration;
+        if iteration < exec.iterations {
             set_execution(
                 &mut status.conditions,
-                FAILED,
-                reason,
+                IN_PROGRESS,
+                "IterationCompleted",
                 &format!(
-                    "{} of {} groups failed in iteration {iteration}: {}",
-                    failed.len(),
-                    orch.groups.len(),
-                    names.join("; ")
+                    "Iteration {iteration} of {} completed; starting iteration {}",
+                    exec.iterations,
+                    iteration + 1
                 ),
                 gen_,
                 obs.now,
             );
-            requeue = None;
+            orch.current_iteration = iteration + 1;
+            for g in &mut orch.groups {
+                *g = GroupStatus {
+                    name: g.name.clone(),
+                    nodes: g.nodes.clone(),
+                    overflow: g.overflow,
+                    phase: "Pending".into(),
+                    iteration: iteration + 1,
+                    ..GroupStatus::default()
+                };
+            }
+            requeue = Some(Duration::from_secs(1));
         } else {
-            orch.completed_iterations = iteration;
-            if i64::from(iteration) >= iterations {
+            let (succeeded_nodes, failed_nodes) = node_results(&orch);
+            apply.push(node_config_map(
+                wf,
+                &format!("{name}-succeeded-nodes"),
+                succeeded_nodes,
+            ));
+            apply.push(node_config_map(
+                wf,
+                &format!("{name}-failed-nodes"),
+                failed_nodes,
+            ));
+            status.succeeded_nodes_ref = Some(config_map_ref(&format!("{name}-succeeded-nodes")));
+            status.failed_nodes_ref = Some(config_map_ref(&format!("{name}-failed-nodes")));
+            let failures: Vec<&FailedGroup> = orch
+                .iteration_history
+                .iter()
+                .flat_map(|r| &r.failed_groups)
+                .collect();
+            if failures.is_empty() {
                 set_execution(
                     &mut status.conditions,
                     SUCCEEDED,
-                    "IterationCompleted",
-                    &format!("Completed {iteration} of {iterations} iteration(s)"),
+                    "JobCompleted",
+                    &format!("All {iteration} iterations completed successfully"),
                     gen_,
                     obs.now,
                 );
-                requeue = None;
             } else {
-                orch.current_iteration = iteration + 1;
-                for g in &mut orch.groups {
-                    *g = GroupStatus {
-                        name: g.name.clone(),
-                        nodes: g.nodes.clone(),
-                        overflow: g.overflow,
-                        phase: "Pending".into(),
-                        iteration: iteration + 1,
-                        ..GroupStatus::default()
-                    };
-                }
-                requeue = Some(Duration::from_secs(1));
+                let reason = if failures.iter().all(|f| f.reason == JOB_TIMED_OUT) {
+                    JOB_TIMED_OUT
+                } else {
+                    "IterationsFailed"
+                };
+                set_execution(
+                    &mut status.conditions,
+                    FAILED,
+                    reason,
+                    &format!(
+                        "{} groups failed across {iteration} iterations",
+                        failures.len()
+                    ),
+                    gen_,
+                    obs.now,
+                );
             }
+            requeue = None;
         }
     }
     status.orchestration = Some(orch);
-    finish(&old, status, apply, requeue)
+    finish(&old, status, apply, delete, requeue)
 }
 
 fn finish(
     old: &WorkflowStatus,
     mut status: WorkflowStatus,
     apply: Vec<Value>,
+    delete: Vec<ChildRef>,
     requeue_after: Option<Duration>,
 ) -> WorkflowDecision {
     status.phase = conditions::true_execution(&status.conditions).map(|c| c.type_.clone());
     let changed = status != *old;
     WorkflowDecision {
         apply,
+        delete,
         status: changed.then_some(status),
         requeue_after,
     }
-}
-
-fn orchestration_int(wf: &WorkflowResource, path: &[&str]) -> Option<i64> {
-    let (first, rest) = path.split_first()?;
-    let mut v = wf.spec.orchestration.get(*first)?;
-    for p in rest {
-        v = v.get(*p)?;
-    }
-    v.as_i64()
 }
 
 /// A group as placed: its nodes and the manifests that run it.
@@ -347,6 +502,12 @@ pub struct Plan {
     pub workflow_dependencies: Vec<Value>,
     /// The groups, in launch order.
     pub groups: Vec<PlannedGroup>,
+    /// Target nodes left out, with the reason (cordoned, other GPU architecture, capacity).
+    pub excluded: Vec<(String, String)>,
+    /// Distinct raw `nvidia.com/gpu.product` values of the placed nodes, sorted.
+    pub gpu_products: Vec<String>,
+    /// The execution settings of the resolved Workflow (overrides may change them).
+    pub execution: Execution,
 }
 
 /// Resolves and places the Workflow: [`render_workflow`] with the nodes, the [`expand`] checks
@@ -419,6 +580,9 @@ pub fn plan(
         total_nodes: i32::try_from(placement.total_nodes).unwrap_or(i32::MAX),
         nodes_per_job: i32::try_from(placement.nodes_per_job).unwrap_or(i32::MAX),
         workflow_dependencies: placement.workflow_dependencies.iter().map(owned).collect(),
+        excluded: placement.excluded.clone(),
+        gpu_products: placement.gpu_products.clone(),
+        execution: Execution::from_orchestration(&resolved.spec.orchestration),
         groups: placement
             .groups
             .iter()
@@ -452,41 +616,57 @@ fn owner_ref(wf: &WorkflowResource) -> Value {
 
 /// The TrainJob name of `base` in iteration `iteration` (`<base>-iter<i>` from the second on).
 pub fn job_name(base: &str, iteration: i32) -> String {
-    if iteration <= 1 {
+    attempt_job_name(base, iteration, 0)
+}
+
+/// The TrainJob name of `base` in iteration `iteration` after `retries` retries of its group:
+/// [`job_name`], then `-retry<r>` from the first retry on (a retried job never reuses the name
+/// of the one being deleted).
+pub fn attempt_job_name(base: &str, iteration: i32, retries: i32) -> String {
+    let mut name = if iteration <= 1 {
         base.to_string()
     } else {
         format!("{base}-iter{iteration}")
+    };
+    if retries > 0 {
+        name.push_str(&format!("-retry{retries}"));
     }
+    name
 }
 
-fn for_iteration(m: &Value, iteration: i32) -> Value {
+fn for_attempt(m: &Value, iteration: i32, retries: i32) -> Value {
     let mut m = m.clone();
     if m.get("kind").and_then(Value::as_str) == Some("TrainJob")
         && let Some(n) = m.pointer_mut("/metadata/name")
         && let Some(base) = n.as_str()
     {
-        *n = Value::String(job_name(base, iteration));
+        *n = Value::String(attempt_job_name(base, iteration, retries));
     }
     m
 }
 
-/// Succeeded node names (comma-joined) and failed nodes (`name: reason: message` lines).
-fn node_results(groups: &[GroupStatus]) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
-    let mut ok = std::collections::BTreeSet::new();
+/// Succeeded node names (comma-joined) and failed nodes (`name: WorkloadFailed: message`
+/// lines): a node failed when a group holding it failed in any iteration (the latest failure's
+/// message); every other placed node succeeded.
+fn node_results(
+    orch: &OrchestrationStatus,
+) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
     let mut failed = BTreeMap::new();
-    for g in groups {
+    for f in orch.iteration_history.iter().flat_map(|r| &r.failed_groups) {
+        let Some(g) = orch.groups.iter().find(|g| g.name == f.name) else {
+            continue;
+        };
         for n in &g.nodes {
-            if g.phase == "Succeeded" {
-                ok.insert(n.clone());
-            } else {
-                failed.insert(n.clone(), g.message.clone().unwrap_or_default());
-            }
+            failed.insert(n.clone(), f.message.clone());
         }
     }
-    for n in failed.keys() {
-        ok.remove(n);
-    }
-    let ok = ok.into_iter().collect::<Vec<_>>().join(",");
+    let ok: std::collections::BTreeSet<&String> = orch
+        .groups
+        .iter()
+        .flat_map(|g| &g.nodes)
+        .filter(|n| !failed.contains_key(*n))
+        .collect();
+    let ok = ok.into_iter().cloned().collect::<Vec<_>>().join(",");
     let failed = failed
         .iter()
         .map(|(n, m)| format!("{n}: WorkloadFailed: {m}"))

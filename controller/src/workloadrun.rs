@@ -397,7 +397,11 @@ pub fn build_workflow(
         namespace: run.namespace(),
         labels: Some(workload_run_labels(&name)),
         annotations,
-        owner_references: run.controller_owner_ref(&()).map(|o| vec![o]),
+        // Deleting the run with foreground propagation waits for the Workflow.
+        owner_references: run.controller_owner_ref(&()).map(|mut o| {
+            o.block_owner_deletion = Some(true);
+            vec![o]
+        }),
         ..ObjectMeta::default()
     };
     let gpus_per_node = rendered

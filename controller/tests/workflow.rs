@@ -9,9 +9,10 @@ use std::time::Duration;
 
 use common::*;
 use nvcre_controller::workflow::{
-    ObservedJob, WorkflowDecision, WorkflowObservation, decide_workflow, parse_go_duration,
+    ChildRef, Execution, ObservedJob, WorkflowDecision, WorkflowObservation, attempt_job_name,
+    decide_workflow, parse_go_duration,
 };
-use nvcre_domain::crd::{GroupStatus, WorkflowResource};
+use nvcre_domain::crd::{FailedGroup, GroupStatus, IterationRecord, WorkflowResource};
 use serde_json::{Value, json};
 
 fn workflow(spec_extra: &str, nodes: &Arc<Vec<nvcre_domain::Node>>) -> WorkflowResource {
@@ -105,8 +106,12 @@ fn partitions_and_creates_every_group_with_owner_and_labels() {
         ]
     );
     let tj = &d.apply[1];
-    assert_eq!(tj["metadata"]["ownerReferences"][0]["uid"], "wf-uid");
-    assert_eq!(tj["metadata"]["ownerReferences"][0]["kind"], "Workflow");
+    assert_eq!(
+        tj["metadata"]["ownerReferences"],
+        json!([{"apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "Workflow", "name": "nccl",
+                "uid": "wf-uid", "controller": true, "blockOwnerDeletion": true}])
+    );
+    assert_eq!(d.delete, Vec::new());
     assert_eq!(
         tj["metadata"]["labels"]["nvcre.nvidia.com/workload-run"],
         "nccl"
@@ -150,6 +155,11 @@ fn partitions_and_creates_every_group_with_owner_and_labels() {
     );
     assert_eq!(o.detected_platform.as_deref(), Some("aws"));
     assert_eq!(o.detected_gpu_architecture.as_deref(), Some("h100"));
+    assert_eq!(o.gpu_products, ["NVIDIA-H100-80GB-HBM3"]);
+    assert_eq!(
+        (o.excluded_nodes.len(), o.exclusion_reason.as_deref()),
+        (0, None)
+    );
     assert_eq!(
         conds(&status.conditions)[0],
         c(
@@ -223,8 +233,8 @@ fn all_groups_done_publish_node_results_and_succeed() {
         c(
             "Succeeded",
             "True",
-            "IterationCompleted",
-            "Completed 1 of 1 iteration(s)"
+            "JobCompleted",
+            "All 1 iterations completed successfully"
         )
     );
     assert_eq!(status.phase.as_deref(), Some("Succeeded"));
@@ -257,9 +267,11 @@ fn a_failed_job_fails_its_group_and_the_workflow() {
             "Failed",
             "True",
             "IterationsFailed",
-            "1 of 2 groups failed in iteration 1: group-1: pod node-3 OOMKilled"
+            "1 groups failed across 1 iterations"
         )
     );
+    // A failed job is kept (its pods have finished; their logs stay readable).
+    assert_eq!(d.delete, Vec::new());
 }
 
 #[test]
@@ -269,14 +281,37 @@ fn a_job_past_timeout_per_job_fails() {
     let mut wf = wf0.clone();
     wf.status = decide(&wf0, &nodes, &BTreeMap::new(), 0).status;
     let jobs = BTreeMap::from([job("nccl-job", 0, None)]);
+    // At the limit it still runs.
+    let d = decide(&wf, &nodes, &jobs, 3600);
+    assert_eq!(groups(&d), Vec::new(), "nothing changed: {:?}", d.status);
+    assert_eq!(d.delete, Vec::new());
     let d = decide(&wf, &nodes, &jobs, 3601);
+    // The timed-out job is deleted so that its pods release the GPUs.
     assert_eq!(
-        conds(&d.status.expect("status").conditions)[2],
+        d.delete,
+        vec![ChildRef {
+            api_version: "trainer.kubeflow.org/v1alpha1".into(),
+            kind: "TrainJob".into(),
+            name: "nccl-job".into()
+        }]
+    );
+    let status = d.status.expect("status");
+    let g = &status.orchestration.as_ref().expect("orch").groups[0];
+    assert_eq!(
+        (g.phase.as_str(), g.reason.as_deref(), g.message.as_deref()),
+        (
+            "Failed",
+            Some("JobTimedOut"),
+            Some("TrainJob nccl-job timed out after 3600s")
+        )
+    );
+    assert_eq!(
+        conds(&status.conditions)[2],
         c(
             "Failed",
             "True",
             "JobTimedOut",
-            "1 of 1 groups failed in iteration 1: group-0: TrainJob nccl-job timed out after 3600s"
+            "1 groups failed across 1 iterations"
         )
     );
 }
@@ -301,6 +336,24 @@ fn repeat_count_runs_iterations_with_suffixed_job_names() {
         .and_then(|s| s.orchestration)
         .expect("orchestration");
     assert_eq!((o.completed_iterations, o.current_iteration), (1, 2));
+    assert_eq!(
+        o.iteration_history,
+        vec![IterationRecord {
+            iteration: 1,
+            succeeded_groups: 1,
+            failed_groups: Vec::new(),
+            completion_time: Some(NOW.into()),
+        }]
+    );
+    assert_eq!(
+        conds(&d2.status.clone().expect("status").conditions)[0],
+        c(
+            "InProgress",
+            "True",
+            "IterationCompleted",
+            "Iteration 1 of 2 completed; starting iteration 2"
+        )
+    );
     assert_eq!(d2.requeue_after, Some(Duration::from_secs(1)));
     wf.status = d2.status;
     let d3 = decide(&wf, &nodes, &BTreeMap::new(), 11);
@@ -341,4 +394,295 @@ fn go_durations() {
     assert_eq!(parse_go_duration("1500ms"), Some(1));
     assert_eq!(parse_go_duration("soon"), None);
     assert_eq!(parse_go_duration(""), None);
+}
+
+/// Advances `wf` by one decision and returns it.
+fn step(
+    wf: &mut WorkflowResource,
+    nodes: &Arc<Vec<nvcre_domain::Node>>,
+    jobs: &BTreeMap<String, ObservedJob>,
+    now_secs: i64,
+) -> WorkflowDecision {
+    let d = decide(wf, nodes, jobs, now_secs);
+    if d.status.is_some() {
+        wf.status = d.status.clone();
+    }
+    d
+}
+
+fn set_execution(wf: &mut WorkflowResource, key: &str, value: Value) {
+    let exec = wf
+        .spec
+        .orchestration
+        .entry("execution")
+        .or_insert_with(|| json!({}));
+    exec[key] = value;
+}
+
+#[test]
+fn retry_failed_groups_deletes_the_failed_job_and_starts_a_new_one() {
+    let nodes = aws_h100(4);
+    let mut wf = workflow("", &nodes);
+    set_execution(&mut wf, "retryFailedGroups", json!(1));
+    step(&mut wf, &nodes, &BTreeMap::new(), 0);
+    let jobs = BTreeMap::from([
+        job("nccl-group-0", 0, Some(("Complete", ""))),
+        job("nccl-group-1", 0, Some(("Failed", "pod node-3 OOMKilled"))),
+    ]);
+    let d = step(&mut wf, &nodes, &jobs, 10);
+    assert_eq!(
+        d.delete,
+        vec![ChildRef {
+            api_version: "trainer.kubeflow.org/v1alpha1".into(),
+            kind: "TrainJob".into(),
+            name: "nccl-group-1".into()
+        }]
+    );
+    assert_eq!(
+        kinds_and_names(&d.apply),
+        vec![
+            ("TrainingRuntime".into(), "nccl-runtime-nccl-group-1".into()),
+            ("TrainJob".into(), "nccl-group-1-retry1".into()),
+        ]
+    );
+    let g1 = wf
+        .status
+        .as_ref()
+        .expect("status")
+        .orchestration
+        .as_ref()
+        .expect("o")
+        .groups[1]
+        .clone();
+    assert_eq!(
+        (
+            g1.phase.as_str(),
+            g1.retries,
+            g1.job_ref.as_deref(),
+            g1.message.as_deref()
+        ),
+        (
+            "Running",
+            1,
+            Some("nccl-group-1-retry1"),
+            Some("retry 1 after: pod node-3 OOMKilled")
+        )
+    );
+    // The retry fails too: no retry left, the group and the Workflow fail; the job is kept.
+    let jobs = BTreeMap::from([
+        job("nccl-group-0", 0, Some(("Complete", ""))),
+        job("nccl-group-1-retry1", 10, Some(("Failed", "NCCL timeout"))),
+    ]);
+    let d = step(&mut wf, &nodes, &jobs, 20);
+    assert_eq!(d.delete, Vec::new());
+    let status = wf.status.clone().expect("status");
+    assert_eq!(
+        status.orchestration.expect("o").iteration_history,
+        vec![IterationRecord {
+            iteration: 1,
+            succeeded_groups: 1,
+            failed_groups: vec![FailedGroup {
+                name: "group-1".into(),
+                reason: "JobFailed".into(),
+                message: "NCCL timeout".into()
+            }],
+            completion_time: Some(NOW.into()),
+        }]
+    );
+    assert_eq!(
+        conds(&status.conditions)[2],
+        c(
+            "Failed",
+            "True",
+            "IterationsFailed",
+            "1 groups failed across 1 iterations"
+        )
+    );
+}
+
+#[test]
+fn a_timed_out_group_is_not_retried() {
+    let nodes = aws_h100(2);
+    let mut wf = workflow("orchestration: {timeoutPerJob: 10m}\n", &nodes);
+    set_execution(&mut wf, "retryFailedGroups", json!(3));
+    step(&mut wf, &nodes, &BTreeMap::new(), 0);
+    let d = step(
+        &mut wf,
+        &nodes,
+        &BTreeMap::from([job("nccl-job", 0, None)]),
+        601,
+    );
+    assert_eq!(
+        d.delete.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        ["nccl-job"]
+    );
+    assert_eq!(
+        kinds_and_names(&d.apply)
+            .iter()
+            .filter(|k| k.0 == "TrainJob")
+            .count(),
+        0
+    );
+    assert_eq!(
+        conds(&wf.status.expect("status").conditions)[2],
+        c(
+            "Failed",
+            "True",
+            "JobTimedOut",
+            "1 groups failed across 1 iterations"
+        )
+    );
+}
+
+#[test]
+fn a_failed_iteration_does_not_stop_the_next_and_the_end_counts_every_failure() {
+    let nodes = aws_h100(4);
+    let mut wf = workflow("orchestration: {repeatCount: 2}\n", &nodes);
+    step(&mut wf, &nodes, &BTreeMap::new(), 0);
+    let jobs = BTreeMap::from([
+        job("nccl-group-0", 0, Some(("Failed", "rank 3 exited"))),
+        job("nccl-group-1", 0, Some(("Complete", ""))),
+    ]);
+    let d = step(&mut wf, &nodes, &jobs, 10);
+    assert_eq!(
+        conds(&d.status.expect("status").conditions)[0],
+        c(
+            "InProgress",
+            "True",
+            "IterationCompleted",
+            "Iteration 1 of 2 completed; starting iteration 2"
+        )
+    );
+    let d = step(&mut wf, &nodes, &BTreeMap::new(), 11);
+    assert_eq!(
+        groups(&d)
+            .iter()
+            .map(|g| g.3.clone().unwrap_or_default())
+            .collect::<Vec<_>>(),
+        ["nccl-group-0-iter2", "nccl-group-1-iter2"]
+    );
+    let jobs = BTreeMap::from([
+        job("nccl-group-0-iter2", 11, Some(("Complete", ""))),
+        job("nccl-group-1-iter2", 11, Some(("Complete", ""))),
+    ]);
+    let d = step(&mut wf, &nodes, &jobs, 20);
+    let cm = |name: &str| {
+        d.apply
+            .iter()
+            .find(|m| m["metadata"]["name"] == name)
+            .map(|m| m["data"]["nodes"].clone())
+    };
+    assert_eq!(cm("nccl-succeeded-nodes"), Some(json!("node-2,node-3")));
+    assert_eq!(
+        cm("nccl-failed-nodes"),
+        Some(json!(
+            "node-0: WorkloadFailed: rank 3 exited\nnode-1: WorkloadFailed: rank 3 exited"
+        ))
+    );
+    let status = wf.status.expect("status");
+    let o = status.orchestration.expect("o");
+    assert_eq!((o.completed_iterations, o.iteration_history.len()), (2, 2));
+    assert_eq!(
+        conds(&status.conditions)[2],
+        c(
+            "Failed",
+            "True",
+            "IterationsFailed",
+            "1 groups failed across 2 iterations"
+        )
+    );
+}
+
+#[test]
+fn nodes_of_another_architecture_are_excluded_and_recorded() {
+    let docs: Vec<Value> = (0..4)
+        .map(|i| {
+            node_doc(
+                &format!("node-{i}"),
+                "NVIDIA-H100-80GB-HBM3",
+                &format!("aws:///us-east-1a/i-{i}"),
+            )
+        })
+        .chain(std::iter::once(node_doc(
+            "node-a100",
+            "NVIDIA-A100-SXM4-80GB",
+            "aws:///us-east-1a/i-9",
+        )))
+        .collect();
+    let nodes = Arc::new(nvcre_domain::nodes_from_documents(&docs).expect("nodes"));
+    let wf = workflow("", &nodes);
+    let d = decide(&wf, &nodes, &BTreeMap::new(), 0);
+    let o = d.status.expect("status").orchestration.expect("o");
+    assert_eq!(
+        (
+            o.total_nodes,
+            o.excluded_nodes.clone(),
+            o.exclusion_reason.as_deref()
+        ),
+        (
+            4,
+            vec!["node-a100".to_string()],
+            Some("node-a100: GPU architecture a100 is not the detected architecture h100")
+        )
+    );
+    assert_eq!(o.gpu_products, ["NVIDIA-H100-80GB-HBM3"]);
+}
+
+#[test]
+fn execution_settings_and_their_defaults() {
+    let read = |v: Value| Execution::from_orchestration(v.as_object().expect("object"));
+    assert_eq!(
+        read(json!({})),
+        Execution {
+            iterations: 1,
+            max_concurrent: 0,
+            timeout_secs: 86_400,
+            retry_failed_groups: 0
+        }
+    );
+    assert_eq!(
+        read(
+            json!({"iterations": 3, "execution": {"maxConcurrent": 2, "timeoutPerJob": "1h30m", "retryFailedGroups": 2}})
+        ),
+        Execution {
+            iterations: 3,
+            max_concurrent: 2,
+            timeout_secs: 5_400,
+            retry_failed_groups: 2
+        }
+    );
+    // An unparseable or zero timeout falls back to the default, as the original does.
+    assert_eq!(
+        read(json!({"execution": {"timeoutPerJob": "soon"}})).timeout_secs,
+        86_400
+    );
+    assert_eq!(
+        read(json!({"execution": {"timeoutPerJob": "0s"}})).timeout_secs,
+        86_400
+    );
+    assert_eq!(attempt_job_name("wf-group-1", 1, 0), "wf-group-1");
+    assert_eq!(
+        attempt_job_name("wf-group-1", 3, 2),
+        "wf-group-1-iter3-retry2"
+    );
+}
+
+#[test]
+fn a_name_collision_fails_the_workflow_with_the_kind_reason() {
+    let nodes = aws_h100(2);
+    let wf = workflow("", &nodes);
+    let status = nvcre_controller::workflow::collision_status(&wf, "TrainJob", "nccl-job", NOW);
+    assert_eq!(
+        conds(&status.conditions)[2],
+        c(
+            "Failed",
+            "True",
+            "JobNameCollision",
+            "TrainJob \"nccl-job\" already exists in namespace \"team-a\" and is not controlled by Workflow \"nccl\"; refusing to adopt it"
+        )
+    );
+    assert_eq!(status.phase.as_deref(), Some("Failed"));
+    let status =
+        nvcre_controller::workflow::collision_status(&wf, "TrainingRuntime", "nccl-runtime", NOW);
+    assert_eq!(conds(&status.conditions)[2].2, "DependencyNameCollision");
 }

@@ -98,9 +98,10 @@ fn builds_and_creates_the_workflow_with_labels_owner_and_detection() {
             owner.kind.as_str(),
             owner.name.as_str(),
             owner.uid.as_str(),
-            owner.controller
+            owner.controller,
+            owner.block_owner_deletion
         ),
-        ("WorkloadRun", "nccl", "run-uid", Some(true))
+        ("WorkloadRun", "nccl", "run-uid", Some(true), Some(true))
     );
     let status = d.status.expect("status");
     assert_eq!(

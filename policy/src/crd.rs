@@ -138,9 +138,53 @@ pub struct GroupStatus {
     /// RFC 3339 time the group's job finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub completion_time: Option<String>,
-    /// Why the group failed (the TrainJob's Failed message, or the timeout).
+    /// Why the group failed: `JobFailed` (the TrainJob reported Failed) or `JobTimedOut`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// Why the group failed (the TrainJob's Failed message, or the timeout), or why it was
+    /// last retried.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
+    /// Times the group was retried in the current iteration after a failed TrainJob
+    /// (`execution.retryFailedGroups` bounds it).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retries: i32,
+}
+
+// serde's skip_serializing_if takes a reference.
+#[allow(clippy::trivially_copy_pass_by_ref)]
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+/// A group that failed in one iteration.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailedGroup {
+    /// Group name.
+    pub name: String,
+    /// `JobFailed` or `JobTimedOut`.
+    pub reason: String,
+    /// The TrainJob's Failed message, or the timeout.
+    #[serde(default)]
+    pub message: String,
+}
+
+/// One finished iteration of a Workflow, in `status.orchestration.iterationHistory`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct IterationRecord {
+    /// Iteration number (1-based).
+    pub iteration: i32,
+    /// Groups whose TrainJob succeeded.
+    #[serde(default)]
+    pub succeeded_groups: i32,
+    /// The groups that failed (after their retries).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed_groups: Vec<FailedGroup>,
+    /// RFC 3339 time the iteration finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<String>,
 }
 
 /// `Workflow.status.orchestration`.
@@ -178,6 +222,18 @@ pub struct OrchestrationStatus {
     /// The groups, in placement order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub groups: Vec<GroupStatus>,
+    /// Target nodes left out of placement (cordoned, another GPU architecture, too few GPUs).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub excluded_nodes: Vec<String>,
+    /// Why each excluded node was left out: `<node>: <reason>` joined by `; `.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusion_reason: Option<String>,
+    /// Distinct raw `nvidia.com/gpu.product` values of the placed nodes, sorted.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gpu_products: Vec<String>,
+    /// The iterations finished so far, oldest first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub iteration_history: Vec<IterationRecord>,
 }
 
 /// `Workflow.status`.

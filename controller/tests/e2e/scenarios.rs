@@ -1,0 +1,862 @@
+//! The scenarios, each an `async fn(&Env)`: the same code on the fake server and a real cluster.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, ResourceExt};
+use nvcre_controller::apply::{train_job_resource, training_runtime_resource};
+use nvcre_controller::rules::RulesSource;
+use nvcre_controller::{Config, ConfigMapRef, LeaderElection};
+use nvcre_domain::crd::{WorkflowResource, WorkloadRunResource};
+use nvcre_domain::{RenderRequest, expand, render_workflow};
+use serde_json::{Value, json};
+
+use crate::env::{E2E_LABEL, Env, eventually};
+
+/// An MPI all-reduce run of 2-node groups on the scenario's nodes, with `extra` merged into
+/// its spec.
+fn run_with(env: &Env, name: &str, extra: Value) -> WorkloadRunResource {
+    let mut doc = json!({
+        "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "WorkloadRun",
+        "metadata": {"name": name},
+        "spec": {
+            "image": "nvcr.io/nvidia/pytorch:26.01-py3",
+            "numNodes": 2,
+            "framework": {"mpi": {
+                "binary": "/usr/local/bin/all_reduce_perf_mpi",
+                "args": ["-b", "8", "-e", "32G", "-f", "2", "-n", "100"],
+                "mpirunPath": "/usr/local/mpi/bin/mpirun"}},
+            "target": {"nodeSelector": {"nvidia.com/gpu.present": "true", E2E_LABEL: env.id}}
+        }
+    });
+    if let (Some(spec), Some(extra)) = (doc["spec"].as_object_mut(), extra.as_object()) {
+        for (k, v) in extra {
+            spec.insert(k.clone(), v.clone());
+        }
+    }
+    serde_json::from_value(doc).expect("run")
+}
+
+fn run_manifest(env: &Env, name: &str) -> WorkloadRunResource {
+    run_with(env, name, json!({}))
+}
+
+/// What the library emits for the Workflow on the same nodes: `render_workflow` + `expand`.
+fn library_children(env: &Env, wf: &WorkflowResource) -> Vec<Value> {
+    let rules = nvcre_domain::default_rules().expect("rules");
+    let value = json!({
+        "apiVersion": nvcre_domain::crd::API_VERSION, "kind": "Workflow",
+        "metadata": {"name": wf.name_any(), "namespace": env.ns},
+        "spec": wf.spec,
+    });
+    let source = nvcre_engine::Source::new("workflow/nccl", value.to_string());
+    let docs = nvcre_engine::parse_documents(&source).expect("parse");
+    let nodes = nvcre_domain::nodes_from_documents(&env.node_docs()).expect("nodes");
+    let req = RenderRequest {
+        nodes: Some(Arc::new(nodes)),
+        ..RenderRequest::default()
+    };
+    let rendered = render_workflow(&rules, &docs[0], &req).expect("render");
+    expand(&rules, &rendered).expect("expand").manifests
+}
+
+/// The fields of a child that matter: kind, name, and the spec with the trainer command/env
+/// and node affinity.
+fn essentials(m: &Value) -> Value {
+    json!({
+        "kind": m["kind"],
+        "name": m["metadata"]["name"],
+        "spec": m["spec"],
+    })
+}
+
+fn child_names(list: &[DynamicObject]) -> Vec<String> {
+    let mut names: Vec<String> = list.iter().map(ResourceExt::name_any).collect();
+    names.sort();
+    names
+}
+
+/// A WorkloadRun becomes a Workflow, the Workflow one TrainingRuntime and one TrainJob per
+/// 2-node group (the children `render_workflow` + `expand` produce for the same Workflow and
+/// nodes), and completing the TrainJobs makes the run Succeeded with the succeeded-nodes
+/// ConfigMap listing every node. Along the way: a spec update is refused with 422 (the CRD's
+/// immutability rule), a controller restart duplicates no child, and every transition is an
+/// Event.
+pub async fn lifecycle(env: &Env) {
+    let client = env.client.clone();
+    let controller = env.start(env.config());
+
+    let runs: Api<WorkloadRunResource> = Api::namespaced(client.clone(), &env.ns);
+    let created = runs
+        .create(&PostParams::default(), &run_manifest(env, "nccl"))
+        .await
+        .expect("create run");
+    let run_uid = created.metadata.uid.clone().expect("uid");
+
+    // The Workflow, controlled by the run and labelled.
+    let workflows: Api<WorkflowResource> = Api::namespaced(client.clone(), &env.ns);
+    let wf = eventually("the Workflow", || async {
+        workflows.get_opt("nccl").await.expect("get workflow")
+    })
+    .await;
+    let owner = wf
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true))
+        .expect("controller ownerRef");
+    assert_eq!(
+        (
+            owner.kind.as_str(),
+            owner.name.as_str(),
+            owner.uid.as_str(),
+            owner.block_owner_deletion
+        ),
+        ("WorkloadRun", "nccl", run_uid.as_str(), Some(true))
+    );
+    assert_eq!(
+        wf.labels()
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("app.kubernetes.io/managed-by", "nvcre"),
+            ("nvcre.nvidia.com/workload-run", "nccl"),
+        ]
+    );
+
+    // The run's status: the reference and what was detected.
+    let status = eventually("the WorkloadRun status", || async {
+        let r = runs.get("nccl").await.expect("get run");
+        r.status
+            .filter(|s| s.workflow_ref.is_some() && s.resolved_gpus_per_node.is_some())
+    })
+    .await;
+    let wref = status.workflow_ref.expect("workflowRef");
+    assert_eq!(
+        (
+            wref.name.as_str(),
+            wref.namespace.as_str(),
+            status.detected_platform.as_deref(),
+            status.detected_gpu_architecture.as_deref(),
+            status.resolved_gpus_per_node
+        ),
+        ("nccl", env.ns.as_str(), Some("aws"), Some("h100"), Some(8))
+    );
+
+    // Each group's TrainingRuntime and TrainJob.
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &env.ns, &train_job_resource());
+    let runtimes: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &env.ns, &training_runtime_resource());
+    let (job_list, runtime_list) = eventually("the TrainJobs and TrainingRuntimes", || async {
+        let j = jobs.list(&ListParams::default()).await.expect("jobs").items;
+        let r = runtimes
+            .list(&ListParams::default())
+            .await
+            .expect("runtimes")
+            .items;
+        (j.len() == 2 && r.len() == 2).then_some((j, r))
+    })
+    .await;
+    assert_eq!(child_names(&job_list), ["nccl-group-0", "nccl-group-1"]);
+    assert_eq!(
+        child_names(&runtime_list),
+        ["nccl-runtime-nccl-group-0", "nccl-runtime-nccl-group-1"]
+    );
+    for job in &job_list {
+        assert_eq!(
+            job.labels()
+                .get("nvcre.nvidia.com/workload-run")
+                .map(String::as_str),
+            Some("nccl")
+        );
+        let owner = job
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true))
+            .expect("job owner");
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("Workflow", "nccl")
+        );
+    }
+
+    // Same children as the library, on the fields that matter.
+    let expected: Vec<Value> = library_children(env, &wf).iter().map(essentials).collect();
+    assert_eq!(
+        expected
+            .iter()
+            .map(|e| (
+                e["kind"].as_str().unwrap_or_default(),
+                e["name"].as_str().unwrap_or_default()
+            ))
+            .collect::<Vec<_>>(),
+        [
+            ("TrainingRuntime", "nccl-runtime-nccl-group-0"),
+            ("TrainJob", "nccl-group-0"),
+            ("TrainingRuntime", "nccl-runtime-nccl-group-1"),
+            ("TrainJob", "nccl-group-1"),
+        ]
+    );
+    let mut actual: Vec<Value> = Vec::new();
+    for e in &expected {
+        let name = e["name"].as_str().expect("name");
+        let list = if e["kind"] == "TrainJob" {
+            &job_list
+        } else {
+            &runtime_list
+        };
+        let obj = list.iter().find(|o| o.name_any() == name).expect("child");
+        let v = serde_json::to_value(obj).expect("json");
+        actual.push(json!({"kind": e["kind"], "name": name, "spec": v["spec"]}));
+    }
+    assert_eq!(actual, expected);
+
+    // Each group's nodes, pinned by hostname affinity.
+    let hostnames = |name: &str| -> Value {
+        let job = job_list.iter().find(|j| j.name_any() == name).expect("job");
+        job.data
+            .pointer("/spec/runtimePatches/0/trainingRuntimeSpec/template/spec/replicatedJobs/0/template/spec/template/spec/affinity/nodeAffinity/requiredDuringSchedulingIgnoredDuringExecution/nodeSelectorTerms/0/matchExpressions/0")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(
+        hostnames("nccl-group-0"),
+        json!({"key": "kubernetes.io/hostname", "operator": "In",
+               "values": [env.node_name(0), env.node_name(1)]})
+    );
+    assert_eq!(
+        hostnames("nccl-group-1"),
+        json!({"key": "kubernetes.io/hostname", "operator": "In",
+               "values": [env.node_name(2), env.node_name(3)]})
+    );
+
+    // The spec is immutable: the CRD's validation rejects an update.
+    let rejected = runs
+        .patch(
+            "nccl",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"image": "nvcr.io/nvidia/pytorch:25.01-py3"}})),
+        )
+        .await;
+    match rejected {
+        Err(kube::Error::Api(s)) => assert_eq!(
+            (s.code, s.reason.as_str(), s.message.as_str()),
+            (
+                422,
+                "Invalid",
+                "WorkloadRun.nvcre.nvidia.com \"nccl\" is invalid: spec: Invalid value: \"object\": spec is immutable after creation"
+            )
+        ),
+        other => panic!("spec update not rejected: {other:?}"),
+    }
+    assert_eq!(
+        runs.get("nccl").await.expect("run").spec.image,
+        "nvcr.io/nvidia/pytorch:26.01-py3"
+    );
+
+    // A restart midway: the new controller adopts what is there and duplicates nothing.
+    controller.stop().await.expect("graceful stop");
+    let controller = env.start(env.config());
+
+    // The TrainJobs complete (as the Trainer would report it, through /status).
+    for name in ["nccl-group-0", "nccl-group-1"] {
+        let status = json!({"status": {"conditions": [{
+            "type": "Complete", "status": "True", "reason": "JobsCompleted",
+            "message": "jobs completed", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}});
+        jobs.patch_status(name, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("complete");
+    }
+    let done = eventually("the run to succeed", || async {
+        let r = runs.get("nccl").await.expect("get run");
+        r.status.filter(|s| {
+            s.succeeded_nodes_ref.is_some()
+                && s.conditions
+                    .iter()
+                    .any(|c| c.type_ == "Succeeded" && c.status == "True")
+        })
+    })
+    .await;
+    let succeeded = done
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Succeeded")
+        .expect("Succeeded");
+    assert_eq!(
+        (
+            done.phase.as_deref(),
+            succeeded.status.as_str(),
+            succeeded.reason.as_str(),
+            succeeded.message.as_str(),
+        ),
+        (
+            Some("Succeeded"),
+            "True",
+            "WorkflowSucceeded",
+            "Workflow completed successfully"
+        )
+    );
+    assert_eq!(
+        done.succeeded_nodes_ref.map(|r| (r.kind, r.name)),
+        Some(("ConfigMap".to_string(), "nccl-succeeded-nodes".to_string()))
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &env.ns);
+    let cm = eventually("the succeeded-nodes ConfigMap", || async {
+        cms.get_opt("nccl-succeeded-nodes").await.expect("get cm")
+    })
+    .await;
+    assert_eq!(
+        serde_json::to_value(&cm.data).expect("data"),
+        json!({"nodes": (0..4).map(|i| env.node_name(i)).collect::<Vec<_>>().join(",")})
+    );
+
+    // After the restart and completion: still one Workflow and two of each child.
+    assert_eq!(
+        workflows
+            .list(&ListParams::default())
+            .await
+            .expect("workflows")
+            .items
+            .iter()
+            .map(ResourceExt::name_any)
+            .collect::<Vec<_>>(),
+        ["nccl"]
+    );
+    assert_eq!(
+        child_names(&jobs.list(&ListParams::default()).await.expect("jobs").items),
+        ["nccl-group-0", "nccl-group-1"]
+    );
+    assert_eq!(
+        child_names(
+            &runtimes
+                .list(&ListParams::default())
+                .await
+                .expect("runtimes")
+                .items
+        ),
+        ["nccl-runtime-nccl-group-0", "nccl-runtime-nccl-group-1"]
+    );
+
+    // The transitions were reported as Events on the run.
+    let events = eventually("the run's Events", || async {
+        let e = env.events_about("WorkloadRun", "nccl").await;
+        (e.len() >= 2).then_some(e)
+    })
+    .await;
+    assert_eq!(
+        events
+            .iter()
+            .map(|(t, r, n, _)| (t.as_str(), r.as_str(), n.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            ("Normal", "WorkflowCreated", "Workflow nccl created"),
+            (
+                "Normal",
+                "WorkflowSucceeded",
+                "Workflow completed successfully"
+            ),
+        ]
+    );
+    let wf_events = env.events_about("Workflow", "nccl").await;
+    assert_eq!(
+        wf_events
+            .iter()
+            .map(|(t, r, n, _)| (t.as_str(), r.as_str(), n.as_str()))
+            .collect::<Vec<_>>(),
+        [
+            (
+                "Normal",
+                "GroupsPartitioned",
+                "Discovered 4 nodes, partitioned into 2 groups (2 nodes/job)"
+            ),
+            (
+                "Normal",
+                "JobCompleted",
+                "All 1 iterations completed successfully"
+            ),
+        ]
+    );
+
+    controller.stop().await.expect("graceful stop");
+}
+
+async fn holder(leases: &Api<Lease>) -> Option<String> {
+    leases
+        .get_opt("nvcre-controller")
+        .await
+        .expect("lease")
+        .and_then(|l| l.spec)
+        .and_then(|s| s.holder_identity)
+}
+
+fn elect(env: &Env, identity: &str) -> Config {
+    Config {
+        leader_election: Some(LeaderElection {
+            lease_name: "nvcre-controller".into(),
+            namespace: env.ns.clone(),
+            identity: identity.into(),
+            duration_secs: 3,
+        }),
+        ..env.config()
+    }
+}
+
+/// Creates the run `name` and waits for its Workflow and `workflowRef`.
+async fn create_and_wait(env: &Env, name: &str) {
+    let runs: Api<WorkloadRunResource> = Api::namespaced(env.client.clone(), &env.ns);
+    runs.create(&PostParams::default(), &run_manifest(env, name))
+        .await
+        .expect("create run");
+    eventually(&format!("{name}'s workflowRef"), || async {
+        runs.get(name)
+            .await
+            .expect("run")
+            .status
+            .and_then(|s| s.workflow_ref)
+    })
+    .await;
+}
+
+/// The reporting instances of the Events about run `name` (waits for at least one).
+async fn reporters(env: &Env, name: &str) -> Vec<String> {
+    let events = eventually(&format!("an Event about {name}"), || async {
+        let e = env.events_about("WorkloadRun", name).await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    let mut who: Vec<String> = events.into_iter().map(|e| e.3).collect();
+    who.dedup();
+    who
+}
+
+const RUN_RECONCILES: &str = "nvcre_reconciles_total{controller=\"workloadrun\"}";
+
+/// Two replicas with Lease leader election: only the holder reconciles (its Events, its
+/// reconcile counter; the standby's stays at zero while it serves `/readyz`). A graceful stop
+/// releases the Lease and the standby takes over at once; a crash (no release) hands over
+/// when the Lease expires. No run is ever processed twice into duplicates.
+pub async fn leader_election(env: &Env) {
+    let leases: Api<Lease> = Api::namespaced(env.client.clone(), &env.ns);
+    let a = env.start(elect(env, "replica-a"));
+    eventually("replica-a to hold the lease", || async {
+        holder(&leases).await.filter(|h| h == "replica-a")
+    })
+    .await;
+    let b = env.start(elect(env, "replica-b"));
+    eventually("the standby to be ready", || async {
+        b.get("/readyz").await.filter(|(code, _)| *code == 200)
+    })
+    .await;
+
+    create_and_wait(env, "first").await;
+    assert_eq!(reporters(env, "first").await, ["replica-a"]);
+    assert!(a.metric(RUN_RECONCILES).await >= 1.0);
+    assert_eq!(b.metric(RUN_RECONCILES).await, 0.0);
+    assert_eq!(holder(&leases).await.as_deref(), Some("replica-a"));
+
+    // A graceful stop releases the Lease: the standby takes over.
+    a.stop().await.expect("graceful stop");
+    eventually("replica-b to take over", || async {
+        holder(&leases).await.filter(|h| h == "replica-b")
+    })
+    .await;
+    create_and_wait(env, "second").await;
+    assert_eq!(reporters(env, "second").await, ["replica-b"]);
+    assert!(b.metric(RUN_RECONCILES).await >= 1.0);
+
+    // A crash releases nothing: the next standby takes over once the Lease expires.
+    let c = env.start(elect(env, "replica-c"));
+    eventually("the new standby to be ready", || async {
+        c.get("/readyz").await.filter(|(code, _)| *code == 200)
+    })
+    .await;
+    assert_eq!(c.metric(RUN_RECONCILES).await, 0.0);
+    b.crash();
+    eventually("replica-c to take over after the lease expired", || async {
+        holder(&leases).await.filter(|h| h == "replica-c")
+    })
+    .await;
+    create_and_wait(env, "third").await;
+    assert_eq!(reporters(env, "third").await, ["replica-c"]);
+
+    let workflows: Api<WorkflowResource> = Api::namespaced(env.client.clone(), &env.ns);
+    let mut names: Vec<String> = workflows
+        .list(&ListParams::default())
+        .await
+        .expect("workflows")
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["first", "second", "third"]);
+    c.stop().await.expect("graceful stop");
+    assert_eq!(holder(&leases).await, None, "released on shutdown");
+}
+
+/// A gang queue label an AWS override contradicts: the build fails with the CLI's conflict
+/// text (`Failed`/`BuildFailed`, a Warning Event with the same message) and nothing is created.
+pub async fn conflicting_override(env: &Env) {
+    let controller = env.start(env.config());
+    let runs: Api<WorkloadRunResource> = Api::namespaced(env.client.clone(), &env.ns);
+    let run = run_with(
+        env,
+        "conflict",
+        json!({
+            "gangScheduler": {"schedulerName": "kai-scheduler", "queue": "team-a"},
+            "overrides": [{
+                "when": {"platform": {"equals": "aws"}},
+                "jobTemplate": {"spec": {"workloadMetadata": {"labels": {"kai.scheduler/queue": "team-b"}}}}
+            }]
+        }),
+    );
+    runs.create(&PostParams::default(), &run)
+        .await
+        .expect("create run");
+    let status = eventually("the run to fail", || async {
+        runs.get("conflict").await.expect("run").status.filter(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Failed" && c.status == "True")
+        })
+    })
+    .await;
+    let message = "workloadrun conflict: spec.jobTemplate.spec.workloadMetadata.labels[\"kai.scheduler/queue\"]: conflicting label value \"team-b\", expected \"team-a\"";
+    // The same text as the library call `nvcre-policy render --nodes-file` makes.
+    let doc = json!({"apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "WorkloadRun",
+                     "metadata": {"name": "conflict", "namespace": env.ns}, "spec": run.spec});
+    let source = nvcre_engine::Source::new("conflict.yaml", doc.to_string());
+    let docs = nvcre_engine::parse_documents(&source).expect("parse");
+    let nodes = nvcre_domain::nodes_from_documents(&env.node_docs()).expect("nodes");
+    let cli = nvcre_domain::render_workload_run(
+        &nvcre_domain::default_rules().expect("rules"),
+        &docs[0],
+        &RenderRequest {
+            nodes: Some(Arc::new(nodes)),
+            ..RenderRequest::default()
+        },
+    )
+    .expect_err("the library refuses it too");
+    assert_eq!(format!("workloadrun conflict: {cli}"), message);
+    let brief: Vec<(String, String, String, String)> = status
+        .conditions
+        .iter()
+        .map(|c| {
+            (
+                c.type_.clone(),
+                c.status.clone(),
+                c.reason.clone(),
+                c.message.clone(),
+            )
+        })
+        .collect();
+    let c = |t: &str, s: &str, r: &str, m: &str| (t.into(), s.into(), r.into(), m.into());
+    assert_eq!(
+        brief,
+        vec![
+            c("InProgress", "False", "Superseded", ""),
+            c("Succeeded", "False", "Superseded", ""),
+            c("Failed", "True", "BuildFailed", message),
+        ]
+    );
+    assert_eq!(
+        (status.phase.as_deref(), status.workflow_ref),
+        (Some("Failed"), None)
+    );
+    let events = eventually("the BuildFailed Event", || async {
+        let e = env.events_about("WorkloadRun", "conflict").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert_eq!(
+        events
+            .iter()
+            .map(|(t, r, n, _)| (t.as_str(), r.as_str(), n.as_str()))
+            .collect::<Vec<_>>(),
+        [("Warning", "BuildFailed", message)]
+    );
+    // Nothing was created: no Workflow, no TrainingRuntime, no TrainJob.
+    let workflows: Api<WorkflowResource> = Api::namespaced(env.client.clone(), &env.ns);
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.ns, &train_job_resource());
+    let runtimes: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.ns, &training_runtime_resource());
+    let lp = ListParams::default();
+    assert_eq!(
+        (
+            workflows.list(&lp).await.expect("workflows").items.len(),
+            jobs.list(&lp).await.expect("jobs").items.len(),
+            runtimes.list(&lp).await.expect("runtimes").items.len(),
+        ),
+        (0, 0, 0)
+    );
+    controller.stop().await.expect("graceful stop");
+}
+
+/// Every rule file of the repository's `rules/` (outside `tests/`), flattened to
+/// `<dir>-<file>` keys as the `nvcre-rules` ConfigMap holds them.
+fn rule_files() -> Vec<(String, String)> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../rules");
+    let mut out = Vec::new();
+    for dir in std::fs::read_dir(&root).expect("rules dir").flatten() {
+        let name = dir.file_name().to_string_lossy().to_string();
+        if name == "tests" || !dir.path().is_dir() {
+            continue;
+        }
+        for f in std::fs::read_dir(dir.path()).expect("dir").flatten() {
+            let file = f.file_name().to_string_lossy().to_string();
+            if file.ends_with(".yaml") {
+                out.push((
+                    format!("{name}-{file}"),
+                    std::fs::read_to_string(f.path()).expect("read"),
+                ));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Writes a new `..<version>` directory and atomically repoints `..data` at it, as the kubelet
+/// does for a ConfigMap volume; the key symlinks (`<key>` → `..data/<key>`) are made once.
+fn publish(root: &std::path::Path, version: &str, files: &[(String, String)]) {
+    use std::os::unix::fs::symlink;
+    let dir = root.join(format!("..{version}"));
+    std::fs::create_dir(&dir).expect("version dir");
+    for (k, v) in files {
+        std::fs::write(dir.join(k), v).expect("write");
+    }
+    let tmp = root.join("..data_tmp");
+    symlink(format!("..{version}"), &tmp).expect("symlink");
+    std::fs::rename(&tmp, root.join("..data")).expect("swap");
+    for (k, _) in files {
+        let link = root.join(k);
+        if std::fs::symlink_metadata(&link).is_err() {
+            symlink(std::path::PathBuf::from("..data").join(k), &link).expect("key link");
+        }
+    }
+}
+
+/// `files` with `from` replaced by `to` (once) in `key`.
+fn edit(files: &[(String, String)], key: &str, from: &str, to: &str) -> Vec<(String, String)> {
+    let mut out = files.to_vec();
+    let (_, text) = out.iter_mut().find(|(k, _)| k == key).expect("rule file");
+    assert!(text.contains(from), "{key} holds {from:?}");
+    *text = text.replacen(from, to, 1);
+    out
+}
+
+/// The trainer args of run `name`'s Workflow (once it exists), joined by spaces (the AWS
+/// preCommand wraps the mpirun line in one `sh -c` script whose words are quoted).
+async fn workflow_args(env: &Env, name: &str) -> String {
+    let workflows: Api<WorkflowResource> = Api::namespaced(env.client.clone(), &env.ns);
+    let wf = eventually(&format!("{name}'s Workflow"), || async {
+        workflows.get_opt(name).await.expect("workflow")
+    })
+    .await;
+    let spec = serde_json::to_value(&wf.spec).expect("spec");
+    let args: Vec<String> = serde_json::from_value(
+        spec.pointer("/jobTemplate/spec/workload/trainJob/trainer/args")
+            .cloned()
+            .unwrap_or_default(),
+    )
+    .expect("args");
+    args.join(" ")
+}
+
+const DEBUG_INFO: &str = "\"-x\" \"NCCL_DEBUG=INFO\"";
+const DEBUG_WARN: &str = "\"-x\" \"NCCL_DEBUG=WARN\"";
+
+const RELOAD_FAILURES: &str = "nvcre_rules_reload_failures_total";
+const RELOADS: &str = "nvcre_rules_reloads_total";
+
+/// Rules from a directory in the kubelet's ConfigMap layout. An edit that also breaks a pack is
+/// refused whole: runs created afterwards still render with the last good rules, and the
+/// refusal is reported (`nvcre_rules_reload_failures_total`, the `/readyz` detail, a Warning
+/// Event on the rules ConfigMap). Fixing the pack puts the edit in force for later runs.
+pub async fn bad_rule_edit(env: &Env) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let good = rule_files();
+    publish(dir.path(), "v1", &good);
+    let controller = env.start(Config {
+        rules: RulesSource::Dir(dir.path().to_path_buf()),
+        reload_interval: std::time::Duration::from_millis(200),
+        rules_config_map: Some(ConfigMapRef {
+            namespace: env.ns.clone(),
+            name: "nvcre-rules".into(),
+        }),
+        ..env.config()
+    });
+    create_and_wait(env, "before").await;
+    let args = workflow_args(env, "before").await;
+    assert!(args.contains(DEBUG_INFO), "{args}");
+
+    // The edit (NCCL_DEBUG=WARN) and a pack that no longer compiles, in one update.
+    let edited = edit(
+        &good,
+        "defaults-nccl-env.yaml",
+        "{id: NCCL_DEBUG, name: NCCL_DEBUG, value: INFO}",
+        "{id: NCCL_DEBUG, name: NCCL_DEBUG, value: WARN}",
+    );
+    let broken = edit(
+        &edited,
+        "admission-workloadrun.yaml",
+        "expression: ",
+        "expression: this is not CEL ((( ",
+    );
+    publish(dir.path(), "v2", &broken);
+    eventually("the refusal to be counted", || async {
+        (controller.metric(RELOAD_FAILURES).await == 1.0).then_some(())
+    })
+    .await;
+    let (code, readyz) = controller.get("/readyz").await.expect("readyz");
+    assert_eq!(code, 200);
+    assert!(
+        readyz.starts_with("ready\nrules reload refused, last good set in force: ")
+            && readyz.contains("admission-workloadrun.yaml"),
+        "{readyz}"
+    );
+    create_and_wait(env, "during").await;
+    let args = workflow_args(env, "during").await;
+    assert!(args.contains(DEBUG_INFO), "{args}");
+    assert!(!args.contains(DEBUG_WARN), "{args}");
+    let events = eventually("the refusal Event", || async {
+        let e = env.events_about("ConfigMap", "nvcre-rules").await;
+        (!e.is_empty()).then_some(e)
+    })
+    .await;
+    assert_eq!(events.len(), 1, "{events:?}");
+    let (type_, reason, note, _) = &events[0];
+    assert_eq!(
+        (type_.as_str(), reason.as_str()),
+        ("Warning", "RulesReloadRefused")
+    );
+    assert!(
+        note.starts_with("rules reload refused, last good set in force: ")
+            && note.contains("admission-workloadrun.yaml"),
+        "{note}"
+    );
+    assert_eq!(controller.metric(RELOADS).await, 0.0);
+
+    // The pack fixed: the edit is in force for the next run.
+    publish(dir.path(), "v3", &edited);
+    eventually("the reload", || async {
+        (controller.metric(RELOADS).await == 1.0).then_some(())
+    })
+    .await;
+    assert_eq!(
+        controller.get("/readyz").await,
+        Some((200, "ready\n".to_string()))
+    );
+    create_and_wait(env, "after").await;
+    let args = workflow_args(env, "after").await;
+    assert!(args.contains(DEBUG_WARN), "{args}");
+    let reasons: Vec<String> = env
+        .events_about("ConfigMap", "nvcre-rules")
+        .await
+        .into_iter()
+        .map(|e| e.1)
+        .collect();
+    // (sorted) one refusal, then one reload
+    assert_eq!(reasons, ["RulesReloaded", "RulesReloadRefused"]);
+    assert_eq!(controller.metric(RELOAD_FAILURES).await, 1.0);
+    controller.stop().await.expect("graceful stop");
+}
+
+/// A TrainJob of the deterministic name that another owner controls is never adopted nor
+/// overwritten: the Workflow fails with `JobNameCollision` (a Warning Event says why), the run
+/// mirrors it, and the other TrainJob stays as it was.
+pub async fn foreign_train_job(env: &Env) {
+    let client = env.client.clone();
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &env.ns);
+    let owner: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "someone-else"}})).expect("configmap");
+    let owner = cms
+        .create(&PostParams::default(), &owner)
+        .await
+        .expect("owner");
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &env.ns, &train_job_resource());
+    let foreign: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": "nccl-group-0", "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "someone-else",
+            "uid": owner.metadata.uid, "controller": true}]},
+        "spec": {"runtimeRef": {"name": "theirs"}}
+    }))
+    .expect("trainjob");
+    jobs.create(&PostParams::default(), &foreign)
+        .await
+        .expect("foreign trainjob");
+
+    let controller = env.start(env.config());
+    let runs: Api<WorkloadRunResource> = Api::namespaced(client.clone(), &env.ns);
+    runs.create(&PostParams::default(), &run_manifest(env, "nccl"))
+        .await
+        .expect("create run");
+    let message = format!(
+        "TrainJob \"nccl-group-0\" already exists in namespace \"{}\" and is not controlled by Workflow \"nccl\"; refusing to adopt it",
+        env.ns
+    );
+    let status = eventually("the run to fail", || async {
+        runs.get("nccl").await.expect("run").status.filter(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Failed" && c.status == "True")
+        })
+    })
+    .await;
+    let failed = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Failed")
+        .expect("Failed");
+    assert_eq!(
+        (failed.reason.as_str(), failed.message.as_str()),
+        ("WorkflowFailed", message.as_str())
+    );
+    let workflows: Api<WorkflowResource> = Api::namespaced(client.clone(), &env.ns);
+    let wf = workflows.get("nccl").await.expect("workflow");
+    let wf_failed = wf
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.iter().find(|c| c.type_ == "Failed"))
+        .expect("Workflow Failed");
+    assert_eq!(
+        (wf_failed.reason.as_str(), wf_failed.message.as_str()),
+        ("JobNameCollision", message.as_str())
+    );
+    let events = eventually("the collision Event", || async {
+        let e = env.events_about("Workflow", "nccl").await;
+        e.iter().any(|e| e.1 == "JobNameCollision").then_some(e)
+    })
+    .await;
+    // The only transition: no group was recorded as started. Without leader election the
+    // reporting instance is the controller's name.
+    assert_eq!(
+        events,
+        [(
+            "Warning".to_string(),
+            "JobNameCollision".to_string(),
+            message.clone(),
+            "nvcre-controller".to_string()
+        )]
+    );
+    // The other TrainJob is untouched: same owner, same spec, no second group started.
+    let theirs = jobs.get("nccl-group-0").await.expect("foreign job");
+    assert_eq!(
+        (
+            theirs.owner_references()[0].name.as_str(),
+            theirs.data["spec"].clone()
+        ),
+        ("someone-else", json!({"runtimeRef": {"name": "theirs"}}))
+    );
+    assert_eq!(
+        child_names(&jobs.list(&ListParams::default()).await.expect("jobs").items),
+        ["nccl-group-0"]
+    );
+    controller.stop().await.expect("graceful stop");
+}
