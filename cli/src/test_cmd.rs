@@ -1,6 +1,8 @@
 //! `nvcre-policy test`: runs the rule test suites (`rules/tests/<pack>/*.yaml`).
 //!
-//! Prints one block per failing case (`FAIL file:line › note` and its diff), then
+//! `property` cases run their generated inputs with proptest (`--cases N`, `--seed N`; a
+//! failure shows the shrunk counterexample as YAML). Prints one block per failing case
+//! (`FAIL file:line › note` and its diff), then
 //! `N passed, M failed`. Exit codes: 0 all passed, 1 a case failed (or, with
 //! `--require-tests`, a pack or table has no case), 2 a suite could not be read.
 
@@ -8,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use nvcre_domain::{SuiteRunner, coverage, discover_suites, load_suite};
+use nvcre_domain::{PropertyOptions, SuiteRunner, coverage, discover_suites, load_suite};
 use nvcre_engine::RuleSet;
 use regex::Regex;
 
@@ -23,6 +25,13 @@ pub struct TestArgs {
     /// Fail when a pack or table of the rule set has no test case.
     #[arg(long = "require-tests")]
     require_tests: bool,
+    /// Generated inputs per `property` case (overrides `PROPTEST_CASES` and each case's
+    /// `cases`; default 32).
+    #[arg(long = "cases", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    cases: Option<u32>,
+    /// Seed of the `property` cases' generators (a failure names the seed it ran with).
+    #[arg(long = "seed", value_name = "N", default_value_t = nvcre_domain::DEFAULT_SEED)]
+    seed: u64,
     /// Suite files or directories (recursively, *.yaml). Default: `DIR/tests` with
     /// `--rules DIR`, else `rules/tests` in the current directory.
     #[arg(value_name = "DIR")]
@@ -75,7 +84,10 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
         return ExitCode::from(2);
     }
 
-    let mut runner = SuiteRunner::new(rules);
+    let mut runner = SuiteRunner::new(rules).with_property_options(PropertyOptions {
+        cases: args.cases,
+        seed: args.seed,
+    });
     let (mut passed, mut failed) = (0usize, 0usize);
     let mut out = String::new();
     for suite in &suites {

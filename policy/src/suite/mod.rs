@@ -61,6 +61,7 @@
 mod coverage;
 mod diff;
 mod format;
+mod property;
 mod runner;
 
 use std::path::PathBuf;
@@ -72,6 +73,7 @@ use serde_json::Value;
 
 pub use coverage::{Coverage, PackCoverage, TableCoverage, coverage};
 pub use format::{discover, load_suite, parse_suite, suite_schema};
+pub use property::{DEFAULT_CASES, DEFAULT_SEED, Generator, Property, PropertyOptions, table_values};
 pub use runner::SuiteRunner;
 
 /// Why a suite could not be read. Running a case never fails: its problems are in its
@@ -192,6 +194,8 @@ pub enum Expectation {
     Error(String),
     /// Only `want_exit`.
     ExitOnly,
+    /// `property`: generated variants of the input, each satisfying an invariant.
+    Property(Box<Property>),
 }
 
 /// One expected finding; fields that are `None` are not compared.
