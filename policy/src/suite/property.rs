@@ -380,7 +380,9 @@ pub(super) fn run(
                 "property failed (seed {}, {cases} cases; shrunk counterexample below): {reason}",
                 options.seed
             )];
-            diff.push(format!("  invariant: {}", property.invariant.text()));
+            // One line: a folded YAML block keeps the line breaks of more-indented lines.
+            let invariant: Vec<&str> = property.invariant.text().split_whitespace().collect();
+            diff.push(format!("  invariant: {}", invariant.join(" ")));
             let Ok(v) = variant(property, &names, values, base, ctx, source_name) else {
                 return (CaseOutcome::default(), diff);
             };
