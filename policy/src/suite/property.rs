@@ -631,3 +631,145 @@ fn findings_value(findings: &[Finding]) -> Value {
             .collect(),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::suite::format::tests::RUN;
+    use crate::suite::{SuiteRunner, parse_suite};
+
+    use super::*;
+
+    /// The error of a one-case suite whose case ends with `property` (4-space indented lines).
+    fn suite_error(property: &str) -> String {
+        let text = format!("cases:\n  - note: n\n    input: |\n{RUN}    property:\n{property}");
+        match parse_suite(Path::new("t.yaml"), &text) {
+            Ok(_) => "ok".to_string(),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn a_property_is_checked_when_the_suite_loads() {
+        let ok = "      generate: {n: {range: {min: 1, max: 3}}}\n      invariant: 'true'\n";
+        assert_eq!(suite_error(ok), "ok");
+        assert_eq!(
+            suite_error("      generate: {n: {range: {min: 1, max: 3}, values: [1]}}\n      invariant: 'true'\n"),
+            "rule test suite error: t.yaml:9:18: cases[0].property.generate.n: give exactly one of values, pattern, range, length or table"
+        );
+        let e = suite_error("      generate: {s: {pattern: '('}}\n      invariant: 'true'\n");
+        assert!(
+            e.starts_with("rule test suite error: t.yaml:9:22: cases[0].property.generate.s.pattern: invalid pattern \"(\""),
+            "{e}"
+        );
+        let e = suite_error("      generate: {n: {values: [1]}}\n      invariant: 'size('\n");
+        assert!(
+            e.starts_with("rule test suite error: t.yaml:10:7: cases[0].property.invariant: invalid CEL"),
+            "{e}"
+        );
+        assert_eq!(
+            suite_error("      generate: {n: {values: []}}\n      invariant: 'true'\n"),
+            "rule test suite error: t.yaml:9:22: cases[0].property.generate.n.values: must not be empty"
+        );
+        assert_eq!(
+            suite_error("      generate: {}\n      invariant: 'true'\n"),
+            "rule test suite error: t.yaml:9:7: cases[0].property.generate: give at least one generator"
+        );
+        assert_eq!(
+            suite_error("      generate: {n: {values: [1]}}\n      invariant: 'true'\n    want_exit: 0\n"),
+            "rule test suite error: t.yaml:11:5: cases[0].want_exit: does not go with property (the invariant says what must hold)"
+        );
+        assert_eq!(
+            suite_error("      generate: {n: {values: [1]}}\n      invariant: 'true'\n    want_findings: []\n"),
+            "rule test suite error: t.yaml:2:5: cases[0]: give one expectation, not want_findings and property"
+        );
+    }
+
+    fn run(property: &str, options: PropertyOptions) -> crate::suite::CaseResult {
+        let text = format!("cases:\n  - note: n\n    input: |\n{RUN}    property:\n{property}");
+        let suite = parse_suite(Path::new("t.yaml"), &text).expect("parses");
+        let rules = crate::packs::default_rules().expect("rules");
+        let mut runner = SuiteRunner::new(&rules).with_property_options(options);
+        runner.run(&suite, &suite.cases[0])
+    }
+
+    #[test]
+    fn a_property_that_holds_passes_and_one_that_does_not_shows_the_shrunk_input() {
+        let options = PropertyOptions {
+            cases: Some(16),
+            seed: 7,
+        };
+        let holds = "      generate: {image: {pattern: '[a-z]{1,8}'}}\n      set: {spec.image: gen.image}\n      invariant: size(findings) == 0 && input.spec.image == gen.image\n";
+        let r = run(holds, options);
+        assert!(r.passed(), "{}", r.report());
+        // Fails for every image of 3 characters or more: shrinks to "aaa".
+        let fails = "      generate: {image: {pattern: '[a-z]{1,8}'}}\n      set: {spec.image: gen.image}\n      invariant: size(gen.image) < 3\n";
+        let r = run(fails, options);
+        assert_eq!(
+            r.diff,
+            [
+                "property failed (seed 7, 16 cases; shrunk counterexample below): the invariant is false",
+                "  invariant: size(gen.image) < 3",
+                "  gen: {\"image\":\"aaa\"}",
+                "  exit: 0",
+                "  counterexample.yaml (run: nvcre-policy check counterexample.yaml):",
+                "    apiVersion: nvcre.nvidia.com/v1alpha1",
+                "    kind: WorkloadRun",
+                "    metadata:",
+                "      name: t",
+                "    spec:",
+                "      image: aaa",
+                "      numNodes: 1",
+                "      framework:",
+                "        exec:",
+                "          command:",
+                "          - run",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_invariant_that_cannot_be_evaluated_fails_closed() {
+        let r = run(
+            "      generate: {n: {values: [1]}}\n      invariant: findings[3].ruleId == 'x'\n",
+            PropertyOptions::default(),
+        );
+        assert!(
+            r.diff[0].starts_with("property failed (seed 0, 32 cases; shrunk counterexample below): the invariant could not be evaluated: "),
+            "{:?}",
+            r.diff
+        );
+    }
+
+    #[test]
+    fn set_creates_mappings_and_null_removes() {
+        let mut doc = json!({"a": {"b": 1}, "l": [1, 2]});
+        set_path(&mut doc, FieldPath::parse("x.y").expect("path").segments(), json!(2)).expect("set");
+        set_path(&mut doc, FieldPath::parse("a.b").expect("path").segments(), Value::Null).expect("set");
+        set_path(&mut doc, FieldPath::parse("l[1]").expect("path").segments(), json!(5)).expect("set");
+        assert_eq!(doc, json!({"a": {}, "l": [1, 5], "x": {"y": 2}}));
+        assert_eq!(
+            set_path(&mut doc, FieldPath::parse("l[7]").expect("path").segments(), json!(1)),
+            Err("[7]: no such list item".to_string())
+        );
+    }
+
+    #[test]
+    fn table_values_follow_the_rule_set() {
+        let rules = crate::packs::default_rules().expect("rules");
+        let filter = Expr::compile("row.?selectable.orValue(false)").expect("cel");
+        let archs = table_values(
+            &rules,
+            "gpu-defaults",
+            &FieldPath::parse("gpuArchitecture").expect("path"),
+            Some(&filter),
+        )
+        .expect("values");
+        assert_eq!(archs.first(), Some(&json!("a100")));
+        assert_eq!(
+            table_values(&rules, "nope", &FieldPath::root().key("x"), None),
+            Err("no table \"nope\" in the rule set".to_string())
+        );
+    }
+}
