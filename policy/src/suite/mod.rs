@@ -23,15 +23,18 @@
 //! messageRegex?, fieldPath?, line?, column?}`; omitted fields are not compared; `[]` means no
 //! findings), `want_output` (render mode: a subset match, or full equality with
 //! `want_output_exact: true`) or `want_error` (a substring of the error); `want_exit` may stand
-//! alone. Lines and columns of an inline `input` count from its first line.
+//! alone. Lines and columns of an inline `input` count from its first line. A `property` case
+//! instead generates variants of its input and checks a CEL invariant on each, with proptest
+//! underneath ([`Property`], [`PropertyOptions`]; the format is in `property.rs`).
 //!
 //! [`load_suite`] reads a file (errors carry file:line), [`SuiteRunner::run`] runs a case and
 //! returns a [`CaseResult`] with a readable diff, and [`coverage`] tells which packs, tables and
 //! rules the suites exercise.
 //!
 //! Module layout: `format` (the serde-derived file format and its checks: [`load_suite`],
-//! [`parse_suite`], [`discover`]), `runner` ([`SuiteRunner`]), `diff` (expected against actual)
-//! and `coverage` ([`coverage`]).
+//! [`parse_suite`], [`discover`]), `runner` ([`SuiteRunner`]), `diff` (expected against actual),
+//! `property` (`property` cases: generators, invariant, the proptest run) and `coverage`
+//! ([`coverage`]).
 //!
 //! # Example
 //!
