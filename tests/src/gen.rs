@@ -244,8 +244,11 @@ impl RunCase {
 
 /// A DNS-1123 name of 1 to `max` characters.
 fn dns_name(max: usize) -> impl Strategy<Value = String> {
-    proptest::string::string_regex(&format!("[a-z]([-a-z0-9]{{0,{}}}[a-z0-9])?", max.saturating_sub(2)))
-        .unwrap_or_else(|e| panic!("{e}"))
+    proptest::string::string_regex(&format!(
+        "[a-z]([-a-z0-9]{{0,{}}}[a-z0-9])?",
+        max.saturating_sub(2)
+    ))
+    .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn regex(p: &str) -> BoxedStrategy<String> {
@@ -257,14 +260,20 @@ fn regex(p: &str) -> BoxedStrategy<String> {
 /// Every framework: torch (script or module), mpi (with or without extra mpirun args), exec.
 pub fn framework() -> impl Strategy<Value = FrameworkCase> {
     prop_oneof![
-        (regex("[a-z][a-z0-9_]{0,12}"), any::<bool>()).prop_map(|(e, module)| FrameworkCase::Torch {
-            entry: if module { e } else { format!("{e}.py") },
-            module,
+        (regex("[a-z][a-z0-9_]{0,12}"), any::<bool>()).prop_map(|(e, module)| {
+            FrameworkCase::Torch {
+                entry: if module { e } else { format!("{e}.py") },
+                module,
+            }
         }),
         proptest::collection::vec(
             prop_oneof![
                 Just(vec!["--bind-to".to_string(), "none".to_string()]),
-                Just(vec!["--mca".to_string(), "btl".to_string(), "^openib".to_string()]),
+                Just(vec![
+                    "--mca".to_string(),
+                    "btl".to_string(),
+                    "^openib".to_string()
+                ]),
                 Just(vec!["--report-bindings".to_string()]),
             ],
             0..3
@@ -383,7 +392,10 @@ pub fn workload_run(cat: &Catalog) -> impl Strategy<Value = RunCase> {
 pub fn mpi_run(cat: &Catalog) -> impl Strategy<Value = RunCase> {
     (
         workload_run(cat),
-        proptest::collection::vec(Just(vec!["--bind-to".to_string(), "none".to_string()]), 0..2),
+        proptest::collection::vec(
+            Just(vec!["--bind-to".to_string(), "none".to_string()]),
+            0..2,
+        ),
     )
         .prop_map(|(mut r, a)| {
             r.framework = FrameworkCase::Mpi {
@@ -395,14 +407,10 @@ pub fn mpi_run(cat: &Catalog) -> impl Strategy<Value = RunCase> {
 
 /// A WorkloadRun with a gang scheduler.
 pub fn gang_run(cat: &Catalog) -> impl Strategy<Value = RunCase> {
-    (
-        workload_run(cat),
-        gang().prop_filter_map("gang on", |g| g),
-    )
-        .prop_map(|(mut r, g)| {
-            r.gang = Some(g);
-            r
-        })
+    (workload_run(cat), gang().prop_filter_map("gang on", |g| g)).prop_map(|(mut r, g)| {
+        r.gang = Some(g);
+        r
+    })
 }
 
 /// Label keys, valid and near-miss invalid: at and past the 63-character name and
@@ -411,7 +419,9 @@ pub fn gang_run(cat: &Catalog) -> impl Strategy<Value = RunCase> {
 pub fn label_key() -> BoxedStrategy<String> {
     prop_oneof![
         regex("[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?"),
-        regex("[a-z0-9]{1,10}(\\.[a-z0-9]{1,10}){0,2}/[A-Za-z0-9]([-A-Za-z0-9_.]{0,10}[A-Za-z0-9])?"),
+        regex(
+            "[a-z0-9]{1,10}(\\.[a-z0-9]{1,10}){0,2}/[A-Za-z0-9]([-A-Za-z0-9_.]{0,10}[A-Za-z0-9])?"
+        ),
         (62usize..66).prop_map(|n| "n".repeat(n)),
         (251usize..256).prop_map(|n| format!("{}/name", "p".repeat(n))),
         (62usize..66).prop_map(|n| format!("example.com/{}", "n".repeat(n))),
@@ -507,7 +517,11 @@ impl NodeSetCase {
 /// Node sets of 1 to `max` nodes of one platform: GPU products of the catalog's architectures
 /// (mostly one, sometimes a second), topology domains (some nodes unlabelled when
 /// `all_labelled` is false), taints, cordons and GPU counts.
-pub fn node_set(cat: &Catalog, max: usize, all_labelled: bool) -> impl Strategy<Value = NodeSetCase> {
+pub fn node_set(
+    cat: &Catalog,
+    max: usize,
+    all_labelled: bool,
+) -> impl Strategy<Value = NodeSetCase> {
     let products: Vec<String> = cat
         .gpu_architectures
         .iter()
@@ -527,7 +541,10 @@ pub fn node_set(cat: &Catalog, max: usize, all_labelled: bool) -> impl Strategy<
             (
                 0u8..10,
                 proptest::option::weighted(0.8, 0u8..4),
-                proptest::collection::vec(proptest::sample::select(vec!["gpu-only", "maintenance"]), 0..2),
+                proptest::collection::vec(
+                    proptest::sample::select(vec!["gpu-only", "maintenance"]),
+                    0..2,
+                ),
                 proptest::bool::weighted(0.1),
                 proptest::sample::select(vec![4u32, 8, 8, 8]),
             ),

@@ -13,7 +13,12 @@ use serde_json::Value;
 pub fn trainer_argv(trainer: &Value) -> Result<Vec<String>, String> {
     let strings = |v: Option<&Value>| -> Vec<String> {
         v.and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(Value::as_str).map(str::to_string).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let command = strings(trainer.get("command"));
@@ -22,7 +27,9 @@ pub fn trainer_argv(trainer: &Value) -> Result<Vec<String>, String> {
         return Err("the trainer has no command".into());
     }
     if command == ["/bin/bash", "-c"] {
-        let script = args.first().ok_or("a /bin/bash -c trainer without a script")?;
+        let script = args
+            .first()
+            .ok_or("a /bin/bash -c trainer without a script")?;
         let last = script.lines().last().unwrap_or("");
         let exec = last
             .strip_prefix("exec ")

@@ -13,7 +13,8 @@ fn copy_dir(from: &Path, to: &Path) {
         if entry.path().is_dir() {
             copy_dir(&entry.path(), &target);
         } else {
-            std::fs::copy(entry.path(), &target).unwrap_or_else(|e| panic!("{}: {e}", target.display()));
+            std::fs::copy(entry.path(), &target)
+                .unwrap_or_else(|e| panic!("{}: {e}", target.display()));
         }
     }
 }
@@ -31,7 +32,10 @@ fn a_label_value_limit_off_by_one_fails_the_property_with_a_shrunk_counterexampl
     let pack = rules_dir.join("contract/workload-labels.yaml");
     let text = std::fs::read_to_string(&pack).unwrap_or_else(|e| panic!("{e}"));
     let broken = text.replace("size(variables.value) > 63", "size(variables.value) > 64");
-    assert_ne!(broken, text, "the rule to break is where this test expects it");
+    assert_ne!(
+        broken, text,
+        "the rule to break is where this test expects it"
+    );
     std::fs::write(&pack, broken).unwrap_or_else(|e| panic!("{e}"));
 
     let rules = load_rules(Some(&rules_dir)).unwrap_or_else(|e| panic!("{e}"));

@@ -30,7 +30,9 @@ thread_local! {
 }
 
 fn catalog() -> Catalog {
-    RULES.with(|r| Catalog::from_rules(r)).unwrap_or_else(|e| panic!("catalog: {e}"))
+    RULES
+        .with(Catalog::from_rules)
+        .unwrap_or_else(|e| panic!("catalog: {e}"))
 }
 
 /// Renders a document text for a node context: the Workflow, or the error (a rejection's
@@ -59,7 +61,11 @@ fn render(case: &RunCase) -> Result<Value, String> {
 }
 
 /// Every document's findings of a text (the CLI's `check` on a file).
-fn check_text(text: &str, platform: Option<&str>, arch: Option<&str>) -> Result<Vec<Vec<Finding>>, String> {
+fn check_text(
+    text: &str,
+    platform: Option<&str>,
+    arch: Option<&str>,
+) -> Result<Vec<Vec<Finding>>, String> {
     let source = Source::new("generated.yaml", text.to_string());
     let docs = parse_documents(&source).map_err(|e| e.to_string())?;
     let req = CheckRequest {
@@ -98,7 +104,11 @@ fn replicated_jobs(rt: &Value) -> Vec<&Value> {
 }
 
 /// Every `labels` mapping anywhere in `v`, with its JSON pointer.
-fn label_maps<'a>(v: &'a Value, at: String, out: &mut Vec<(String, &'a serde_json::Map<String, Value>)>) {
+fn label_maps<'a>(
+    v: &'a Value,
+    at: String,
+    out: &mut Vec<(String, &'a serde_json::Map<String, Value>)>,
+) {
     match v {
         Value::Object(m) => {
             for (k, x) in m {
@@ -399,18 +409,24 @@ fn points_at_field(text: &str, f: &Finding, doc: &Value) -> Result<(), String> {
     let (Some(path), Some(line), Some(col)) = (&f.field_path, f.line, f.column) else {
         return Ok(());
     };
-    let parsed = FieldPath::parse(path).map_err(|e| format!("{}: unparsable field path {path}: {}", f.rule_id, e.message))?;
+    let parsed = FieldPath::parse(path)
+        .map_err(|e| format!("{}: unparsable field path {path}: {}", f.rule_id, e.message))?;
     let mut segs = parsed.segments().to_vec();
     while !segs.is_empty() && FieldPath::from_segments(segs.clone()).get(doc).is_none() {
         segs.pop();
     }
-    let Some(last) = segs.last() else { return Ok(()) };
+    let Some(last) = segs.last() else {
+        return Ok(());
+    };
     let here = text
         .lines()
         .nth(line.saturating_sub(1))
         .and_then(|l| l.get(col.saturating_sub(1)..))
         .unwrap_or("");
-    let value = FieldPath::from_segments(segs.clone()).get(doc).cloned().unwrap_or(Value::Null);
+    let value = FieldPath::from_segments(segs.clone())
+        .get(doc)
+        .cloned()
+        .unwrap_or(Value::Null);
     let mut starts: Vec<String> = Vec::new();
     if let Segment::Key(k) = last {
         starts.push(k.clone());
@@ -437,7 +453,10 @@ fn points_at_field(text: &str, f: &Finding, doc: &Value) -> Result<(), String> {
         }
         other => starts.push(other.to_string()),
     }
-    if starts.iter().any(|s| !s.is_empty() && here.starts_with(s.as_str())) {
+    if starts
+        .iter()
+        .any(|s| !s.is_empty() && here.starts_with(s.as_str()))
+    {
         Ok(())
     } else {
         Err(format!(
@@ -454,12 +473,30 @@ fn the_catalog_reads_the_shipped_tables() {
     let platforms: Vec<&str> = cat.platforms.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(
         platforms,
-        ["aws", "gcp", "azure", "oci", "onprem", "togetherai", "mistral", "forge", "nscale"]
+        [
+            "aws",
+            "gcp",
+            "azure",
+            "oci",
+            "onprem",
+            "togetherai",
+            "mistral",
+            "forge",
+            "nscale"
+        ]
     );
     assert_eq!(
         cat.gpu_architectures,
-        ["a100", "b200", "gb200", "gb300", "h100", "h200", "l40", "l40s"]
+        [
+            "a100", "b200", "gb200", "gb300", "h100", "h200", "l40", "l40s"
+        ]
     );
     assert_eq!(cat.base_env.first().map(String::as_str), Some("NCCL_DEBUG"));
-    assert_eq!((cat.default_queue.as_str(), cat.default_queue_label_key.as_str()), ("default-queue", "kai.scheduler/queue"));
+    assert_eq!(
+        (
+            cat.default_queue.as_str(),
+            cat.default_queue_label_key.as_str()
+        ),
+        ("default-queue", "kai.scheduler/queue")
+    );
 }

@@ -76,7 +76,9 @@ use serde_json::Value;
 
 pub use coverage::{Coverage, PackCoverage, TableCoverage, coverage};
 pub use format::{discover, load_suite, parse_suite, suite_schema};
-pub use property::{DEFAULT_CASES, DEFAULT_SEED, Generator, Property, PropertyOptions, table_values};
+pub use property::{
+    DEFAULT_CASES, DEFAULT_SEED, Generator, Property, PropertyOptions, table_values,
+};
 pub use runner::SuiteRunner;
 
 /// Why a suite could not be read. Running a case never fails: its problems are in its

@@ -310,7 +310,8 @@ pub(super) struct Variant {
 }
 
 /// Runs one generated input (its source and node context) as the case's mode does.
-pub(super) type RunVariant<'a> = dyn FnMut(&std::sync::Arc<Source>, &CaseContext) -> CaseOutcome + 'a;
+pub(super) type RunVariant<'a> =
+    dyn FnMut(&std::sync::Arc<Source>, &CaseContext) -> CaseOutcome + 'a;
 
 /// Runs a property: `base` is the case's input document, `ctx` its context. Returns the
 /// outcome of the last (or shrunk failing) variant and the diff lines (empty when it held).
@@ -355,7 +356,11 @@ pub(super) fn run(
     }
     let mut test_runner =
         TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed));
-    let names: Vec<&str> = property.generators.iter().map(|(n, _)| n.as_str()).collect();
+    let names: Vec<&str> = property
+        .generators
+        .iter()
+        .map(|(n, _)| n.as_str())
+        .collect();
     let cell = std::cell::RefCell::new(runner);
     let check = |values: Vec<Value>| -> Result<(), TestCaseError> {
         let variant = variant(property, &names, values, base, ctx, source_name)
@@ -503,7 +508,10 @@ fn variant(
         (&property.gpu_arch, &mut context.gpu_arch),
     ] {
         if let Some(e) = expr {
-            *slot = match e.eval_json(&scope).map_err(|e| format!("context: {}", e.message))? {
+            *slot = match e
+                .eval_json(&scope)
+                .map_err(|e| format!("context: {}", e.message))?
+            {
                 Value::Null => None,
                 Value::String(s) => Some(s),
                 other => return Err(format!("context: expected a string, got {other}")),
@@ -601,7 +609,10 @@ fn holds(property: &Property, v: &Variant, outcome: &CaseOutcome) -> Result<(), 
     match property.invariant.eval_bool(&scope) {
         Ok(true) => Ok(()),
         Ok(false) => Err("the invariant is false".into()),
-        Err(e) => Err(format!("the invariant could not be evaluated: {}", e.message)),
+        Err(e) => Err(format!(
+            "the invariant could not be evaluated: {}",
+            e.message
+        )),
     }
 }
 
@@ -655,7 +666,9 @@ mod tests {
         let ok = "      generate: {n: {range: {min: 1, max: 3}}}\n      invariant: 'true'\n";
         assert_eq!(suite_error(ok), "ok");
         assert_eq!(
-            suite_error("      generate: {n: {range: {min: 1, max: 3}, values: [1]}}\n      invariant: 'true'\n"),
+            suite_error(
+                "      generate: {n: {range: {min: 1, max: 3}, values: [1]}}\n      invariant: 'true'\n"
+            ),
             "rule test suite error: t.yaml:9:18: cases[0].property.generate.n: give exactly one of values, pattern, range, length or table"
         );
         let e = suite_error("      generate: {s: {pattern: '('}}\n      invariant: 'true'\n");
@@ -665,7 +678,9 @@ mod tests {
         );
         let e = suite_error("      generate: {n: {values: [1]}}\n      invariant: 'size('\n");
         assert!(
-            e.starts_with("rule test suite error: t.yaml:10:7: cases[0].property.invariant: invalid CEL"),
+            e.starts_with(
+                "rule test suite error: t.yaml:10:7: cases[0].property.invariant: invalid CEL"
+            ),
             "{e}"
         );
         assert_eq!(
@@ -677,11 +692,15 @@ mod tests {
             "rule test suite error: t.yaml:9:7: cases[0].property.generate: give at least one generator"
         );
         assert_eq!(
-            suite_error("      generate: {n: {values: [1]}}\n      invariant: 'true'\n    want_exit: 0\n"),
+            suite_error(
+                "      generate: {n: {values: [1]}}\n      invariant: 'true'\n    want_exit: 0\n"
+            ),
             "rule test suite error: t.yaml:11:5: cases[0].want_exit: does not go with property (the invariant says what must hold)"
         );
         assert_eq!(
-            suite_error("      generate: {n: {values: [1]}}\n      invariant: 'true'\n    want_findings: []\n"),
+            suite_error(
+                "      generate: {n: {values: [1]}}\n      invariant: 'true'\n    want_findings: []\n"
+            ),
             "rule test suite error: t.yaml:2:5: cases[0]: give one expectation, not want_findings and property"
         );
     }
@@ -745,12 +764,31 @@ mod tests {
     #[test]
     fn set_creates_mappings_and_null_removes() {
         let mut doc = json!({"a": {"b": 1}, "l": [1, 2]});
-        set_path(&mut doc, FieldPath::parse("x.y").expect("path").segments(), json!(2)).expect("set");
-        set_path(&mut doc, FieldPath::parse("a.b").expect("path").segments(), Value::Null).expect("set");
-        set_path(&mut doc, FieldPath::parse("l[1]").expect("path").segments(), json!(5)).expect("set");
+        set_path(
+            &mut doc,
+            FieldPath::parse("x.y").expect("path").segments(),
+            json!(2),
+        )
+        .expect("set");
+        set_path(
+            &mut doc,
+            FieldPath::parse("a.b").expect("path").segments(),
+            Value::Null,
+        )
+        .expect("set");
+        set_path(
+            &mut doc,
+            FieldPath::parse("l[1]").expect("path").segments(),
+            json!(5),
+        )
+        .expect("set");
         assert_eq!(doc, json!({"a": {}, "l": [1, 5], "x": {"y": 2}}));
         assert_eq!(
-            set_path(&mut doc, FieldPath::parse("l[7]").expect("path").segments(), json!(1)),
+            set_path(
+                &mut doc,
+                FieldPath::parse("l[7]").expect("path").segments(),
+                json!(1)
+            ),
             Err("[7]: no such list item".to_string())
         );
     }
