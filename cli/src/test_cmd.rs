@@ -137,3 +137,61 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
         ExitCode::SUCCESS
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        test: TestArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<TestArgs, String> {
+        Cli::try_parse_from(std::iter::once("test").chain(args.iter().copied()))
+            .map(|c| c.test)
+            .map_err(|e| e.to_string().lines().next().unwrap_or("").to_string())
+    }
+
+    #[test]
+    fn cases_and_seed_are_parsed_and_cases_must_be_positive() {
+        let a = parse(&["--cases", "500", "--seed", "42", "x"]).expect("parses");
+        assert_eq!(
+            (a.cases, a.seed, a.paths),
+            (Some(500), 42, vec![PathBuf::from("x")])
+        );
+        let a = parse(&[]).expect("parses");
+        assert_eq!((a.cases, a.seed), (None, nvcre_domain::DEFAULT_SEED));
+        assert_eq!(
+            parse(&["--cases", "0"]).err().as_deref(),
+            Some("error: invalid value '0' for '--cases <N>': 0 is not in 1..=4294967295")
+        );
+    }
+
+    #[test]
+    fn a_failing_property_fails_the_run_and_a_holding_one_passes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let suite = |invariant: &str| {
+            format!(
+                "cases:\n  - note: p\n    input: |\n      apiVersion: v1\n      kind: ConfigMap\n      metadata: {{name: c}}\n    property:\n      generate: {{n: {{range: {{min: 0, max: 9}}}}}}\n      set: {{data.n: string(gen.n)}}\n      invariant: {invariant}\n"
+            )
+        };
+        let holds = dir.path().join("holds.yaml");
+        let fails = dir.path().join("fails.yaml");
+        std::fs::write(&holds, suite("input.data.n == string(gen.n)")).expect("write");
+        std::fs::write(&fails, suite("gen.n < 5")).expect("write");
+        let rules = nvcre_domain::default_rules().expect("rules");
+        let args = |p: &Path| TestArgs {
+            run: None,
+            require_tests: false,
+            cases: Some(20),
+            seed: 3,
+            paths: vec![p.to_path_buf()],
+        };
+        assert_eq!(run(&rules, None, &args(&holds)), ExitCode::SUCCESS);
+        assert_eq!(run(&rules, None, &args(&fails)), ExitCode::from(1));
+    }
+}
