@@ -12,18 +12,31 @@ use nvcre_engine::{FieldPath, Finding, RuleSet, Segment, Severity, Source, parse
 use nvcre_tests::generators::{self as generate, Catalog, QUEUE_KEY_SHAPES, RunCase};
 use nvcre_tests::{k8s, mpi};
 use proptest::prelude::*;
-use proptest::test_runner::Config;
+use proptest::test_runner::{Config, RngSeed};
 use serde_json::{Value, json};
 
-/// 32 cases unless `PROPTEST_CASES` says otherwise; no persistence files in the tree.
+/// 32 cases unless `PROPTEST_CASES` says otherwise, seed 0 unless `PROPTEST_RNG_SEED` says
+/// otherwise (so `cargo test` is reproducible); no persistence files in the tree.
 fn config() -> Config {
     let mut c = Config::default();
     if std::env::var("PROPTEST_CASES").is_err() {
         c.cases = 32;
     }
+    if std::env::var("PROPTEST_RNG_SEED").is_err() {
+        c.rng_seed = RngSeed::Fixed(0);
+    }
     c.failure_persistence = None;
     c
 }
+
+/// `(platform, GPU architecture, env name)` whose MPI forward is known to differ from the worker
+/// container's value: the platform's runtime patch sets the container value, while `-x` forwards
+/// the base NCCL env value (as the original does). Documented in docs/rules.md ("Known gaps");
+/// [`known_gaps_are_still_gaps`] fails once one is fixed, so the list stays true.
+const KNOWN_GAPS: &[(&str, &str, &str)] = &[
+    ("gcp", "gb200", "NCCL_NET_GDR_LEVEL"),
+    ("gcp", "gb300", "NCCL_NET_GDR_LEVEL"),
+];
 
 thread_local! {
     static RULES: RuleSet = default_rules().unwrap_or_else(|e| panic!("embedded rules: {e}"));
@@ -199,6 +212,10 @@ proptest! {
                         let name = e["name"].as_str().unwrap_or("").to_string();
                         let want = if e.get("valueFrom").is_some() { None } else { Some(e["value"].as_str().unwrap_or("").to_string()) };
                         let got = by_name.get(&name).cloned().unwrap_or_default();
+                        let known_gap = KNOWN_GAPS.contains(&(case.platform.as_str(), case.gpu_arch.as_str(), name.as_str()));
+                        if known_gap {
+                            continue;
+                        }
                         if merged.contains(&name) {
                             prop_assert_eq!(&got, &vec![want], "replicatedJob {} container {}: env {} forwarded as {:?}\n{}", job["name"], c["name"], name, got, ce);
                         } else {
@@ -499,4 +516,53 @@ fn the_catalog_reads_the_shipped_tables() {
         ),
         ("default-queue", "kai.scheduler/queue")
     );
+}
+
+/// The gaps [`KNOWN_GAPS`] lists are still there: on GCP GB200/GB300 an MPI run's worker
+/// container gets `NCCL_NET_GDR_LEVEL=5` from the platform patch while `-x` forwards the base `PHB`.
+#[test]
+fn known_gaps_are_still_gaps() {
+    for (platform, arch, name) in KNOWN_GAPS {
+        let case = RunCase {
+            name: "gap".into(),
+            platform: platform.to_string(),
+            gpu_arch: arch.to_string(),
+            num_nodes: 2,
+            framework: generate::FrameworkCase::Mpi { mpi_args: vec![] },
+            gang: None,
+            env: vec![],
+            labels: BTreeMap::new(),
+            overrides: vec![],
+        };
+        let wf = render(&case).unwrap_or_else(|e| panic!("{e}"));
+        let trainer = &wf["spec"]["jobTemplate"]["spec"]["workload"]["trainJob"]["trainer"];
+        let argv = mpi::trainer_argv(trainer).unwrap_or_else(|e| panic!("{e}"));
+        let forwarded: Vec<_> = mpi::forwards(&argv)
+            .into_iter()
+            .filter(|(n, _)| n == name)
+            .collect();
+        assert_eq!(
+            forwarded,
+            [(name.to_string(), Some("PHB".to_string()))],
+            "{platform} {arch}"
+        );
+        let worker: Vec<&Value> = runtimes(&wf)
+            .into_iter()
+            .flat_map(replicated_jobs)
+            .filter(|j| j["name"] == "node")
+            .flat_map(|j| {
+                j.pointer("/template/spec/template/spec/containers")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+            })
+            .flat_map(|c| c["env"].as_array().into_iter().flatten())
+            .filter(|e| e["name"] == *name)
+            .collect();
+        assert_eq!(
+            worker,
+            [&json!({"name": name, "value": "5"})],
+            "{platform} {arch}"
+        );
+    }
 }
