@@ -1,6 +1,8 @@
 //! `nvcre-policy test`: runs the rule test suites (`rules/tests/<pack>/*.yaml`).
 //!
-//! Prints one block per failing case (`FAIL file:line › note` and its diff), then
+//! `property` cases run their generated inputs with proptest (`--cases N`, `--seed N`; a
+//! failure shows the shrunk counterexample as YAML). Prints one block per failing case
+//! (`FAIL file:line › note` and its diff), then
 //! `N passed, M failed`. Exit codes: 0 all passed, 1 a case failed (or, with
 //! `--require-tests`, a pack or table has no case), 2 a suite could not be read.
 
@@ -8,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use nvcre_domain::{SuiteRunner, coverage, discover_suites, load_suite};
+use nvcre_domain::{PropertyOptions, SuiteRunner, coverage, discover_suites, load_suite};
 use nvcre_engine::RuleSet;
 use regex::Regex;
 
@@ -23,6 +25,13 @@ pub struct TestArgs {
     /// Fail when a pack or table of the rule set has no test case.
     #[arg(long = "require-tests")]
     require_tests: bool,
+    /// Generated inputs per `property` case (overrides `PROPTEST_CASES` and each case's
+    /// `cases`; default 32).
+    #[arg(long = "cases", value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    cases: Option<u32>,
+    /// Seed of the `property` cases' generators (a failure names the seed it ran with).
+    #[arg(long = "seed", value_name = "N", default_value_t = nvcre_domain::DEFAULT_SEED)]
+    seed: u64,
     /// Suite files or directories (recursively, *.yaml). Default: `DIR/tests` with
     /// `--rules DIR`, else `rules/tests` in the current directory.
     #[arg(value_name = "DIR")]
@@ -75,7 +84,10 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
         return ExitCode::from(2);
     }
 
-    let mut runner = SuiteRunner::new(rules);
+    let mut runner = SuiteRunner::new(rules).with_property_options(PropertyOptions {
+        cases: args.cases,
+        seed: args.seed,
+    });
     let (mut passed, mut failed) = (0usize, 0usize);
     let mut out = String::new();
     for suite in &suites {
@@ -123,5 +135,63 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
         ExitCode::from(1)
     } else {
         ExitCode::SUCCESS
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(flatten)]
+        test: TestArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<TestArgs, String> {
+        Cli::try_parse_from(std::iter::once("test").chain(args.iter().copied()))
+            .map(|c| c.test)
+            .map_err(|e| e.to_string().lines().next().unwrap_or("").to_string())
+    }
+
+    #[test]
+    fn cases_and_seed_are_parsed_and_cases_must_be_positive() {
+        let a = parse(&["--cases", "500", "--seed", "42", "x"]).expect("parses");
+        assert_eq!(
+            (a.cases, a.seed, a.paths),
+            (Some(500), 42, vec![PathBuf::from("x")])
+        );
+        let a = parse(&[]).expect("parses");
+        assert_eq!((a.cases, a.seed), (None, nvcre_domain::DEFAULT_SEED));
+        assert_eq!(
+            parse(&["--cases", "0"]).err().as_deref(),
+            Some("error: invalid value '0' for '--cases <N>': 0 is not in 1..=4294967295")
+        );
+    }
+
+    #[test]
+    fn a_failing_property_fails_the_run_and_a_holding_one_passes() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let suite = |invariant: &str| {
+            format!(
+                "cases:\n  - note: p\n    input: |\n      apiVersion: v1\n      kind: ConfigMap\n      metadata: {{name: c}}\n    property:\n      generate: {{n: {{range: {{min: 0, max: 9}}}}}}\n      set: {{data.n: string(gen.n)}}\n      invariant: {invariant}\n"
+            )
+        };
+        let holds = dir.path().join("holds.yaml");
+        let fails = dir.path().join("fails.yaml");
+        std::fs::write(&holds, suite("input.data.n == string(gen.n)")).expect("write");
+        std::fs::write(&fails, suite("gen.n < 5")).expect("write");
+        let rules = nvcre_domain::default_rules().expect("rules");
+        let args = |p: &Path| TestArgs {
+            run: None,
+            require_tests: false,
+            cases: Some(20),
+            seed: 3,
+            paths: vec![p.to_path_buf()],
+        };
+        assert_eq!(run(&rules, None, &args(&holds)), ExitCode::SUCCESS);
+        assert_eq!(run(&rules, None, &args(&fails)), ExitCode::from(1));
     }
 }

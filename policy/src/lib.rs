@@ -82,9 +82,10 @@ pub use render::{
     render_workload_run,
 };
 pub use suite::{
-    Case, CaseContext, CaseResult, Coverage, Expectation, PackCoverage, Suite, SuiteError,
-    SuiteRunner, TableCoverage, WantFinding, coverage, discover as discover_suites, load_suite,
-    parse_suite, suite_schema,
+    Case, CaseContext, CaseResult, Coverage, DEFAULT_CASES, DEFAULT_SEED, Expectation, Generator,
+    PackCoverage, Property, PropertyOptions, Suite, SuiteError, SuiteRunner, TableCoverage,
+    WantFinding, coverage, discover as discover_suites, load_suite, parse_suite, suite_schema,
+    table_values,
 };
 
 mod api;

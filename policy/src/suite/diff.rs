@@ -58,7 +58,8 @@ pub(super) fn compare(case: &Case, got: &CaseOutcome) -> Vec<String> {
                 }
             }
         },
-        Expectation::ExitOnly => {}
+        // The runner compares a property itself, variant by variant.
+        Expectation::ExitOnly | Expectation::Property(_) => {}
     }
     if let Some(want) = case.want_exit
         && want != got.exit
@@ -73,7 +74,7 @@ pub(super) fn compare(case: &Case, got: &CaseOutcome) -> Vec<String> {
 
 /// `{ruleId: …, severity: …, fieldPath: …, line: …, column: …, message: "…"}` of an actual
 /// finding.
-fn finding_line(f: &Finding) -> String {
+pub(super) fn finding_line(f: &Finding) -> String {
     let mut parts = vec![
         format!("ruleId: {}", f.rule_id),
         format!("severity: {}", f.severity),

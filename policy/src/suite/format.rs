@@ -16,6 +16,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Deserializer};
 use serde_json::Value;
 
+use super::property::{RawProperty, compile as compile_property};
 use super::{
     Case, CaseContext, CaseRules, Expectation, MessageMatch, Mode, Suite, SuiteError, WantFinding,
 };
@@ -77,6 +78,10 @@ struct RawCase {
     #[serde(default, deserialize_with = "present")]
     #[schemars(with = "u64", range(max = 2))]
     want_exit: Option<u64>,
+    /// A property: generated variants of the input and an invariant each must satisfy.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "RawProperty")]
+    property: Option<RawProperty>,
 }
 
 /// `context:` as written.
@@ -347,6 +352,7 @@ impl Reader<'_> {
                 output: raw.want_output,
                 output_exact: raw.want_output_exact,
                 error: raw.want_error,
+                property: raw.property,
             },
             &note,
             mode,
@@ -404,6 +410,7 @@ impl Reader<'_> {
             ("want_findings", want.findings.is_some()),
             ("want_output", want.output.is_some()),
             ("want_error", want.error.is_some()),
+            ("property", want.property.is_some()),
         ]
         .into_iter()
         .filter(|(_, present)| *present)
@@ -420,6 +427,27 @@ impl Reader<'_> {
                 &at.clone().key("want_output_exact"),
                 "only goes with want_output",
             ));
+        }
+        if let Some(raw) = want.property {
+            if has_exit {
+                return Err(self.err(
+                    &at.clone().key("want_exit"),
+                    "does not go with property (the invariant says what must hold)",
+                ));
+            }
+            let pat = at.clone().key("property");
+            return compile_property(raw)
+                .map(|p| Expectation::Property(Box::new(p)))
+                .map_err(|(rel, message)| {
+                    let mut full = pat.clone();
+                    for seg in rel.segments() {
+                        full = match seg {
+                            nvcre_engine::Segment::Key(k) => full.key(k.clone()),
+                            nvcre_engine::Segment::Index(i) => full.index(*i),
+                        };
+                    }
+                    self.err(&full, &message)
+                });
         }
         Ok(match (want.findings, want.output, want.error) {
             (Some(findings), _, _) => {
@@ -453,7 +481,7 @@ impl Reader<'_> {
                 return Err(self.err(
                     at,
                     &format!(
-                        "case {note:?} has no expectation: give want_findings, want_output, want_error or want_exit"
+                        "case {note:?} has no expectation: give want_findings, want_output, want_error, want_exit or property"
                     ),
                 ));
             }
@@ -526,6 +554,7 @@ struct Expectations {
     output: Option<Value>,
     output_exact: Option<bool>,
     error: Option<String>,
+    property: Option<RawProperty>,
 }
 
 #[cfg(test)]

@@ -23,15 +23,18 @@
 //! messageRegex?, fieldPath?, line?, column?}`; omitted fields are not compared; `[]` means no
 //! findings), `want_output` (render mode: a subset match, or full equality with
 //! `want_output_exact: true`) or `want_error` (a substring of the error); `want_exit` may stand
-//! alone. Lines and columns of an inline `input` count from its first line.
+//! alone. Lines and columns of an inline `input` count from its first line. A `property` case
+//! instead generates variants of its input and checks a CEL invariant on each, with proptest
+//! underneath ([`Property`], [`PropertyOptions`]; the format is in `property.rs`).
 //!
 //! [`load_suite`] reads a file (errors carry file:line), [`SuiteRunner::run`] runs a case and
 //! returns a [`CaseResult`] with a readable diff, and [`coverage`] tells which packs, tables and
 //! rules the suites exercise.
 //!
 //! Module layout: `format` (the serde-derived file format and its checks: [`load_suite`],
-//! [`parse_suite`], [`discover`]), `runner` ([`SuiteRunner`]), `diff` (expected against actual)
-//! and `coverage` ([`coverage`]).
+//! [`parse_suite`], [`discover`]), `runner` ([`SuiteRunner`]), `diff` (expected against actual),
+//! `property` (`property` cases: generators, invariant, the proptest run) and `coverage`
+//! ([`coverage`]).
 //!
 //! # Example
 //!
@@ -61,6 +64,7 @@
 mod coverage;
 mod diff;
 mod format;
+mod property;
 mod runner;
 
 use std::path::PathBuf;
@@ -72,6 +76,9 @@ use serde_json::Value;
 
 pub use coverage::{Coverage, PackCoverage, TableCoverage, coverage};
 pub use format::{discover, load_suite, parse_suite, suite_schema};
+pub use property::{
+    DEFAULT_CASES, DEFAULT_SEED, Generator, Property, PropertyOptions, table_values,
+};
 pub use runner::SuiteRunner;
 
 /// Why a suite could not be read. Running a case never fails: its problems are in its
@@ -192,6 +199,8 @@ pub enum Expectation {
     Error(String),
     /// Only `want_exit`.
     ExitOnly,
+    /// `property`: generated variants of the input, each satisfying an invariant.
+    Property(Box<Property>),
 }
 
 /// One expected finding; fields that are `None` are not compared.

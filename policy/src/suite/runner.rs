@@ -5,12 +5,17 @@
 use std::collections::HashMap;
 use std::path::PathBuf;
 
-use nvcre_engine::{Document, RuleSet, Severity, parse_documents};
+use std::sync::Arc;
+
+use nvcre_engine::{Document, RuleSet, Severity, Source, parse_documents};
 use regex::Regex;
 use serde_json::Value;
 
 use super::diff::compare;
-use super::{Case, CaseContext, CaseOutcome, CaseResult, CaseRules, Mode, Suite};
+use super::{
+    Case, CaseContext, CaseOutcome, CaseResult, CaseRules, Expectation, Mode, Property,
+    PropertyOptions, Suite,
+};
 use crate::check::{CheckRequest, check_document};
 use crate::error::PolicyError;
 use crate::render::{RenderRequest, render_document};
@@ -20,6 +25,7 @@ use crate::render::{RenderRequest, render_document};
 pub struct SuiteRunner<'a> {
     default_rules: &'a RuleSet,
     loaded: HashMap<PathBuf, Result<RuleSet, String>>,
+    properties: PropertyOptions,
 }
 
 impl<'a> SuiteRunner<'a> {
@@ -28,7 +34,14 @@ impl<'a> SuiteRunner<'a> {
         SuiteRunner {
             default_rules,
             loaded: HashMap::new(),
+            properties: PropertyOptions::default(),
         }
+    }
+
+    /// Runs `property` cases with these case counts and seed (default: [`PropertyOptions::default`]).
+    pub fn with_property_options(mut self, options: PropertyOptions) -> SuiteRunner<'a> {
+        self.properties = options;
+        self
     }
 
     /// Runs every case of `suite` whose name (`file › note`) `filter` matches (all without one).
@@ -44,8 +57,14 @@ impl<'a> SuiteRunner<'a> {
 
     /// Runs one case and compares what happened with what it wants.
     pub fn run(&mut self, suite: &Suite, case: &Case) -> CaseResult {
-        let outcome = self.outcome(case);
-        let diff = compare(case, &outcome);
+        let (outcome, diff) = match &case.expect {
+            Expectation::Property(p) => self.property(case, p),
+            _ => {
+                let outcome = self.outcome(case);
+                let diff = compare(case, &outcome);
+                (outcome, diff)
+            }
+        };
         CaseResult {
             file: suite.path.display().to_string(),
             note: case.note.clone(),
@@ -66,6 +85,74 @@ impl<'a> SuiteRunner<'a> {
                 .as_ref()
                 .map_err(Clone::clone),
         }
+    }
+
+    /// Runs a `property` case: every generated variant of its one input document, in its mode.
+    fn property(&mut self, case: &Case, property: &Property) -> (CaseOutcome, Vec<String>) {
+        let options = self.properties;
+        let failed = |error: String| {
+            let diff = vec![format!("property could not run: {error}")];
+            (
+                CaseOutcome {
+                    error: Some(error),
+                    exit: 2,
+                    ..CaseOutcome::default()
+                },
+                diff,
+            )
+        };
+        let nodes = match &case.context.nodes_file {
+            None => None,
+            Some(path) => match crate::read_nodes(&path.display().to_string()) {
+                Ok(n) => Some(n),
+                Err(e) => return failed(e),
+            },
+        };
+        let base = match parse_documents(&case.input) {
+            Ok(d) if d.len() == 1 => d[0].value.clone(),
+            Ok(d) => {
+                return failed(format!(
+                    "a property varies exactly one input document, not {}",
+                    d.len()
+                ));
+            }
+            Err(e) => return failed(e.to_string()),
+        };
+        let rules = match self.rules(&case.rules) {
+            Ok(r) => r,
+            Err(e) => return failed(e),
+        };
+        let mode = case.mode;
+        let mut run_variant = |source: &Arc<Source>, ctx: &CaseContext| -> CaseOutcome {
+            let docs = match parse_documents(source) {
+                Ok(d) => d,
+                Err(e) => {
+                    return CaseOutcome {
+                        error: Some(e.to_string()),
+                        exit: 2,
+                        ..CaseOutcome::default()
+                    };
+                }
+            };
+            match mode {
+                Mode::Check => run_check(rules, &docs, ctx, nodes.clone()),
+                Mode::Render => run_render(rules, &docs, ctx, nodes.clone()),
+            }
+        };
+        let verb = match mode {
+            Mode::Check => "check",
+            Mode::Render => "render",
+        };
+        super::property::run(
+            property,
+            &options,
+            rules,
+            &base,
+            &case.context,
+            &case.input.name,
+            verb,
+            &mut run_variant,
+        )
     }
 
     fn outcome(&mut self, case: &Case) -> CaseOutcome {
