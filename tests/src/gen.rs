@@ -13,7 +13,7 @@
 //!   providerIDs, taints, cordons).
 //!
 //! Every case prints as YAML a person can paste into `nvcre-policy render`
-//! ([`RunCase::yaml`], [`RunCase::command`]).
+//! ([`RunCase::yaml`], [`RunCase::counterexample`]).
 
 use std::collections::BTreeMap;
 

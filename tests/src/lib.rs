@@ -1,9 +1,9 @@
 /*!
 Cross-crate test suites of the nvcre-policy workspace, and what they share.
 
-- [`gen`](crate::r#gen) (also [`generators`]): proptest generators of WorkloadRuns (valid, and near-miss invalid label keys and
+- `gen` (also [`generators`]): proptest generators of WorkloadRuns (valid, and near-miss invalid label keys and
   values) and node sets, drawing platforms, GPU architectures, GPU products, provider IDs, the
-  base NCCL env and the gang defaults from the rule tables at run time ([`Catalog`](crate::r#gen::Catalog)).
+  base NCCL env and the gang defaults from the rule tables at run time ([`generators::Catalog`]).
 - [`k8s`]: the Kubernetes label-key and label-value rules (apimachinery's regular expressions
   and length limits), as an oracle independent of the rule files.
 - [`mpi`]: reading the `-x` forwards back out of a rendered trainer command.
