@@ -6,7 +6,9 @@
 # Environment: SEED (corpus seed, default 1), RUNS (hyperfine runs per measurement, default 3),
 # BENCH_DIR (where the corpus and the peers' installs go; default a fresh temporary directory),
 # BIG_MB (size of the stream of the peak-RSS stream measurement, default 200; 0 skips it),
-# PEERS=0 skips the CEL peers.
+# REUSE_CORPUS=1 keeps the corpus already in BENCH_DIR, PEERS=0 skips the CEL peers, BASELINE=/path/to/an/older/nvcre-policy adds the same `check` and
+# one-file measurements with that binary, each with its ratio to this tree's (before/after in
+# one run).
 #
 # Prints one line per measurement; every ratio is computed from figures of this one run.
 set -euo pipefail
@@ -17,6 +19,7 @@ SEED=${SEED:-1}
 RUNS=${RUNS:-3}
 BIG_MB=${BIG_MB:-200}
 PEERS=${PEERS:-1}
+BASELINE=${BASELINE:-}
 WORK=${BENCH_DIR:-$(mktemp -d /tmp/nvcre-bench.XXXXXX)}
 mkdir -p "$WORK"
 
@@ -32,15 +35,21 @@ echo "# corpus: $DOCS documents, seed $SEED, in $WORK"
   cargo build --quiet --release -p nvcre-engine --example cel_expressions)
 REL="$ROOT/target/release"
 BIN="$REL/nvcre-policy"
-"$REL/examples/bench_corpus" "$WORK" "$DOCS" "$SEED" | sed 's/^/# corpus: /'
+if [ -z "${REUSE_CORPUS:-}" ]; then
+  "$REL/examples/bench_corpus" "$WORK" "$DOCS" "$SEED" | sed 's/^/# corpus: /'
+else
+  echo "# corpus: reused from $WORK (REUSE_CORPUS set)"
+fi
 C="$WORK"
 WR_DOCS=$(grep -c '^kind: WorkloadRun' "$C/workloadruns.yaml")
 RENDER_DOCS=$(grep -c '^kind: WorkloadRun' "$C/renderable.yaml")
 
 # mean seconds of one hyperfine measurement; check exits 1 on findings, so failures are allowed.
 mean() {
-  local json="$WORK/h.json"
-  hyperfine --style none --runs "$1" --warmup 1 -i --export-json "$json" "$2" >/dev/null 2>&1
+  local json="$WORK/h.json" warmup=1
+  # The corpus was just written, so it is in the page cache; long runs need no warm-up run.
+  [ "$1" -lt 5 ] && warmup=0
+  hyperfine --style none --runs "$1" --warmup "$warmup" -i --export-json "$json" "$2" >/dev/null 2>&1
   python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["results"][0]["mean"])' "$json"
 }
 declare -A T
@@ -74,11 +83,34 @@ run check-platform-aws-mixed-file "$RUNS" "$DOCS" "$BIN check -o json --platform
 run render-renderable "$RUNS" "$RENDER_DOCS" "$BIN render --platform aws --gpu-arch h100 $C/renderable.yaml"
 python3 -c "import sys; print(f'{\"render-per-workloadrun\":<44} {float(sys.argv[1])*1000/int(sys.argv[2]):10.3f} ms')" \
   "${T[render-renderable]}" "$RENDER_DOCS"
+if [ -n "$BASELINE" ]; then
+  echo "## baseline $BASELINE (ratio: baseline time / this tree's)"
+  base() { # key runs docs command-args...
+    local key=$1 runs=$2 docs=$3; shift 3
+    local secs; secs=$(mean "$runs" "$BASELINE $*")
+    line "baseline-$key" "$secs" "$docs" "$key" "${T[$key]}"
+  }
+  base check-mixed-file "$RUNS" "$DOCS" check -o json "$C/mixed.yaml"
+  base check-mixed-dir "$RUNS" "$DOCS" check -o json "$C/mixed"
+  base check-mixed-file-text "$RUNS" "$DOCS" check --no-color "$C/mixed.yaml"
+  base check-workloadruns "$RUNS" "$WR_DOCS" check -o json "$C/workloadruns.yaml"
+  base check-platform-aws-mixed-file "$RUNS" "$DOCS" check -o json --platform aws "$C/mixed.yaml"
+  base render-renderable "$RUNS" "$RENDER_DOCS" render --platform aws --gpu-arch h100 "$C/renderable.yaml"
+fi
 
 echo "## one file end to end (cold start, mean of 20 runs)"
 run cli-version 20 1 "$BIN --version"
 run render-one-file 20 1 "$BIN render --platform aws --gpu-arch h100 $C/single.yaml"
 run check-one-file 20 1 "$BIN check $C/single.yaml"
+if [ -n "$BASELINE" ]; then
+  for k in render-one-file check-one-file; do
+    case $k in
+      render-one-file) secs=$(mean 20 "$BASELINE render --platform aws --gpu-arch h100 $C/single.yaml") ;;
+      check-one-file) secs=$(mean 20 "$BASELINE check $C/single.yaml") ;;
+    esac
+    line "baseline-$k" "$secs" 1 "$k" "${T[$k]}"
+  done
+fi
 
 echo "## peak RSS"
 rss() { # name command...
@@ -91,6 +123,10 @@ rss() { # name command...
 rss rss-floor-mixed-file "$REL/examples/parse_floor" "$C/mixed.yaml"
 rss rss-check-mixed-file "$BIN" check -o json "$C/mixed.yaml"
 rss rss-check-mixed-dir "$BIN" check -o json "$C/mixed"
+if [ -n "$BASELINE" ]; then
+  rss rss-baseline-check-mixed-file "$BASELINE" check -o json "$C/mixed.yaml"
+  rss rss-baseline-check-mixed-dir "$BASELINE" check -o json "$C/mixed"
+fi
 if [ "$BIG_MB" -gt 0 ]; then
   SIZE=$(stat -c %s "$C/mixed.yaml")
   COPIES=$(( (BIG_MB * 1024 * 1024 + SIZE - 1) / SIZE ))

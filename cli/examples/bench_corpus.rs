@@ -133,7 +133,7 @@ fn workload_run(i: usize, rng: &mut Rng) -> Value {
                                           "values": [format!("clique-{}", rng.below(4))]}]}),
         );
     }
-    if i % 3 == 0 {
+    if i.is_multiple_of(3) {
         s.insert(
             "bandwidthMeasurement".into(),
             json!({"logProfileRef": "nccl-bandwidth", "testType": "all_reduce"}),
@@ -141,7 +141,7 @@ fn workload_run(i: usize, rng: &mut Rng) -> Value {
     }
     // One in 23 breaks an admission rule (a controller-owned label key), so reports have
     // findings to show.
-    if i % 23 == 0 {
+    if i.is_multiple_of(23) {
         s.insert(
             "workloadMetadata".into(),
             json!({"labels": {"nvcre.nvidia.com/owner": "me"}}),
@@ -207,7 +207,7 @@ fn run(out: &Path, docs: usize, seed: u64) -> Result<(), String> {
             // Runs that break a rule do not render; they stay in the corpus as WorkloadRuns.
             if let Ok(rendered) = render_document(&rules, &parsed[0], &req) {
                 mixed.push(yaml(&rendered.workflow)?);
-                if i % 3 == 0
+                if i.is_multiple_of(3)
                     && let Ok(expanded) = expand(&rules, &rendered)
                 {
                     // The first group's TrainingRuntime and TrainJob.
