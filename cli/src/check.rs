@@ -166,10 +166,10 @@ pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
 }
 
 /// Documents checked together on every core; a batch also ends after [`BATCH_BYTES`] of input.
-const BATCH_DOCUMENTS: usize = 512;
+const BATCH_DOCUMENTS: usize = 64;
 /// Input bytes read before a batch is checked, so memory stays bounded by the batch rather
 /// than by the input.
-const BATCH_BYTES: usize = 8 * 1024 * 1024;
+const BATCH_BYTES: usize = 1024 * 1024;
 
 /// Opens a file, or standard input for `-`, as a buffered reader; the name findings use.
 fn open(path: &str) -> Result<(String, Box<dyn BufRead>), String> {
@@ -200,6 +200,10 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
     let mut check_errors = Vec::new();
     // The rule ids that apply, by apiVersion and kind, shared by the documents.
     let mut rule_ids: HashMap<(String, String), Arc<Vec<String>>> = HashMap::new();
+    // Documents waiting to be checked, across files (a directory of one-document files still
+    // fills every core).
+    let mut batch: Vec<(Document, Arc<Chunk>)> = Vec::new();
+    let mut bytes = 0usize;
     for file in &files {
         let (name, reader) = match open(file) {
             Ok(r) => r,
@@ -214,108 +218,117 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
             file: name.clone(),
             documents: Vec::new(),
         };
-        let mut chunks = ChunkReader::new(reader);
         let mut next_index = 0usize;
-        loop {
-            let mut batch: Vec<(Document, Arc<Chunk>)> = Vec::new();
-            let mut bytes = 0usize;
-            let mut ended = true;
-            for chunk in chunks.by_ref() {
-                let chunk = match chunk {
-                    Ok(c) => Arc::new(c),
-                    Err(e) => {
-                        out.errors.push(InputError::new(
-                            name.clone(),
-                            format!("reading {name}: {e}"),
-                        ));
-                        break;
-                    }
-                };
-                bytes += chunk.text.len();
-                // A broken document does not hide the others of its file.
-                match parse_chunk(&source, &chunk, next_index) {
-                    Ok(docs) => {
-                        next_index += docs.len();
-                        batch.extend(docs.into_iter().map(|d| (d, chunk.clone())));
-                    }
-                    Err(e) => {
-                        next_index += 1;
-                        out.errors.push(InputError {
-                            file: name.clone(),
-                            pos: e.location().and_then(|(_, p)| p),
-                            message: e.to_string(),
-                        });
-                    }
-                }
-                if batch.len() >= BATCH_DOCUMENTS || bytes >= BATCH_BYTES {
-                    ended = false;
+        for chunk in ChunkReader::new(reader) {
+            let chunk = match chunk {
+                Ok(c) => Arc::new(c),
+                Err(e) => {
+                    out.errors.push(InputError::new(
+                        name.clone(),
+                        format!("reading {name}: {e}"),
+                    ));
                     break;
                 }
-            }
-            for (doc, _) in &batch {
-                let api = doc
-                    .value
-                    .get("apiVersion")
-                    .and_then(serde_json::Value::as_str);
-                let kind = doc.value.get("kind").and_then(serde_json::Value::as_str);
-                let key = (
-                    api.unwrap_or_default().to_string(),
-                    kind.unwrap_or_default().to_string(),
-                );
-                let ids = rule_ids
-                    .entry(key)
-                    .or_insert_with(|| {
-                        Arc::new(
-                            rules
-                                .packs
-                                .iter()
-                                .filter(|p| p.matches_resource(&doc.value))
-                                .flat_map(|p| p.rules.iter().map(|r| r.id.clone()))
-                                .collect(),
-                        )
-                    })
-                    .clone();
-                checked.documents.push(CheckedDocument {
-                    index: doc.index,
-                    rules: ids,
-                });
-            }
-            let docs: Vec<&Document> = batch.iter().map(|(d, _)| d).collect();
-            for ((doc, chunk), result) in batch.iter().zip(check_all(rules, &docs, req)) {
-                match result {
-                    Ok(mut f) => {
-                        // Within a document, in source order (findings without a line last).
-                        f.sort_by_key(|x| {
-                            (x.line.unwrap_or(usize::MAX), x.column.unwrap_or(usize::MAX))
+            };
+            bytes += chunk.text.len();
+            // A broken document does not hide the others of its file.
+            match parse_chunk(&source, &chunk, next_index) {
+                Ok(docs) => {
+                    next_index += docs.len();
+                    for doc in docs {
+                        checked.documents.push(CheckedDocument {
+                            index: doc.index,
+                            rules: applicable_rules(rules, &mut rule_ids, &doc),
                         });
-                        for (file, line) in f.iter().filter_map(|x| Some((&x.file, x.line?))) {
-                            let key = (file.clone(), line);
-                            if !out.windows.contains_key(&key)
-                                && let Some(w) = Window::around(chunk, line)
-                            {
-                                out.windows.insert(key, w);
-                            }
-                        }
-                        out.findings.extend(f);
+                        batch.push((doc, chunk.clone()));
                     }
-                    Err(e) => check_errors.push(InputError {
-                        file: doc.source.name.clone(),
-                        pos: match &e {
-                            nvcre_domain::PolicyError::Input { pos, .. } => *pos,
-                            _ => None,
-                        },
+                }
+                Err(e) => {
+                    next_index += 1;
+                    out.errors.push(InputError {
+                        file: name.clone(),
+                        pos: e.location().and_then(|(_, p)| p),
                         message: e.to_string(),
-                    }),
+                    });
                 }
             }
-            if ended {
-                break;
+            if batch.len() >= BATCH_DOCUMENTS || bytes >= BATCH_BYTES {
+                check_batch(rules, req, &mut batch, &mut out, &mut check_errors);
+                bytes = 0;
             }
         }
         out.files.push(checked);
     }
+    check_batch(rules, req, &mut batch, &mut out, &mut check_errors);
     out.errors.extend(check_errors);
     out
+}
+
+/// The ids of the rules whose pack matches `doc`'s apiVersion and kind, computed once per pair.
+fn applicable_rules(
+    rules: &RuleSet,
+    cache: &mut HashMap<(String, String), Arc<Vec<String>>>,
+    doc: &Document,
+) -> Arc<Vec<String>> {
+    let field = |k: &str| {
+        doc.value
+            .get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    cache
+        .entry((field("apiVersion"), field("kind")))
+        .or_insert_with(|| {
+            Arc::new(
+                rules
+                    .packs
+                    .iter()
+                    .filter(|p| p.matches_resource(&doc.value))
+                    .flat_map(|p| p.rules.iter().map(|r| r.id.clone()))
+                    .collect(),
+            )
+        })
+        .clone()
+}
+
+/// Checks the documents of `batch` on every core and empties it: findings (in source order
+/// within a document) and the lines around them into `out`, errors into `errors`.
+fn check_batch(
+    rules: &RuleSet,
+    req: &CheckRequest,
+    batch: &mut Vec<(Document, Arc<Chunk>)>,
+    out: &mut Checked,
+    errors: &mut Vec<InputError>,
+) {
+    let docs: Vec<&Document> = batch.iter().map(|(d, _)| d).collect();
+    let results = check_all(rules, &docs, req);
+    for ((doc, chunk), result) in batch.iter().zip(results) {
+        match result {
+            Ok(mut f) => {
+                // Within a document, in source order (findings without a line last).
+                f.sort_by_key(|x| (x.line.unwrap_or(usize::MAX), x.column.unwrap_or(usize::MAX)));
+                for (file, line) in f.iter().filter_map(|x| Some((&x.file, x.line?))) {
+                    let key = (file.clone(), line);
+                    if !out.windows.contains_key(&key)
+                        && let Some(w) = Window::around(chunk, line)
+                    {
+                        out.windows.insert(key, w);
+                    }
+                }
+                out.findings.extend(f);
+            }
+            Err(e) => errors.push(InputError {
+                file: doc.source.name.clone(),
+                pos: match &e {
+                    nvcre_domain::PolicyError::Input { pos, .. } => *pos,
+                    _ => None,
+                },
+                message: e.to_string(),
+            }),
+        }
+    }
+    batch.clear();
 }
 
 /// Checks documents on every core, keeping input order. Each document is independent.
