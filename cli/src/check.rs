@@ -2,17 +2,17 @@
 //! one or more report formats.
 
 use std::collections::HashMap;
-use std::io::Write;
+use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
 use nvcre_domain::{CheckRequest, check_document};
-use nvcre_engine::{Finding, RuleSet, Severity, Source, parse_documents_lenient};
+use nvcre_engine::{Chunk, ChunkReader, Document, Finding, RuleSet, Severity, Source, parse_chunk};
 
 use crate::input;
-use crate::report::{self, CheckedDocument, CheckedFile, Format, InputError, Report};
+use crate::report::{self, CheckedDocument, CheckedFile, Format, InputError, Report, Window};
 
 /// One `-o FORMAT[=PATH]`: a format, written to PATH or (without one) to standard output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,7 +80,8 @@ pub struct CheckArgs {
 #[derive(Default)]
 struct Checked {
     findings: Vec<Finding>,
-    sources: HashMap<String, Arc<Source>>,
+    /// The lines around every finding's line (the inputs themselves are not kept).
+    windows: HashMap<(String, usize), Window>,
     files: Vec<CheckedFile>,
     errors: Vec<InputError>,
 }
@@ -121,7 +122,7 @@ pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
     let report = Report {
         rules,
         findings: &checked.findings,
-        sources: &checked.sources,
+        windows: &checked.windows,
         files: &checked.files,
         errors: &checked.errors,
         fail_on,
@@ -164,7 +165,29 @@ pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
     }
 }
 
+/// Documents checked together on every core; a batch also ends after [`BATCH_BYTES`] of input.
+const BATCH_DOCUMENTS: usize = 64;
+/// Input bytes read before a batch is checked, so memory stays bounded by the batch rather
+/// than by the input.
+const BATCH_BYTES: usize = 1024 * 1024;
+
+/// Opens a file, or standard input for `-`, as a buffered reader; the name findings use.
+fn open(path: &str) -> Result<(String, Box<dyn BufRead>), String> {
+    if path == "-" {
+        return Ok(("<stdin>".to_string(), Box::new(std::io::stdin().lock())));
+    }
+    let file = std::fs::File::open(path).map_err(|e| format!("reading {path}: {e}"))?;
+    Ok((
+        path.to_string(),
+        Box::new(std::io::BufReader::with_capacity(1 << 16, file)),
+    ))
+}
+
 /// Checks every document of every input; a bad input does not stop the others.
+///
+/// Streams: each input is read one document at a time (see [`ChunkReader`]), documents are
+/// checked in batches on every core and dropped once checked; only the findings, the lines
+/// around them and the per-document rule lists are kept. Output order is input order.
 fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checked {
     let mut out = Checked::default();
     let (files, errors) = input::expand(paths);
@@ -173,52 +196,129 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
             .into_iter()
             .map(|(file, message)| InputError::new(file, message)),
     );
-    // Read and parse everything first, then check all documents of all files on every core.
-    let mut all_docs = Vec::new();
+    // Errors from checking come after every reading error, as when all inputs were read first.
+    let mut check_errors = Vec::new();
+    // The rule ids that apply, by apiVersion and kind, shared by the documents.
+    let mut rule_ids: HashMap<(String, String), Arc<Vec<String>>> = HashMap::new();
+    // Documents waiting to be checked, across files (a directory of one-document files still
+    // fills every core).
+    let mut batch: Vec<(Document, Arc<Chunk>)> = Vec::new();
+    let mut bytes = 0usize;
     for file in &files {
-        let source = match input::read_source(file) {
-            Ok(s) => s,
+        let (name, reader) = match open(file) {
+            Ok(r) => r,
             Err(message) => {
                 out.errors.push(InputError::new(file.clone(), message));
                 continue;
             }
         };
-        out.sources.insert(source.name.clone(), source.clone());
+        // The stream is not kept: documents share a source that names it.
+        let source = Source::new(name.clone(), String::new());
         let mut checked = CheckedFile {
-            file: source.name.clone(),
+            file: name.clone(),
             documents: Vec::new(),
         };
-        // A broken document does not hide the others of its file.
-        let (docs, errors) = parse_documents_lenient(&source);
-        for e in errors {
-            out.errors.push(InputError {
-                file: source.name.clone(),
-                pos: e.location().and_then(|(_, p)| p),
-                message: e.to_string(),
-            });
+        let mut next_index = 0usize;
+        for chunk in ChunkReader::new(reader) {
+            let chunk = match chunk {
+                Ok(c) => Arc::new(c),
+                Err(e) => {
+                    out.errors.push(InputError::new(
+                        name.clone(),
+                        format!("reading {name}: {e}"),
+                    ));
+                    break;
+                }
+            };
+            bytes += chunk.text.len();
+            // A broken document does not hide the others of its file.
+            match parse_chunk(&source, &chunk, next_index) {
+                Ok(docs) => {
+                    next_index += docs.len();
+                    for doc in docs {
+                        checked.documents.push(CheckedDocument {
+                            index: doc.index,
+                            rules: applicable_rules(rules, &mut rule_ids, &doc),
+                        });
+                        batch.push((doc, chunk.clone()));
+                    }
+                }
+                Err(e) => {
+                    next_index += 1;
+                    out.errors.push(InputError {
+                        file: name.clone(),
+                        pos: e.location().and_then(|(_, p)| p),
+                        message: e.to_string(),
+                    });
+                }
+            }
+            if batch.len() >= BATCH_DOCUMENTS || bytes >= BATCH_BYTES {
+                check_batch(rules, req, &mut batch, &mut out, &mut check_errors);
+                bytes = 0;
+            }
         }
-        for doc in &docs {
-            checked.documents.push(CheckedDocument {
-                index: doc.index,
-                rules: rules
+        out.files.push(checked);
+    }
+    check_batch(rules, req, &mut batch, &mut out, &mut check_errors);
+    out.errors.extend(check_errors);
+    out
+}
+
+/// The ids of the rules whose pack matches `doc`'s apiVersion and kind, computed once per pair.
+fn applicable_rules(
+    rules: &RuleSet,
+    cache: &mut HashMap<(String, String), Arc<Vec<String>>>,
+    doc: &Document,
+) -> Arc<Vec<String>> {
+    let field = |k: &str| {
+        doc.value
+            .get(k)
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    cache
+        .entry((field("apiVersion"), field("kind")))
+        .or_insert_with(|| {
+            Arc::new(
+                rules
                     .packs
                     .iter()
                     .filter(|p| p.matches_resource(&doc.value))
                     .flat_map(|p| p.rules.iter().map(|r| r.id.clone()))
                     .collect(),
-            });
-        }
-        all_docs.extend(docs);
-        out.files.push(checked);
-    }
-    for (doc, result) in all_docs.iter().zip(check_all(rules, &all_docs, req)) {
+            )
+        })
+        .clone()
+}
+
+/// Checks the documents of `batch` on every core and empties it: findings (in source order
+/// within a document) and the lines around them into `out`, errors into `errors`.
+fn check_batch(
+    rules: &RuleSet,
+    req: &CheckRequest,
+    batch: &mut Vec<(Document, Arc<Chunk>)>,
+    out: &mut Checked,
+    errors: &mut Vec<InputError>,
+) {
+    let docs: Vec<&Document> = batch.iter().map(|(d, _)| d).collect();
+    let results = check_all(rules, &docs, req);
+    for ((doc, chunk), result) in batch.iter().zip(results) {
         match result {
             Ok(mut f) => {
                 // Within a document, in source order (findings without a line last).
                 f.sort_by_key(|x| (x.line.unwrap_or(usize::MAX), x.column.unwrap_or(usize::MAX)));
+                for (file, line) in f.iter().filter_map(|x| Some((&x.file, x.line?))) {
+                    let key = (file.clone(), line);
+                    if !out.windows.contains_key(&key)
+                        && let Some(w) = Window::around(chunk, line)
+                    {
+                        out.windows.insert(key, w);
+                    }
+                }
                 out.findings.extend(f);
             }
-            Err(e) => out.errors.push(InputError {
+            Err(e) => errors.push(InputError {
                 file: doc.source.name.clone(),
                 pos: match &e {
                     nvcre_domain::PolicyError::Input { pos, .. } => *pos,
@@ -228,13 +328,13 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
             }),
         }
     }
-    out
+    batch.clear();
 }
 
 /// Checks documents on every core, keeping input order. Each document is independent.
 fn check_all(
     rules: &RuleSet,
-    docs: &[nvcre_engine::Document],
+    docs: &[&Document],
     req: &CheckRequest,
 ) -> Vec<Result<Vec<Finding>, nvcre_domain::PolicyError>> {
     let threads = std::thread::available_parallelism()

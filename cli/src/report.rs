@@ -6,8 +6,11 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use clap::ValueEnum;
-use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme, NamedSource, SourceSpan};
-use nvcre_engine::{Finding, RuleSet, Severity, Source};
+use miette::{
+    Diagnostic, GraphicalReportHandler, GraphicalTheme, MietteError, MietteSpanContents,
+    SourceCode, SourceSpan, SpanContents,
+};
+use nvcre_engine::{Chunk, Finding, RuleSet, Severity};
 use serde_json::{Value, json};
 
 /// One line on stderr; a stderr that cannot be written (closed, full) is ignored rather than
@@ -54,10 +57,84 @@ pub fn finding_line(f: &Finding) {
     stderr_line(&finding_text(f));
 }
 
+/// The lines of an input around one finding's line: the line before (when there is one), the
+/// line, and the line after (when there is one), each with its terminator. The text report shows
+/// these and nothing else, so an input does not have to be kept to be reported.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Window {
+    /// 1-based line number of the first line of `text`.
+    pub first_line: usize,
+    /// The lines.
+    pub text: String,
+}
+
+impl Window {
+    /// The window around 1-based `line` of `chunk` (see [`Chunk::raw_line`]); `None` when the
+    /// line is not the chunk's.
+    pub fn around(chunk: &Chunk, line: usize) -> Option<Window> {
+        let this = chunk.raw_line(line)?;
+        let before = line.checked_sub(1).and_then(|l| chunk.raw_line(l));
+        let after = chunk.raw_line(line + 1);
+        let mut text = String::new();
+        text.push_str(before.unwrap_or_default());
+        text.push_str(this);
+        text.push_str(after.unwrap_or_default());
+        Some(Window {
+            first_line: if before.is_some() { line - 1 } else { line },
+            text,
+        })
+    }
+
+    /// The text of 1-based `line` with its terminator, when the window holds it.
+    fn raw_line(&self, line: usize) -> Option<(usize, &str)> {
+        let rel = line.checked_sub(self.first_line)?;
+        let mut offset = 0;
+        for (i, l) in self.text.split_inclusive('\n').enumerate() {
+            if i == rel {
+                return Some((offset, l));
+            }
+            offset += l.len();
+        }
+        None
+    }
+}
+
+/// A [`Window`] as miette source code: spans are offsets in the window's text; line numbers
+/// are those of the whole input.
+#[derive(Debug)]
+struct WindowSource {
+    name: String,
+    text: String,
+    /// Lines of the input before the window.
+    line_offset: usize,
+}
+
+impl SourceCode for WindowSource {
+    fn read_span<'a>(
+        &'a self,
+        span: &SourceSpan,
+        context_lines_before: usize,
+        context_lines_after: usize,
+    ) -> Result<Box<dyn SpanContents<'a> + 'a>, MietteError> {
+        let inner =
+            self.text
+                .as_str()
+                .read_span(span, context_lines_before, context_lines_after)?;
+        Ok(Box::new(MietteSpanContents::new_named(
+            self.name.clone(),
+            inner.data(),
+            *inner.span(),
+            inner.line() + self.line_offset,
+            inner.column(),
+            inner.line_count(),
+        )))
+    }
+}
+
 #[derive(Debug)]
 struct Snippet {
     message: String,
-    src: NamedSource<String>,
+    src: WindowSource,
     span: SourceSpan,
     label: String,
 }
@@ -82,22 +159,31 @@ impl Diagnostic for Snippet {
 }
 
 /// Text report of one finding: `file:line:col: severity[rule]: message`, then the source line
-/// underlined when the source is known. Colour only when `color`.
-pub fn finding_block(f: &Finding, source: Option<&Source>, color: bool) -> String {
+/// underlined when the lines around it are known. Colour only when `color`.
+pub fn finding_block(f: &Finding, window: Option<&Window>, color: bool) -> String {
     let mut out = finding_summary(f);
     out.push('\n');
-    if let (Some(src), Some(pos)) = (source, f.pos())
-        && src.line_text(pos.line).is_some()
+    if let (Some(w), Some(pos)) = (window, f.pos())
+        && let Some((line_start, line)) = w.raw_line(pos.line)
     {
-        let start = src.offset_of(pos);
-        let line_end = src.text[start..]
+        let col_bytes: usize = line
+            .chars()
+            .take(pos.column.saturating_sub(1))
+            .map(char::len_utf8)
+            .sum();
+        let start = line_start + col_bytes;
+        let line_end = w.text[start..]
             .find('\n')
             .map(|i| start + i)
-            .unwrap_or(src.text.len());
-        let len = src.text[start..line_end].trim_end().len().max(1);
+            .unwrap_or(w.text.len());
+        let len = w.text[start..line_end].trim_end().len().max(1);
         let snippet = Snippet {
             message: f.message.clone(),
-            src: NamedSource::new(&f.file, src.text.clone()),
+            src: WindowSource {
+                name: f.file.clone(),
+                text: w.text.clone(),
+                line_offset: w.first_line - 1,
+            },
             span: SourceSpan::new(start.into(), len),
             label: f.rule_id.clone(),
         };
@@ -168,8 +254,9 @@ impl InputError {
 pub struct CheckedDocument {
     /// 0-based index in the stream.
     pub index: usize,
-    /// Ids of the rules whose pack matches the document's apiVersion and kind.
-    pub rules: Vec<String>,
+    /// Ids of the rules whose pack matches the document's apiVersion and kind (shared by the
+    /// documents of one apiVersion and kind).
+    pub rules: Arc<Vec<String>>,
 }
 
 /// One input file and its documents.
@@ -187,8 +274,9 @@ pub struct Report<'a> {
     pub rules: &'a RuleSet,
     /// The findings, in input order.
     pub findings: &'a [Finding],
-    /// The input texts by name, for the text format's snippets.
-    pub sources: &'a HashMap<String, Arc<Source>>,
+    /// The lines around each finding's line, by file and line, for the text format's
+    /// snippets.
+    pub windows: &'a HashMap<(String, usize), Window>,
     /// The input files in order.
     pub files: &'a [CheckedFile],
     /// Inputs that could not be checked.
@@ -211,8 +299,10 @@ pub fn render(format: Format, report: &Report<'_>, color: bool) -> String {
 fn text(report: &Report<'_>, color: bool) -> String {
     let mut out = String::new();
     for f in report.findings {
-        let source = report.sources.get(&f.file).map(AsRef::as_ref);
-        out.push_str(&finding_block(f, source, color));
+        let window = f
+            .line
+            .and_then(|l| report.windows.get(&(f.file.clone(), l)));
+        out.push_str(&finding_block(f, window, color));
     }
     out
 }
@@ -413,7 +503,10 @@ struct Case {
     error: Option<String>,
 }
 
-fn junit_cases(report: &Report<'_>, file: &CheckedFile) -> Vec<Case> {
+/// Findings by file and document.
+type FindingIndex<'a> = HashMap<&'a str, HashMap<usize, Vec<&'a Finding>>>;
+
+fn junit_cases(report: &Report<'_>, index: &FindingIndex<'_>, file: &CheckedFile) -> Vec<Case> {
     let mut cases = Vec::new();
     for e in report.errors.iter().filter(|e| e.file == file.file) {
         cases.push(Case {
@@ -425,13 +518,13 @@ fn junit_cases(report: &Report<'_>, file: &CheckedFile) -> Vec<Case> {
             error: Some(e.message.clone()),
         });
     }
+    let by_document = index.get(file.file.as_str());
     for doc in &file.documents {
-        let findings: Vec<&Finding> = report
-            .findings
-            .iter()
-            .filter(|f| f.file == file.file && f.document == doc.index)
-            .collect();
-        let mut ids: Vec<String> = doc.rules.clone();
+        let findings = by_document
+            .and_then(|d| d.get(&doc.index))
+            .cloned()
+            .unwrap_or_default();
+        let mut ids: Vec<String> = doc.rules.as_ref().clone();
         for f in &findings {
             if !ids.contains(&f.rule_id) {
                 ids.push(f.rule_id.clone());
@@ -472,9 +565,19 @@ fn junit(report: &Report<'_>) -> String {
             });
         }
     }
+    // Findings grouped once, not searched once per document.
+    let mut index: FindingIndex<'_> = HashMap::new();
+    for f in report.findings {
+        index
+            .entry(f.file.as_str())
+            .or_default()
+            .entry(f.document)
+            .or_default()
+            .push(f);
+    }
     let suites: Vec<(String, Vec<Case>)> = files
         .iter()
-        .map(|f| (f.file.clone(), junit_cases(report, f)))
+        .map(|f| (f.file.clone(), junit_cases(report, &index, f)))
         .collect();
     let count = |cases: &[Case]| {
         (

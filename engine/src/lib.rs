@@ -85,6 +85,7 @@ mod quote;
 pub mod schema;
 mod sites;
 mod source;
+mod stream;
 
 pub use contract::{
     CelField, Contract, DocumentCheck, DocumentProblem, KindContract, StageContract, TableContract,
@@ -107,3 +108,4 @@ pub use source::{
     Document, MAX_SOURCE_BYTES, Pos, Source, SpanIndex, parse_documents, parse_documents_lenient,
     to_yaml,
 };
+pub use stream::{Chunk, ChunkReader, parse_chunk};

@@ -171,23 +171,33 @@ pub fn parse_documents(source: &Arc<Source>) -> Result<Vec<Document>, Error> {
             limit: MAX_SOURCE_BYTES,
         });
     }
+    parse_text(source, &source.text, 0, 0)
+}
+
+/// Parses `text`, a part of `source`'s stream that starts after `line_offset` lines of it, into
+/// documents numbered from `first_index`; positions are those of the whole stream. The YAML
+/// budgets apply to `text` as a whole.
+pub(crate) fn parse_text(
+    source: &Arc<Source>,
+    text: &str,
+    line_offset: usize,
+    first_index: usize,
+) -> Result<Vec<Document>, Error> {
     // YAML 1.2 core booleans only: `yes`, `on`, `y` stay the strings the user wrote.
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
-    let nodes: Vec<Option<Spanned<Node>>> =
-        serde_saphyr::from_multiple_with_options(&source.text, options)
-            .map_err(|e| yaml_error(source, &e))?;
+    let nodes: Vec<Option<Spanned<Node>>> = serde_saphyr::from_multiple_with_options(text, options)
+        .map_err(|e| yaml_error(source, &e, line_offset))?;
     let mut docs = Vec::new();
-    for (index, node) in nodes.into_iter().enumerate() {
-        let Some(node) = node else { continue };
+    for node in nodes.into_iter().flatten() {
         let mut spans = SpanIndex::default();
-        let value = into_value(node, None, String::new(), &mut spans);
+        let value = into_value(node, None, String::new(), &mut spans, line_offset);
         if value.is_null() {
             continue;
         }
         docs.push(Document {
             source: source.clone(),
-            index,
+            index: first_index + docs.len(),
             value,
             spans,
         });
@@ -196,51 +206,29 @@ pub fn parse_documents(source: &Arc<Source>) -> Result<Vec<Document>, Error> {
 }
 
 /// Like [`parse_documents`], but a syntax error in one document of a stream does not hide the
-/// others: the stream is then read document by document (split at `---` lines), and every
-/// document that parses is returned beside the errors of those that do not. Lines and columns
-/// stay those of the whole file.
+/// others, and the stream has no size or document-count limit: it is read document by document
+/// (cut at `---` lines, see [`crate::ChunkReader`]), each with its own YAML budgets, in one
+/// linear pass. Every document that parses is returned beside the errors of those that do not;
+/// a document that fails still takes its index. Lines and columns stay those of the whole file.
 pub fn parse_documents_lenient(source: &Arc<Source>) -> (Vec<Document>, Vec<Error>) {
-    let first = match parse_documents(source) {
-        Ok(docs) => return (docs, Vec::new()),
-        Err(e @ Error::TooLarge { .. }) => return (Vec::new(), vec![e]),
-        Err(e) => e,
-    };
-    let lines: Vec<&str> = source.text.split_inclusive('\n').collect();
-    let mut starts = vec![0usize];
-    for (i, l) in lines.iter().enumerate().skip(1) {
-        let t = l.trim_end();
-        if t == "---" || t.starts_with("--- ") {
-            starts.push(i);
-        }
-    }
-    if starts.len() < 2 {
-        return (Vec::new(), vec![first]);
-    }
     let mut docs = Vec::new();
     let mut errors = Vec::new();
-    for (n, &start) in starts.iter().enumerate() {
-        let end = starts.get(n + 1).copied().unwrap_or(lines.len());
-        // Blank lines in front keep every position that of the whole file.
-        let mut text = "\n".repeat(start);
-        text.extend(lines.get(start..end).unwrap_or(&[]).iter().copied());
-        let chunk = Source::new(source.name.clone(), text);
-        match parse_documents(&chunk) {
-            Ok(parsed) => docs.extend(parsed.into_iter().map(|d| Document {
-                source: source.clone(),
-                index: n,
-                ..d
-            })),
+    for chunk in crate::stream::ChunkReader::new(source.text.as_bytes()) {
+        // Reading from memory cannot fail: the text is already UTF-8.
+        let Ok(chunk) = chunk else { break };
+        match crate::stream::parse_chunk(source, &chunk, docs.len() + errors.len()) {
+            Ok(parsed) => docs.extend(parsed),
             Err(e) => errors.push(e),
         }
     }
     (docs, errors)
 }
 
-fn yaml_error(source: &Source, e: &serde_saphyr::Error) -> Error {
+fn yaml_error(source: &Source, e: &serde_saphyr::Error, line_offset: usize) -> Error {
     let pos = e.location().and_then(|l| {
-        let line = usize::try_from(l.line()).ok()?;
+        let line = usize::try_from(l.line()).ok()? + line_offset;
         let column = usize::try_from(l.column()).ok()?;
-        (line > 0).then_some(Pos { line, column })
+        (line > line_offset).then_some(Pos { line, column })
     });
     // The library's Display may embed a snippet; keep only its first line for the message.
     let text = e.to_string();
@@ -262,9 +250,9 @@ fn yaml_error(source: &Source, e: &serde_saphyr::Error) -> Error {
     }
 }
 
-fn pos_of(loc: &serde_saphyr::Location) -> Pos {
+fn pos_of(loc: &serde_saphyr::Location, line_offset: usize) -> Pos {
     Pos {
-        line: usize::try_from(loc.line()).unwrap_or(0),
+        line: usize::try_from(loc.line()).unwrap_or(0) + line_offset,
         column: usize::try_from(loc.column()).unwrap_or(0),
     }
 }
@@ -274,8 +262,9 @@ fn into_value(
     key: Option<Pos>,
     pointer: String,
     spans: &mut SpanIndex,
+    line_offset: usize,
 ) -> Value {
-    let value_pos = pos_of(&node.referenced);
+    let value_pos = pos_of(&node.referenced, line_offset);
     let scalar = !matches!(node.value, Node::Seq(_) | Node::Map(_));
     spans.spans.insert(
         pointer.clone(),
@@ -295,18 +284,24 @@ fn into_value(
                 .into_iter()
                 .enumerate()
                 .map(|(i, item)| {
-                    let pos = pos_of(&item.referenced);
-                    into_value(item, Some(pos), format!("{pointer}/{i}"), spans)
+                    let pos = pos_of(&item.referenced, line_offset);
+                    into_value(
+                        item,
+                        Some(pos),
+                        format!("{pointer}/{i}"),
+                        spans,
+                        line_offset,
+                    )
                 })
                 .collect(),
         ),
         Node::Map(entries) => {
             let mut map = Map::new();
             for (k, v) in entries {
-                let key_pos = pos_of(&k.referenced);
+                let key_pos = pos_of(&k.referenced, line_offset);
                 let key_text = k.value.into_key();
                 let child = format!("{pointer}/{}", escape_pointer(&key_text));
-                let value = into_value(v, Some(key_pos), child, spans);
+                let value = into_value(v, Some(key_pos), child, spans, line_offset);
                 map.insert(key_text, value);
             }
             Value::Object(map)

@@ -1,5 +1,7 @@
-//! Throughput of the main paths: render of the seed example, and `check` over a stream of
-//! 1,000 WorkloadRun documents (the CI use: thousands of manifests).
+//! Throughput of the main paths: loading and compiling the embedded rule packs, `render` of one
+//! WorkloadRun per framework, `check` of one Workflow, and `check` over a stream of 1,000
+//! WorkloadRun documents (the CI use: thousands of manifests). The whole-corpus and end-to-end
+//! figures come from `bench/run.sh`.
 //!
 //! `cargo bench -p nvcre-domain --bench pipeline`
 
@@ -9,20 +11,69 @@ use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use nvcre_domain::{
     CheckRequest, RenderRequest, check_document, default_rules, render_workload_run,
 };
-use nvcre_engine::{Source, parse_documents};
+use nvcre_engine::{Document, Source, parse_documents, to_yaml};
 
 const SEED: &str = include_str!("../../examples/nccl-all-reduce.yaml");
 
+/// The seed example with its framework replaced by `framework` (YAML lines at two spaces).
+fn with_framework(framework: &str) -> String {
+    let start = SEED
+        .find("  framework:\n")
+        .expect("the seed has a framework");
+    let end = SEED.find("  numNodes:").expect("the seed has numNodes");
+    format!("{}{framework}{}", &SEED[..start], &SEED[end..])
+}
+
+fn one(name: &str, text: String) -> Document {
+    parse_documents(&Source::new(name, text))
+        .expect("parses")
+        .remove(0)
+}
+
 fn bench(c: &mut Criterion) {
+    c.bench_function("load and compile the embedded rules", |b| {
+        b.iter(|| black_box(default_rules().expect("rules")))
+    });
     let rules = default_rules().expect("rules");
-    let seed = parse_documents(&Source::new("seed.yaml", SEED)).expect("seed parses");
     let req = RenderRequest {
         platform: Some("aws".into()),
         gpu_arch: Some("gb300".into()),
         ..RenderRequest::default()
     };
-    c.bench_function("render seed aws/gb300", |b| {
-        b.iter(|| render_workload_run(&rules, black_box(&seed[0]), &req).expect("renders"))
+    let frameworks = [
+        ("mpi", SEED.to_string()),
+        (
+            "torch",
+            with_framework(
+                "  framework:\n    torch:\n      script: /workspace/train.py\n      args: [\"--steps\", \"100\"]\n",
+            ),
+        ),
+        (
+            "exec",
+            with_framework(
+                "  framework:\n    exec:\n      command: [/bin/sh, -c]\n      args: [\"nvidia-smi\"]\n",
+            ),
+        ),
+    ];
+    for (name, text) in frameworks {
+        let doc = one(&format!("{name}.yaml"), text);
+        c.bench_function(&format!("render one {name} WorkloadRun aws/gb300"), |b| {
+            b.iter(|| render_workload_run(&rules, black_box(&doc), &req).expect("renders"))
+        });
+    }
+
+    let seed = one("seed.yaml", SEED.to_string());
+    let rendered = render_workload_run(&rules, &seed, &req).expect("renders");
+    let workflow = one(
+        "workflow.yaml",
+        to_yaml(&rendered.workflow).expect("serialises"),
+    );
+    let check_req = CheckRequest::default();
+    c.bench_function("check one Workflow", |b| {
+        b.iter(|| check_document(&rules, black_box(&workflow), &check_req).expect("checks"))
+    });
+    c.bench_function("check one WorkloadRun", |b| {
+        b.iter(|| check_document(&rules, black_box(&seed), &check_req).expect("checks"))
     });
 
     let stream: String = (0..1000)
@@ -37,7 +88,6 @@ fn bench(c: &mut Criterion) {
         b.iter(|| parse_documents(black_box(&source)).expect("parses"))
     });
     let docs = parse_documents(&source).expect("parses");
-    let check_req = CheckRequest::default();
     group.bench_function("check 1000 WorkloadRuns", |b| {
         b.iter(|| {
             for d in &docs {

@@ -1,0 +1,77 @@
+//! The engine's side of the CEL peer comparison in `bench/run.sh`: evaluates each expression of
+//! an expressions file over each document of a JSON array, with `object` bound once per
+//! document (not timed), and prints one line per expression:
+//! `<id> <evaluations> <nanoseconds per evaluation> <number of true results>`.
+//!
+//! `cargo run --release -p nvcre-engine --example cel_expressions -- EXPRS.json DOCS.json [ROUNDS]`
+#![forbid(unsafe_code)]
+
+use std::process::ExitCode;
+use std::time::Instant;
+
+use nvcre_engine::{CelValue, Expr, Scope};
+use serde_json::Value;
+
+fn read_json(path: &str) -> Result<Value, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"))?;
+    serde_json::from_str(&text).map_err(|e| format!("{path}: {e}"))
+}
+
+fn run(args: &[String]) -> Result<(), String> {
+    let [exprs, docs, rest @ ..] = args else {
+        return Err("usage: cel_expressions EXPRS.json DOCS.json [ROUNDS]".into());
+    };
+    let rounds: usize = rest.first().and_then(|r| r.parse().ok()).unwrap_or(5);
+    let exprs = read_json(exprs)?;
+    let docs = read_json(docs)?;
+    let docs = docs.as_array().ok_or("documents: expected a JSON array")?;
+    // One scope per document, its context built once (the first evaluation builds it).
+    let bind_start = Instant::now();
+    let scopes: Vec<Scope> = docs
+        .iter()
+        .map(|d| {
+            let mut s = Scope::new();
+            s.bind("object", d);
+            s
+        })
+        .collect();
+    let warm = Expr::compile("true").map_err(|e| e.to_string())?;
+    for s in &scopes {
+        let _ = warm.eval(s);
+    }
+    let bind_ns = bind_start.elapsed().as_nanos() as f64 / docs.len().max(1) as f64;
+    println!("bind-object {} {bind_ns:.0} 0", docs.len());
+    for e in exprs
+        .as_array()
+        .ok_or("expressions: expected a JSON array")?
+    {
+        let id = e.get("id").and_then(Value::as_str).unwrap_or("?");
+        let text = e.get("expr").and_then(Value::as_str).unwrap_or("");
+        let expr = Expr::compile(text).map_err(|err| format!("{id}: {err}"))?;
+        let mut trues = 0usize;
+        let mut best = f64::MAX;
+        for _ in 0..rounds {
+            trues = 0;
+            let start = Instant::now();
+            for s in &scopes {
+                if matches!(expr.eval(s), Ok(CelValue::Bool(true))) {
+                    trues += 1;
+                }
+            }
+            best = best.min(start.elapsed().as_nanos() as f64 / scopes.len().max(1) as f64);
+        }
+        println!("{id} {} {best:.0} {trues}", scopes.len());
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match run(&args) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("cel_expressions: {e}");
+            ExitCode::from(2)
+        }
+    }
+}

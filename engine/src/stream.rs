@@ -1,0 +1,222 @@
+//! Reading a YAML stream one document at a time, in memory bounded by the largest document.
+//!
+//! [`ChunkReader`] cuts a stream at its `---` lines (a line that is `---`, or starts with
+//! `--- `, after the first line) without parsing it; [`parse_chunk`] parses one piece with the
+//! YAML budgets applied to that piece alone, keeping line numbers those of the whole stream.
+//! `check` reads every input this way: a stream of any length and any number of documents is
+//! read in one pass, linear in its size, and a syntax error loses only its own document.
+//!
+//! A `---` at the start of a line always ends a document in YAML (even inside a quoted scalar),
+//! so cutting there gives the documents the parser would.
+
+use std::io::BufRead;
+use std::sync::Arc;
+
+use crate::error::Error;
+use crate::source::{Document, Source, parse_text};
+
+/// One piece of a stream: the lines from one `---` line (or the start) up to the next.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Chunk {
+    /// 1-based line number of the piece's first line in the stream.
+    pub first_line: usize,
+    /// The lines, each with its line terminator (the `---` line first, except for the first
+    /// piece).
+    pub text: String,
+    /// The stream's line just before the piece (the previous piece's last), with its
+    /// terminator; `None` for the first piece.
+    pub line_before: Option<String>,
+    /// The stream's line just after the piece (the next `---` line), with its terminator;
+    /// `None` for the last piece.
+    pub line_after: Option<String>,
+}
+
+impl Chunk {
+    /// The text of 1-based stream line `line`, with its terminator, when it is this piece's or
+    /// one of the two lines around it; else `None`.
+    pub fn raw_line(&self, line: usize) -> Option<&str> {
+        if line + 1 == self.first_line {
+            return self.line_before.as_deref();
+        }
+        let rel = line.checked_sub(self.first_line)?;
+        let mut lines = self.text.split_inclusive('\n');
+        match lines.nth(rel) {
+            Some(l) => Some(l),
+            // Only the line right after the last one is known.
+            None if rel == self.text.split_inclusive('\n').count() => self.line_after.as_deref(),
+            None => None,
+        }
+    }
+
+    /// [`Chunk::raw_line`] without the line terminator.
+    pub fn line(&self, line: usize) -> Option<&str> {
+        self.raw_line(line)
+            .map(|l| l.trim_end_matches('\n').trim_end_matches('\r'))
+    }
+}
+
+/// Splits a stream into [`Chunk`]s as it reads, holding one piece (and one line of look-ahead)
+/// at a time.
+///
+/// # Errors
+/// Each item is `Err` when the reader fails (an I/O error, text that is not UTF-8); the
+/// iterator ends after the first error.
+pub struct ChunkReader<R> {
+    reader: R,
+    /// Lines read so far.
+    lines: usize,
+    /// The `---` line that starts the next piece, already read.
+    pending: Option<String>,
+    /// The last line of the previous piece.
+    last_line: Option<String>,
+    done: bool,
+}
+
+impl<R: BufRead> ChunkReader<R> {
+    /// A reader of `reader`'s pieces, from its start.
+    pub fn new(reader: R) -> ChunkReader<R> {
+        ChunkReader {
+            reader,
+            lines: 0,
+            pending: None,
+            last_line: None,
+            done: false,
+        }
+    }
+}
+
+/// True when `line` (after the stream's first) starts a new document.
+fn is_separator(line: &str) -> bool {
+    let t = line.trim_end();
+    t == "---" || t.starts_with("--- ")
+}
+
+impl<R: BufRead> Iterator for ChunkReader<R> {
+    type Item = std::io::Result<Chunk>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        let first_line = self.lines + 1 - usize::from(self.pending.is_some());
+        let mut text = self.pending.take().unwrap_or_default();
+        let mut last_start = 0usize;
+        loop {
+            let start = text.len();
+            match self.reader.read_line(&mut text) {
+                Ok(0) => {
+                    self.done = true;
+                    break;
+                }
+                Ok(_) => {
+                    self.lines += 1;
+                    if self.lines > 1 && is_separator(&text[start..]) {
+                        self.pending = Some(text.split_off(start));
+                        break;
+                    }
+                    last_start = start;
+                }
+                Err(e) => {
+                    self.done = true;
+                    return Some(Err(e));
+                }
+            }
+        }
+        if text.is_empty() && self.done {
+            return None;
+        }
+        let line_before = self.last_line.take();
+        self.last_line = Some(text[last_start..].to_string());
+        let line_after = self.pending.clone();
+        Some(Ok(Chunk {
+            first_line,
+            text,
+            line_before,
+            line_after,
+        }))
+    }
+}
+
+/// Parses one [`Chunk`] of `source`'s stream: its documents (usually one; none for a piece of
+/// comments or an empty document), numbered from `first_index`, with positions in stream lines.
+///
+/// The YAML budgets (nodes, depth, aliases, scalar bytes) apply to the piece alone, so a
+/// stream of any number of documents reads; `source` is only shared by the documents (its text
+/// is not read: it may be empty for a stream that is not kept).
+///
+/// # Errors
+/// [`Error::Yaml`] with the stream line and column of a syntax error, a duplicate key or a
+/// budget breach in this piece.
+pub fn parse_chunk(
+    source: &Arc<Source>,
+    chunk: &Chunk,
+    first_index: usize,
+) -> Result<Vec<Document>, Error> {
+    parse_text(source, &chunk.text, chunk.first_line - 1, first_index)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chunks(text: &str) -> Vec<Chunk> {
+        ChunkReader::new(text.as_bytes())
+            .collect::<Result<_, _>>()
+            .expect("reads")
+    }
+
+    #[test]
+    fn pieces_start_at_separator_lines_and_know_their_neighbours() {
+        let c = chunks("a: 1\n---\nb: 2\n--- # x\nc: 3");
+        assert_eq!(
+            c.iter()
+                .map(|c| (c.first_line, c.text.as_str()))
+                .collect::<Vec<_>>(),
+            vec![(1, "a: 1\n"), (2, "---\nb: 2\n"), (4, "--- # x\nc: 3")]
+        );
+        assert_eq!(c[1].line_before.as_deref(), Some("a: 1\n"));
+        assert_eq!(c[1].line_after.as_deref(), Some("--- # x\n"));
+        assert_eq!(c[1].raw_line(3), Some("b: 2\n"));
+        assert_eq!(c[1].line(1), Some("a: 1"));
+        assert_eq!(c[1].line(3), Some("b: 2"));
+        assert_eq!(c[1].line(4), Some("--- # x"));
+        assert_eq!(c[1].line(5), None);
+        assert_eq!(c[2].line_after, None);
+        // A stream that starts with `---` is one piece there.
+        assert_eq!(chunks("---\na: 1\n").len(), 1);
+        assert!(chunks("").is_empty());
+    }
+
+    #[test]
+    fn documents_keep_stream_lines_and_count_only_documents() {
+        let src = Source::new("s.yaml", "");
+        let text = "a: 1\n---\n# only a comment\n---\nb:\n  c: [1, 2\n---\nd: 4\n";
+        let mut docs = Vec::new();
+        let mut errors = Vec::new();
+        for c in chunks(text) {
+            match parse_chunk(&src, &c, docs.len() + errors.len()) {
+                Ok(d) => docs.extend(d),
+                Err(e) => errors.push(e),
+            }
+        }
+        assert_eq!(
+            docs.iter()
+                .map(|d| (d.index, d.value.clone()))
+                .collect::<Vec<_>>(),
+            vec![
+                (0, serde_json::json!({"a": 1})),
+                (2, serde_json::json!({"d": 4}))
+            ]
+        );
+        let p = crate::FieldPath::parse("d").expect("path");
+        assert_eq!(
+            docs[1].spans.lookup(&p),
+            Some(crate::Pos { line: 8, column: 4 })
+        );
+        assert_eq!(errors.len(), 1);
+        assert!(
+            matches!(&errors[0], Error::Yaml { pos: Some(p), .. } if p.line == 6 && p.column == 6),
+            "{errors:?}"
+        );
+    }
+}
