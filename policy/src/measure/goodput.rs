@@ -155,10 +155,12 @@ impl<'p> GoodputParser<'p> {
             && let Some(caps) = p.captures(text)
         {
             let ts = self.event_ts(&caps, line_ts);
+            // The first start with a time counts (every rank may print the line); it starts
+            // the warmup window.
             if self.app_start.is_none() && ts.is_some() {
                 self.app_start = ts;
+                self.need_base = true;
             }
-            self.need_base = true;
         }
         if let Some(p) = self.pattern(PatternName::TrainingStep)
             && let Some(caps) = p.captures(text)
