@@ -21,6 +21,11 @@
 //! - a CEL field of a table row (declared with [`Contract::cel_field`], e.g. the `when.expression`
 //!   of an override row, evaluated later by the caller with its own variables) that does not
 //!   compile or reads a name the caller does not bind. Templated values are not checked.
+//!
+//! A contract may also declare document kinds besides `RulePack` and `Table`
+//! ([`Contract::document_kind`]): documents of such a kind are kept as written in
+//! [`RuleSet::documents`](crate::RuleSet::documents) after the caller's check passes; its problems
+//! refuse the set like any other, at the field they name.
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -15,7 +15,9 @@ them over JSON documents, applies patches and reports findings. The NVCRE domain
   (file, line, column and rule id), so a long-lived caller keeps its last good set.
 - A [`Contract`] declares the caller's stages (and the params each passes) and tables (with a
   JSON Schema for their rows); loading with one refuses unknown stages and tables, rows that do
-  not fit, and `params.x` reads the stage does not pass.
+  not fit, and `params.x` reads the stage does not pass. It may also declare further document kinds
+  (e.g. a caller's `LogProfile`), checked by the caller's function at load and kept in
+  [`RuleSet::documents`].
 - [`schema`] derives JSON Schemas (draft 2020-12): row schemas from Rust types for a
   [`Contract`], and the schemas of `RulePack` and `Table` files for editors.
 - [`walk_files`] / [`read_files`] list a directory the one way every reader does: path order,

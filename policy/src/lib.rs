@@ -18,6 +18,9 @@ this crate.
 - [`PolicyError`] says why a render or check produced no clean result.
 - [`load_suite`], [`SuiteRunner`] and [`coverage`] run the rule test suites under
   `rules/tests/`.
+- [`measure`] reads logs into BandwidthMeasurement / GoodputMeasurement statuses with the
+  `LogProfile` documents of a rule set (checked when the set loads), and evaluates thresholds
+  (CEL over `value`) on them.
 
 # Example
 

@@ -341,3 +341,55 @@ fn threshold_messages() {
         )
     );
 }
+
+#[test]
+fn warmup_steps_log_interval_and_checkpoint_durations() {
+    let profile = "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: LogProfile\nmetadata: {name: steps}\nspec:\n  timestamp: {layout: '2006-01-02T15:04:05Z'}\n  warmupSteps: 20\n  logInterval: 10\n  patterns:\n    trainingStep:\n      regex: 'step (?P<globalStep>\\d+) took (?P<stepTiming>[\\d.]+)ms(?: tflops (?P<tflops>[\\d.]+))?'\n      units: {stepTiming: ms}\n    applicationStart: {regex: 'started'}\n    checkpointSave: {regex: 'saved (?P<step>\\d+) in (?P<saveDuration>[\\d.]+)s'}\n    checkpointDone: {regex: 'checkpoint (?P<step>\\d+) at (?P<path>\\S+)'}\n    checkpointRestore: {regex: 'restoring'}\n";
+    let rules = RuleSet::load(
+        &[nvcre_engine::Source::new("p.yaml", profile)],
+        Some(&contract().expect("contract")),
+    )
+    .expect("loads");
+    let profiles = LogProfiles::from_rules(&rules).expect("compiles");
+    let mut p = GoodputParser::new(profiles.get("steps").expect("profile")).expect("parser");
+    let log = "\
+2026-01-01T00:00:00Z started
+2026-01-01T00:00:00Z started
+2026-01-01T00:00:10Z step 10 took 3000ms tflops 50
+2026-01-01T00:00:11Z step 15 took 1000ms
+2026-01-01T00:00:20Z step 20 took 1000ms tflops 100
+2026-01-01T00:00:30Z step 30 took 1000ms tflops 150
+2026-01-01T00:00:40Z step 40 took 2000ms
+2026-01-01T00:00:45Z saved 40 in 4.5s
+2026-01-01T00:00:46Z checkpoint 40 at /ckpt/40
+2026-01-01T00:00:47Z saved 40 in 4.5s
+2026-01-01T00:00:50Z restoring
+2026-01-01T00:00:55Z step 40 took 1000ms
+2026-01-01T00:00:60Z bad time
+2026-01-01T00:01:00Z step 50 took 1000ms
+2026-01-01T00:01:40Z step 60 took 1000ms
+";
+    for line in log.lines() {
+        p.feed(line.as_bytes());
+    }
+    assert_eq!(p.last_checkpoint_path(), Some("/ckpt/40"));
+    let s = p.status();
+    // Warmup: 10 and 20 (base 10), then 40 and 50 after the restore (base 40); 15 is off
+    // the log interval.
+    assert_eq!(s.warmup_base_step, Some(40));
+    assert_eq!(s.warmup_time_sec.as_deref(), Some("6.000000"));
+    assert_eq!(s.avg_step_time_sec.as_deref(), Some("1.333333"));
+    assert_eq!(s.non_warmup_time_sec.as_deref(), Some("50.000000"));
+    assert_eq!(s.last_non_warmup_step, 60);
+    assert_eq!(s.avg_tflops_per_gpu.as_deref(), Some("100.000000"));
+    assert_eq!(s.checkpoint_save_time_sec.as_deref(), Some("4.500000"));
+    assert_eq!(s.last_checkpoint_step, 40);
+    assert_eq!(s.resume_time_sec.as_deref(), Some("10.000000"));
+    assert_eq!(s.training_time_sec.as_deref(), Some("100.000000"));
+    assert_eq!(s.result.as_deref(), Some("0.855000"));
+    assert_eq!((s.current_step, s.highest_step), (60, 60));
+    assert_eq!(
+        s.last_step_timestamp.as_deref(),
+        Some("2026-01-01T00:01:40Z")
+    );
+}

@@ -155,10 +155,12 @@ impl<'p> GoodputParser<'p> {
             && let Some(caps) = p.captures(text)
         {
             let ts = self.event_ts(&caps, line_ts);
+            // The first start with a time counts (every rank may print the line); it starts
+            // the warmup window.
             if self.app_start.is_none() && ts.is_some() {
                 self.app_start = ts;
+                self.need_base = true;
             }
-            self.need_base = true;
         }
         if let Some(p) = self.pattern(PatternName::TrainingStep)
             && let Some(caps) = p.captures(text)
@@ -326,9 +328,12 @@ impl<'p> GoodputParser<'p> {
                 self.counted_step = step;
             }
         }
+        let previous = self.last_checkpoint.take();
+        let same_step = previous.as_ref().is_some_and(|c| c.step == step);
         self.last_checkpoint = Some(Checkpoint {
-            step: step.or(self.last_checkpoint.as_ref().and_then(|c| c.step)),
-            path,
+            step: step.or(previous.as_ref().and_then(|c| c.step)),
+            // The same checkpoint reported again keeps the path it was saved to.
+            path: path.or_else(|| previous.filter(|_| same_step).and_then(|c| c.path)),
             ts,
             from_save,
         });

@@ -242,7 +242,7 @@ impl CompiledProfile {
 /// Matching runs on bytes, so a line need not be UTF-8.
 ///
 /// # Errors
-/// `error parsing regexp: <what>: `<regex>`` (the shape of Go's message; the wording is the
+/// ``error parsing regexp: <what>: `<regex>` `` (the shape of Go's message; the wording is the
 /// Rust regex parser's).
 pub fn go_regex(regex: &str) -> Result<Regex, String> {
     RegexBuilder::new(regex)
