@@ -302,7 +302,7 @@ fn missing_architecture_is_the_exact_error() {
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "Error: cannot determine GPU architecture: nvidia.com/gpu.product label required in target.nodeSelector\n"
+        "Error: cannot determine GPU architecture: nvidia.com/gpu.product label required in target.nodeSelector (or pass --gpu-arch ARCH, or --nodes-file FILE to detect it from the target nodes)\n"
     );
 }
 

@@ -133,7 +133,8 @@ fn resolve_node_context(
                 .unwrap_or_default();
             if product.is_empty() && !req.allow_unknown_arch {
                 return Err(PolicyError::Usage(format!(
-                    "cannot determine GPU architecture: {} label required in target.nodeSelector",
+                    "cannot determine GPU architecture: {} label required in target.nodeSelector \
+                     (or pass --gpu-arch ARCH, or --nodes-file FILE to detect it from the target nodes)",
                     crate::nodes::GPU_PRODUCT_LABEL
                 )));
             }
