@@ -1,4 +1,4 @@
-//! Runs every rule test suite under `rules/tests` with the embedded rules (STYLE.md rule 13), and
+//! Runs every rule test suite under `rules/tests` with the embedded rules (so `cargo test` runs them), and
 //! checks that every pack, table and validating rule has a case.
 //!
 //! One file alone:
