@@ -22,6 +22,7 @@ use std::process::ExitCode;
 
 use nvcre_domain::{RenderRequest, default_rules, expand, render_document};
 use nvcre_engine::{Source, parse_documents, to_yaml};
+use nvcre_tests::generators::Catalog;
 use serde_json::{Value, json};
 
 /// SplitMix64: a few lines of well-known arithmetic, enough for choosing shapes reproducibly.
@@ -43,12 +44,9 @@ impl Rng {
     }
 }
 
-const PLATFORMS: &[&str] = &["aws", "gcp", "azure", "oci", "onprem"];
-const ARCHES: &[&str] = &["h100", "h200", "a100", "gb200", "gb300", "b200"];
-
 /// WorkloadRun number `i`: the shape is a mixed-radix reading of `i` (so every combination of
 /// framework × gang × labels × overrides × placement appears), the details come from `rng`.
-fn workload_run(i: usize, rng: &mut Rng) -> Value {
+fn workload_run(i: usize, rng: &mut Rng, cat: &Catalog) -> Value {
     let framework = match i % 4 {
         0 => {
             json!({"torch": {"script": "/workspace/train.py", "args": ["--steps", rng.below(1000).to_string()]}})
@@ -110,14 +108,14 @@ fn workload_run(i: usize, rng: &mut Rng) -> Value {
         1 => {
             s.insert(
                 "overrides".into(),
-                json!([{"when": {"platform": {"equals": *rng.pick(PLATFORMS)}},
+                json!([{"when": {"platform": {"equals": &rng.pick(&cat.platforms).0}},
                         "jobTemplate": {"spec": {"workloadMetadata": {"labels": {"cost-center": "hpc"}}}}}]),
             );
         }
         _ => {
             s.insert(
                 "overrides".into(),
-                json!([{"when": {"gpuArchitecture": {"equals": *rng.pick(ARCHES)}},
+                json!([{"when": {"gpuArchitecture": {"equals": rng.pick(&cat.gpu_architectures)}},
                         "jobTemplate": {"spec": {"workloadMetadata": {"labels": {"tier": "gold"}}}}}]),
             );
         }
@@ -165,6 +163,8 @@ fn write(path: &Path, text: &str) -> Result<(), String> {
 
 fn run(out: &Path, docs: usize, seed: u64) -> Result<(), String> {
     let rules = default_rules().map_err(|e| format!("rules: {e:?}"))?;
+    // Platforms and architectures come from the rule tables, so a new table row is benchmarked too.
+    let catalog = Catalog::from_rules(&rules)?;
     let dir = out.join("mixed");
     if dir.exists() {
         std::fs::remove_dir_all(&dir).map_err(|e| format!("clearing {}: {e}", dir.display()))?;
@@ -182,7 +182,7 @@ fn run(out: &Path, docs: usize, seed: u64) -> Result<(), String> {
     };
     let mut i = 0usize;
     while mixed.len() < docs || runs.len() < docs {
-        let wr = workload_run(i, &mut rng);
+        let wr = workload_run(i, &mut rng, &catalog);
         let text = yaml(&wr)?;
         if peers.len() < 1000 {
             peers.push(wr.clone());
@@ -192,8 +192,8 @@ fn run(out: &Path, docs: usize, seed: u64) -> Result<(), String> {
         }
         if mixed.len() < docs {
             mixed.push(text.clone());
-            let platform = *rng.pick(PLATFORMS);
-            let arch = *rng.pick(ARCHES);
+            let platform = rng.pick(&catalog.platforms).0.as_str();
+            let arch = rng.pick(&catalog.gpu_architectures).as_str();
             let req = RenderRequest {
                 platform: Some(platform.into()),
                 gpu_arch: Some(arch.into()),

@@ -47,24 +47,7 @@ where
 }
 
 fn trainer_crd(kind: &str, plural: &str) -> CustomResourceDefinition {
-    serde_json::from_value(json!({
-        "apiVersion": "apiextensions.k8s.io/v1",
-        "kind": "CustomResourceDefinition",
-        "metadata": {"name": format!("{plural}.trainer.kubeflow.org")},
-        "spec": {
-            "group": "trainer.kubeflow.org",
-            "scope": "Namespaced",
-            "names": {"kind": kind, "plural": plural, "singular": kind.to_ascii_lowercase(),
-                      "listKind": format!("{kind}List")},
-            "versions": [{
-                "name": "v1alpha1", "served": true, "storage": true,
-                "schema": {"openAPIV3Schema": {
-                    "type": "object", "x-kubernetes-preserve-unknown-fields": true}},
-                "subresources": {"status": {}}
-            }]
-        }
-    }))
-    .expect("trainer crd")
+    nvcre_fake_apiserver::fixtures::trainer_crd(kind, plural).expect("trainer crd")
 }
 
 /// A fake cluster: the CRDs, namespace `team-a`, four AWS H100 nodes; and a kubeconfig file

@@ -96,6 +96,7 @@ foreground deletion (treated as background); graceful pod deletion; periodic boo
 )]
 
 pub mod fields;
+pub mod fixtures;
 pub mod registry;
 pub mod schema;
 pub mod selector;
