@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 
 use super::report::{self, Inputs, WorkloadRunReport};
 use super::{
-    EXIT_FAILED, EXIT_NOT_FINISHED, EXIT_USAGE, KubeArgs, OutputFormat, connect, is_not_found,
-    not_found, phase,
+    Connection, EXIT_FAILED, EXIT_NOT_FINISHED, EXIT_USAGE, KubeArgs, OutputFormat, connect,
+    is_not_found, not_found, phase,
 };
 use crate::report::{error_line, stderr_line};
 
@@ -226,16 +226,27 @@ fn namespace_of(args: &KubeArgs, context_namespace: &str) -> String {
         .unwrap_or_else(|| context_namespace.to_string())
 }
 
-/// `workloadrun status NAME`: exits 0 in every phase, 2 when the run is missing or unreadable.
-pub async fn status(args: &StatusArgs) -> u8 {
-    let conn = match connect(&args.kube).await {
-        Ok(c) => c,
+/// Connects with the kube flags and resolves the namespace a verb acts in (`-n`, else the
+/// context's). A connection error is printed and becomes the exit code 2.
+async fn connect_in_namespace(kube: &KubeArgs) -> Result<(Connection, String), u8> {
+    match connect(kube).await {
+        Ok(conn) => {
+            let ns = namespace_of(kube, &conn.context_namespace);
+            Ok((conn, ns))
+        }
         Err(e) => {
             error_line(&e);
-            return EXIT_USAGE;
+            Err(EXIT_USAGE)
         }
+    }
+}
+
+/// `workloadrun status NAME`: exits 0 in every phase, 2 when the run is missing or unreadable.
+pub async fn status(args: &StatusArgs) -> u8 {
+    let (conn, ns) = match connect_in_namespace(&args.kube).await {
+        Ok(c) => c,
+        Err(code) => return code,
     };
-    let ns = namespace_of(&args.kube, &conn.context_namespace);
     let runs: Api<WorkloadRunResource> = Api::namespaced(conn.client.clone(), &ns);
     let run = match runs.get_opt(&args.name).await {
         Ok(Some(r)) => r,
@@ -304,14 +315,10 @@ pub fn print_report(r: &WorkloadRunReport, output: OutputFormat) {
 
 /// `workloadrun report NAME`: the report on stdout; exit 0 only for a succeeded run.
 pub async fn report(args: &ReportArgs) -> u8 {
-    let conn = match connect(&args.kube).await {
+    let (conn, ns) = match connect_in_namespace(&args.kube).await {
         Ok(c) => c,
-        Err(e) => {
-            error_line(&e);
-            return EXIT_USAGE;
-        }
+        Err(code) => return code,
     };
-    let ns = namespace_of(&args.kube, &conn.context_namespace);
     let r = match gather(&conn.client, &ns, &args.name).await {
         Ok(Some(r)) => r,
         Ok(None) => {
@@ -343,14 +350,10 @@ pub async fn report(args: &ReportArgs) -> u8 {
 /// the Workflow, jobs and the pull Secret it owns). A missing run is a warning; any other
 /// failure is reported and makes the exit 2 once every name was tried.
 pub async fn cancel(args: &CancelArgs) -> u8 {
-    let conn = match connect(&args.kube).await {
+    let (conn, ns) = match connect_in_namespace(&args.kube).await {
         Ok(c) => c,
-        Err(e) => {
-            error_line(&e);
-            return EXIT_USAGE;
-        }
+        Err(code) => return code,
     };
-    let ns = namespace_of(&args.kube, &conn.context_namespace);
     let runs: Api<WorkloadRunResource> = Api::namespaced(conn.client.clone(), &ns);
     let mut code = 0;
     for name in &args.names {
