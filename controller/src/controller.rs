@@ -20,6 +20,7 @@ use nvcre_domain::Node;
 use nvcre_domain::crd::{
     API_VERSION, WORKFLOW_LABEL, WORKLOAD_RUN_LABEL, WorkflowResource, WorkloadRunResource,
 };
+use nvcre_domain::measure::{BandwidthMeasurementResource, GoodputMeasurementResource};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tracing::{info, warn};
@@ -103,6 +104,7 @@ struct Ctx {
     rules: Arc<RulesHolder>,
     metrics: Arc<Metrics>,
     recorder: Recorder,
+    measure: crate::measure::MeasureCtx,
 }
 
 /// Runs the controller until `shutdown` completes (then in-flight reconciles finish and the
@@ -158,6 +160,12 @@ pub async fn run(
     );
     let ctx = Arc::new(Ctx {
         client: client.clone(),
+        measure: crate::measure::MeasureCtx {
+            client: client.clone(),
+            rules: Arc::clone(&rules),
+            metrics: Arc::clone(&metrics),
+            sampled: std::sync::Mutex::new(std::collections::HashMap::new()),
+        },
         rules,
         metrics,
         recorder,
@@ -363,16 +371,81 @@ async fn run_controllers(
                 warn!(error = %e, "workloadrun reconcile");
             }
         });
+    let (bms, gms): (
+        Api<BandwidthMeasurementResource>,
+        Api<GoodputMeasurementResource>,
+    ) = match &namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
     let workflow_controller = Controller::new(workflows, watcher::Config::default())
-        .owns_with(jobs, tj, watcher::Config::default())
-        .graceful_shutdown_on(stopped(rx))
-        .run(reconcile_workflow, error_policy_workflow, ctx)
+        .owns_with(jobs.clone(), tj.clone(), watcher::Config::default())
+        // A measurement completing is when a group's thresholds can be evaluated.
+        .owns(bms.clone(), watcher::Config::default())
+        .owns(gms.clone(), watcher::Config::default())
+        .graceful_shutdown_on(stopped(rx.clone()))
+        .run(reconcile_workflow, error_policy_workflow, Arc::clone(&ctx))
         .for_each(|r| async move {
             if let Err(e) = r {
                 warn!(error = %e, "workflow reconcile");
             }
         });
-    futures::join!(run_controller, workflow_controller);
+    let bandwidth_controller = Controller::new(bms, watcher::Config::default())
+        .watches_with(
+            jobs.clone(),
+            tj.clone(),
+            watcher::Config::default(),
+            measured(crate::measure::BANDWIDTH_SUFFIX),
+        )
+        .graceful_shutdown_on(stopped(rx.clone()))
+        .run(
+            reconcile_bandwidth,
+            error_policy_bandwidth,
+            Arc::clone(&ctx),
+        )
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                warn!(error = %e, "bandwidthmeasurement reconcile");
+            }
+        });
+    let goodput_controller = Controller::new(gms, watcher::Config::default())
+        .watches_with(
+            jobs,
+            tj,
+            watcher::Config::default(),
+            measured(crate::measure::GOODPUT_SUFFIX),
+        )
+        .graceful_shutdown_on(stopped(rx))
+        .run(reconcile_goodput, error_policy_goodput, ctx)
+        .for_each(|r| async move {
+            if let Err(e) = r {
+                warn!(error = %e, "goodputmeasurement reconcile");
+            }
+        });
+    futures::join!(
+        run_controller,
+        workflow_controller,
+        bandwidth_controller,
+        goodput_controller
+    );
+}
+
+/// Maps a TrainJob to its measurement of kind `K`, which has a deterministic name:
+/// `<job>-bandwidth`, `<job>-goodput`.
+fn measured<K>(suffix: &'static str) -> impl Fn(DynamicObject) -> Option<ObjectRef<K>> + Clone
+where
+    K: Resource<DynamicType = ()> + kube::runtime::reflector::Lookup<DynamicType = ()>,
+{
+    move |job: DynamicObject| {
+        let name = format!("{}{suffix}", job.name_any());
+        Some(match job.namespace() {
+            Some(ns) => ObjectRef::new(&name).within(&ns),
+            None => ObjectRef::new(&name),
+        })
+    }
 }
 
 fn now() -> (i64, String) {
@@ -499,6 +572,40 @@ fn error_policy_run(_: Arc<WorkloadRunResource>, e: &Error, ctx: Arc<Ctx>) -> Ac
     e.action()
 }
 
+async fn reconcile_bandwidth(
+    bm: Arc<BandwidthMeasurementResource>,
+    ctx: Arc<Ctx>,
+) -> Result<Action, Error> {
+    let start = Instant::now();
+    let result = crate::measure::reconcile_bandwidth(&bm, &ctx.measure).await;
+    observe(&ctx, "bandwidthmeasurement", start);
+    result.map(action)
+}
+
+async fn reconcile_goodput(
+    gm: Arc<GoodputMeasurementResource>,
+    ctx: Arc<Ctx>,
+) -> Result<Action, Error> {
+    let start = Instant::now();
+    let result = crate::measure::reconcile_goodput(&gm, &ctx.measure).await;
+    observe(&ctx, "goodputmeasurement", start);
+    result.map(action)
+}
+
+fn error_policy_bandwidth(
+    _: Arc<BandwidthMeasurementResource>,
+    e: &Error,
+    ctx: Arc<Ctx>,
+) -> Action {
+    count_error(&ctx, "bandwidthmeasurement", e);
+    e.action()
+}
+
+fn error_policy_goodput(_: Arc<GoodputMeasurementResource>, e: &Error, ctx: Arc<Ctx>) -> Action {
+    count_error(&ctx, "goodputmeasurement", e);
+    e.action()
+}
+
 fn error_policy_workflow(_: Arc<WorkflowResource>, e: &Error, ctx: Arc<Ctx>) -> Action {
     count_error(&ctx, "workflow", e);
     e.action()
@@ -523,6 +630,22 @@ async fn reconcile_workflow(wf: Arc<WorkflowResource>, ctx: Arc<Ctx>) -> Result<
 }
 
 fn observed_job(job: &DynamicObject) -> ObservedJob {
+    let finished_at = job
+        .data
+        .pointer("/status/conditions")
+        .and_then(Value::as_array)
+        .and_then(|cs| {
+            cs.iter().find(|c| {
+                matches!(
+                    c.get("type").and_then(Value::as_str),
+                    Some("Complete" | "Succeeded" | "Failed")
+                ) && c.get("status").and_then(Value::as_str) == Some("True")
+            })
+        })
+        .and_then(|c| c.get("lastTransitionTime"))
+        .and_then(Value::as_str)
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .map(|t| t.as_second());
     let conditions = job
         .data
         .pointer("/status/conditions")
@@ -549,6 +672,7 @@ fn observed_job(job: &DynamicObject) -> ObservedJob {
             .as_ref()
             .map(|t| t.0.as_second()),
         conditions,
+        finished_at,
     }
 }
 
@@ -565,6 +689,7 @@ async fn reconcile_workflow_inner(wf: &WorkflowResource, ctx: &Ctx) -> Result<Ac
         .iter()
         .map(|j| (j.name_any(), observed_job(j)))
         .collect();
+    let measurements = crate::measure::final_measurements(&ctx.client, &ns, &name).await?;
     let rules = ctx.rules.current();
     let (now_secs, now) = now();
     let decision = decide_workflow(
@@ -573,6 +698,7 @@ async fn reconcile_workflow_inner(wf: &WorkflowResource, ctx: &Ctx) -> Result<Ac
             workflow: wf,
             nodes: &nodes,
             jobs: &jobs,
+            measurements: &measurements,
             now_secs,
             now: &now,
         },

@@ -26,6 +26,7 @@ pub mod conditions;
 mod controller;
 pub mod error;
 pub mod http;
+pub mod measure;
 pub mod metrics;
 pub mod rules;
 pub mod workflow;

@@ -2,7 +2,11 @@
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicU64;
+
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
@@ -22,6 +26,71 @@ pub struct ErrorLabels {
     pub kind: String,
 }
 
+/// Labels of the NCCL bandwidth gauges.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BandwidthLabels {
+    /// The BandwidthMeasurement's namespace.
+    pub namespace: String,
+    /// Its name.
+    pub measurement: String,
+    /// `spec.jobRef.name`: the TrainJob.
+    pub job: String,
+    /// The `nvcre.nvidia.com/workflow` label.
+    pub workflow: String,
+    /// `spec.testType` (`all_reduce`, …).
+    pub nccl_test: String,
+    /// The message size, bytes, in decimal.
+    pub message_size_bytes: String,
+}
+
+/// Labels of the goodput gauges.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GoodputLabels {
+    /// The GoodputMeasurement's namespace.
+    pub namespace: String,
+    /// Its name.
+    pub measurement: String,
+    /// `spec.jobRef.name`: the TrainJob.
+    pub job: String,
+    /// The `nvcre.nvidia.com/workflow` label.
+    pub workflow: String,
+}
+
+/// A gauge of floating-point values.
+pub type FloatGauge = Gauge<f64, AtomicU64>;
+
+/// The goodput gauges `nvcre_goodput_<name>`, with their help text.
+pub const GOODPUT_GAUGES: [(&str, &str); 10] = [
+    ("ratio", "Goodput ratio, 0 to 1"),
+    ("avg_tflops_per_gpu", "Average TFLOP/s per GPU"),
+    ("training_time_seconds", "Training wall time, seconds"),
+    (
+        "reschedule_time_seconds",
+        "Time spent rescheduling after interruptions, seconds",
+    ),
+    (
+        "resume_time_seconds",
+        "Time from start or resume to the first step, seconds",
+    ),
+    (
+        "checkpoint_save_time_seconds",
+        "Time spent saving checkpoints, seconds",
+    ),
+    (
+        "lost_work_time_seconds",
+        "Work lost to interruptions, seconds",
+    ),
+    ("warmup_time_seconds", "Time spent in warmup steps, seconds"),
+    (
+        "non_warmup_time_seconds",
+        "Time spent in non-warmup steps, seconds",
+    ),
+    (
+        "avg_step_time_seconds",
+        "Average step time excluding warmup, seconds",
+    ),
+];
+
 /// Every metric the controller exports.
 #[derive(Debug)]
 pub struct Metrics {
@@ -35,6 +104,12 @@ pub struct Metrics {
     pub rules_reloads: Counter,
     /// `nvcre_rules_reload_failures_total`: changed rule sets refused.
     pub rules_reload_failures: Counter,
+    /// `nvcre_nccl_algbw_gbps`: running-average algorithm bandwidth per message size, GB/s.
+    pub nccl_algbw: Family<BandwidthLabels, FloatGauge>,
+    /// `nvcre_nccl_busbw_gbps`: running-average bus bandwidth per message size, GB/s.
+    pub nccl_busbw: Family<BandwidthLabels, FloatGauge>,
+    /// `nvcre_goodput_<name>` by name (see [`GOODPUT_GAUGES`]).
+    pub goodput: BTreeMap<&'static str, Family<GoodputLabels, FloatGauge>>,
     registry: Registry,
 }
 
@@ -66,12 +141,33 @@ impl Metrics {
             "Changed rule sets refused (the last good set stayed in force)",
             rules_reload_failures.clone(),
         );
+        let nccl_algbw = Family::<BandwidthLabels, FloatGauge>::default();
+        let nccl_busbw = Family::<BandwidthLabels, FloatGauge>::default();
+        registry.register(
+            "nccl_algbw_gbps",
+            "NCCL algorithm bandwidth per message size, GB/s",
+            nccl_algbw.clone(),
+        );
+        registry.register(
+            "nccl_busbw_gbps",
+            "NCCL bus bandwidth per message size, GB/s",
+            nccl_busbw.clone(),
+        );
+        let mut goodput = BTreeMap::new();
+        for (name, help) in GOODPUT_GAUGES {
+            let family = Family::<GoodputLabels, FloatGauge>::default();
+            registry.register(format!("goodput_{name}"), help, family.clone());
+            goodput.insert(name, family);
+        }
         Metrics {
             reconciles,
             errors,
             durations,
             rules_reloads,
             rules_reload_failures,
+            nccl_algbw,
+            nccl_busbw,
+            goodput,
             registry,
         }
     }

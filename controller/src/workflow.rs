@@ -21,7 +21,11 @@ use nvcre_domain::{Node, PolicyError, RenderRequest, expand, place, render_workf
 use nvcre_engine::{RuleSet, Source, parse_documents};
 use serde_json::{Value, json};
 
-use crate::conditions::{self, FAILED, IN_PROGRESS, SUCCEEDED, is_terminal, set_execution};
+use crate::conditions::{
+    self, FAILED, IN_PROGRESS, SUCCEEDED, VALIDATION_FAILED, is_terminal, set_execution,
+};
+use crate::measure::{JobMeasured, measurement_manifests};
+use nvcre_domain::measure::{Measured, Source as MeasureSource, Thresholds, measured_value};
 
 /// A TrainJob as the reconciler sees it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -32,6 +36,9 @@ pub struct ObservedJob {
     pub created_at: Option<i64>,
     /// `(type, status, message)` of each condition.
     pub conditions: Vec<(String, String, String)>,
+    /// When its `Complete`, `Succeeded` or `Failed` condition turned true, seconds since the
+    /// Unix epoch (the wait for measurements counts from it).
+    pub finished_at: Option<i64>,
 }
 
 /// What [`decide_workflow`] looks at.
@@ -43,6 +50,8 @@ pub struct WorkflowObservation<'a> {
     pub nodes: &'a Arc<Vec<Node>>,
     /// The TrainJobs labelled with this Workflow, by name.
     pub jobs: &'a BTreeMap<String, ObservedJob>,
+    /// The final measurements of those TrainJobs, by TrainJob name (what thresholds read).
+    pub measurements: &'a BTreeMap<String, JobMeasured>,
     /// Now, seconds since the Unix epoch.
     pub now_secs: i64,
     /// Now, RFC 3339.
@@ -86,6 +95,155 @@ pub const DEFAULT_TIMEOUT_SECS: i64 = 24 * 3600;
 pub const JOB_FAILED: &str = "JobFailed";
 /// Group (and Workflow) reason of a TrainJob that ran past `timeoutPerJob`.
 pub const JOB_TIMED_OUT: &str = "JobTimedOut";
+/// Group reason: a threshold's expression returned false.
+pub const THRESHOLD_VIOLATED: &str = "ThresholdViolated";
+/// Group reason: a threshold's expression could not be evaluated.
+pub const INVALID_THRESHOLD_EXPRESSION: &str = "InvalidThresholdExpression";
+/// Group reason: `spec.thresholds` names a key no measurement produces, or does not compile.
+pub const UNKNOWN_THRESHOLD_KEY: &str = "UnknownThresholdKey";
+/// Group reason: a threshold's value was not measured within `measurementTimeout`.
+pub const MEASUREMENT_TIMEOUT: &str = "MeasurementTimeout";
+/// Workflow reason when a failed group failed its performance validation.
+pub const JOB_VALIDATION_FAILED: &str = "JobValidationFailed";
+/// The Workflow's `ValidationFailed` message.
+pub const VALIDATION_FAILED_MESSAGE: &str =
+    "One or more Jobs failed performance threshold validation";
+/// `measurementTimeout` when the Workflow sets none (or one that does not parse): 5 minutes.
+pub const DEFAULT_MEASUREMENT_TIMEOUT_SECS: i64 = 300;
+
+/// Whether a group failure reason is a performance-validation failure.
+pub fn is_validation_reason(reason: &str) -> bool {
+    matches!(
+        reason,
+        THRESHOLD_VIOLATED
+            | INVALID_THRESHOLD_EXPRESSION
+            | UNKNOWN_THRESHOLD_KEY
+            | MEASUREMENT_TIMEOUT
+    )
+}
+
+/// A duration in Go's `time.Duration` notation (`5m0s`, `1h0m0s`, `45s`), as the
+/// MeasurementTimeout message prints it.
+pub fn go_duration(secs: i64) -> String {
+    let (h, m, s) = (secs / 3600, (secs % 3600) / 60, secs % 60);
+    if h > 0 {
+        format!("{h}h{m}m{s}s")
+    } else if m > 0 {
+        format!("{m}m{s}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+/// What measuring a group's TrainJob takes: the measurement configs of the resolved Workflow's
+/// `jobTemplate.spec`, its thresholds (`validation.performance.thresholds.thresholds`) and how
+/// long to wait for their values after the job completes.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MeasurementPlan {
+    /// `jobTemplate.spec.bandwidthMeasurement`.
+    pub bandwidth: Option<Value>,
+    /// `jobTemplate.spec.goodputMeasurement`.
+    pub goodput: Option<Value>,
+    /// Metric key → CEL over `value`.
+    pub thresholds: BTreeMap<String, String>,
+    /// `validation.performance.measurementTimeout` (else `jobTemplate.spec.measurementTimeout`,
+    /// else [`DEFAULT_MEASUREMENT_TIMEOUT_SECS`]), seconds.
+    pub timeout_secs: i64,
+}
+
+impl MeasurementPlan {
+    /// Reads the plan from a resolved Workflow spec.
+    pub fn from_workflow(spec: &nvcre_domain::crd::WorkflowSpec) -> MeasurementPlan {
+        let job = spec.job_template.get("spec");
+        let perf = spec.validation.as_ref().and_then(|v| v.get("performance"));
+        let thresholds = perf
+            .and_then(|p| p.pointer("/thresholds/thresholds"))
+            .and_then(Value::as_object)
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let timeout = perf
+            .and_then(|p| p.get("measurementTimeout"))
+            .or_else(|| job.and_then(|j| j.get("measurementTimeout")))
+            .and_then(Value::as_str)
+            .and_then(parse_go_duration)
+            .filter(|s| *s > 0)
+            .unwrap_or(DEFAULT_MEASUREMENT_TIMEOUT_SECS);
+        MeasurementPlan {
+            bandwidth: job.and_then(|j| j.get("bandwidthMeasurement")).cloned(),
+            goodput: job.and_then(|j| j.get("goodputMeasurement")).cloned(),
+            thresholds,
+            timeout_secs: timeout,
+        }
+    }
+}
+
+/// The performance validation of a completed TrainJob: `Ok(())` when every threshold holds,
+/// `Err(None)` while a value is still awaited, `Err(Some((reason, message)))` when it failed.
+///
+/// Unknown keys fail at once (`UnknownThresholdKey`); a key without a final measured value
+/// waits until `timeout_secs` after the job completed, then fails with
+/// `Measurement data not available within 5m0s for keys: [k1 k2]` (keys sorted, so the message
+/// is deterministic); otherwise the first violated threshold (keys sorted) fails it with
+/// `ThresholdViolated` or `InvalidThresholdExpression` and its message.
+pub fn validate_job(
+    plan: &MeasurementPlan,
+    measured: Option<&JobMeasured>,
+    waited_secs: i64,
+) -> Result<(), Option<(&'static str, String)>> {
+    if plan.thresholds.is_empty() {
+        return Ok(());
+    }
+    let thresholds = Thresholds::compile(&plan.thresholds)
+        .map_err(|errors| Some((UNKNOWN_THRESHOLD_KEY, errors.join("; "))))?;
+    let bandwidth = measured
+        .and_then(|m| m.bandwidth.clone())
+        .map(Measured::Bandwidth);
+    let goodput = measured
+        .and_then(|m| m.goodput.clone())
+        .map(|g| Measured::Goodput(Box::new(g)));
+    let value = |t: &nvcre_domain::measure::Threshold| {
+        let source = match t.key.source {
+            MeasureSource::Bandwidth => bandwidth.as_ref(),
+            MeasureSource::Goodput => goodput.as_ref(),
+        };
+        source.and_then(|m| measured_value(m, t.key.key))
+    };
+    let missing: Vec<&str> = thresholds
+        .iter()
+        .filter(|t| value(t).is_none())
+        .map(|t| t.key.key)
+        .collect();
+    if !missing.is_empty() {
+        if waited_secs > plan.timeout_secs {
+            return Err(Some((
+                MEASUREMENT_TIMEOUT,
+                format!(
+                    "Measurement data not available within {} for keys: [{}]",
+                    go_duration(plan.timeout_secs),
+                    missing.join(" ")
+                ),
+            )));
+        }
+        return Err(None);
+    }
+    for t in thresholds.iter() {
+        let r = t.evaluate(value(t));
+        if !r.passed {
+            let reason = match r.reason {
+                Some(nvcre_domain::measure::ViolationReason::ThresholdViolated) => {
+                    THRESHOLD_VIOLATED
+                }
+                _ => INVALID_THRESHOLD_EXPRESSION,
+            };
+            return Err(Some((reason, r.message.unwrap_or_default())));
+        }
+    }
+    Ok(())
+}
 
 /// The Failed reason of a child of the deterministic name that another owner controls:
 /// `JobNameCollision` for a TrainJob, `DependencyNameCollision` for anything else.
@@ -283,9 +441,27 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                 .map(|(_, _, m)| m.clone())
         };
         let failure = if cond("Complete").or_else(|| cond("Succeeded")).is_some() {
-            g.phase = "Succeeded".into();
-            g.completion_time = Some(obs.now.to_string());
-            None
+            let waited = job
+                .finished_at
+                .map_or(0, |t| obs.now_secs.saturating_sub(t));
+            match validate_job(
+                &planned.measurement,
+                obs.measurements.get(&job_name),
+                waited,
+            ) {
+                Ok(()) => {
+                    g.phase = "Succeeded".into();
+                    g.completion_time = Some(obs.now.to_string());
+                    None
+                }
+                // The job is done; its measurements are not final yet.
+                Err(None) => {
+                    g.phase = "Running".into();
+                    g.message = Some("TrainJob completed; waiting for its measurements".into());
+                    None
+                }
+                Err(Some((reason, message))) => Some((reason, message)),
+            }
         } else if let Some(m) = cond("Failed") {
             Some((JOB_FAILED, m))
         } else if job
@@ -303,7 +479,7 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
         let Some((reason, message)) = failure else {
             continue;
         };
-        let retry = reason == JOB_FAILED && g.retries < exec.retry_failed_groups;
+        let retry = reason != JOB_TIMED_OUT && g.retries < exec.retry_failed_groups;
         if retry || reason == JOB_TIMED_OUT {
             delete.push(ChildRef {
                 api_version: "trainer.kubeflow.org/v1alpha1".into(),
@@ -345,6 +521,15 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
             .job_name
             .as_ref()
             .map(|j| attempt_job_name(j, iteration, g.retries));
+        if let Some(job) = &g.job_ref {
+            apply.extend(measurement_manifests(
+                wf,
+                job,
+                planned.measurement.bandwidth.as_ref(),
+                planned.measurement.goodput.as_ref(),
+            ));
+        }
+        g.message = None;
         g.phase = "Running".into();
         g.iteration = iteration;
         g.start_time = Some(obs.now.to_string());
@@ -429,11 +614,28 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                     obs.now,
                 );
             } else {
+                let validation = failures.iter().any(|f| is_validation_reason(&f.reason));
                 let reason = if failures.iter().all(|f| f.reason == JOB_TIMED_OUT) {
                     JOB_TIMED_OUT
+                } else if validation {
+                    JOB_VALIDATION_FAILED
                 } else {
                     "IterationsFailed"
                 };
+                if validation {
+                    conditions::set(
+                        &mut status.conditions,
+                        nvcre_domain::crd::Condition {
+                            type_: VALIDATION_FAILED.into(),
+                            status: "True".into(),
+                            reason: JOB_VALIDATION_FAILED.into(),
+                            message: VALIDATION_FAILED_MESSAGE.into(),
+                            last_transition_time: None,
+                            observed_generation: gen_,
+                        },
+                        obs.now,
+                    );
+                }
                 set_execution(
                     &mut status.conditions,
                     FAILED,
@@ -508,6 +710,8 @@ pub struct Plan {
     pub gpu_products: Vec<String>,
     /// The execution settings of the resolved Workflow (overrides may change them).
     pub execution: Execution,
+    /// What measuring each group's TrainJob takes.
+    pub measurement: MeasurementPlan,
 }
 
 /// Resolves and places the Workflow: [`render_workflow`] with the nodes, the [`expand`] checks
@@ -583,6 +787,7 @@ pub fn plan(
         excluded: placement.excluded.clone(),
         gpu_products: placement.gpu_products.clone(),
         execution: Execution::from_orchestration(&resolved.spec.orchestration),
+        measurement: MeasurementPlan::from_workflow(&resolved.spec),
         groups: placement
             .groups
             .iter()
@@ -645,9 +850,10 @@ fn for_attempt(m: &Value, iteration: i32, retries: i32) -> Value {
     m
 }
 
-/// Succeeded node names (comma-joined) and failed nodes (`name: WorkloadFailed: message`
-/// lines): a node failed when a group holding it failed in any iteration (the latest failure's
-/// message); every other placed node succeeded.
+/// Succeeded node names (comma-joined) and failed nodes (`name: <reason>: message` lines,
+/// `ThresholdViolation` for a failed performance validation, else `WorkloadFailed`): a node
+/// failed when a group holding it failed in any iteration (the latest failure's message); every
+/// other placed node succeeded.
 fn node_results(
     orch: &OrchestrationStatus,
 ) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
@@ -656,8 +862,13 @@ fn node_results(
         let Some(g) = orch.groups.iter().find(|g| g.name == f.name) else {
             continue;
         };
+        let reason = if is_validation_reason(&f.reason) {
+            "ThresholdViolation"
+        } else {
+            "WorkloadFailed"
+        };
         for n in &g.nodes {
-            failed.insert(n.clone(), f.message.clone());
+            failed.insert(n.clone(), (reason, f.message.clone()));
         }
     }
     let ok: std::collections::BTreeSet<&String> = orch
@@ -669,7 +880,7 @@ fn node_results(
     let ok = ok.into_iter().cloned().collect::<Vec<_>>().join(",");
     let failed = failed
         .iter()
-        .map(|(n, m)| format!("{n}: WorkloadFailed: {m}"))
+        .map(|(n, (r, m))| format!("{n}: {r}: {m}"))
         .collect::<Vec<_>>()
         .join("\n");
     (

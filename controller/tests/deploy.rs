@@ -77,6 +77,36 @@ fn check_generated(file: &str, want: &str) {
     );
 }
 
+/// The built-in LogProfiles as cluster objects: every `rules/measure/*.yaml` (each file is one
+/// LogProfile object), comments dropped.
+fn log_profiles() -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rules/measure");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("rules/measure")
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml"))
+        .collect();
+    files.sort();
+    let mut out = String::from(
+        "# Generated from rules/measure/ by controller/tests/deploy.rs (NVCRE_BLESS=1 to regenerate).\n",
+    );
+    for f in files {
+        let text = std::fs::read_to_string(&f).expect("read");
+        let source = Source::new(f.display().to_string(), text);
+        for doc in parse_documents(&source).expect("yaml") {
+            out.push_str("---\n");
+            out.push_str(&to_yaml(&doc.value).expect("yaml"));
+        }
+    }
+    out
+}
+
+#[test]
+fn logprofiles_yaml_is_the_built_in_profiles() {
+    check_generated("logprofiles.yaml", &log_profiles());
+}
+
 #[test]
 fn crds_yaml_is_the_generated_crds() {
     check_generated("crds.yaml", &nvcre_domain::crd::crds_yaml().expect("crds"));
@@ -128,6 +158,7 @@ fn every_manifest_reads_as_its_typed_object() {
                 "Service" => typed::<Service>(&v),
                 "ConfigMap" => typed::<ConfigMap>(&v),
                 "CustomResourceDefinition" => typed::<CustomResourceDefinition>(&v),
+                "LogProfile" => typed::<nvcre_domain::measure::LogProfileResource>(&v),
                 other => panic!("{file}: unexpected kind {other}"),
             };
             assert_eq!(
@@ -151,6 +182,9 @@ fn every_manifest_reads_as_its_typed_object() {
             "CustomResourceDefinition",
             "CustomResourceDefinition",
             "Deployment",
+            "LogProfile",
+            "LogProfile",
+            "LogProfile",
             "Namespace",
             "Role",
             "RoleBinding",

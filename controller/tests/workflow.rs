@@ -37,6 +37,7 @@ fn decide(
             workflow: wf,
             nodes,
             jobs,
+            measurements: &BTreeMap::new(),
             now_secs,
             now: NOW,
         },
@@ -67,6 +68,7 @@ fn job(name: &str, created: i64, cond: Option<(&str, &str)>) -> (String, Observe
             conditions: cond
                 .map(|(t, m)| vec![(t.to_string(), "True".to_string(), m.to_string())])
                 .unwrap_or_default(),
+            finished_at: cond.map(|_| created),
         },
     )
 }

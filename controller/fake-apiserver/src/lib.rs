@@ -58,6 +58,11 @@ with `Accept: application/json;as=PartialObjectMetadata[List];g=meta.k8s.io;v=v1
   `k8s.io/initial-events-end: "true"`. With `allowWatchBookmarks=true` a `BOOKMARK` is also sent
   just before the server closes the watch. Label transitions under a selector become
   `ADDED` / `DELETED`, as on the real server.
+- **Pod logs**: `GET /api/v1/namespaces/{ns}/pods/{name}/log` with `container` (default: the
+  pod's first container), `timestamps` (the kubelet's fixed 9-digit RFC 3339 stamps),
+  `sinceTime`, `tailLines` and `limitBytes` (the body cut at that byte, mid-line as the kubelet
+  cuts), serving the lines a test gave [`FakeApiServer::append_pod_log`]; 404 for a pod that
+  does not exist.
 - **Object metadata**: `uid`, `creationTimestamp`, a global monotonic `resourceVersion`,
   `metadata.generation` (custom resources: bumped by any change outside `metadata` and, with a
   status subresource, `status`; built-ins: by changes to `spec`). A write that changes nothing
@@ -210,6 +215,28 @@ impl FakeApiServer {
     pub fn object(&self, group: &str, plural: &str, namespace: &str, name: &str) -> Option<Value> {
         let k = (group.into(), plural.into(), namespace.into(), name.into());
         self.shared.lock().objects.get(&k).cloned()
+    }
+
+    /// Appends lines to the log of `container` in pod `namespace/pod`, served by
+    /// `GET …/pods/{pod}/log` (`container`, `timestamps`, `sinceTime`, `limitBytes`,
+    /// `tailLines`). Each line carries the time the kubelet would stamp on it.
+    pub fn append_pod_log(
+        &self,
+        namespace: &str,
+        pod: &str,
+        container: &str,
+        lines: impl IntoIterator<Item = (k8s_openapi::jiff::Timestamp, String)>,
+    ) {
+        let mut st = self.shared.lock();
+        let log = st
+            .logs
+            .entry((namespace.into(), pod.into(), container.into()))
+            .or_default();
+        log.extend(
+            lines
+                .into_iter()
+                .map(|(time, text)| store::LogLine { time, text }),
+        );
     }
 
     /// Stops serving: open watches end, then the server task finishes.

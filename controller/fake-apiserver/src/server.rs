@@ -144,6 +144,21 @@ pub async fn handle(
         .query()
         .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
         .unwrap_or_default();
+    if method == Method::GET
+        && let ["api", "v1", "namespaces", ns, "pods", name, "log"] = uri
+            .path()
+            .trim_matches('/')
+            .split('/')
+            .collect::<Vec<_>>()
+            .as_slice()
+    {
+        return match pod_log(&shared.lock(), ns, name, &query) {
+            Ok(text) => {
+                (StatusCode::OK, [(header::CONTENT_TYPE, "text/plain")], text).into_response()
+            }
+            Err(e) => error_response(&e),
+        };
+    }
     let target = {
         let st = shared.lock();
         route(&st, uri.path())
@@ -239,6 +254,78 @@ pub async fn handle(
         Ok((code, v)) => json_response(code, &v),
         Err(e) => error_response(&e),
     }
+}
+
+/// The kubelet's `RFC3339NanoFixed` stamp of a log line (`2026-12-01T10:00:00.000000000Z`).
+pub fn log_stamp(t: k8s_openapi::jiff::Timestamp) -> String {
+    format!(
+        "{}.{:09}Z",
+        t.strftime("%Y-%m-%dT%H:%M:%S"),
+        t.subsec_nanosecond().max(0)
+    )
+}
+
+/// `GET /api/v1/namespaces/{ns}/pods/{name}/log`: the stored lines of the container
+/// (`container`, else the pod's first container) from `sinceTime` on (`tailLines` last
+/// lines), each stamped when `timestamps=true`, cut at `limitBytes` bytes (a partial last line
+/// included, as the kubelet cuts).
+fn pod_log(st: &State, ns: &str, name: &str, q: &Query) -> Result<Vec<u8>, ApiError> {
+    let pods = st
+        .find_type("", "v1", "pods")
+        .cloned()
+        .ok_or_else(ApiError::no_route)?;
+    let pod = st.get(&pods, ns, name)?;
+    let container = match param(q, "container") {
+        Some(c) => c.to_string(),
+        None => pod
+            .pointer("/spec/containers/0/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+    };
+    let since = match param(q, "sinceTime") {
+        Some(t) => Some(
+            t.parse::<k8s_openapi::jiff::Timestamp>()
+                .map_err(|e| ApiError::bad_request(format!("sinceTime {t:?}: {e}")))?,
+        ),
+        None => None,
+    };
+    let number = |k: &str| -> Result<Option<usize>, ApiError> {
+        param(q, k)
+            .map(|v| {
+                v.parse::<usize>().map_err(|_| {
+                    ApiError::bad_request(format!("{k} must be a non-negative integer"))
+                })
+            })
+            .transpose()
+    };
+    let limit = number("limitBytes")?;
+    let tail = number("tailLines")?;
+    let stamps = param(q, "timestamps").is_some_and(|v| v == "true" || v == "1");
+    let key = (ns.to_string(), name.to_string(), container);
+    let lines: Vec<&crate::store::LogLine> = st
+        .logs
+        .get(&key)
+        .map(|ls| {
+            ls.iter()
+                .filter(|l| since.is_none_or(|s| l.time >= s))
+                .collect()
+        })
+        .unwrap_or_default();
+    let skip = tail.map_or(0, |t| lines.len().saturating_sub(t));
+    let mut out = Vec::new();
+    for l in lines.iter().skip(skip) {
+        if stamps {
+            out.extend_from_slice(log_stamp(l.time).as_bytes());
+            out.push(b' ');
+        }
+        out.extend_from_slice(l.text.as_bytes());
+        out.push(b'\n');
+    }
+    if let Some(limit) = limit {
+        out.truncate(limit);
+    }
+    Ok(out)
 }
 
 fn groups(st: &State) -> Value {

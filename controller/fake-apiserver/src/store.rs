@@ -61,7 +61,19 @@ pub struct State {
     pub rv: u64,
     /// Watches from a resourceVersion older than this get 410 Gone.
     pub oldest_rv: u64,
+    /// Container logs served by `pods/{name}/log`, by `(namespace, pod, container)`: each line
+    /// with the time the kubelet would stamp on it.
+    pub logs: BTreeMap<(String, String, String), Vec<LogLine>>,
     counter: u64,
+}
+
+/// One container log line: its kubelet timestamp and its text (without the newline).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LogLine {
+    /// When the line was written.
+    pub time: k8s_openapi::jiff::Timestamp,
+    /// The text.
+    pub text: String,
 }
 
 /// RFC 3339 UTC timestamp with seconds, as `metav1.Time` serializes.
@@ -154,6 +166,7 @@ impl State {
             events: Vec::new(),
             rv: 0,
             oldest_rv: 0,
+            logs: BTreeMap::new(),
             counter: 0,
         };
         for ns in ["default", "kube-system", "kube-public"] {

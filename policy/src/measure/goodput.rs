@@ -12,6 +12,17 @@ use super::api::GoodputMeasurementStatus;
 use super::bandwidth::strip_prefix;
 use super::profile::{CompiledPattern, CompiledProfile, PatternName, capture};
 
+/// Which events [`GoodputParser::feed_part`] reads from a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogPart {
+    /// Every event.
+    All,
+    /// Application start, checkpoints and restores (not training steps).
+    Lifecycle,
+    /// Training steps only.
+    Steps,
+}
+
 /// Streaming goodput parser: [`GoodputParser::feed`] each line, then
 /// [`GoodputParser::status`].
 #[derive(Debug)]
@@ -149,9 +160,18 @@ impl<'p> GoodputParser<'p> {
 
     /// Parses one log line (plain or kubelet-timestamped).
     pub fn feed(&mut self, line: &[u8]) {
+        self.feed_part(line, LogPart::All);
+    }
+
+    /// Parses one log line for the events of `part` only: under the `Multi` worker strategy
+    /// lifecycle events (application start, checkpoints, restores) come from the first
+    /// worker's log and training steps from the last worker's, fed merged by timestamp.
+    pub fn feed_part(&mut self, line: &[u8], part: LogPart) {
         let (line_ts, text) = strip_prefix(line);
         self.seen(line_ts);
-        if let Some(p) = self.pattern(PatternName::ApplicationStart)
+        let lifecycle = part != LogPart::Steps;
+        if lifecycle
+            && let Some(p) = self.pattern(PatternName::ApplicationStart)
             && let Some(caps) = p.captures(text)
         {
             let ts = self.event_ts(&caps, line_ts);
@@ -162,11 +182,15 @@ impl<'p> GoodputParser<'p> {
                 self.need_base = true;
             }
         }
-        if let Some(p) = self.pattern(PatternName::TrainingStep)
+        if part != LogPart::Lifecycle
+            && let Some(p) = self.pattern(PatternName::TrainingStep)
             && let Some(caps) = p.captures(text)
         {
             let ts = self.event_ts(&caps, line_ts);
             self.step(p, &caps, text, ts);
+            return;
+        }
+        if !lifecycle {
             return;
         }
         if let Some(p) = self.pattern(PatternName::CheckpointDone)

@@ -44,7 +44,7 @@ pub use bandwidth::{
     peak_values, strip_prefix,
 };
 pub use golayout::GoLayout;
-pub use goodput::{GoodputParser, goodput_values};
+pub use goodput::{GoodputParser, LogPart, goodput_values};
 pub use lines::{MAX_LINE_BYTES, for_each_line, kubelet_prefix};
 pub use profile::{
     CompiledPattern, CompiledProfile, LOG_PROFILE_KIND, LogProfiles, PatternName, ProfileProblem,
