@@ -1192,6 +1192,13 @@ pub async fn final_measurements(
 mod tests {
     use super::*;
 
+    fn block_on<F: Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+
     fn stamp(sec: i64, nanos: i32) -> String {
         let t = Timestamp::new(sec, nanos).expect("ts");
         format!("{}.{:09}Z", t.strftime("%Y-%m-%dT%H:%M:%S"), nanos)
@@ -1217,7 +1224,7 @@ mod tests {
     fn read_all(log: &[(i64, String)]) -> (Result<u64, ReadError>, Vec<String>, usize) {
         let mut got = Vec::new();
         let mut requests = 0;
-        let r = futures::executor::block_on(read_whole_log(
+        let r = block_on(read_whole_log(
             |since, limit| {
                 requests += 1;
                 let body = serve(log, since, limit);
@@ -1279,7 +1286,7 @@ mod tests {
     fn a_line_without_a_timestamp_in_a_cut_page_is_unpageable() {
         let mut body = b"no stamp here\n".to_vec();
         body.resize(PAGE_BYTES, b'y');
-        let r = futures::executor::block_on(read_whole_log(
+        let r = block_on(read_whole_log(
             |_, _| {
                 let b = body.clone();
                 async move { Ok(b) }
@@ -1296,7 +1303,7 @@ mod tests {
 
     #[test]
     fn a_failed_request_is_a_fetch_error() {
-        let r = futures::executor::block_on(read_whole_log(
+        let r = block_on(read_whole_log(
             |_, _| async { Err::<Vec<u8>, String>("reading log of pod p: boom".into()) },
             |_| {},
         ));

@@ -103,6 +103,8 @@ pub const INVALID_THRESHOLD_EXPRESSION: &str = "InvalidThresholdExpression";
 pub const UNKNOWN_THRESHOLD_KEY: &str = "UnknownThresholdKey";
 /// Group reason: a threshold's value was not measured within `measurementTimeout`.
 pub const MEASUREMENT_TIMEOUT: &str = "MeasurementTimeout";
+/// Group message while a completed TrainJob waits for the measurements its thresholds read.
+pub const AWAITING_MEASUREMENTS: &str = "TrainJob completed; waiting for its measurements";
 /// Workflow reason when a failed group failed its performance validation.
 pub const JOB_VALIDATION_FAILED: &str = "JobValidationFailed";
 /// The Workflow's `ValidationFailed` message.
@@ -452,12 +454,15 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                 Ok(()) => {
                     g.phase = "Succeeded".into();
                     g.completion_time = Some(obs.now.to_string());
+                    if g.message.as_deref() == Some(AWAITING_MEASUREMENTS) {
+                        g.message = None;
+                    }
                     None
                 }
                 // The job is done; its measurements are not final yet.
                 Err(None) => {
                     g.phase = "Running".into();
-                    g.message = Some("TrainJob completed; waiting for its measurements".into());
+                    g.message = Some(AWAITING_MEASUREMENTS.into());
                     None
                 }
                 Err(Some((reason, message))) => Some((reason, message)),
@@ -529,7 +534,6 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                 planned.measurement.goodput.as_ref(),
             ));
         }
-        g.message = None;
         g.phase = "Running".into();
         g.iteration = iteration;
         g.start_time = Some(obs.now.to_string());

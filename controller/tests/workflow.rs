@@ -688,3 +688,145 @@ fn a_name_collision_fails_the_workflow_with_the_kind_reason() {
         nvcre_controller::workflow::collision_status(&wf, "TrainingRuntime", "nccl-runtime", NOW);
     assert_eq!(conds(&status.conditions)[2].2, "DependencyNameCollision");
 }
+
+mod thresholds {
+    use super::*;
+    use nvcre_controller::measure::JobMeasured;
+    use nvcre_controller::workflow::{MeasurementPlan, go_duration, validate_job};
+    use nvcre_domain::measure::{
+        BandwidthMeasurementStatus, BandwidthResult, GoodputMeasurementStatus,
+    };
+
+    fn plan(thresholds: &[(&str, &str)]) -> MeasurementPlan {
+        MeasurementPlan {
+            thresholds: thresholds
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            timeout_secs: 300,
+            ..MeasurementPlan::default()
+        }
+    }
+
+    fn bandwidth(bus: &[&str]) -> JobMeasured {
+        JobMeasured {
+            bandwidth: Some(BandwidthMeasurementStatus {
+                results: bus
+                    .iter()
+                    .enumerate()
+                    .map(|(i, b)| BandwidthResult {
+                        size_bytes: 1 << i,
+                        alg_bw: "1.00".into(),
+                        bus_bw: (*b).into(),
+                        samples: 1,
+                    })
+                    .collect(),
+                ..BandwidthMeasurementStatus::default()
+            }),
+            goodput: None,
+        }
+    }
+
+    #[test]
+    fn go_durations_print_as_go_does() {
+        assert_eq!(
+            [
+                go_duration(300),
+                go_duration(45),
+                go_duration(3600),
+                go_duration(5400)
+            ],
+            ["5m0s", "45s", "1h0m0s", "1h30m0s"]
+        );
+    }
+
+    #[test]
+    fn no_thresholds_pass_without_measurements() {
+        assert_eq!(validate_job(&plan(&[]), None, 0), Ok(()));
+    }
+
+    #[test]
+    fn the_peak_over_sizes_is_judged_and_the_first_violation_is_the_message() {
+        let p = plan(&[
+            ("busBandwidthGBps", "value >= 400"),
+            ("algBandwidthGBps", "value > 5.0"),
+        ]);
+        assert_eq!(
+            validate_job(&p, Some(&bandwidth(&["120.50", "350.00"])), 0),
+            Err(Some((
+                "ThresholdViolated",
+                "Threshold \"algBandwidthGBps\" violated: measured 1.0000, expression: value > 5.0"
+                    .to_string()
+            )))
+        );
+        let p = plan(&[("busBandwidthGBps", "value >= 400")]);
+        assert_eq!(
+            validate_job(&p, Some(&bandwidth(&["120.50", "350.00"])), 0),
+            Err(Some((
+                "ThresholdViolated",
+                "Threshold \"busBandwidthGBps\" violated: measured 350.0000, expression: value >= 400"
+                    .to_string()
+            )))
+        );
+        assert_eq!(validate_job(&p, Some(&bandwidth(&["410.00"])), 0), Ok(()));
+    }
+
+    #[test]
+    fn a_missing_value_waits_then_times_out_with_sorted_keys() {
+        let p = plan(&[
+            ("goodputRatio", "value > 0.9"),
+            ("busBandwidthGBps", "value >= 400"),
+        ]);
+        assert_eq!(validate_job(&p, None, 300), Err(None));
+        assert_eq!(
+            validate_job(&p, None, 301),
+            Err(Some((
+                "MeasurementTimeout",
+                "Measurement data not available within 5m0s for keys: [busBandwidthGBps goodputRatio]"
+                    .to_string()
+            )))
+        );
+        // A goodput ratio of 0 is not a measured value.
+        let zero = JobMeasured {
+            bandwidth: None,
+            goodput: Some(GoodputMeasurementStatus {
+                result: Some("0.000000".into()),
+                ..GoodputMeasurementStatus::default()
+            }),
+        };
+        let p = plan(&[("goodputRatio", "value > 0.9")]);
+        assert_eq!(validate_job(&p, Some(&zero), 10), Err(None));
+    }
+
+    #[test]
+    fn an_unknown_key_fails_at_once() {
+        let p = plan(&[("avgTFLOPSPerGPU", "value > 100")]);
+        assert_eq!(
+            validate_job(&p, None, 0),
+            Err(Some((
+                "UnknownThresholdKey",
+                "unknown threshold key(s) [avgTFLOPSPerGPU]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]"
+                    .to_string()
+            )))
+        );
+    }
+
+    #[test]
+    fn the_plan_reads_the_workflow_the_run_builds() {
+        let nodes = aws_h100(4);
+        let wf = workflow(
+            "\nbandwidthMeasurement: {logProfileRef: nccl-bandwidth, testType: all_reduce}\nthresholds: {busBandwidthGBps: \"value >= 400\"}\n",
+            &nodes,
+        );
+        let p = MeasurementPlan::from_workflow(&wf.spec);
+        assert_eq!(
+            (p.bandwidth, p.goodput, p.thresholds, p.timeout_secs),
+            (
+                Some(json!({"logProfileRef": "nccl-bandwidth", "testType": "all_reduce"})),
+                None,
+                BTreeMap::from([("busBandwidthGBps".to_string(), "value >= 400".to_string())]),
+                300
+            )
+        );
+    }
+}

@@ -60,7 +60,8 @@ pub struct Env {
     /// Unique id: the Node name prefix and the [`E2E_LABEL`] value.
     pub id: String,
     connect: Connect,
-    fake: Option<FakeApiServer>,
+    /// The fake API server, when the scenario runs on it.
+    pub fake: Option<FakeApiServer>,
 }
 
 /// A kubeconfig variable that names an existing file, or why not.

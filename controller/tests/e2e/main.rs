@@ -55,6 +55,11 @@ scenario!(
     scenarios::bad_rule_edit
 );
 scenario!(
+    bandwidth_is_measured_from_pod_logs_and_a_threshold_violation_fails_the_run_on_the_fake_server,
+    bandwidth_is_measured_from_pod_logs_and_a_threshold_violation_fails_the_run_on_a_real_cluster,
+    scenarios::measured_thresholds
+);
+scenario!(
     a_foreign_train_job_is_never_adopted_on_the_fake_server,
     a_foreign_train_job_is_never_adopted_on_a_real_cluster,
     scenarios::foreign_train_job

@@ -453,7 +453,11 @@ pub async fn leader_election(env: &Env) {
 
     create_and_wait(env, "first").await;
     assert_eq!(reporters(env, "first").await, ["replica-a"]);
-    assert!(a.metric(RUN_RECONCILES).await >= 1.0);
+    // The counter counts a reconcile once it returns, just after its Event is published.
+    eventually("replica-a's reconcile counter", || async {
+        (a.metric(RUN_RECONCILES).await >= 1.0).then_some(())
+    })
+    .await;
     assert_eq!(b.metric(RUN_RECONCILES).await, 0.0);
     assert_eq!(holder(&leases).await.as_deref(), Some("replica-a"));
 
@@ -465,7 +469,10 @@ pub async fn leader_election(env: &Env) {
     .await;
     create_and_wait(env, "second").await;
     assert_eq!(reporters(env, "second").await, ["replica-b"]);
-    assert!(b.metric(RUN_RECONCILES).await >= 1.0);
+    eventually("replica-b's reconcile counter", || async {
+        (b.metric(RUN_RECONCILES).await >= 1.0).then_some(())
+    })
+    .await;
 
     // A crash releases nothing: the next standby takes over once the Lease expires.
     let c = env.start(elect(env, "replica-c"));
@@ -858,5 +865,295 @@ pub async fn foreign_train_job(env: &Env) {
         child_names(&jobs.list(&ListParams::default()).await.expect("jobs").items),
         ["nccl-group-0"]
     );
+    controller.stop().await.expect("graceful stop");
+}
+
+/// The launcher pod of group `job`'s TrainJob, as JobSet labels it, with one container
+/// `node`, in `phase`.
+async fn launcher_pod(env: &Env, job: &str, phase: &str) {
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(env.client.clone(), &env.ns);
+    let name = format!("{job}-launcher-0-0");
+    if pods.get_opt(&name).await.expect("get pod").is_none() {
+        let pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {
+                "jobset.sigs.k8s.io/jobset-name": job,
+                "jobset.sigs.k8s.io/replicatedjob-name": "launcher",
+                "batch.kubernetes.io/job-completion-index": "0"}},
+            "spec": {"containers": [{"name": "node", "image": "nvcr.io/nvidia/pytorch:26.01-py3"}]}
+        }))
+        .expect("pod");
+        pods.create(&PostParams::default(), &pod)
+            .await
+            .expect("create pod");
+    }
+    pods.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(&json!({"status": {"phase": phase}})),
+    )
+    .await
+    .expect("pod status");
+}
+
+/// The sample log lines of `rules/tests/log-profiles/data/<file>`.
+fn sample_log(file: &str) -> Vec<String> {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../rules/tests/log-profiles/data")
+        .join(file);
+    std::fs::read_to_string(path)
+        .expect("sample log")
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// Measurements end to end (fake server only: it serves the pod logs a test writes): a run
+/// with `bandwidthMeasurement` and a `busBandwidthGBps` threshold gets one
+/// BandwidthMeasurement per group's TrainJob; while the jobs run, the launcher logs give
+/// provisional results and the bandwidth gauges; when they complete, the final read completes
+/// each measurement, group 0 (the 16-rank H100 sample, peak 338.82 GB/s) fails the threshold and
+/// group 1 (450 GB/s) meets it, so the Workflow fails with `JobValidationFailed` and the run
+/// with `WorkflowValidationFailed` and `ValidationFailed=True/ThresholdViolation`; the failed
+/// nodes ConfigMap names the violation.
+pub async fn measured_thresholds(env: &Env) {
+    let Some(fake) = env.fake.as_ref() else {
+        println!("skipped: pod logs are served only by the fake API server");
+        return;
+    };
+    let client = env.client.clone();
+    // The pods exist before the jobs (names are deterministic), so the first sample finds them.
+    for job in ["nccl-group-0", "nccl-group-1"] {
+        launcher_pod(env, job, "Running").await;
+    }
+    let start = k8s_openapi::jiff::Timestamp::now();
+    let stamped = |lines: Vec<String>| {
+        lines
+            .into_iter()
+            .enumerate()
+            .map(|(i, l)| {
+                let t = start
+                    .checked_add(k8s_openapi::jiff::SignedDuration::from_millis(
+                        i64::try_from(i).unwrap_or(0) * 10,
+                    ))
+                    .expect("time");
+                (t, l)
+            })
+            .collect::<Vec<_>>()
+    };
+    let mut slow = sample_log("nccl-h100-16rank.log");
+    slow.push("rank0:530:530 [0] NCCL INFO Using network IB".into());
+    fake.append_pod_log(&env.ns, "nccl-group-0-launcher-0-0", "node", stamped(slow));
+    let fast = vec![
+        "  8589934592    2147483648     float     sum      -1    47535  240.00  450.00      0    47743  239.00  449.00      0".to_string(),
+        "rank0:530:530 [0] NCCL INFO Using network IB".to_string(),
+    ];
+    fake.append_pod_log(&env.ns, "nccl-group-1-launcher-0-0", "node", stamped(fast));
+
+    let controller = env.start(env.config());
+    let runs: Api<WorkloadRunResource> = Api::namespaced(client.clone(), &env.ns);
+    let run = run_with(
+        env,
+        "nccl",
+        json!({
+            "bandwidthMeasurement": {"logProfileRef": "nccl-bandwidth", "testType": "all_reduce", "sampleInterval": "1s"},
+            "thresholds": {"busBandwidthGBps": "value >= 400"}
+        }),
+    );
+    runs.create(&PostParams::default(), &run)
+        .await
+        .expect("create run");
+
+    // One BandwidthMeasurement per TrainJob, owned by the Workflow, provisional while running.
+    let bms: Api<nvcre_domain::measure::BandwidthMeasurementResource> =
+        Api::namespaced(client.clone(), &env.ns);
+    let running = eventually("provisional bandwidth results", || async {
+        let bm = bms
+            .get_opt("nccl-group-0-bandwidth")
+            .await
+            .expect("get bm")?;
+        bm.status
+            .as_ref()
+            .is_some_and(|s| !s.results.is_empty())
+            .then_some(bm)
+    })
+    .await;
+    assert_eq!(
+        (
+            running
+                .spec
+                .job_ref
+                .as_ref()
+                .map(|j| (j.kind.as_str(), j.name.as_str())),
+            running.spec.log_profile_ref.as_str(),
+            running.spec.test_type.as_deref(),
+            running
+                .labels()
+                .get("nvcre.nvidia.com/job")
+                .map(String::as_str),
+            running
+                .owner_references()
+                .first()
+                .map(|o| (o.kind.as_str(), o.name.as_str())),
+        ),
+        (
+            Some(("TrainJob", "nccl-group-0")),
+            "nccl-bandwidth",
+            Some("all_reduce"),
+            Some("nccl-group-0"),
+            Some(("Workflow", "nccl")),
+        )
+    );
+    let status = running.status.clone().expect("status");
+    let measuring = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Measuring")
+        .expect("Measuring");
+    assert_eq!(
+        (
+            measuring.status.as_str(),
+            measuring.reason.as_str(),
+            measuring.message.as_str()
+        ),
+        (
+            "True",
+            "JobRunning",
+            "Referenced Job is running, measurement in progress"
+        )
+    );
+    assert_eq!(status.transport, ["IB"]);
+    assert_eq!(
+        status
+            .results
+            .iter()
+            .map(|r| (r.size_bytes, r.bus_bw.as_str(), r.samples))
+            .collect::<Vec<_>>(),
+        [
+            (8, "0.00", 1),
+            (1_048_576, "9.68", 1),
+            (134_217_728, "152.32", 1),
+            (1_073_741_824, "297.86", 1),
+            (2_147_483_648, "318.40", 1),
+            (8_589_934_592, "338.82", 1),
+        ]
+    );
+    let gauge = "nvcre_nccl_busbw_gbps{namespace=\"team-a\",measurement=\"nccl-group-0-bandwidth\",job=\"nccl-group-0\",workflow=\"nccl\",nccl_test=\"all_reduce\",message_size_bytes=\"8589934592\"}";
+    let value = eventually("the bus bandwidth gauge", || async {
+        let v = controller.metric(gauge).await;
+        (v > 0.0).then_some(v)
+    })
+    .await;
+    assert!((value - 338.82).abs() < 1e-9, "{value}");
+
+    // The jobs complete: the final read completes each measurement; thresholds are judged.
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &env.ns, &train_job_resource());
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    for job in ["nccl-group-0", "nccl-group-1"] {
+        launcher_pod(env, job, "Succeeded").await;
+        let status = json!({"status": {"conditions": [{
+            "type": "Complete", "status": "True", "reason": "JobsCompleted",
+            "message": "jobs completed", "lastTransitionTime": now}]}});
+        jobs.patch_status(job, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("complete");
+    }
+    let done = eventually("the run to fail its validation", || async {
+        let r = runs.get("nccl").await.expect("get run");
+        r.status.filter(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Failed" && c.status == "True")
+        })
+    })
+    .await;
+    let brief = |t: &str| {
+        done.conditions
+            .iter()
+            .find(|c| c.type_ == t)
+            .map(|c| (c.status.clone(), c.reason.clone(), c.message.clone()))
+    };
+    assert_eq!(
+        brief("Failed"),
+        Some((
+            "True".into(),
+            "WorkflowValidationFailed".into(),
+            "1 groups failed across 1 iterations".into()
+        ))
+    );
+    assert_eq!(
+        brief("ValidationFailed"),
+        Some((
+            "True".into(),
+            "ThresholdViolation".into(),
+            "One or more Jobs failed performance threshold validation".into()
+        ))
+    );
+    let bm = bms.get("nccl-group-0-bandwidth").await.expect("bm");
+    let s = bm.status.expect("status");
+    let complete = s
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Complete")
+        .map(|c| (c.status.as_str(), c.reason.as_str(), c.message.as_str()));
+    assert_eq!(complete, Some(("True", "JobSucceeded", "Job succeeded")));
+    assert_eq!(s.results.last().map(|r| r.bus_bw.as_str()), Some("338.82"));
+    assert_eq!(s.completion_time.as_deref(), Some(now.as_str()));
+
+    let workflows: Api<WorkflowResource> = Api::namespaced(client.clone(), &env.ns);
+    let wf = workflows.get("nccl").await.expect("workflow");
+    let groups: Vec<(String, String, Option<String>, Option<String>)> = wf
+        .status
+        .as_ref()
+        .and_then(|s| s.orchestration.as_ref())
+        .map(|o| {
+            o.groups
+                .iter()
+                .map(|g| {
+                    (
+                        g.name.clone(),
+                        g.phase.clone(),
+                        g.reason.clone(),
+                        g.message.clone(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let violation =
+        "Threshold \"busBandwidthGBps\" violated: measured 338.8200, expression: value >= 400";
+    assert_eq!(
+        groups,
+        [
+            (
+                "group-0".to_string(),
+                "Failed".to_string(),
+                Some("ThresholdViolated".to_string()),
+                Some(violation.to_string())
+            ),
+            ("group-1".to_string(), "Succeeded".to_string(), None, None),
+        ]
+    );
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), &env.ns);
+    let failed = eventually("the failed-nodes ConfigMap", || async {
+        cms.get_opt("nccl-failed-nodes").await.expect("get cm")
+    })
+    .await;
+    assert_eq!(
+        serde_json::to_value(&failed.data).expect("data"),
+        json!({"nodes": format!(
+            "{}: ThresholdViolation: {violation}\n{}: ThresholdViolation: {violation}",
+            env.node_name(0),
+            env.node_name(1)
+        )})
+    );
+    // Completed measurements export no bandwidth gauge any more.
+    let gone = eventually("the gauge to be dropped", || async {
+        (controller.metric(gauge).await == 0.0).then_some(())
+    })
+    .await;
+    assert_eq!(gone, ());
     controller.stop().await.expect("graceful stop");
 }
