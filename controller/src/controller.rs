@@ -1,4 +1,5 @@
-//! The kube wiring: two `Controller`s (WorkloadRun, Workflow), the rules reload loop, the
+//! The kube wiring: four `Controller`s (WorkloadRun, Workflow, BandwidthMeasurement,
+//! GoodputMeasurement), the rules reload loop, the
 //! health/metrics server and leader election, started by [`run`].
 
 use std::collections::BTreeMap;

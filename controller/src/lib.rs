@@ -5,7 +5,9 @@ The NVCRE controller: kube-rs `Controller`s for WorkloadRun and Workflow over th
 - [`workloadrun::decide_workload_run`] and [`workflow::decide_workflow`] are the reconcile
   decisions, pure functions from what was observed to what to write; [`conditions`] holds the
   condition rules both share.
-- [`run`] wires them into two `Controller`s (server-side apply with one field manager, status
+- [`measure`] reads each group's TrainJob pod logs into its BandwidthMeasurement and
+  GoodputMeasurement.
+- [`run`] wires them into four `Controller`s (server-side apply with one field manager, status
   through `/status`, create-or-adopt that never steals, Events, backoff, graceful shutdown,
   optional Lease leader election) and serves `/healthz`, `/readyz` and `/metrics` ([`http`]).
 - [`rules::RulesHolder`] keeps the last good rule set in force and reloads a mounted rules

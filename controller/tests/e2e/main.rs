@@ -60,6 +60,11 @@ scenario!(
     scenarios::measured_thresholds
 );
 scenario!(
+    goodput_is_measured_from_pod_logs_and_a_met_threshold_lets_the_run_succeed_on_the_fake_server,
+    goodput_is_measured_from_pod_logs_and_a_met_threshold_lets_the_run_succeed_on_a_real_cluster,
+    scenarios::measured_goodput
+);
+scenario!(
     a_foreign_train_job_is_never_adopted_on_the_fake_server,
     a_foreign_train_job_is_never_adopted_on_a_real_cluster,
     scenarios::foreign_train_job

@@ -871,13 +871,19 @@ pub async fn foreign_train_job(env: &Env) {
 /// The launcher pod of group `job`'s TrainJob, as JobSet labels it, with one container
 /// `node`, in `phase`.
 async fn launcher_pod(env: &Env, job: &str, phase: &str) {
+    job_pod(env, job, "launcher", phase).await;
+}
+
+/// Pod 0 of replicatedJob `rj` of group `job`'s TrainJob (`<job>-<rj>-0-0`), as JobSet labels
+/// it, with one container `node`, in `phase`.
+async fn job_pod(env: &Env, job: &str, rj: &str, phase: &str) {
     let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(env.client.clone(), &env.ns);
-    let name = format!("{job}-launcher-0-0");
+    let name = format!("{job}-{rj}-0-0");
     if pods.get_opt(&name).await.expect("get pod").is_none() {
         let pod = serde_json::from_value(json!({
             "metadata": {"name": name, "labels": {
                 "jobset.sigs.k8s.io/jobset-name": job,
-                "jobset.sigs.k8s.io/replicatedjob-name": "launcher",
+                "jobset.sigs.k8s.io/replicatedjob-name": rj,
                 "batch.kubernetes.io/job-completion-index": "0"}},
             "spec": {"containers": [{"name": "node", "image": "nvcr.io/nvidia/pytorch:26.01-py3"}]}
         }))
@@ -1155,5 +1161,148 @@ pub async fn measured_thresholds(env: &Env) {
     })
     .await;
     assert_eq!(gone, ());
+    controller.stop().await.expect("graceful stop");
+}
+
+/// Goodput end to end (fake server only): a run with `goodputMeasurement` (Megatron-LM) and a
+/// `goodputRatio` threshold gets one GoodputMeasurement per TrainJob; worker 0's log (the
+/// full start, training, checkpoint sample) gives exactly the offline figures, the measurement
+/// completes `JobSucceeded`, the threshold holds and the run succeeds.
+pub async fn measured_goodput(env: &Env) {
+    let Some(fake) = env.fake.as_ref() else {
+        println!("skipped: pod logs are served only by the fake API server");
+        return;
+    };
+    let client = env.client.clone();
+    // The sample's own kubelet stamps become the served lines' stamps.
+    let lines: Vec<(k8s_openapi::jiff::Timestamp, String)> =
+        sample_log("megatron-n6-full-sequence.log")
+            .into_iter()
+            .filter_map(|l| {
+                let (stamp, text) = l.split_once(' ')?;
+                Some((stamp.parse().ok()?, text.to_string()))
+            })
+            .collect();
+    for job in ["nccl-group-0", "nccl-group-1"] {
+        job_pod(env, job, "node", "Running").await;
+        fake.append_pod_log(&env.ns, &format!("{job}-node-0-0"), "node", lines.clone());
+    }
+    let controller = env.start(env.config());
+    let runs: Api<WorkloadRunResource> = Api::namespaced(client.clone(), &env.ns);
+    let run = run_with(
+        env,
+        "nccl",
+        json!({
+            "goodputMeasurement": {"logProfileRef": "megatron-training", "sampleInterval": "1s"},
+            "thresholds": {"goodputRatio": "value > 0.8"}
+        }),
+    );
+    runs.create(&PostParams::default(), &run)
+        .await
+        .expect("create run");
+    let gms: Api<nvcre_domain::measure::GoodputMeasurementResource> =
+        Api::namespaced(client.clone(), &env.ns);
+    let sampled = eventually("a provisional goodput", || async {
+        let gm = gms.get_opt("nccl-group-0-goodput").await.expect("get gm")?;
+        gm.status.filter(|s| s.result.is_some())
+    })
+    .await;
+    assert_eq!(
+        sampled
+            .conditions
+            .iter()
+            .find(|c| c.type_ == "Measuring")
+            .map(|c| (c.status.as_str(), c.reason.as_str())),
+        Some(("True", "JobRunning"))
+    );
+    let ratio = "nvcre_goodput_ratio{namespace=\"team-a\",measurement=\"nccl-group-0-goodput\",job=\"nccl-group-0\",workflow=\"nccl\"}";
+    let value = eventually("the goodput ratio gauge", || async {
+        let v = controller.metric(ratio).await;
+        (v > 0.0).then_some(v)
+    })
+    .await;
+    assert!((value - 0.88558).abs() < 1e-6, "{value}");
+
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(client.clone(), &env.ns, &train_job_resource());
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    for job in ["nccl-group-0", "nccl-group-1"] {
+        job_pod(env, job, "node", "Succeeded").await;
+        let status = json!({"status": {"conditions": [{
+            "type": "Complete", "status": "True", "reason": "JobsCompleted",
+            "message": "jobs completed", "lastTransitionTime": now}]}});
+        jobs.patch_status(job, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("complete");
+    }
+    let done = eventually("the run to succeed", || async {
+        let r = runs.get("nccl").await.expect("get run");
+        r.status.filter(|s| {
+            s.conditions
+                .iter()
+                .any(|c| c.type_ == "Succeeded" && c.status == "True")
+        })
+    })
+    .await;
+    assert!(
+        !done
+            .conditions
+            .iter()
+            .any(|c| c.type_ == "ValidationFailed" && c.status == "True"),
+        "{:?}",
+        done.conditions
+    );
+    let gm = gms.get("nccl-group-1-goodput").await.expect("gm");
+    let s = gm.status.expect("status");
+    assert_eq!(
+        (
+            s.result.as_deref(),
+            s.avg_step_time_sec.as_deref(),
+            s.avg_tflops_per_gpu.as_deref(),
+            s.checkpoint_save_time_sec.as_deref(),
+            s.last_checkpoint_step,
+        ),
+        (
+            Some("0.885580"),
+            Some("132.563100"),
+            Some("138.500000"),
+            Some("361.446020"),
+            100
+        )
+    );
+    assert_eq!(
+        s.conditions
+            .iter()
+            .map(|c| (
+                c.type_.as_str(),
+                c.status.as_str(),
+                c.reason.as_str(),
+                c.message.as_str()
+            ))
+            .collect::<Vec<_>>(),
+        [
+            (
+                "Measuring",
+                "False",
+                "JobSucceeded",
+                "Measurement completed"
+            ),
+            (
+                "Complete",
+                "True",
+                "JobSucceeded",
+                "Referenced Job completed successfully"
+            ),
+        ]
+    );
+    // Completion keeps only the ratio gauge.
+    let step = "nvcre_goodput_avg_step_time_seconds{namespace=\"team-a\",measurement=\"nccl-group-0-goodput\",job=\"nccl-group-0\",workflow=\"nccl\"}";
+    eventually("the operational gauges to be dropped", || async {
+        (controller.metric(step).await == 0.0).then_some(())
+    })
+    .await;
+    assert!((controller.metric(ratio).await - 0.88558).abs() < 1e-6);
     controller.stop().await.expect("graceful stop");
 }
