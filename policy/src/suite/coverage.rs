@@ -13,6 +13,8 @@ pub struct Coverage {
     pub packs: Vec<PackCoverage>,
     /// One entry per table, in load order.
     pub tables: Vec<TableCoverage>,
+    /// One entry per LogProfile, by name (cases in its folder, `tests/<profile>/`).
+    pub profiles: Vec<TableCoverage>,
 }
 
 /// Coverage of one rule pack.
@@ -48,6 +50,12 @@ impl Coverage {
                     .iter()
                     .filter(|t| t.cases == 0)
                     .map(|t| format!("table {}", t.name)),
+            )
+            .chain(
+                self.profiles
+                    .iter()
+                    .filter(|t| t.cases == 0)
+                    .map(|t| format!("log profile {}", t.name)),
             )
             .collect()
     }
@@ -108,7 +116,22 @@ pub fn coverage(rules: &RuleSet, suites: &[Suite]) -> Coverage {
             cases: by_folder.get(t.name.as_str()).copied().unwrap_or(0),
         })
         .collect();
-    Coverage { packs, tables }
+    // A profile that does not compile fails the load before coverage is asked.
+    let profiles = crate::measure::LogProfiles::from_rules(rules)
+        .map(|p| {
+            p.names()
+                .map(|n| TableCoverage {
+                    name: n.to_string(),
+                    cases: by_folder.get(n).copied().unwrap_or(0),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    Coverage {
+        packs,
+        tables,
+        profiles,
+    }
 }
 
 fn want_rule_ids(c: &Case) -> impl Iterator<Item = &str> {

@@ -54,10 +54,19 @@ struct RawCase {
     #[serde(default, deserialize_with = "present")]
     #[schemars(with = "String")]
     rules: Option<String>,
-    /// `check` (default) or `render`.
+    /// `check` (default), `render`, or `bandwidth` / `goodput` (the input is a log, read with
+    /// `profile` as `nvcre-policy measure` reads it).
     #[serde(default, deserialize_with = "present")]
-    #[schemars(with = "String", extend("enum" = ["check", "render"]))]
+    #[schemars(with = "String", extend("enum" = ["check", "render", "bandwidth", "goodput"]))]
     mode: Option<String>,
+    /// `bandwidth` / `goodput` mode: the LogProfile the log is read with.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "String")]
+    profile: Option<String>,
+    /// `bandwidth` / `goodput` mode: thresholds (key → CEL over `value`) judged on the result.
+    #[serde(default, deserialize_with = "present")]
+    #[schemars(with = "std::collections::BTreeMap<String, String>")]
+    thresholds: Option<std::collections::BTreeMap<String, String>>,
     /// The exact list of findings, in order (`[]`: none).
     #[serde(default, deserialize_with = "present")]
     #[schemars(with = "Vec<RawWantFinding>")]
@@ -333,13 +342,44 @@ impl Reader<'_> {
         let mode = match raw.mode.as_deref() {
             None | Some("check") => Mode::Check,
             Some("render") => Mode::Render,
+            Some("bandwidth") => Mode::Bandwidth,
+            Some("goodput") => Mode::Goodput,
             Some(other) => {
                 return Err(self.err(
                     &at.clone().key("mode"),
-                    &format!("unknown mode {other:?} (check or render)"),
+                    &format!("unknown mode {other:?} (check, render, bandwidth or goodput)"),
                 ));
             }
         };
+        let measures = matches!(mode, Mode::Bandwidth | Mode::Goodput);
+        let profile = match (raw.profile, measures) {
+            (Some(p), true) => Some(p),
+            (None, true) => {
+                return Err(self.err(
+                    at,
+                    "a bandwidth or goodput case needs `profile` (the LogProfile to read the log with)",
+                ));
+            }
+            (Some(_), false) => {
+                return Err(self.err(
+                    &at.clone().key("profile"),
+                    "only goes with `mode: bandwidth` or `mode: goodput`",
+                ));
+            }
+            (None, false) => None,
+        };
+        if raw.thresholds.is_some() && !measures {
+            return Err(self.err(
+                &at.clone().key("thresholds"),
+                "only goes with `mode: bandwidth` or `mode: goodput`",
+            ));
+        }
+        if measures && raw.property.is_some() {
+            return Err(self.err(
+                &at.clone().key("property"),
+                "properties run `check` or `render`, not a measurement",
+            ));
+        }
         let want_exit = match raw.want_exit {
             None => None,
             Some(n @ 0..=2) => u8::try_from(n).ok(),
@@ -366,6 +406,8 @@ impl Reader<'_> {
             context,
             rules,
             mode,
+            profile,
+            thresholds: raw.thresholds.unwrap_or_default(),
             expect,
             want_exit,
         })
@@ -464,10 +506,10 @@ impl Reader<'_> {
                 )
             }
             (None, Some(value), _) => {
-                if mode != Mode::Render {
+                if mode == Mode::Check {
                     return Err(self.err(
                         &at.clone().key("want_output"),
-                        "want_output needs `mode: render`",
+                        "want_output needs `mode: render`, `bandwidth` or `goodput`",
                     ));
                 }
                 Expectation::Output {
@@ -622,6 +664,24 @@ pub(super) mod tests {
         bad_mode,
         "    mode: lint\n    want_exit: 0\n",
         "unknown mode \"lint\""
+    );
+
+    rejects!(
+        measure_mode_needs_a_profile,
+        "    mode: bandwidth\n    want_exit: 0\n",
+        "a bandwidth or goodput case needs `profile`"
+    );
+
+    rejects!(
+        profile_only_with_a_measure_mode,
+        "    profile: nccl-bandwidth\n    want_exit: 0\n",
+        "cases[0].profile: only goes with `mode: bandwidth` or `mode: goodput`"
+    );
+
+    rejects!(
+        thresholds_only_with_a_measure_mode,
+        "    thresholds: {busBandwidthGBps: 'value > 1'}\n    want_exit: 0\n",
+        "cases[0].thresholds: only goes with `mode: bandwidth` or `mode: goodput`"
     );
 
     rejects!(

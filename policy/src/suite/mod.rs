@@ -13,7 +13,8 @@
 //!       …
 //!     context: {platform: aws, gpuArch: h100}             # optional, or {nodesFile: path}
 //!     rules: default                                      # optional: default | a directory
-//!     mode: check                                         # check (default) | render
+//!     mode: check                                         # check (default) | render |
+//!                                                         # bandwidth | goodput (+ profile:)
 //!     want_findings:                                      # exact list, in order
 //!       - {ruleId: wr-gang-queue-length, message: "Too long: may not be more than 63 bytes", line: 9}
 //!     want_exit: 1                                        # optional
@@ -147,6 +148,10 @@ pub struct Case {
     pub rules: CaseRules,
     /// What runs.
     pub mode: Mode,
+    /// `bandwidth` / `goodput` mode: the LogProfile name.
+    pub profile: Option<String>,
+    /// `bandwidth` / `goodput` mode: thresholds judged on the result (key → CEL over `value`).
+    pub thresholds: std::collections::BTreeMap<String, String>,
     /// The expectation besides the exit code.
     pub expect: Expectation,
     /// The expected exit code (0 clean, 1 violations, 2 could not run), when given.
@@ -181,6 +186,10 @@ pub enum Mode {
     Check,
     /// The Workflow `render` prints (a Workflow document is resolved for the platform).
     Render,
+    /// The BandwidthMeasurement status `measure bandwidth --profile P` prints for the input log.
+    Bandwidth,
+    /// The GoodputMeasurement status `measure goodput --profile P` prints for the input log.
+    Goodput,
 }
 
 /// The expectation of a case.
@@ -243,9 +252,11 @@ impl MessageMatch {
 pub struct CaseOutcome {
     /// Findings (check mode: all of them; render mode: those of a rejection).
     pub findings: Vec<Finding>,
-    /// The rendered document(s) (render mode, success only).
+    /// The rendered document(s) (render mode, success only); the measurement status
+    /// (bandwidth, goodput modes).
     pub output: Option<Value>,
-    /// The error text: the error (exit 2), or in render mode the messages of a rejection.
+    /// The error text: the error (exit 2), in render mode the messages of a rejection, in the
+    /// measurement modes the violated thresholds' messages (exit 1).
     pub error: Option<String>,
     /// The exit code the CLI would give.
     pub exit: u8,

@@ -135,13 +135,14 @@ impl<'a> SuiteRunner<'a> {
                 }
             };
             match mode {
-                Mode::Check => run_check(rules, &docs, ctx, nodes.clone()),
                 Mode::Render => run_render(rules, &docs, ctx, nodes.clone()),
+                // Properties run `check` or `render` (the suite format refuses others).
+                _ => run_check(rules, &docs, ctx, nodes.clone()),
             }
         };
         let verb = match mode {
-            Mode::Check => "check",
             Mode::Render => "render",
+            _ => "check",
         };
         super::property::run(
             property,
@@ -172,13 +173,16 @@ impl<'a> SuiteRunner<'a> {
             Ok(r) => r,
             Err(e) => return failed(e),
         };
+        if matches!(case.mode, Mode::Bandwidth | Mode::Goodput) {
+            return run_measure(rules, case);
+        }
         let docs = match parse_documents(&case.input) {
             Ok(d) => d,
             Err(e) => return failed(e.to_string()),
         };
         match case.mode {
-            Mode::Check => run_check(rules, &docs, &case.context, nodes),
             Mode::Render => run_render(rules, &docs, &case.context, nodes),
+            _ => run_check(rules, &docs, &case.context, nodes),
         }
     }
 }
@@ -206,6 +210,76 @@ fn run_check(
         }
     }
     if out.findings.iter().any(|f| f.severity == Severity::Error) {
+        out.exit = 1;
+    }
+    out
+}
+
+/// A bandwidth or goodput case: the input is a log, read line by line with the case's
+/// LogProfile as `nvcre-policy measure` reads it; the output is the measurement status, its
+/// thresholds are judged on it (a violation: exit 1, the messages as the error).
+fn run_measure(rules: &RuleSet, case: &Case) -> CaseOutcome {
+    use crate::measure::{
+        BandwidthParser, GoodputParser, LogProfiles, Measured, Source as MeasureSource, Thresholds,
+        for_each_line, measured_value,
+    };
+    let failed = |error: String| CaseOutcome {
+        error: Some(error),
+        exit: 2,
+        ..CaseOutcome::default()
+    };
+    let profiles = match LogProfiles::from_rules(rules) {
+        Ok(p) => p,
+        Err(e) => return failed(e),
+    };
+    let name = case.profile.as_deref().unwrap_or_default();
+    let profile = match profiles.get(name) {
+        Ok(p) => p,
+        Err(e) => return failed(e),
+    };
+    let thresholds = match Thresholds::compile(&case.thresholds) {
+        Ok(t) => t,
+        Err(errors) => return failed(errors.join("\n")),
+    };
+    let text = case.input.text.as_bytes();
+    let (measured, source) = if case.mode == Mode::Bandwidth {
+        let mut p = match BandwidthParser::new(profile) {
+            Ok(p) => p,
+            Err(e) => return failed(e),
+        };
+        if let Err(e) = for_each_line(text, |l| p.feed(l)) {
+            return failed(e.to_string());
+        }
+        (Measured::Bandwidth(p.status()), MeasureSource::Bandwidth)
+    } else {
+        let mut p = match GoodputParser::new(profile) {
+            Ok(p) => p,
+            Err(e) => return failed(e),
+        };
+        if let Err(e) = for_each_line(text, |l| p.feed(l)) {
+            return failed(e.to_string());
+        }
+        (
+            Measured::Goodput(Box::new(p.status())),
+            MeasureSource::Goodput,
+        )
+    };
+    let results = thresholds.evaluate(source, |k| measured_value(&measured, k));
+    let output = match &measured {
+        Measured::Bandwidth(s) => serde_json::to_value(s),
+        Measured::Goodput(s) => serde_json::to_value(s),
+    };
+    let mut out = CaseOutcome {
+        output: output.ok(),
+        ..CaseOutcome::default()
+    };
+    let violations: Vec<&str> = results
+        .iter()
+        .filter(|r| !r.passed)
+        .filter_map(|r| r.message.as_deref())
+        .collect();
+    if !violations.is_empty() {
+        out.error = Some(violations.join("\n"));
         out.exit = 1;
     }
     out
