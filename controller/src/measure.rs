@@ -776,7 +776,12 @@ pub async fn reconcile_bandwidth(
                 )),
                 Some(p) => read(p).await,
             };
-            let done_at = secs_of(at.as_deref()).unwrap_or(now_secs);
+            // The grace counts from the job's completion; without a transition time on its
+            // condition, from the first failed final read.
+            let pending_since = conditions::get(&old.conditions, "Measuring")
+                .filter(|c| c.reason == "FinalReadPending")
+                .and_then(|c| secs_of(c.last_transition_time.as_deref()));
+            let done_at = secs_of(at.as_deref()).or(pending_since).unwrap_or(now_secs);
             match outcome {
                 Ok(fin) => {
                     let provisional = status.clone();
@@ -982,7 +987,7 @@ pub async fn reconcile_goodput(
     let name = gm.name_any();
     let key = format!("goodput/{ns}/{name}");
     let interval = sample_interval(gm.spec.sample_interval.as_ref());
-    let (_, now) = now_rfc3339();
+    let (now_secs, now) = now_rfc3339();
     let write = |status: GoodputMeasurementStatus| {
         let ns = ns.clone();
         let name = name.clone();
@@ -1087,6 +1092,15 @@ pub async fn reconcile_goodput(
             let at = at.clone();
             let mut status = match read_goodput(&ctx.client, &ns, &profile, &pods).await {
                 Ok(s) => with_old(s),
+                // A request that failed is retried for a while before the measurement
+                // completes on what it last saw.
+                Err(ReadError::Fetch(_))
+                    if !failed
+                        && now_secs.saturating_sub(secs_of(at.as_deref()).unwrap_or(now_secs))
+                            < FINAL_READ_GRACE_SECS =>
+                {
+                    return Ok(Some(POD_REQUEUE));
+                }
                 Err(_) => old.clone(),
             };
             status.completion_time = Some(at.unwrap_or_else(|| now.clone()));

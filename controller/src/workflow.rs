@@ -443,8 +443,16 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                 .map(|(_, _, m)| m.clone())
         };
         let failure = if cond("Complete").or_else(|| cond("Succeeded")).is_some() {
+            // The wait counts from the job's completion; without a transition time on its
+            // condition, from when this controller first saw it complete.
+            let first_seen = g
+                .completion_time
+                .as_deref()
+                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+                .map(|t| t.as_second());
             let waited = job
                 .finished_at
+                .or(first_seen)
                 .map_or(0, |t| obs.now_secs.saturating_sub(t));
             match validate_job(
                 &planned.measurement,
@@ -463,6 +471,7 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                 Err(None) => {
                     g.phase = "Running".into();
                     g.message = Some(AWAITING_MEASUREMENTS.into());
+                    g.completion_time.get_or_insert_with(|| obs.now.to_string());
                     None
                 }
                 Err(Some((reason, message))) => Some((reason, message)),
