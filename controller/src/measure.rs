@@ -88,14 +88,7 @@ pub fn measurement_manifests(
     if let Some(run) = wf.labels().get(WORKLOAD_RUN_LABEL) {
         labels.insert(WORKLOAD_RUN_LABEL.into(), json!(run));
     }
-    let owner = json!({
-        "apiVersion": nvcre_domain::crd::API_VERSION,
-        "kind": "Workflow",
-        "name": wf.name_any(),
-        "uid": wf.metadata.uid.clone().unwrap_or_default(),
-        "controller": true,
-        "blockOwnerDeletion": true,
-    });
+    let owner = crate::workflow::owner_ref(wf);
     let mut out = Vec::new();
     for (kind, suffix, config, keys) in [
         (
@@ -444,12 +437,6 @@ pub fn unavailable_suffix(status: &BandwidthMeasurementStatus) -> &'static str {
     }
 }
 
-/// Whether a measurement has seen its job (so a missing job means it is gone, not not yet
-/// created): a start time, results, or a `Measuring` condition.
-fn has_seen(start: Option<&String>, has_data: bool, conds: &[Condition]) -> bool {
-    start.is_some() || has_data || conditions::get(conds, "Measuring").is_some()
-}
-
 async fn list_pods(
     client: &Client,
     ns: &str,
@@ -513,22 +500,15 @@ async fn read_pod_log(
     read_whole_log(fetch, feed).await
 }
 
-async fn write_status<K>(
+async fn write_status<K: Measurement>(
     client: &Client,
     ns: &str,
     name: &str,
-    kind: &str,
-    status: &impl serde::Serialize,
-) -> Result<(), Error>
-where
-    K: kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-{
+    status: &K::Status,
+) -> Result<(), Error> {
     let api: Api<K> = Api::namespaced(client.clone(), ns);
     let patch =
-        json!({"apiVersion": nvcre_domain::crd::API_VERSION, "kind": kind, "status": status});
+        json!({"apiVersion": nvcre_domain::crd::API_VERSION, "kind": K::KIND, "status": status});
     api.patch_status(
         name,
         &PatchParams::apply(FIELD_MANAGER).force(),
@@ -536,6 +516,186 @@ where
     )
     .await?;
     Ok(())
+}
+
+/// What the two measurement kinds share: their spec's references, their status, and what a
+/// vanished job does to it.
+pub trait Measurement:
+    kube::Resource<Scope = kube::core::NamespaceResourceScope, DynamicType = ()>
+    + Clone
+    + serde::de::DeserializeOwned
+    + std::fmt::Debug
+{
+    /// The status type.
+    type Status: Clone + Default + PartialEq + serde::Serialize;
+    /// `BandwidthMeasurement` or `GoodputMeasurement`.
+    const KIND: &'static str;
+    /// `spec.jobRef.name` (empty when unset).
+    fn job_name(&self) -> &str;
+    /// `spec.logProfileRef`.
+    fn profile_ref(&self) -> &str;
+    /// `spec.sampleInterval`.
+    fn interval(&self) -> Option<&String>;
+    /// The current status (default when unset).
+    fn current(&self) -> Self::Status;
+    /// The status's conditions.
+    fn conditions(s: &mut Self::Status) -> &mut Vec<Condition>;
+    /// Whether the status shows the job was seen (a start time, data).
+    fn has_seen_job(s: &Self::Status) -> bool;
+    /// Completes `s` because the job vanished after it was seen, and drops its gauges.
+    fn job_gone(&self, metrics: &Metrics, s: &mut Self::Status, now: &str);
+}
+
+impl Measurement for BandwidthMeasurementResource {
+    type Status = BandwidthMeasurementStatus;
+    const KIND: &'static str = "BandwidthMeasurement";
+    fn job_name(&self) -> &str {
+        self.spec.job_ref.as_ref().map_or("", |j| j.name.as_str())
+    }
+    fn profile_ref(&self) -> &str {
+        &self.spec.log_profile_ref
+    }
+    fn interval(&self) -> Option<&String> {
+        self.spec.sample_interval.as_ref()
+    }
+    fn current(&self) -> Self::Status {
+        self.status.clone().unwrap_or_default()
+    }
+    fn conditions(s: &mut Self::Status) -> &mut Vec<Condition> {
+        &mut s.conditions
+    }
+    fn has_seen_job(s: &Self::Status) -> bool {
+        s.start_time.is_some() || !s.results.is_empty()
+    }
+    fn job_gone(&self, metrics: &Metrics, s: &mut Self::Status, now: &str) {
+        let msg = format!("Referenced Job no longer exists; {}", unavailable_suffix(s));
+        set_complete(&mut s.conditions, "LogsUnavailable", &msg, &msg, now);
+        s.completion_time = Some(now.to_string());
+        drop_bandwidth(metrics, self, &[s]);
+    }
+}
+
+impl Measurement for GoodputMeasurementResource {
+    type Status = GoodputMeasurementStatus;
+    const KIND: &'static str = "GoodputMeasurement";
+    fn job_name(&self) -> &str {
+        self.spec.job_ref.as_ref().map_or("", |j| j.name.as_str())
+    }
+    fn profile_ref(&self) -> &str {
+        &self.spec.log_profile_ref
+    }
+    fn interval(&self) -> Option<&String> {
+        self.spec.sample_interval.as_ref()
+    }
+    fn current(&self) -> Self::Status {
+        self.status.clone().unwrap_or_default()
+    }
+    fn conditions(s: &mut Self::Status) -> &mut Vec<Condition> {
+        &mut s.conditions
+    }
+    fn has_seen_job(s: &Self::Status) -> bool {
+        s.start_time.is_some() || s.result.is_some()
+    }
+    fn job_gone(&self, metrics: &Metrics, s: &mut Self::Status, now: &str) {
+        let m = "Referenced Job no longer exists; goodput results are provisional";
+        set_complete(
+            &mut s.conditions,
+            "LogsUnavailable",
+            m,
+            "Measurement completed",
+            now,
+        );
+        s.completion_time = Some(now.to_string());
+        export_goodput(metrics, self, s, true);
+    }
+}
+
+/// What both reconcilers know once the measurement, its job and its profile are in hand.
+struct Observed<S> {
+    ns: String,
+    name: String,
+    job_name: String,
+    /// `kind/namespace/name`, the throttle key.
+    key: String,
+    interval: Duration,
+    now_secs: i64,
+    now: String,
+    /// The status as observed.
+    old: S,
+    state: JobState,
+    profile: CompiledProfile,
+}
+
+/// The shared start of a reconcile: a complete measurement or one without `jobRef` is left
+/// alone; a missing job completes it `LogsUnavailable` when it was seen before (else the job
+/// may not exist yet: look again soon); a running job sampled less than `sampleInterval` ago
+/// waits; a profile that cannot be resolved sets `LogProfileNotFound`. `Err(requeue)` ends the
+/// reconcile.
+async fn observe<M: Measurement>(
+    m: &M,
+    ctx: &MeasureCtx,
+) -> Result<Result<Observed<M::Status>, Option<Duration>>, Error> {
+    let old = m.current();
+    let mut scratch = old.clone();
+    if conditions::is_true(M::conditions(&mut scratch), "Complete") || m.job_name().is_empty() {
+        return Ok(Err(None));
+    }
+    let ns = m.meta().namespace.clone().unwrap_or_default();
+    let name = m.meta().name.clone().unwrap_or_default();
+    let job_name = m.job_name().to_string();
+    let key = format!("{}/{ns}/{name}", M::KIND);
+    let interval = sample_interval(m.interval());
+    let (now_secs, now) = now_rfc3339();
+    let Some(job) = get_job(&ctx.client, &ns, &job_name).await? else {
+        let seen = M::has_seen_job(&old)
+            || conditions::get(M::conditions(&mut scratch), "Measuring").is_some();
+        if !seen {
+            return Ok(Err(Some(POD_REQUEUE)));
+        }
+        let mut status = old.clone();
+        m.job_gone(&ctx.metrics, &mut status, &now);
+        forget(ctx, &key);
+        write_status::<M>(&ctx.client, &ns, &name, &status).await?;
+        return Ok(Err(None));
+    };
+    let state = job_state(&job);
+    if state == JobState::Running
+        && let Some(wait) = throttled(ctx, &key, interval)
+    {
+        return Ok(Err(Some(wait)));
+    }
+    match resolve_profile(&ctx.client, &ctx.rules.current(), m.profile_ref()).await {
+        Ok(profile) => Ok(Ok(Observed {
+            ns,
+            name,
+            job_name,
+            key,
+            interval,
+            now_secs,
+            now,
+            old,
+            state,
+            profile,
+        })),
+        Err(cause) => {
+            let mut status = old.clone();
+            let msg = format!(
+                "LogProfile {:?} could not be resolved: {cause}",
+                m.profile_ref()
+            );
+            set_measuring(
+                M::conditions(&mut status),
+                false,
+                "LogProfileNotFound",
+                &msg,
+                &now,
+            );
+            if status != old {
+                write_status::<M>(&ctx.client, &ns, &name, &status).await?;
+            }
+            Ok(Err(Some(interval)))
+        }
+    }
 }
 
 /// Throttle: `Some(wait)` when `key` was sampled less than `interval` ago.
@@ -625,83 +785,29 @@ pub async fn reconcile_bandwidth(
     bm: &BandwidthMeasurementResource,
     ctx: &MeasureCtx,
 ) -> Result<Option<Duration>, Error> {
-    let old = bm.status.clone().unwrap_or_default();
-    if conditions::is_true(&old.conditions, "Complete") {
-        return Ok(None);
-    }
-    let Some(job_name) = bm
-        .spec
-        .job_ref
-        .as_ref()
-        .map(|j| j.name.clone())
-        .filter(|n| !n.is_empty())
-    else {
-        return Ok(None);
+    let o = match observe(bm, ctx).await? {
+        Ok(o) => o,
+        Err(requeue) => return Ok(requeue),
     };
-    let ns = bm.namespace().unwrap_or_default();
-    let name = bm.name_any();
-    let key = format!("bandwidth/{ns}/{name}");
-    let interval = sample_interval(bm.spec.sample_interval.as_ref());
-    let (now_secs, now) = now_rfc3339();
+    let Observed {
+        ns,
+        name,
+        job_name,
+        key,
+        interval,
+        now_secs,
+        now,
+        old,
+        state,
+        profile,
+    } = o;
     let mut status = old.clone();
-    let write = |status: BandwidthMeasurementStatus| async move {
-        write_status::<BandwidthMeasurementResource>(
-            &ctx.client,
-            &ns,
-            &name,
-            "BandwidthMeasurement",
-            &status,
-        )
-        .await
-    };
-
-    let Some(job) = get_job(&ctx.client, &bm.namespace().unwrap_or_default(), &job_name).await?
-    else {
-        if has_seen(
-            old.start_time.as_ref(),
-            !old.results.is_empty(),
-            &old.conditions,
-        ) {
-            let msg = format!(
-                "Referenced Job no longer exists; {}",
-                unavailable_suffix(&old)
-            );
-            set_complete(&mut status.conditions, "LogsUnavailable", &msg, &msg, &now);
-            status.completion_time = Some(now.clone());
-            drop_bandwidth(&ctx.metrics, bm, &[&old]);
-            forget(ctx, &key);
-            write(status).await?;
-            return Ok(None);
+    let write = |status: BandwidthMeasurementStatus| {
+        let (ns, name) = (ns.clone(), name.clone());
+        async move {
+            write_status::<BandwidthMeasurementResource>(&ctx.client, &ns, &name, &status).await
         }
-        return Ok(Some(POD_REQUEUE));
     };
-    let state = job_state(&job);
-    if state == JobState::Running
-        && let Some(wait) = throttled(ctx, &key, interval)
-    {
-        return Ok(Some(wait));
-    }
-    let profile =
-        match resolve_profile(&ctx.client, &ctx.rules.current(), &bm.spec.log_profile_ref).await {
-            Ok(p) => p,
-            Err(cause) => {
-                let msg = format!(
-                    "LogProfile {:?} could not be resolved: {cause}",
-                    bm.spec.log_profile_ref
-                );
-                set_measuring(
-                    &mut status.conditions,
-                    false,
-                    "LogProfileNotFound",
-                    &msg,
-                    &now,
-                );
-                if status != old {
-                    write(status).await?;
-                }
-                return Ok(Some(interval));
-            }
-        };
     let replicated_job = profile
         .spec
         .worker_strategy
@@ -709,13 +815,7 @@ pub async fn reconcile_bandwidth(
         .and_then(|w| w.replicated_job_name.clone())
         .filter(|r| !r.is_empty())
         .unwrap_or_else(|| "node".to_string());
-    let pods = list_pods(
-        &ctx.client,
-        &bm.namespace().unwrap_or_default(),
-        &job_name,
-        Some(&replicated_job),
-    )
-    .await?;
+    let pods = list_pods(&ctx.client, &ns, &job_name, Some(&replicated_job)).await?;
     let pod = pods.first();
     let container = profile.spec.container_name.clone();
     let read = |pod: &Pod| {
@@ -723,7 +823,7 @@ pub async fn reconcile_bandwidth(
         let container = container.clone();
         let profile = &profile;
         let client = ctx.client.clone();
-        let ns = bm.namespace().unwrap_or_default();
+        let ns = ns.clone();
         async move {
             let mut parser = BandwidthParser::new(profile).map_err(ReadError::Unpageable)?;
             read_pod_log(&client, &ns, &pod, &container, |l| parser.feed(l)).await?;
@@ -768,8 +868,7 @@ pub async fn reconcile_bandwidth(
         JobState::Succeeded(at) => {
             let outcome = match pod {
                 None => Err(ReadError::Fetch(format!(
-                    "no pods found for {}/{job_name} replicatedJob {replicated_job}",
-                    bm.namespace().unwrap_or_default()
+                    "no pods found for {ns}/{job_name} replicatedJob {replicated_job}"
                 ))),
                 Some(p) if !matches!(phase(p), "Succeeded" | "Failed") => Err(ReadError::Fetch(
                     format!("pod {} has not finished ({})", p.name_any(), phase(p)),
@@ -970,89 +1069,26 @@ pub async fn reconcile_goodput(
     gm: &GoodputMeasurementResource,
     ctx: &MeasureCtx,
 ) -> Result<Option<Duration>, Error> {
-    let old = gm.status.clone().unwrap_or_default();
-    if conditions::is_true(&old.conditions, "Complete") {
-        return Ok(None);
-    }
-    let Some(job_name) = gm
-        .spec
-        .job_ref
-        .as_ref()
-        .map(|j| j.name.clone())
-        .filter(|n| !n.is_empty())
-    else {
-        return Ok(None);
+    let o = match observe(gm, ctx).await? {
+        Ok(o) => o,
+        Err(requeue) => return Ok(requeue),
     };
-    let ns = gm.namespace().unwrap_or_default();
-    let name = gm.name_any();
-    let key = format!("goodput/{ns}/{name}");
-    let interval = sample_interval(gm.spec.sample_interval.as_ref());
-    let (now_secs, now) = now_rfc3339();
+    let Observed {
+        ns,
+        name,
+        job_name,
+        key,
+        interval,
+        now_secs,
+        now,
+        old,
+        state,
+        profile,
+    } = o;
     let write = |status: GoodputMeasurementStatus| {
-        let ns = ns.clone();
-        let name = name.clone();
-        async move {
-            write_status::<GoodputMeasurementResource>(
-                &ctx.client,
-                &ns,
-                &name,
-                "GoodputMeasurement",
-                &status,
-            )
-            .await
-        }
+        let (ns, name) = (ns.clone(), name.clone());
+        async move { write_status::<GoodputMeasurementResource>(&ctx.client, &ns, &name, &status).await }
     };
-    let Some(job) = get_job(&ctx.client, &ns, &job_name).await? else {
-        if has_seen(
-            old.start_time.as_ref(),
-            old.result.is_some(),
-            &old.conditions,
-        ) {
-            let mut status = old.clone();
-            let m = "Referenced Job no longer exists; goodput results are provisional";
-            set_complete(
-                &mut status.conditions,
-                "LogsUnavailable",
-                m,
-                "Measurement completed",
-                &now,
-            );
-            status.completion_time = Some(now.clone());
-            export_goodput(&ctx.metrics, gm, &status, true);
-            forget(ctx, &key);
-            write(status).await?;
-            return Ok(None);
-        }
-        return Ok(Some(POD_REQUEUE));
-    };
-    let state = job_state(&job);
-    if state == JobState::Running
-        && let Some(wait) = throttled(ctx, &key, interval)
-    {
-        return Ok(Some(wait));
-    }
-    let profile =
-        match resolve_profile(&ctx.client, &ctx.rules.current(), &gm.spec.log_profile_ref).await {
-            Ok(p) => p,
-            Err(cause) => {
-                let mut status = old.clone();
-                let msg = format!(
-                    "LogProfile {:?} could not be resolved: {cause}",
-                    gm.spec.log_profile_ref
-                );
-                set_measuring(
-                    &mut status.conditions,
-                    false,
-                    "LogProfileNotFound",
-                    &msg,
-                    &now,
-                );
-                if status != old {
-                    write(status).await?;
-                }
-                return Ok(Some(interval));
-            }
-        };
     let pods = list_pods(&ctx.client, &ns, &job_name, None).await?;
     let with_old = |mut s: GoodputMeasurementStatus| {
         s.conditions = old.conditions.clone();

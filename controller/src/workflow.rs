@@ -821,7 +821,8 @@ pub fn plan(
     })
 }
 
-fn owner_ref(wf: &WorkflowResource) -> Value {
+/// The controller ownerReference of `wf` for its children (`blockOwnerDeletion: true`).
+pub(crate) fn owner_ref(wf: &WorkflowResource) -> Value {
     json!({
         "apiVersion": nvcre_domain::crd::API_VERSION,
         "kind": "Workflow",

@@ -901,6 +901,26 @@ async fn job_pod(env: &Env, job: &str, rj: &str, phase: &str) {
     .expect("pod status");
 }
 
+/// Both groups' TrainJobs complete now (their `rj` pods Succeeded, then the `Complete`
+/// condition through /status, as the Trainer reports it); returns the condition's time.
+async fn complete_jobs(env: &Env, rj: &str) -> String {
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.ns, &train_job_resource());
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    for job in ["nccl-group-0", "nccl-group-1"] {
+        job_pod(env, job, rj, "Succeeded").await;
+        let status = json!({"status": {"conditions": [{
+            "type": "Complete", "status": "True", "reason": "JobsCompleted",
+            "message": "jobs completed", "lastTransitionTime": now}]}});
+        jobs.patch_status(job, &PatchParams::default(), &Patch::Merge(&status))
+            .await
+            .expect("complete");
+    }
+    now
+}
+
 /// The sample log lines of `rules/tests/log-profiles/data/<file>`.
 fn sample_log(file: &str) -> Vec<String> {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -1052,20 +1072,7 @@ pub async fn measured_thresholds(env: &Env) {
     assert!((value - 338.82).abs() < 1e-9, "{value}");
 
     // The jobs complete: the final read completes each measurement; thresholds are judged.
-    let jobs: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &env.ns, &train_job_resource());
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    for job in ["nccl-group-0", "nccl-group-1"] {
-        launcher_pod(env, job, "Succeeded").await;
-        let status = json!({"status": {"conditions": [{
-            "type": "Complete", "status": "True", "reason": "JobsCompleted",
-            "message": "jobs completed", "lastTransitionTime": now}]}});
-        jobs.patch_status(job, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .expect("complete");
-    }
+    let now = complete_jobs(env, "launcher").await;
     let done = eventually("the run to fail its validation", || async {
         let r = runs.get("nccl").await.expect("get run");
         r.status.filter(|s| {
@@ -1223,20 +1230,7 @@ pub async fn measured_goodput(env: &Env) {
     .await;
     assert!((value - 0.88558).abs() < 1e-6, "{value}");
 
-    let jobs: Api<DynamicObject> =
-        Api::namespaced_with(client.clone(), &env.ns, &train_job_resource());
-    let now = k8s_openapi::jiff::Timestamp::now()
-        .strftime("%Y-%m-%dT%H:%M:%SZ")
-        .to_string();
-    for job in ["nccl-group-0", "nccl-group-1"] {
-        job_pod(env, job, "node", "Succeeded").await;
-        let status = json!({"status": {"conditions": [{
-            "type": "Complete", "status": "True", "reason": "JobsCompleted",
-            "message": "jobs completed", "lastTransitionTime": now}]}});
-        jobs.patch_status(job, &PatchParams::default(), &Patch::Merge(&status))
-            .await
-            .expect("complete");
-    }
+    complete_jobs(env, "node").await;
     let done = eventually("the run to succeed", || async {
         let r = runs.get("nccl").await.expect("get run");
         r.status.filter(|s| {
