@@ -14,7 +14,9 @@ fn main() {
     let mut files = Vec::new();
     collect(&rules, &mut files);
     files.sort();
-    let mut out = String::from("/// `(path as shown in messages, contents)` of every embedded rule file, in path order.\n");
+    let mut out = String::from(
+        "/// `(path as shown in messages, contents)` of every embedded rule file, in path order.\n",
+    );
     out.push_str("const EMBEDDED: &[(&str, &str)] = &[\n");
     for f in &files {
         let rel = f
@@ -31,13 +33,15 @@ fn main() {
         );
     }
     out.push_str("];\n");
-    let dest = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo")).join("embedded_rules.rs");
+    let dest =
+        PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo")).join("embedded_rules.rs");
     std::fs::write(dest, out).expect("write embedded_rules.rs");
 }
 
 /// The rule files below `dir`: `*.yaml` / `*.yml`, not hidden, not under a `tests` directory.
 fn collect(dir: &Path, out: &mut Vec<PathBuf>) {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
+    let entries =
+        std::fs::read_dir(dir).unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()));
     for entry in entries {
         let entry = entry.expect("directory entry");
         let name = entry.file_name().to_string_lossy().into_owned();

@@ -24,7 +24,8 @@ fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()>
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => std::path::Path::new("."),
     };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(|e| std::io::Error::new(e.kind(), strip_path(&e)))?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| std::io::Error::new(e.kind(), strip_path(&e)))?;
     tmp.write_all(bytes)?;
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
@@ -53,7 +54,11 @@ pub struct Output {
 /// Parses `FORMAT` or `FORMAT=PATH`.
 fn parse_output(s: &str) -> Result<Output, String> {
     let (name, path) = match s.split_once('=') {
-        Some((_, "")) => return Err(format!("{s:?}: the path after '=' is empty")),
+        Some((_, "")) => {
+            return Err(format!(
+                "{s:?}: the path after '=' is empty; write -o FORMAT=PATH (e.g. -o json=report.json), or -o FORMAT for standard output"
+            ));
+        }
         Some((n, p)) => (n, Some(PathBuf::from(p))),
         None => (s, None),
     };
@@ -411,7 +416,7 @@ mod tests {
         );
         assert_eq!(
             parse_output("junit="),
-            Err("\"junit=\": the path after '=' is empty".into())
+            Err("\"junit=\": the path after '=' is empty; write -o FORMAT=PATH (e.g. -o json=report.json), or -o FORMAT for standard output".into())
         );
     }
 }

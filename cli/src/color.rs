@@ -8,13 +8,17 @@ use anstyle::{AnsiColor, Style};
 /// When to colour output (`--color`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum ColorWhen {
-    /// Colour a stream only when it is a terminal, unless `NO_COLOR` is set (non-empty),
-    /// `CLICOLOR=0` or `TERM=dumb`; `CLICOLOR_FORCE` colours pipes too.
+    // (Plain comments: doc comments would turn `--help` into a list of the values.)
+    // A stream is coloured only when it is a terminal, unless `NO_COLOR` is set (non-empty),
+    // `CLICOLOR=0` or `TERM=dumb`; `CLICOLOR_FORCE` colours pipes too.
     #[default]
+    #[allow(missing_docs)]
     Auto,
-    /// Always colour (files written with `-o FORMAT=PATH` never are).
+    // Always colour (files written with `-o FORMAT=PATH` never are).
+    #[allow(missing_docs)]
     Always,
-    /// Never colour.
+    // Never colour.
+    #[allow(missing_docs)]
     Never,
 }
 

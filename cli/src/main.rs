@@ -34,7 +34,13 @@ struct Cli {
     rules: Option<PathBuf>,
     /// When to colour output: auto (a terminal, unless NO_COLOR, CLICOLOR=0 or TERM=dumb;
     /// CLICOLOR_FORCE=1 colours pipes too), always or never.
-    #[arg(long, global = true, value_enum, value_name = "WHEN", default_value = "auto")]
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto"
+    )]
     color: color::ColorWhen,
     #[command(subcommand)]
     command: Command,
@@ -343,7 +349,9 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         return Err(ExitCode::from(2));
     }
     if args.files.iter().filter(|f| f.as_str() == "-").count() > 1 {
-        report::error_line("standard input (`-`) can be given once; name the other inputs as files");
+        report::error_line(
+            "standard input (`-`) can be given once; name the other inputs as files",
+        );
         return Err(ExitCode::from(2));
     }
     if files.is_empty() {
@@ -420,11 +428,14 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
 
 /// `man`: the page of `nvcre-policy` on stdout, or every command's page into `--out-dir`.
 fn man(args: &ManArgs) -> ExitCode {
-    let command = Cli::command();
+    let mut command = Cli::command();
+    // Built as `--out-dir` builds it (with the generated `help` subcommand), so the page on
+    // stdout is the page written to the directory.
+    command.build();
     match &args.out_dir {
         Some(dir) => {
-            if let Err(e) = std::fs::create_dir_all(dir)
-                .and_then(|()| clap_mangen::generate_to(command, dir))
+            if let Err(e) =
+                std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(command, dir))
             {
                 report::error_line(&format!(
                     "writing man pages to {}: {e}; give a writable --out-dir",

@@ -405,7 +405,10 @@ fn json_report(report: &Report<'_>) -> String {
     for f in report.findings {
         if let Ok(Value::Object(mut o)) = serde_json::to_value(f) {
             o.shift_remove("file");
-            by_file.entry(f.file.as_str()).or_default().push(Value::Object(o));
+            by_file
+                .entry(f.file.as_str())
+                .or_default()
+                .push(Value::Object(o));
         }
     }
     let mut files: Vec<(&str, usize)> = report
@@ -527,7 +530,9 @@ fn text_message(text: &str) -> sarif::Message {
 }
 
 fn multiformat(text: String) -> sarif::MultiformatMessageString {
-    sarif::MultiformatMessageString::builder().text(text).build()
+    sarif::MultiformatMessageString::builder()
+        .text(text)
+        .build()
 }
 
 fn physical_location(file: &str, pos: Option<(usize, usize)>) -> sarif::PhysicalLocation {
@@ -823,15 +828,13 @@ fn junit(report: &Report<'_>) -> String {
         let mut suite = quick_junit::TestSuite::new(file.file.as_str());
         for c in junit_cases(report, &index, file) {
             let status = if let Some(e) = &c.error {
-                let mut st = quick_junit::TestCaseStatus::non_success(
-                    quick_junit::NonSuccessKind::Error,
-                );
+                let mut st =
+                    quick_junit::TestCaseStatus::non_success(quick_junit::NonSuccessKind::Error);
                 st.set_message(e.as_str()).set_type("input");
                 st
             } else if let Some((message, severity)) = &c.failure_message {
-                let mut st = quick_junit::TestCaseStatus::non_success(
-                    quick_junit::NonSuccessKind::Failure,
-                );
+                let mut st =
+                    quick_junit::TestCaseStatus::non_success(quick_junit::NonSuccessKind::Failure);
                 st.set_message(message.as_str())
                     .set_type(severity.to_string())
                     .set_description(c.failures.join("\n"));

@@ -25,9 +25,10 @@ impl RulesInfo {
     /// The message of the first file that cannot be read.
     pub fn of(dir: Option<&Path>) -> Result<RulesInfo, String> {
         let sources = nvcre_domain::rule_sources(dir).map_err(|e| {
-            e.errors
-                .first()
-                .map_or_else(|| "the rules cannot be read".to_string(), ToString::to_string)
+            e.errors.first().map_or_else(
+                || "the rules cannot be read".to_string(),
+                ToString::to_string,
+            )
         })?;
         let root = dir.map_or_else(|| Path::new("rules").to_path_buf(), Path::to_path_buf);
         let mut files: Vec<(String, &str)> = sources

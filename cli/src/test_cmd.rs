@@ -61,7 +61,9 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
     let filter = match args.run.as_deref().map(Regex::new).transpose() {
         Ok(f) => f,
         Err(e) => {
-            report::error_line(&format!("invalid --run regex: {e}"));
+            report::error_line(&format!(
+                "invalid --run regex: {e}\n--run takes a regular expression over case names (`file › note`), e.g. --run 'gang' or --run 'labels/.*queue'"
+            ));
             return ExitCode::from(2);
         }
     };
@@ -118,7 +120,11 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
         let report = result.report();
         match report.strip_prefix("FAIL") {
             Some(rest) if color => {
-                out.push_str(&crate::color::paint("FAIL", crate::color::severity("FAIL"), true));
+                out.push_str(&crate::color::paint(
+                    "FAIL",
+                    crate::color::severity("FAIL"),
+                    true,
+                ));
                 out.push_str(rest);
             }
             _ => out.push_str(&report),
@@ -157,7 +163,9 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
         use std::io::Write as _;
         let mut stdout = std::io::stdout().lock();
         // A closed pipe (`| head`) is not an error.
-        let _ = stdout.write_all(out.as_bytes()).and_then(|()| stdout.flush());
+        let _ = stdout
+            .write_all(out.as_bytes())
+            .and_then(|()| stdout.flush());
     }
     if !untested.is_empty() {
         report::error_line(&format!(
