@@ -151,7 +151,9 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
     }
     let checked = check_inputs(rules, &args.paths, &req);
     if checked.files.iter().all(|f| f.documents.is_empty()) && checked.errors.is_empty() {
-        report::warning_line("no manifest documents found in the given paths; nothing was checked");
+        report::warning_line(
+            "no manifest documents found in the given paths; nothing was checked (give files, directories or `-` with .yaml, .yml or .json manifests)",
+        );
     }
     let fail_on = args.fail_on.severity();
     let report = Report {

@@ -169,7 +169,7 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
     }
     if !untested.is_empty() {
         report::error_line(&format!(
-            "--require-tests: no tests for {}",
+            "--require-tests: no tests for {}; add cases to the pack's or table's folder of the suites (docs/rules.md, \"Rule tests\")",
             untested.join(", ")
         ));
     }

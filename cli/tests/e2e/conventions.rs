@@ -683,3 +683,65 @@ fn usage_errors_name_the_fix() {
         )
     );
 }
+
+// ---- 7. -o FORMAT=PATH is written atomically -----------------------------------------------
+
+#[test]
+fn concurrent_runs_never_leave_a_torn_report() {
+    let dir = widgets();
+    // Many findings, so a report is large enough to be caught half written.
+    let doc = "kind: Widget\nmetadata: {name: a}\nspec:\n  size: 12\n  color: red\n";
+    std::fs::write(dir.path().join("many.yaml"), vec![doc; 400].join("---\n")).expect("write");
+    let report = dir.path().join("report.json");
+    let spawn = || {
+        std::process::Command::new(assert_cmd::cargo::cargo_bin("nvcre-policy"))
+            .current_dir(dir.path())
+            .env_remove("NVCRE_RULES")
+            .args([
+                "--rules",
+                "rules",
+                "check",
+                "-o",
+                "json=report.json",
+                "many.yaml",
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("spawns")
+    };
+    let mut reads = 0;
+    for _ in 0..3 {
+        let mut writers = [spawn(), spawn()];
+        loop {
+            if let Ok(text) = std::fs::read_to_string(&report) {
+                let parsed: Result<Value, _> = serde_json::from_str(&text);
+                assert!(parsed.is_ok(), "a torn report of {} bytes", text.len());
+                reads += 1;
+            }
+            if writers
+                .iter_mut()
+                .all(|w| w.try_wait().ok().flatten().is_some())
+            {
+                break;
+            }
+        }
+        for w in &mut writers {
+            assert_eq!(w.wait().expect("waits").code(), Some(1));
+        }
+    }
+    assert!(reads > 0);
+    let last: Value =
+        serde_json::from_str(&std::fs::read_to_string(&report).expect("read")).expect("json");
+    assert_eq!(last["summary"]["documents"], 400);
+    // Only the report is left: the temporary files were renamed over it.
+    let mut files: Vec<String> = std::fs::read_dir(dir.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(
+        files,
+        ["bad.yaml", "many.yaml", "ok.yaml", "report.json", "rules"]
+    );
+}
