@@ -147,7 +147,7 @@ struct RenderArgs {
 
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let command = with_platform_help(Cli::command(), &argv);
+    let command = with_platform_help(Cli::command(), &argv).color(clap_color(&argv));
     let cli = match command
         .try_get_matches_from(&argv)
         .and_then(|m| Cli::from_arg_matches(&m))
@@ -208,6 +208,25 @@ fn print_version(dir: Option<&std::path::Path>) -> ExitCode {
 fn print(text: &str) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+/// `--color` as clap's own choice, read before parsing, so clap's help and usage errors follow
+/// the flag as the rest of the output does.
+fn clap_color(argv: &[std::ffi::OsString]) -> clap::ColorChoice {
+    let mut value = None;
+    let mut it = argv.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--color" {
+            value = it.next().and_then(|v| v.to_str());
+        } else if let Some(v) = a.to_str().and_then(|s| s.strip_prefix("--color=")) {
+            value = Some(v);
+        }
+    }
+    match value {
+        Some("always") => clap::ColorChoice::Always,
+        Some("never") => clap::ColorChoice::Never,
+        _ => clap::ColorChoice::Auto,
+    }
 }
 
 /// `--rules DIR` / `--rules=DIR` from the command line, else `NVCRE_RULES`.

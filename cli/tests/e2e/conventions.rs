@@ -12,10 +12,7 @@ use serde_json::{Value, json};
 /// `(exit code, stdout, stderr)` of the binary run in `dir` with `args` and extra environment.
 fn run_in(dir: &Path, env: &[(&str, &str)], args: &[&str]) -> (i32, String, String) {
     let mut cmd = bin();
-    cmd.current_dir(dir)
-        .env_remove("CLICOLOR")
-        .env_remove("CLICOLOR_FORCE")
-        .env_remove("TERM");
+    cmd.current_dir(dir).env_remove("TERM");
     for (k, v) in env {
         cmd.env(k, v);
     }
@@ -288,6 +285,19 @@ fn color_follows_the_flag_and_the_environment() {
         stderr.starts_with("Error: invalid --platform"),
         "{stderr:?}"
     );
+    // clap's own usage errors follow the flag too.
+    let (code, _, stderr) = run_in(
+        &root(),
+        &[("CLICOLOR_FORCE", "1")],
+        &["--color", "never", "check"],
+    );
+    assert_eq!(code, 2);
+    assert!(
+        stderr.starts_with("error: the following required arguments were not provided:\n"),
+        "{stderr:?}"
+    );
+    let (_, _, stderr) = run_in(&root(), &[], &["--color=always", "check"]);
+    assert!(stderr.starts_with("\u{1b}["), "{stderr:?}");
     let (_, _, stderr) = run_in(&root(), &[], &["--color=always", "test", "--run", "("]);
     assert!(
         stderr.starts_with("\u{1b}[1m\u{1b}[31mError:\u{1b}[0m invalid --run regex"),
@@ -744,4 +754,27 @@ fn concurrent_runs_never_leave_a_torn_report() {
         files,
         ["bad.yaml", "many.yaml", "ok.yaml", "report.json", "rules"]
     );
+}
+
+// ---- 8. the LICENSE file is the crates' license --------------------------------------------
+
+#[test]
+fn the_license_file_matches_the_cargo_license() {
+    let manifest = std::fs::read_to_string(root().join("Cargo.toml")).expect("Cargo.toml");
+    assert!(
+        manifest.contains("\nlicense = \"Apache-2.0\"\n"),
+        "{manifest}"
+    );
+    let license = std::fs::read_to_string(root().join("LICENSE")).expect("LICENSE");
+    let head: Vec<&str> = license.lines().take(4).map(str::trim).collect();
+    assert_eq!(
+        head,
+        [
+            "",
+            "Apache License",
+            "Version 2.0, January 2004",
+            "http://www.apache.org/licenses/"
+        ]
+    );
+    assert!(license.contains("END OF TERMS AND CONDITIONS"));
 }

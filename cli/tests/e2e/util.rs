@@ -10,10 +10,14 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The `nvcre-policy` binary, without `NVCRE_RULES` / `NO_COLOR` from the caller's environment.
+/// The `nvcre-policy` binary, without `NVCRE_RULES` or the colour variables (`NO_COLOR`,
+/// `CLICOLOR`, `CLICOLOR_FORCE`) of the caller's environment.
 pub fn bin() -> Command {
     let mut c = Command::cargo_bin("nvcre-policy").expect("binary built");
-    c.env_remove("NVCRE_RULES").env_remove("NO_COLOR");
+    c.env_remove("NVCRE_RULES")
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR")
+        .env_remove("CLICOLOR_FORCE");
     c
 }
 
