@@ -682,6 +682,26 @@ fn usage_errors_name_the_fix() {
         stderr.starts_with("error: invalid value 'json=' for '--output <FORMAT[=PATH]>': \"json=\": the path after '=' is empty; write -o FORMAT=PATH (e.g. -o json=report.json), or -o FORMAT for standard output\n"),
         "{stderr}"
     );
+    let (code, _, stderr) = run_in(&root(), &[], &["render", "--gpu-arch", "h100", "-", "-"]);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            2,
+            "Error: standard input (`-`) can be given once; name the other inputs as files\n"
+        )
+    );
+    let no_manifests = tempfile::tempdir().expect("tempdir");
+    let d = no_manifests.path().to_str().expect("utf8");
+    let (code, _, stderr) = run_in(&root(), &[], &["render", "--gpu-arch", "h100", d]);
+    assert_eq!(
+        (code, stderr),
+        (
+            2,
+            format!(
+                "Error: {d}: no manifest files (.yaml, .yml, .json) to render; name a WorkloadRun or Workflow file\n"
+            )
+        )
+    );
     let empty = tempfile::NamedTempFile::new().expect("tmp");
     let e = empty.path().to_str().expect("utf8");
     let (code, _, stderr) = run_in(&root(), &[], &["render", "--gpu-arch", "h100", e]);
