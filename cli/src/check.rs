@@ -12,7 +12,35 @@ use nvcre_domain::{CheckRequest, check_document};
 use nvcre_engine::{Chunk, ChunkReader, Document, Finding, RuleSet, Severity, Source, parse_chunk};
 
 use crate::input;
-use crate::report::{self, CheckedDocument, CheckedFile, Format, InputError, Report, Window};
+use crate::report::{
+    self, CheckedDocument, CheckedFile, Format, InputError, Report, Summary, Window,
+};
+use crate::ruleset::RulesInfo;
+
+/// Writes `bytes` to `path` atomically: into a temporary file in the same directory, renamed
+/// over `path` once complete, so a reader (or a concurrent run) never sees a torn report.
+fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+        .map_err(|e| std::io::Error::new(e.kind(), strip_path(&e)))?;
+    tmp.write_all(bytes)?;
+    tmp.as_file().sync_all()?;
+    tmp.persist(path).map_err(|e| e.error)?;
+    Ok(())
+}
+
+/// The OS message of an error that tempfile decorated with its temporary path (which means
+/// nothing to the user): `No such file or directory (os error 2)`.
+fn strip_path(e: &std::io::Error) -> String {
+    let message = e.to_string();
+    match message.split_once(" at path ") {
+        Some((os, _)) => os.to_string(),
+        None => message,
+    }
+}
 
 /// One `-o FORMAT[=PATH]`: a format, written to PATH or (without one) to standard output.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,7 +54,11 @@ pub struct Output {
 /// Parses `FORMAT` or `FORMAT=PATH`.
 fn parse_output(s: &str) -> Result<Output, String> {
     let (name, path) = match s.split_once('=') {
-        Some((_, "")) => return Err(format!("{s:?}: the path after '=' is empty")),
+        Some((_, "")) => {
+            return Err(format!(
+                "{s:?}: the path after '=' is empty; write -o FORMAT=PATH (e.g. -o json=report.json), or -o FORMAT for standard output"
+            ));
+        }
         Some((n, p)) => (n, Some(PathBuf::from(p))),
         None => (s, None),
     };
@@ -67,9 +99,8 @@ pub struct CheckArgs {
     /// Exit 1 when a finding at or above this severity exists.
     #[arg(long = "fail-on", value_enum, default_value = "error")]
     fail_on: FailOn,
-    /// Never colour the text output (also: the NO_COLOR environment variable). Text is
-    /// coloured only when standard output is a terminal.
-    #[arg(long = "no-color")]
+    /// Same as the global `--color=never` (kept for existing scripts).
+    #[arg(long = "no-color", hide = true)]
     no_color: bool,
     /// Files, directories (recursively: .yaml, .yml, .json) or `-` for standard input.
     #[arg(value_name = "PATH", required = true)]
@@ -88,7 +119,11 @@ struct Checked {
 
 /// Runs `check`; returns 0 clean, 1 findings at or above `--fail-on`, 2 when an input, a flag
 /// or an output file could not be used.
-pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
+pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCode {
+    let started = std::time::Instant::now();
+    if args.no_color {
+        crate::color::init(crate::color::ColorWhen::Never);
+    }
     let req = match args.nodes.request(rules) {
         Ok(r) => CheckRequest {
             platform: r.platform,
@@ -116,7 +151,9 @@ pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
     }
     let checked = check_inputs(rules, &args.paths, &req);
     if checked.files.iter().all(|f| f.documents.is_empty()) && checked.errors.is_empty() {
-        report::warning_line("no manifest documents found in the given paths; nothing was checked");
+        report::warning_line(
+            "no manifest documents found in the given paths; nothing was checked (give files, directories or `-` with .yaml, .yml or .json manifests)",
+        );
     }
     let fail_on = args.fail_on.severity();
     let report = Report {
@@ -126,13 +163,13 @@ pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
         files: &checked.files,
         errors: &checked.errors,
         fail_on,
+        rules_info,
     };
     let mut write_failed = false;
     for o in &outputs {
         match &o.path {
             None => {
-                let color = report::color_allowed(args.no_color) && report::stdout_is_terminal();
-                let text = report::render(o.format, &report, color);
+                let text = report::render(o.format, &report, crate::color::stdout());
                 let mut out = std::io::stdout().lock();
                 match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
                     // A closed pipe (`| head`) is not an error.
@@ -146,7 +183,7 @@ pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
             }
             Some(path) => {
                 let text = report::render(o.format, &report, false);
-                if let Err(e) = std::fs::write(path, text) {
+                if let Err(e) = write_atomically(path, text.as_bytes()) {
                     report::error_line(&format!("writing {}: {e}", path.display()));
                     write_failed = true;
                 }
@@ -156,6 +193,8 @@ pub fn run(rules: &RuleSet, args: &CheckArgs) -> ExitCode {
     for e in &checked.errors {
         report::error_line(&e.message);
     }
+    // Last, on stderr: never inside a report on stdout (`-o json | jq`), and also when clean.
+    report::stderr_line(&Summary::of(&report).line(started.elapsed()));
     if write_failed || !checked.errors.is_empty() {
         ExitCode::from(2)
     } else if checked.findings.iter().any(|f| f.severity >= fail_on) {
@@ -331,47 +370,26 @@ fn check_batch(
     batch.clear();
 }
 
-/// Checks documents on every core, keeping input order. Each document is independent.
+/// Checks documents on every core (rayon's pool), keeping input order. Each document is
+/// independent; a document whose check panicked is an error of that document, not of the run.
 fn check_all(
     rules: &RuleSet,
     docs: &[&Document],
     req: &CheckRequest,
 ) -> Vec<Result<Vec<Finding>, nvcre_domain::PolicyError>> {
-    let threads = std::thread::available_parallelism()
-        .map(std::num::NonZeroUsize::get)
-        .unwrap_or(1)
-        .min(docs.len().max(1));
-    if threads <= 1 {
-        return docs.iter().map(|d| check_document(rules, d, req)).collect();
-    }
-    let chunk = docs.len().div_ceil(threads);
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = docs
-            .chunks(chunk)
-            .map(|part| {
-                let h = scope.spawn(move || {
-                    part.iter()
-                        .map(|d| check_document(rules, d, req))
-                        .collect::<Vec<_>>()
-                });
-                (h, part.len())
+    use rayon::prelude::*;
+    docs.par_iter()
+        .map(|d| {
+            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                check_document(rules, d, req)
+            }))
+            .unwrap_or_else(|_| {
+                Err(nvcre_domain::PolicyError::Build(
+                    "internal error: checking this document panicked".into(),
+                ))
             })
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|(h, len)| {
-                h.join().unwrap_or_else(|_| {
-                    (0..len)
-                        .map(|_| {
-                            Err(nvcre_domain::PolicyError::Build(
-                                "internal error: a checking thread panicked".into(),
-                            ))
-                        })
-                        .collect()
-                })
-            })
-            .collect()
-    })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -400,7 +418,7 @@ mod tests {
         );
         assert_eq!(
             parse_output("junit="),
-            Err("\"junit=\": the path after '=' is empty".into())
+            Err("\"junit=\": the path after '=' is empty; write -o FORMAT=PATH (e.g. -o json=report.json), or -o FORMAT for standard output".into())
         );
     }
 }

@@ -3,15 +3,16 @@
 //! `nvcre-engine`.
 //!
 //! Exit codes: 0 clean, 1 policy violations, 2 usage / input / rule-file error.
-#![forbid(unsafe_code)]
 
 mod check;
 mod cluster;
+mod color;
 mod crd;
 mod input;
 mod measure;
 mod report;
 mod rules;
+mod ruleset;
 mod suites;
 mod test_cmd;
 
@@ -30,6 +31,16 @@ struct Cli {
     /// Rule directory replacing the embedded default rules (every *.yaml below it).
     #[arg(long, global = true, env = "NVCRE_RULES", value_name = "DIR")]
     rules: Option<PathBuf>,
+    /// When to colour output: auto (a terminal, unless NO_COLOR, CLICOLOR=0 or TERM=dumb;
+    /// CLICOLOR_FORCE=1 colours pipes too), always or never.
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        value_name = "WHEN",
+        default_value = "auto"
+    )]
+    color: color::ColorWhen,
     #[command(subcommand)]
     command: Command,
 }
@@ -66,6 +77,27 @@ enum Command {
         #[command(subcommand)]
         command: measure::MeasureCommand,
     },
+    /// Print a shell completion script (e.g. `source <(nvcre-policy completion bash)`).
+    Completion(CompletionArgs),
+    /// Print the man page (roff), or write one page per command into a directory.
+    Man(ManArgs),
+}
+
+/// Arguments of `completion`.
+#[derive(Debug, Args)]
+struct CompletionArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    shell: clap_complete::Shell,
+}
+
+/// Arguments of `man`.
+#[derive(Debug, Args)]
+struct ManArgs {
+    /// Write `nvcre-policy.1` and one `nvcre-policy-<command>.1` per subcommand into this
+    /// directory instead of printing `nvcre-policy.1`.
+    #[arg(long = "out-dir", value_name = "DIR")]
+    out_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -107,21 +139,26 @@ struct RenderArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "yaml")]
     output: RenderFormat,
-    /// The manifest (`-` for standard input).
-    #[arg(value_name = "FILE")]
-    file: String,
+    /// Manifests: files, directories (recursively: .yaml, .yml, .json) or `-` for standard
+    /// input; rendered as one stream in input order.
+    #[arg(value_name = "PATH", required = true)]
+    files: Vec<String>,
 }
 
 fn main() -> ExitCode {
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let command = with_platform_help(Cli::command(), &argv);
+    let command = with_platform_help(Cli::command(), &argv).color(clap_color(&argv));
     let cli = match command
         .try_get_matches_from(&argv)
         .and_then(|m| Cli::from_arg_matches(&m))
     {
         Ok(cli) => cli,
+        Err(e) if e.kind() == clap::error::ErrorKind::DisplayVersion => {
+            return print_version(rules_dir(&argv).as_deref());
+        }
         Err(e) => e.exit(),
     };
+    color::init(cli.color);
     match run(cli) {
         Ok(code) => code,
         Err(code) => code,
@@ -146,6 +183,50 @@ fn with_platform_help(command: clap::Command, argv: &[std::ffi::OsString]) -> cl
         .mut_subcommand("check", set)
         .mut_subcommand("workloadrun", |c| c.mut_subcommand("render", set))
         .mut_subcommand("workflow", |c| c.mut_subcommand("render", set))
+}
+
+/// `--version`: the tool's version and the rule set in force (`embedded`, or the `--rules`
+/// directory), with its file count and digest. Exit 2 when the `--rules` directory cannot be
+/// read.
+fn print_version(dir: Option<&std::path::Path>) -> ExitCode {
+    match ruleset::RulesInfo::of(dir) {
+        Ok(info) => {
+            print(&info.version_text());
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            print(&format!("nvcre-policy {}\n", env!("CARGO_PKG_VERSION")));
+            report::error_line(&format!(
+                "{e}; check the --rules directory (or NVCRE_RULES), or omit it for the embedded rules"
+            ));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Writes `text` to standard output; a closed pipe (`| head`) is not an error.
+fn print(text: &str) {
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+}
+
+/// `--color` as clap's own choice, read before parsing, so clap's help and usage errors follow
+/// the flag as the rest of the output does.
+fn clap_color(argv: &[std::ffi::OsString]) -> clap::ColorChoice {
+    let mut value = None;
+    let mut it = argv.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--color" {
+            value = it.next().and_then(|v| v.to_str());
+        } else if let Some(v) = a.to_str().and_then(|s| s.strip_prefix("--color=")) {
+            value = Some(v);
+        }
+    }
+    match value {
+        Some("always") => clap::ColorChoice::Always,
+        Some("never") => clap::ColorChoice::Never,
+        _ => clap::ColorChoice::Auto,
+    }
 }
 
 /// `--rules DIR` / `--rules=DIR` from the command line, else `NVCRE_RULES`.
@@ -200,6 +281,16 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
     if let Command::Crd = cli.command {
         return Ok(crd::run());
     }
+    // Completions and man pages come from the command definitions.
+    if let Command::Completion(args) = &cli.command {
+        let mut out = Vec::new();
+        clap_complete::generate(args.shell, &mut Cli::command(), "nvcre-policy", &mut out);
+        print(&String::from_utf8_lossy(&out));
+        return Ok(ExitCode::SUCCESS);
+    }
+    if let Command::Man(args) = &cli.command {
+        return Ok(man(args));
+    }
     // The cluster verbs that read runs need no rules.
     let cli = match cli.command {
         Command::Workloadrun {
@@ -231,10 +322,16 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
         | Command::Workflow {
             command: WorkflowCommand::Render(args),
         } => render(&rules, &args),
-        Command::Check(args) => Ok(check::run(&rules, &args)),
+        Command::Check(args) => {
+            let info = ruleset::RulesInfo::of(cli.rules.as_deref()).map_err(|e| {
+                report::error_line(&e);
+                ExitCode::from(2)
+            })?;
+            Ok(check::run(&rules, &info, &args))
+        }
         Command::Rules { command } => Ok(match command {
             rules::RulesCommand::Lint(args) => rules::run_lint(cli.rules.as_deref(), &args),
-            rules::RulesCommand::List => rules::run_list(&rules),
+            rules::RulesCommand::List(args) => rules::run_list(&rules, &args),
             rules::RulesCommand::Explain(args) => {
                 rules::run_explain(&rules, cli.rules.as_deref(), &args)
             }
@@ -242,6 +339,7 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
         }),
         Command::Test(args) => Ok(test_cmd::run(&rules, cli.rules.as_deref(), &args)),
         Command::Crd => Ok(crd::run()),
+        Command::Completion(_) | Command::Man(_) => Err(ExitCode::from(2)),
         Command::Measure { command } => Ok(measure::run(&rules, &command)),
     }
 }
@@ -261,20 +359,40 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         .nodes
         .request(rules)
         .map_err(|e| report_policy_error(&e))?;
-    let docs = input::read_one(&args.file).map_err(|e| {
-        report::error_line(&e);
-        ExitCode::from(2)
-    })?;
-    if docs.is_empty() {
-        let name = if args.file == "-" {
-            "<stdin>"
-        } else {
-            &args.file
-        };
+    let (files, errors) = input::expand(&args.files);
+    if !errors.is_empty() {
+        for (_, message) in &errors {
+            report::error_line(message);
+        }
+        return Err(ExitCode::from(2));
+    }
+    if args.files.iter().filter(|f| f.as_str() == "-").count() > 1 {
+        report::error_line(
+            "standard input (`-`) can be given once; name the other inputs as files",
+        );
+        return Err(ExitCode::from(2));
+    }
+    if files.is_empty() {
         report::error_line(&format!(
-            "{name}: no document to render (the input is empty)"
+            "{}: no manifest files (.yaml, .yml, .json) to render; name a WorkloadRun or Workflow file",
+            args.files.join(", ")
         ));
         return Err(ExitCode::from(2));
+    }
+    let mut docs = Vec::new();
+    for file in &files {
+        let read = input::read_one(file).map_err(|e| {
+            report::error_line(&e);
+            ExitCode::from(2)
+        })?;
+        if read.is_empty() {
+            let name = if file == "-" { "<stdin>" } else { file };
+            report::error_line(&format!(
+                "{name}: no document to render (the input is empty); give a WorkloadRun or Workflow manifest"
+            ));
+            return Err(ExitCode::from(2));
+        }
+        docs.extend(read);
     }
     let mut outputs = Vec::new();
     for doc in &docs {
@@ -322,6 +440,37 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         Err(e) => {
             report::error_line(&format!("writing the output: {e}"));
             Err(ExitCode::from(2))
+        }
+    }
+}
+
+/// `man`: the page of `nvcre-policy` on stdout, or every command's page into `--out-dir`.
+fn man(args: &ManArgs) -> ExitCode {
+    let mut command = Cli::command();
+    // Built as `--out-dir` builds it (with the generated `help` subcommand), so the page on
+    // stdout is the page written to the directory.
+    command.build();
+    match &args.out_dir {
+        Some(dir) => {
+            if let Err(e) =
+                std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(command, dir))
+            {
+                report::error_line(&format!(
+                    "writing man pages to {}: {e}; give a writable --out-dir",
+                    dir.display()
+                ));
+                return ExitCode::from(2);
+            }
+            ExitCode::SUCCESS
+        }
+        None => {
+            let mut out = Vec::new();
+            if let Err(e) = clap_mangen::Man::new(command).render(&mut out) {
+                report::error_line(&format!("rendering the man page: {e}"));
+                return ExitCode::from(2);
+            }
+            print(&String::from_utf8_lossy(&out));
+            ExitCode::SUCCESS
         }
     }
 }

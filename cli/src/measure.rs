@@ -190,7 +190,7 @@ fn open(logs: &[String]) -> Result<Vec<Log>, ExitCode> {
     for name in logs {
         if name == "-" {
             if stdin_used {
-                report::error_line("standard input (-) is given twice");
+                report::error_line("standard input (-) is given twice; give `-` once");
                 failed = true;
                 continue;
             }
@@ -200,7 +200,9 @@ fn open(logs: &[String]) -> Result<Vec<Log>, ExitCode> {
         }
         match std::fs::File::open(name) {
             Ok(f) if f.metadata().is_ok_and(|m| m.is_dir()) => {
-                report::error_line(&format!("reading {name}: is a directory, not a log file"));
+                report::error_line(&format!(
+                    "reading {name}: is a directory, not a log file; name the log files in it"
+                ));
                 failed = true;
             }
             Ok(f) => out.push((name.clone(), Box::new(BufReader::with_capacity(1 << 16, f)))),

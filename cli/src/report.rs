@@ -2,7 +2,6 @@
 //! ([`render`]), and errors and warnings on stderr.
 
 use std::collections::HashMap;
-use std::io::IsTerminal;
 use std::sync::Arc;
 
 use clap::ValueEnum;
@@ -11,7 +10,11 @@ use miette::{
     SourceCode, SourceSpan, SpanContents,
 };
 use nvcre_engine::{Chunk, Finding, RuleSet, Severity};
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
+use serde_sarif::sarif;
+
+use crate::color;
+use crate::ruleset::RulesInfo;
 
 /// One line on stderr; a stderr that cannot be written (closed, full) is ignored rather than
 /// turned into a panic.
@@ -20,15 +23,17 @@ pub fn stderr_line(line: &str) {
     let _ = writeln!(std::io::stderr().lock(), "{line}");
 }
 
-/// `Error: <message>` on stderr.
+/// `Error: <message>` on stderr (the prefix coloured when stderr is, see [`crate::color`]).
 pub fn error_line(message: &str) {
-    stderr_line(&format!("Error: {message}"));
+    let prefix = color::paint("Error:", color::severity("error"), color::stderr());
+    stderr_line(&format!("{prefix} {message}"));
 }
 
 /// `Warning: <message>` on stderr.
 pub fn warning_line(message: &str) {
+    let prefix = color::paint("Warning:", color::severity("warning"), color::stderr());
     stderr_line(&format!(
-        "Warning: {}",
+        "{prefix} {}",
         message.strip_prefix("warning: ").unwrap_or(message)
     ));
 }
@@ -159,9 +164,10 @@ impl Diagnostic for Snippet {
 }
 
 /// Text report of one finding: `file:line:col: severity[rule]: message`, then the source line
-/// underlined when the lines around it are known. Colour only when `color`.
+/// underlined (when the lines around it are known) without repeating the message. Colour only
+/// when `color`.
 pub fn finding_block(f: &Finding, window: Option<&Window>, color: bool) -> String {
-    let mut out = finding_summary(f);
+    let mut out = finding_summary_styled(f, color);
     out.push('\n');
     if let (Some(w), Some(pos)) = (window, f.pos())
         && let Some((line_start, line)) = w.raw_line(pos.line)
@@ -195,20 +201,24 @@ pub fn finding_block(f: &Finding, window: Option<&Window>, color: bool) -> Strin
         let handler = GraphicalReportHandler::new_themed(theme).with_context_lines(1);
         let mut rendered = String::new();
         if handler.render_report(&mut rendered, &snippet).is_ok() {
-            out.push_str(&rendered);
+            out.push_str(&without_header(&rendered));
         }
     }
     out
 }
 
-/// True when stdout is a terminal (text output is coloured only then).
-pub fn stdout_is_terminal() -> bool {
-    std::io::stdout().is_terminal()
-}
-
-/// True when colour is allowed at all: no `--no-color` and no (non-empty) `NO_COLOR`.
-pub fn color_allowed(no_color_flag: bool) -> bool {
-    !no_color_flag && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+/// A miette report without its header (the `× message` lines, which repeat the finding line
+/// printed above it): everything from the snippet's `╭─[file:line:col]` line on.
+fn without_header(rendered: &str) -> String {
+    let mut out = String::new();
+    let mut in_snippet = false;
+    for line in rendered.split_inclusive('\n') {
+        in_snippet = in_snippet || line.contains('\u{256d}');
+        if in_snippet {
+            out.push_str(line);
+        }
+    }
+    out
 }
 
 /// A report format of `check -o`.
@@ -216,7 +226,8 @@ pub fn color_allowed(no_color_flag: bool) -> bool {
 pub enum Format {
     /// `file:line:col: severity[rule]: message`, the source line underlined.
     Text,
-    /// A JSON array, one object per finding.
+    /// A versioned JSON envelope (`apiVersion`, `kind: CheckReport`, tool, rules, results
+    /// grouped by file, summary).
     Json,
     /// SARIF 2.1.0: one run, the rules as reportingDescriptors.
     Sarif,
@@ -283,6 +294,65 @@ pub struct Report<'a> {
     pub errors: &'a [InputError],
     /// Findings at or above this severity fail (JUnit failures; exit 1).
     pub fail_on: Severity,
+    /// The rule set in force (JSON and SARIF name it).
+    pub rules_info: &'a RulesInfo,
+}
+
+/// What a check counted: the one-line summary of every `check` and the `summary` of the JSON
+/// report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Summary {
+    /// Input files read (a directory counts its manifest files).
+    pub files: usize,
+    /// Documents checked.
+    pub documents: usize,
+    /// Findings of severity error.
+    pub errors: usize,
+    /// Findings of severity warning.
+    pub warnings: usize,
+    /// Findings of severity info.
+    pub info: usize,
+    /// Inputs (or documents) that could not be checked.
+    pub input_errors: usize,
+}
+
+impl Summary {
+    /// The counts of `report`.
+    pub fn of(report: &Report<'_>) -> Summary {
+        let count = |s: Severity| report.findings.iter().filter(|f| f.severity == s).count();
+        Summary {
+            files: report.files.len(),
+            documents: report.files.iter().map(|f| f.documents.len()).sum(),
+            errors: count(Severity::Error),
+            warnings: count(Severity::Warning),
+            info: count(Severity::Info),
+            input_errors: report.errors.len(),
+        }
+    }
+
+    /// `Summary: 3 documents in 1 file checked in 0.02s: 2 errors, 1 warning, 0 info`, and
+    /// `; 1 input error` when an input could not be checked.
+    pub fn line(&self, elapsed: std::time::Duration) -> String {
+        let n = |count: usize, one: &str, many: &str| {
+            format!("{count} {}", if count == 1 { one } else { many })
+        };
+        let mut line = format!(
+            "Summary: {} in {} checked in {:.2}s: {}, {}, {} info",
+            n(self.documents, "document", "documents"),
+            n(self.files, "file", "files"),
+            elapsed.as_secs_f64(),
+            n(self.errors, "error", "errors"),
+            n(self.warnings, "warning", "warnings"),
+            self.info,
+        );
+        if self.input_errors > 0 {
+            line.push_str(&format!(
+                "; {}",
+                n(self.input_errors, "input error", "input errors")
+            ));
+        }
+        line
+    }
 }
 
 /// Renders `report` in `format`; `color` only affects [`Format::Text`].
@@ -307,38 +377,96 @@ fn text(report: &Report<'_>, color: bool) -> String {
     out
 }
 
+/// The `apiVersion` of the JSON reports (`check -o json`, `test -o json`); a change that
+/// removes or renames a field gets a new version.
+pub const REPORT_API_VERSION: &str = "policy.nvcre.nvidia.com/v1alpha1";
+
+/// The `tool` object of the JSON reports.
+pub fn tool_json() -> Value {
+    json!({"name": "nvcre-policy", "version": env!("CARGO_PKG_VERSION")})
+}
+
+/// An input error as JSON: its message and, when known, line and column.
+fn input_error_json(e: &InputError) -> Value {
+    let mut o = Map::new();
+    o.insert("message".into(), json!(e.message));
+    if let Some(p) = e.pos {
+        o.insert("line".into(), json!(p.line));
+        o.insert("column".into(), json!(p.column));
+    }
+    Value::Object(o)
+}
+
+/// `check -o json`: a versioned envelope with the results grouped by file (in input order;
+/// a path that could not be read comes after them), each with its document count, findings and
+/// input errors, and the summary.
 fn json_report(report: &Report<'_>) -> String {
-    // Input errors are reported too (rule id `input-error`), so a tool reading the JSON sees why
-    // the run exited 2.
-    let mut items: Vec<Value> = report
-        .findings
+    let mut by_file: HashMap<&str, Vec<Value>> = HashMap::new();
+    for f in report.findings {
+        if let Ok(Value::Object(mut o)) = serde_json::to_value(f) {
+            o.shift_remove("file");
+            by_file
+                .entry(f.file.as_str())
+                .or_default()
+                .push(Value::Object(o));
+        }
+    }
+    let mut files: Vec<(&str, usize)> = report
+        .files
         .iter()
-        .filter_map(|f| serde_json::to_value(f).ok())
+        .map(|f| (f.file.as_str(), f.documents.len()))
         .collect();
     for e in report.errors {
-        let mut o = json!({
-            "ruleId": "input-error",
-            "severity": "error",
-            "message": e.message,
-            "file": e.file,
-        });
-        if let (Some(p), Some(m)) = (e.pos, o.as_object_mut()) {
-            m.insert("line".into(), json!(p.line));
-            m.insert("column".into(), json!(p.column));
+        if !files.iter().any(|(f, _)| *f == e.file) {
+            files.push((e.file.as_str(), 0));
         }
-        items.push(o);
     }
-    let mut s = serde_json::to_string_pretty(&items).unwrap_or_else(|_| "[]".into());
+    let results: Vec<Value> = files
+        .iter()
+        .map(|(file, documents)| {
+            json!({
+                "file": file,
+                "documents": documents,
+                "findings": by_file.remove(file).unwrap_or_default(),
+                "errors": report
+                    .errors
+                    .iter()
+                    .filter(|e| e.file == *file)
+                    .map(input_error_json)
+                    .collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    let summary = Summary::of(report);
+    let envelope = json!({
+        "apiVersion": REPORT_API_VERSION,
+        "kind": "CheckReport",
+        "tool": tool_json(),
+        "rules": report.rules_info,
+        "results": results,
+        "summary": {
+            "files": summary.files,
+            "documents": summary.documents,
+            "errors": summary.errors,
+            "warnings": summary.warnings,
+            "info": summary.info,
+            "inputErrors": summary.input_errors,
+            "failOn": report.fail_on.to_string(),
+            "passed": summary.input_errors == 0
+                && !report.findings.iter().any(|f| f.severity >= report.fail_on),
+        },
+    });
+    let mut s = serde_json::to_string_pretty(&envelope).unwrap_or_default();
     s.push('\n');
     s
 }
 
 /// The SARIF level of a severity.
-fn sarif_level(s: Severity) -> &'static str {
+fn sarif_level(s: Severity) -> sarif::ResultLevel {
     match s {
-        Severity::Error => "error",
-        Severity::Warning => "warning",
-        Severity::Info => "note",
+        Severity::Error => sarif::ResultLevel::Error,
+        Severity::Warning => sarif::ResultLevel::Warning,
+        Severity::Info => sarif::ResultLevel::Note,
     }
 }
 
@@ -360,109 +488,210 @@ fn uri_reference(path: &str) -> String {
     out
 }
 
+/// SHA-256 of `parts` (each length-prefixed) as hex.
+pub fn sha256_hex(parts: &[&str]) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for p in parts {
+        ctx.update(&(p.len() as u64).to_be_bytes());
+        ctx.update(p.as_bytes());
+    }
+    ctx.finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The key of a finding's `partialFingerprints`: the rule, the file, the document and the
+/// field path (the line when there is no path), not the message or the line, so code scanning
+/// follows an alert across runs when lines above it move.
+const FINGERPRINT_KEY: &str = "nvcreFinding/v1";
+
+fn sarif_fingerprint(f: &Finding) -> String {
+    let document = f.document.to_string();
+    let line = f.line.map(|l| l.to_string()).unwrap_or_default();
+    let at = f.field_path.as_deref().unwrap_or(&line);
+    sha256_hex(&[&f.rule_id, &uri_reference(&f.file), &document, at])
+}
+
+fn property_bag(pairs: &[(&str, Value)]) -> sarif::PropertyBag {
+    sarif::PropertyBag::builder()
+        .additional_properties(
+            pairs
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), v.clone()))
+                .collect::<std::collections::BTreeMap<_, _>>(),
+        )
+        .build()
+}
+
+fn text_message(text: &str) -> sarif::Message {
+    sarif::Message::builder().text(text).build()
+}
+
+fn multiformat(text: String) -> sarif::MultiformatMessageString {
+    sarif::MultiformatMessageString::builder()
+        .text(text)
+        .build()
+}
+
+fn physical_location(file: &str, pos: Option<(usize, usize)>) -> sarif::PhysicalLocation {
+    let artifact = sarif::ArtifactLocation::builder()
+        .uri(uri_reference(file))
+        .build();
+    match pos {
+        Some((line, column)) => sarif::PhysicalLocation::builder()
+            .artifact_location(artifact)
+            .region(
+                sarif::Region::builder()
+                    .start_line(line as i64)
+                    .start_column(column as i64)
+                    .build(),
+            )
+            .build(),
+        None => sarif::PhysicalLocation::builder()
+            .artifact_location(artifact)
+            .build(),
+    }
+}
+
+/// A rule as a SARIF reportingDescriptor: short and full description, help (how to read more)
+/// and the default level.
+fn sarif_rule(
+    id: &str,
+    description: Option<&str>,
+    pack: &str,
+    at: Option<String>,
+    severity: Severity,
+) -> sarif::ReportingDescriptor {
+    let short = description.unwrap_or(id).to_string();
+    let full = match &at {
+        Some(at) => format!("{short} (pack {pack}, defined at {at})"),
+        None => format!("{short} (pack {pack})"),
+    };
+    let help = format!(
+        "{short}\nRun `nvcre-policy rules explain {id}` for the rule's expression, message and a passing and a failing example."
+    );
+    sarif::ReportingDescriptor::builder()
+        .id(id)
+        .short_description(multiformat(short))
+        .full_description(multiformat(full))
+        .help(multiformat(help))
+        .default_configuration(
+            sarif::ReportingConfiguration::builder()
+                .level(json!(sarif_level(severity).to_string()))
+                .build(),
+        )
+        .properties(property_bag(&[("pack", json!(pack))]))
+        .build()
+}
+
 fn sarif(report: &Report<'_>) -> String {
-    let mut rules: Vec<Value> = Vec::new();
+    let mut rules: Vec<sarif::ReportingDescriptor> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for (pack, rule) in report.rules.rules() {
         index.insert(rule.id.clone(), rules.len());
-        rules.push(json!({
-            "id": rule.id,
-            "shortDescription": {"text": rule.description.clone().unwrap_or_else(|| rule.id.clone())},
-            "defaultConfiguration": {"level": sarif_level(rule.severity)},
-            "properties": {"pack": pack.name},
-        }));
+        rules.push(sarif_rule(
+            &rule.id,
+            rule.description.as_deref(),
+            &pack.name,
+            Some(format!("{}:{}", pack.source.name, rule.pos.line)),
+            rule.severity,
+        ));
     }
     // Findings whose id is not a rule (a match condition that could not be evaluated).
     for f in report.findings {
         if !index.contains_key(&f.rule_id) {
             index.insert(f.rule_id.clone(), rules.len());
-            rules.push(json!({
-                "id": f.rule_id,
-                "shortDescription": {"text": format!("{} (pack {})", f.rule_id, f.pack)},
-                "defaultConfiguration": {"level": sarif_level(f.severity)},
-                "properties": {"pack": f.pack},
-            }));
+            rules.push(sarif_rule(
+                &f.rule_id,
+                Some(&format!("{} (pack {})", f.rule_id, f.pack)),
+                &f.pack,
+                None,
+                f.severity,
+            ));
         }
     }
-    let results: Vec<Value> = report
+    let results: Vec<sarif::Result> = report
         .findings
         .iter()
         .map(|f| {
-            let mut physical = json!({"artifactLocation": {"uri": uri_reference(&f.file)}});
-            if let (Some(line), Some(column)) = (f.line, f.column) {
-                physical["region"] = json!({"startLine": line, "startColumn": column});
-            }
-            let mut location = json!({"physicalLocation": physical});
-            if let Some(p) = &f.field_path {
-                location["logicalLocations"] = json!([{"fullyQualifiedName": p, "kind": "member"}]);
-            }
-            json!({
-                "ruleId": f.rule_id,
-                "ruleIndex": index.get(&f.rule_id).copied().unwrap_or(0),
-                "level": sarif_level(f.severity),
-                "message": {"text": f.message},
-                "locations": [location],
-                "properties": {"document": f.document},
-            })
+            let physical = physical_location(&f.file, f.line.zip(f.column));
+            let location = match &f.field_path {
+                Some(p) => sarif::Location::builder()
+                    .physical_location(physical)
+                    .logical_locations(vec![
+                        sarif::LogicalLocation::builder()
+                            .fully_qualified_name(p)
+                            .kind("member")
+                            .build(),
+                    ])
+                    .build(),
+                None => sarif::Location::builder()
+                    .physical_location(physical)
+                    .build(),
+            };
+            sarif::Result::builder()
+                .rule_id(&f.rule_id)
+                .rule_index(index.get(&f.rule_id).copied().unwrap_or(0) as i64)
+                .level(sarif_level(f.severity))
+                .message(text_message(&f.message))
+                .locations(vec![location])
+                .partial_fingerprints(std::collections::BTreeMap::from([(
+                    FINGERPRINT_KEY.to_string(),
+                    sarif_fingerprint(f),
+                )]))
+                .properties(property_bag(&[("document", json!(f.document))]))
+                .build()
         })
         .collect();
-    let notifications: Vec<Value> = report
+    let notifications: Vec<sarif::Notification> = report
         .errors
         .iter()
         .map(|e| {
-            let mut physical = json!({"artifactLocation": {"uri": uri_reference(&e.file)}});
-            if let (Some(p), Some(m)) = (e.pos, physical.as_object_mut()) {
-                m.insert(
-                    "region".into(),
-                    json!({"startLine": p.line, "startColumn": p.column}),
-                );
-            }
-            json!({
-                "level": "error",
-                "message": {"text": e.message},
-                "locations": [{"physicalLocation": physical}],
-            })
+            sarif::Notification::builder()
+                .level(json!("error"))
+                .message(text_message(&e.message))
+                .locations(vec![
+                    sarif::Location::builder()
+                        .physical_location(physical_location(
+                            &e.file,
+                            e.pos.map(|p| (p.line, p.column)),
+                        ))
+                        .build(),
+                ])
+                .build()
         })
         .collect();
-    let log = json!({
-        "$schema": "https://json.schemastore.org/sarif-2.1.0.json",
-        "version": "2.1.0",
-        "runs": [{
-            "tool": {"driver": {
-                "name": "nvcre-policy",
-                "version": env!("CARGO_PKG_VERSION"),
-                "rules": rules,
-            }},
-            "invocations": [{
-                "executionSuccessful": report.errors.is_empty(),
-                "toolExecutionNotifications": notifications,
-            }],
-            "columnKind": "unicodeCodePoints",
-            "results": results,
-        }],
-    });
+    let driver = sarif::ToolComponent::builder()
+        .name("nvcre-policy")
+        .version(env!("CARGO_PKG_VERSION"))
+        .semantic_version(env!("CARGO_PKG_VERSION"))
+        .rules(rules)
+        .properties(property_bag(&[
+            ("rulesSource", json!(report.rules_info.source)),
+            ("rulesDigest", json!(report.rules_info.digest)),
+        ]))
+        .build();
+    let run = sarif::Run::builder()
+        .tool(sarif::Tool::builder().driver(driver).build())
+        .invocations(vec![
+            sarif::Invocation::builder()
+                .execution_successful(report.errors.is_empty())
+                .tool_execution_notifications(notifications)
+                .build(),
+        ])
+        .column_kind(json!("unicodeCodePoints"))
+        .results(results)
+        .build();
+    let log = sarif::Sarif::builder()
+        .schema("https://json.schemastore.org/sarif-2.1.0.json")
+        .version(json!("2.1.0"))
+        .runs(vec![run])
+        .build();
     let mut s = serde_json::to_string_pretty(&log).unwrap_or_default();
     s.push('\n');
     s
-}
-
-/// XML text with `&`, `<`, `>`, `"` and `'` escaped, and the characters XML 1.0 cannot hold
-/// (control characters other than tab, newline and carriage return) replaced by U+FFFD.
-fn xml_escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            '\t' | '\n' | '\r' => out.push(c),
-            c if c < ' ' || c == '\u{FFFE}' || c == '\u{FFFF}' => out.push('\u{FFFD}'),
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// True when a message already starts with the field path (as the original's label and gang
@@ -492,6 +721,25 @@ fn finding_summary(f: &Finding) -> String {
         .map(|p| format!(" ({p})"))
         .unwrap_or_default();
     format!("{loc}: {}[{}]: {}{path}", f.severity, f.rule_id, f.message)
+}
+
+/// [`finding_summary`] with the severity coloured when `color`.
+fn finding_summary_styled(f: &Finding, color: bool) -> String {
+    if !color {
+        return finding_summary(f);
+    }
+    let plain = finding_summary(f);
+    let word = f.severity.to_string();
+    let needle = format!(": {word}[");
+    match plain.find(&needle) {
+        Some(i) => format!(
+            "{}: {}{}",
+            &plain[..i],
+            color::paint(&word, color::severity(&word), true),
+            &plain[i + needle.len() - 1..]
+        ),
+        None => plain,
+    }
 }
 
 struct Case {
@@ -575,72 +823,35 @@ fn junit(report: &Report<'_>) -> String {
             .or_default()
             .push(f);
     }
-    let suites: Vec<(String, Vec<Case>)> = files
-        .iter()
-        .map(|f| (f.file.clone(), junit_cases(report, &index, f)))
-        .collect();
-    let count = |cases: &[Case]| {
-        (
-            cases.len(),
-            cases.iter().filter(|c| !c.failures.is_empty()).count(),
-            cases.iter().filter(|c| c.error.is_some()).count(),
-        )
-    };
-    let (mut tests, mut failures, mut errors) = (0, 0, 0);
-    for (_, cases) in &suites {
-        let (t, f, e) = count(cases);
-        tests += t;
-        failures += f;
-        errors += e;
-    }
-    let mut out = String::from("<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n");
-    out.push_str(&format!(
-        "<testsuites name=\"nvcre-policy\" tests=\"{tests}\" failures=\"{failures}\" errors=\"{errors}\">\n"
-    ));
-    for (name, cases) in &suites {
-        let (t, f, e) = count(cases);
-        out.push_str(&format!(
-            "  <testsuite name=\"{}\" tests=\"{t}\" failures=\"{f}\" errors=\"{e}\" skipped=\"0\">\n",
-            xml_escape(name)
-        ));
-        for c in cases {
-            let open = format!(
-                "    <testcase name=\"{}\" classname=\"{}\"",
-                xml_escape(&c.name),
-                xml_escape(&c.classname)
-            );
-            if c.failures.is_empty() && c.output.is_empty() && c.error.is_none() {
-                out.push_str(&open);
-                out.push_str("/>\n");
-                continue;
-            }
-            out.push_str(&open);
-            out.push_str(">\n");
-            if let Some(e) = &c.error {
-                out.push_str(&format!(
-                    "      <error message=\"{}\" type=\"input\"/>\n",
-                    xml_escape(e)
-                ));
-            }
-            if let Some((message, severity)) = &c.failure_message {
-                out.push_str(&format!(
-                    "      <failure message=\"{}\" type=\"{severity}\">{}</failure>\n",
-                    xml_escape(message),
-                    xml_escape(&c.failures.join("\n"))
-                ));
-            }
+    let mut out = quick_junit::Report::new("nvcre-policy");
+    for file in &files {
+        let mut suite = quick_junit::TestSuite::new(file.file.as_str());
+        for c in junit_cases(report, &index, file) {
+            let status = if let Some(e) = &c.error {
+                let mut st =
+                    quick_junit::TestCaseStatus::non_success(quick_junit::NonSuccessKind::Error);
+                st.set_message(e.as_str()).set_type("input");
+                st
+            } else if let Some((message, severity)) = &c.failure_message {
+                let mut st =
+                    quick_junit::TestCaseStatus::non_success(quick_junit::NonSuccessKind::Failure);
+                st.set_message(message.as_str())
+                    .set_type(severity.to_string())
+                    .set_description(c.failures.join("\n"));
+                st
+            } else {
+                quick_junit::TestCaseStatus::success()
+            };
+            let mut case = quick_junit::TestCase::new(c.name.as_str(), status);
+            case.set_classname(c.classname.as_str());
             if !c.output.is_empty() {
-                out.push_str(&format!(
-                    "      <system-out>{}</system-out>\n",
-                    xml_escape(&c.output.join("\n"))
-                ));
+                case.set_system_out(c.output.join("\n"));
             }
-            out.push_str("    </testcase>\n");
+            suite.add_test_case(case);
         }
-        out.push_str("  </testsuite>\n");
+        out.add_test_suite(suite);
     }
-    out.push_str("</testsuites>\n");
-    out
+    out.to_string().unwrap_or_default()
 }
 
 /// GitHub's escaping of a workflow command's message.
@@ -697,14 +908,6 @@ mod tests {
     fn github_escapes_data_and_properties() {
         assert_eq!(github_data("100% a\r\nb: c, d"), "100%25 a%0D%0Ab: c, d");
         assert_eq!(github_property("a:b,c%\n"), "a%3Ab%2Cc%25%0A");
-    }
-
-    #[test]
-    fn xml_escapes_markup_and_drops_what_xml_cannot_hold() {
-        assert_eq!(
-            xml_escape("<a href=\"x\">&'</a>\u{1}\t"),
-            "&lt;a href=&quot;x&quot;&gt;&amp;&apos;&lt;/a&gt;\u{FFFD}\t"
-        );
     }
 
     #[test]

@@ -22,14 +22,33 @@ pub enum RulesCommand {
     /// messages that look like CEL, unused variables and fragments, escaped keys on
     /// labels/annotations.
     Lint(LintArgs),
-    /// One line per rule: id, severity, pack, file:line.
-    List,
+    /// One line per rule: id, severity, pack, file:line (or every field as JSON / YAML).
+    List(ListArgs),
     /// Describe a rule: description, severity, source, expression or mutations, message, and a
     /// passing and a failing example from the rule test suites.
     Explain(ExplainArgs),
     /// Print the JSON Schema (draft 2020-12) of a rule file for editors: `pack`, `table`,
     /// `suite` or a table name. Without a name, list the names.
     Schema(SchemaArgs),
+}
+
+/// Output format of `rules list`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListFormat {
+    /// Aligned columns: id, severity, pack, file:line.
+    Text,
+    /// A JSON array of `{id, severity, pack, stage, file, line, description}`.
+    Json,
+    /// The same array as YAML.
+    Yaml,
+}
+
+/// Arguments of `rules list`.
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Output format.
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: ListFormat,
 }
 
 /// Arguments of `rules schema`.
@@ -138,7 +157,41 @@ pub fn run_schema(args: &SchemaArgs) -> ExitCode {
 }
 
 /// `rules list`: `id  severity  pack  file:line`, columns aligned.
-pub fn run_list(rules: &RuleSet) -> ExitCode {
+pub fn run_list(rules: &RuleSet, args: &ListArgs) -> ExitCode {
+    if args.output != ListFormat::Text {
+        let items: Vec<Value> = rules
+            .rules()
+            .map(|(p, r)| {
+                serde_json::json!({
+                    "id": r.id,
+                    "severity": r.severity.to_string(),
+                    "pack": p.name,
+                    "stage": p.stage,
+                    "file": p.source.name,
+                    "line": r.pos.line,
+                    "description": r.description,
+                })
+            })
+            .collect();
+        let list = Value::Array(items);
+        let text = if args.output == ListFormat::Json {
+            serde_json::to_string_pretty(&list)
+                .map(|s| s + "\n")
+                .map_err(|e| e.to_string())
+        } else {
+            to_yaml(&list).map_err(|e| e.to_string())
+        };
+        return match text {
+            Ok(t) => {
+                print(&t);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                report::error_line(&format!("rendering the rule list: {e}"));
+                ExitCode::from(2)
+            }
+        };
+    }
     let rows: Vec<[String; 4]> = rules
         .rules()
         .map(|(p, r)| {

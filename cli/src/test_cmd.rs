@@ -10,11 +10,24 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use nvcre_domain::{PropertyOptions, SuiteRunner, coverage, discover_suites, load_suite};
+use nvcre_domain::{
+    CaseResult, PropertyOptions, SuiteRunner, coverage, discover_suites, load_suite,
+};
 use nvcre_engine::RuleSet;
 use regex::Regex;
 
 use crate::report;
+
+/// Output format of `test`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum TestFormat {
+    /// Each failing case with its diff, then `N passed, M failed`.
+    Text,
+    /// JUnit XML.
+    Junit,
+    /// `{apiVersion, kind: TestReport, tool, results, summary}`.
+    Json,
+}
 
 /// Arguments of `test`.
 #[derive(Debug, Args)]
@@ -32,6 +45,11 @@ pub struct TestArgs {
     /// Seed of the `property` cases' generators (a failure names the seed it ran with).
     #[arg(long = "seed", value_name = "N", default_value_t = nvcre_domain::DEFAULT_SEED)]
     seed: u64,
+    /// Output format: text (failing cases and `N passed, M failed`), junit (JUnit XML: a
+    /// testsuite per suite file, a testcase per case) or json (a versioned report of every
+    /// case).
+    #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
+    output: TestFormat,
     /// Suite files or directories (recursively, *.yaml). Default: `DIR/tests` with
     /// `--rules DIR`, else `rules/tests` in the current directory.
     #[arg(value_name = "DIR")]
@@ -43,7 +61,9 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
     let filter = match args.run.as_deref().map(Regex::new).transpose() {
         Ok(f) => f,
         Err(e) => {
-            report::error_line(&format!("invalid --run regex: {e}"));
+            report::error_line(&format!(
+                "invalid --run regex: {e}\n--run takes a regular expression over case names (`file › note`), e.g. --run 'gang' or --run 'labels/.*queue'"
+            ));
             return ExitCode::from(2);
         }
     };
@@ -88,16 +108,26 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
         cases: args.cases,
         seed: args.seed,
     });
-    let (mut passed, mut failed) = (0usize, 0usize);
+    let results: Vec<CaseResult> = suites
+        .iter()
+        .flat_map(|suite| runner.run_suite(suite, filter.as_ref()))
+        .collect();
+    let passed = results.iter().filter(|r| r.passed()).count();
+    let failed = results.len() - passed;
+    let color = crate::color::stdout();
     let mut out = String::new();
-    for suite in &suites {
-        for result in runner.run_suite(suite, filter.as_ref()) {
-            if result.passed() {
-                passed += 1;
-            } else {
-                failed += 1;
-                out.push_str(&result.report());
+    for result in results.iter().filter(|r| !r.passed()) {
+        let report = result.report();
+        match report.strip_prefix("FAIL") {
+            Some(rest) if color => {
+                out.push_str(&crate::color::paint(
+                    "FAIL",
+                    crate::color::severity("FAIL"),
+                    true,
+                ));
+                out.push_str(rest);
             }
+            _ => out.push_str(&report),
         }
     }
     out.push_str(&format!("{passed} passed, {failed} failed\n"));
@@ -124,10 +154,22 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
             ));
         }
     }
-    print!("{out}");
+    let out = match args.output {
+        TestFormat::Text => out,
+        TestFormat::Json => json_report(&results, &untested),
+        TestFormat::Junit => junit_report(&results, &untested),
+    };
+    {
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        // A closed pipe (`| head`) is not an error.
+        let _ = stdout
+            .write_all(out.as_bytes())
+            .and_then(|()| stdout.flush());
+    }
     if !untested.is_empty() {
         report::error_line(&format!(
-            "--require-tests: no tests for {}",
+            "--require-tests: no tests for {}; add cases to the pack's or table's folder of the suites (docs/rules.md, \"Rule tests\")",
             untested.join(", ")
         ));
     }
@@ -136,6 +178,73 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// `test -o json`: every case (file, line, note, passed, diff), the untested packs and tables
+/// (with `--require-tests`) and the counts.
+fn json_report(results: &[CaseResult], untested: &[String]) -> String {
+    let passed = results.iter().filter(|r| r.passed()).count();
+    let report = serde_json::json!({
+        "apiVersion": report::REPORT_API_VERSION,
+        "kind": "TestReport",
+        "tool": report::tool_json(),
+        "results": results.iter().map(|r| serde_json::json!({
+            "file": r.file,
+            "line": r.line,
+            "note": r.note,
+            "passed": r.passed(),
+            "diff": r.diff,
+        })).collect::<Vec<_>>(),
+        "untested": untested,
+        "summary": {"passed": passed, "failed": results.len() - passed},
+    });
+    let mut s = serde_json::to_string_pretty(&report).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// `test -o junit`: a testsuite per suite file (in run order), a testcase per case (its note;
+/// classname the file); a failure carries the diff. With `--require-tests`, the untested packs
+/// and tables are failing cases of a `require-tests` suite.
+fn junit_report(results: &[CaseResult], untested: &[String]) -> String {
+    use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+    let mut report = Report::new("nvcre-policy test");
+    let mut suites: Vec<TestSuite> = Vec::new();
+    for r in results {
+        let status = if r.passed() {
+            TestCaseStatus::success()
+        } else {
+            let mut st = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            st.set_message(format!("FAIL {}:{} › {}", r.file, r.line, r.note))
+                .set_type("case")
+                .set_description(r.diff.join("\n"));
+            st
+        };
+        let mut case = TestCase::new(r.note.as_str(), status);
+        case.set_classname(format!("{}:{}", r.file, r.line));
+        match suites.last_mut() {
+            Some(s) if s.name.as_str() == r.file => {
+                s.add_test_case(case);
+            }
+            _ => {
+                let mut s = TestSuite::new(r.file.as_str());
+                s.add_test_case(case);
+                suites.push(s);
+            }
+        }
+    }
+    if !untested.is_empty() {
+        let mut s = TestSuite::new("require-tests");
+        for u in untested {
+            let mut st = TestCaseStatus::non_success(NonSuccessKind::Failure);
+            st.set_message("no test case in its folder or naming its rules")
+                .set_type("coverage");
+            s.add_test_case(TestCase::new(u.as_str(), st));
+        }
+        suites.push(s);
+    }
+    report.add_test_suites(suites);
+    report.to_string().unwrap_or_default()
 }
 
 #[cfg(test)]
@@ -189,6 +298,7 @@ mod tests {
             require_tests: false,
             cases: Some(20),
             seed: 3,
+            output: TestFormat::Text,
             paths: vec![p.to_path_buf()],
         };
         assert_eq!(run(&rules, None, &args(&holds)), ExitCode::SUCCESS);

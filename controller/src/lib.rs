@@ -16,8 +16,6 @@ The NVCRE controller: kube-rs `Controller`s for WorkloadRun and Workflow over th
 A test can start the whole controller against any API server: build a `kube::Client` for its
 URL and call [`run`] with a shutdown future.
 */
-#![forbid(unsafe_code)]
-#![deny(missing_docs)]
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)

@@ -1,5 +1,4 @@
 //! `nvcre-controller`: reconciles WorkloadRun and Workflow in-cluster.
-#![forbid(unsafe_code)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -4,7 +4,6 @@
 //! `<id> <evaluations> <nanoseconds per evaluation> <number of true results>`.
 //!
 //! `cargo run --release -p nvcre-engine --example cel_expressions -- EXPRS.json DOCS.json [ROUNDS]`
-#![forbid(unsafe_code)]
 
 use std::process::ExitCode;
 use std::time::Instant;

@@ -55,8 +55,6 @@ assert_eq!(rendered.platform, "aws");
 # Ok::<(), Box<dyn std::error::Error>>(())
 ```
 */
-#![forbid(unsafe_code)]
-#![deny(missing_docs)]
 // Input paths must not panic: every lookup is checked, every error typed.
 #![cfg_attr(
     not(test),

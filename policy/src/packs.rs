@@ -20,97 +20,8 @@ use crate::detect::{GANG_DEFAULTS_TABLE, GPU_PRODUCTS_TABLE, GangDefaults, GpuPr
 use crate::render::{NIC_TABLE, NicRow, OVERRIDE_TABLE, PlatformOverride};
 use crate::resolve::{LIST_MERGE_TABLE, ListMergeRow};
 
-/// `(path as shown in messages, contents)` of every embedded rule file.
-const EMBEDDED: &[(&str, &str)] = &[
-    (
-        "rules/admission/workflow.yaml",
-        include_str!("../../rules/admission/workflow.yaml"),
-    ),
-    (
-        "rules/admission/workloadrun.yaml",
-        include_str!("../../rules/admission/workloadrun.yaml"),
-    ),
-    (
-        "rules/contract/manifests.yaml",
-        include_str!("../../rules/contract/manifests.yaml"),
-    ),
-    (
-        "rules/contract/placement.yaml",
-        include_str!("../../rules/contract/placement.yaml"),
-    ),
-    (
-        "rules/contract/resources.yaml",
-        include_str!("../../rules/contract/resources.yaml"),
-    ),
-    (
-        "rules/contract/topology.yaml",
-        include_str!("../../rules/contract/topology.yaml"),
-    ),
-    (
-        "rules/contract/workload-labels.yaml",
-        include_str!("../../rules/contract/workload-labels.yaml"),
-    ),
-    (
-        "rules/contract/gang.yaml",
-        include_str!("../../rules/contract/gang.yaml"),
-    ),
-    (
-        "rules/defaults/nccl-env.yaml",
-        include_str!("../../rules/defaults/nccl-env.yaml"),
-    ),
-    (
-        "rules/defaults/gang.yaml",
-        include_str!("../../rules/defaults/gang.yaml"),
-    ),
-    (
-        "rules/defaults/gpu-defaults.yaml",
-        include_str!("../../rules/defaults/gpu-defaults.yaml"),
-    ),
-    (
-        "rules/defaults/gpu-products.yaml",
-        include_str!("../../rules/defaults/gpu-products.yaml"),
-    ),
-    (
-        "rules/defaults/runtime.yaml",
-        include_str!("../../rules/defaults/runtime.yaml"),
-    ),
-    (
-        "rules/defaults/scheduling.yaml",
-        include_str!("../../rules/defaults/scheduling.yaml"),
-    ),
-    (
-        "rules/defaults/test-scale.yaml",
-        include_str!("../../rules/defaults/test-scale.yaml"),
-    ),
-    (
-        "rules/detect/nic-resources.yaml",
-        include_str!("../../rules/detect/nic-resources.yaml"),
-    ),
-    (
-        "rules/detect/platforms.yaml",
-        include_str!("../../rules/detect/platforms.yaml"),
-    ),
-    (
-        "rules/measure/megatron-training.yaml",
-        include_str!("../../rules/measure/megatron-training.yaml"),
-    ),
-    (
-        "rules/measure/nccl-bandwidth.yaml",
-        include_str!("../../rules/measure/nccl-bandwidth.yaml"),
-    ),
-    (
-        "rules/measure/nemo-training.yaml",
-        include_str!("../../rules/measure/nemo-training.yaml"),
-    ),
-    (
-        "rules/overrides/list-merge.yaml",
-        include_str!("../../rules/overrides/list-merge.yaml"),
-    ),
-    (
-        "rules/overrides/workloadrun.yaml",
-        include_str!("../../rules/overrides/workloadrun.yaml"),
-    ),
-];
+// `EMBEDDED`: every rule file below `rules/`, listed by the build script (`build.rs`).
+include!(concat!(env!("OUT_DIR"), "/embedded_rules.rs"));
 
 /// The embedded rule files, named `rules/…` as in the repository.
 pub fn embedded_sources() -> Vec<Arc<Source>> {
@@ -468,6 +379,32 @@ pub fn load_rules(dir: Option<&Path>) -> Result<RuleSet, LoadErrors> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_rule_file_is_embedded() {
+        // What `--rules rules` reads (hidden entries and tests/ skipped) is what the binary
+        // embeds, name for name and byte for byte.
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let on_disk: Vec<(String, String)> = RuleSet::read_dir(&root.join("rules"))
+            .expect("rules/ reads")
+            .iter()
+            .map(|s| {
+                let name = Path::new(&s.name)
+                    .strip_prefix(&root)
+                    .map(|p| p.display().to_string())
+                    .unwrap_or_else(|_| s.name.clone());
+                (name, s.text.clone())
+            })
+            .collect();
+        let embedded: Vec<(String, String)> = embedded_sources()
+            .iter()
+            .map(|s| (s.name.clone(), s.text.clone()))
+            .collect();
+        let names = |v: &[(String, String)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
+        assert_eq!(names(&embedded), names(&on_disk));
+        assert_eq!(embedded, on_disk);
+        assert_eq!(embedded.len(), 22);
+    }
 
     #[test]
     fn embedded_rules_lint_clean() {

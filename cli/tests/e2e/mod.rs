@@ -38,3 +38,7 @@ mod cluster_flags;
 
 /// `measure bandwidth|goodput` on sample logs, thresholds.
 mod measure;
+
+/// The CLI's conventions: summary line, completions, man page, `--color`, JSON envelopes,
+/// multi-file render, `--version` (issue "A CLI that fits the Kubernetes toolbox").
+mod conventions;

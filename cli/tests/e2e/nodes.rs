@@ -41,7 +41,7 @@ fn nodes_file_and_platform_are_mutually_exclusive() {
     assert!(out.is_empty());
     assert_eq!(
         err,
-        "Error: --nodes-file and --platform/--gpu-arch are mutually exclusive\n"
+        "Error: --nodes-file and --platform/--gpu-arch are mutually exclusive: give --nodes-file FILE to detect both from the nodes, or --platform and --gpu-arch without it\n"
     );
 }
 
@@ -236,7 +236,7 @@ fn check_with_nodes_places_groups_and_reports_a_shortfall() {
         &path("examples/unpinned-clique.yaml"),
     ]);
     assert_eq!(code, 1, "{err}");
-    let findings: Value = serde_json::from_str(&out).expect("json");
+    let findings = findings(&serde_json::from_str(&out).expect("json"));
     assert_eq!(findings[0]["ruleId"], "placement");
     assert_eq!(
         findings[0]["message"],

@@ -173,9 +173,39 @@ fn sarif_validates_against_the_schema_with_the_exact_region() {
         json!({
             "id": "wr-gang-queue-length",
             "shortDescription": {"text": "gangScheduler.queue is at most 63 characters."},
+            "fullDescription": {"text": "gangScheduler.queue is at most 63 characters. (pack workloadrun-admission, defined at rules/admission/workloadrun.yaml:227)"},
+            "help": {"text": "gangScheduler.queue is at most 63 characters.\nRun `nvcre-policy rules explain wr-gang-queue-length` for the rule's expression, message and a passing and a failing example."},
             "defaultConfiguration": {"level": "error"},
             "properties": {"pack": "workloadrun-admission"}
         })
+    );
+    // Code scanning tracks an alert across runs by its fingerprint: the rule, file, document
+    // and field path, not the line.
+    let fingerprint = r["partialFingerprints"]["nvcreFinding/v1"]
+        .as_str()
+        .expect("fingerprint")
+        .to_string();
+    assert_eq!(fingerprint.len(), 64);
+    let moved = std::fs::read_to_string(dir.path().join("run.yaml")).expect("read");
+    write(
+        dir.path(),
+        "run.yaml",
+        &format!("# a comment above\n{moved}"),
+    );
+    let (_, stdout, _) = run(dir.path(), &["check", "-o", "sarif", "run.yaml"]);
+    let again: Value = serde_json::from_str(&stdout).expect("SARIF is JSON");
+    let r2 = &again["runs"][0]["results"][0];
+    assert_eq!(
+        r2["locations"][0]["physicalLocation"]["region"]["startLine"],
+        19
+    );
+    assert_eq!(
+        r2["partialFingerprints"]["nvcreFinding/v1"],
+        fingerprint.as_str()
+    );
+    assert_eq!(
+        run0["tool"]["driver"]["properties"],
+        json!({"rulesSource": "embedded", "rulesDigest": rules_digest()})
     );
     assert_eq!(run0["columnKind"], "unicodeCodePoints");
 }
@@ -210,8 +240,9 @@ fn sarif_with_warnings_and_input_errors_validates_too() {
     );
     assert_eq!(code, 2);
     assert_eq!(
-        stderr,
-        "Error: reading missing dir/x.yaml: no such file or directory\n"
+        timeless(&stderr),
+        "Error: reading missing dir/x.yaml: no such file or directory\n\
+         Summary: 3 documents in 1 file checked in Ts: 2 errors, 1 warning, 0 info; 1 input error\n"
     );
     let log: Value = serde_json::from_str(&stdout).expect("SARIF is JSON");
     assert_valid_sarif(&log);
@@ -253,55 +284,26 @@ fn sarif_with_warnings_and_input_errors_validates_too() {
 // check -o json | junit | github | text
 
 #[test]
-fn json_is_an_array_of_every_finding() {
+fn json_is_a_versioned_envelope_grouped_by_file() {
     let dir = widgets();
-    let (code, stdout, _) = check(dir.path(), &["-o", "json", "bad.yaml"]);
-    assert_eq!(code, 1);
-    assert_eq!(
-        stdout,
-        r#"[
-  {
-    "ruleId": "widget-size",
-    "pack": "widgets",
-    "severity": "error",
-    "message": "size 12 is above 10: <too> \"big\" & 100%",
-    "file": "bad.yaml",
-    "document": 0,
-    "fieldPath": "spec.size",
-    "line": 4,
-    "column": 9,
-    "ruleFile": "rules/widgets/widget.yaml",
-    "ruleLine": 11
-  },
-  {
-    "ruleId": "widget-color",
-    "pack": "widgets",
-    "severity": "warning",
-    "message": "not blue, use blue",
-    "file": "bad.yaml",
-    "document": 0,
-    "fieldPath": "spec.color",
-    "line": 5,
-    "column": 10,
-    "ruleFile": "rules/widgets/widget.yaml",
-    "ruleLine": 17
-  },
-  {
-    "ruleId": "widget:name,required",
-    "pack": "widgets",
-    "severity": "error",
-    "message": "metadata.name is required\nfor 100% of widgets",
-    "file": "bad.yaml",
-    "document": 2,
-    "fieldPath": "metadata",
-    "line": 12,
-    "column": 1,
-    "ruleFile": "rules/widgets/widget.yaml",
-    "ruleLine": 24
-  }
-]
-"#
+    write(
+        dir.path(),
+        "ok.yaml",
+        "kind: Widget\nmetadata: {name: c}\nspec: {size: 1}\n",
     );
+    let (code, stdout, stderr) = check(
+        dir.path(),
+        &["-o", "json", "bad.yaml", "ok.yaml", "missing.yaml"],
+    );
+    assert_eq!(code, 2);
+    assert_eq!(
+        timeless(&stderr),
+        "Error: reading missing.yaml: no such file or directory\n\
+         Summary: 4 documents in 2 files checked in Ts: 2 errors, 1 warning, 0 info; 1 input error\n"
+    );
+    // The whole envelope: apiVersion/kind, tool, the rule set (source, digest, files), results
+    // by file in input order (a path that could not be read last), the summary.
+    insta::assert_snapshot!(stdout);
 }
 
 #[test]
@@ -327,37 +329,45 @@ fn junit_has_a_suite_per_file_and_a_case_per_document_and_rule() {
     );
     let (code, stdout, _) = check(dir.path(), &["-o", "junit", "bad.yaml", "ok.yaml"]);
     assert_eq!(code, 1);
+    // Written by quick-junit (its escaping, indentation and attribute order).
+    insta::assert_snapshot!(stdout);
+    let parsed = quick_junit::Report::deserialize_from_str(&stdout).expect("JUnit parses back");
+    assert_eq!((parsed.tests, parsed.failures, parsed.errors), (12, 2, 0));
+    let suites: Vec<(&str, usize, usize)> = parsed
+        .test_suites
+        .iter()
+        .map(|s| (s.name.as_str(), s.tests, s.failures))
+        .collect();
+    assert_eq!(suites, [("bad.yaml", 9, 2), ("ok.yaml", 3, 0)]);
+    let first = &parsed.test_suites[0].test_cases[0];
+    assert_eq!(first.name.as_str(), "widget-size");
     assert_eq!(
-        stdout,
-        r#"<?xml version="1.0" encoding="UTF-8"?>
-<testsuites name="nvcre-policy" tests="12" failures="2" errors="0">
-  <testsuite name="bad.yaml" tests="9" failures="2" errors="0" skipped="0">
-    <testcase name="widget-size" classname="bad.yaml document 0">
-      <failure message="size 12 is above 10: &lt;too&gt; &quot;big&quot; &amp; 100%" type="error">bad.yaml:4:9: error[widget-size]: size 12 is above 10: &lt;too&gt; &quot;big&quot; &amp; 100% (spec.size)</failure>
-    </testcase>
-    <testcase name="widget-color" classname="bad.yaml document 0">
-      <system-out>bad.yaml:5:10: warning[widget-color]: not blue, use blue (spec.color)</system-out>
-    </testcase>
-    <testcase name="widget:name,required" classname="bad.yaml document 0"/>
-    <testcase name="widget-size" classname="bad.yaml document 1"/>
-    <testcase name="widget-color" classname="bad.yaml document 1"/>
-    <testcase name="widget:name,required" classname="bad.yaml document 1"/>
-    <testcase name="widget-size" classname="bad.yaml document 2"/>
-    <testcase name="widget-color" classname="bad.yaml document 2"/>
-    <testcase name="widget:name,required" classname="bad.yaml document 2">
-      <failure message="metadata.name is required
-for 100% of widgets" type="error">bad.yaml:12:1: error[widget:name,required]: metadata.name is required
-for 100% of widgets (metadata)</failure>
-    </testcase>
-  </testsuite>
-  <testsuite name="ok.yaml" tests="3" failures="0" errors="0" skipped="0">
-    <testcase name="widget-size" classname="ok.yaml document 0"/>
-    <testcase name="widget-color" classname="ok.yaml document 0"/>
-    <testcase name="widget:name,required" classname="ok.yaml document 0"/>
-  </testsuite>
-</testsuites>
-"#
+        first.classname.as_ref().map(|c| c.as_str()),
+        Some("bad.yaml document 0")
     );
+    match &first.status {
+        quick_junit::TestCaseStatus::NonSuccess {
+            kind,
+            message,
+            ty,
+            description,
+            ..
+        } => {
+            assert_eq!(*kind, quick_junit::NonSuccessKind::Failure);
+            assert_eq!(
+                message.as_ref().map(|m| m.as_str()),
+                Some("size 12 is above 10: <too> \"big\" & 100%")
+            );
+            assert_eq!(ty.as_ref().map(|t| t.as_str()), Some("error"));
+            assert_eq!(
+                description.as_ref().map(|d| d.as_str()),
+                Some(
+                    "bad.yaml:4:9: error[widget-size]: size 12 is above 10: <too> \"big\" & 100% (spec.size)"
+                )
+            );
+        }
+        other => panic!("not a failure: {other:?}"),
+    }
 }
 
 #[test]
@@ -370,7 +380,7 @@ fn junit_with_fail_on_warning_turns_the_warning_into_a_failure() {
     assert_eq!(code, 1);
     assert!(
         stdout.contains(
-            "    <testcase name=\"widget-color\" classname=\"bad.yaml document 0\">\n      <failure message=\"not blue, use blue\" type=\"warning\">bad.yaml:5:10: warning[widget-color]: not blue, use blue (spec.color)</failure>\n    </testcase>\n"
+            "        <testcase name=\"widget-color\" classname=\"bad.yaml document 0\">\n            <failure message=\"not blue, use blue\" type=\"warning\">bad.yaml:5:10: warning[widget-color]: not blue, use blue (spec.color)</failure>\n        </testcase>\n"
         ),
         "{stdout}"
     );
@@ -418,10 +428,11 @@ fn several_formats_in_one_run() {
         ],
     );
     assert_eq!(
-        (code, stderr.as_str()),
+        (code, timeless(&stderr).as_str()),
         (
             2,
-            "Error: writing out/report.sarif: No such file or directory (os error 2)\n"
+            "Error: writing out/report.sarif: No such file or directory (os error 2)\n\
+             Summary: 3 documents in 1 file checked in Ts: 2 errors, 1 warning, 0 info\n"
         )
     );
     std::fs::create_dir_all(dir.path().join("out")).expect("mkdir");
@@ -439,8 +450,21 @@ fn several_formats_in_one_run() {
             "bad.yaml",
         ],
     );
-    assert_eq!((code, stderr.as_str()), (1, ""));
+    assert_eq!(
+        (code, timeless(&stderr).as_str()),
+        (
+            1,
+            "Summary: 3 documents in 1 file checked in Ts: 2 errors, 1 warning, 0 info\n"
+        )
+    );
     assert_eq!(stdout2, stdout);
+    // Written atomically: no temporary file is left beside the reports.
+    let mut left: Vec<String> = std::fs::read_dir(dir.path().join("out"))
+        .expect("out/")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["report.sarif"]);
     let read = |p: &str| std::fs::read_to_string(dir.path().join(p)).expect("written");
     for (file, format) in [
         ("out/report.sarif", "sarif"),
@@ -536,7 +560,7 @@ fn every_failing_validation_is_reported() {
     write(dir.path(), "b.yaml", &broken);
     let (code, stdout, _) = run(dir.path(), &["check", "-o", "json", "a.yaml", "b.yaml"]);
     assert_eq!(code, 1);
-    let findings: Value = serde_json::from_str(&stdout).expect("json");
+    let findings = findings(&serde_json::from_str(&stdout).expect("json"));
     let got: Vec<(String, String)> = findings
         .as_array()
         .expect("array")

@@ -160,7 +160,7 @@ rules:
     );
     assert_eq!(
         stderr,
-        "Error: --require-tests: no tests for pack extra-pack\n"
+        "Error: --require-tests: no tests for pack extra-pack; add cases to the pack's or table's folder of the suites (docs/rules.md, \"Rule tests\")\n"
     );
     // Without the flag an untested pack is not an error.
     let (code, _, _) = run(bin()

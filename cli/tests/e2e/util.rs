@@ -10,10 +10,14 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// The `nvcre-policy` binary, without `NVCRE_RULES` / `NO_COLOR` from the caller's environment.
+/// The `nvcre-policy` binary, without `NVCRE_RULES` or the colour variables (`NO_COLOR`,
+/// `CLICOLOR`, `CLICOLOR_FORCE`) of the caller's environment.
 pub fn bin() -> Command {
     let mut c = Command::cargo_bin("nvcre-policy").expect("binary built");
-    c.env_remove("NVCRE_RULES").env_remove("NO_COLOR");
+    c.env_remove("NVCRE_RULES")
+        .env_remove("NO_COLOR")
+        .env_remove("CLICOLOR")
+        .env_remove("CLICOLOR_FORCE");
     c
 }
 
@@ -64,4 +68,39 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
 /// `rel` (a path relative to the workspace root) as an absolute path string.
 pub fn path(rel: &str) -> String {
     root().join(rel).display().to_string()
+}
+
+/// `stderr` with the time of `check`'s summary line replaced by `T`
+/// (`Summary: … checked in Ts: …`), so a test can compare it exactly.
+pub fn timeless(stderr: &str) -> String {
+    regex::Regex::new(r"checked in \d+\.\d\ds:")
+        .expect("regex")
+        .replace_all(stderr, "checked in Ts:")
+        .into_owned()
+}
+
+/// The findings of a `check -o json` report, every file's in order, each with its `file`
+/// (as the flat array of findings read before the report became an envelope).
+pub fn findings(report: &serde_json::Value) -> serde_json::Value {
+    let mut all = Vec::new();
+    for r in report["results"].as_array().expect("results") {
+        for f in r["findings"].as_array().expect("findings") {
+            let mut f = f.clone();
+            f["file"] = r["file"].clone();
+            all.push(f);
+        }
+    }
+    serde_json::Value::Array(all)
+}
+
+/// The digest `--version` prints for the embedded rules (`sha256:…`).
+pub fn rules_digest() -> String {
+    let (code, stdout, _) = run(&["--version"]);
+    assert_eq!(code, 0);
+    stdout
+        .split("sha256:")
+        .nth(1)
+        .and_then(|rest| rest.strip_suffix(")\n"))
+        .map(|hex| format!("sha256:{hex}"))
+        .expect("a digest in --version")
 }

@@ -93,8 +93,6 @@ foreground deletion (treated as background); graceful pod deletion; periodic boo
 `resourceVersionMatch=Exact` reads of past versions (lists always answer the latest state);
 `optionalOldSelf`; ratcheting validation; `x-kubernetes-int-or-string` and `format` checks.
 */
-#![forbid(unsafe_code)]
-#![deny(missing_docs)]
 #![cfg_attr(
     not(test),
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)

@@ -52,9 +52,9 @@ pub struct NodeContext {
     pub notes: Vec<String>,
 }
 
-/// The exact message for `--nodes-file` combined with `--platform` / `--gpu-arch`.
-pub const NODES_FILE_EXCLUSIVE: &str =
-    "--nodes-file and --platform/--gpu-arch are mutually exclusive";
+/// The exact message for `--nodes-file` combined with `--platform` / `--gpu-arch` (the
+/// original's sentence, then what to do instead).
+pub const NODES_FILE_EXCLUSIVE: &str = "--nodes-file and --platform/--gpu-arch are mutually exclusive: give --nodes-file FILE to detect both from the nodes, or --platform and --gpu-arch without it";
 
 /// Checks the flag combination and detects platform / architecture from the nodes (the first
 /// target node by name names the platform, the GPU architecture is a majority vote).
