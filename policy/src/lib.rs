@@ -64,6 +64,7 @@ assert_eq!(rendered.platform, "aws");
 )]
 
 pub use api::{Workflow, WorkloadRun};
+pub use build::shell_quote;
 pub use check::{CheckRequest, check_document};
 pub use detect::{
     GangDefaults, gang_defaults, gpu_products, placement_policy, scheduling_policy,

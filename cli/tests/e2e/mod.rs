@@ -38,3 +38,9 @@ mod cluster_flags;
 
 /// `measure bandwidth|goodput` on sample logs, thresholds.
 mod measure;
+
+/// The `preCommand` shell wrapper run with a real `bash` and stub programs.
+mod shell;
+
+/// The bad-input suite: exit codes and exact messages for wrong and hostile input.
+mod bad_input;

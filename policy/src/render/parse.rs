@@ -174,6 +174,7 @@ pub(super) fn build_error(doc: &Document, e: &crate::build::BuildError) -> Polic
     let path = match e {
         BuildError::NoFramework { .. } => "spec.framework",
         BuildError::InvalidTimeoutPerJob { .. } => "spec.orchestration.timeoutPerJob",
+        BuildError::NulCharacter { field } => field,
     };
     input_error(doc, path, e.to_string())
 }
