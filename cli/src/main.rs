@@ -30,6 +30,8 @@ struct Cli {
     /// Rule directory replacing the embedded default rules (every *.yaml below it).
     #[arg(long, global = true, env = "NVCRE_RULES", value_name = "DIR")]
     rules: Option<PathBuf>,
+    #[command(flatten)]
+    limits: input::LimitArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -182,6 +184,7 @@ fn platform_help(dir: Option<&std::path::Path>) -> String {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
+    cli.limits.apply();
     // Lint reads the files itself: rules that do not load are what it reports.
     if let Command::Rules {
         command: rules::RulesCommand::Lint(args),

@@ -5,9 +5,9 @@
 use super::util::*;
 
 /// Runs the binary in a fresh directory holding `in.yaml` = `input`; `(code, stdout, stderr)`.
-fn run_in(args: &[&str], input: &str) -> (i32, String, String) {
+fn run_in(args: &[&str], input: impl AsRef<[u8]>) -> (i32, String, String) {
     let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::write(dir.path().join("in.yaml"), input).expect("write input");
+    std::fs::write(dir.path().join("in.yaml"), input.as_ref()).expect("write input");
     let out = bin()
         .args(args)
         .current_dir(dir.path())
@@ -239,5 +239,220 @@ fn empty_resources_mapping_keeps_the_gpu_request() {
             "limits": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": 32},
             "requests": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": 32},
         })
+    );
+}
+
+// ---- budgets ------------------------------------------------------------------------------
+
+refused!(
+    nesting_deeper_than_the_limit,
+    ["check", "in.yaml"],
+    format!("a: {}{}\n", "[".repeat(70), "]".repeat(70)),
+    2,
+    "Error: in.yaml:1:67: the document nests mappings and lists deeper than the limit of 64 levels (--max-depth)\n"
+);
+
+refused!(
+    depth_flag_lowers_the_limit,
+    ["--max-depth", "3", "check", "in.yaml"],
+    "a: {b: {c: {d: 1}}}\n",
+    2,
+    "Error: in.yaml:1:12: the document nests mappings and lists deeper than the limit of 3 levels (--max-depth)\n"
+);
+
+refused!(
+    more_aliases_than_the_limit,
+    ["--max-aliases", "2", "check", "in.yaml"],
+    "a: &x [1]\nb: [*x, *x, *x]\n",
+    2,
+    "Error: in.yaml:2:13: the document uses more than the limit of 2 aliases (--max-aliases)\n"
+);
+
+refused!(
+    more_yaml_nodes_than_the_limit,
+    ["--max-yaml-nodes", "5", "check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {a: b, c: d}\n",
+    2,
+    "Error: in.yaml:3:1: the document has more than the limit of 5 YAML nodes (--max-yaml-nodes)\n"
+);
+
+refused!(
+    a_document_larger_than_the_limit,
+    ["--max-document-bytes", "64", "check", "in.yaml"],
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {{k: {}}}\n",
+        "x".repeat(100)
+    ),
+    2,
+    "Error: in.yaml:1:1: document 1 is larger than the limit of 64 bytes (--max-document-bytes); the rest of the input is not read\n"
+);
+
+refused!(
+    the_budgets_are_per_document,
+    [
+        "--max-document-bytes",
+        "80",
+        "--max-yaml-nodes",
+        "20",
+        "check",
+        "in.yaml"
+    ],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {a: b}\n---\n".repeat(300),
+    0,
+    ""
+);
+
+refused!(
+    expand_with_a_huge_num_nodes_and_no_nodes_file,
+    [
+        "render",
+        "--expand",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 2147483647\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: --expand without --nodes-file makes up spec.numNodes (2147483647) nodes, more than the limit of 100000 (--max-expand-nodes); give --nodes-file with the real nodes, or raise --max-expand-nodes\n"
+);
+
+refused!(
+    a_nodes_file_larger_than_the_limit,
+    [
+        "render",
+        "--max-nodes-file-bytes",
+        "10",
+        "--nodes-file",
+        "in.yaml",
+        "in.yaml"
+    ],
+    "apiVersion: v1\nkind: NodeList\nitems: []\n",
+    2,
+    "Error: in.yaml: larger than the limit of 10 bytes (--max-nodes-file-bytes)\n"
+);
+
+refused!(
+    a_nodes_file_that_is_not_utf8,
+    ["render", "--nodes-file", "in.yaml", "in.yaml"],
+    latin1("apiVersion: v1\nkind: NodeList\nitems: []\n# caf\u{e9}\n"),
+    2,
+    "Error: in.yaml: not UTF-8 text: invalid byte 0xe9 at byte offset 45\n"
+);
+
+/// `text` in Latin-1 (one byte per char below U+0100): invalid UTF-8 where a char is above
+/// U+007F.
+fn latin1(text: &str) -> Latin1 {
+    Latin1(
+        text.chars()
+            .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
+            .collect(),
+    )
+}
+
+/// Raw bytes for `run_in`.
+struct Latin1(Vec<u8>);
+
+impl AsRef<[u8]> for Latin1 {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+refused!(
+    a_manifest_that_is_not_utf8_check,
+    ["check", "in.yaml"],
+    latin1("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: \"caf\u{e9}\"}\n"),
+    2,
+    "Error: reading in.yaml: not UTF-8 text: invalid byte 0xe9 at byte offset 65 (line 4)\n"
+);
+
+refused!(
+    a_manifest_that_is_not_utf8_render,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    latin1("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: \"caf\u{e9}\"}\n"),
+    2,
+    "Error: in.yaml: not UTF-8 text: invalid byte 0xe9 at byte offset 65\n"
+);
+
+/// `yes | nvcre-policy check -`: an endless document ends at the per-document limit.
+#[test]
+fn an_endless_stdin_document_ends_at_the_limit() {
+    let mut yes = std::process::Command::new("yes")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("yes runs");
+    let stdin = yes.stdout.take().expect("piped");
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("nvcre-policy"))
+        .args(["check", "-"])
+        .stdin(stdin)
+        .output()
+        .expect("runs");
+    let _ = yes.kill();
+    let _ = yes.wait();
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).as_ref()
+        ),
+        (
+            Some(2),
+            "Error: <stdin>:1:1: document 1 is larger than the limit of 3145728 bytes (--max-document-bytes); the rest of the input is not read\n"
+        )
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+}
+
+/// A real-shaped `kubectl get nodes -o yaml` of 400 full Node objects (about 25 KiB and 700
+/// YAML nodes each: more than 250,000 in the one NodeList document) is a nodes file.
+#[test]
+fn a_nodes_file_of_full_node_objects_is_read() {
+    let node =
+        std::fs::read_to_string(root().join("cli/tests/data/real-node.yaml")).expect("fixture");
+    let mut text = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for i in 0..400 {
+        text.push_str(&node.replace("ip-10-0-0-1.ec2.internal", &format!("node-{i}")));
+    }
+    let example = root()
+        .join("examples/nccl-all-reduce.yaml")
+        .display()
+        .to_string();
+    let (code, stdout, stderr) = run_in(
+        &["render", "--nodes-file", "in.yaml", "-o", "json", &example],
+        &text,
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let wf: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(
+        wf["metadata"]["annotations"]["nvcrectl.nvidia.com/detected-platform"],
+        "aws"
+    );
+    // One budget for the whole file (no scaling) is what a 250,000-node cap did.
+    let (code, stdout, stderr) = run_in(
+        &[
+            "render",
+            "--max-document-bytes",
+            "100000000",
+            "--nodes-file",
+            "in.yaml",
+            &example,
+        ],
+        &text,
+    );
+    assert_eq!(
+        (code, stdout.as_str(), stderr.as_str()),
+        (
+            2,
+            "",
+            "Error: in.yaml:128328:7: the document has more than the limit of 250000 YAML nodes (--max-yaml-nodes)\n"
+        )
     );
 }

@@ -464,6 +464,7 @@ exec 'sh' '-c' 'echo "a\b" '\''c'\'' $X
         );
     }
 
+    #[test]
     fn torch_module_trainer() {
         assert_eq!(
             trainer_of(json!({"torch": {"module": "pkg.train", "args": ["--lr", "1"]}})),
