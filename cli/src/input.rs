@@ -6,7 +6,7 @@ use std::path::Path;
 
 use nvcre_engine::limits::read_text_limited;
 
-use nvcre_engine::{Document, Source, WalkOptions, parse_documents, walk_files};
+use nvcre_engine::{Document, Source, WalkOptions, parse_documents, walk_files_noting};
 
 /// Reads one file (or `-`) as a document stream.
 pub fn read_one(path: &str) -> Result<Vec<Document>, String> {
@@ -30,7 +30,8 @@ pub fn read_source(path: &str) -> Result<std::sync::Arc<Source>, String> {
 
 /// Expands paths: files as given, directories recursively to their manifest files in path
 /// order, `-` kept. Missing paths and unreadable entries are reported as `(path, message)`
-/// errors; the other files are still listed.
+/// errors; the other files are still listed. A special file below a directory (a named pipe,
+/// socket or device) is skipped with a note on stderr.
 pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
     let mut files = Vec::new();
     let mut errors = Vec::new();
@@ -41,7 +42,10 @@ pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
         }
         let path = Path::new(p);
         if path.is_dir() {
-            let (found, errs) = walk_files(path, &WalkOptions::MANIFESTS);
+            let (found, errs, notes) = walk_files_noting(path, &WalkOptions::MANIFESTS);
+            for note in notes {
+                eprintln!("note: {note}");
+            }
             for e in errs {
                 let at = e
                     .location()
@@ -107,22 +111,22 @@ impl NodeArgs {
 #[derive(Debug, Clone, clap::Args)]
 pub struct LimitArgs {
     /// Largest document, in bytes (default 3 MiB, the API server's request limit).
-    #[arg(long, global = true, value_name = "BYTES", default_value_t = nvcre_engine::limits::Limits::default().document_bytes)]
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "BYTES", default_value_t = nvcre_engine::limits::Limits::default().document_bytes)]
     pub max_document_bytes: usize,
     /// Deepest nesting of mappings and lists in one document.
-    #[arg(long, global = true, value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().depth)]
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().depth)]
     pub max_depth: usize,
     /// Most aliases (`*name`) in one document.
-    #[arg(long, global = true, value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().aliases)]
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().aliases)]
     pub max_aliases: usize,
     /// Most YAML nodes in one document (a nodes file: per --max-document-bytes of its size).
-    #[arg(long, global = true, value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().yaml_nodes)]
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().yaml_nodes)]
     pub max_yaml_nodes: usize,
     /// Largest --nodes-file, in bytes (default 1 GiB).
-    #[arg(long, global = true, value_name = "BYTES", default_value_t = nvcre_engine::limits::Limits::default().nodes_file_bytes)]
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "BYTES", default_value_t = nvcre_engine::limits::Limits::default().nodes_file_bytes)]
     pub max_nodes_file_bytes: usize,
     /// Most nodes `render --expand` makes up without --nodes-file.
-    #[arg(long, global = true, value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().expand_nodes)]
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().expand_nodes)]
     pub max_expand_nodes: usize,
 }
 

@@ -99,7 +99,7 @@ pub use error::{
 pub use eval::{Origin, Outcome};
 pub use expr::type_name as cel_type_name;
 pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel, json_type as json_type_name};
-pub use files::{WalkOptions, read_files, walk_files};
+pub use files::{WalkOptions, read_files, walk_files, walk_files_noting};
 pub use finding::{Finding, Severity};
 /// CEL values, as expressions return them.
 pub use kube_cel::cel::Value as CelValue;

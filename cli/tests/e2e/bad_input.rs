@@ -456,3 +456,73 @@ fn a_nodes_file_of_full_node_objects_is_read() {
         )
     );
 }
+
+// ---- files and streams --------------------------------------------------------------------
+
+/// A directory with a named pipe, a broken symlink, an unparseable file and a file with a
+/// finding: the pipe is skipped with a note (it would block forever), every other file is
+/// reported, exit 2.
+#[cfg(unix)]
+#[test]
+fn a_directory_walk_skips_pipes_and_reports_every_other_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().join("d");
+    std::fs::create_dir_all(d.join("sub")).expect("mkdir");
+    let status = std::process::Command::new("mkfifo")
+        .arg(d.join("pipe.yaml"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success());
+    std::os::unix::fs::symlink("/nonexistent", d.join("broken.yaml")).expect("symlink");
+    std::fs::write(d.join("b.yaml"), "a: [1\n").expect("write");
+    std::fs::copy(
+        root().join("examples/override-rejected.yaml"),
+        d.join("sub/c.yaml"),
+    )
+    .expect("copy");
+    let out = bin()
+        .args([
+            "check",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            "-o",
+            "json",
+            "d",
+        ])
+        .current_dir(dir.path())
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "note: skipping d/pipe.yaml: a named pipe (FIFO), not a regular file\n\
+         Error: reading d/broken.yaml: No such file or directory (os error 2)\n\
+         Error: d/b.yaml:1:4: unclosed bracket '['\n"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let rows: Vec<(String, String)> = report
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|f| {
+            (
+                f["ruleId"].as_str().unwrap_or("").to_string(),
+                f["file"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (
+                "workload-queue-label-conflict".to_string(),
+                "d/sub/c.yaml".to_string()
+            ),
+            ("input-error".to_string(), "d/broken.yaml".to_string()),
+            ("input-error".to_string(), "d/b.yaml".to_string()),
+        ]
+    );
+}
