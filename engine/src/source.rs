@@ -216,12 +216,25 @@ pub(crate) fn parse_text(
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
     options.budget = Some(limits.budget(scale));
+    // Duplicate keys reach the visitor, so the error can name both lines and the field path.
+    options.duplicate_keys = serde_saphyr::options::DuplicateKeyPolicy::PassThrough;
     let nodes: Vec<Option<Spanned<Node>>> = serde_saphyr::from_multiple_with_options(text, options)
         .map_err(|e| yaml_error(source, &e, line_offset, scale, limits))?;
     let mut docs = Vec::new();
     for node in nodes.into_iter().flatten() {
         let mut spans = SpanIndex::default();
-        let value = into_value(node, None, String::new(), &mut spans, line_offset);
+        let mut duplicate = None;
+        let value = into_value(
+            node,
+            None,
+            String::new(),
+            &mut spans,
+            line_offset,
+            &mut duplicate,
+        );
+        if let Some(d) = duplicate {
+            return Err(d.into_error(source));
+        }
         if value.is_null() {
             continue;
         }
@@ -323,12 +336,53 @@ fn pos_of(loc: &serde_saphyr::Location, line_offset: usize) -> Pos {
     }
 }
 
+/// The first duplicate mapping key of a document: the key, the JSON pointer of its field and
+/// both key positions.
+struct Duplicate {
+    key: String,
+    pointer: String,
+    first: Option<Pos>,
+    again: Pos,
+}
+
+impl Duplicate {
+    /// `duplicate key "value" at spec.env[0].value: first on line 11, again on line 12; keep
+    /// one`, at the second key.
+    fn into_error(self, source: &Source) -> Error {
+        let mut path = FieldPath::root();
+        for token in self.pointer.split('/').skip(1) {
+            let token = token.replace("~1", "/").replace("~0", "~");
+            path = match token.parse::<usize>() {
+                Ok(i) if !token.starts_with('+') => path.index(i),
+                _ => path.key(token),
+            };
+        }
+        let again = self.again;
+        let lines = match self.first {
+            Some(first) if first.line == again.line => {
+                format!("first at {first}, again at {again}")
+            }
+            Some(first) => format!("first on line {}, again on line {}", first.line, again.line),
+            None => format!("again on line {}", again.line),
+        };
+        Error::Yaml {
+            source_name: source.name.clone(),
+            pos: Some(again),
+            message: format!(
+                "duplicate key {} at {path}: {lines}; keep one",
+                crate::quote::go_quote(&self.key),
+            ),
+        }
+    }
+}
+
 fn into_value(
     node: Spanned<Node>,
     key: Option<Pos>,
     pointer: String,
     spans: &mut SpanIndex,
     line_offset: usize,
+    duplicate: &mut Option<Duplicate>,
 ) -> Value {
     let value_pos = pos_of(&node.referenced, line_offset);
     let scalar = !matches!(node.value, Node::Seq(_) | Node::Map(_));
@@ -357,6 +411,7 @@ fn into_value(
                         format!("{pointer}/{i}"),
                         spans,
                         line_offset,
+                        duplicate,
                     )
                 })
                 .collect(),
@@ -367,7 +422,15 @@ fn into_value(
                 let key_pos = pos_of(&k.referenced, line_offset);
                 let key_text = k.value.into_key();
                 let child = format!("{pointer}/{}", escape_pointer(&key_text));
-                let value = into_value(v, Some(key_pos), child, spans, line_offset);
+                if duplicate.is_none() && map.contains_key(&key_text) {
+                    *duplicate = Some(Duplicate {
+                        key: key_text.clone(),
+                        pointer: child.clone(),
+                        first: spans.spans.get(&child).and_then(|s| s.key),
+                        again: key_pos,
+                    });
+                }
+                let value = into_value(v, Some(key_pos), child, spans, line_offset, duplicate);
                 map.insert(key_text, value);
             }
             Value::Object(map)

@@ -526,3 +526,30 @@ fn a_directory_walk_skips_pipes_and_reports_every_other_file() {
         ]
     );
 }
+
+// ---- YAML hazards -------------------------------------------------------------------------
+
+refused!(
+    duplicate_key_names_both_lines_and_the_path,
+    ["check", "in.yaml"],
+    run_yaml(
+        "  framework: {exec: {command: [a]}}\n  env:\n  - name: A\n    value: x\n    value: y\n"
+    ),
+    2,
+    "Error: in.yaml:11:5: duplicate key \"value\" at spec.env[0].value: first on line 10, again on line 11; keep one\n"
+);
+
+refused!(
+    duplicate_label_key_in_a_flow_mapping,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t, labels: {a.b/c: x, a.b/c: y}}\n",
+    2,
+    "Error: in.yaml:3:40: duplicate key \"a.b/c\" at metadata.labels[\"a.b/c\"]: first at 3:30, again at 3:40; keep one\n"
+);
