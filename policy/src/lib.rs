@@ -71,6 +71,7 @@ pub use detect::{
     selectable_platforms,
 };
 pub use error::PolicyError;
+pub use hazards::{YAML_QUOTE_RULE, yaml_quote_findings};
 pub use nodes::{Discovery, detect_gpu_architecture, discover_targets};
 pub use nodes::{GpuProductRule, GpuProducts, Node, NodeError, nodes_from_documents};
 pub use nodes_file::read_nodes;
@@ -99,6 +100,7 @@ mod contract;
 pub mod crd;
 mod detect;
 mod error;
+mod hazards;
 pub mod measure;
 mod nodes;
 mod nodes_file;

@@ -553,3 +553,98 @@ refused!(
     2,
     "Error: in.yaml:3:40: duplicate key \"a.b/c\" at metadata.labels[\"a.b/c\"]: first at 3:30, again at 3:40; keep one\n"
 );
+
+/// Unquoted values YAML 1.1 tools read differently, in string fields: warnings that say to
+/// quote them; the values are not changed, and quoted ones are not flagged.
+#[test]
+fn yaml_11_readings_of_string_fields_are_warned_about() {
+    let (code, stdout, stderr) = run_in(
+        &["check", "-o", "json", "in.yaml"],
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: t\n  labels: {team: no, ok: \"yes\"}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  env:\n  - {name: A, value: on}\n  - name: B\n    value: 'off'\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  annotations:\n    mode: 0755\n    version: 1.10\n    scale: 1e3\n    ok: Y\n",
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let findings: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let got: Vec<(String, String, u64)> = findings
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|f| {
+            (
+                f["severity"].as_str().unwrap_or("").to_string(),
+                f["message"].as_str().unwrap_or("").to_string(),
+                f["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let w = |m: &str, line: u64| ("warning".to_string(), m.to_string(), line);
+    assert_eq!(
+        got,
+        [
+            w(
+                "metadata.labels.team: the unquoted value no is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"no\")",
+                5
+            ),
+            w(
+                "spec.env[0].value: the unquoted value on is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"on\")",
+                11
+            ),
+            w(
+                "metadata.annotations.mode: the unquoted value 0755 is meant as a string, but it is the number 755 in YAML, not the text written: quote it (\"0755\")",
+                20
+            ),
+            w(
+                "metadata.annotations.version: the unquoted value 1.10 is meant as a string, but it is the number 1.1 in YAML, not the text written: quote it (\"1.10\")",
+                21
+            ),
+            w(
+                "metadata.annotations.scale: the unquoted value 1e3 is meant as a string, but it is the number 1000 in YAML, not the text written: quote it (\"1e3\")",
+                22
+            ),
+            w(
+                "metadata.annotations.ok: the unquoted value Y is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"Y\")",
+                23
+            ),
+        ]
+    );
+}
+
+// ---- rules and CEL ------------------------------------------------------------------------
+
+/// A rule whose expression fails on a document is a rule error (exit 2) naming the rule, the
+/// document and the expression, not a policy violation.
+#[test]
+fn a_cel_evaluation_error_is_a_rule_error() {
+    let (_dir, rules) = rules_copy();
+    edit(
+        &rules.join("admission/workloadrun.yaml"),
+        "  - id: wr-threshold-keys\n",
+        "  - id: broken-overload\n    description: adds a string to a number\n    validate:\n      expression: \"object.spec.numNodes + 'a' == 1\"\n      message: m\n\n  - id: wr-threshold-keys\n",
+    );
+    let example = root()
+        .join("examples/nccl-all-reduce.yaml")
+        .display()
+        .to_string();
+    let rules_dir = rules.display().to_string();
+    let (code, stdout, stderr) = run_in(
+        &["--rules", &rules_dir, "check", "-o", "json", &example],
+        "",
+    );
+    assert_eq!((code, stderr.as_str()), (2, ""));
+    let findings: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let f = &findings[0];
+    assert_eq!(
+        (
+            f["ruleId"].as_str(),
+            f["ruleError"].as_bool(),
+            f["message"].as_str()
+        ),
+        (
+            Some("broken-overload"),
+            Some(true),
+            Some(
+                "rule broken-overload could not be evaluated on document 1: no such overload (no operator or function of that name takes values of these types) (expression: object.spec.numNodes + 'a' == 1) (a rule error, not a policy violation)"
+            )
+        )
+    );
+    assert_eq!(findings.as_array().map(Vec::len), Some(1));
+}
