@@ -23,7 +23,12 @@ pub fn read_source(path: &str) -> Result<std::sync::Arc<Source>, String> {
         let text = read_text_limited(std::io::stdin().lock(), "<stdin>", limit, WHOLE_FILE)?;
         return Ok(Source::new("<stdin>", text));
     }
-    let file = std::fs::File::open(path).map_err(|e| format!("reading {path}: {e}"))?;
+    let file = std::fs::File::open(path).map_err(|e| {
+        format!(
+            "reading {path}: {}",
+            nvcre_engine::limits::io_error_text(&e)
+        )
+    })?;
     let text = read_text_limited(file, path, limit, WHOLE_FILE)?;
     Ok(Source::new(path, text))
 }

@@ -132,7 +132,7 @@ pub fn read_text_limited(
     reader
         .take(cap)
         .read_to_end(&mut bytes)
-        .map_err(|e| format!("reading {name}: {e}"))?;
+        .map_err(|e| format!("reading {name}: {}", io_error_text(&e)))?;
     if bytes.len() > limit {
         return Err(format!(
             "{name}: larger than the limit of {limit} bytes ({flag})"
@@ -148,4 +148,19 @@ pub fn read_text_limited(
             e.utf8_error().valid_up_to()
         )
     })
+}
+
+/// An I/O error in plain words: the system's description without its ` (os error N)` code,
+/// starting lower-case (`no such file or directory`), as the other messages do.
+pub fn io_error_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    let text = match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => text[..i].to_string(),
+        _ => text,
+    };
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => text,
+    }
 }

@@ -204,7 +204,12 @@ pub fn read_nodes(path: &str) -> Result<Vec<Node>, String> {
         )?;
         ("<stdin>", text)
     } else {
-        let file = std::fs::File::open(path).map_err(|e| format!("reading {path}: {e}"))?;
+        let file = std::fs::File::open(path).map_err(|e| {
+            format!(
+                "reading {path}: {}",
+                nvcre_engine::limits::io_error_text(&e)
+            )
+        })?;
         (
             path,
             read_text_limited(file, path, limits.nodes_file_bytes, FLAG)?,

@@ -648,3 +648,266 @@ fn a_cel_evaluation_error_is_a_rule_error() {
     );
     assert_eq!(findings.as_array().map(Vec::len), Some(1));
 }
+
+// ---- more cases: pass-through types, budgets, nodes files, files -----------------------
+
+/// The seed example, for commands that need a manifest beside the input under test.
+fn example() -> String {
+    root()
+        .join("examples/nccl-all-reduce.yaml")
+        .display()
+        .to_string()
+}
+
+refused!(
+    nul_in_torch_args,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {torch: {script: t.py, args: [ok, \"\\0\"]}}\n",
+    2,
+    "Error: in.yaml:7:48: spec.framework.torch.args[1]: contains a NUL character (\\0), which no command-line argument or environment value can carry; remove it\n"
+);
+
+refused!(
+    nul_in_mpi_binary_check,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {mpi: {binary: \"/b\\0\", mpirunPath: /m}}\n",
+    2,
+    "Error: in.yaml:7:29: spec.framework.mpi.binary: contains a NUL character (\\0), which no command-line argument or environment value can carry; remove it\n"
+);
+
+refused!(
+    volume_mount_typo,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  volumeMounts: [{name: v, mountpath: /x}]\n",
+    2,
+    "Error: in.yaml:8:28: strict decoding error: unknown field \"spec.volumeMounts[0].mountpath\": correct or remove it\n"
+);
+
+refused!(
+    init_container_env_value_from_typo,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  initContainers: [{name: p, image: b, env: [{name: A, valueFrom: {fieldref: {fieldPath: x}}}]}]\n",
+    2,
+    "Error: in.yaml:8:68: strict decoding error: unknown field \"spec.initContainers[0].env[0].valueFrom.fieldref\": correct or remove it\n"
+);
+
+refused!(
+    resources_requests_list,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  resources: {requests: [cpu]}\n",
+    2,
+    "Error: in.yaml:8:15: spec.resources.requests: invalid type: list, expected a mapping\n"
+);
+
+refused!(
+    env_value_from_of_the_wrong_type,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  env: [{name: A, valueFrom: secret}]\n",
+    2,
+    "Error: in.yaml:8:19: spec.env[0].valueFrom: invalid type: string \"secret\", expected a mapping (Kubernetes EnvVarSource)\n"
+);
+
+refused!(
+    pull_secret_typo,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  imagePullSecrets: [{nmae: regcred}]\n",
+    2,
+    "Error: in.yaml:8:23: strict decoding error: unknown field \"spec.imagePullSecrets[0].nmae\": correct or remove it\n"
+);
+
+refused!(
+    volume_source_typo,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  volumes: [{name: v, emptydir: {}}]\n",
+    2,
+    "Error: in.yaml:8:23: strict decoding error: unknown field \"spec.volumes[0].emptydir\": correct or remove it\n"
+);
+
+refused!(
+    metadata_of_the_wrong_type,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: [t]\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: in.yaml:3:1: metadata: invalid type: list, expected a mapping (Kubernetes ObjectMeta)\n"
+);
+
+refused!(
+    label_value_a_number_in_a_workloadrun,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t, labels: {v: 1.10}}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: in.yaml:3:30: parsing WorkloadRun: metadata.labels.v: invalid type: floating point `1.1`, expected a string\n"
+);
+
+refused!(
+    owner_reference_typo,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t, ownerReferences: [{apiVersion: v1, kind: K, name: n, uid: u, controler: true}]}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: in.yaml:3:82: strict decoding error: unknown field \"metadata.ownerReferences[0].controler\": correct or remove it\n"
+);
+
+refused!(
+    nesting_too_deep_in_render,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    "a: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n",
+    2,
+    "Error: in.yaml:1:67: the document nests mappings and lists deeper than the limit of 64 levels (--max-depth)\n"
+);
+
+refused!(
+    more_aliases_than_the_default,
+    ["check", "in.yaml"],
+    "a: &x 1\nb: [*x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x]\n",
+    2,
+    "Error: in.yaml:2:4005: the document uses more than the limit of 1000 aliases (--max-aliases)\n"
+);
+
+refused!(
+    a_later_document_over_budget_keeps_the_first_checked,
+    ["--max-yaml-nodes", "12", "check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata: {a: b, c: d, e: f, g: h}\n",
+    2,
+    "Error: in.yaml:8:11: the document has more than the limit of 12 YAML nodes (--max-yaml-nodes)\n"
+);
+
+refused!(
+    nodes_file_items_of_the_wrong_type,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "apiVersion: v1\nkind: NodeList\nitems: 3\n",
+    2,
+    "Error: in.yaml: node document 0: field items must be a list, found a number\n"
+);
+
+refused!(
+    nodes_file_document_a_list,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "- a\n- b\n",
+    2,
+    "Error: in.yaml: node document 0: field (document) must be an object, found a list\n"
+);
+
+refused!(
+    nodes_file_metadata_a_string,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "apiVersion: v1\nkind: NodeList\nitems:\n- kind: Node\n  metadata: n1\n",
+    2,
+    "Error: in.yaml: node document 0: field items[0].metadata must be an object, found a string\n"
+);
+
+refused!(
+    nodes_file_label_of_the_wrong_type,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "apiVersion: v1\nkind: Node\nmetadata: {name: a, labels: {x: [1]}}\n",
+    2,
+    "Error: in.yaml: node document 0: field metadata.labels[\"x\"] must be a string, found a list\n"
+);
+
+refused!(
+    nodes_file_of_another_kind,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n",
+    2,
+    "Error: in.yaml: node document 0: field kind: expected kind Node, NodeList or List, got \"Pod\"\n"
+);
+
+refused!(
+    nodes_file_syntax_error,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "apiVersion: v1\nkind: NodeList\nitems: [\n",
+    2,
+    "Error: in.yaml:3:8: unclosed bracket '['\n"
+);
+
+refused!(
+    nodes_file_too_deep,
+    [
+        "render",
+        "--max-depth",
+        "4",
+        "--nodes-file",
+        "in.yaml",
+        example().as_str()
+    ],
+    "apiVersion: v1\nkind: NodeList\nitems:\n- metadata: {name: a, labels: {x: {y: {z: 1}}}}\n",
+    2,
+    "Error: in.yaml:4:31: the document nests mappings and lists deeper than the limit of 4 levels (--max-depth)\n"
+);
+
+refused!(
+    expand_over_the_flag_limit,
+    [
+        "render",
+        "--expand",
+        "--max-expand-nodes",
+        "3",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 4\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: --expand without --nodes-file makes up spec.numNodes (4) nodes, more than the limit of 3 (--max-expand-nodes); give --nodes-file with the real nodes, or raise --max-expand-nodes\n"
+);
+
+refused!(
+    render_of_invalid_utf8_stdin_free_file,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    latin1("apiVersion: v1\n\u{ff}\n"),
+    2,
+    "Error: in.yaml: not UTF-8 text: invalid byte 0xff at byte offset 15\n"
+);
+
+refused!(
+    check_a_missing_file,
+    ["check", "missing.yaml"],
+    "",
+    2,
+    "Error: reading missing.yaml: no such file or directory\n"
+);
+
+refused!(
+    render_a_missing_file,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "missing.yaml"
+    ],
+    "",
+    2,
+    "Error: reading missing.yaml: no such file or directory\n"
+);
+
+refused!(
+    duplicate_key_in_a_configmap,
+    ["check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  k: 1\n  k: 2\n",
+    2,
+    "Error: in.yaml:6:3: duplicate key \"k\" at data.k: first on line 5, again on line 6; keep one\n"
+);
