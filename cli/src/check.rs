@@ -195,7 +195,8 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
     }
     // Last, on stderr: never inside a report on stdout (`-o json | jq`), and also when clean.
     report::stderr_line(&Summary::of(&report).line(started.elapsed()));
-    if write_failed || !checked.errors.is_empty() {
+    // A rule that could not be evaluated is a rule-file error (exit 2), not a violation.
+    if write_failed || !checked.errors.is_empty() || checked.findings.iter().any(|f| f.rule_error) {
         ExitCode::from(2)
     } else if checked.findings.iter().any(|f| f.severity >= fail_on) {
         ExitCode::from(1)
@@ -345,6 +346,9 @@ fn check_batch(
     for ((doc, chunk), result) in batch.iter().zip(results) {
         match result {
             Ok(mut f) => {
+                f.extend(nvcre_domain::yaml_quote_findings(doc, &|l| {
+                    chunk.line(l).map(str::to_string)
+                }));
                 // Within a document, in source order (findings without a line last).
                 f.sort_by_key(|x| (x.line.unwrap_or(usize::MAX), x.column.unwrap_or(usize::MAX)));
                 for (file, line) in f.iter().filter_map(|x| Some((&x.file, x.line?))) {

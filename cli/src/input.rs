@@ -2,10 +2,11 @@
 //! walker: hidden entries skipped, symlinked files read, symlinked directories not followed) and
 //! standard input.
 
-use std::io::Read;
 use std::path::Path;
 
-use nvcre_engine::{Document, Source, WalkOptions, parse_documents, walk_files};
+use nvcre_engine::limits::read_text_limited;
+
+use nvcre_engine::{Document, Source, WalkOptions, parse_documents, walk_files_noting};
 
 /// Reads one file (or `-`) as a document stream.
 pub fn read_one(path: &str) -> Result<Vec<Document>, String> {
@@ -13,22 +14,29 @@ pub fn read_one(path: &str) -> Result<Vec<Document>, String> {
     parse_documents(&source).map_err(|e| e.to_string())
 }
 
-/// Reads the text of a file, or of stdin for `-`.
+/// Reads the text of a file, or of stdin for `-`, at most `MAX_SOURCE_BYTES` of it (checked
+/// while reading).
 pub fn read_source(path: &str) -> Result<std::sync::Arc<Source>, String> {
+    const WHOLE_FILE: &str = "a file that render reads whole; split it";
+    let limit = nvcre_engine::MAX_SOURCE_BYTES;
     if path == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| format!("reading <stdin>: {e}"))?;
+        let text = read_text_limited(std::io::stdin().lock(), "<stdin>", limit, WHOLE_FILE)?;
         return Ok(Source::new("<stdin>", text));
     }
-    let text = std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
+    let file = std::fs::File::open(path).map_err(|e| {
+        format!(
+            "reading {path}: {}",
+            nvcre_engine::limits::io_error_text(&e)
+        )
+    })?;
+    let text = read_text_limited(file, path, limit, WHOLE_FILE)?;
     Ok(Source::new(path, text))
 }
 
 /// Expands paths: files as given, directories recursively to their manifest files in path
 /// order, `-` kept. Missing paths and unreadable entries are reported as `(path, message)`
-/// errors; the other files are still listed.
+/// errors; the other files are still listed. A special file below a directory (a named pipe,
+/// socket or device) is skipped with a note on stderr.
 pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
     let mut files = Vec::new();
     let mut errors = Vec::new();
@@ -39,7 +47,10 @@ pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
         }
         let path = Path::new(p);
         if path.is_dir() {
-            let (found, errs) = walk_files(path, &WalkOptions::MANIFESTS);
+            let (found, errs, notes) = walk_files_noting(path, &WalkOptions::MANIFESTS);
+            for note in notes {
+                eprintln!("note: {note}");
+            }
             for e in errs {
                 let at = e
                     .location()
@@ -97,5 +108,43 @@ impl NodeArgs {
             None => None,
         };
         Ok(nvcre_domain::RenderRequest { nodes, ..flags })
+    }
+}
+
+/// The input budgets (global flags): each YAML/JSON document is parsed within them. See
+/// `nvcre_engine::limits::Limits` for what each bounds and docs/input.md for the defaults.
+#[derive(Debug, Clone, clap::Args)]
+pub struct LimitArgs {
+    /// Largest document, in bytes (default 3 MiB, the API server's request limit).
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "BYTES", default_value_t = nvcre_engine::limits::Limits::default().document_bytes)]
+    pub max_document_bytes: usize,
+    /// Deepest nesting of mappings and lists in one document.
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().depth)]
+    pub max_depth: usize,
+    /// Most aliases (`*name`) in one document.
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().aliases)]
+    pub max_aliases: usize,
+    /// Most YAML nodes in one document (a nodes file: per --max-document-bytes of its size).
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().yaml_nodes)]
+    pub max_yaml_nodes: usize,
+    /// Largest --nodes-file, in bytes (default 1 GiB).
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "BYTES", default_value_t = nvcre_engine::limits::Limits::default().nodes_file_bytes)]
+    pub max_nodes_file_bytes: usize,
+    /// Most nodes `render --expand` makes up without --nodes-file.
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().expand_nodes)]
+    pub max_expand_nodes: usize,
+}
+
+impl LimitArgs {
+    /// Sets the process's limits from the flags.
+    pub fn apply(&self) {
+        nvcre_engine::limits::set_limits(nvcre_engine::limits::Limits {
+            document_bytes: self.max_document_bytes,
+            depth: self.max_depth,
+            aliases: self.max_aliases,
+            yaml_nodes: self.max_yaml_nodes,
+            nodes_file_bytes: self.max_nodes_file_bytes,
+            expand_nodes: self.max_expand_nodes,
+        });
     }
 }

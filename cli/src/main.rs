@@ -41,6 +41,8 @@ struct Cli {
         default_value = "auto"
     )]
     color: color::ColorWhen,
+    #[command(flatten)]
+    limits: input::LimitArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -263,6 +265,7 @@ fn platform_help(dir: Option<&std::path::Path>) -> String {
 }
 
 fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
+    cli.limits.apply();
     // Lint reads the files itself: rules that do not load are what it reports.
     if let Command::Rules {
         command: rules::RulesCommand::Lint(args),

@@ -318,8 +318,9 @@ impl Run<'_> {
         Ok(mutated)
     }
 
-    /// Records that `rule` could not be evaluated: `rule R could not be evaluated: [part: ]err`,
-    /// at the rule's fixed `fieldPath` when it has one. The failure of a variable or fragment
+    /// Records that `rule` could not be evaluated: `rule R could not be evaluated at PATH|on
+    /// document N: [part: ]err[ (expression: E)] (a rule error, not a policy violation)`, at the
+    /// rule's fixed `fieldPath` when it has one, flagged [`Finding::rule_error`]. The failure of a variable or fragment
     /// is named without `part` (it reads the same wherever the rule reads it) and reported
     /// once per rule.
     fn eval_error(
@@ -339,13 +340,28 @@ impl Run<'_> {
             EvalError::Own(m) if part.is_empty() => m.clone(),
             EvalError::Own(m) => format!("{part}: {m}"),
         };
-        let message = format!("rule {} could not be evaluated: {detail}", rule.id);
+        let detail = plain_cel_error(&detail);
+        // The expression itself failed (not a variable or fragment it reads, which the detail
+        // names with its own expression).
+        let expression = match (part, err, rule.validate.as_ref()) {
+            ("", EvalError::Own(_), Some(v)) => format!(" (expression: {})", v.expression.text()),
+            _ => String::new(),
+        };
         let path = match rule.validate.as_ref().and_then(|v| v.field_path.as_ref()) {
             Some(FieldPathSpec::Static(p)) => Some(p.clone()),
             _ => None,
         };
-        self.findings
-            .push(self.finding(&rule.id, Severity::Error, rule.pos.line, message, path));
+        let at = path
+            .as_ref()
+            .map(|p| format!(" at {p}"))
+            .unwrap_or_else(|| format!(" on document {}", self.origin.document + 1));
+        let message = format!(
+            "rule {} could not be evaluated{at}: {detail}{expression} (a rule error, not a policy violation)",
+            rule.id
+        );
+        let mut finding = self.finding(&rule.id, Severity::Error, rule.pos.line, message, path);
+        finding.rule_error = true;
+        self.findings.push(finding);
     }
 
     fn finding(
@@ -372,8 +388,17 @@ impl Run<'_> {
             rule_file: self.pack.source.name.clone(),
             rule_line,
             stage: self.pack.stage.clone(),
+            rule_error: false,
         }
     }
+}
+
+/// A CEL library error in a rule author's words: `No such overload` names what it means.
+fn plain_cel_error(detail: &str) -> String {
+    detail.replace(
+        "No such overload",
+        "no such overload (no operator or function of that name takes values of these types)",
+    )
 }
 
 fn field_path(spec: Option<&FieldPathSpec>, scope: &Scope) -> Option<FieldPath> {
@@ -608,8 +633,8 @@ mod tests {
         assert_eq!(
             findings,
             [
-                "error not-root [metadata.name@3:9] rule not-root could not be evaluated: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels",
-                "error also-reads rule also-reads could not be evaluated: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels",
+                "error not-root [metadata.name@3:9] rule not-root could not be evaluated at metadata.name: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels (a rule error, not a policy violation)",
+                "error also-reads rule also-reads could not be evaluated on document 1: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels (a rule error, not a policy violation)",
                 "error image wrong image",
             ]
         );
@@ -624,7 +649,7 @@ mod tests {
         assert_eq!(
             findings,
             [
-                "error not-root rule not-root could not be evaluated: variable \"team\" (object.metadata.labels['team']) failed: No such key: labels"
+                "error not-root rule not-root could not be evaluated on document 1: variable \"team\" (object.metadata.labels['team']) failed: No such key: labels (a rule error, not a policy violation)"
             ]
         );
     }
@@ -639,8 +664,12 @@ mod tests {
         assert_eq!(
             findings,
             [
-                format!("error reads rule reads could not be evaluated: {why}"),
-                format!("error inserts rule inserts could not be evaluated: {why}"),
+                format!(
+                    "error reads rule reads could not be evaluated on document 1: {why} (a rule error, not a policy violation)"
+                ),
+                format!(
+                    "error inserts rule inserts could not be evaluated on document 1: {why} (a rule error, not a policy violation)"
+                ),
             ]
         );
         assert_eq!(out["spec"]["env"], json!([{"name": "IMAGE", "value": "x"}]));
@@ -655,7 +684,7 @@ mod tests {
         assert_eq!(
             findings,
             [
-                "error shout rule shout could not be evaluated: variable \"shout\" (variables.owner.upperAscii()) failed: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels"
+                "error shout rule shout could not be evaluated on document 1: variable \"shout\" (variables.owner.upperAscii()) failed: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels (a rule error, not a policy violation)"
             ]
         );
     }
@@ -689,7 +718,7 @@ mod tests {
         assert_eq!(
             findings,
             [
-                "error each rule each could not be evaluated: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels"
+                "error each rule each could not be evaluated on document 1: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels (a rule error, not a policy violation)"
             ]
         );
     }

@@ -57,8 +57,41 @@ fn hidden(name: &std::ffi::OsStr) -> bool {
 /// directory without permission) and [`Error::SymlinkLoop`]; the other entries are still
 /// listed.
 pub fn walk_files(root: &Path, options: &WalkOptions<'_>) -> (Vec<PathBuf>, Vec<Error>) {
+    let (files, errors, _) = walk_files_noting(root, options);
+    (files, errors)
+}
+
+/// What a special file (not a regular file, directory or symlink) is, for the note that it is
+/// skipped; `None` for other files.
+#[cfg(unix)]
+fn special_kind(file_type: std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_fifo() {
+        Some("a named pipe (FIFO)")
+    } else if file_type.is_socket() {
+        Some("a socket")
+    } else if file_type.is_block_device() || file_type.is_char_device() {
+        Some("a device")
+    } else {
+        None
+    }
+}
+
+#[cfg(not(unix))]
+fn special_kind(_file_type: std::fs::FileType) -> Option<&'static str> {
+    None
+}
+
+/// [`walk_files`], plus a note for each special file skipped (a named pipe, socket or device
+/// below `root`, or a symlink to one): `skipping DIR/x.yaml: a named pipe (FIFO), not a
+/// regular file`. Reading one could block forever or never end.
+pub fn walk_files_noting(
+    root: &Path,
+    options: &WalkOptions<'_>,
+) -> (Vec<PathBuf>, Vec<Error>, Vec<String>) {
     let mut files = Vec::new();
     let mut errors = Vec::new();
+    let mut notes = Vec::new();
     let walker = WalkDir::new(root)
         .follow_links(options.follow_dir_links)
         .follow_root_links(true)
@@ -94,7 +127,15 @@ pub fn walk_files(root: &Path, options: &WalkOptions<'_>) -> (Vec<PathBuf>, Vec<
         let is_file = if entry.path_is_symlink() && !entry.file_type().is_dir() {
             // A symlink not followed by the walker: read it when it leads to a file.
             match std::fs::metadata(path) {
-                Ok(m) => m.is_file(),
+                Ok(m) => {
+                    if let Some(kind) = special_kind(m.file_type()) {
+                        notes.push(format!(
+                            "skipping {}: {kind}, not a regular file",
+                            path.display()
+                        ));
+                    }
+                    m.is_file()
+                }
                 Err(source) => {
                     errors.push(Error::Io {
                         path: path.display().to_string(),
@@ -104,6 +145,12 @@ pub fn walk_files(root: &Path, options: &WalkOptions<'_>) -> (Vec<PathBuf>, Vec<
                 }
             }
         } else {
+            if let Some(kind) = special_kind(entry.file_type()) {
+                notes.push(format!(
+                    "skipping {}: {kind}, not a regular file",
+                    path.display()
+                ));
+            }
             entry.file_type().is_file()
         };
         if !is_file {
@@ -117,7 +164,7 @@ pub fn walk_files(root: &Path, options: &WalkOptions<'_>) -> (Vec<PathBuf>, Vec<
             files.push(path.to_path_buf());
         }
     }
-    (files, errors)
+    (files, errors, notes)
 }
 
 /// [`walk_files`], then reads every file as a [`Source`] named by its path. A file that cannot

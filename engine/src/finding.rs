@@ -75,6 +75,10 @@ pub struct Finding {
     /// the JSON output.
     #[serde(skip)]
     pub stage: Option<String>,
+    /// The rule could not be evaluated on this document (a CEL evaluation error): an error in
+    /// the rule, not a policy violation. `ruleError: true` in JSON, absent otherwise.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub rule_error: bool,
 }
 
 impl Finding {

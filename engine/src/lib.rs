@@ -77,6 +77,7 @@ mod eval;
 mod expr;
 mod files;
 mod finding;
+pub mod limits;
 mod lint;
 mod pack;
 pub mod patch;
@@ -96,7 +97,7 @@ pub use error::{
 pub use eval::{Origin, Outcome};
 pub use expr::type_name as cel_type_name;
 pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel, json_type as json_type_name};
-pub use files::{WalkOptions, read_files, walk_files};
+pub use files::{WalkOptions, read_files, walk_files, walk_files_noting};
 pub use finding::{Finding, Severity};
 /// CEL values, as expressions return them.
 pub use kube_cel::cel::Value as CelValue;
@@ -105,7 +106,7 @@ pub use pack::{CompiledPack, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry
 pub use path::{FieldPath, Segment};
 pub use quote::go_quote;
 pub use source::{
-    Document, MAX_SOURCE_BYTES, Pos, Source, SpanIndex, parse_documents, parse_documents_lenient,
-    to_yaml,
+    Document, MAX_SOURCE_BYTES, Pos, Source, SpanIndex, parse_documents, parse_documents_as,
+    parse_documents_lenient, parse_documents_within, to_yaml,
 };
 pub use stream::{Chunk, ChunkReader, parse_chunk};

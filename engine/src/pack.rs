@@ -34,7 +34,7 @@ use crate::finding::Severity;
 use crate::patch::End;
 use crate::path::FieldPath;
 use crate::sites::{Owner, pack_sites, reads, table_sites};
-use crate::source::{Document, Pos, Source, SpanIndex, parse_documents};
+use crate::source::{Document, Pos, Source, SpanIndex};
 
 /// The apiVersion of rule files.
 pub const RULES_API_VERSION: &str = "policy.nvcre.nvidia.com/v1alpha1";
@@ -472,7 +472,10 @@ impl RuleSet {
         let mut rule_ids: HashMap<String, String> = HashMap::new();
         let mut names: HashSet<String> = HashSet::new();
         for source in sources {
-            let docs = match parse_documents(source) {
+            let docs = match crate::source::parse_documents_within(
+                source,
+                &crate::limits::Limits::default(),
+            ) {
                 Ok(d) => d,
                 Err(error) => {
                     problems.push(Problem {

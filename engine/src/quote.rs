@@ -1,5 +1,6 @@
-//! Go's string quoting, which the original's messages use (`%q`): shared by the build (the
-//! preCommand wrapper) and the rules (the `goQuote(s)` CEL function).
+//! Go's string quoting, which the original's messages use (`%q`): the rules' `goQuote(s)` CEL
+//! function and messages that quote names as the original does. (The preCommand shell wrapper
+//! quotes with single quotes instead; see `nvcre_domain::shell_quote`.)
 
 /// Go's `strconv.Quote` (what `%q` prints for a string): double quotes; `"` and `\` escaped;
 /// `\a \b \f \n \r \t \v`; other non-printable characters as `\xHH` (below U+0020 and U+007F),
@@ -69,4 +70,51 @@ fn go_is_print(c: char) -> bool {
     let private_use = matches!(u, 0xE000..=0xF8FF | 0xF_0000..=0xF_FFFD | 0x10_0000..=0x10_FFFD);
     let noncharacter = matches!(u, 0xFDD0..=0xFDEF) || (u & 0xFFFE) == 0xFFFE;
     !(c.is_control() || c.is_whitespace() || format || private_use || noncharacter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::go_quote;
+
+    // ---- one line per case
+    macro_rules! quote {
+        ($name:ident, $input:expr, $want:expr) => {
+            #[test]
+            fn $name() {
+                assert_eq!(go_quote($input), $want);
+            }
+        };
+    }
+
+    quote!(q_plain, "timeout", r#""timeout""#);
+
+    quote!(q_space, "-o A -o B", r#""-o A -o B""#);
+
+    quote!(q_double_quote, r#"say "hi""#, r#""say \"hi\"""#);
+
+    quote!(q_backslash, r"a\b", r#""a\\b""#);
+
+    quote!(q_newline_tab, "a\nb\tc", r#""a\nb\tc""#);
+
+    quote!(q_bell_vt, "\u{7}\u{b}", r#""\a\v""#);
+
+    quote!(q_escape, "\u{1b}[0m", r#""\x1b[0m""#);
+
+    quote!(q_del, "\u{7f}", r#""\x7f""#);
+
+    quote!(q_nbsp, "a\u{a0}b", r#""a\u00a0b""#);
+
+    quote!(q_soft_hyphen, "\u{ad}", r#""\u00ad""#);
+
+    quote!(q_latin1_printable, "café", r#""café""#);
+
+    quote!(q_cjk, "日本", r#""日本""#);
+
+    quote!(q_zero_width, "\u{200b}", r#""\u200b""#);
+
+    quote!(q_emoji, "🚀", r#""🚀""#);
+
+    quote!(q_tag_char, "\u{e0041}", r#""\U000e0041""#);
+
+    quote!(q_dollar_kept, "$HOME", r#""$HOME""#);
 }

@@ -171,27 +171,70 @@ pub fn parse_documents(source: &Arc<Source>) -> Result<Vec<Document>, Error> {
             limit: MAX_SOURCE_BYTES,
         });
     }
-    parse_text(source, &source.text, 0, 0)
+    parse_documents_within(source, &crate::limits::limits())
+}
+
+/// [`parse_documents`] within `limits` instead of the process's (rule files are read within
+/// [`Limits::default`](crate::limits::Limits::default): the input flags do not apply to them).
+///
+/// # Errors
+/// As [`parse_documents`].
+pub fn parse_documents_within(
+    source: &Arc<Source>,
+    limits: &crate::limits::Limits,
+) -> Result<Vec<Document>, Error> {
+    if source.text.len() > MAX_SOURCE_BYTES {
+        return Err(Error::TooLarge {
+            source_name: source.name.clone(),
+            bytes: source.text.len(),
+            limit: MAX_SOURCE_BYTES,
+        });
+    }
+    parse_text(
+        source,
+        &source.text,
+        0,
+        0,
+        limits.scale_for(source.text.len()),
+        limits,
+    )
 }
 
 /// Parses `text`, a part of `source`'s stream that starts after `line_offset` lines of it, into
 /// documents numbered from `first_index`; positions are those of the whole stream. The YAML
-/// budgets apply to `text` as a whole.
+/// budgets ([`crate::limits`]) apply to `text` as a whole, `scale` times over (1 for one
+/// document's piece).
 pub(crate) fn parse_text(
     source: &Arc<Source>,
     text: &str,
     line_offset: usize,
     first_index: usize,
+    scale: usize,
+    limits: &crate::limits::Limits,
 ) -> Result<Vec<Document>, Error> {
     // YAML 1.2 core booleans only: `yes`, `on`, `y` stay the strings the user wrote.
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
+    options.budget = Some(limits.budget(scale));
+    // Duplicate keys reach the visitor, so the error can name both lines and the field path.
+    options.duplicate_keys = serde_saphyr::options::DuplicateKeyPolicy::PassThrough;
     let nodes: Vec<Option<Spanned<Node>>> = serde_saphyr::from_multiple_with_options(text, options)
-        .map_err(|e| yaml_error(source, &e, line_offset))?;
+        .map_err(|e| yaml_error(source, &e, line_offset, scale, limits))?;
     let mut docs = Vec::new();
     for node in nodes.into_iter().flatten() {
         let mut spans = SpanIndex::default();
-        let value = into_value(node, None, String::new(), &mut spans, line_offset);
+        let mut duplicate = None;
+        let value = into_value(
+            node,
+            None,
+            String::new(),
+            &mut spans,
+            line_offset,
+            &mut duplicate,
+        );
+        if let Some(d) = duplicate {
+            return Err(d.into_error(source));
+        }
         if value.is_null() {
             continue;
         }
@@ -203,6 +246,25 @@ pub(crate) fn parse_text(
         });
     }
     Ok(docs)
+}
+
+/// Reads every document of `source` straight into `T` (no JSON value, no spans): for large
+/// inputs of which only a few fields are needed (a nodes file), so memory stays that of the
+/// fields kept. The YAML budgets apply `scale` times over (see
+/// [`Limits::scale_for`](crate::limits::Limits::scale_for)); an empty document is `None`.
+///
+/// # Errors
+/// [`Error::Yaml`] with the line and column of a syntax error, a type error or a budget breach.
+pub fn parse_documents_as<T: serde::de::DeserializeOwned>(
+    source: &Source,
+    scale: usize,
+) -> Result<Vec<Option<T>>, Error> {
+    let limits = crate::limits::limits();
+    let mut options = serde_saphyr::Options::default();
+    options.strict_booleans = true;
+    options.budget = Some(limits.budget(scale));
+    serde_saphyr::from_multiple_with_options(&source.text, options)
+        .map_err(|e| yaml_error(source, &e, 0, scale, &limits))
 }
 
 /// Like [`parse_documents`], but a syntax error in one document of a stream does not hide the
@@ -224,12 +286,29 @@ pub fn parse_documents_lenient(source: &Arc<Source>) -> (Vec<Document>, Vec<Erro
     (docs, errors)
 }
 
-fn yaml_error(source: &Source, e: &serde_saphyr::Error, line_offset: usize) -> Error {
+pub(crate) fn yaml_error(
+    source: &Source,
+    e: &serde_saphyr::Error,
+    line_offset: usize,
+    scale: usize,
+    limits: &crate::limits::Limits,
+) -> Error {
     let pos = e.location().and_then(|l| {
         let line = usize::try_from(l.line()).ok()? + line_offset;
         let column = usize::try_from(l.column()).ok()?;
         (line > line_offset).then_some(Pos { line, column })
     });
+    let mut inner = e.without_snippet();
+    if let serde_saphyr::Error::AliasError { error, .. } = inner {
+        inner = error.without_snippet();
+    }
+    if let serde_saphyr::Error::Budget { breach, .. } = inner {
+        return Error::Yaml {
+            source_name: source.name.clone(),
+            pos,
+            message: limits.breach_message(breach, scale),
+        };
+    }
     // The library's Display may embed a snippet; keep only its first line for the message.
     let text = e.to_string();
     let mut message = text.lines().next().unwrap_or("invalid YAML").trim();
@@ -257,12 +336,53 @@ fn pos_of(loc: &serde_saphyr::Location, line_offset: usize) -> Pos {
     }
 }
 
+/// The first duplicate mapping key of a document: the key, the JSON pointer of its field and
+/// both key positions.
+struct Duplicate {
+    key: String,
+    pointer: String,
+    first: Option<Pos>,
+    again: Pos,
+}
+
+impl Duplicate {
+    /// `duplicate key "value" at spec.env[0].value: first on line 11, again on line 12; keep
+    /// one`, at the second key.
+    fn into_error(self, source: &Source) -> Error {
+        let mut path = FieldPath::root();
+        for token in self.pointer.split('/').skip(1) {
+            let token = token.replace("~1", "/").replace("~0", "~");
+            path = match token.parse::<usize>() {
+                Ok(i) if !token.starts_with('+') => path.index(i),
+                _ => path.key(token),
+            };
+        }
+        let again = self.again;
+        let lines = match self.first {
+            Some(first) if first.line == again.line => {
+                format!("first at {first}, again at {again}")
+            }
+            Some(first) => format!("first on line {}, again on line {}", first.line, again.line),
+            None => format!("again on line {}", again.line),
+        };
+        Error::Yaml {
+            source_name: source.name.clone(),
+            pos: Some(again),
+            message: format!(
+                "duplicate key {} at {path}: {lines}; keep one",
+                crate::quote::go_quote(&self.key),
+            ),
+        }
+    }
+}
+
 fn into_value(
     node: Spanned<Node>,
     key: Option<Pos>,
     pointer: String,
     spans: &mut SpanIndex,
     line_offset: usize,
+    duplicate: &mut Option<Duplicate>,
 ) -> Value {
     let value_pos = pos_of(&node.referenced, line_offset);
     let scalar = !matches!(node.value, Node::Seq(_) | Node::Map(_));
@@ -291,6 +411,7 @@ fn into_value(
                         format!("{pointer}/{i}"),
                         spans,
                         line_offset,
+                        duplicate,
                     )
                 })
                 .collect(),
@@ -301,7 +422,15 @@ fn into_value(
                 let key_pos = pos_of(&k.referenced, line_offset);
                 let key_text = k.value.into_key();
                 let child = format!("{pointer}/{}", escape_pointer(&key_text));
-                let value = into_value(v, Some(key_pos), child, spans, line_offset);
+                if duplicate.is_none() && map.contains_key(&key_text) {
+                    *duplicate = Some(Duplicate {
+                        key: key_text.clone(),
+                        pointer: child.clone(),
+                        first: spans.spans.get(&child).and_then(|s| s.key),
+                        again: key_pos,
+                    });
+                }
+                let value = into_value(v, Some(key_pos), child, spans, line_offset, duplicate);
                 map.insert(key_text, value);
             }
             Value::Object(map)

@@ -29,6 +29,11 @@ pub struct Chunk {
     /// The stream's line just after the piece (the next `---` line), with its terminator;
     /// `None` for the last piece.
     pub line_after: Option<String>,
+    /// Set when the piece grew past the per-document size limit
+    /// ([`Limits::document_bytes`](crate::limits::Limits::document_bytes)): the bytes read
+    /// when reading stopped. `text` then holds only the first line, and nothing after the piece
+    /// is read (where the next document starts cannot be known without reading all of it).
+    pub oversized: Option<usize>,
 }
 
 impl Chunk {
@@ -65,6 +70,8 @@ pub struct ChunkReader<R> {
     reader: R,
     /// Lines read so far.
     lines: usize,
+    /// Bytes read so far.
+    offset: usize,
     /// The `---` line that starts the next piece, already read.
     pending: Option<String>,
     /// The last line of the previous piece.
@@ -78,6 +85,7 @@ impl<R: BufRead> ChunkReader<R> {
         ChunkReader {
             reader,
             lines: 0,
+            offset: 0,
             pending: None,
             last_line: None,
             done: false,
@@ -101,14 +109,53 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
         let first_line = self.lines + 1 - usize::from(self.pending.is_some());
         let mut text = self.pending.take().unwrap_or_default();
         let mut last_start = 0usize;
+        let limit = crate::limits::limits().document_bytes;
         loop {
             let start = text.len();
-            match self.reader.read_line(&mut text) {
+            if start > limit {
+                // Past the per-document limit: stop reading this stream here.
+                self.done = true;
+                let first = text.split_inclusive('\n').next().unwrap_or("").to_string();
+                return Some(Ok(Chunk {
+                    first_line,
+                    text: first,
+                    line_before: self.last_line.take(),
+                    line_after: None,
+                    oversized: Some(start),
+                }));
+            }
+            // One line is read at most up to the limit (plus one byte), so a stream without
+            // newlines cannot grow the buffer either.
+            let room = u64::try_from(limit - start + 1).unwrap_or(u64::MAX);
+            let mut line = Vec::new();
+            match std::io::Read::take(&mut self.reader, room).read_until(b'\n', &mut line) {
                 Ok(0) => {
                     self.done = true;
                     break;
                 }
-                Ok(_) => {
+                Ok(n) => {
+                    match String::from_utf8(line) {
+                        Ok(l) => text.push_str(&l),
+                        // A line cut at the limit inside a character: the next round reports
+                        // the piece oversized.
+                        Err(e) if start + n > limit => {
+                            text.push_str(&String::from_utf8_lossy(e.as_bytes()));
+                        }
+                        Err(e) => {
+                            self.done = true;
+                            let at = e.utf8_error().valid_up_to();
+                            let byte = e.as_bytes().get(at).copied().unwrap_or(0);
+                            return Some(Err(std::io::Error::new(
+                                std::io::ErrorKind::InvalidData,
+                                format!(
+                                    "not UTF-8 text: invalid byte 0x{byte:02x} at byte offset {} (line {})",
+                                    self.offset + at,
+                                    self.lines + 1
+                                ),
+                            )));
+                        }
+                    }
+                    self.offset += n;
                     self.lines += 1;
                     if self.lines > 1 && is_separator(&text[start..]) {
                         self.pending = Some(text.split_off(start));
@@ -133,6 +180,7 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
             text,
             line_before,
             line_after,
+            oversized: None,
         }))
     }
 }
@@ -152,7 +200,29 @@ pub fn parse_chunk(
     chunk: &Chunk,
     first_index: usize,
 ) -> Result<Vec<Document>, Error> {
-    parse_text(source, &chunk.text, chunk.first_line - 1, first_index)
+    let limits = crate::limits::limits();
+    if chunk.oversized.is_some() {
+        return Err(Error::Yaml {
+            source_name: source.name.clone(),
+            pos: Some(crate::source::Pos {
+                line: chunk.first_line,
+                column: 1,
+            }),
+            message: format!(
+                "document {} is larger than the limit of {} bytes (--max-document-bytes); the rest of the input is not read",
+                first_index + 1,
+                limits.document_bytes
+            ),
+        });
+    }
+    parse_text(
+        source,
+        &chunk.text,
+        chunk.first_line - 1,
+        first_index,
+        1,
+        &limits,
+    )
 }
 
 #[cfg(test)]
@@ -163,6 +233,44 @@ mod tests {
         ChunkReader::new(text.as_bytes())
             .collect::<Result<_, _>>()
             .expect("reads")
+    }
+
+    #[test]
+    fn a_piece_past_the_document_limit_stops_the_stream() {
+        let limit = crate::limits::limits().document_bytes;
+        let text = format!("a: 1\n---\n{}---\nb: 2\n", "y\n".repeat(limit));
+        let c = chunks(&text);
+        assert_eq!(c.len(), 2);
+        assert_eq!(c[0].oversized, None);
+        assert_eq!(c[1].text, "---\n");
+        assert_eq!(c[1].oversized, Some(limit + 1));
+        let err = parse_chunk(&Source::new("s", ""), &c[1], 1).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            format!(
+                "s:2:1: document 2 is larger than the limit of {limit} bytes (--max-document-bytes); the rest of the input is not read"
+            )
+        );
+    }
+
+    #[test]
+    fn a_line_without_end_is_cut_at_the_limit() {
+        let limit = crate::limits::limits().document_bytes;
+        let text = "x".repeat(limit * 2);
+        let c = chunks(&text);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].oversized, Some(limit + 1));
+    }
+
+    #[test]
+    fn invalid_utf8_names_the_byte_offset_and_line() {
+        let err = ChunkReader::new(&b"a: 1\nb: caf\xe9\n"[..])
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "not UTF-8 text: invalid byte 0xe9 at byte offset 11 (line 2)"
+        );
     }
 
     #[test]

@@ -85,6 +85,7 @@ fn placement_finding(doc: &Document, message: String) -> Finding {
         rule_file: BUILT_IN.to_string(),
         rule_line: 0,
         stage: None,
+        rule_error: false,
     }
 }
 
@@ -111,6 +112,7 @@ fn legacy_findings(doc: &Document, notes: &[String]) -> Vec<Finding> {
             rule_file: BUILT_IN.to_string(),
             rule_line: 0,
             stage: None,
+            rule_error: false,
         })
         .collect()
 }

@@ -62,12 +62,14 @@ assert_eq!(rendered.platform, "aws");
 )]
 
 pub use api::{Workflow, WorkloadRun};
+pub use build::shell_quote;
 pub use check::{CheckRequest, check_document};
 pub use detect::{
     GangDefaults, gang_defaults, gpu_products, placement_policy, scheduling_policy,
     selectable_platforms,
 };
 pub use error::PolicyError;
+pub use hazards::{YAML_QUOTE_RULE, yaml_quote_findings};
 pub use nodes::{Discovery, detect_gpu_architecture, discover_targets};
 pub use nodes::{GpuProductRule, GpuProducts, Node, NodeError, nodes_from_documents};
 pub use nodes_file::read_nodes;
@@ -96,6 +98,7 @@ mod contract;
 pub mod crd;
 mod detect;
 mod error;
+mod hazards;
 pub mod measure;
 mod nodes;
 mod nodes_file;

@@ -1,31 +1,228 @@
 //! Reading a nodes file (`--nodes-file`, a suite's `context.nodesFile`): the one reader the
 //! command line and the rule test suites share.
+//!
+//! A real `kubectl get nodes -o yaml` is large (managedFields, images, conditions, annotations:
+//! tens of KiB per Node) and usually one YAML document (a NodeList). It is read into only the
+//! fields nodes are made of (kind, `metadata.name`, `metadata.labels`, `spec`,
+//! `status.allocatable`); everything else is skipped as it is parsed, so memory stays that of
+//! the text and the fields kept. The YAML budgets scale with the file's size
+//! ([`Limits::scale_for`](nvcre_engine::limits::Limits::scale_for)), and the file itself is
+//! limited to [`Limits::nodes_file_bytes`](nvcre_engine::limits::Limits::nodes_file_bytes),
+//! checked while it is read.
 
-use std::io::Read;
+use std::fmt;
+use std::marker::PhantomData;
 
-use nvcre_engine::{Source, parse_documents};
-use serde_json::Value;
+use nvcre_engine::limits::read_text_limited;
+use nvcre_engine::{Source, parse_documents_as};
+
+/// The flag that raises the nodes file's size limit.
+const FLAG: &str = "--max-nodes-file-bytes";
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value, json};
 
 use crate::nodes::{Node, nodes_from_documents};
+
+/// A mapping read as `T` (or a list, when `T` is a list); a value of another shape kept as it is,
+/// so the node reader can report it in its own words.
+enum Lean<T> {
+    Typed(T),
+    Other(Value),
+}
+
+struct LeanVisitor<T>(PhantomData<T>, bool);
+
+impl<'de, T: Deserialize<'de>> Visitor<'de> for LeanVisitor<T> {
+    type Value = Lean<T>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Lean<T>, A::Error> {
+        if self.1 {
+            Value::deserialize(MapAccessDeserializer::new(map)).map(Lean::Other)
+        } else {
+            T::deserialize(MapAccessDeserializer::new(map)).map(Lean::Typed)
+        }
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, seq: A) -> Result<Lean<T>, A::Error> {
+        if self.1 {
+            T::deserialize(SeqAccessDeserializer::new(seq)).map(Lean::Typed)
+        } else {
+            Value::deserialize(SeqAccessDeserializer::new(seq)).map(Lean::Other)
+        }
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Lean<T>, E> {
+        Ok(Lean::Other(Value::Bool(v)))
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Lean<T>, E> {
+        Ok(Lean::Other(json!(v)))
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Lean<T>, E> {
+        Ok(Lean::Other(json!(v)))
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Lean<T>, E> {
+        Ok(Lean::Other(json!(v)))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Lean<T>, E> {
+        Ok(Lean::Other(Value::String(v.to_string())))
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Lean<T>, E> {
+        Ok(Lean::Other(Value::Null))
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Lean<T>, E> {
+        Ok(Lean::Other(Value::Null))
+    }
+}
+
+/// A `Lean<T>` for a mapping `T`.
+struct LeanMap<T>(Lean<T>);
+/// A `Lean<T>` for a list `T`.
+struct LeanSeq<T>(Lean<T>);
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for LeanMap<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(LeanVisitor(PhantomData, false))
+            .map(LeanMap)
+    }
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for LeanSeq<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(LeanVisitor(PhantomData, true))
+            .map(LeanSeq)
+    }
+}
+
+/// The fields of `metadata` a node is made of; the others (managedFields, annotations…) are
+/// skipped as they are parsed.
+#[derive(serde::Deserialize)]
+struct LeanMeta {
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(default)]
+    labels: Option<Value>,
+}
+
+/// The fields of `status` a node is made of.
+#[derive(serde::Deserialize)]
+struct LeanStatus {
+    #[serde(default)]
+    allocatable: Option<Value>,
+}
+
+/// A Node, NodeList or List document (or a list item), reduced to what nodes are made of.
+#[derive(serde::Deserialize)]
+struct LeanDoc {
+    #[serde(default)]
+    kind: Option<Value>,
+    #[serde(default)]
+    metadata: Option<LeanMap<LeanMeta>>,
+    #[serde(default)]
+    spec: Option<Value>,
+    #[serde(default)]
+    status: Option<LeanMap<LeanStatus>>,
+    #[serde(default)]
+    items: Option<LeanSeq<Vec<LeanMap<LeanDoc>>>>,
+}
+
+impl LeanDoc {
+    /// The reduced document as JSON, for [`nodes_from_documents`].
+    fn into_value(self) -> Value {
+        let mut out = Map::new();
+        if let Some(kind) = self.kind {
+            out.insert("kind".into(), kind);
+        }
+        match self.metadata.map(|m| m.0) {
+            Some(Lean::Typed(m)) => {
+                let mut meta = Map::new();
+                if let Some(name) = m.name {
+                    meta.insert("name".into(), name);
+                }
+                if let Some(labels) = m.labels {
+                    meta.insert("labels".into(), labels);
+                }
+                out.insert("metadata".into(), Value::Object(meta));
+            }
+            Some(Lean::Other(v)) => {
+                out.insert("metadata".into(), v);
+            }
+            None => {}
+        }
+        if let Some(spec) = self.spec {
+            out.insert("spec".into(), spec);
+        }
+        match self.status.map(|s| s.0) {
+            Some(Lean::Typed(s)) => {
+                let mut status = Map::new();
+                if let Some(a) = s.allocatable {
+                    status.insert("allocatable".into(), a);
+                }
+                out.insert("status".into(), Value::Object(status));
+            }
+            Some(Lean::Other(v)) => {
+                out.insert("status".into(), v);
+            }
+            None => {}
+        }
+        match self.items.map(|i| i.0) {
+            Some(Lean::Typed(items)) => {
+                let items = items.into_iter().map(|i| lean_value(i.0)).collect();
+                out.insert("items".into(), Value::Array(items));
+            }
+            Some(Lean::Other(v)) => {
+                out.insert("items".into(), v);
+            }
+            None => {}
+        }
+        Value::Object(out)
+    }
+}
+
+fn lean_value(doc: Lean<LeanDoc>) -> Value {
+    match doc {
+        Lean::Typed(d) => d.into_value(),
+        Lean::Other(v) => v,
+    }
+}
 
 /// Reads a nodes file, `-` for standard input: a v1 NodeList and/or Node documents.
 ///
 /// # Errors
 /// The message the command line prints: `reading <path>: <cause>` for a file that cannot be
-/// read, the YAML error (with file, line and column), or `<path>: <problem>` for documents
-/// that are not nodes.
+/// read, a file above the size limit, the YAML error (with file, line and column), or
+/// `<path>: <problem>` for documents that are not nodes.
 pub fn read_nodes(path: &str) -> Result<Vec<Node>, String> {
-    let source = if path == "-" {
-        let mut text = String::new();
-        std::io::stdin()
-            .read_to_string(&mut text)
-            .map_err(|e| format!("reading <stdin>: {e}"))?;
-        Source::new("<stdin>", text)
+    let limits = nvcre_engine::limits::limits();
+    let (name, text) = if path == "-" {
+        let text = read_text_limited(
+            std::io::stdin().lock(),
+            "<stdin>",
+            limits.nodes_file_bytes,
+            FLAG,
+        )?;
+        ("<stdin>", text)
     } else {
-        let text = std::fs::read_to_string(path).map_err(|e| format!("reading {path}: {e}"))?;
-        Source::new(path, text)
+        let file = std::fs::File::open(path).map_err(|e| {
+            format!(
+                "reading {path}: {}",
+                nvcre_engine::limits::io_error_text(&e)
+            )
+        })?;
+        (
+            path,
+            read_text_limited(file, path, limits.nodes_file_bytes, FLAG)?,
+        )
     };
-    let docs = parse_documents(&source).map_err(|e| e.to_string())?;
-    let values: Vec<Value> = docs.into_iter().map(|d| d.value).collect();
+    let scale = limits.scale_for(text.len());
+    let source = Source::new(name, text);
+    let docs: Vec<Option<LeanMap<LeanDoc>>> =
+        parse_documents_as(&source, scale).map_err(|e| e.to_string())?;
+    let values: Vec<Value> = docs
+        .into_iter()
+        .flatten()
+        .map(|d| lean_value(d.0))
+        .collect();
     nodes_from_documents(&values).map_err(|e| format!("{path}: {e}"))
 }

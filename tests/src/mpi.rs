@@ -1,8 +1,8 @@
 //! The `-x` forwards of a rendered MPI trainer command.
 //!
 //! A trainer is `command` + `args` as written, or (when a platform adds pre-command lines)
-//! `[/bin/bash, -c]` and one script whose last line is `exec` and every element Go-`%q`
-//! quoted.
+//! `[/bin/bash, -c]` and one script whose last line is `exec` and every element in single
+//! quotes (each `'` inside written `'\''`).
 
 use serde_json::Value;
 
@@ -30,10 +30,11 @@ pub fn trainer_argv(trainer: &Value) -> Result<Vec<String>, String> {
         let script = args
             .first()
             .ok_or("a /bin/bash -c trainer without a script")?;
-        let last = script.lines().last().unwrap_or("");
-        let exec = last
+        // The exec line is the first that starts `exec '`; a quoted element may span lines.
+        let exec = script
             .strip_prefix("exec ")
-            .ok_or_else(|| format!("the script's last line is not exec: {last:?}"))?;
+            .or_else(|| script.find("\nexec '").map(|at| &script[at + 6..]))
+            .ok_or_else(|| format!("the script has no exec line: {script:?}"))?;
         return unquote_all(exec);
     }
     Ok(command.into_iter().chain(args).collect())
@@ -57,7 +58,8 @@ pub fn forwards(argv: &[String]) -> Vec<(String, Option<String>)> {
     out
 }
 
-/// Splits `"a" "b\"c"` (Go `%q` elements separated by spaces) into its strings.
+/// Splits `'a' 'b'\''c'` (shell words made of single-quoted pieces and `\'`, separated by
+/// spaces) into its strings.
 fn unquote_all(text: &str) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
     let mut chars = text.chars().peekable();
@@ -65,28 +67,28 @@ fn unquote_all(text: &str) -> Result<Vec<String>, String> {
         while chars.peek() == Some(&' ') {
             chars.next();
         }
-        match chars.next() {
-            None => return Ok(out),
-            Some('"') => {}
-            Some(c) => return Err(format!("expected '\"', got {c:?} in {text:?}")),
+        if chars.peek().is_none() {
+            return Ok(out);
         }
-        let mut s = String::new();
+        let mut word = String::new();
         loop {
             match chars.next() {
-                None => return Err(format!("unterminated string in {text:?}")),
-                Some('"') => break,
-                Some('\\') => match chars.next() {
-                    Some('n') => s.push('\n'),
-                    Some('t') => s.push('\t'),
-                    Some('\\') => s.push('\\'),
-                    Some('"') => s.push('"'),
-                    Some(c) => return Err(format!("unsupported escape \\{c} in {text:?}")),
-                    None => return Err(format!("dangling escape in {text:?}")),
+                None | Some(' ') => break,
+                Some('\'') => loop {
+                    match chars.next() {
+                        None => return Err(format!("unterminated quote in {text:?}")),
+                        Some('\'') => break,
+                        Some(c) => word.push(c),
+                    }
                 },
-                Some(c) => s.push(c),
+                Some('\\') => match chars.next() {
+                    Some('\'') => word.push('\''),
+                    other => return Err(format!("unexpected escape {other:?} in {text:?}")),
+                },
+                Some(c) => return Err(format!("unquoted {c:?} in {text:?}")),
             }
         }
-        out.push(s);
+        out.push(word);
     }
 }
 
@@ -97,12 +99,13 @@ mod tests {
 
     #[test]
     fn a_pre_command_script_is_unwrapped() {
-        let t = json!({"command": ["/bin/bash", "-c"], "args": ["rm -rf /x\nexec \"mpirun\" \"-x\" \"A=a \\\"b\\\"\" \"-x\" \"B\""]});
+        let t = json!({"command": ["/bin/bash", "-c"], "args": [r"rm -rf /x
+exec 'mpirun' '-x' 'A=a '\''b'\''' '' '-x' 'B'"]});
         let argv = trainer_argv(&t).expect("argv");
-        assert_eq!(argv, ["mpirun", "-x", "A=a \"b\"", "-x", "B"]);
+        assert_eq!(argv, ["mpirun", "-x", "A=a 'b'", "", "-x", "B"]);
         assert_eq!(
             forwards(&argv),
-            vec![("A".into(), Some("a \"b\"".into())), ("B".into(), None)]
+            vec![("A".into(), Some("a 'b'".into())), ("B".into(), None)]
         );
     }
 }

@@ -158,7 +158,7 @@ fn the_file_must_be_one_workload_run() {
     usage_error(
         &[&path("examples/does-not-exist.yaml")],
         &format!(
-            "reading {}: No such file or directory (os error 2)",
+            "reading {}: no such file or directory",
             path("examples/does-not-exist.yaml")
         ),
     );

@@ -42,3 +42,9 @@ mod measure;
 /// The CLI's conventions: summary line, completions, man page, `--color`, JSON envelopes,
 /// multi-file render, `--version` (issue "A CLI that fits the Kubernetes toolbox").
 mod conventions;
+
+/// The `preCommand` shell wrapper run with a real `bash` and stub programs.
+mod shell;
+
+/// The bad-input suite: exit codes and exact messages for wrong and hostile input.
+mod bad_input;

@@ -84,13 +84,13 @@ fn seed_all_reduce_on_aws_h100() {
     let script = trainer_script(&wf);
     assert!(
         script.starts_with(
-            "rm -rf /opt/amazon\nunset NCCL_NET_PLUGIN\nunset NCCL_TUNER_PLUGIN\nunset AWS_OFI_NCCL_VERSION\nexec \"timeout\" \"3600\" \"/usr/local/mpi/bin/mpirun\" \"-N\" \"8\" \"--allow-run-as-root\" \"--mca\" \"plm_rsh_args\" \"-o StrictHostKeyChecking=no -o ConnectionAttempts=10\" \"-x\" \"NCCL_DEBUG=INFO\""
+            "rm -rf /opt/amazon\nunset NCCL_NET_PLUGIN\nunset NCCL_TUNER_PLUGIN\nunset AWS_OFI_NCCL_VERSION\nexec 'timeout' '3600' '/usr/local/mpi/bin/mpirun' '-N' '8' '--allow-run-as-root' '--mca' 'plm_rsh_args' '-o StrictHostKeyChecking=no -o ConnectionAttempts=10' '-x' 'NCCL_DEBUG=INFO'"
         ),
         "{script}"
     );
     assert!(
         script.ends_with(
-            "\"-x\" \"NCCL_SOCKET_IFNAME=eth0\" \"-x\" \"NCCL_NET_PLUGIN=none\" \"/usr/local/bin/all_reduce_perf_mpi\" \"-b\" \"8\" \"-e\" \"32G\" \"-f\" \"2\" \"-n\" \"100\""
+            "'-x' 'NCCL_SOCKET_IFNAME=eth0' '-x' 'NCCL_NET_PLUGIN=none' '/usr/local/bin/all_reduce_perf_mpi' '-b' '8' '-e' '32G' '-f' '2' '-n' '100'"
         ),
         "{script}"
     );
@@ -133,7 +133,7 @@ fn seed_all_reduce_on_aws_gb300_pins_transport_and_claims() {
     ]);
     assert_eq!(code, 0, "{stderr}");
     let script = trainer_script(&wf);
-    let gb300 = "\"--mca\" \"orte_keep_fqdn_hostnames\" \"true\" \"--mca\" \"pml\" \"ob1\" \"--mca\" \"btl\" \"tcp,self\" \"--mca\" \"btl_tcp_if_include\" \"eth0\" \"--mca\" \"oob\" \"tcp\" \"--mca\" \"oob_tcp_if_include\" \"eth0\" \"--mca\" \"coll_ucc_enable\" \"0\" \"--mca\" \"coll_hcoll_enable\" \"0\" \"-x\" \"NCCL_DEBUG_SUBSYS=NET,INIT\" \"-x\" \"NCCL_SOCKET_IFNAME=eth0\" \"-x\" \"NCCL_IB_GID_INDEX=3\" \"-x\" \"NCCL_NVLS_ENABLE=1\" \"-x\" \"NCCL_CUMEM_ENABLE=1\" \"-x\" \"NCCL_NET_GDR_C2C=1\" \"-x\" \"NCCL_NET_PLUGIN=none\" \"/usr/local/bin/all_reduce_perf_mpi\"";
+    let gb300 = "'--mca' 'orte_keep_fqdn_hostnames' 'true' '--mca' 'pml' 'ob1' '--mca' 'btl' 'tcp,self' '--mca' 'btl_tcp_if_include' 'eth0' '--mca' 'oob' 'tcp' '--mca' 'oob_tcp_if_include' 'eth0' '--mca' 'coll_ucc_enable' '0' '--mca' 'coll_hcoll_enable' '0' '-x' 'NCCL_DEBUG_SUBSYS=NET,INIT' '-x' 'NCCL_SOCKET_IFNAME=eth0' '-x' 'NCCL_IB_GID_INDEX=3' '-x' 'NCCL_NVLS_ENABLE=1' '-x' 'NCCL_CUMEM_ENABLE=1' '-x' 'NCCL_NET_GDR_C2C=1' '-x' 'NCCL_NET_PLUGIN=none' '/usr/local/bin/all_reduce_perf_mpi'";
     assert!(script.contains(gb300), "{script}");
     // Names the GB300 block forwards are not forwarded twice from the base env.
     assert_eq!(script.matches("NCCL_SOCKET_IFNAME").count(), 1, "{script}");

@@ -674,8 +674,8 @@ async fn workflow_args(env: &Env, name: &str) -> String {
     args.join(" ")
 }
 
-const DEBUG_INFO: &str = "\"-x\" \"NCCL_DEBUG=INFO\"";
-const DEBUG_WARN: &str = "\"-x\" \"NCCL_DEBUG=WARN\"";
+const DEBUG_INFO: &str = "'-x' 'NCCL_DEBUG=INFO'";
+const DEBUG_WARN: &str = "'-x' 'NCCL_DEBUG=WARN'";
 
 const RELOAD_FAILURES: &str = "nvcre_rules_reload_failures_total";
 const RELOADS: &str = "nvcre_rules_reloads_total";

@@ -4,8 +4,6 @@
 
 use std::collections::BTreeSet;
 
-use nvcre_engine::go_quote;
-
 use super::BuildParams;
 use crate::api::{EnvVar, WorkloadRunSpec};
 
@@ -84,15 +82,43 @@ pub fn layout_mpirun_args(
     out
 }
 
-/// Wraps a trainer command in the platform `preCommand` lines: the
-/// script is the lines, then `exec` and every command and arg element quoted like Go's `%q`,
-/// joined by newlines. Returns `(["/bin/bash", "-c"], [script])`.
+/// Quotes one word for a POSIX shell so that it reaches the program byte for byte: the word in
+/// single quotes, each `'` in it written `'\''` (close the quote, an escaped quote, reopen).
+/// Inside single quotes the shell interprets nothing (`$`, backticks, `\`, `"`, `!`, newlines),
+/// and an empty word stays one (empty) argument.
+///
+/// ```
+/// use nvcre_domain::shell_quote;
+/// assert_eq!(shell_quote("it's $(id)"), r"'it'\''s $(id)'");
+/// assert_eq!(shell_quote(""), "''");
+/// ```
+pub fn shell_quote(word: &str) -> String {
+    let mut out = String::with_capacity(word.len() + 2);
+    out.push('\'');
+    for c in word.chars() {
+        if c == '\'' {
+            out.push_str("'\\''");
+        } else {
+            out.push(c);
+        }
+    }
+    out.push('\'');
+    out
+}
+
+/// Wraps a trainer command in the platform `preCommand` lines: the script is the lines, then
+/// `exec` and every command and arg element quoted with [`shell_quote`], joined by newlines.
+/// Returns `(["/bin/bash", "-c"], [script])`.
+///
+/// The original quotes the elements like Go's `%q` (double quotes), inside which bash still
+/// expands `$…`, `$(…)` and backticks; single quotes hand every element to the program as
+/// written.
 pub fn wrap_pre_command(
     pre: &[String],
     command: &[String],
     args: &[String],
 ) -> (Vec<String>, Vec<String>) {
-    let quoted: Vec<String> = command.iter().chain(args).map(|s| go_quote(s)).collect();
+    let quoted: Vec<String> = command.iter().chain(args).map(|s| shell_quote(s)).collect();
     let mut lines = pre.to_vec();
     lines.push(format!("exec {}", quoted.join(" ")));
     (
@@ -152,47 +178,39 @@ mod tests {
     use crate::build::fixtures::*;
     use serde_json::json;
 
-    // ---- Go %q quoting: one line per case -----------------------------------------------------
-    macro_rules! quote {
+    // ---- shell quoting: one line per case ----------------------------------------------------
+    macro_rules! shq {
         ($name:ident, $input:expr, $want:expr) => {
             #[test]
             fn $name() {
-                assert_eq!(go_quote($input), $want);
+                assert_eq!(shell_quote($input), $want);
             }
         };
     }
 
-    quote!(q_plain, "timeout", r#""timeout""#);
+    shq!(sq_plain, "timeout", "'timeout'");
 
-    quote!(q_space, "-o A -o B", r#""-o A -o B""#);
+    shq!(sq_empty, "", "''");
 
-    quote!(q_double_quote, r#"say "hi""#, r#""say \"hi\"""#);
+    shq!(sq_space, "-o A -o B", "'-o A -o B'");
 
-    quote!(q_backslash, r"a\b", r#""a\\b""#);
+    shq!(sq_single_quote, "it's", r"'it'\''s'");
 
-    quote!(q_newline_tab, "a\nb\tc", r#""a\nb\tc""#);
+    shq!(sq_only_quotes, "''", r"''\'''\'''");
 
-    quote!(q_bell_vt, "\u{7}\u{b}", r#""\a\v""#);
+    shq!(sq_double_quote_kept, r#"say "hi""#, r#"'say "hi"'"#);
 
-    quote!(q_escape, "\u{1b}[0m", r#""\x1b[0m""#);
+    shq!(sq_backslash_kept, r"a\b", r"'a\b'");
 
-    quote!(q_del, "\u{7f}", r#""\x7f""#);
+    shq!(
+        sq_dollar_kept,
+        "$HOME $(id) `id` $1",
+        "'$HOME $(id) `id` $1'"
+    );
 
-    quote!(q_nbsp, "a\u{a0}b", r#""a\u00a0b""#);
+    shq!(sq_newline_kept, "a\nb", "'a\nb'");
 
-    quote!(q_soft_hyphen, "\u{ad}", r#""\u00ad""#);
-
-    quote!(q_latin1_printable, "café", r#""café""#);
-
-    quote!(q_cjk, "日本", r#""日本""#);
-
-    quote!(q_zero_width, "\u{200b}", r#""\u200b""#);
-
-    quote!(q_emoji, "🚀", r#""🚀""#);
-
-    quote!(q_tag_char, "\u{e0041}", r#""\U000e0041""#);
-
-    quote!(q_dollar_kept, "$HOME", r#""$HOME""#);
+    shq!(sq_unicode_kept, "日本 🚀", "'日本 🚀'");
 
     // ---- -x forwarding: one line per case -----------------------------------------------------
     macro_rules! forward {
@@ -355,33 +373,94 @@ mod tests {
         let wf = build_workflow(&wr, &p).unwrap();
         let trainer = &wf.spec.job_template["spec"]["workload"]["trainJob"]["trainer"];
         let mut want = String::from(
-            "rm -rf /opt/amazon\nunset NCCL_NET_PLUGIN\nexec \"timeout\" \"3600\" \
-             \"/usr/local/mpi/bin/mpirun\" \"-N\" \"8\" \"--allow-run-as-root\" \"--mca\" \
-             \"plm_rsh_args\" \"-o StrictHostKeyChecking=no -o ConnectionAttempts=10\"",
+            "rm -rf /opt/amazon\nunset NCCL_NET_PLUGIN\nexec 'timeout' '3600' \
+             '/usr/local/mpi/bin/mpirun' '-N' '8' '--allow-run-as-root' '--mca' \
+             'plm_rsh_args' '-o StrictHostKeyChecking=no -o ConnectionAttempts=10'",
         );
         for a in BASE_MNNVL_OFF {
-            want.push_str(&format!(" \"{a}\""));
+            want.push_str(&format!(" '{a}'"));
         }
         want.push_str(
-            " \"-x\" \"NCCL_NET_PLUGIN=none\" \"/usr/local/bin/all_reduce_perf_mpi\" \
-             \"-b\" \"8\" \"-e\" \"32G\" \"-f\" \"2\" \"-n\" \"100\"",
+            " '-x' 'NCCL_NET_PLUGIN=none' '/usr/local/bin/all_reduce_perf_mpi' \
+             '-b' '8' '-e' '32G' '-f' '2' '-n' '100'",
         );
         assert_eq!(trainer["command"], json!(["/bin/bash", "-c"]));
         assert_eq!(trainer["args"], json!([want]));
     }
 
     #[test]
-    fn pre_command_quotes_like_go() {
+    fn pre_command_quotes_every_element_in_single_quotes() {
         let (command, args) = wrap_pre_command(
             &strings(&["set -e"]),
             &strings(&["sh"]),
-            &strings(&["-c", "echo \"a\\b\"\n"]),
+            &strings(&["-c", "echo \"a\\b\" 'c' $X\n", ""]),
         );
         assert_eq!(command, ["/bin/bash", "-c"]);
         assert_eq!(
             args,
             [r#"set -e
-exec "sh" "-c" "echo \"a\\b\"\n""#]
+exec 'sh' '-c' 'echo "a\b" '\''c'\'' $X
+' ''"#]
+        );
+    }
+
+    /// Runs `script` with `bash -c` and a stub `prog` first on PATH that prints its argv
+    /// NUL-separated; returns the argv the stub saw.
+    fn argv_through_bash(command: &[String], args: &[String]) -> Vec<String> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let stub = dir.path().join("prog");
+        std::fs::write(&stub, "#!/bin/bash\nprintf '%s\\0' \"$@\"\n").expect("stub");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+        let (shell, script) = wrap_pre_command(&strings(&["X=expanded"]), command, args);
+        let out = std::process::Command::new(&shell[0])
+            .args(&shell[1..])
+            .args(&script)
+            .env("PATH", dir.path())
+            .output()
+            .expect("bash runs");
+        assert_eq!(String::from_utf8_lossy(&out.stderr), "");
+        assert_eq!(out.status.code(), Some(0));
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        let mut argv: Vec<String> = text.split('\0').map(str::to_string).collect();
+        assert_eq!(argv.pop().as_deref(), Some(""), "NUL-terminated");
+        argv
+    }
+
+    #[test]
+    fn hostile_arguments_reach_the_program_byte_for_byte() {
+        let hostile = strings(&[
+            "$(touch /tmp/nvcre-pwned)",
+            "`id`",
+            "$1",
+            "$X",
+            "${X:-d}",
+            "a\nb\n",
+            "it's",
+            "'",
+            "\"",
+            "\\",
+            "",
+            " lead and trail ",
+            "*",
+            "~",
+            "!!",
+            "a;b|c&d>e<f",
+            "#comment",
+            "\t\r\u{1b}[0m",
+            "日本 🚀",
+            "--",
+        ]);
+        assert_eq!(argv_through_bash(&strings(&["prog"]), &hostile), hostile);
+    }
+
+    #[test]
+    fn a_program_path_with_shell_characters_is_run_as_written() {
+        // The command element itself (binary, mpirunPath) is quoted too: `prog` is found on
+        // PATH only when the quotes hand bash exactly that word.
+        assert_eq!(
+            argv_through_bash(&strings(&["prog", "$X"]), &strings(&["--flag=$(id)"])),
+            ["$X", "--flag=$(id)"]
         );
     }
 
@@ -457,7 +536,7 @@ exec "sh" "-c" "echo \"a\\b\"\n""#]
         let (command, args) =
             wrap_pre_command(&pre, &["echo".to_string()], &["a \"b\"".to_string()]);
         assert_eq!(command, ["/bin/bash", "-c"]);
-        assert_eq!(args, ["unset X\nexec \"echo\" \"a \\\"b\\\"\""]);
+        assert_eq!(args, ["unset X\nexec 'echo' 'a \"b\"'"]);
         Ok(())
     }
 }

@@ -31,7 +31,7 @@ use crate::api::{
 };
 
 use command::trainer_command;
-pub use command::{merge_env, wrap_pre_command};
+pub use command::{merge_env, shell_quote, wrap_pre_command};
 pub use duration::{DurationError, canonical_go_duration};
 pub use runtime::build_runtime;
 pub use templates::{RUNTIME_TEMPLATES_TABLE, RuntimeTemplates, runtime_templates};
@@ -89,6 +89,55 @@ pub enum BuildError {
         /// What is wrong with it.
         reason: DurationError,
     },
+    /// A command-line or env value holds a NUL character, which no process argument or
+    /// environment variable can carry (the kernel ends a string at the first NUL).
+    #[error(
+        "{field}: contains a NUL character (\\0), which no command-line argument or environment value can carry; remove it"
+    )]
+    NulCharacter {
+        /// The field path of the value, e.g. `spec.framework.mpi.args[2]`.
+        field: String,
+    },
+}
+
+/// The first command-line or env field of `spec` holding a NUL character, as a field path.
+fn nul_field(spec: &WorkloadRunSpec) -> Option<String> {
+    fn list(prefix: &str, items: &[String]) -> Option<String> {
+        items
+            .iter()
+            .position(|s| s.contains('\0'))
+            .map(|i| format!("{prefix}[{i}]"))
+    }
+    fn one(path: &str, value: Option<&str>) -> Option<String> {
+        value.filter(|s| s.contains('\0')).map(|_| path.to_string())
+    }
+    let fw = &spec.framework;
+    let torch = fw.torch.as_ref().and_then(|t| {
+        one("spec.framework.torch.script", t.script.as_deref())
+            .or_else(|| one("spec.framework.torch.module", t.module.as_deref()))
+            .or_else(|| list("spec.framework.torch.args", &t.args))
+    });
+    let mpi = || {
+        fw.mpi.as_ref().and_then(|m| {
+            one("spec.framework.mpi.mpirunPath", Some(&m.mpirun_path))
+                .or_else(|| list("spec.framework.mpi.mpiArgs", &m.mpi_args))
+                .or_else(|| one("spec.framework.mpi.binary", Some(&m.binary)))
+                .or_else(|| list("spec.framework.mpi.args", &m.args))
+        })
+    };
+    let exec = || {
+        fw.exec.as_ref().and_then(|e| {
+            list("spec.framework.exec.command", &e.command)
+                .or_else(|| list("spec.framework.exec.args", &e.args))
+        })
+    };
+    let env = || {
+        spec.env.iter().enumerate().find_map(|(i, e)| {
+            (e.name.contains('\0') || e.value.as_deref().is_some_and(|v| v.contains('\0')))
+                .then(|| format!("spec.env[{i}]"))
+        })
+    };
+    torch.or_else(mpi).or_else(exec).or_else(env)
 }
 
 /// A sorted label map.
@@ -287,7 +336,8 @@ fn orchestration(
 /// gang intent. `spec.overrides` is left empty for the caller; the gang queue label on the
 /// workload object is added later by a rule pack.
 ///
-/// Checks, in order: a framework is set, `timeoutPerJob` parses. (Which `spec.thresholds`
+/// Checks, in order: a framework is set, no command-line or env value holds a NUL character,
+/// `timeoutPerJob` parses. (Which `spec.thresholds`
 /// keys are valid is an admission rule.)
 pub fn build_workflow(run: &WorkloadRun, params: &BuildParams) -> Result<Workflow, BuildError> {
     let name = run.metadata.name.as_str();
@@ -297,6 +347,9 @@ pub fn build_workflow(run: &WorkloadRun, params: &BuildParams) -> Result<Workflo
         return Err(BuildError::NoFramework {
             name: name.to_string(),
         });
+    }
+    if let Some(field) = nul_field(spec) {
+        return Err(BuildError::NulCharacter { field });
     }
     let orchestration = orchestration(spec, params)?;
     let merged = merge_env(&params.base_env, &spec.env);
@@ -559,6 +612,36 @@ mod tests {
         err_no_framework,
         json!({"framework": {}}),
         "workloadrun nccl-all-reduce: exec framework selected but spec.framework.exec is nil"
+    );
+
+    build_error!(
+        err_nul_in_mpi_args,
+        json!({"framework": {"mpi": {"binary": "/b", "mpirunPath": "/m", "args": ["ok", "a\u{0}b"]}}}),
+        "spec.framework.mpi.args[1]: contains a NUL character (\\0), which no command-line argument or environment value can carry; remove it"
+    );
+
+    build_error!(
+        err_nul_in_mpirun_path,
+        json!({"framework": {"mpi": {"binary": "/b", "mpirunPath": "/m\u{0}"}}}),
+        "spec.framework.mpi.mpirunPath: contains a NUL character (\\0), which no command-line argument or environment value can carry; remove it"
+    );
+
+    build_error!(
+        err_nul_in_exec_command,
+        json!({"framework": {"exec": {"command": ["sh", "\u{0}"]}}}),
+        "spec.framework.exec.command[1]: contains a NUL character (\\0), which no command-line argument or environment value can carry; remove it"
+    );
+
+    build_error!(
+        err_nul_in_torch_script,
+        json!({"framework": {"torch": {"script": "t\u{0}.py"}}}),
+        "spec.framework.torch.script: contains a NUL character (\\0), which no command-line argument or environment value can carry; remove it"
+    );
+
+    build_error!(
+        err_nul_in_env_value,
+        json!({"env": [{"name": "A", "value": "1"}, {"name": "B", "value": "\u{0}"}]}),
+        "spec.env[1]: contains a NUL character (\\0), which no command-line argument or environment value can carry; remove it"
     );
 
     #[test]

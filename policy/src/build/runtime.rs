@@ -136,18 +136,19 @@ pub(super) fn mpi_runtime(
         "readinessProbe": t.mpi.worker_readiness_probe,
         "volumeMounts": worker_mounts,
     });
+    // The user's init containers run on the workers, where the binary runs (the launcher only
+    // runs mpirun); the original drops them for MPI.
+    let mut worker_fields = vec![("restartPolicy", json!("OnFailure"))];
+    if !run.spec.init_containers.is_empty() {
+        worker_fields.push(("initContainers", json!(run.spec.init_containers)));
+    }
+    worker_fields.push(("containers", json!([worker_container])));
+    worker_fields.push(("volumes", json!(worker_volumes)));
     let worker = replicated_job(
         "node",
         None,
         queue_label(gang).map(|q| label_map([q])),
-        pod_template(
-            gang,
-            vec![
-                ("restartPolicy", json!("OnFailure")),
-                ("containers", json!([worker_container])),
-                ("volumes", json!(worker_volumes)),
-            ],
-        ),
+        pod_template(gang, worker_fields),
     );
 
     let mut init_mounts = vec![ssh_auth_mount.clone(), ssh_keys_mount.clone()];
@@ -507,6 +508,29 @@ mod tests {
             launcher["volumes"],
             json!([{"name": "ssh-keys", "emptyDir": {}}])
         );
+    }
+
+    #[test]
+    fn mpi_init_containers_run_on_the_workers_before_sshd() {
+        let wr = all_reduce(json!({"initContainers": [{"name": "prep", "image": "busybox"}]}));
+        let merged = crate::build::merge_env(&base_nccl_env(false), &[]);
+        let rt = build_runtime(&wr, &params(), &merged, 4);
+        let worker = &replicated(&rt, "node")["template"]["spec"]["template"]["spec"];
+        assert_eq!(
+            worker["initContainers"],
+            json!([{"name": "prep", "image": "busybox"}])
+        );
+        let keys: Vec<&str> = worker
+            .as_object()
+            .map(|m| m.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        assert_eq!(
+            keys,
+            ["restartPolicy", "initContainers", "containers", "volumes"]
+        );
+        let launcher = &replicated(&rt, "launcher")["template"]["spec"]["template"]["spec"];
+        assert_eq!(launcher["initContainers"][0]["name"], "fix-ssh-permissions");
+        assert_eq!(launcher["initContainers"].as_array().map(Vec::len), Some(1));
     }
 
     #[test]

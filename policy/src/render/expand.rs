@@ -77,11 +77,18 @@ pub fn expand_verifying(
             .orchestration
             .get("target")
             .and_then(|t| serde_json::from_value(t.clone()).ok());
+        let limit = nvcre_engine::limits::limits().expand_nodes;
+        let count = usize::try_from(count).unwrap_or(usize::MAX);
+        if count > limit {
+            return Err(PolicyError::Usage(format!(
+                "--expand without --nodes-file makes up spec.numNodes ({count}) nodes, more than the limit of {limit} (--max-expand-nodes); give --nodes-file with the real nodes, or raise --max-expand-nodes"
+            )));
+        }
         let mut nodes = synthetic_nodes(
             rules,
             &rendered.platform,
             &rendered.gpu_architecture,
-            usize::try_from(count).unwrap_or(1),
+            count,
             target.as_ref(),
         )?;
         // One synthetic topology domain, so a platform's topology key can partition them.

@@ -16,6 +16,7 @@ mod enforce;
 mod expand;
 mod parse;
 mod platform;
+mod strict;
 mod workflow;
 mod workloadrun;
 

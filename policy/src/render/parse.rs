@@ -97,15 +97,18 @@ fn normalize_api_version(value: &mut Value, warnings: &mut Vec<String>, file: &s
     }
 }
 
-/// Reads a document as `T`, reporting the field path and line:column of the first problem.
+/// Reads a document as `T`, reporting the field path and line:column of the first problem. A
+/// `WorkloadRun` or `Workflow` also gets strict field validation of its Kubernetes-typed parts
+/// (`metadata`; a WorkloadRun's pass-through pod fields).
 ///
 /// # Errors
-/// [`PolicyError::Input`] with `parsing <what>: <path>: <serde message>`.
+/// [`PolicyError::Input`] with `parsing <what>: <path>: <serde message>`, or the strict
+/// validation's message.
 pub fn parse_typed<T: for<'de> Deserialize<'de>>(
     doc: &Document,
     what: &str,
 ) -> Result<T, PolicyError> {
-    serde_path_to_error::deserialize(&doc.value).map_err(|e| {
+    let typed = serde_path_to_error::deserialize(&doc.value).map_err(|e| {
         let path = e.path().to_string();
         let pos = FieldPath::parse(&path)
             .ok()
@@ -118,12 +121,16 @@ pub fn parse_typed<T: for<'de> Deserialize<'de>>(
                 plain_serde_message(&e.inner().to_string())
             ),
         }
-    })
+    })?;
+    if what == "WorkloadRun" || what == "Workflow" {
+        super::strict::validate(doc, what == "WorkloadRun")?;
+    }
+    Ok(typed)
 }
 
 /// serde's type names in the words a manifest author uses (`i64` → an integer, `a sequence` →
 /// a list, `struct X` → a mapping).
-fn plain_serde_message(m: &str) -> String {
+pub(super) fn plain_serde_message(m: &str) -> String {
     let mut out = m.to_string();
     for (from, to) in [
         ("expected i64", "expected an integer"),
@@ -134,6 +141,9 @@ fn plain_serde_message(m: &str) -> String {
         ("invalid type: map", "invalid type: mapping"),
     ] {
         out = out.replace(from, to);
+    }
+    if let Some(head) = out.strip_suffix("expected a map") {
+        out = format!("{head}expected a mapping");
     }
     if let Some(i) = out.find("expected struct ") {
         let name: String = out[i + 16..]
@@ -174,6 +184,7 @@ pub(super) fn build_error(doc: &Document, e: &crate::build::BuildError) -> Polic
     let path = match e {
         BuildError::NoFramework { .. } => "spec.framework",
         BuildError::InvalidTimeoutPerJob { .. } => "spec.orchestration.timeoutPerJob",
+        BuildError::NulCharacter { field } => field,
     };
     input_error(doc, path, e.to_string())
 }

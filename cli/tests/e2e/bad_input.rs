@@ -1,0 +1,913 @@
+//! The bad-input suite: hostile or wrong input, each case asserting the exit code, the exact
+//! stderr and (for a refused command) an empty stdout. Inputs are written to `in.yaml` in a
+//! temporary directory that is the command's working directory, so messages name `in.yaml`.
+
+use super::util::*;
+
+/// Runs the binary in a fresh directory holding `in.yaml` = `input`; `(code, stdout, stderr)`.
+fn run_in(args: &[&str], input: impl AsRef<[u8]>) -> (i32, String, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("in.yaml"), input.as_ref()).expect("write input");
+    let out = bin()
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// A WorkloadRun named `t` with `spec` (YAML lines indented by two spaces) after the
+/// `image`/`numNodes` lines.
+fn run_yaml(spec: &str) -> String {
+    format!(
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {{name: t}}\nspec:\n  image: i\n  numNodes: 1\n{spec}"
+    )
+}
+
+/// One case: the command's args (the input is `in.yaml`), the input, the exit code, the exact
+/// stderr; stdout must be empty.
+macro_rules! refused {
+    ($name:ident, [$($arg:expr),*], $input:expr, $code:expr, $stderr:expr) => {
+        #[test]
+        fn $name() {
+            let (code, stdout, stderr) = run_in(&[$($arg),*], &$input);
+            assert_eq!((code, stderr.as_str()), ($code, $stderr));
+            assert_eq!(stdout, "");
+        }
+    };
+}
+
+// ---- command lines ------------------------------------------------------------------------
+
+refused!(
+    nul_in_exec_command_check,
+    ["check", "in.yaml"],
+    run_yaml("  framework: {exec: {command: [\"a\\0b\"]}}\n"),
+    2,
+    "Error: in.yaml:7:32: spec.framework.exec.command[0]: contains a NUL character (\\0), which no command-line argument or environment value can carry; remove it\n"
+);
+
+refused!(
+    nul_in_env_value_render,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    run_yaml("  framework: {exec: {command: [a]}}\n  env: [{name: A, value: \"x\\0\"}]\n"),
+    2,
+    "Error: in.yaml:8:9: spec.env[0]: contains a NUL character (\\0), which no command-line argument or environment value can carry; remove it\n"
+);
+
+// ---- strict field validation: metadata and the Kubernetes types passed through ------------
+
+refused!(
+    metadata_typo_is_an_unknown_field,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: t\n  nmespace: team-a\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: in.yaml:5:3: strict decoding error: unknown field \"metadata.nmespace\": correct or remove it\n"
+);
+
+refused!(
+    every_unknown_field_is_listed,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: t\n  lables: {a: b}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  initContainers: [{name: p, imag: busybox, resources: {limts: {cpu: 1}}}]\n",
+    2,
+    "Error: in.yaml:5:3: strict decoding error: unknown field \"metadata.lables\", unknown field \"spec.initContainers[0].imag\", unknown field \"spec.initContainers[0].resources.limts\": correct or remove them\n"
+);
+
+refused!(
+    workflow_metadata_is_validated_too,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata:\n  name: t\n  annotatons: {a: b}\nspec: {}\n",
+    2,
+    "Error: in.yaml:5:3: strict decoding error: unknown field \"metadata.annotatons\": correct or remove it\n"
+);
+
+refused!(
+    metadata_label_value_of_the_wrong_type,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: t\n  labels: [a]\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: in.yaml:5:3: parsing WorkloadRun: metadata.labels: invalid type: list, expected a mapping\n"
+);
+
+refused!(
+    empty_resources_list_is_an_error,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    run_yaml("  framework: {exec: {command: [a]}}\n  resources: []\n"),
+    2,
+    "Error: in.yaml:8:3: spec.resources: invalid type: list, expected a mapping (Kubernetes ResourceRequirements)\n"
+);
+
+refused!(
+    resources_limits_list_is_an_error,
+    ["check", "in.yaml"],
+    run_yaml("  framework: {exec: {command: [a]}}\n  resources: {limits: [1]}\n"),
+    2,
+    "Error: in.yaml:8:15: spec.resources.limits: invalid type: list, expected a mapping\n"
+);
+
+refused!(
+    resources_typo_is_an_unknown_field,
+    ["check", "in.yaml"],
+    run_yaml("  framework: {exec: {command: [a]}}\n  resources: {limit: {cpu: 1}}\n"),
+    2,
+    "Error: in.yaml:8:15: strict decoding error: unknown field \"spec.resources.limit\": correct or remove it\n"
+);
+
+refused!(
+    volume_source_of_the_wrong_type,
+    ["check", "in.yaml"],
+    run_yaml("  framework: {exec: {command: [a]}}\n  volumes: [{name: v, emptyDir: 3}]\n"),
+    2,
+    "Error: in.yaml:8:23: spec.volumes[0].emptyDir: invalid type: integer `3`, expected a mapping (Kubernetes EmptyDirVolumeSource)\n"
+);
+
+refused!(
+    volume_mount_path_of_the_wrong_type,
+    ["check", "in.yaml"],
+    run_yaml("  framework: {exec: {command: [a]}}\n  volumeMounts: [{name: v, mountPath: [x]}]\n"),
+    2,
+    "Error: in.yaml:8:28: spec.volumeMounts[0].mountPath: invalid type: list, expected a string\n"
+);
+
+refused!(
+    pull_secret_as_a_bare_name,
+    ["check", "in.yaml"],
+    run_yaml("  framework: {exec: {command: [a]}}\n  imagePullSecrets: [regcred]\n"),
+    2,
+    "Error: in.yaml:8:22: spec.imagePullSecrets[0]: invalid type: string \"regcred\", expected a mapping (Kubernetes LocalObjectReference)\n"
+);
+
+refused!(
+    env_value_from_typo,
+    ["check", "in.yaml"],
+    run_yaml(
+        "  framework: {exec: {command: [a]}}\n  env: [{name: A, valueFrom: {secretKeyRef: {name: s, key: k, optionall: true}}}]\n"
+    ),
+    2,
+    "Error: in.yaml:8:63: strict decoding error: unknown field \"spec.env[0].valueFrom.secretKeyRef.optionall\": correct or remove it\n"
+);
+
+refused!(
+    init_container_of_the_wrong_type,
+    ["check", "in.yaml"],
+    run_yaml("  framework: {exec: {command: [a]}}\n  initContainers: [busybox]\n"),
+    2,
+    "Error: in.yaml:8:20: spec.initContainers[0]: invalid type: string \"busybox\", expected a mapping (Kubernetes Container)\n"
+);
+
+/// A real object as `kubectl get -o yaml` prints it (server-set metadata) passes.
+#[test]
+fn server_set_metadata_is_accepted() {
+    let (code, stdout, stderr) = run_in(
+        &["check", "in.yaml"],
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: t\n  namespace: a\n  uid: 7d9c\n  resourceVersion: \"12\"\n  generation: 1\n  creationTimestamp: \"2026-01-01T00:00:00Z\"\n  managedFields: [{manager: kubectl, operation: Update, fieldsType: FieldsV1, fieldsV1: {f:spec: {}}}]\n  finalizers: [x]\n  ownerReferences: [{apiVersion: v1, kind: ConfigMap, name: o, uid: u}]\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
+    );
+    assert_eq!((code, stdout.as_str(), stderr.as_str()), (0, "", ""));
+}
+
+// ---- nothing dropped ----------------------------------------------------------------------
+
+/// The worker pod spec(s) of a render: the TrainingRuntime's replicated job `node`.
+fn worker_pod(run: &str) -> serde_json::Value {
+    let (code, stdout, stderr) = run_in(
+        &[
+            "render",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            "-o",
+            "json",
+            "in.yaml",
+        ],
+        run,
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let wf: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let rt = wf["spec"]["dependencies"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["kind"] == "TrainingRuntime"))
+        .cloned()
+        .expect("runtime");
+    rt["spec"]["template"]["spec"]["replicatedJobs"]
+        .as_array()
+        .and_then(|j| j.iter().find(|j| j["name"] == "node"))
+        .map(|j| j["template"]["spec"]["template"]["spec"].clone())
+        .expect("node job")
+}
+
+#[test]
+fn init_containers_reach_the_workers_of_every_framework() {
+    let init = "  initContainers: [{name: prep, image: busybox, command: [sh, -c, 'echo ok']}]\n";
+    let want = serde_json::json!([{"name": "prep", "image": "busybox", "command": ["sh", "-c", "echo ok"]}]);
+    for framework in [
+        "  framework: {torch: {script: train.py}}\n",
+        "  framework: {mpi: {binary: /b, mpirunPath: /usr/bin/mpirun}}\n",
+        "  framework: {exec: {command: [a]}}\n",
+    ] {
+        let pod = worker_pod(&run_yaml(&format!("{framework}{init}")));
+        assert_eq!(pod["initContainers"], want, "{framework}");
+    }
+}
+
+#[test]
+fn empty_resources_mapping_keeps_the_gpu_request() {
+    let pod = worker_pod(&run_yaml(
+        "  framework: {exec: {command: [a]}}\n  resources: {}\n",
+    ));
+    assert_eq!(
+        pod["containers"][0]["resources"],
+        serde_json::json!({
+            "limits": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": 32},
+            "requests": {"nvidia.com/gpu": "8", "vpc.amazonaws.com/efa": 32},
+        })
+    );
+}
+
+// ---- budgets ------------------------------------------------------------------------------
+
+refused!(
+    nesting_deeper_than_the_limit,
+    ["check", "in.yaml"],
+    format!("a: {}{}\n", "[".repeat(70), "]".repeat(70)),
+    2,
+    "Error: in.yaml:1:67: the document nests mappings and lists deeper than the limit of 64 levels (--max-depth)\n"
+);
+
+refused!(
+    depth_flag_lowers_the_limit,
+    ["--max-depth", "3", "check", "in.yaml"],
+    "a: {b: {c: {d: 1}}}\n",
+    2,
+    "Error: in.yaml:1:12: the document nests mappings and lists deeper than the limit of 3 levels (--max-depth)\n"
+);
+
+refused!(
+    more_aliases_than_the_limit,
+    ["--max-aliases", "2", "check", "in.yaml"],
+    "a: &x [1]\nb: [*x, *x, *x]\n",
+    2,
+    "Error: in.yaml:2:13: the document uses more than the limit of 2 aliases (--max-aliases)\n"
+);
+
+refused!(
+    more_yaml_nodes_than_the_limit,
+    ["--max-yaml-nodes", "5", "check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {a: b, c: d}\n",
+    2,
+    "Error: in.yaml:3:1: the document has more than the limit of 5 YAML nodes (--max-yaml-nodes)\n"
+);
+
+refused!(
+    a_document_larger_than_the_limit,
+    ["--max-document-bytes", "64", "check", "in.yaml"],
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: a}}\ndata: {{k: {}}}\n",
+        "x".repeat(100)
+    ),
+    2,
+    "Error: in.yaml:1:1: document 1 is larger than the limit of 64 bytes (--max-document-bytes); the rest of the input is not read\n"
+);
+
+refused!(
+    the_budgets_are_per_document,
+    [
+        "--max-document-bytes",
+        "80",
+        "--max-yaml-nodes",
+        "20",
+        "check",
+        "in.yaml"
+    ],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {a: b}\n---\n".repeat(300),
+    0,
+    ""
+);
+
+refused!(
+    expand_with_a_huge_num_nodes_and_no_nodes_file,
+    [
+        "render",
+        "--expand",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 2147483647\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: --expand without --nodes-file makes up spec.numNodes (2147483647) nodes, more than the limit of 100000 (--max-expand-nodes); give --nodes-file with the real nodes, or raise --max-expand-nodes\n"
+);
+
+refused!(
+    a_nodes_file_larger_than_the_limit,
+    [
+        "render",
+        "--max-nodes-file-bytes",
+        "10",
+        "--nodes-file",
+        "in.yaml",
+        "in.yaml"
+    ],
+    "apiVersion: v1\nkind: NodeList\nitems: []\n",
+    2,
+    "Error: in.yaml: larger than the limit of 10 bytes (--max-nodes-file-bytes)\n"
+);
+
+refused!(
+    a_nodes_file_that_is_not_utf8,
+    ["render", "--nodes-file", "in.yaml", "in.yaml"],
+    latin1("apiVersion: v1\nkind: NodeList\nitems: []\n# caf\u{e9}\n"),
+    2,
+    "Error: in.yaml: not UTF-8 text: invalid byte 0xe9 at byte offset 45\n"
+);
+
+/// `text` in Latin-1 (one byte per char below U+0100): invalid UTF-8 where a char is above
+/// U+007F.
+fn latin1(text: &str) -> Latin1 {
+    Latin1(
+        text.chars()
+            .map(|c| u8::try_from(u32::from(c)).unwrap_or(b'?'))
+            .collect(),
+    )
+}
+
+/// Raw bytes for `run_in`.
+struct Latin1(Vec<u8>);
+
+impl AsRef<[u8]> for Latin1 {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+refused!(
+    a_manifest_that_is_not_utf8_check,
+    ["check", "in.yaml"],
+    latin1("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: \"caf\u{e9}\"}\n"),
+    2,
+    "Error: reading in.yaml: not UTF-8 text: invalid byte 0xe9 at byte offset 65 (line 4)\n"
+);
+
+refused!(
+    a_manifest_that_is_not_utf8_render,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    latin1("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata: {k: \"caf\u{e9}\"}\n"),
+    2,
+    "Error: in.yaml: not UTF-8 text: invalid byte 0xe9 at byte offset 65\n"
+);
+
+/// `yes | nvcre-policy check -`: an endless document ends at the per-document limit.
+#[test]
+fn an_endless_stdin_document_ends_at_the_limit() {
+    let mut yes = std::process::Command::new("yes")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .expect("yes runs");
+    let stdin = yes.stdout.take().expect("piped");
+    let out = std::process::Command::new(assert_cmd::cargo::cargo_bin("nvcre-policy"))
+        .args(["check", "-"])
+        .stdin(stdin)
+        .output()
+        .expect("runs");
+    let _ = yes.kill();
+    let _ = yes.wait();
+    assert_eq!(
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).as_ref()
+        ),
+        (
+            Some(2),
+            "Error: <stdin>:1:1: document 1 is larger than the limit of 3145728 bytes (--max-document-bytes); the rest of the input is not read\n"
+        )
+    );
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+}
+
+/// A real-shaped `kubectl get nodes -o yaml` of 400 full Node objects (about 25 KiB and 700
+/// YAML nodes each: more than 250,000 in the one NodeList document) is a nodes file.
+#[test]
+fn a_nodes_file_of_full_node_objects_is_read() {
+    let node =
+        std::fs::read_to_string(root().join("cli/tests/data/real-node.yaml")).expect("fixture");
+    let mut text = String::from("apiVersion: v1\nkind: List\nitems:\n");
+    for i in 0..400 {
+        text.push_str(&node.replace("ip-10-0-0-1.ec2.internal", &format!("node-{i}")));
+    }
+    let example = root()
+        .join("examples/nccl-all-reduce.yaml")
+        .display()
+        .to_string();
+    let (code, stdout, stderr) = run_in(
+        &["render", "--nodes-file", "in.yaml", "-o", "json", &example],
+        &text,
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let wf: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(
+        wf["metadata"]["annotations"]["nvcrectl.nvidia.com/detected-platform"],
+        "aws"
+    );
+    // One budget for the whole file (no scaling) is what a 250,000-node cap did.
+    let (code, stdout, stderr) = run_in(
+        &[
+            "render",
+            "--max-document-bytes",
+            "100000000",
+            "--nodes-file",
+            "in.yaml",
+            &example,
+        ],
+        &text,
+    );
+    assert_eq!(
+        (code, stdout.as_str(), stderr.as_str()),
+        (
+            2,
+            "",
+            "Error: in.yaml:128328:7: the document has more than the limit of 250000 YAML nodes (--max-yaml-nodes)\n"
+        )
+    );
+}
+
+// ---- files and streams --------------------------------------------------------------------
+
+/// A directory with a named pipe, a broken symlink, an unparseable file and a file with a
+/// finding: the pipe is skipped with a note (it would block forever), every other file is
+/// reported, exit 2.
+#[cfg(unix)]
+#[test]
+fn a_directory_walk_skips_pipes_and_reports_every_other_file() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().join("d");
+    std::fs::create_dir_all(d.join("sub")).expect("mkdir");
+    let status = std::process::Command::new("mkfifo")
+        .arg(d.join("pipe.yaml"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(status.success());
+    std::os::unix::fs::symlink("/nonexistent", d.join("broken.yaml")).expect("symlink");
+    std::fs::write(d.join("b.yaml"), "a: [1\n").expect("write");
+    std::fs::copy(
+        root().join("examples/override-rejected.yaml"),
+        d.join("sub/c.yaml"),
+    )
+    .expect("copy");
+    let out = bin()
+        .args([
+            "check",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            "-o",
+            "json",
+            "d",
+        ])
+        .current_dir(dir.path())
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "note: skipping d/pipe.yaml: a named pipe (FIFO), not a regular file\n\
+         Error: reading d/broken.yaml: No such file or directory (os error 2)\n\
+         Error: d/b.yaml:1:4: unclosed bracket '['\n"
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let rows: Vec<(String, String)> = report
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|f| {
+            (
+                f["ruleId"].as_str().unwrap_or("").to_string(),
+                f["file"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (
+                "workload-queue-label-conflict".to_string(),
+                "d/sub/c.yaml".to_string()
+            ),
+            ("input-error".to_string(), "d/broken.yaml".to_string()),
+            ("input-error".to_string(), "d/b.yaml".to_string()),
+        ]
+    );
+}
+
+// ---- YAML hazards -------------------------------------------------------------------------
+
+refused!(
+    duplicate_key_names_both_lines_and_the_path,
+    ["check", "in.yaml"],
+    run_yaml(
+        "  framework: {exec: {command: [a]}}\n  env:\n  - name: A\n    value: x\n    value: y\n"
+    ),
+    2,
+    "Error: in.yaml:11:5: duplicate key \"value\" at spec.env[0].value: first on line 10, again on line 11; keep one\n"
+);
+
+refused!(
+    duplicate_label_key_in_a_flow_mapping,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t, labels: {a.b/c: x, a.b/c: y}}\n",
+    2,
+    "Error: in.yaml:3:40: duplicate key \"a.b/c\" at metadata.labels[\"a.b/c\"]: first at 3:30, again at 3:40; keep one\n"
+);
+
+/// Unquoted values YAML 1.1 tools read differently, in string fields: warnings that say to
+/// quote them; the values are not changed, and quoted ones are not flagged.
+#[test]
+fn yaml_11_readings_of_string_fields_are_warned_about() {
+    let (code, stdout, stderr) = run_in(
+        &["check", "-o", "json", "in.yaml"],
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: t\n  labels: {team: no, ok: \"yes\"}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  env:\n  - {name: A, value: on}\n  - name: B\n    value: 'off'\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  annotations:\n    mode: 0755\n    version: 1.10\n    scale: 1e3\n    ok: Y\n",
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let findings: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let got: Vec<(String, String, u64)> = findings
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|f| {
+            (
+                f["severity"].as_str().unwrap_or("").to_string(),
+                f["message"].as_str().unwrap_or("").to_string(),
+                f["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let w = |m: &str, line: u64| ("warning".to_string(), m.to_string(), line);
+    assert_eq!(
+        got,
+        [
+            w(
+                "metadata.labels.team: the unquoted value no is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"no\")",
+                5
+            ),
+            w(
+                "spec.env[0].value: the unquoted value on is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"on\")",
+                11
+            ),
+            w(
+                "metadata.annotations.mode: the unquoted value 0755 is meant as a string, but it is the number 755 in YAML, not the text written: quote it (\"0755\")",
+                20
+            ),
+            w(
+                "metadata.annotations.version: the unquoted value 1.10 is meant as a string, but it is the number 1.1 in YAML, not the text written: quote it (\"1.10\")",
+                21
+            ),
+            w(
+                "metadata.annotations.scale: the unquoted value 1e3 is meant as a string, but it is the number 1000 in YAML, not the text written: quote it (\"1e3\")",
+                22
+            ),
+            w(
+                "metadata.annotations.ok: the unquoted value Y is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"Y\")",
+                23
+            ),
+        ]
+    );
+}
+
+// ---- rules and CEL ------------------------------------------------------------------------
+
+/// A rule whose expression fails on a document is a rule error (exit 2) naming the rule, the
+/// document and the expression, not a policy violation.
+#[test]
+fn a_cel_evaluation_error_is_a_rule_error() {
+    let (_dir, rules) = rules_copy();
+    edit(
+        &rules.join("admission/workloadrun.yaml"),
+        "  - id: wr-threshold-keys\n",
+        "  - id: broken-overload\n    description: adds a string to a number\n    validate:\n      expression: \"object.spec.numNodes + 'a' == 1\"\n      message: m\n\n  - id: wr-threshold-keys\n",
+    );
+    let example = root()
+        .join("examples/nccl-all-reduce.yaml")
+        .display()
+        .to_string();
+    let rules_dir = rules.display().to_string();
+    let (code, stdout, stderr) = run_in(
+        &["--rules", &rules_dir, "check", "-o", "json", &example],
+        "",
+    );
+    assert_eq!((code, stderr.as_str()), (2, ""));
+    let findings: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let f = &findings[0];
+    assert_eq!(
+        (
+            f["ruleId"].as_str(),
+            f["ruleError"].as_bool(),
+            f["message"].as_str()
+        ),
+        (
+            Some("broken-overload"),
+            Some(true),
+            Some(
+                "rule broken-overload could not be evaluated on document 1: no such overload (no operator or function of that name takes values of these types) (expression: object.spec.numNodes + 'a' == 1) (a rule error, not a policy violation)"
+            )
+        )
+    );
+    assert_eq!(findings.as_array().map(Vec::len), Some(1));
+}
+
+// ---- more cases: pass-through types, budgets, nodes files, files -----------------------
+
+/// The seed example, for commands that need a manifest beside the input under test.
+fn example() -> String {
+    root()
+        .join("examples/nccl-all-reduce.yaml")
+        .display()
+        .to_string()
+}
+
+refused!(
+    nul_in_torch_args,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {torch: {script: t.py, args: [ok, \"\\0\"]}}\n",
+    2,
+    "Error: in.yaml:7:48: spec.framework.torch.args[1]: contains a NUL character (\\0), which no command-line argument or environment value can carry; remove it\n"
+);
+
+refused!(
+    nul_in_mpi_binary_check,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {mpi: {binary: \"/b\\0\", mpirunPath: /m}}\n",
+    2,
+    "Error: in.yaml:7:29: spec.framework.mpi.binary: contains a NUL character (\\0), which no command-line argument or environment value can carry; remove it\n"
+);
+
+refused!(
+    volume_mount_typo,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  volumeMounts: [{name: v, mountpath: /x}]\n",
+    2,
+    "Error: in.yaml:8:28: strict decoding error: unknown field \"spec.volumeMounts[0].mountpath\": correct or remove it\n"
+);
+
+refused!(
+    init_container_env_value_from_typo,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  initContainers: [{name: p, image: b, env: [{name: A, valueFrom: {fieldref: {fieldPath: x}}}]}]\n",
+    2,
+    "Error: in.yaml:8:68: strict decoding error: unknown field \"spec.initContainers[0].env[0].valueFrom.fieldref\": correct or remove it\n"
+);
+
+refused!(
+    resources_requests_list,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  resources: {requests: [cpu]}\n",
+    2,
+    "Error: in.yaml:8:15: spec.resources.requests: invalid type: list, expected a mapping\n"
+);
+
+refused!(
+    env_value_from_of_the_wrong_type,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  env: [{name: A, valueFrom: secret}]\n",
+    2,
+    "Error: in.yaml:8:19: spec.env[0].valueFrom: invalid type: string \"secret\", expected a mapping (Kubernetes EnvVarSource)\n"
+);
+
+refused!(
+    pull_secret_typo,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  imagePullSecrets: [{nmae: regcred}]\n",
+    2,
+    "Error: in.yaml:8:23: strict decoding error: unknown field \"spec.imagePullSecrets[0].nmae\": correct or remove it\n"
+);
+
+refused!(
+    volume_source_typo,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  volumes: [{name: v, emptydir: {}}]\n",
+    2,
+    "Error: in.yaml:8:23: strict decoding error: unknown field \"spec.volumes[0].emptydir\": correct or remove it\n"
+);
+
+refused!(
+    metadata_of_the_wrong_type,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: [t]\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: in.yaml:3:1: metadata: invalid type: list, expected a mapping (Kubernetes ObjectMeta)\n"
+);
+
+refused!(
+    label_value_a_number_in_a_workloadrun,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t, labels: {v: 1.10}}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: in.yaml:3:30: parsing WorkloadRun: metadata.labels.v: invalid type: floating point `1.1`, expected a string\n"
+);
+
+refused!(
+    owner_reference_typo,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t, ownerReferences: [{apiVersion: v1, kind: K, name: n, uid: u, controler: true}]}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: in.yaml:3:82: strict decoding error: unknown field \"metadata.ownerReferences[0].controler\": correct or remove it\n"
+);
+
+refused!(
+    nesting_too_deep_in_render,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    "a: [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]\n",
+    2,
+    "Error: in.yaml:1:67: the document nests mappings and lists deeper than the limit of 64 levels (--max-depth)\n"
+);
+
+refused!(
+    more_aliases_than_the_default,
+    ["check", "in.yaml"],
+    "a: &x 1\nb: [*x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x, *x]\n",
+    2,
+    "Error: in.yaml:2:4005: the document uses more than the limit of 1000 aliases (--max-aliases)\n"
+);
+
+refused!(
+    a_later_document_over_budget_keeps_the_first_checked,
+    ["--max-yaml-nodes", "12", "check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: b}\ndata: {a: b, c: d, e: f, g: h}\n",
+    2,
+    "Error: in.yaml:8:11: the document has more than the limit of 12 YAML nodes (--max-yaml-nodes)\n"
+);
+
+refused!(
+    nodes_file_items_of_the_wrong_type,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "apiVersion: v1\nkind: NodeList\nitems: 3\n",
+    2,
+    "Error: in.yaml: node document 0: field items must be a list, found a number\n"
+);
+
+refused!(
+    nodes_file_document_a_list,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "- a\n- b\n",
+    2,
+    "Error: in.yaml: node document 0: field (document) must be an object, found a list\n"
+);
+
+refused!(
+    nodes_file_metadata_a_string,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "apiVersion: v1\nkind: NodeList\nitems:\n- kind: Node\n  metadata: n1\n",
+    2,
+    "Error: in.yaml: node document 0: field items[0].metadata must be an object, found a string\n"
+);
+
+refused!(
+    nodes_file_label_of_the_wrong_type,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "apiVersion: v1\nkind: Node\nmetadata: {name: a, labels: {x: [1]}}\n",
+    2,
+    "Error: in.yaml: node document 0: field metadata.labels[\"x\"] must be a string, found a list\n"
+);
+
+refused!(
+    nodes_file_of_another_kind,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n",
+    2,
+    "Error: in.yaml: node document 0: field kind: expected kind Node, NodeList or List, got \"Pod\"\n"
+);
+
+refused!(
+    nodes_file_syntax_error,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "apiVersion: v1\nkind: NodeList\nitems: [\n",
+    2,
+    "Error: in.yaml:3:8: unclosed bracket '['\n"
+);
+
+refused!(
+    nodes_file_too_deep,
+    [
+        "render",
+        "--max-depth",
+        "4",
+        "--nodes-file",
+        "in.yaml",
+        example().as_str()
+    ],
+    "apiVersion: v1\nkind: NodeList\nitems:\n- metadata: {name: a, labels: {x: {y: {z: 1}}}}\n",
+    2,
+    "Error: in.yaml:4:31: the document nests mappings and lists deeper than the limit of 4 levels (--max-depth)\n"
+);
+
+refused!(
+    expand_over_the_flag_limit,
+    [
+        "render",
+        "--expand",
+        "--max-expand-nodes",
+        "3",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 4\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: --expand without --nodes-file makes up spec.numNodes (4) nodes, more than the limit of 3 (--max-expand-nodes); give --nodes-file with the real nodes, or raise --max-expand-nodes\n"
+);
+
+refused!(
+    render_of_invalid_utf8_stdin_free_file,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    latin1("apiVersion: v1\n\u{ff}\n"),
+    2,
+    "Error: in.yaml: not UTF-8 text: invalid byte 0xff at byte offset 15\n"
+);
+
+refused!(
+    check_a_missing_file,
+    ["check", "missing.yaml"],
+    "",
+    2,
+    "Error: reading missing.yaml: no such file or directory\n"
+);
+
+refused!(
+    render_a_missing_file,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "missing.yaml"
+    ],
+    "",
+    2,
+    "Error: reading missing.yaml: no such file or directory\n"
+);
+
+refused!(
+    duplicate_key_in_a_configmap,
+    ["check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\ndata:\n  k: 1\n  k: 2\n",
+    2,
+    "Error: in.yaml:6:3: duplicate key \"k\" at data.k: first on line 5, again on line 6; keep one\n"
+);

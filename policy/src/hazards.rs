@@ -1,0 +1,160 @@
+//! YAML hazards in fields Kubernetes reads as strings: label and annotation values and env
+//! `value`s. This tool reads YAML 1.2 (an unquoted `yes` stays the string `yes`), but kubectl and
+//! other YAML 1.1 tools read `yes`, `no`, `on`, `off`, `y`, `n` as booleans; and an unquoted
+//! `1.10`, `0755` or `1e3` is a number in every YAML version (`1.1`, `755` or octal `493`,
+//! `1000`), not the text written. Such a value is a warning finding that says to quote it; the
+//! value is never rewritten.
+
+use nvcre_engine::{Document, FieldPath, Finding, Severity};
+use serde_json::Value;
+
+use crate::check::BUILT_IN;
+
+/// Rule id of the warning.
+pub const YAML_QUOTE_RULE: &str = "yaml-quote-it";
+
+/// The plain scalars YAML 1.1 reads as booleans (its `bool` type), beside YAML 1.2's `true` /
+/// `false`, which this tool reads as booleans too.
+const YAML11_BOOLEANS: &[&str] = &[
+    "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO", "on", "On", "ON", "off", "Off",
+    "OFF",
+];
+
+/// The scalar written at 1-based `column` of `line` when it is plain (not quoted, not a block
+/// scalar): the text up to the end of the line, a flow separator or a comment.
+fn plain_token(line: &str, column: usize) -> Option<String> {
+    let rest: String = line.chars().skip(column.saturating_sub(1)).collect();
+    if rest.starts_with(['"', '\'', '|', '>']) {
+        return None;
+    }
+    let mut token = rest.as_str();
+    if let Some(i) = token.find(" #") {
+        token = &token[..i];
+    }
+    if let Some(i) = token.find([',', '}', ']']) {
+        token = &token[..i];
+    }
+    let token = token.trim_end();
+    (!token.is_empty()).then(|| token.to_string())
+}
+
+/// Every entry of the mapping `v` (if it is one) under `path`.
+fn entries<'a>(out: &mut Vec<(FieldPath, &'a Value)>, path: FieldPath, v: Option<&'a Value>) {
+    if let Some(map) = v.and_then(Value::as_object) {
+        for (k, v) in map {
+            out.push((path.clone().key(k.clone()), v));
+        }
+    }
+}
+
+/// The string-typed fields of `doc` to look at: `(path, value)`.
+fn string_fields(doc: &Value) -> Vec<(FieldPath, &Value)> {
+    let mut out = Vec::new();
+    let meta = doc.get("metadata");
+    entries(
+        &mut out,
+        FieldPath::root().key("metadata").key("labels"),
+        meta.and_then(|m| m.get("labels")),
+    );
+    entries(
+        &mut out,
+        FieldPath::root().key("metadata").key("annotations"),
+        meta.and_then(|m| m.get("annotations")),
+    );
+    let spec = doc.get("spec");
+    entries(
+        &mut out,
+        FieldPath::root()
+            .key("spec")
+            .key("workloadMetadata")
+            .key("labels"),
+        spec.and_then(|s| s.get("workloadMetadata"))
+            .and_then(|w| w.get("labels")),
+    );
+    if let Some(env) = spec.and_then(|s| s.get("env")).and_then(Value::as_array) {
+        for (i, var) in env.iter().enumerate() {
+            if let Some(v) = var.get("value") {
+                out.push((
+                    FieldPath::root()
+                        .key("spec")
+                        .key("env")
+                        .index(i)
+                        .key("value"),
+                    v,
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// A number as a person writes it: `755`, not `755.0`.
+fn number_text(n: &serde_json::Number) -> String {
+    match n.as_f64() {
+        Some(f) if !n.is_i64() && !n.is_u64() && f.fract() == 0.0 && f.abs() < 1e15 => {
+            format!("{f:.0}")
+        }
+        _ => n.to_string(),
+    }
+}
+
+/// A warning for each string-typed field of `doc` whose unquoted value other YAML readers take
+/// differently. `line` gives the text of a 1-based line of the document's source.
+pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String>) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for (path, value) in string_fields(&doc.value) {
+        let reading = match value {
+            Value::String(_) | Value::Number(_) | Value::Bool(_) => value,
+            _ => continue,
+        };
+        let Some(pos) = doc.spans.lookup(&path) else {
+            continue;
+        };
+        let Some(token) = line(pos.line).and_then(|l| plain_token(&l, pos.column)) else {
+            continue;
+        };
+        let why = match reading {
+            Value::String(s) if YAML11_BOOLEANS.contains(&s.as_str()) && *s == token => {
+                "YAML 1.1 tools (kubectl among them) read it as a boolean".to_string()
+            }
+            Value::Number(n) => format!(
+                "it is the number {} in YAML, not the text written",
+                number_text(n)
+            ),
+            Value::Bool(b) => format!("it is the boolean {b} in YAML"),
+            _ => continue,
+        };
+        out.push(Finding {
+            rule_id: YAML_QUOTE_RULE.to_string(),
+            pack: "input".to_string(),
+            severity: Severity::Warning,
+            message: format!(
+                "{path}: the unquoted value {token} is meant as a string, but {why}: quote it (\"{token}\")"
+            ),
+            file: doc.source.name.clone(),
+            document: doc.index,
+            field_path: Some(path.to_string()),
+            line: Some(pos.line),
+            column: Some(pos.column),
+            rule_file: BUILT_IN.to_string(),
+            rule_line: 0,
+            stage: None,
+            rule_error: false,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_tokens_end_at_comments_and_flow_separators() {
+        assert_eq!(plain_token("  a: yes # c", 6).as_deref(), Some("yes"));
+        assert_eq!(plain_token("{a: on, b: 1}", 5).as_deref(), Some("on"));
+        assert_eq!(plain_token("  a: \"yes\"", 6), None);
+        assert_eq!(plain_token("  a: 'no'", 6), None);
+        assert_eq!(plain_token("  a: 1.10", 6).as_deref(), Some("1.10"));
+    }
+}

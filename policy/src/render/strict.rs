@@ -1,0 +1,170 @@
+//! Strict field validation of the parts of a manifest that are Kubernetes types: `metadata`
+//! (ObjectMeta) of every WorkloadRun and Workflow, and the fields a WorkloadRun passes through
+//! to the pods (`resources`, `initContainers`, `volumes`, `volumeMounts`, `imagePullSecrets`,
+//! `env[].valueFrom`). Each is read into its k8s-openapi type; a value of the wrong type is an
+//! input error at its field, and every field the type does not have is reported with its path,
+//! as kubectl's strict field validation (`--validate=strict`) does.
+
+use nvcre_engine::{Document, FieldPath};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use k8s_openapi::api::core::v1::{
+    Container, EnvVarSource, LocalObjectReference, ResourceRequirements, Volume, VolumeMount,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::parse::plain_serde_message;
+use crate::error::PolicyError;
+
+/// One problem found: the field path and the message.
+struct Problem {
+    path: FieldPath,
+    message: String,
+}
+
+/// Reads `value` (at `at`) as `T`: a type error, or every ignored (unknown) field.
+fn validate_as<T: DeserializeOwned>(value: &Value, at: &FieldPath) -> Vec<Problem> {
+    let mut unknown: Vec<FieldPath> = Vec::new();
+    let mut record = |p: serde_ignored::Path<'_>| unknown.push(join(at, &p));
+    let ignored = serde_ignored::Deserializer::new(value, &mut record);
+    let result = serde_path_to_error::deserialize::<_, T>(ignored);
+    match result {
+        Ok(_) => unknown
+            .into_iter()
+            .map(|path| Problem {
+                message: format!("strict decoding error: unknown field \"{path}\""),
+                path,
+            })
+            .collect(),
+        Err(e) => {
+            let mut path = at.clone();
+            for seg in e.path().iter() {
+                path = match seg {
+                    serde_path_to_error::Segment::Seq { index } => path.index(*index),
+                    serde_path_to_error::Segment::Map { key } => path.key(key.clone()),
+                    serde_path_to_error::Segment::Enum { variant } => path.key(variant.clone()),
+                    serde_path_to_error::Segment::Unknown => path,
+                };
+            }
+            vec![Problem {
+                message: format!("{path}: {}", kubernetes_words(&e.inner().to_string())),
+                path,
+            }]
+        }
+    }
+}
+
+/// serde's message in a manifest author's words: k8s-openapi's `expected EmptyDirVolumeSource`
+/// (a type name) reads `expected a mapping (Kubernetes EmptyDirVolumeSource)`.
+fn kubernetes_words(message: &str) -> String {
+    let plain = plain_serde_message(message);
+    match plain.rsplit_once("expected ") {
+        Some((head, name))
+            if name.chars().next().is_some_and(char::is_uppercase)
+                && name.chars().all(char::is_alphanumeric) =>
+        {
+            format!("{head}expected a mapping (Kubernetes {name})")
+        }
+        _ => plain,
+    }
+}
+
+/// `at` followed by the segments of serde_ignored's path.
+fn join(at: &FieldPath, p: &serde_ignored::Path<'_>) -> FieldPath {
+    fn walk(p: &serde_ignored::Path<'_>, out: FieldPath) -> FieldPath {
+        use serde_ignored::Path;
+        match p {
+            Path::Root => out,
+            Path::Seq { parent, index } => walk(parent, out).index(*index),
+            Path::Map { parent, key } => walk(parent, out).key(key.clone()),
+            Path::Some { parent }
+            | Path::NewtypeStruct { parent }
+            | Path::NewtypeVariant { parent } => walk(parent, out),
+        }
+    }
+    walk(p, at.clone())
+}
+
+/// Each element of the list at `key` of `spec`, validated as `T`.
+fn each<T: DeserializeOwned>(spec: &Value, key: &str, out: &mut Vec<Problem>) {
+    let at = FieldPath::root().key("spec").key(key);
+    match spec.get(key) {
+        None | Some(Value::Null) => {}
+        Some(Value::Array(items)) => {
+            for (i, item) in items.iter().enumerate() {
+                out.extend(validate_as::<T>(item, &at.clone().index(i)));
+            }
+        }
+        // The typed parse reports a non-list with its own message.
+        Some(_) => {}
+    }
+}
+
+/// Strict field validation of `doc` (a WorkloadRun when `workload_run`, else a Workflow).
+///
+/// # Errors
+/// [`PolicyError::Input`] at the first problem's line: a type error alone, or every unknown
+/// field, kubectl's way (`strict decoding error: unknown field "metadata.nmespace", unknown
+/// field "spec.initContainers[0].imag"`), then what to do.
+pub(crate) fn validate(doc: &Document, workload_run: bool) -> Result<(), PolicyError> {
+    let mut problems = Vec::new();
+    if let Some(meta) = doc.value.get("metadata").filter(|m| !m.is_null()) {
+        problems.extend(validate_as::<ObjectMeta>(
+            meta,
+            &FieldPath::root().key("metadata"),
+        ));
+    }
+    if workload_run && let Some(spec) = doc.value.get("spec") {
+        if let Some(resources) = spec.get("resources").filter(|r| !r.is_null()) {
+            problems.extend(validate_as::<ResourceRequirements>(
+                resources,
+                &FieldPath::root().key("spec").key("resources"),
+            ));
+        }
+        each::<Container>(spec, "initContainers", &mut problems);
+        each::<Volume>(spec, "volumes", &mut problems);
+        each::<VolumeMount>(spec, "volumeMounts", &mut problems);
+        each::<LocalObjectReference>(spec, "imagePullSecrets", &mut problems);
+        if let Some(env) = spec.get("env").and_then(Value::as_array) {
+            for (i, var) in env.iter().enumerate() {
+                if let Some(from) = var.get("valueFrom").filter(|v| !v.is_null()) {
+                    let at = FieldPath::root()
+                        .key("spec")
+                        .key("env")
+                        .index(i)
+                        .key("valueFrom");
+                    problems.extend(validate_as::<EnvVarSource>(from, &at));
+                }
+            }
+        }
+    }
+    let type_error = problems
+        .iter()
+        .find(|p| !p.message.starts_with("strict decoding error: "));
+    let (at, message) = match type_error {
+        Some(p) => (&p.path, p.message.clone()),
+        None => {
+            let Some(first) = problems.first() else {
+                return Ok(());
+            };
+            let unknown: Vec<&str> = problems
+                .iter()
+                .filter_map(|p| p.message.strip_prefix("strict decoding error: "))
+                .collect();
+            let them = if unknown.len() == 1 { "it" } else { "them" };
+            (
+                &first.path,
+                format!(
+                    "strict decoding error: {}: correct or remove {them}",
+                    unknown.join(", ")
+                ),
+            )
+        }
+    };
+    Err(PolicyError::Input {
+        file: doc.source.name.clone(),
+        pos: doc.spans.lookup_key(at).or_else(|| doc.spans.lookup(at)),
+        message,
+    })
+}
