@@ -8,8 +8,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
-use nvcre_domain::{CheckRequest, check_document};
-use nvcre_engine::{Chunk, ChunkReader, Document, Finding, RuleSet, Severity, Source, parse_chunk};
+use nvcre_domain::{CheckRequest, check_document_in, input_objects};
+use nvcre_engine::{
+    Chunk, ChunkReader, Document, Finding, Objects, RuleSet, Severity, Source, parse_chunk,
+};
 
 use crate::input;
 use crate::report::{self, CheckedDocument, CheckedFile, Format, InputError, Report, Window};
@@ -171,6 +173,58 @@ const BATCH_DOCUMENTS: usize = 64;
 /// than by the input.
 const BATCH_BYTES: usize = 1024 * 1024;
 
+/// The documents of one input (a file, or standard input) that the packs reading `objects` see
+/// together: an input is held until it ends, up to this many documents …
+const INPUT_DOCUMENTS: usize = 2048;
+/// … and this many bytes; past either, its documents are checked as they come and `objects`
+/// is unavailable to them (each rule that reads it reports an error finding).
+const INPUT_BYTES: usize = 8 * 1024 * 1024;
+
+/// A document waiting to be checked, with the lines around it and its input's `objects`.
+type Pending = (Document, Arc<Chunk>, Objects);
+
+/// The documents of the current input, held until it ends (see [`INPUT_DOCUMENTS`]).
+#[derive(Default)]
+struct Held {
+    docs: Vec<(Document, Arc<Chunk>)>,
+    bytes: usize,
+    /// The input outgrew the bounds: documents go straight to the batch.
+    over: Option<Objects>,
+}
+
+impl Held {
+    /// Holds `doc` (or, past the bounds, passes it on); returns what may be checked now.
+    fn push(&mut self, name: &str, doc: Document, chunk: Arc<Chunk>) -> Vec<Pending> {
+        if let Some(o) = &self.over {
+            return vec![(doc, chunk, o.clone())];
+        }
+        self.bytes += chunk.text.len();
+        self.docs.push((doc, chunk));
+        if self.docs.len() <= INPUT_DOCUMENTS && self.bytes <= INPUT_BYTES {
+            return Vec::new();
+        }
+        let o = Objects::unavailable(&format!(
+            "objects: {name} has more than {INPUT_DOCUMENTS} documents or {} MiB; rules that \
+             read other documents check inputs up to that size (split the file)",
+            INPUT_BYTES >> 20
+        ));
+        self.over = Some(o.clone());
+        std::mem::take(&mut self.docs)
+            .into_iter()
+            .map(|(d, c)| (d, c, o.clone()))
+            .collect()
+    }
+
+    /// The input ended: every held document, with the input's documents as `objects`.
+    fn finish(self) -> Vec<Pending> {
+        let objects = input_objects(self.docs.iter().map(|(d, _)| &d.value));
+        self.docs
+            .into_iter()
+            .map(|(d, c)| (d, c, objects.clone()))
+            .collect()
+    }
+}
+
 /// Opens a file, or standard input for `-`, as a buffered reader; the name findings use.
 fn open(path: &str) -> Result<(String, Box<dyn BufRead>), String> {
     if path == "-" {
@@ -187,7 +241,9 @@ fn open(path: &str) -> Result<(String, Box<dyn BufRead>), String> {
 ///
 /// Streams: each input is read one document at a time (see [`ChunkReader`]), documents are
 /// checked in batches on every core and dropped once checked; only the findings, the lines
-/// around them and the per-document rule lists are kept. Output order is input order.
+/// around them and the per-document rule lists are kept. Output order is input order. The
+/// documents of one input are held until it ends so that each sees the others as `objects`
+/// (bounded by [`INPUT_DOCUMENTS`] and [`INPUT_BYTES`]).
 fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checked {
     let mut out = Checked::default();
     let (files, errors) = input::expand(paths);
@@ -202,7 +258,7 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
     let mut rule_ids: HashMap<(String, String), Arc<Vec<String>>> = HashMap::new();
     // Documents waiting to be checked, across files (a directory of one-document files still
     // fills every core).
-    let mut batch: Vec<(Document, Arc<Chunk>)> = Vec::new();
+    let mut batch: Vec<Pending> = Vec::new();
     let mut bytes = 0usize;
     for file in &files {
         let (name, reader) = match open(file) {
@@ -219,6 +275,7 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
             documents: Vec::new(),
         };
         let mut next_index = 0usize;
+        let mut held = Held::default();
         for chunk in ChunkReader::new(reader) {
             let chunk = match chunk {
                 Ok(c) => Arc::new(c),
@@ -230,7 +287,6 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
                     break;
                 }
             };
-            bytes += chunk.text.len();
             // A broken document does not hide the others of its file.
             match parse_chunk(&source, &chunk, next_index) {
                 Ok(docs) => {
@@ -240,7 +296,10 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
                             index: doc.index,
                             rules: applicable_rules(rules, &mut rule_ids, &doc),
                         });
-                        batch.push((doc, chunk.clone()));
+                        for p in held.push(&name, doc, chunk.clone()) {
+                            bytes += p.1.text.len();
+                            batch.push(p);
+                        }
                     }
                 }
                 Err(e) => {
@@ -256,6 +315,14 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
                 check_batch(rules, req, &mut batch, &mut out, &mut check_errors);
                 bytes = 0;
             }
+        }
+        for p in held.finish() {
+            bytes += p.1.text.len();
+            batch.push(p);
+        }
+        if batch.len() >= BATCH_DOCUMENTS || bytes >= BATCH_BYTES {
+            check_batch(rules, req, &mut batch, &mut out, &mut check_errors);
+            bytes = 0;
         }
         out.files.push(checked);
     }
@@ -297,13 +364,13 @@ fn applicable_rules(
 fn check_batch(
     rules: &RuleSet,
     req: &CheckRequest,
-    batch: &mut Vec<(Document, Arc<Chunk>)>,
+    batch: &mut Vec<Pending>,
     out: &mut Checked,
     errors: &mut Vec<InputError>,
 ) {
-    let docs: Vec<&Document> = batch.iter().map(|(d, _)| d).collect();
+    let docs: Vec<(&Document, &Objects)> = batch.iter().map(|(d, _, o)| (d, o)).collect();
     let results = check_all(rules, &docs, req);
-    for ((doc, chunk), result) in batch.iter().zip(results) {
+    for ((doc, chunk, _), result) in batch.iter().zip(results) {
         match result {
             Ok(mut f) => {
                 // Within a document, in source order (findings without a line last).
@@ -334,15 +401,16 @@ fn check_batch(
 /// Checks documents on every core, keeping input order. Each document is independent.
 fn check_all(
     rules: &RuleSet,
-    docs: &[&Document],
+    docs: &[(&Document, &Objects)],
     req: &CheckRequest,
 ) -> Vec<Result<Vec<Finding>, nvcre_domain::PolicyError>> {
+    let check = |(d, o): &(&Document, &Objects)| check_document_in(rules, d, req, Some(o));
     let threads = std::thread::available_parallelism()
         .map(std::num::NonZeroUsize::get)
         .unwrap_or(1)
         .min(docs.len().max(1));
     if threads <= 1 {
-        return docs.iter().map(|d| check_document(rules, d, req)).collect();
+        return docs.iter().map(check).collect();
     }
     let chunk = docs.len().div_ceil(threads);
     std::thread::scope(|scope| {
@@ -350,9 +418,7 @@ fn check_all(
             .chunks(chunk)
             .map(|part| {
                 let h = scope.spawn(move || {
-                    part.iter()
-                        .map(|d| check_document(rules, d, req))
-                        .collect::<Vec<_>>()
+                    part.iter().map(check).collect::<Vec<_>>()
                 });
                 (h, part.len())
             })

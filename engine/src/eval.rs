@@ -16,7 +16,7 @@ use kube_cel::cel::Value as Cel;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
-use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, VARIABLE_PREFIX};
+use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, VARIABLE_PREFIX, json_to_cel};
 use crate::finding::{Finding, Severity};
 use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, RenderedRows, Rule, Table};
 use crate::patch::{self, ListPolicy};
@@ -52,10 +52,51 @@ impl Outcome {
     }
 }
 
+/// The name rules read the documents of the same input by (see [`Objects`]).
+pub const OBJECTS: &str = "objects";
+
+/// The documents of the input a document came from, as packs of a stage declared with
+/// [`Contract::stage_with_objects`](crate::Contract::stage_with_objects) see them: the CEL
+/// variable [`OBJECTS`], a list of the documents (the evaluated one included) in input order.
+///
+/// The list is converted to CEL once and shared by every document of the input (cloning is
+/// cheap). When the caller could not gather the input (it is larger than it keeps), the view
+/// is [`Objects::unavailable`]: every expression that reads `objects` fails with the reason,
+/// so the rules that need it report an error finding rather than a missing referent.
+#[derive(Debug, Clone)]
+pub struct Objects(Result<Cel, Arc<str>>);
+
+impl Objects {
+    /// The documents `values`, in input order.
+    pub fn new(values: &[Value]) -> Objects {
+        Objects(Ok(Cel::List(Arc::new(values.iter().map(json_to_cel).collect()))))
+    }
+
+    /// No view: reading `objects` fails with `reason`.
+    pub fn unavailable(reason: &str) -> Objects {
+        Objects(Err(Arc::from(reason)))
+    }
+
+    /// How many documents the view holds (`None` when unavailable).
+    pub fn len(&self) -> Option<usize> {
+        match &self.0 {
+            Ok(Cel::List(l)) => Some(l.len()),
+            Ok(_) => Some(0),
+            Err(_) => None,
+        }
+    }
+
+    /// True when the view holds no document (or is unavailable).
+    pub fn is_empty(&self) -> bool {
+        self.len().unwrap_or(0) == 0
+    }
+}
+
 struct Run<'a> {
     pack: &'a CompiledPack,
     origin: Origin<'a>,
     params: &'a Value,
+    objects: Option<&'a Objects>,
     doc: Value,
     findings: Vec<Finding>,
 }
@@ -80,10 +121,27 @@ impl CompiledPack {
         origin: Origin<'_>,
         params: &Value,
     ) -> Result<Outcome, Error> {
+        self.evaluate_in(doc, origin, params, None)
+    }
+
+    /// Runs the pack on `doc`, with `objects` (when given) bound as [`OBJECTS`]: the documents
+    /// of the input `doc` came from. Without it, an expression that reads `objects` fails (an
+    /// error finding); the contract refuses such reads in stages that do not bind it.
+    ///
+    /// # Errors
+    /// [`Error::Patch`] when a mutation cannot be applied (the engine could not do its job).
+    pub fn evaluate_in(
+        &self,
+        doc: &Value,
+        origin: Origin<'_>,
+        params: &Value,
+        objects: Option<&Objects>,
+    ) -> Result<Outcome, Error> {
         let mut run = Run {
             pack: self,
             origin,
             params,
+            objects,
             doc: doc.clone(),
             findings: Vec::new(),
         };
@@ -158,6 +216,11 @@ impl Run<'_> {
             s.bind("params", &Value::Object(Map::new()));
         } else {
             s.bind("params", self.params);
+        }
+        match self.objects.map(|o| &o.0) {
+            Some(Ok(list)) => s.bind_cel(OBJECTS, list.clone()),
+            Some(Err(reason)) => s.bind_failed(OBJECTS, reason.clone()),
+            None => {}
         }
         s
     }
