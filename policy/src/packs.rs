@@ -91,6 +91,10 @@ const EMBEDDED: &[(&str, &str)] = &[
         include_str!("../../rules/detect/platforms.yaml"),
     ),
     (
+        "rules/lint/workloads.yaml",
+        include_str!("../../rules/lint/workloads.yaml"),
+    ),
+    (
         "rules/measure/megatron-training.yaml",
         include_str!("../../rules/measure/megatron-training.yaml"),
     ),
