@@ -444,6 +444,47 @@ fn check_all(
 mod tests {
     use super::*;
 
+    /// One small document per chunk, as `check` reads a stream.
+    fn pieces(n: usize) -> Vec<(Document, Arc<Chunk>)> {
+        let text: String = (0..n)
+            .map(|i| format!("---\nkind: ConfigMap\nmetadata: {{name: c{i}}}\n"))
+            .collect();
+        let source = Source::new("s.yaml", String::new());
+        let mut next = 0;
+        ChunkReader::new(std::io::Cursor::new(text))
+            .map(|c| Arc::new(c.expect("reads")))
+            .flat_map(|c| {
+                let docs = parse_chunk(&source, &c, next).expect("parses");
+                next += docs.len();
+                docs.into_iter().map(move |d| (d, c.clone()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_input_is_held_until_it_ends_and_its_documents_see_each_other() {
+        let mut held = Held::default();
+        for (d, c) in pieces(3) {
+            assert_eq!(held.push("s.yaml", d, c).len(), 0);
+        }
+        let out = held.finish();
+        let sizes: Vec<Option<usize>> = out.iter().map(|(_, _, o)| o.len()).collect();
+        assert_eq!(sizes, [Some(3), Some(3), Some(3)]);
+    }
+
+    #[test]
+    fn past_the_bound_an_input_streams_without_objects() {
+        let mut held = Held::default();
+        let mut released = Vec::new();
+        for (d, c) in pieces(INPUT_DOCUMENTS + 2) {
+            released.push(held.push("s.yaml", d, c).len());
+        }
+        // Held until the bound is passed, then all at once, then one by one.
+        assert_eq!(released[..INPUT_DOCUMENTS], vec![0; INPUT_DOCUMENTS][..]);
+        assert_eq!(released[INPUT_DOCUMENTS..], [INPUT_DOCUMENTS + 1, 1]);
+        assert_eq!(held.finish().len(), 0);
+    }
+
     #[test]
     fn outputs_parse_with_and_without_a_path() {
         assert_eq!(

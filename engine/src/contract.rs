@@ -862,6 +862,32 @@ mod tests {
     }
 
     #[test]
+    fn objects_is_read_only_in_a_stage_that_binds_it() {
+        let pack = |stage: &str| {
+            format!(
+                "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {{name: p}}\nstage: {stage}\nrules:\n- id: r\n  validate: {{expression: 'size(objects) > 0'}}\n"
+            )
+        };
+        let with_lint = contract().stage_with_objects("lint", "sees objects", &[]);
+        let load_with = |text: &str| match RuleSet::load(&[Source::new("r.yaml", text)], Some(&with_lint)) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.errors.iter().map(|e| (e.to_string(), e.code())).collect::<Vec<_>>(),
+        };
+        assert_eq!(load_with(&pack("lint")), Vec::new());
+        assert_eq!(
+            load_with(&pack("admission")),
+            [(
+                "rule pack error: r.yaml:7:26: rule r: objects is not bound in stage \"admission\"; stages that bind it: lint".to_string(),
+                "nvcre::rules::unbound_objects"
+            )]
+        );
+        assert_eq!(
+            load(&pack("admission")),
+            ["rule pack error: r.yaml:7:26: rule r: objects is not bound in stage \"admission\"; stages that bind it: none"]
+        );
+    }
+
+    #[test]
     fn params_a_stage_does_not_pass_and_packs_without_stage() {
         assert_eq!(
             load(

@@ -662,6 +662,67 @@ mod tests {
 
     const NO_LABELS: &str = "kind: Job\nmetadata:\n  name: j\nspec:\n  image: x\n";
 
+    /// Runs `body` on the first document of `docs` with `objects`: the findings as
+    /// `rule-id [fieldPath@line:col] message`.
+    fn run_in(body: &str, docs: &str, objects: Option<&Objects>) -> Vec<String> {
+        let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
+            .expect("pack loads");
+        let input = Source::new("in.yaml", docs);
+        let docs = parse_documents(&input).expect("documents parse");
+        let origin = Origin {
+            file: "in.yaml",
+            document: 0,
+            spans: Some(&docs[0].spans),
+        };
+        let out = set.packs[0]
+            .evaluate_in(&docs[0].value, origin, &Value::Null, objects)
+            .expect("evaluates");
+        out.findings
+            .iter()
+            .map(|f| {
+                let at = match (&f.field_path, f.line, f.column) {
+                    (Some(p), Some(l), Some(c)) => format!(" [{p}@{l}:{c}]"),
+                    _ => String::new(),
+                };
+                format!("{}{at} {}", f.rule_id, f.message)
+            })
+            .collect()
+    }
+
+    const REFERS: &str = "rules:\n- id: referent\n  variables:\n  - {name: ref, expression: object.spec.ref}\n  validate:\n    expression: objects.exists(o, o.kind == 'Target' && o.metadata.name == variables.ref)\n    messageExpression: \"'no Target ' + goQuote(variables.ref) + ' among ' + string(size(objects)) + ' objects'\"\n    fieldPath: spec.ref\n- id: plain\n  validate: {expression: object.kind == 'Job', message: not a job}\n";
+    const TWO: &str = "kind: Job\nmetadata: {name: j}\nspec: {ref: t}\n---\nkind: Target\nmetadata: {name: t}\n";
+
+    #[test]
+    fn objects_lists_the_documents_of_the_input_and_a_missing_referent_is_a_finding() {
+        let input = Source::new("in.yaml", TWO);
+        let docs = parse_documents(&input).expect("parses");
+        let values: Vec<Value> = docs.iter().map(|d| d.value.clone()).collect();
+        let all = Objects::new(&values);
+        assert_eq!(all.len(), Some(2));
+        assert_eq!(run_in(REFERS, TWO, Some(&all)), Vec::<String>::new());
+        let alone = Objects::new(&values[..1]);
+        assert_eq!(
+            run_in(REFERS, TWO, Some(&alone)),
+            ["referent [spec.ref@3:13] no Target \"t\" among 1 objects"]
+        );
+    }
+
+    #[test]
+    fn unavailable_or_unbound_objects_fail_only_the_rules_that_read_them() {
+        let none = Objects::unavailable("objects: in.yaml is too large");
+        assert_eq!(none.len(), None);
+        assert_eq!(
+            run_in(REFERS, TWO, Some(&none)),
+            ["referent [spec.ref@3:13] rule referent could not be evaluated: objects: in.yaml is too large"]
+        );
+        let unbound = run_in(REFERS, TWO, None);
+        assert_eq!(unbound.len(), 1);
+        assert!(
+            unbound[0].starts_with("referent [spec.ref@3:13] rule referent could not be evaluated: "),
+            "{unbound:?}"
+        );
+    }
+
     #[test]
     fn a_failing_pack_variable_fails_every_rule_that_reads_it() {
         let (findings, _) = run(

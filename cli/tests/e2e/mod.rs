@@ -38,3 +38,7 @@ mod cluster_flags;
 
 /// `measure bandwidth|goodput` on sample logs, thresholds.
 mod measure;
+
+/// `check` on hand-written Kubeflow / KAI / Kueue / DRA manifests: the `workload-lint` pack
+/// (issue 15).
+mod lint;

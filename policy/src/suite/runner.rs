@@ -367,7 +367,7 @@ mod tests {
         assert_eq!(
             r.outcome.error,
             Some(format!(
-                "rule pack error: {}:4:8: unknown stage \"admision\"; known stages: admission, workload-labels, placement, gang-contract, manifests",
+                "rule pack error: {}:4:8: unknown stage \"admision\"; known stages: admission, workload-labels, placement, gang-contract, manifests, lint",
                 dir.path().join("p.yaml").display()
             ))
         );
