@@ -417,9 +417,7 @@ fn check_all(
         let handles: Vec<_> = docs
             .chunks(chunk)
             .map(|part| {
-                let h = scope.spawn(move || {
-                    part.iter().map(check).collect::<Vec<_>>()
-                });
+                let h = scope.spawn(move || part.iter().map(check).collect::<Vec<_>>());
                 (h, part.len())
             })
             .collect();

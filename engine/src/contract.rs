@@ -360,7 +360,10 @@ impl Contract {
                     .map(|r| r.id.as_str()),
                 _ => None,
             };
-            if !declared.objects && free_identifiers(site.expr).iter().any(|i| i == crate::OBJECTS)
+            if !declared.objects
+                && free_identifiers(site.expr)
+                    .iter()
+                    .any(|i| i == crate::OBJECTS)
             {
                 let binding: Vec<&str> = self
                     .stages
@@ -869,10 +872,15 @@ mod tests {
             )
         };
         let with_lint = contract().stage_with_objects("lint", "sees objects", &[]);
-        let load_with = |text: &str| match RuleSet::load(&[Source::new("r.yaml", text)], Some(&with_lint)) {
-            Ok(_) => Vec::new(),
-            Err(e) => e.errors.iter().map(|e| (e.to_string(), e.code())).collect::<Vec<_>>(),
-        };
+        let load_with =
+            |text: &str| match RuleSet::load(&[Source::new("r.yaml", text)], Some(&with_lint)) {
+                Ok(_) => Vec::new(),
+                Err(e) => e
+                    .errors
+                    .iter()
+                    .map(|e| (e.to_string(), e.code()))
+                    .collect::<Vec<_>>(),
+            };
         assert_eq!(load_with(&pack("lint")), Vec::new());
         assert_eq!(
             load_with(&pack("admission")),
@@ -883,7 +891,9 @@ mod tests {
         );
         assert_eq!(
             load(&pack("admission")),
-            ["rule pack error: r.yaml:7:26: rule r: objects is not bound in stage \"admission\"; stages that bind it: none"]
+            [
+                "rule pack error: r.yaml:7:26: rule r: objects is not bound in stage \"admission\"; stages that bind it: none"
+            ]
         );
     }
 

@@ -69,7 +69,9 @@ pub struct Objects(Result<Cel, Arc<str>>);
 impl Objects {
     /// The documents `values`, in input order.
     pub fn new(values: &[Value]) -> Objects {
-        Objects(Ok(Cel::List(Arc::new(values.iter().map(json_to_cel).collect()))))
+        Objects(Ok(Cel::List(Arc::new(
+            values.iter().map(json_to_cel).collect(),
+        ))))
     }
 
     /// No view: reading `objects` fails with `reason`.
@@ -690,7 +692,8 @@ mod tests {
     }
 
     const REFERS: &str = "rules:\n- id: referent\n  variables:\n  - {name: ref, expression: object.spec.ref}\n  validate:\n    expression: objects.exists(o, o.kind == 'Target' && o.metadata.name == variables.ref)\n    messageExpression: \"'no Target ' + goQuote(variables.ref) + ' among ' + string(size(objects)) + ' objects'\"\n    fieldPath: spec.ref\n- id: plain\n  validate: {expression: object.kind == 'Job', message: not a job}\n";
-    const TWO: &str = "kind: Job\nmetadata: {name: j}\nspec: {ref: t}\n---\nkind: Target\nmetadata: {name: t}\n";
+    const TWO: &str =
+        "kind: Job\nmetadata: {name: j}\nspec: {ref: t}\n---\nkind: Target\nmetadata: {name: t}\n";
 
     #[test]
     fn objects_lists_the_documents_of_the_input_and_a_missing_referent_is_a_finding() {
@@ -713,12 +716,15 @@ mod tests {
         assert_eq!(none.len(), None);
         assert_eq!(
             run_in(REFERS, TWO, Some(&none)),
-            ["referent [spec.ref@3:13] rule referent could not be evaluated: objects: in.yaml is too large"]
+            [
+                "referent [spec.ref@3:13] rule referent could not be evaluated: objects: in.yaml is too large"
+            ]
         );
         let unbound = run_in(REFERS, TWO, None);
         assert_eq!(unbound.len(), 1);
         assert!(
-            unbound[0].starts_with("referent [spec.ref@3:13] rule referent could not be evaluated: "),
+            unbound[0]
+                .starts_with("referent [spec.ref@3:13] rule referent could not be evaluated: "),
             "{unbound:?}"
         );
     }

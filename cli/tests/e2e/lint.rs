@@ -6,9 +6,11 @@ use super::util::*;
 
 use serde_json::Value;
 
-/// `(file relative to the directory, document, line, column, rule id, severity)` of every
-/// finding of `check -o json PATH`, and the exit code.
-fn findings(path: &std::path::Path) -> (i32, Vec<(String, u64, u64, u64, String, String)>) {
+/// `(file relative to the directory, document, line, column, rule id, severity)` of a finding.
+type Row = (String, u64, u64, u64, String, String);
+
+/// Every finding of `check -o json PATH` as a [`Row`], and the exit code.
+fn findings(path: &std::path::Path) -> (i32, Vec<Row>) {
     let dir = path.to_string_lossy().into_owned();
     let (code, out, err) = run(&["check", "-o", "json", &dir]);
     let list: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
@@ -37,16 +39,30 @@ fn findings(path: &std::path::Path) -> (i32, Vec<(String, u64, u64, u64, String,
 fn mixed_hand_written_manifests_report_each_finding_once_in_file_order() {
     let dir = root().join("cli/tests/data/lint-mixed");
     let (code, rows) = findings(&dir);
-    let want: Vec<(String, u64, u64, u64, String, String)> = [
+    let want: Vec<Row> = [
         // The TrainJob is checked with the TrainingRuntime of the same file.
         ("a.yaml", 0, 7, 22, "lint-queue-label-pods-only", "warning"),
         ("a.yaml", 0, 13, 9, "lint-mpi-env-not-forwarded", "error"),
-        ("b/job.yaml", 0, 7, 43, "lint-queue-label-top-level", "error"),
+        (
+            "b/job.yaml",
+            0,
+            7,
+            43,
+            "lint-queue-label-top-level",
+            "error",
+        ),
         ("b/job.yaml", 0, 12, 51, "lint-interface-syntax", "error"),
         // The ComputeDomain comes first in its file and is still seen by the JobSet after it.
         ("c.yaml", 1, 21, 70, "lint-compute-domain-nodes", "error"),
         // "Same input" is the file: the runtime in a.yaml does not count for d.yaml.
-        ("d.yaml", 0, 5, 22, "lint-trainjob-runtime-missing", "warning"),
+        (
+            "d.yaml",
+            0,
+            5,
+            22,
+            "lint-trainjob-runtime-missing",
+            "warning",
+        ),
     ]
     .into_iter()
     .map(|(f, d, l, c, r, s)| (f.to_string(), d, l, c, r.to_string(), s.to_string()))
@@ -153,12 +169,18 @@ fn rules_explain_gives_the_reason_in_one_paragraph_with_examples() {
         ),
         "{out}"
     );
-    assert!(out.contains("  pack         workload-lint (stage lint)\n"), "{out}");
+    assert!(
+        out.contains("  pack         workload-lint (stage lint)\n"),
+        "{out}"
+    );
     assert!(
         out.contains(
             "failing example: rules/tests/workload-lint/mpi.yaml › env on the mpirun container that no -x forwards"
         ),
         "{out}"
     );
-    assert!(out.contains("passing example: rules/tests/workload-lint/"), "{out}");
+    assert!(
+        out.contains("passing example: rules/tests/workload-lint/"),
+        "{out}"
+    );
 }
