@@ -239,7 +239,7 @@ fn a_malformed_suite_is_exit_2_with_file_and_line() {
     assert_eq!(
         stderr,
         format!(
-            "Error: rule test suite error: {}:4:5: cases[0].wants: unknown key \"wants\" (expected one of: note, input, inputFile, context, rules, mode, want_findings, want_output, want_output_exact, want_error, want_exit, property)\n",
+            "Error: rule test suite error: {}:4:5: cases[0].wants: unknown key \"wants\" (expected one of: note, input, inputFile, context, rules, mode, profile, thresholds, want_findings, want_output, want_output_exact, want_error, want_exit, property)\n",
             file.display()
         )
     );
