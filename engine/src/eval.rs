@@ -59,38 +59,54 @@ pub const OBJECTS: &str = "objects";
 /// [`Contract::stage_with_objects`](crate::Contract::stage_with_objects) see them: the CEL
 /// variable [`OBJECTS`], a list of the documents (the evaluated one included) in input order.
 ///
-/// The list is converted to CEL once and shared by every document of the input (cloning is
-/// cheap). When the caller could not gather the input (it is larger than it keeps), the view
+/// The list is converted to CEL once, when a pack first binds it, and shared by every document
+/// of the input (clones share it); an input whose documents no such pack evaluates is never
+/// converted. When the caller could not gather the input (it is larger than it keeps), the view
 /// is [`Objects::unavailable`]: every expression that reads `objects` fails with the reason,
 /// so the rules that need it report an error finding rather than a missing referent.
 #[derive(Debug, Clone)]
-pub struct Objects(Result<Cel, Arc<str>>);
+pub struct Objects(Arc<ObjectsView>);
+
+#[derive(Debug)]
+enum ObjectsView {
+    Documents(Vec<Value>, OnceLock<Cel>),
+    Unavailable(Arc<str>),
+}
 
 impl Objects {
     /// The documents `values`, in input order.
-    pub fn new(values: &[Value]) -> Objects {
-        Objects(Ok(Cel::List(Arc::new(
-            values.iter().map(json_to_cel).collect(),
-        ))))
+    pub fn new(values: Vec<Value>) -> Objects {
+        Objects(Arc::new(ObjectsView::Documents(values, OnceLock::new())))
     }
 
     /// No view: reading `objects` fails with `reason`.
     pub fn unavailable(reason: &str) -> Objects {
-        Objects(Err(Arc::from(reason)))
+        Objects(Arc::new(ObjectsView::Unavailable(Arc::from(reason))))
     }
 
     /// How many documents the view holds (`None` when unavailable).
     pub fn len(&self) -> Option<usize> {
-        match &self.0 {
-            Ok(Cel::List(l)) => Some(l.len()),
-            Ok(_) => Some(0),
-            Err(_) => None,
+        match &*self.0 {
+            ObjectsView::Documents(v, _) => Some(v.len()),
+            ObjectsView::Unavailable(_) => None,
         }
     }
 
     /// True when the view holds no document (or is unavailable).
     pub fn is_empty(&self) -> bool {
         self.len().unwrap_or(0) == 0
+    }
+
+    /// Binds the view into `scope` as [`OBJECTS`] (converted on first use), or marks it failed.
+    fn bind(&self, scope: &mut Scope) {
+        match &*self.0 {
+            ObjectsView::Documents(values, cel) => {
+                let list = cel
+                    .get_or_init(|| Cel::List(Arc::new(values.iter().map(json_to_cel).collect())));
+                scope.bind_cel(OBJECTS, list.clone());
+            }
+            ObjectsView::Unavailable(reason) => scope.bind_failed(OBJECTS, reason.clone()),
+        }
     }
 }
 
@@ -219,10 +235,8 @@ impl Run<'_> {
         } else {
             s.bind("params", self.params);
         }
-        match self.objects.map(|o| &o.0) {
-            Some(Ok(list)) => s.bind_cel(OBJECTS, list.clone()),
-            Some(Err(reason)) => s.bind_failed(OBJECTS, reason.clone()),
-            None => {}
+        if let Some(o) = self.objects {
+            o.bind(&mut s);
         }
         s
     }
@@ -700,10 +714,10 @@ mod tests {
         let input = Source::new("in.yaml", TWO);
         let docs = parse_documents(&input).expect("parses");
         let values: Vec<Value> = docs.iter().map(|d| d.value.clone()).collect();
-        let all = Objects::new(&values);
+        let all = Objects::new(values.clone());
         assert_eq!(all.len(), Some(2));
         assert_eq!(run_in(REFERS, TWO, Some(&all)), Vec::<String>::new());
-        let alone = Objects::new(&values[..1]);
+        let alone = Objects::new(values[..1].to_vec());
         assert_eq!(
             run_in(REFERS, TWO, Some(&alone)),
             ["referent [spec.ref@3:13] no Target \"t\" among 1 objects"]

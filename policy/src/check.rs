@@ -137,7 +137,7 @@ pub fn input_objects<'a>(docs: impl IntoIterator<Item = &'a Value>) -> Objects {
             _ => values.push(doc.clone()),
         }
     }
-    Objects::new(&values)
+    Objects::new(values)
 }
 
 /// All findings for `doc`, read as an input of its own (the packs that read `objects` see
