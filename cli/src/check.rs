@@ -8,8 +8,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
-use nvcre_domain::{CheckRequest, check_document};
-use nvcre_engine::{Chunk, ChunkReader, Document, Finding, RuleSet, Severity, Source, parse_chunk};
+use nvcre_domain::{CheckRequest, check_document_in, input_objects};
+use nvcre_engine::{
+    Chunk, ChunkReader, Document, Finding, Objects, RuleSet, Severity, Source, parse_chunk,
+};
 
 use crate::input;
 use crate::report::{
@@ -211,6 +213,58 @@ const BATCH_DOCUMENTS: usize = 64;
 /// than by the input.
 const BATCH_BYTES: usize = 1024 * 1024;
 
+/// The documents of one input (a file, or standard input) that the packs reading `objects` see
+/// together: an input is held until it ends, up to this many documents …
+const INPUT_DOCUMENTS: usize = 2048;
+/// … and this many bytes; past either, its documents are checked as they come and `objects`
+/// is unavailable to them (each rule that reads it reports an error finding).
+const INPUT_BYTES: usize = 8 * 1024 * 1024;
+
+/// A document waiting to be checked, with the lines around it and its input's `objects`.
+type Pending = (Document, Arc<Chunk>, Objects);
+
+/// The documents of the current input, held until it ends (see [`INPUT_DOCUMENTS`]).
+#[derive(Default)]
+struct Held {
+    docs: Vec<(Document, Arc<Chunk>)>,
+    bytes: usize,
+    /// The input outgrew the bounds: documents go straight to the batch.
+    over: Option<Objects>,
+}
+
+impl Held {
+    /// Holds `doc` (or, past the bounds, passes it on); returns what may be checked now.
+    fn push(&mut self, name: &str, doc: Document, chunk: Arc<Chunk>) -> Vec<Pending> {
+        if let Some(o) = &self.over {
+            return vec![(doc, chunk, o.clone())];
+        }
+        self.bytes += chunk.text.len();
+        self.docs.push((doc, chunk));
+        if self.docs.len() <= INPUT_DOCUMENTS && self.bytes <= INPUT_BYTES {
+            return Vec::new();
+        }
+        let o = Objects::unavailable(&format!(
+            "objects: {name} has more than {INPUT_DOCUMENTS} documents or {} MiB; rules that \
+             read other documents check inputs up to that size (split the file)",
+            INPUT_BYTES >> 20
+        ));
+        self.over = Some(o.clone());
+        std::mem::take(&mut self.docs)
+            .into_iter()
+            .map(|(d, c)| (d, c, o.clone()))
+            .collect()
+    }
+
+    /// The input ended: every held document, with the input's documents as `objects`.
+    fn finish(self) -> Vec<Pending> {
+        let objects = input_objects(self.docs.iter().map(|(d, _)| &d.value));
+        self.docs
+            .into_iter()
+            .map(|(d, c)| (d, c, objects.clone()))
+            .collect()
+    }
+}
+
 /// Opens a file, or standard input for `-`, as a buffered reader; the name findings use.
 fn open(path: &str) -> Result<(String, Box<dyn BufRead>), String> {
     if path == "-" {
@@ -227,7 +281,9 @@ fn open(path: &str) -> Result<(String, Box<dyn BufRead>), String> {
 ///
 /// Streams: each input is read one document at a time (see [`ChunkReader`]), documents are
 /// checked in batches on every core and dropped once checked; only the findings, the lines
-/// around them and the per-document rule lists are kept. Output order is input order.
+/// around them and the per-document rule lists are kept. Output order is input order. The
+/// documents of one input are held until it ends so that each sees the others as `objects`
+/// (bounded by [`INPUT_DOCUMENTS`] and [`INPUT_BYTES`]).
 fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checked {
     let mut out = Checked::default();
     let (files, errors) = input::expand(paths);
@@ -242,7 +298,7 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
     let mut rule_ids: HashMap<(String, String), Arc<Vec<String>>> = HashMap::new();
     // Documents waiting to be checked, across files (a directory of one-document files still
     // fills every core).
-    let mut batch: Vec<(Document, Arc<Chunk>)> = Vec::new();
+    let mut batch: Vec<Pending> = Vec::new();
     let mut bytes = 0usize;
     for file in &files {
         let (name, reader) = match open(file) {
@@ -259,6 +315,7 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
             documents: Vec::new(),
         };
         let mut next_index = 0usize;
+        let mut held = Held::default();
         for chunk in ChunkReader::new(reader) {
             let chunk = match chunk {
                 Ok(c) => Arc::new(c),
@@ -270,7 +327,6 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
                     break;
                 }
             };
-            bytes += chunk.text.len();
             // A broken document does not hide the others of its file.
             match parse_chunk(&source, &chunk, next_index) {
                 Ok(docs) => {
@@ -280,7 +336,10 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
                             index: doc.index,
                             rules: applicable_rules(rules, &mut rule_ids, &doc),
                         });
-                        batch.push((doc, chunk.clone()));
+                        for p in held.push(&name, doc, chunk.clone()) {
+                            bytes += p.1.text.len();
+                            batch.push(p);
+                        }
                     }
                 }
                 Err(e) => {
@@ -296,6 +355,14 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
                 check_batch(rules, req, &mut batch, &mut out, &mut check_errors);
                 bytes = 0;
             }
+        }
+        for p in held.finish() {
+            bytes += p.1.text.len();
+            batch.push(p);
+        }
+        if batch.len() >= BATCH_DOCUMENTS || bytes >= BATCH_BYTES {
+            check_batch(rules, req, &mut batch, &mut out, &mut check_errors);
+            bytes = 0;
         }
         out.files.push(checked);
     }
@@ -337,13 +404,13 @@ fn applicable_rules(
 fn check_batch(
     rules: &RuleSet,
     req: &CheckRequest,
-    batch: &mut Vec<(Document, Arc<Chunk>)>,
+    batch: &mut Vec<Pending>,
     out: &mut Checked,
     errors: &mut Vec<InputError>,
 ) {
-    let docs: Vec<&Document> = batch.iter().map(|(d, _)| d).collect();
+    let docs: Vec<(&Document, &Objects)> = batch.iter().map(|(d, _, o)| (d, o)).collect();
     let results = check_all(rules, &docs, req);
-    for ((doc, chunk), result) in batch.iter().zip(results) {
+    for ((doc, chunk, _), result) in batch.iter().zip(results) {
         match result {
             Ok(mut f) => {
                 f.extend(nvcre_domain::yaml_quote_findings(doc, &|l| {
@@ -378,14 +445,14 @@ fn check_batch(
 /// independent; a document whose check panicked is an error of that document, not of the run.
 fn check_all(
     rules: &RuleSet,
-    docs: &[&Document],
+    docs: &[(&Document, &Objects)],
     req: &CheckRequest,
 ) -> Vec<Result<Vec<Finding>, nvcre_domain::PolicyError>> {
     use rayon::prelude::*;
     docs.par_iter()
-        .map(|d| {
+        .map(|(d, o)| {
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                check_document(rules, d, req)
+                check_document_in(rules, d, req, Some(o))
             }))
             .unwrap_or_else(|_| {
                 Err(nvcre_domain::PolicyError::Build(
@@ -399,6 +466,47 @@ fn check_all(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One small document per chunk, as `check` reads a stream.
+    fn pieces(n: usize) -> Vec<(Document, Arc<Chunk>)> {
+        let text: String = (0..n)
+            .map(|i| format!("---\nkind: ConfigMap\nmetadata: {{name: c{i}}}\n"))
+            .collect();
+        let source = Source::new("s.yaml", String::new());
+        let mut next = 0;
+        ChunkReader::new(std::io::Cursor::new(text))
+            .map(|c| Arc::new(c.expect("reads")))
+            .flat_map(|c| {
+                let docs = parse_chunk(&source, &c, next).expect("parses");
+                next += docs.len();
+                docs.into_iter().map(move |d| (d, c.clone()))
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_input_is_held_until_it_ends_and_its_documents_see_each_other() {
+        let mut held = Held::default();
+        for (d, c) in pieces(3) {
+            assert_eq!(held.push("s.yaml", d, c).len(), 0);
+        }
+        let out = held.finish();
+        let sizes: Vec<Option<usize>> = out.iter().map(|(_, _, o)| o.len()).collect();
+        assert_eq!(sizes, [Some(3), Some(3), Some(3)]);
+    }
+
+    #[test]
+    fn past_the_bound_an_input_streams_without_objects() {
+        let mut held = Held::default();
+        let mut released = Vec::new();
+        for (d, c) in pieces(INPUT_DOCUMENTS + 2) {
+            released.push(held.push("s.yaml", d, c).len());
+        }
+        // Held until the bound is passed, then all at once, then one by one.
+        assert_eq!(released[..INPUT_DOCUMENTS], vec![0; INPUT_DOCUMENTS][..]);
+        assert_eq!(released[INPUT_DOCUMENTS..], [INPUT_DOCUMENTS + 1, 1]);
+        assert_eq!(held.finish().len(), 0);
+    }
 
     #[test]
     fn outputs_parse_with_and_without_a_path() {

@@ -48,6 +48,9 @@ pub struct StageContract {
     pub description: String,
     /// The `params` keys the stage passes to its packs.
     pub params: Vec<String>,
+    /// True when the stage binds [`OBJECTS`](crate::OBJECTS), the other documents of the
+    /// document's input; a pack of any other stage that reads it is refused.
+    pub objects: bool,
 }
 
 /// One table of a [`Contract`].
@@ -183,8 +186,21 @@ impl Contract {
             name: name.to_string(),
             description: description.to_string(),
             params: params.iter().map(|p| (*p).to_string()).collect(),
+            objects: false,
         });
         self
+    }
+
+    /// Declares a stage like [`Contract::stage`] whose packs also see
+    /// [`OBJECTS`](crate::OBJECTS): the caller evaluates them with
+    /// [`CompiledPack::evaluate_in`](crate::CompiledPack::evaluate_in) and the documents of the
+    /// same input.
+    pub fn stage_with_objects(self, name: &str, description: &str, params: &[&str]) -> Contract {
+        let mut c = self.stage(name, description, params);
+        if let Some(s) = c.stages.last_mut() {
+            s.objects = true;
+        }
+        c
     }
 
     /// Declares a table with the JSON Schema of its rows and, when `Some`, the params it is
@@ -336,18 +352,45 @@ impl Contract {
             format!("it passes {}", declared.params.join(", "))
         };
         for site in pack_sites(pack) {
+            let rule = match site.owner {
+                Owner::RuleForEach(k) | Owner::RuleVar(k, _) | Owner::Rule(k) => pack
+                    .rules
+                    .iter()
+                    .find(|r| r.index == k)
+                    .map(|r| r.id.as_str()),
+                _ => None,
+            };
+            if !declared.objects
+                && free_identifiers(site.expr)
+                    .iter()
+                    .any(|i| i == crate::OBJECTS)
+            {
+                let binding: Vec<&str> = self
+                    .stages
+                    .iter()
+                    .filter(|s| s.objects)
+                    .map(|s| s.name.as_str())
+                    .collect();
+                out.push(violation(
+                    doc,
+                    ContractViolation::UnboundObjects,
+                    &site.path,
+                    rule,
+                    format!(
+                        "{} is not bound in stage {stage:?}; stages that bind it: {}",
+                        crate::OBJECTS,
+                        if binding.is_empty() {
+                            "none".to_string()
+                        } else {
+                            binding.join(", ")
+                        }
+                    ),
+                ));
+            }
             for p in reads(site.expr).params {
                 if declared.params.contains(&p) {
                     continue;
                 }
-                let rule = match site.owner {
-                    Owner::RuleForEach(k) | Owner::RuleVar(k, _) | Owner::Rule(k) => pack
-                        .rules
-                        .iter()
-                        .find(|r| r.index == k)
-                        .map(|r| r.id.as_str()),
-                    _ => None,
-                };
                 out.push(violation(
                     doc,
                     ContractViolation::UndeclaredParam,
@@ -818,6 +861,39 @@ mod tests {
         assert_eq!(
             Diagnostic::code(&err).map(|c| c.to_string()),
             Some("nvcre::rules::load".to_string())
+        );
+    }
+
+    #[test]
+    fn objects_is_read_only_in_a_stage_that_binds_it() {
+        let pack = |stage: &str| {
+            format!(
+                "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {{name: p}}\nstage: {stage}\nrules:\n- id: r\n  validate: {{expression: 'size(objects) > 0'}}\n"
+            )
+        };
+        let with_lint = contract().stage_with_objects("lint", "sees objects", &[]);
+        let load_with =
+            |text: &str| match RuleSet::load(&[Source::new("r.yaml", text)], Some(&with_lint)) {
+                Ok(_) => Vec::new(),
+                Err(e) => e
+                    .errors
+                    .iter()
+                    .map(|e| (e.to_string(), e.code()))
+                    .collect::<Vec<_>>(),
+            };
+        assert_eq!(load_with(&pack("lint")), Vec::new());
+        assert_eq!(
+            load_with(&pack("admission")),
+            [(
+                "rule pack error: r.yaml:7:26: rule r: objects is not bound in stage \"admission\"; stages that bind it: lint".to_string(),
+                "nvcre::rules::unbound_objects"
+            )]
+        );
+        assert_eq!(
+            load(&pack("admission")),
+            [
+                "rule pack error: r.yaml:7:26: rule r: objects is not bound in stage \"admission\"; stages that bind it: none"
+            ]
         );
     }
 

@@ -27,6 +27,8 @@ pub enum ContractViolation {
     RowExpression,
     /// A table the contract declares that no rule file of the set defines.
     MissingTable,
+    /// A pack reads `objects` although its stage does not bind it.
+    UnboundObjects,
 }
 
 impl ContractViolation {
@@ -40,6 +42,7 @@ impl ContractViolation {
             ContractViolation::UndeclaredParam => "nvcre::rules::undeclared_param",
             ContractViolation::RowExpression => "nvcre::rules::row_expression",
             ContractViolation::MissingTable => "nvcre::rules::missing_table",
+            ContractViolation::UnboundObjects => "nvcre::rules::unbound_objects",
         }
     }
 }

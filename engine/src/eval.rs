@@ -16,7 +16,7 @@ use kube_cel::cel::Value as Cel;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
-use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, VARIABLE_PREFIX};
+use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, VARIABLE_PREFIX, json_to_cel};
 use crate::finding::{Finding, Severity};
 use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, RenderedRows, Rule, Table};
 use crate::patch::{self, ListPolicy};
@@ -52,10 +52,69 @@ impl Outcome {
     }
 }
 
+/// The name rules read the documents of the same input by (see [`Objects`]).
+pub const OBJECTS: &str = "objects";
+
+/// The documents of the input a document came from, as packs of a stage declared with
+/// [`Contract::stage_with_objects`](crate::Contract::stage_with_objects) see them: the CEL
+/// variable [`OBJECTS`], a list of the documents (the evaluated one included) in input order.
+///
+/// The list is converted to CEL once, when a pack first binds it, and shared by every document
+/// of the input (clones share it); an input whose documents no such pack evaluates is never
+/// converted. When the caller could not gather the input (it is larger than it keeps), the view
+/// is [`Objects::unavailable`]: every expression that reads `objects` fails with the reason,
+/// so the rules that need it report an error finding rather than a missing referent.
+#[derive(Debug, Clone)]
+pub struct Objects(Arc<ObjectsView>);
+
+#[derive(Debug)]
+enum ObjectsView {
+    Documents(Vec<Value>, OnceLock<Cel>),
+    Unavailable(Arc<str>),
+}
+
+impl Objects {
+    /// The documents `values`, in input order.
+    pub fn new(values: Vec<Value>) -> Objects {
+        Objects(Arc::new(ObjectsView::Documents(values, OnceLock::new())))
+    }
+
+    /// No view: reading `objects` fails with `reason`.
+    pub fn unavailable(reason: &str) -> Objects {
+        Objects(Arc::new(ObjectsView::Unavailable(Arc::from(reason))))
+    }
+
+    /// How many documents the view holds (`None` when unavailable).
+    pub fn len(&self) -> Option<usize> {
+        match &*self.0 {
+            ObjectsView::Documents(v, _) => Some(v.len()),
+            ObjectsView::Unavailable(_) => None,
+        }
+    }
+
+    /// True when the view holds no document (or is unavailable).
+    pub fn is_empty(&self) -> bool {
+        self.len().unwrap_or(0) == 0
+    }
+
+    /// Binds the view into `scope` as [`OBJECTS`] (converted on first use), or marks it failed.
+    fn bind(&self, scope: &mut Scope) {
+        match &*self.0 {
+            ObjectsView::Documents(values, cel) => {
+                let list = cel
+                    .get_or_init(|| Cel::List(Arc::new(values.iter().map(json_to_cel).collect())));
+                scope.bind_cel(OBJECTS, list.clone());
+            }
+            ObjectsView::Unavailable(reason) => scope.bind_failed(OBJECTS, reason.clone()),
+        }
+    }
+}
+
 struct Run<'a> {
     pack: &'a CompiledPack,
     origin: Origin<'a>,
     params: &'a Value,
+    objects: Option<&'a Objects>,
     doc: Value,
     findings: Vec<Finding>,
 }
@@ -80,10 +139,27 @@ impl CompiledPack {
         origin: Origin<'_>,
         params: &Value,
     ) -> Result<Outcome, Error> {
+        self.evaluate_in(doc, origin, params, None)
+    }
+
+    /// Runs the pack on `doc`, with `objects` (when given) bound as [`OBJECTS`]: the documents
+    /// of the input `doc` came from. Without it, an expression that reads `objects` fails (an
+    /// error finding); the contract refuses such reads in stages that do not bind it.
+    ///
+    /// # Errors
+    /// [`Error::Patch`] when a mutation cannot be applied (the engine could not do its job).
+    pub fn evaluate_in(
+        &self,
+        doc: &Value,
+        origin: Origin<'_>,
+        params: &Value,
+        objects: Option<&Objects>,
+    ) -> Result<Outcome, Error> {
         let mut run = Run {
             pack: self,
             origin,
             params,
+            objects,
             doc: doc.clone(),
             findings: Vec::new(),
         };
@@ -158,6 +234,9 @@ impl Run<'_> {
             s.bind("params", &Value::Object(Map::new()));
         } else {
             s.bind("params", self.params);
+        }
+        if let Some(o) = self.objects {
+            o.bind(&mut s);
         }
         s
     }
@@ -623,6 +702,71 @@ mod tests {
     }
 
     const NO_LABELS: &str = "kind: Job\nmetadata:\n  name: j\nspec:\n  image: x\n";
+
+    /// Runs `body` on the first document of `docs` with `objects`: the findings as
+    /// `rule-id [fieldPath@line:col] message`.
+    fn run_in(body: &str, docs: &str, objects: Option<&Objects>) -> Vec<String> {
+        let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
+            .expect("pack loads");
+        let input = Source::new("in.yaml", docs);
+        let docs = parse_documents(&input).expect("documents parse");
+        let origin = Origin {
+            file: "in.yaml",
+            document: 0,
+            spans: Some(&docs[0].spans),
+        };
+        let out = set.packs[0]
+            .evaluate_in(&docs[0].value, origin, &Value::Null, objects)
+            .expect("evaluates");
+        out.findings
+            .iter()
+            .map(|f| {
+                let at = match (&f.field_path, f.line, f.column) {
+                    (Some(p), Some(l), Some(c)) => format!(" [{p}@{l}:{c}]"),
+                    _ => String::new(),
+                };
+                format!("{}{at} {}", f.rule_id, f.message)
+            })
+            .collect()
+    }
+
+    const REFERS: &str = "rules:\n- id: referent\n  variables:\n  - {name: ref, expression: object.spec.ref}\n  validate:\n    expression: objects.exists(o, o.kind == 'Target' && o.metadata.name == variables.ref)\n    messageExpression: \"'no Target ' + goQuote(variables.ref) + ' among ' + string(size(objects)) + ' objects'\"\n    fieldPath: spec.ref\n- id: plain\n  validate: {expression: object.kind == 'Job', message: not a job}\n";
+    const TWO: &str =
+        "kind: Job\nmetadata: {name: j}\nspec: {ref: t}\n---\nkind: Target\nmetadata: {name: t}\n";
+
+    #[test]
+    fn objects_lists_the_documents_of_the_input_and_a_missing_referent_is_a_finding() {
+        let input = Source::new("in.yaml", TWO);
+        let docs = parse_documents(&input).expect("parses");
+        let values: Vec<Value> = docs.iter().map(|d| d.value.clone()).collect();
+        let all = Objects::new(values.clone());
+        assert_eq!(all.len(), Some(2));
+        assert_eq!(run_in(REFERS, TWO, Some(&all)), Vec::<String>::new());
+        let alone = Objects::new(values[..1].to_vec());
+        assert_eq!(
+            run_in(REFERS, TWO, Some(&alone)),
+            ["referent [spec.ref@3:13] no Target \"t\" among 1 objects"]
+        );
+    }
+
+    #[test]
+    fn unavailable_or_unbound_objects_fail_only_the_rules_that_read_them() {
+        let none = Objects::unavailable("objects: in.yaml is too large");
+        assert_eq!(none.len(), None);
+        assert_eq!(
+            run_in(REFERS, TWO, Some(&none)),
+            [
+                "referent [spec.ref@3:13] rule referent could not be evaluated: objects: in.yaml is too large"
+            ]
+        );
+        let unbound = run_in(REFERS, TWO, None);
+        assert_eq!(unbound.len(), 1);
+        assert!(
+            unbound[0]
+                .starts_with("referent [spec.ref@3:13] rule referent could not be evaluated: "),
+            "{unbound:?}"
+        );
+    }
 
     #[test]
     fn a_failing_pack_variable_fails_every_rule_that_reads_it() {

@@ -7,7 +7,7 @@
 //!   document as written, or, with a platform, after its overrides resolve.
 //! - Other kinds: every pack whose `match` selects them.
 
-use nvcre_engine::{Document, Finding, Origin, RuleSet};
+use nvcre_engine::{Document, Finding, Objects, Origin, RuleSet};
 use serde_json::Value;
 
 use crate::api::{Workflow, WorkloadRun};
@@ -128,7 +128,22 @@ pub struct CheckRequest {
     pub nodes: Option<std::sync::Arc<Vec<crate::nodes::Node>>>,
 }
 
-/// All findings for `doc`.
+/// The `objects` view of an input ([`nvcre_engine::OBJECTS`]): its documents in input order,
+/// the items of a `List` (`kubectl get -o yaml`) in place of the list.
+pub fn input_objects<'a>(docs: impl IntoIterator<Item = &'a Value>) -> Objects {
+    let mut values = Vec::new();
+    for doc in docs {
+        let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
+        match doc.get("items").and_then(Value::as_array) {
+            Some(items) if kind.ends_with("List") => values.extend(items.iter().cloned()),
+            _ => values.push(doc.clone()),
+        }
+    }
+    Objects::new(values)
+}
+
+/// All findings for `doc`, read as an input of its own (the packs that read `objects` see
+/// this document only); [`check_document_in`] checks it among the documents of its input.
 ///
 /// # Errors
 /// Input errors (a document that cannot be read as its kind, bad flags, rules that fail to run).
@@ -136,6 +151,20 @@ pub fn check_document(
     rules: &RuleSet,
     doc: &Document,
     req: &CheckRequest,
+) -> Result<Vec<Finding>, PolicyError> {
+    check_document_in(rules, doc, req, None)
+}
+
+/// All findings for `doc`; the packs of the `lint` stage see `objects` (the documents of the
+/// same input, see [`input_objects`]; `None`: `doc` alone).
+///
+/// # Errors
+/// Input errors (a document that cannot be read as its kind, bad flags, rules that fail to run).
+pub fn check_document_in(
+    rules: &RuleSet,
+    doc: &Document,
+    req: &CheckRequest,
+    objects: Option<&Objects>,
 ) -> Result<Vec<Finding>, PolicyError> {
     let origin = Origin {
         file: &doc.source.name,
@@ -227,7 +256,15 @@ pub fn check_document(
                     value: item,
                     spans: doc.spans.sub(&at),
                 };
-                for mut f in check_document(rules, &sub, req)? {
+                let alone;
+                let objects = match objects {
+                    Some(o) => o,
+                    None => {
+                        alone = input_objects([&doc.value]);
+                        &alone
+                    }
+                };
+                for mut f in check_document_in(rules, &sub, req, Some(objects))? {
                     f.field_path = Some(match f.field_path {
                         Some(p) => format!("{at}.{p}"),
                         None => at.to_string(),
@@ -240,9 +277,17 @@ pub fn check_document(
         // Not a Kubernetes object (values files, kustomizations without kind): nothing to check.
         "" => Ok(Vec::new()),
         _ => {
+            let alone;
+            let objects = match objects {
+                Some(o) => o,
+                None => {
+                    alone = input_objects([&doc.value]);
+                    &alone
+                }
+            };
             let mut findings = Vec::new();
             for pack in &rules.packs {
-                let out = pack.evaluate(&doc.value, origin, &Value::Null)?;
+                let out = pack.evaluate_in(&doc.value, origin, &Value::Null, Some(objects))?;
                 findings.extend(out.findings);
             }
             Ok(findings)

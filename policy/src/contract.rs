@@ -19,6 +19,9 @@ pub const WORKLOAD_LABELS: &str = "workload-labels";
 pub const PLACEMENT: &str = "placement";
 /// Post-override gang contract.
 pub const GANG_CONTRACT: &str = "gang-contract";
+/// Hand-written workload objects (`check` of kinds other than WorkloadRun and Workflow): the
+/// only stage whose packs see `objects`, the documents of the same input.
+pub const LINT: &str = "lint";
 
 /// The outcome of a stage: the document after every mutation and all findings, in pack order.
 #[derive(Debug, Clone)]

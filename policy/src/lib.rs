@@ -63,7 +63,7 @@ assert_eq!(rendered.platform, "aws");
 
 pub use api::{Workflow, WorkloadRun};
 pub use build::shell_quote;
-pub use check::{CheckRequest, check_document};
+pub use check::{CheckRequest, check_document, check_document_in, input_objects};
 pub use detect::{
     GangDefaults, gang_defaults, gpu_products, placement_policy, scheduling_policy,
     selectable_platforms,

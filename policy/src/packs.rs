@@ -11,7 +11,7 @@ use nvcre_engine::{Contract, Error, LoadErrors, RuleSet, Source};
 
 use crate::api::EnvVar;
 use crate::build::{RUNTIME_TEMPLATES_TABLE, RuntimeTemplates};
-use crate::contract::{ADMISSION, GANG_CONTRACT, MANIFESTS, PLACEMENT, WORKLOAD_LABELS};
+use crate::contract::{ADMISSION, GANG_CONTRACT, LINT, MANIFESTS, PLACEMENT, WORKLOAD_LABELS};
 use crate::detect::{
     DEFAULTS_TABLE, DefaultsRow, NCCL_ENV_TABLE, PLATFORM_TABLE, PlatformRow, SCHEDULING_TABLE,
     SchedulingRow, TEST_SCALE_TABLE, TestScale,
@@ -196,6 +196,11 @@ pub fn contract() -> Result<Contract, Error> {
             params::GANG_CONTRACT,
         )
         .stage(MANIFESTS, "every object render --expand emits", &[])
+        .stage_with_objects(
+            LINT,
+            "objects other than WorkloadRun and Workflow in check; sees objects, the documents of the same input",
+            &[],
+        )
         .table(
             GANG_DEFAULTS_TABLE,
             "the queue and queue label key of a gang scheduler that leaves them unset",

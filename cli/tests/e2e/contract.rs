@@ -14,7 +14,7 @@ fn a_misspelled_stage_is_refused_by_render_and_reported_by_lint() {
     edit(&gang, "stage: gang-contract\n", "stage: gang-contrat\n");
     let dir = rules.to_str().expect("utf8");
     let message = "unknown stage \"gang-contrat\"; known stages: admission, workload-labels, \
-                   placement, gang-contract, manifests";
+                   placement, gang-contract, manifests, lint";
     let (code, stdout, stderr) = run(&[
         "--rules",
         dir,
@@ -67,7 +67,7 @@ fn a_misspelled_key_in_a_platform_row_is_refused_and_every_error_is_listed() {
         stderr,
         format!(
             "Error: rule pack error: {}:13:8: unknown stage \"gang-contrat\"; known stages: \
-             admission, workload-labels, placement, gang-contract, manifests\n\
+             admission, workload-labels, placement, gang-contract, manifests, lint\n\
              Error: rule pack error: {}:46:5: {row}\n",
             gang.display(),
             platforms.display()

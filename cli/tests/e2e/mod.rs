@@ -48,3 +48,7 @@ mod shell;
 
 /// The bad-input suite: exit codes and exact messages for wrong and hostile input.
 mod bad_input;
+
+/// `check` on hand-written Kubeflow / KAI / Kueue / DRA manifests: the `workload-lint` pack
+/// (issue 15).
+mod lint;

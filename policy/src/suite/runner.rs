@@ -16,7 +16,7 @@ use super::{
     Case, CaseContext, CaseOutcome, CaseResult, CaseRules, Expectation, Mode, Property,
     PropertyOptions, Suite,
 };
-use crate::check::{CheckRequest, check_document};
+use crate::check::{CheckRequest, check_document_in, input_objects};
 use crate::error::PolicyError;
 use crate::render::{RenderRequest, render_document};
 
@@ -199,8 +199,10 @@ fn run_check(
         nodes: nodes.map(std::sync::Arc::new),
     };
     let mut out = CaseOutcome::default();
+    // The case's documents are one input, as a file's documents are to `check`.
+    let objects = input_objects(docs.iter().map(|d| &d.value));
     for doc in docs {
-        match check_document(rules, doc, &req) {
+        match check_document_in(rules, doc, &req, Some(&objects)) {
             Ok(f) => out.findings.extend(f),
             Err(e) => {
                 out.error = Some(e.to_string());
@@ -365,7 +367,7 @@ mod tests {
         assert_eq!(
             r.outcome.error,
             Some(format!(
-                "rule pack error: {}:4:8: unknown stage \"admision\"; known stages: admission, workload-labels, placement, gang-contract, manifests",
+                "rule pack error: {}:4:8: unknown stage \"admision\"; known stages: admission, workload-labels, placement, gang-contract, manifests, lint",
                 dir.path().join("p.yaml").display()
             ))
         );
