@@ -408,7 +408,7 @@ mod tests {
         let names = |v: &[(String, String)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
         assert_eq!(names(&embedded), names(&on_disk));
         assert_eq!(embedded, on_disk);
-        assert_eq!(embedded.len(), 22);
+        assert_eq!(embedded.len(), 23);
     }
 
     #[test]
