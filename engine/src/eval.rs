@@ -756,15 +756,15 @@ mod tests {
         assert_eq!(
             run_in(REFERS, TWO, Some(&none)),
             [
-                "referent [spec.ref@3:13] rule referent could not be evaluated: objects: in.yaml is too large"
+                "referent [spec.ref@3:13] rule referent could not be evaluated at spec.ref: objects: in.yaml is too large (a rule error, not a policy violation)"
             ]
         );
         let unbound = run_in(REFERS, TWO, None);
-        assert_eq!(unbound.len(), 1);
-        assert!(
-            unbound[0]
-                .starts_with("referent [spec.ref@3:13] rule referent could not be evaluated: "),
-            "{unbound:?}"
+        assert_eq!(
+            unbound,
+            [
+                "referent [spec.ref@3:13] rule referent could not be evaluated at spec.ref: Undeclared reference to 'objects' (expression: objects.exists(o, o.kind == 'Target' && o.metadata.name == variables.ref)) (a rule error, not a policy violation)"
+            ]
         );
     }
 

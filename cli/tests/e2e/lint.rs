@@ -13,7 +13,8 @@ type Row = (String, u64, u64, u64, String, String);
 fn findings(path: &std::path::Path) -> (i32, Vec<Row>) {
     let dir = path.to_string_lossy().into_owned();
     let (code, out, err) = run(&["check", "-o", "json", &dir]);
-    let list: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let report: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}{err}"));
+    let list = super::util::findings(&report);
     let rows = list
         .as_array()
         .expect("an array")
@@ -85,7 +86,8 @@ fn the_same_documents_on_stdin_are_one_input() {
         .write_stdin(text)
         .output()
         .expect("runs");
-    let list: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let list = super::util::findings(&report);
     let ids: Vec<(u64, &str)> = list
         .as_array()
         .expect("array")
@@ -142,7 +144,8 @@ fn render_expand_output_is_clean_under_workload_lint() {
     }
     assert_eq!(rendered, 13);
     let (code, out_json, err) = run(&["check", "-o", "json", &out.path().to_string_lossy()]);
-    let list: Value = serde_json::from_str(&out_json).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let report: Value = serde_json::from_str(&out_json).unwrap_or_else(|e| panic!("{e}: {err}"));
+    let list = super::util::findings(&report);
     let lint: Vec<&Value> = list
         .as_array()
         .expect("array")
