@@ -631,22 +631,12 @@ async fn reconcile_workflow(wf: Arc<WorkflowResource>, ctx: Arc<Ctx>) -> Result<
 }
 
 fn observed_job(job: &DynamicObject) -> ObservedJob {
-    let finished_at = job
-        .data
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
-        .and_then(|cs| {
-            cs.iter().find(|c| {
-                matches!(
-                    c.get("type").and_then(Value::as_str),
-                    Some("Complete" | "Succeeded" | "Failed")
-                ) && c.get("status").and_then(Value::as_str) == Some("True")
-            })
-        })
-        .and_then(|c| c.get("lastTransitionTime"))
-        .and_then(Value::as_str)
-        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
-        .map(|t| t.as_second());
+    let finished_at = match crate::measure::job_state(job) {
+        crate::measure::JobState::Succeeded(at) | crate::measure::JobState::Failed(at) => at
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .map(|t| t.as_second()),
+        crate::measure::JobState::Running => None,
+    };
     let conditions = job
         .data
         .pointer("/status/conditions")

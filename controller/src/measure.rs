@@ -23,7 +23,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, ListParams, LogParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use nvcre_domain::crd::{
-    Condition, MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKFLOW_LABEL, WORKLOAD_RUN_LABEL,
+    Condition, JOB_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, WORKFLOW_LABEL, WORKLOAD_RUN_LABEL,
     WorkflowResource,
 };
 use nvcre_domain::measure::{
@@ -44,8 +44,6 @@ use crate::workflow::parse_go_duration;
 pub const BANDWIDTH_SUFFIX: &str = "-bandwidth";
 /// Name suffix of a TrainJob's GoodputMeasurement (`<job>-goodput`).
 pub const GOODPUT_SUFFIX: &str = "-goodput";
-/// Label naming the TrainJob a measurement belongs to.
-pub const JOB_LABEL: &str = "nvcre.nvidia.com/job";
 /// `sampleInterval` when the measurement has none (or one that does not parse).
 pub const DEFAULT_SAMPLE_INTERVAL: Duration = Duration::from_secs(60);
 /// Wait before looking again for a pod that is missing or not running yet.
@@ -539,7 +537,9 @@ pub trait Measurement:
     /// The current status (default when unset).
     fn current(&self) -> Self::Status;
     /// The status's conditions.
-    fn conditions(s: &mut Self::Status) -> &mut Vec<Condition>;
+    fn conditions(s: &Self::Status) -> &[Condition];
+    /// The status's conditions, to change.
+    fn conditions_mut(s: &mut Self::Status) -> &mut Vec<Condition>;
     /// Whether the status shows the job was seen (a start time, data).
     fn has_seen_job(s: &Self::Status) -> bool;
     /// Completes `s` because the job vanished after it was seen, and drops its gauges.
@@ -561,7 +561,10 @@ impl Measurement for BandwidthMeasurementResource {
     fn current(&self) -> Self::Status {
         self.status.clone().unwrap_or_default()
     }
-    fn conditions(s: &mut Self::Status) -> &mut Vec<Condition> {
+    fn conditions(s: &Self::Status) -> &[Condition] {
+        &s.conditions
+    }
+    fn conditions_mut(s: &mut Self::Status) -> &mut Vec<Condition> {
         &mut s.conditions
     }
     fn has_seen_job(s: &Self::Status) -> bool {
@@ -590,7 +593,10 @@ impl Measurement for GoodputMeasurementResource {
     fn current(&self) -> Self::Status {
         self.status.clone().unwrap_or_default()
     }
-    fn conditions(s: &mut Self::Status) -> &mut Vec<Condition> {
+    fn conditions(s: &Self::Status) -> &[Condition] {
+        &s.conditions
+    }
+    fn conditions_mut(s: &mut Self::Status) -> &mut Vec<Condition> {
         &mut s.conditions
     }
     fn has_seen_job(s: &Self::Status) -> bool {
@@ -636,8 +642,7 @@ async fn observe<M: Measurement>(
     ctx: &MeasureCtx,
 ) -> Result<Result<Observed<M::Status>, Option<Duration>>, Error> {
     let old = m.current();
-    let mut scratch = old.clone();
-    if conditions::is_true(M::conditions(&mut scratch), "Complete") || m.job_name().is_empty() {
+    if conditions::is_true(M::conditions(&old), "Complete") || m.job_name().is_empty() {
         return Ok(Err(None));
     }
     let ns = m.meta().namespace.clone().unwrap_or_default();
@@ -647,8 +652,8 @@ async fn observe<M: Measurement>(
     let interval = sample_interval(m.interval());
     let (now_secs, now) = now_rfc3339();
     let Some(job) = get_job(&ctx.client, &ns, &job_name).await? else {
-        let seen = M::has_seen_job(&old)
-            || conditions::get(M::conditions(&mut scratch), "Measuring").is_some();
+        let seen =
+            M::has_seen_job(&old) || conditions::get(M::conditions(&old), "Measuring").is_some();
         if !seen {
             return Ok(Err(Some(POD_REQUEUE)));
         }
@@ -684,7 +689,7 @@ async fn observe<M: Measurement>(
                 m.profile_ref()
             );
             set_measuring(
-                M::conditions(&mut status),
+                M::conditions_mut(&mut status),
                 false,
                 "LogProfileNotFound",
                 &msg,

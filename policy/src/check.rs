@@ -142,6 +142,18 @@ pub fn input_objects<'a>(docs: impl IntoIterator<Item = &'a Value>) -> Objects {
     Objects::new(values)
 }
 
+/// `objects`, or (without one) the view of `doc` as an input of its own, kept in `slot`.
+fn objects_or_alone<'a>(
+    objects: Option<&'a Objects>,
+    doc: &Value,
+    slot: &'a mut Option<Objects>,
+) -> &'a Objects {
+    match objects {
+        Some(o) => o,
+        None => slot.insert(input_objects([doc])),
+    }
+}
+
 /// All findings for `doc`, read as an input of its own (the packs that read `objects` see
 /// this document only); [`check_document_in`] checks it among the documents of its input.
 ///
@@ -256,14 +268,8 @@ pub fn check_document_in(
                     value: item,
                     spans: doc.spans.sub(&at),
                 };
-                let alone;
-                let objects = match objects {
-                    Some(o) => o,
-                    None => {
-                        alone = input_objects([&doc.value]);
-                        &alone
-                    }
-                };
+                let mut alone = None;
+                let objects = objects_or_alone(objects, &doc.value, &mut alone);
                 for mut f in check_document_in(rules, &sub, req, Some(objects))? {
                     f.field_path = Some(match f.field_path {
                         Some(p) => format!("{at}.{p}"),
@@ -277,14 +283,8 @@ pub fn check_document_in(
         // Not a Kubernetes object (values files, kustomizations without kind): nothing to check.
         "" => Ok(Vec::new()),
         _ => {
-            let alone;
-            let objects = match objects {
-                Some(o) => o,
-                None => {
-                    alone = input_objects([&doc.value]);
-                    &alone
-                }
-            };
+            let mut alone = None;
+            let objects = objects_or_alone(objects, &doc.value, &mut alone);
             let mut findings = Vec::new();
             for pack in &rules.packs {
                 let out = pack.evaluate_in(&doc.value, origin, &Value::Null, Some(objects))?;

@@ -515,6 +515,8 @@ pub const WORKLOAD_RUN_LABEL: &str = "nvcre.nvidia.com/workload-run";
 pub const WORKFLOW_LABEL: &str = "nvcre.nvidia.com/workflow";
 /// Label naming the group of a TrainJob.
 pub const GROUP_LABEL: &str = "nvcre.nvidia.com/group";
+/// Label naming the TrainJob a BandwidthMeasurement or GoodputMeasurement measures.
+pub const JOB_LABEL: &str = "nvcre.nvidia.com/job";
 
 // The API types give required fields a serde default (the admission rules, not the parser, report
 // their absence), so the schema generator would make them optional with an empty default; a CRD
