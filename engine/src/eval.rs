@@ -9,6 +9,7 @@
 //! reads it fails with a message naming it (see [`Scope`]), so each rule that reads it reports
 //! an error finding while the rules that do not read it run normally.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -110,13 +111,18 @@ impl Objects {
     }
 }
 
-struct Run<'a> {
+struct Run<'a, 'd> {
     pack: &'a CompiledPack,
     origin: Origin<'a>,
     params: &'a Value,
     objects: Option<&'a Objects>,
-    doc: Value,
+    /// Borrowed until a rule mutates it (copy on write).
+    doc: Cow<'d, Value>,
     findings: Vec<Finding>,
+    /// `object`, `params` and `objects` bound for `doc` (see [`Run::base_scope`]).
+    base: Option<Scope>,
+    /// True once a rule of this run mutated `doc`.
+    mutated: bool,
 }
 
 /// The pack-level scope rules run in: `object`, `params`, pack `variables`, `fragments`.
@@ -155,78 +161,148 @@ impl CompiledPack {
         params: &Value,
         objects: Option<&Objects>,
     ) -> Result<Outcome, Error> {
+        self.evaluate_shared(Cow::Borrowed(doc), origin, params, objects, &mut None)
+            .map(|(out, value)| Outcome {
+                value: value.into_owned(),
+                ..out
+            })
+    }
+
+    /// Runs the pack on `doc` (taken and handed back in the [`Outcome`]), reusing the CEL
+    /// bindings of `object`, `params` and `objects` that an earlier pack left in `base`. A pack
+    /// that mutates the document clears `base`, so the next one binds the new document.
+    /// The [`Outcome`]'s `value` is left `Null`: the document is the returned [`Cow`].
+    fn evaluate_shared<'d>(
+        &self,
+        doc: Cow<'d, Value>,
+        origin: Origin<'_>,
+        params: &Value,
+        objects: Option<&Objects>,
+        base: &mut Option<Scope>,
+    ) -> Result<(Outcome, Cow<'d, Value>), Error> {
+        if !self.matcher.matches_resource(&doc) {
+            let out = Outcome {
+                matched: false,
+                value: Value::Null,
+                findings: Vec::new(),
+            };
+            return Ok((out, doc));
+        }
         let mut run = Run {
             pack: self,
             origin,
             params,
             objects,
-            doc: doc.clone(),
+            doc,
             findings: Vec::new(),
+            base: base.take(),
+            mutated: false,
         };
-        if !self.matcher.matches_resource(doc) {
-            return Ok(Outcome {
-                matched: false,
-                value: run.doc,
-                findings: Vec::new(),
-            });
+        let outcome = run.evaluate();
+        if !run.mutated {
+            *base = run.base.take();
         }
+        let (matched, findings) = outcome?;
+        let out = Outcome {
+            matched,
+            value: Value::Null,
+            findings,
+        };
+        Ok((out, run.doc))
+    }
+}
+
+/// Runs `packs` in order over `doc`, each seeing the document as the earlier ones mutated it,
+/// and returns the final document (still borrowed when no rule mutated it: it is copied only
+/// when a rule writes) with every finding in pack order.
+///
+/// The document is converted to CEL once and the conversion is shared by the packs until one of
+/// them mutates it (binding a document is most of the cost of a pack that only validates).
+///
+/// # Errors
+/// [`Error::Patch`] when a mutation cannot be applied.
+pub fn run_packs<'p, 'd>(
+    packs: impl IntoIterator<Item = &'p CompiledPack>,
+    doc: Cow<'d, Value>,
+    origin: Origin<'_>,
+    params: &Value,
+    objects: Option<&Objects>,
+) -> Result<(Cow<'d, Value>, Vec<Finding>), Error> {
+    let mut base = None;
+    let mut value = doc;
+    let mut findings = Vec::new();
+    for pack in packs {
+        let (out, v) = pack.evaluate_shared(value, origin, params, objects, &mut base)?;
+        value = v;
+        findings.extend(out.findings);
+    }
+    Ok((value, findings))
+}
+
+impl Run<'_, '_> {
+    /// The pack's `match` conditions, then its rules; returns whether the pack matched and the
+    /// findings.
+    fn evaluate(&mut self) -> Result<(bool, Vec<Finding>), Error> {
         // Pack variables are evaluated before the conditions only when a condition reads them.
         let pack = self
+            .pack
             .matcher
             .conditions
             .iter()
             .any(|(_, c)| c.reads_variables_or_fragments())
-            .then(|| run.pack_scope());
+            .then(|| self.pack_scope());
         let base = match &pack {
             Some(p) => p.scope.clone(),
-            None => run.base_scope(),
+            None => self.base_scope(),
         };
-        for (name, cond) in &self.matcher.conditions {
+        for (name, cond) in &self.pack.matcher.conditions {
             match cond.eval_bool_checked(&base) {
                 Ok(true) => {}
-                Ok(false) => {
-                    return Ok(Outcome {
-                        matched: false,
-                        value: run.doc,
-                        findings: Vec::new(),
-                    });
-                }
+                Ok(false) => return Ok((false, Vec::new())),
                 Err(e) => {
-                    let id = format!("{}/matchConditions/{name}", self.name);
-                    run.findings.push(run.finding(
+                    let id = format!("{}/matchConditions/{name}", self.pack.name);
+                    let finding = self.finding(
                         &id,
                         Severity::Error,
                         0,
                         format!("match condition {name:?} could not be evaluated: {e}"),
                         None,
-                    ));
-                    return Ok(Outcome {
-                        matched: true,
-                        value: run.doc,
-                        findings: run.findings,
-                    });
+                    );
+                    self.findings.push(finding);
+                    return Ok((true, std::mem::take(&mut self.findings)));
                 }
             }
         }
         let mut pack = match pack {
             Some(p) => p,
-            None => run.pack_scope(),
+            None => self.pack_scope(),
         };
-        for rule in &self.rules {
-            if run.rule(rule, &pack)? {
-                pack = run.pack_scope();
+        for rule in &self.pack.rules {
+            if self.rule(rule, &pack)? {
+                self.mutated = true;
+                pack = self.pack_scope();
             }
         }
-        Ok(Outcome {
-            matched: true,
-            value: run.doc,
-            findings: run.findings,
-        })
+        Ok((true, std::mem::take(&mut self.findings)))
     }
-}
 
-impl Run<'_> {
-    fn base_scope(&self) -> Scope {
+    /// `object`, `params` and `objects`, bound once per document: the first call binds them
+    /// (and keeps the scope, whose CEL context is then built once), later calls clone it, until
+    /// a rule mutates the document.
+    fn base_scope(&mut self) -> Scope {
+        if !self.mutated
+            && let Some(b) = &self.base
+        {
+            return b.clone();
+        }
+        let s = self.bind_base();
+        if !self.mutated {
+            self.base = Some(s.clone());
+        }
+        s
+    }
+
+    fn bind_base(&self) -> Scope {
         let mut s = Scope::new();
         s.bind("object", &self.doc);
         // No params is an empty map, so `params.?x.orValue(d)` works everywhere.
@@ -243,7 +319,7 @@ impl Run<'_> {
 
     /// `object`, `params`, pack `variables` (each sees the earlier ones) and `fragments`.
     /// A variable or fragment that fails is recorded as failed in the scope (see [`eval_vars`]).
-    fn pack_scope(&self) -> PackScope {
+    fn pack_scope(&mut self) -> PackScope {
         let mut s = self.base_scope();
         let mut vars = BTreeMap::new();
         eval_vars(&mut s, &self.pack.variables, &mut vars);
@@ -260,9 +336,11 @@ impl Run<'_> {
                 }
             }
         }
-        s.bind(
+        // A local: binding it into the base would rebuild the shared context (the document's
+        // conversion) for every pack; only the expressions that read `fragments` convert it.
+        s.bind_local(
             "fragments",
-            &Value::Object(frags.clone().into_iter().collect()),
+            json_to_cel(&Value::Object(frags.clone().into_iter().collect())),
         );
         PackScope {
             scope: s,
@@ -365,19 +443,19 @@ impl Run<'_> {
                 let frags = &pack.fragments;
                 let applied = match m {
                     Mutation::Merge { path, value } => value.render_checked(&s, frags).map(|v| {
-                        patch::merge_at_path(&mut self.doc, path, &v, &ListPolicy::by_name())
+                        patch::merge_at_path(self.doc.to_mut(), path, &v, &ListPolicy::by_name())
                     }),
                     Mutation::Insert { path, values, end } => {
                         values.render_checked(&s, frags).map(|v| match v {
                             Value::Array(items) => {
-                                patch::insert_list(&mut self.doc, path, items, *end)
+                                patch::insert_list(self.doc.to_mut(), path, items, *end)
                             }
-                            other => patch::insert_list(&mut self.doc, path, vec![other], *end),
+                            other => patch::insert_list(self.doc.to_mut(), path, vec![other], *end),
                         })
                     }
                     Mutation::JsonPatch(ops) => ops
                         .render_checked(&s, frags)
-                        .map(|v| patch::json_patch(&mut self.doc, &v)),
+                        .map(|v| patch::json_patch(self.doc.to_mut(), &v)),
                 };
                 match applied {
                     Ok(result) => result?,

@@ -7,6 +7,8 @@
 //!   document as written, or, with a platform, after its overrides resolve.
 //! - Other kinds: every pack whose `match` selects them.
 
+use std::borrow::Cow;
+
 use nvcre_engine::{Document, Finding, Objects, Origin, RuleSet};
 use serde_json::Value;
 
@@ -45,7 +47,7 @@ fn admit(
         spans: Some(&doc.spans),
     };
     findings
-        .extend(run_stage(rules, contract::ADMISSION, &doc.value, origin, &Value::Null)?.findings);
+        .extend(run_stage(rules, contract::ADMISSION, Cow::Borrowed(&doc.value), origin, &Value::Null)?.findings);
     Ok((doc, findings))
 }
 
@@ -228,13 +230,13 @@ pub fn check_document_in(
                 render_workflow(rules, &doc, &render_req)
             } else {
                 // Without a node context a Workflow is checked as written.
-                let mut value = doc.value.clone();
+                let mut value = Cow::Borrowed(&doc.value);
                 for stage in [
                     contract::PLACEMENT,
                     contract::WORKLOAD_LABELS,
                     contract::GANG_CONTRACT,
                 ] {
-                    let out = run_stage(rules, stage, &value, origin, &Value::Null)?;
+                    let out = run_stage(rules, stage, value, origin, &Value::Null)?;
                     value = out.value;
                     findings.extend(out.findings);
                 }

@@ -4,6 +4,8 @@
 //! (label syntax, cap and the gang queue label; also run at construction), `placement` and
 //! `gang-contract` (the post-override checks: gang scheduling and placement).
 
+use std::borrow::Cow;
+
 use nvcre_engine::{Finding, Origin, RuleSet};
 use serde_json::Value;
 
@@ -25,14 +27,14 @@ pub const LINT: &str = "lint";
 
 /// The outcome of a stage: the document after every mutation and all findings, in pack order.
 #[derive(Debug, Clone)]
-pub struct StageOutcome {
-    /// The mutated document.
-    pub value: Value,
+pub struct StageOutcome<'d> {
+    /// The mutated document; still the caller's (borrowed) when no rule mutated it.
+    pub value: Cow<'d, Value>,
     /// Findings of every pack of the stage.
     pub findings: Vec<Finding>,
 }
 
-impl StageOutcome {
+impl StageOutcome<'_> {
     /// The error findings, if any.
     pub fn errors(&self) -> Vec<Finding> {
         self.findings
@@ -50,13 +52,13 @@ impl StageOutcome {
 /// # Errors
 /// [`PolicyError::Engine`] when a mutation cannot be applied; a missing or malformed
 /// `gang-defaults` table for those two stages.
-pub fn run_stage(
+pub fn run_stage<'d>(
     rules: &RuleSet,
     stage: &str,
-    doc: &Value,
+    doc: Cow<'d, Value>,
     origin: Origin<'_>,
     params: &Value,
-) -> Result<StageOutcome, PolicyError> {
+) -> Result<StageOutcome<'d>, PolicyError> {
     let with_defaults;
     let params = if stage == WORKLOAD_LABELS || stage == GANG_CONTRACT {
         let d = crate::detect::gang_defaults(rules)?;
@@ -67,13 +69,7 @@ pub fn run_stage(
     } else {
         params
     };
-    let mut value = doc.clone();
-    let mut findings = Vec::new();
-    for pack in rules.stage(stage) {
-        let out = pack.evaluate(&value, origin, params)?;
-        value = out.value;
-        findings.extend(out.findings);
-    }
+    let (value, findings) = nvcre_engine::run_packs(rules.stage(stage).map(|p| &**p), doc, origin, params, None)?;
     Ok(StageOutcome { value, findings })
 }
 
@@ -93,19 +89,19 @@ pub enum Report {
 /// # Errors
 /// [`PolicyError::Rejected`] with the first error finding ([`Report::First`]: no later stage
 /// runs), or with every error of every stage ([`Report::All`]).
-pub fn enforce(
+pub fn enforce<'d>(
     rules: &RuleSet,
     stages: &[&str],
-    doc: &Value,
+    doc: Cow<'d, Value>,
     origin: Origin<'_>,
     params: &Value,
     report: Report,
-) -> Result<StageOutcome, PolicyError> {
-    let mut value = doc.clone();
+) -> Result<StageOutcome<'d>, PolicyError> {
+    let mut value = doc;
     let mut findings = Vec::new();
     let mut errors = Vec::new();
     for stage in stages {
-        let out = run_stage(rules, stage, &value, origin, params)?;
+        let out = run_stage(rules, stage, value, origin, params)?;
         let stage_errors = out.errors();
         if let (Report::First, Some(first)) = (report, stage_errors.first()) {
             return Err(PolicyError::Rejected(vec![first.clone()]));

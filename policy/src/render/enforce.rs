@@ -2,6 +2,7 @@
 //! node context, clear `spec.overrides`, and run the contract stages (placement, workload
 //! labels, gang contract) on the result.
 
+use std::borrow::Cow;
 use nvcre_engine::{Document, Origin, RuleSet};
 use serde_json::Value;
 
@@ -58,7 +59,7 @@ pub(super) fn resolve_and_enforce(
             contract::WORKLOAD_LABELS,
             contract::GANG_CONTRACT,
         ],
-        &value,
+        Cow::Owned(value),
         Origin {
             file: &doc.source.name,
             document: doc.index,
@@ -68,7 +69,7 @@ pub(super) fn resolve_and_enforce(
         report,
     )?;
     let workflow =
-        serde_json::from_value(checked.value).map_err(|e| PolicyError::Build(e.to_string()))?;
+        serde_json::from_value(checked.value.into_owned()).map_err(|e| PolicyError::Build(e.to_string()))?;
     let warnings = checked
         .findings
         .iter()

@@ -2,6 +2,7 @@
 //! emitted for `kubectl apply -f -`, each checked again (gang contract on the group's working
 //! copy, the `manifests` stage on every object) before it is emitted.
 
+use std::borrow::Cow;
 use nvcre_engine::{Origin, RuleSet};
 use serde_json::Value;
 
@@ -174,7 +175,7 @@ fn check_manifest(rules: &RuleSet, manifest: &Value, group: &str) -> Result<(), 
     let out = contract::run_stage(
         rules,
         contract::MANIFESTS,
-        manifest,
+        Cow::Borrowed(manifest),
         Origin {
             file: group,
             document: 0,
@@ -220,7 +221,7 @@ fn check_group(
     enforce(
         rules,
         &[contract::WORKLOAD_LABELS, contract::GANG_CONTRACT],
-        &value,
+        Cow::Borrowed(&value),
         Origin {
             file: &name,
             document: 0,

@@ -4,6 +4,7 @@
 //! detection → platform override rows and their build-time part → build → construction label
 //! checks → with a platform: resolve overrides and the contract stages → the output document.
 
+use std::borrow::Cow;
 use nvcre_engine::{Document, RuleSet};
 use serde_json::Value;
 
@@ -91,7 +92,7 @@ fn parse_and_admit(
         let admission = contract::run_stage(
             rules,
             contract::ADMISSION,
-            &doc.value,
+            Cow::Borrowed(&doc.value),
             origin(&doc),
             &Value::Null,
         )?;
@@ -297,12 +298,16 @@ fn compose_labels(
     let composed = enforce(
         rules,
         &[contract::WORKLOAD_LABELS],
-        &value,
+        Cow::Borrowed(&value),
         origin(doc),
         &crate::packs::params::workload_labels("spec.workloadMetadata.labels"),
         report_mode(req),
     )?;
-    serde_json::from_value(composed.value).map_err(|e| PolicyError::Build(e.to_string()))
+    match composed.value {
+        // No rule wrote: the Workflow as it was, without a round trip through JSON.
+        Cow::Borrowed(_) => Ok(workflow.clone()),
+        Cow::Owned(v) => serde_json::from_value(v).map_err(|e| PolicyError::Build(e.to_string())),
+    }
 }
 
 /// With a platform: resolves the overrides and runs the contract stages (workload labels, gang
