@@ -19,7 +19,7 @@ use serde_json::{Map, Value};
 use crate::error::Error;
 use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, VARIABLE_PREFIX, json_to_cel};
 use crate::finding::{Finding, Severity};
-use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, RenderedRows, Rule, Table};
+use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, Rule, Table};
 use crate::patch::{self, ListPolicy};
 use crate::path::FieldPath;
 use crate::source::SpanIndex;
@@ -598,19 +598,44 @@ fn vars_value(vars: &BTreeMap<String, Cel>) -> Cel {
 /// Renders of a [`Table`] already computed, shared by every thread that renders the table.
 ///
 /// A table is pure data: the same `include` mode and the same values of the params its
-/// expressions read always render the same rows. The key holds only those params (the fields
-/// of `params.x` / `params['x']` selects, or all of `params` when an expression uses it whole),
-/// so a parameter the table never reads does not defeat the cache.
+/// expressions read always render the same rows. The cache keeps each **entry** apart, keyed on
+/// the params that entry reads (its `include`, its body, and what the table's fragments read),
+/// so a parameter only some entries read (a run name) re-renders only those entries; a
+/// parameter no expression reads never defeats the cache.
 #[derive(Debug, Default)]
 pub(crate) struct TableCache {
-    /// The params the table reads, found on first use.
-    reads: OnceLock<FieldReads>,
-    /// Bounded: params that differ per document (a run name the table reads) must not grow it.
-    rows: Mutex<HashMap<(bool, String), RenderedRows>>,
+    /// The params each part reads, found on first use.
+    reads: OnceLock<TableReads>,
+    /// `(entry index, include honoured, key)` → the rendered body, `None` when `include` left
+    /// the entry out. Bounded: params that differ per render (a run name some entries read)
+    /// must not grow it without limit.
+    entries: Mutex<HashMap<(usize, bool, String), Option<Value>>>,
 }
 
-/// How many renders a [`TableCache`] keeps before it starts over.
-const TABLE_CACHE_ROWS: usize = 256;
+/// What the parts of a table read of `params`.
+#[derive(Debug)]
+struct TableReads {
+    /// Each entry's `include` and body, with the fragments' reads added.
+    entries: Vec<FieldReads>,
+}
+
+/// How many entry renders a [`TableCache`] keeps before it starts over.
+const TABLE_CACHE_ENTRIES: usize = 4096;
+
+/// The cache key of `params` for a part that reads `reads`: only those params, as JSON text.
+fn params_key(reads: &FieldReads, params: &Value) -> String {
+    match (reads, params.as_object()) {
+        // Absent and null stay apart: `params.?x` tells them apart.
+        (FieldReads::Fields(names), Some(map)) => Value::Object(
+            names
+                .iter()
+                .filter_map(|n| map.get(n).map(|v| (n.clone(), v.clone())))
+                .collect(),
+        )
+        .to_string(),
+        _ => params.to_string(),
+    }
+}
 
 impl Table {
     /// Renders every entry whose `include` holds, with `params` bound as `params` and the
@@ -632,37 +657,27 @@ impl Table {
         self.render_entries(params, false)
     }
 
-    /// The params the table's expressions read.
-    fn param_reads(&self) -> FieldReads {
-        let mut reads = FieldReads::Fields(BTreeSet::new());
-        let mut add = |e: &Expr| reads.merge(e.param_reads());
-        for (_, t) in &self.fragments {
-            t.for_each_expr(&mut add);
-        }
-        for e in &self.entries {
-            if let Some(inc) = &e.include {
-                add(inc);
+    /// The params each part of the table reads.
+    fn reads(&self) -> &TableReads {
+        self.cache.reads.get_or_init(|| {
+            let mut fragments = FieldReads::Fields(BTreeSet::new());
+            for (_, t) in &self.fragments {
+                t.for_each_expr(&mut |e: &Expr| fragments.merge(e.param_reads()));
             }
-            e.body.for_each_expr(&mut add);
-        }
-        reads
-    }
-
-    /// The cache key of a render: the mode and the params the table reads.
-    fn cache_key(&self, params: &Value, honor_include: bool) -> (bool, String) {
-        let reads = self.cache.reads.get_or_init(|| self.param_reads());
-        let key = match (reads, params.as_object()) {
-            // Absent and null stay apart: `params.?x` tells them apart.
-            (FieldReads::Fields(names), Some(map)) => Value::Object(
-                names
-                    .iter()
-                    .filter_map(|n| map.get(n).map(|v| (n.clone(), v.clone())))
-                    .collect(),
-            )
-            .to_string(),
-            _ => params.to_string(),
-        };
-        (honor_include, key)
+            let entries = self
+                .entries
+                .iter()
+                .map(|e| {
+                    let mut r = fragments.clone();
+                    if let Some(inc) = &e.include {
+                        r.merge(inc.param_reads());
+                    }
+                    e.body.for_each_expr(&mut |x: &Expr| r.merge(x.param_reads()));
+                    r
+                })
+                .collect();
+            TableReads { entries }
+        })
     }
 
     fn render_entries(
@@ -670,31 +685,46 @@ impl Table {
         params: &Value,
         honor_include: bool,
     ) -> Result<Vec<(String, Value)>, Error> {
-        let key = self.cache_key(params, honor_include);
-        if let Some(rows) = self
-            .cache
-            .rows
-            .lock()
-            .ok()
-            .and_then(|c| c.get(&key).cloned())
-        {
-            return Ok(rows);
-        }
-        let rows = self.render_uncached(params, honor_include)?;
-        if let Ok(mut c) = self.cache.rows.lock() {
-            if c.len() >= TABLE_CACHE_ROWS {
-                c.clear();
+        let reads = self.reads();
+        let keys: Vec<(usize, bool, String)> = reads
+            .entries
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (i, honor_include, params_key(r, params)))
+            .collect();
+        let mut rendered: Vec<Option<Option<Value>>> = match self.cache.entries.lock() {
+            Ok(c) => keys.iter().map(|k| c.get(k).cloned()).collect(),
+            Err(_) => vec![None; keys.len()],
+        };
+        if rendered.iter().any(Option::is_none) {
+            let (scope, frags) = self.render_fragments(params)?;
+            let mut fresh = Vec::new();
+            for (i, slot) in rendered.iter_mut().enumerate() {
+                if slot.is_none() {
+                    let body = self.render_entry(&self.entries[i], &scope, &frags, honor_include)?;
+                    fresh.push((i, body.clone()));
+                    *slot = Some(body);
+                }
             }
-            c.insert(key, rows.clone());
+            if let Ok(mut c) = self.cache.entries.lock() {
+                if c.len() + fresh.len() > TABLE_CACHE_ENTRIES {
+                    c.clear();
+                }
+                for (i, body) in fresh {
+                    c.insert(keys[i].clone(), body);
+                }
+            }
         }
-        Ok(rows)
+        Ok(self
+            .entries
+            .iter()
+            .zip(rendered)
+            .filter_map(|(e, body)| body.flatten().map(|b| (e.id.clone(), b)))
+            .collect())
     }
 
-    fn render_uncached(
-        &self,
-        params: &Value,
-        honor_include: bool,
-    ) -> Result<Vec<(String, Value)>, Error> {
+    /// The scope entries render in (`params`, `fragments`) and the rendered fragments.
+    fn render_fragments(&self, params: &Value) -> Result<(Scope, Fragments), Error> {
         let mut scope = Scope::new();
         scope.bind("params", params);
         let mut frags = Fragments::new();
@@ -715,27 +745,34 @@ impl Table {
             "fragments",
             &Value::Object(frags.clone().into_iter().collect()),
         );
-        let mut out = Vec::new();
-        for e in &self.entries {
-            let err = |message: String| Error::Pack {
-                file: self.source.name.clone(),
-                pos: Some(e.pos),
-                rule: Some(e.id.clone()),
-                message,
-            };
-            if let Some(inc) = e.include.as_ref().filter(|_| honor_include)
-                && !inc
-                    .eval_bool(&scope)
-                    .map_err(|m| err(format!("include: {m}")))?
-            {
-                continue;
-            }
-            out.push((
-                e.id.clone(),
-                e.body.render(&scope, &frags).map_err(|e| err(e.message))?,
-            ));
+        Ok((scope, frags))
+    }
+
+    /// One entry's body, or `None` when its `include` (honoured) is false.
+    fn render_entry(
+        &self,
+        e: &crate::pack::TableEntry,
+        scope: &Scope,
+        frags: &Fragments,
+        honor_include: bool,
+    ) -> Result<Option<Value>, Error> {
+        let err = |message: String| Error::Pack {
+            file: self.source.name.clone(),
+            pos: Some(e.pos),
+            rule: Some(e.id.clone()),
+            message,
+        };
+        if let Some(inc) = e.include.as_ref().filter(|_| honor_include)
+            && !inc
+                .eval_bool(scope)
+                .map_err(|m| err(format!("include: {m}")))?
+        {
+            return Ok(None);
         }
-        Ok(out)
+        e.body
+            .render(scope, frags)
+            .map(Some)
+            .map_err(|e| err(e.message))
     }
 }
 
@@ -977,7 +1014,7 @@ mod tests {
     }
 
     fn cached(t: &Table) -> usize {
-        t.cache.rows.lock().map(|c| c.len()).unwrap_or(usize::MAX)
+        t.cache.entries.lock().map(|c| c.len()).unwrap_or(usize::MAX)
     }
 
     #[test]
@@ -1002,6 +1039,30 @@ mod tests {
             []
         );
         assert_eq!(cached(&t), 4);
+    }
+
+    #[test]
+    fn an_entry_that_does_not_read_a_param_is_rendered_once_for_all_its_values() {
+        let t = table(
+            "entries:\n- id: named\n  name: \"${{ params.entry }}-runtime\"\n- id: fixed\n  gpus: \"${{ params.gpus * 2 }}\"\n",
+        );
+        let rows = |entry: &str| t.render(&json!({"entry": entry, "gpus": 4})).expect("renders");
+        assert_eq!(
+            rows("a"),
+            [
+                ("named".to_string(), json!({"name": "a-runtime"})),
+                ("fixed".to_string(), json!({"gpus": 8}))
+            ]
+        );
+        assert_eq!(
+            rows("b"),
+            [
+                ("named".to_string(), json!({"name": "b-runtime"})),
+                ("fixed".to_string(), json!({"gpus": 8}))
+            ]
+        );
+        // `named` twice (one per entry name), `fixed` once.
+        assert_eq!(cached(&t), 3);
     }
 
     #[test]

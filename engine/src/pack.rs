@@ -349,9 +349,6 @@ pub struct Table {
     pub(crate) cache: Arc<crate::eval::TableCache>,
 }
 
-/// `(entry id, rendered body)` rows of a table render.
-pub(crate) type RenderedRows = Vec<(String, Value)>;
-
 /// Every pack and table of a rule directory (or of the embedded default set).
 #[derive(Debug, Clone, Default)]
 pub struct RuleSet {
