@@ -420,7 +420,11 @@ impl Run<'_, '_> {
                             Message::Static(m) => m.clone(),
                             Message::Expr(e) => match e.eval_checked(&s) {
                                 Ok(Cel::String(m)) => m.to_string(),
-                                Ok(other) => format!("{other:?}"),
+                                Ok(other) => format!(
+                                    "rule {} failed; its messageExpression gave a {}, not a string",
+                                    rule.id,
+                                    crate::expr::type_name(&other)
+                                ),
                                 Err(err) => format!(
                                     "rule {} failed; its messageExpression could not be evaluated: {err}",
                                     rule.id
@@ -610,11 +614,15 @@ pub(crate) struct TableCache {
     /// the entry out. Bounded: params that differ per render (a run name some entries read)
     /// must not grow it without limit.
     entries: Mutex<HashMap<(usize, bool, String), Option<Value>>>,
+    /// Key of the params the fragments read → the rendered fragments, and as CEL.
+    fragments: Mutex<HashMap<String, Arc<(Fragments, Cel)>>>,
 }
 
 /// What the parts of a table read of `params`.
 #[derive(Debug)]
 struct TableReads {
+    /// The fragments.
+    fragments: FieldReads,
     /// Each entry's `include` and body, with the fragments' reads added.
     entries: Vec<FieldReads>,
 }
@@ -676,7 +684,7 @@ impl Table {
                     r
                 })
                 .collect();
-            TableReads { entries }
+            TableReads { fragments, entries }
         })
     }
 
@@ -701,7 +709,8 @@ impl Table {
             let mut fresh = Vec::new();
             for (i, slot) in rendered.iter_mut().enumerate() {
                 if slot.is_none() {
-                    let body = self.render_entry(&self.entries[i], &scope, &frags, honor_include)?;
+                    let body =
+                        self.render_entry(&self.entries[i], &scope, &frags.0, honor_include)?;
                     fresh.push((i, body.clone()));
                     *slot = Some(body);
                 }
@@ -723,29 +732,50 @@ impl Table {
             .collect())
     }
 
-    /// The scope entries render in (`params`, `fragments`) and the rendered fragments.
-    fn render_fragments(&self, params: &Value) -> Result<(Scope, Fragments), Error> {
+    /// The scope entries render in (`params`, and `fragments` as a local: entries mostly insert
+    /// fragments with `{$fragment: name}`, so only the expressions that read `fragments`
+    /// convert it) and the rendered fragments, which are cached like the entries.
+    fn render_fragments(&self, params: &Value) -> Result<(Scope, Arc<(Fragments, Cel)>), Error> {
+        let key = params_key(&self.reads().fragments, params);
+        let cached = self
+            .cache
+            .fragments
+            .lock()
+            .ok()
+            .and_then(|c| c.get(&key).cloned());
         let mut scope = Scope::new();
         scope.bind("params", params);
-        let mut frags = Fragments::new();
-        for (name, t) in &self.fragments {
-            scope.bind(
-                "fragments",
-                &Value::Object(frags.clone().into_iter().collect()),
-            );
-            let v = t.render(&scope, &frags).map_err(|message| Error::Pack {
-                file: self.source.name.clone(),
-                pos: None,
-                rule: None,
-                message: format!("fragment {name}: {message}"),
-            })?;
-            frags.insert(name.clone(), v);
-        }
-        scope.bind(
-            "fragments",
-            &Value::Object(frags.clone().into_iter().collect()),
-        );
-        Ok((scope, frags))
+        let rendered = match cached {
+            Some(r) => r,
+            None => {
+                let mut frags = Fragments::new();
+                for (name, t) in &self.fragments {
+                    // A later fragment may read the earlier ones.
+                    scope.bind_local(
+                        "fragments",
+                        json_to_cel(&Value::Object(frags.clone().into_iter().collect())),
+                    );
+                    let v = t.render(&scope, &frags).map_err(|message| Error::Pack {
+                        file: self.source.name.clone(),
+                        pos: None,
+                        rule: None,
+                        message: format!("fragment {name}: {message}"),
+                    })?;
+                    frags.insert(name.clone(), v);
+                }
+                let cel = json_to_cel(&Value::Object(frags.clone().into_iter().collect()));
+                let r = Arc::new((frags, cel));
+                if let Ok(mut c) = self.cache.fragments.lock() {
+                    if c.len() >= TABLE_CACHE_ENTRIES {
+                        c.clear();
+                    }
+                    c.insert(key, r.clone());
+                }
+                r
+            }
+        };
+        scope.bind_local("fragments", rendered.1.clone());
+        Ok((scope, rendered))
     }
 
     /// One entry's body, or `None` when its `include` (honoured) is false.

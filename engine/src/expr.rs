@@ -37,6 +37,15 @@ static ROOT: LazyLock<cel::Context<'static>> = LazyLock::new(|| {
     ctx
 });
 
+/// Expressions already compiled, by text: rule files repeat many expressions (`params.entryName`,
+/// `has(object.spec)`), and parsing is most of the cost of loading a rule set. A compiled
+/// expression is immutable, so one copy serves every pack and thread.
+static COMPILED: LazyLock<Mutex<HashMap<String, Expr>>> = LazyLock::new(Default::default);
+
+/// How many texts [`COMPILED`] keeps before it starts over (a controller reloading rule sets
+/// that change must not grow it without bound).
+const COMPILED_MAX: usize = 16_384;
+
 /// A compiled CEL expression with its source text.
 #[derive(Debug, Clone)]
 pub struct Expr {
@@ -111,7 +120,17 @@ impl Expr {
     /// # Errors
     /// [`CompileError`]: the parser's message (with its position inside the expression).
     pub fn compile(text: &str) -> Result<Expr, CompileError> {
-        Expr::compile_text(text).map_err(|message| CompileError { message })
+        if let Some(e) = COMPILED.lock().ok().and_then(|c| c.get(text).cloned()) {
+            return Ok(e);
+        }
+        let e = Expr::compile_text(text).map_err(|message| CompileError { message })?;
+        if let Ok(mut c) = COMPILED.lock() {
+            if c.len() >= COMPILED_MAX {
+                c.clear();
+            }
+            c.insert(text.to_string(), e.clone());
+        }
+        Ok(e)
     }
 
     fn compile_text(text: &str) -> Result<Expr, String> {
