@@ -17,6 +17,7 @@
 //! table names, row schemas and params (see [`crate::contract`]). The loader is also where
 //! [`crate::lint`] gets its compiled packs and problems from.
 
+use rayon::prelude::*;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -468,33 +469,39 @@ impl RuleSet {
         // rule id → where it was first defined
         let mut rule_ids: HashMap<String, String> = HashMap::new();
         let mut names: HashSet<String> = HashSet::new();
-        for source in sources {
-            let docs = match crate::source::parse_documents_within(
-                source,
-                &crate::limits::Limits::default(),
-            ) {
+        // Parsing and compiling is most of the cost of a load: each file on its own thread
+        // (rayon's pool), then the results are assembled in file and document order, so the
+        // problems read the same as a sequential load.
+        let compiled: Vec<Result<Vec<(Loaded, Vec<Problem>)>, Problem>> = sources
+            .par_iter()
+            .map(|source| {
+                let docs = crate::source::parse_documents_within(
+                    source,
+                    &crate::limits::Limits::default(),
+                )
+                .map_err(|error| Problem {
+                    kind: ProblemKind::Syntax,
+                    error,
+                })?;
+                Ok(docs
+                    .into_iter()
+                    .map(|doc| compile_document(doc, contract))
+                    .collect())
+            })
+            .collect();
+        for source in compiled {
+            let docs = match source {
                 Ok(d) => d,
-                Err(error) => {
-                    problems.push(Problem {
-                        kind: ProblemKind::Syntax,
-                        error,
-                    });
+                Err(p) => {
+                    problems.push(p);
                     continue;
                 }
             };
-            for doc in docs {
-                let kind = doc.value.get("kind").and_then(Value::as_str).unwrap_or("");
-                match kind {
-                    "RulePack" => {
-                        let before = problems.len();
-                        let Some(mut pack) = compile_pack(&doc, &mut problems) else {
-                            continue;
-                        };
-                        pack.complete = problems.len() == before;
-                        undefined_variables(&doc, &pack, &mut problems);
-                        if let Some(c) = contract {
-                            c.check_pack(&doc, &pack, &mut problems);
-                        }
+            for (loaded, doc_problems) in docs {
+                problems.extend(doc_problems);
+                match loaded {
+                    Loaded::Nothing => {}
+                    Loaded::Pack(doc, pack) => {
                         if !names.insert(format!("pack/{}", pack.name)) {
                             problems.push(problem(
                                 ProblemKind::Duplicate,
@@ -519,18 +526,9 @@ impl RuleSet {
                                 }
                             }
                         }
-                        set.packs.push(Arc::new(pack));
+                        set.packs.push(Arc::new(*pack));
                     }
-                    "Table" => {
-                        let before = problems.len();
-                        let Some(mut table) = compile_table(&doc, &mut problems) else {
-                            continue;
-                        };
-                        table.complete = problems.len() == before;
-                        undefined_table_variables(&doc, &table, &mut problems);
-                        if let Some(c) = contract {
-                            c.check_table(&doc, &table, &mut problems);
-                        }
+                    Loaded::Table(doc, table) => {
                         if !names.insert(format!("table/{}", table.name)) {
                             problems.push(problem(
                                 ProblemKind::Duplicate,
@@ -540,46 +538,27 @@ impl RuleSet {
                                 format!("duplicate table name {:?}", table.name),
                             ));
                         }
-                        set.tables.push(Arc::new(table));
+                        set.tables.push(Arc::new(*table));
                     }
-                    other => match contract.and_then(|c| c.check_document(&doc, other)) {
-                        Some(found) => {
-                            let name = doc
-                                .value
-                                .pointer("/metadata/name")
-                                .and_then(Value::as_str)
-                                .unwrap_or("")
-                                .to_string();
-                            if !names.insert(format!("{other}/{name}")) {
-                                problems.push(problem(
-                                    ProblemKind::Duplicate,
-                                    &doc,
-                                    "metadata.name",
-                                    None,
-                                    format!("duplicate {other} name {name:?}"),
-                                ));
-                            }
-                            problems.extend(found);
-                            set.documents.push(Arc::new(doc));
-                        }
-                        None => {
-                            let mut kinds = vec!["RulePack".to_string(), "Table".to_string()];
-                            if let Some(c) = contract {
-                                kinds.extend(c.kinds().iter().map(|k| k.kind.clone()));
-                            }
-                            let last = kinds.pop().unwrap_or_default();
+                    Loaded::Document(doc, other, found) => {
+                        let name = doc
+                            .value
+                            .pointer("/metadata/name")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string();
+                        if !names.insert(format!("{other}/{name}")) {
                             problems.push(problem(
-                                ProblemKind::Shape,
+                                ProblemKind::Duplicate,
                                 &doc,
-                                "kind",
+                                "metadata.name",
                                 None,
-                                format!(
-                                    "kind must be {} or {last}, got {other:?}",
-                                    kinds.join(", ")
-                                ),
+                                format!("duplicate {other} name {name:?}"),
                             ));
                         }
-                    },
+                        problems.extend(found);
+                        set.documents.push(Arc::new(*doc));
+                    }
                 }
             }
         }
@@ -936,6 +915,69 @@ fn compile_fragments(
         }
     }
     out
+}
+
+/// One document of a rule file, compiled (see [`RuleSet::load_collecting`]).
+enum Loaded {
+    /// Refused (its problems say why).
+    Nothing,
+    Pack(Box<Document>, Box<CompiledPack>),
+    Table(Box<Document>, Box<Table>),
+    /// A document of a kind the contract declares, with the problems its check found.
+    Document(Box<Document>, String, Vec<Problem>),
+}
+
+/// Compiles one document of a rule file; the problems are its own (duplicates across documents
+/// are found when the set is assembled).
+fn compile_document(doc: Document, contract: Option<&Contract>) -> (Loaded, Vec<Problem>) {
+    let mut problems = Vec::new();
+    let kind = doc.value.get("kind").and_then(Value::as_str).unwrap_or("");
+    let loaded = match kind {
+        "RulePack" => match compile_pack(&doc, &mut problems) {
+            None => Loaded::Nothing,
+            Some(mut pack) => {
+                pack.complete = problems.is_empty();
+                undefined_variables(&doc, &pack, &mut problems);
+                if let Some(c) = contract {
+                    c.check_pack(&doc, &pack, &mut problems);
+                }
+                Loaded::Pack(Box::new(doc), Box::new(pack))
+            }
+        },
+        "Table" => match compile_table(&doc, &mut problems) {
+            None => Loaded::Nothing,
+            Some(mut table) => {
+                table.complete = problems.is_empty();
+                undefined_table_variables(&doc, &table, &mut problems);
+                if let Some(c) = contract {
+                    c.check_table(&doc, &table, &mut problems);
+                }
+                Loaded::Table(Box::new(doc), Box::new(table))
+            }
+        },
+        other => match contract.and_then(|c| c.check_document(&doc, other)) {
+            Some(found) => {
+                let other = other.to_string();
+                Loaded::Document(Box::new(doc), other, found)
+            }
+            None => {
+                let mut kinds = vec!["RulePack".to_string(), "Table".to_string()];
+                if let Some(c) = contract {
+                    kinds.extend(c.kinds().iter().map(|k| k.kind.clone()));
+                }
+                let last = kinds.pop().unwrap_or_default();
+                problems.push(problem(
+                    ProblemKind::Shape,
+                    &doc,
+                    "kind",
+                    None,
+                    format!("kind must be {} or {last}, got {other:?}", kinds.join(", ")),
+                ));
+                Loaded::Nothing
+            }
+        },
+    };
+    (loaded, problems)
 }
 
 /// Compiles a `RulePack` document. Problems go to `problems`; the pack is returned (with the
