@@ -395,116 +395,243 @@ struct Frame<'a> {
     disjoint_evaluations: u128,
 }
 
-/// The worst-case units of one evaluation of `e` (see the module docs): every list read from
-/// the input or computed has at most `list_bound` elements, a list or map literal its length;
-/// a regex call is counted as one unit (its input's length is not known).
-pub(crate) fn estimate(e: &IdedExpr, list_bound: u64) -> u128 {
-    estimate_at(e, 1, &mut Vec::new(), u128::from(list_bound))
+/// What [`estimate`] knows about a binding (a variable, a `forEach` item).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Binding {
+    /// Its lists are parts of the input (see [`Binding::of`]).
+    pub(crate) input: bool,
+    /// It is a list or map of this many elements (a literal).
+    pub(crate) len: Option<u64>,
 }
 
-fn estimate_at<'a>(
-    e: &'a IdedExpr,
-    evaluations: u128,
-    frames: &mut Vec<Frame<'a>>,
-    bound: u128,
-) -> u128 {
-    let mut cost = 0u128;
-    match &e.expr {
-        Ast::Comprehension(c) => {
-            cost = cost
-                .saturating_add(estimate_at(&c.iter_range, evaluations, frames, bound))
-                .saturating_add(estimate_at(&c.accu_init, evaluations, frames, bound));
-            let literal = match &c.iter_range.expr {
-                Ast::List(l) => Some(l.elements.len()),
-                Ast::Map(m) => Some(m.entries.len()),
-                _ => None,
-            };
-            let root = input_path_root(&c.iter_range);
-            // The innermost comprehension binding the root, if any; else a root of the input.
-            let binder = root.and_then(|r| {
-                frames
-                    .iter()
-                    .enumerate()
-                    .rev()
-                    .find(|(_, f)| f.vars.contains(&Some(r)))
-            });
-            let innermost = frames.len().checked_sub(1);
-            let (iterations, input, disjoint) = match (literal, root, binder) {
-                (Some(n), _, _) => (
-                    evaluations.saturating_mul(u128::try_from(n).unwrap_or(u128::MAX)),
-                    false,
-                    evaluations,
-                ),
-                (None, Some(_), Some((i, f))) if f.input && Some(i) == innermost => {
-                    // Parts of the elements the enclosing comprehension visits: disjoint.
-                    let all = f.disjoint_evaluations.saturating_mul(bound);
-                    (
-                        all.min(evaluations.saturating_mul(bound)),
-                        true,
-                        f.disjoint_evaluations,
-                    )
-                }
-                (None, Some(_), Some((_, f))) => {
-                    (evaluations.saturating_mul(bound), f.input, evaluations)
-                }
-                (None, Some(r), None) => (
-                    evaluations.saturating_mul(bound),
-                    INPUT_ROOTS.contains(&r),
-                    evaluations,
-                ),
-                (None, None, _) => (evaluations.saturating_mul(bound), false, evaluations),
-            };
-            cost = cost.saturating_add(iterations);
-            frames.push(Frame {
-                vars: [Some(c.iter_var.as_str()), c.iter_var2.as_deref()],
-                input,
-                disjoint_evaluations: disjoint,
-            });
-            cost = cost
-                .saturating_add(estimate_at(&c.loop_cond, iterations, frames, bound))
-                .saturating_add(estimate_at(&c.loop_step, iterations, frames, bound));
-            frames.pop();
-            // The accumulator is not an element: it shadows any binding of its name.
-            frames.push(Frame {
-                vars: [Some(c.accu_var.as_str()), None],
-                input: false,
-                disjoint_evaluations: evaluations,
-            });
-            cost = cost.saturating_add(estimate_at(&c.result, evaluations, frames, bound));
-            frames.pop();
+impl Binding {
+    /// What binding the value of `e` tells: a list that is a part of the input, or a filtered
+    /// part (a path into `object`, `objects`, `params` or a binding `known` says is one; either
+    /// side of a conditional, an empty literal on the other); a list or map literal's length.
+    pub(crate) fn of(e: &IdedExpr, known: &dyn Fn(&str) -> Option<Binding>) -> Binding {
+        let len = match &e.expr {
+            Ast::List(l) => u64::try_from(l.elements.len()).ok(),
+            Ast::Map(m) => u64::try_from(m.entries.len()).ok(),
+            Ast::Ident(n) => known(n).and_then(|b| b.len),
+            _ => None,
+        };
+        Binding {
+            input: is_input_list(e, known),
+            len,
         }
-        other => {
-            if let Ast::Call(call) = other
+    }
+}
+
+/// What `known` says of `name`, the input roots being parts of the input.
+fn lookup(name: &str, known: &dyn Fn(&str) -> Option<Binding>) -> Binding {
+    if INPUT_ROOTS.contains(&name) {
+        return Binding {
+            input: true,
+            len: None,
+        };
+    }
+    known(name).unwrap_or_default()
+}
+
+fn is_input_list(e: &IdedExpr, known: &dyn Fn(&str) -> Option<Binding>) -> bool {
+    if let Ast::Call(c) = &e.expr
+        && c.func_name == operators::CONDITIONAL
+        && let [_, a, b] = c.args.as_slice()
+    {
+        let side = |x: &IdedExpr| is_empty_literal(x) || is_input_list(x, known);
+        return side(a) && side(b);
+    }
+    range_of(e).is_some_and(|r| r.parts && lookup(r.root, known).input)
+}
+
+/// The worst-case units of one evaluation of `e` (see the module docs): every list read from
+/// the input or computed has at most `list_bound` elements, a list or map literal its length;
+/// a regex call is counted as one unit (its input's length is not known). `known` tells what
+/// is known of the identifiers besides `object`, `objects`, `params` (the bindings of
+/// variables, a `forEach` item).
+pub(crate) fn estimate(
+    e: &IdedExpr,
+    list_bound: u64,
+    known: &dyn Fn(&str) -> Option<Binding>,
+) -> u128 {
+    let walk = Walk {
+        bound: u128::from(list_bound),
+        known,
+    };
+    walk.at(e, 1, &mut Vec::new())
+}
+
+struct Walk<'i> {
+    bound: u128,
+    known: &'i dyn Fn(&str) -> Option<Binding>,
+}
+
+impl Walk<'_> {
+    fn at<'a>(&self, e: &'a IdedExpr, evaluations: u128, frames: &mut Vec<Frame<'a>>) -> u128 {
+        let bound = self.bound;
+        let mut cost = 0u128;
+        let Ast::Comprehension(c) = &e.expr else {
+            if let Ast::Call(call) = &e.expr
                 && call.target.is_some()
                 && matches!(call.func_name.as_str(), "matches" | "find" | "findAll")
             {
                 cost = cost.saturating_add(evaluations);
             }
             children(e, &mut |c| {
-                cost = cost.saturating_add(estimate_at(c, evaluations, frames, bound));
+                cost = cost.saturating_add(self.at(c, evaluations, frames));
             });
-        }
+            return cost;
+        };
+        cost = cost
+            .saturating_add(self.at(&c.iter_range, evaluations, frames))
+            .saturating_add(self.at(&c.accu_init, evaluations, frames));
+        let literal = match &c.iter_range.expr {
+            Ast::List(l) => Some(l.elements.len()),
+            Ast::Map(m) => Some(m.entries.len()),
+            _ => None,
+        };
+        let range = range_of(&c.iter_range);
+        // The innermost comprehension binding the range's root, if any.
+        let binder = range.as_ref().and_then(|r| {
+            frames
+                .iter()
+                .enumerate()
+                .rev()
+                .find(|(_, f)| f.vars.contains(&Some(r.root)))
+        });
+        let innermost = frames.len().checked_sub(1);
+        let all = evaluations.saturating_mul(bound);
+        let (iterations, input, disjoint) = match (literal, &range, binder) {
+            (Some(n), _, _) => (
+                evaluations.saturating_mul(u128::try_from(n).unwrap_or(u128::MAX)),
+                false,
+                evaluations,
+            ),
+            // Parts of the elements the enclosing comprehension visits: disjoint, so at most
+            // the bound over all its evaluations.
+            (None, Some(r), Some((i, f))) if f.input && Some(i) == innermost => (
+                f.disjoint_evaluations.saturating_mul(bound).min(all),
+                r.parts,
+                f.disjoint_evaluations,
+            ),
+            (None, Some(r), Some((_, f))) => (all, f.input && r.parts, evaluations),
+            (None, Some(r), None) => {
+                let b = lookup(r.root, self.known);
+                let iterations = match b.len.filter(|_| r.bare) {
+                    Some(n) => evaluations.saturating_mul(u128::from(n)),
+                    None => all,
+                };
+                (iterations, r.parts && b.input, evaluations)
+            }
+            (None, None, _) => (all, false, evaluations),
+        };
+        cost = cost.saturating_add(iterations);
+        frames.push(Frame {
+            vars: [Some(c.iter_var.as_str()), c.iter_var2.as_deref()],
+            input,
+            disjoint_evaluations: disjoint,
+        });
+        cost = cost
+            .saturating_add(self.at(&c.loop_cond, iterations, frames))
+            .saturating_add(self.at(&c.loop_step, iterations, frames));
+        frames.pop();
+        // The accumulator is not an element: it shadows any binding of its name.
+        frames.push(Frame {
+            vars: [Some(c.accu_var.as_str()), None],
+            input: false,
+            disjoint_evaluations: evaluations,
+        });
+        cost = cost.saturating_add(self.at(&c.result, evaluations, frames));
+        frames.pop();
+        cost
     }
-    cost
 }
 
-/// The identifier a list is selected from, when `e` is a path into it: `x`, `x.a`, `x[k]`,
-/// `x[?k]`, `x.?a.orValue([])`.
-fn input_path_root(e: &IdedExpr) -> Option<&str> {
+/// What a comprehension's range is read from.
+struct Range<'a> {
+    /// The identifier the list is selected from.
+    root: &'a str,
+    /// Its elements are elements of that list (not indexes into it).
+    parts: bool,
+    /// It has at most as many elements as the identifier's value (nothing is selected from it).
+    bare: bool,
+}
+
+impl Range<'_> {
+    /// The range of a part selected from this one.
+    fn selected(self) -> Self {
+        Range {
+            bare: false,
+            ..self
+        }
+    }
+}
+
+/// The identifier a list is selected from, when `e` is a path into it (`x`, `x.a`, `x[k]`,
+/// `x[?k]`, `x.?a.orValue([])`, `x.?m.orValue({})`), a `filter` of one, or the indexes `lists.range(size(p))` of
+/// one.
+fn range_of(e: &IdedExpr) -> Option<Range<'_>> {
     match &e.expr {
-        Ast::Ident(n) => Some(n),
-        Ast::Select(s) if !s.test => input_path_root(&s.operand),
+        Ast::Ident(n) => Some(Range {
+            root: n,
+            parts: true,
+            bare: true,
+        }),
+        Ast::Select(s) if !s.test => range_of(&s.operand).map(Range::selected),
+        Ast::Comprehension(c) if is_filter(c) => range_of(&c.iter_range),
         Ast::Call(c) => match (c.func_name.as_str(), c.target.as_deref(), c.args.as_slice()) {
             (operators::INDEX | operators::OPT_INDEX | operators::OPT_SELECT, None, [o, _]) => {
-                input_path_root(o)
+                range_of(o).map(Range::selected)
             }
-            ("orValue", Some(t), [d]) if matches!(&d.expr, Ast::List(l) if l.elements.is_empty()) => {
-                input_path_root(t)
+            ("orValue", Some(t), [d]) if is_empty_literal(d) => range_of(t),
+            ("range", Some(lists), [n]) if matches!(&lists.expr, Ast::Ident(l) if l == "lists") => {
+                let sized = match &n.expr {
+                    Ast::Call(s) if s.func_name == "size" => {
+                        match (s.target.as_deref(), s.args.as_slice()) {
+                            (None, [x]) | (Some(x), []) => Some(x),
+                            _ => None,
+                        }
+                    }
+                    _ => None,
+                };
+                sized
+                    .and_then(range_of)
+                    .map(|r| Range { parts: false, ..r })
             }
             _ => None,
         },
         _ => None,
     }
+}
+
+/// `[]` or `{}`.
+fn is_empty_literal(e: &IdedExpr) -> bool {
+    match &e.expr {
+        Ast::List(l) => l.elements.is_empty(),
+        Ast::Map(m) => m.entries.is_empty(),
+        _ => false,
+    }
+}
+
+/// True for the comprehension `l.filter(x, p)` expands to: its step appends the element
+/// itself, `p ? accu + [x] : accu`.
+fn is_filter(c: &kube_cel::cel::common::ast::ComprehensionExpr) -> bool {
+    let is = |e: &IdedExpr, name: &str| matches!(&e.expr, Ast::Ident(n) if n == name);
+    let Ast::Call(step) = &c.loop_step.expr else {
+        return false;
+    };
+    let [_, append, keep] = step.args.as_slice() else {
+        return false;
+    };
+    if step.func_name != operators::CONDITIONAL || !is(keep, &c.accu_var) {
+        return false;
+    }
+    let Ast::Call(add) = &append.expr else {
+        return false;
+    };
+    matches!(add.args.as_slice(), [accu, one] if add.func_name == operators::ADD
+        && is(accu, &c.accu_var)
+        && matches!(&one.expr, Ast::List(l) if matches!(l.elements.as_slice(), [x] if is(x, &c.iter_var))))
 }
 
 #[cfg(test)]
@@ -647,8 +774,20 @@ mod tests {
             .expect("parses")
     }
 
+    /// `rt` is a part of the input, `keys` a literal of three.
+    fn known(name: &str) -> Option<Binding> {
+        match name {
+            "rt" => Some(Binding {
+                input: true,
+                len: None,
+            }),
+            "keys" => Binding::of(&ast("['a', 'b', 'c']"), &|_| None).into(),
+            _ => None,
+        }
+    }
+
     fn est(text: &str) -> u128 {
-        estimate(&ast(text), 1000)
+        estimate(&ast(text), 1000, &known)
     }
 
     #[test]
@@ -682,6 +821,48 @@ mod tests {
         assert_eq!(
             est("object.spec.jobs.all(j, j.containers.map(c, c.name).all(n, n != ''))"),
             1000 + 1000 + 1000 * 1000
+        );
+        // Filters of parts are parts; indexes of parts count as the parts; bound variables.
+        assert_eq!(
+            est(
+                "rt.jobs.filter(j, j.n > 0).all(j, lists.range(size(j.containers)).all(i, j.containers[i].name != ''))"
+            ),
+            3000
+        );
+        assert_eq!(
+            est("other.jobs.all(j, j.containers.all(c, true))"),
+            1000 + 1000 * 1000
+        );
+        assert_eq!(
+            Binding::of(&ast("x ? [] : rt.?a.orValue([]).filter(y, y > 1)"), &known),
+            Binding {
+                input: true,
+                len: None
+            }
+        );
+        assert_eq!(
+            Binding::of(&ast("rt.map(y, y)"), &known),
+            Binding::default()
+        );
+        assert_eq!(
+            Binding::of(&ast("keys"), &known),
+            Binding {
+                input: false,
+                len: Some(3)
+            }
+        );
+        // A literal's length, also through a filter; not what is selected from it.
+        assert_eq!(
+            est("object.spec.env.all(e, keys.filter(k, k != e.name).size() > 0)"),
+            4000
+        );
+        assert_eq!(
+            est("keys.all(k, object.spec.env.all(e, e.name != k))"),
+            3003
+        );
+        assert_eq!(
+            est("object.spec.env.all(e, keys.x.all(k, true))"),
+            1000 + 1000 * 1000
         );
         // Regex calls count one unit per evaluation.
         assert_eq!(
