@@ -313,7 +313,14 @@ fn lint_pack(pack: &CompiledPack, out: &mut Vec<LintFinding>) {
     };
     check_messages(pack, &at, out);
     check_escaped_keys(&sites, &at, &rule_id, out);
-    check_costs(&sites, &at, &rule_id, &bindings(pack), out);
+    check_costs(
+        &sites,
+        &at,
+        &rule_id,
+        &pack.declared_vars,
+        &bindings(pack),
+        out,
+    );
     let read: Vec<(&Owner, Vec<String>)> = sites
         .iter()
         .map(|s| (&s.owner, reads(s.expr).variables))
@@ -438,7 +445,14 @@ fn lint_table(table: &Table, out: &mut Vec<LintFinding>) {
             .map(|e| e.id.as_str())
     };
     check_escaped_keys(&sites, &at, &|i| entry_id(i), out);
-    check_costs(&sites, &at, &|i| entry_id(i), &Bindings::default(), out);
+    check_costs(
+        &sites,
+        &at,
+        &|i| entry_id(i),
+        &[],
+        &Bindings::default(),
+        out,
+    );
     if !table.complete {
         return;
     }
@@ -604,6 +618,7 @@ fn check_costs<'a>(
     sites: &[Site<'_>],
     at: &At<'_>,
     id: &dyn Fn(usize) -> Option<&'a str>,
+    pack_vars: &[String],
     bindings: &Bindings,
     out: &mut Vec<LintFinding>,
 ) {
@@ -621,12 +636,19 @@ fn check_costs<'a>(
             }
             _ => None,
         };
+        let what = match &s.owner {
+            Owner::PackVar(i) => pack_vars
+                .get(*i)
+                .map_or_else(String::new, |n| format!("pack variable {n:?}: ")),
+            Owner::Fragment(n) => format!("fragment {n:?}: "),
+            _ => String::new(),
+        };
         out.push(at.finding(
             Lint::CelCost,
             &s.path,
             rule,
             format!(
-                "the estimated worst case of this expression is {estimate} CEL cost units \
+                "{what}the estimated worst case of this expression is {estimate} CEL cost units \
                  (comprehension iterations), more than the per-expression limit of {} \
                  (--cel-cost-limit), with lists of up to {bound} elements (--max-yaml-nodes): a \
                  document with lists that long makes it a rule error; avoid nesting \
@@ -962,6 +984,18 @@ mod tests {
             [
                 "rules/x.yaml:8:33: error[escaped-key-on-map]: rule r: labels.app__dot__kubernetes__dot__io never matches: labels is a free-form map whose keys are not escaped, so __dot__/__slash__ stay literal there; write labels['app.kubernetes.io']",
                 "rules/x.yaml:13:24: error[escaped-key-on-map]: rule s: annotations.?example__dot__com__slash__team never matches: annotations is a free-form map whose keys are not escaped, so __dot__/__slash__ stay literal there; write annotations[?'example.com/team']",
+            ]
+        );
+    }
+
+    #[test]
+    fn expressions_whose_estimated_cost_exceeds_the_limit() {
+        assert_eq!(
+            pack(
+                "variables:\n- {name: keys, expression: \"['a', 'b']\"}\nrules:\n- id: r\n  validate:\n    expression: object.spec.env.all(a, object.spec.env.all(b, a.name != b.name || a == b))\n- id: linear\n  validate:\n    expression: object.spec.jobs.all(j, j.containers.all(c, variables.keys.all(k, k in c)))\n"
+            ),
+            [
+                "rules/x.yaml:10:17: warning[cel-cost]: rule r: the estimated worst case of this expression is 62500250000 CEL cost units (comprehension iterations), more than the per-expression limit of 1000000 (--cel-cost-limit), with lists of up to 250000 elements (--max-yaml-nodes): a document with lists that long makes it a rule error; avoid nesting comprehensions over whole lists of the document"
             ]
         );
     }
