@@ -760,7 +760,7 @@ mod tests {
         with_test_limits(small(100, 150), || {
             let _open = DocumentBudget::open();
             assert_eq!(eval("params.l.all(x, x >= 0)", &s), Ok(json!(true)));
-            let other = std::thread::spawn(|| DocumentBudget::used())
+            let other = std::thread::spawn(DocumentBudget::used)
                 .join()
                 .expect("joins");
             assert_eq!((other, DocumentBudget::used()), (None, Some(80)));
@@ -803,7 +803,7 @@ mod tests {
             est(
                 "object.spec.env.all(a, object.spec.env.all(b, object.spec.env.all(c, a.name != b.name || c.name != '')))"
             ),
-            1000 + 1000_000 + 1000_000_000
+            1_000 + 1_000_000 + 1_000_000_000
         );
         // Containers of jobs, env of containers: disjoint parts, the bound over all of them.
         assert_eq!(
