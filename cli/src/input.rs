@@ -111,7 +111,8 @@ impl NodeArgs {
     }
 }
 
-/// The input budgets (global flags): each YAML/JSON document is parsed within them. See
+/// The input budgets (global flags): each YAML/JSON document is parsed within them, and its
+/// rules evaluated within the CEL cost budgets. See
 /// `nvcre_engine::limits::Limits` for what each bounds and docs/input.md for the defaults.
 #[derive(Debug, Clone, clap::Args)]
 pub struct LimitArgs {
@@ -133,6 +134,13 @@ pub struct LimitArgs {
     /// Most nodes `render --expand` makes up without --nodes-file.
     #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().expand_nodes)]
     pub max_expand_nodes: usize,
+    /// Most CEL cost units one expression evaluation may use (comprehension iterations and
+    /// 64-byte blocks of regex input); beyond it the rule is a rule error.
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "UNITS", default_value_t = nvcre_engine::limits::Limits::default().cel_cost)]
+    pub cel_cost_limit: u64,
+    /// Most CEL cost units the expressions evaluated on one document may use together.
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "UNITS", default_value_t = nvcre_engine::limits::Limits::default().cel_document_cost)]
+    pub cel_document_cost_limit: u64,
 }
 
 impl LimitArgs {
@@ -145,6 +153,8 @@ impl LimitArgs {
             yaml_nodes: self.max_yaml_nodes,
             nodes_file_bytes: self.max_nodes_file_bytes,
             expand_nodes: self.max_expand_nodes,
+            cel_cost: self.cel_cost_limit,
+            cel_document_cost: self.cel_document_cost_limit,
         });
     }
 }

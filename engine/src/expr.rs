@@ -34,6 +34,7 @@ static ROOT: LazyLock<cel::Context<'static>> = LazyLock::new(|| {
     let mut ctx = cel::Context::default().with_all();
     register_types(&mut ctx);
     register_cached_regex(&mut ctx);
+    register_cost(&mut ctx);
     ctx
 });
 
@@ -139,7 +140,7 @@ impl Expr {
                 .enable_optional_syntax(true)
                 .parse(t)
         };
-        let ast = parse(&rewrite_optional_select(text)).map_err(|_| {
+        let mut ast = parse(&rewrite_optional_select(text)).map_err(|_| {
             // Report positions in the text as written, not in the rewritten one.
             match parse(text) {
                 Err(errs) => errs
@@ -151,6 +152,7 @@ impl Expr {
                 Ok(_) => "does not compile".to_string(),
             }
         })?;
+        crate::cost::instrument(&mut ast);
         let mut refs: Vec<String> = ast
             .references()
             .variables()
@@ -217,17 +219,24 @@ impl Expr {
             return Err(EvalError::Upstream(m.clone()));
         }
         let base = scope.context();
-        if scope.locals.is_empty() {
-            return Cel::resolve(&self.ast, base).map_err(|e| EvalError::Own(e.to_string()));
-        }
-        let mut child = base.new_inner_scope();
-        // `cel` converts (deep-copies) a value when it is added: add only what is read.
-        for name in self.refs.iter() {
-            if let Some(v) = scope.locals.get(name) {
-                child.add_variable_from_value(name.clone(), v.clone());
+        let (result, spent) = crate::cost::measure(|| {
+            if scope.locals.is_empty() {
+                return Cel::resolve(&self.ast, base);
             }
+            let mut child = base.new_inner_scope();
+            // `cel` converts (deep-copies) a value when it is added: add only what is read.
+            for name in self.refs.iter() {
+                if let Some(v) = scope.locals.get(name) {
+                    child.add_variable_from_value(name.clone(), v.clone());
+                }
+            }
+            Cel::resolve(&self.ast, &child)
+        });
+        // A spent budget decides even when `||`/`&&` dropped the error it raised.
+        if let Some(budget) = spent {
+            return Err(EvalError::Own(budget.message()));
         }
-        Cel::resolve(&self.ast, &child).map_err(|e| EvalError::Own(e.to_string()))
+        result.map_err(|e| EvalError::Own(e.to_string()))
     }
 
     /// Evaluates and requires a bool.
@@ -618,6 +627,25 @@ fn register_types(ctx: &mut cel::Context<'static>) {
     );
 }
 
+/// The function every comprehension's loop condition calls first (see [`crate::cost`]): charges
+/// one unit, true while the budgets last.
+fn register_cost(ctx: &mut cel::Context<'static>) {
+    ctx.add_function(
+        crate::cost::COST_FUNCTION,
+        || -> Result<bool, cel::ExecutionError> {
+            crate::cost::charge(1).map(|()| true).map_err(|budget| {
+                cel::ExecutionError::function_error(crate::cost::COST_FUNCTION, budget.message())
+            })
+        },
+    );
+}
+
+/// Charges a regex scan of `text` (see [`crate::cost`]).
+fn charge_regex(name: &str, text: &str) -> Result<(), cel::ExecutionError> {
+    crate::cost::charge_regex(text.len())
+        .map_err(|budget| cel::ExecutionError::function_error(name, budget.message()))
+}
+
 /// Regular expressions compiled so far, by pattern, shared by every thread: rules match the
 /// same few patterns against every label and name, and compiling a pattern costs far more than
 /// matching it. Bounded: patterns computed from input must not grow it without limit.
@@ -644,7 +672,7 @@ fn cached_regex(pattern: &str) -> Result<Arc<regex::Regex>, regex::Error> {
 
 /// Replaces the regex functions of `cel` (`matches`) and `kube-cel` (`find`, `findAll`), which
 /// compile their pattern on every call, with the same functions over [`cached_regex`]. Results
-/// and error messages are theirs.
+/// and error messages are theirs. Each call charges its input to the cost meter first.
 fn register_cached_regex(ctx: &mut cel::Context<'static>) {
     use cel::extractors::{Arguments, This};
     use cel::{ExecutionError, FunctionContext};
@@ -654,6 +682,7 @@ fn register_cached_regex(ctx: &mut cel::Context<'static>) {
          This(this): This<Arc<String>>,
          pattern: Arc<String>|
          -> Result<bool, ExecutionError> {
+            charge_regex("matches", &this)?;
             match cached_regex(&pattern) {
                 Ok(re) => Ok(re.is_match(&this)),
                 Err(err) => Err(ftx.error(format!("'{pattern}' not a valid regex:\n{err}"))),
@@ -663,6 +692,7 @@ fn register_cached_regex(ctx: &mut cel::Context<'static>) {
     ctx.add_function(
         "find",
         |This(this): This<Arc<String>>, pattern: Arc<String>| -> cel::ResolveResult {
+            charge_regex("find", &this)?;
             let re = cached_regex(&pattern).map_err(|e| {
                 ExecutionError::function_error("find", format!("invalid regex: {e}"))
             })?;
@@ -679,6 +709,7 @@ fn register_cached_regex(ctx: &mut cel::Context<'static>) {
                     "expected string pattern",
                 ));
             };
+            charge_regex("findAll", &this)?;
             let re = cached_regex(pattern).map_err(|e| {
                 ExecutionError::function_error("findAll", format!("invalid regex: {e}"))
             })?;

@@ -20,6 +20,11 @@ them over JSON documents, applies patches and reports findings. The NVCRE domain
   [`RuleSet::documents`].
 - [`schema`] derives JSON Schemas (draft 2020-12): row schemas from Rust types for a
   [`Contract`], and the schemas of `RulePack` and `Table` files for editors.
+- [`cost`] bounds what CEL may cost: comprehension iterations (and regex input) are charged
+  while an expression evaluates, against a per-expression and a per-document budget
+  ([`limits::Limits`]); an evaluation that spends one fails like any evaluation error (a rule
+  error finding). [`lint`] warns about expressions whose estimated worst case exceeds the
+  per-expression budget.
 - [`walk_files`] / [`read_files`] list a directory the one way every reader does: path order,
   hidden entries skipped (so a mounted ConfigMap's files load once, by their visible names),
   symlinked files followed, symlink loops refused.
@@ -72,6 +77,7 @@ assert_eq!(f.message, "Too long: may not be more than 63 bytes");
 )]
 
 pub mod contract;
+pub mod cost;
 mod error;
 mod eval;
 mod expr;

@@ -2,7 +2,9 @@
 //! (the command line's `--max-*` flags) and read by every parser.
 //!
 //! The budgets are **per document**: a stream of many honest documents never trips them. Each
-//! breach is reported in words naming the limit, its value and the flag that raises it.
+//! breach is reported in words naming the limit, its value and the flag that raises it. The
+//! CEL cost budgets ([`Limits::cel_cost`], [`Limits::cel_document_cost`]) bound evaluation
+//! rather than parsing; [`crate::cost`] enforces them.
 
 use std::sync::OnceLock;
 
@@ -25,6 +27,13 @@ pub struct Limits {
     /// Most nodes `render --expand` synthesizes without a nodes file (`--max-expand-nodes`;
     /// default 100,000).
     pub expand_nodes: usize,
+    /// Most CEL cost units one expression evaluation may use (`--cel-cost-limit`; default
+    /// 1,000,000). Units: comprehension iterations and 64-byte blocks of regex input (see
+    /// [`crate::cost`]).
+    pub cel_cost: u64,
+    /// Most CEL cost units the expressions evaluated on one document may use together
+    /// (`--cel-document-cost-limit`; default 10,000,000).
+    pub cel_document_cost: u64,
 }
 
 impl Default for Limits {
@@ -36,6 +45,8 @@ impl Default for Limits {
             yaml_nodes: 250_000,
             nodes_file_bytes: 1024 * 1024 * 1024,
             expand_nodes: 100_000,
+            cel_cost: 1_000_000,
+            cel_document_cost: 10_000_000,
         }
     }
 }

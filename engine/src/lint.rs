@@ -16,6 +16,12 @@
 //!   `labels` or `annotations`. Escaping applies to schema fields only; the keys of these
 //!   free-form maps are never unescaped, so the selection never matches. `['key']` does.
 //!
+//! - `cel-cost`: an expression whose estimated worst case ([`crate::cost`]) exceeds the
+//!   per-expression CEL cost limit (`--cel-cost-limit`), with every list of the input as long
+//!   as the YAML node budget allows. A warning, not a refusal: the estimate cannot know how
+//!   long the lists of real documents are (nor see guards such as `size(l) <= 10 && …`); at
+//!   run time such a document makes the rule a rule error.
+//!
 //! The lint reads what the loader produced (compiled packs and tables, and the problems of
 //! what did not compile); it knows the rule-file format, not any particular policy. The unused
 //! lints stay quiet for a pack or table that did not compile whole (a rule left out would look
@@ -26,8 +32,9 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::contract::Contract;
+use crate::cost::Binding;
 use crate::error::Error;
-use crate::expr::{Item, Template};
+use crate::expr::{Item, Template, VARIABLE_PREFIX};
 use crate::finding::Severity;
 use crate::pack::{CompiledPack, Mutation, ProblemKind, RuleSet, Table};
 use crate::path::FieldPath;
@@ -62,6 +69,9 @@ pub enum Lint {
     /// `contract`: a breach of the caller's [`Contract`] (unknown stage or table, a row that
     /// does not fit its schema, a param the stage does not pass).
     Contract,
+    /// `cel-cost`: an expression whose estimated worst-case CEL cost exceeds the
+    /// per-expression limit.
+    CelCost,
 }
 
 impl Lint {
@@ -79,6 +89,7 @@ impl Lint {
             Lint::EscapedKeyOnMap => "escaped-key-on-map",
             Lint::UndefinedVariable => "undefined-variable",
             Lint::Contract => "contract",
+            Lint::CelCost => "cel-cost",
         }
     }
 
@@ -86,9 +97,10 @@ impl Lint {
     /// selection that can never match) are errors; the rest are warnings.
     pub fn severity(self) -> Severity {
         match self {
-            Lint::MessageLooksLikeCel | Lint::UnusedVariable | Lint::UnusedFragment => {
-                Severity::Warning
-            }
+            Lint::MessageLooksLikeCel
+            | Lint::UnusedVariable
+            | Lint::UnusedFragment
+            | Lint::CelCost => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -301,6 +313,14 @@ fn lint_pack(pack: &CompiledPack, out: &mut Vec<LintFinding>) {
     };
     check_messages(pack, &at, out);
     check_escaped_keys(&sites, &at, &rule_id, out);
+    check_costs(
+        &sites,
+        &at,
+        &rule_id,
+        &pack.declared_vars,
+        &bindings(pack),
+        out,
+    );
     let read: Vec<(&Owner, Vec<String>)> = sites
         .iter()
         .map(|s| (&s.owner, reads(s.expr).variables))
@@ -425,6 +445,14 @@ fn lint_table(table: &Table, out: &mut Vec<LintFinding>) {
             .map(|e| e.id.as_str())
     };
     check_escaped_keys(&sites, &at, &|i| entry_id(i), out);
+    check_costs(
+        &sites,
+        &at,
+        &|i| entry_id(i),
+        &[],
+        &Bindings::default(),
+        out,
+    );
     if !table.complete {
         return;
     }
@@ -532,6 +560,102 @@ fn check_escaped_keys<'a>(
             f.pos = f.pos.map(|p| locate(at.source, p, &written));
             out.push(f);
         }
+    }
+}
+
+/// What the cost estimate knows of the bindings (see [`crate::cost::Binding`]): of the pack
+/// (its variables), and per rule (its `forEach` item and variables, over the pack's).
+#[derive(Default)]
+struct Bindings {
+    pack: HashMap<String, Binding>,
+    rules: HashMap<usize, HashMap<String, Binding>>,
+}
+
+impl Bindings {
+    /// The bindings code owned by `owner` sees.
+    fn of(&self, owner: &Owner) -> &HashMap<String, Binding> {
+        match owner {
+            Owner::RuleForEach(k) | Owner::RuleVar(k, _) | Owner::Rule(k) => {
+                self.rules.get(k).unwrap_or(&self.pack)
+            }
+            _ => &self.pack,
+        }
+    }
+}
+
+fn bindings(pack: &CompiledPack) -> Bindings {
+    let add = |set: &mut HashMap<String, Binding>, name: String, expr: &crate::expr::Expr| {
+        let b = Binding::of(expr.ast(), &|n| set.get(n).copied());
+        set.insert(name, b);
+    };
+    let mut out = Bindings::default();
+    for (name, e) in &pack.variables {
+        add(&mut out.pack, format!("{VARIABLE_PREFIX}{name}"), e);
+    }
+    for r in &pack.rules {
+        let mut set = out.pack.clone();
+        if let Some((e, item, _)) = &r.for_each {
+            // The item is an element of the list: a part when the list is one.
+            let list = Binding::of(e.ast(), &|n| set.get(n).copied());
+            set.insert(
+                item.clone(),
+                Binding {
+                    input: list.input,
+                    len: None,
+                },
+            );
+        }
+        for (name, e) in &r.variables {
+            add(&mut set, format!("{VARIABLE_PREFIX}{name}"), e);
+        }
+        out.rules.insert(r.index, set);
+    }
+    out
+}
+
+/// `cel-cost`: every expression whose estimated worst case exceeds the per-expression limit.
+fn check_costs<'a>(
+    sites: &[Site<'_>],
+    at: &At<'_>,
+    id: &dyn Fn(usize) -> Option<&'a str>,
+    pack_vars: &[String],
+    bindings: &Bindings,
+    out: &mut Vec<LintFinding>,
+) {
+    let limits = crate::limits::limits();
+    let bound = u64::try_from(limits.yaml_nodes).unwrap_or(u64::MAX);
+    for s in sites {
+        let seen = bindings.of(&s.owner);
+        let estimate = crate::cost::estimate(s.expr.ast(), bound, &|n| seen.get(n).copied());
+        if estimate <= u128::from(limits.cel_cost) {
+            continue;
+        }
+        let rule = match s.owner {
+            Owner::RuleForEach(k) | Owner::RuleVar(k, _) | Owner::Rule(k) | Owner::Entry(k) => {
+                id(k)
+            }
+            _ => None,
+        };
+        let what = match &s.owner {
+            Owner::PackVar(i) => pack_vars
+                .get(*i)
+                .map_or_else(String::new, |n| format!("pack variable {n:?}: ")),
+            Owner::Fragment(n) => format!("fragment {n:?}: "),
+            _ => String::new(),
+        };
+        out.push(at.finding(
+            Lint::CelCost,
+            &s.path,
+            rule,
+            format!(
+                "{what}the estimated worst case of this expression is {estimate} CEL cost units \
+                 (comprehension iterations), more than the per-expression limit of {} \
+                 (--cel-cost-limit), with lists of up to {bound} elements (--max-yaml-nodes): a \
+                 document with lists that long makes it a rule error; avoid nesting \
+                 comprehensions over whole lists of the document",
+                limits.cel_cost
+            ),
+        ));
     }
 }
 
@@ -860,6 +984,18 @@ mod tests {
             [
                 "rules/x.yaml:8:33: error[escaped-key-on-map]: rule r: labels.app__dot__kubernetes__dot__io never matches: labels is a free-form map whose keys are not escaped, so __dot__/__slash__ stay literal there; write labels['app.kubernetes.io']",
                 "rules/x.yaml:13:24: error[escaped-key-on-map]: rule s: annotations.?example__dot__com__slash__team never matches: annotations is a free-form map whose keys are not escaped, so __dot__/__slash__ stay literal there; write annotations[?'example.com/team']",
+            ]
+        );
+    }
+
+    #[test]
+    fn expressions_whose_estimated_cost_exceeds_the_limit() {
+        assert_eq!(
+            pack(
+                "variables:\n- {name: keys, expression: \"['a', 'b']\"}\nrules:\n- id: r\n  validate:\n    expression: object.spec.env.all(a, object.spec.env.all(b, a.name != b.name || a == b))\n- id: linear\n  validate:\n    expression: object.spec.jobs.all(j, j.containers.all(c, variables.keys.all(k, k in c)))\n"
+            ),
+            [
+                "rules/x.yaml:10:17: warning[cel-cost]: rule r: the estimated worst case of this expression is 62500250000 CEL cost units (comprehension iterations), more than the per-expression limit of 1000000 (--cel-cost-limit), with lists of up to 250000 elements (--max-yaml-nodes): a document with lists that long makes it a rule error; avoid nesting comprehensions over whole lists of the document"
             ]
         );
     }

@@ -180,6 +180,8 @@ pub fn check_document_in(
     req: &CheckRequest,
     objects: Option<&Objects>,
 ) -> Result<Vec<Finding>, PolicyError> {
+    // One CEL cost budget for the document, its render and its List items (nested opens share).
+    let _budget = nvcre_engine::cost::DocumentBudget::open();
     let origin = Origin {
         file: &doc.source.name,
         document: doc.index,

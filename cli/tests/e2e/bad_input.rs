@@ -688,6 +688,171 @@ fn a_cel_evaluation_error_is_a_rule_error() {
     assert_eq!(findings.as_array().map(Vec::len), Some(1));
 }
 
+// ---- CEL cost budgets ----------------------------------------------------------------------
+
+/// What the cost messages say the units are.
+const UNITS: &str = "comprehension iterations and 64-byte blocks of regex input";
+
+/// `(document, ruleId, ruleError, message)` of every finding of a `check -o json` report.
+fn finding_rows(stdout: &str) -> Vec<(u64, String, bool, String)> {
+    let report: serde_json::Value = serde_json::from_str(stdout).expect("json");
+    findings(&report)
+        .as_array()
+        .expect("an array")
+        .iter()
+        .map(|f| {
+            (
+                f["document"].as_u64().unwrap_or(u64::MAX),
+                f["ruleId"].as_str().unwrap_or("").to_string(),
+                f["ruleError"].as_bool().unwrap_or(false),
+                f["message"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
+refused!(
+    a_cel_cost_limit_below_what_a_rule_needs,
+    [
+        "--cel-cost-limit",
+        "0",
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    run_yaml("  framework: {exec: {command: [a]}}\n"),
+    1,
+    "in.yaml:3:18: metadata.name: rule wr-name could not be evaluated at metadata.name: CEL cost limit exceeded: the expression used more than 0 units (comprehension iterations and 64-byte blocks of regex input), the per-expression limit; raise it with --cel-cost-limit or simplify the rule (expression: object.?metadata.?name.orValue('').matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(object.?metadata.?name.orValue('')) <= 63) (a rule error, not a policy violation)\n"
+);
+
+/// Nested comprehensions over a list of 3,000 env entries (2.7 × 10^10 iterations) stop at the
+/// default per-expression limit: a rule error, while the pack's other rules still report.
+#[test]
+fn a_rule_over_the_cost_limit_is_a_rule_error_and_the_other_rules_still_report() {
+    let (_dir, rules) = rules_copy();
+    let nested = "object.spec.env.all(a, object.spec.env.all(b, object.spec.env.all(c, a.name != b.name || c.name != '')))";
+    edit(
+        &rules.join("admission/workloadrun.yaml"),
+        "  - id: wr-threshold-keys\n",
+        &format!(
+            "  - id: env-nested\n    description: compares every env entry with every other, twice\n    validate:\n      expression: \"{nested}\"\n      message: m\n\n  - id: wr-threshold-keys\n"
+        ),
+    );
+    let env: String = (0..3000)
+        .map(|i| format!("  - {{name: E{i}, value: v{i}}}\n"))
+        .collect();
+    let input = run_yaml(&format!(
+        "  framework: {{exec: {{command: [a]}}}}\n  gangScheduler: {{schedulerName: kai-scheduler, queue: {}}}\n  env:\n{env}",
+        "q".repeat(64)
+    ));
+    let rules_dir = rules.display().to_string();
+    let started = std::time::Instant::now();
+    let (code, stdout, stderr) = run_in(
+        &["--rules", &rules_dir, "check", "-o", "json", "in.yaml"],
+        input,
+    );
+    let took = started.elapsed();
+    assert_eq!((code, stderr.as_str()), (2, ""));
+    assert_eq!(
+        finding_rows(&stdout),
+        [
+            (
+                0,
+                "wr-gang-queue-length".to_string(),
+                false,
+                "Too long: may not be more than 63 bytes".to_string()
+            ),
+            (
+                0,
+                "env-nested".to_string(),
+                true,
+                format!(
+                    "rule env-nested could not be evaluated on document 1: CEL cost limit exceeded: the expression used more than 1000000 units ({UNITS}), the per-expression limit; raise it with --cel-cost-limit or simplify the rule (expression: {nested}) (a rule error, not a policy violation)"
+                )
+            ),
+        ]
+    );
+    // Unbounded, it would run for hours; a debug build on a busy machine stops within seconds.
+    assert!(took.as_secs() < 120, "took {took:?}");
+}
+
+/// A rule pack for kind `Widget`: `widget-pairs` costs n + n² units over n `spec.items`,
+/// `widget-pairs-again` the same when `spec.again` is set.
+const WIDGET_PACK: &str = "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: widget-cost}\nstage: lint\nmatch:\n  resources: [{apiVersion: example.com/v1, kind: Widget}]\nrules:\n  - id: widget-pairs\n    validate:\n      expression: object.spec.items.all(a, object.spec.items.all(b, a != b || a == b))\n      message: m\n  - id: widget-pairs-again\n    when: has(object.spec.again)\n    validate:\n      expression: object.spec.items.all(a, object.spec.items.all(b, a != b || a == b))\n      message: m\n";
+
+/// A Widget with `n` items (and `spec.again` when `again`).
+fn widget(name: &str, n: usize, again: bool) -> String {
+    let items: Vec<String> = (0..n).map(|i| i.to_string()).collect();
+    let again = if again { ", again: true" } else { "" };
+    format!(
+        "apiVersion: example.com/v1\nkind: Widget\nmetadata: {{name: {name}}}\nspec: {{items: [{}]{again}}}\n",
+        items.join(", ")
+    )
+}
+
+/// Each document has its own budget (two documents under it both evaluate); the rules of one
+/// document share it; the flags set both limits and the messages name them.
+#[test]
+fn the_cost_budgets_are_per_expression_and_per_document_and_the_flags_set_them() {
+    let (_dir, rules) = rules_copy();
+    std::fs::write(rules.join("widget-cost.yaml"), WIDGET_PACK).expect("write pack");
+    let rules_dir = rules.display().to_string();
+    // 30 items: 930 units a rule; 40 items: 1,640.
+    let input = [
+        widget("a", 30, false),
+        widget("b", 30, false),
+        widget("c", 30, true),
+        widget("d", 40, false),
+    ]
+    .join("---\n");
+    let args = [
+        "--rules",
+        &rules_dir,
+        "--cel-cost-limit",
+        "1000",
+        "--cel-document-cost-limit",
+        "1500",
+        "check",
+        "-o",
+        "json",
+        "in.yaml",
+    ];
+    let (code, stdout, stderr) = run_in(&args, &input);
+    assert_eq!((code, stderr.as_str()), (2, ""));
+    let expression = "object.spec.items.all(a, object.spec.items.all(b, a != b || a == b))";
+    assert_eq!(
+        finding_rows(&stdout),
+        [
+            (
+                2,
+                "widget-pairs-again".to_string(),
+                true,
+                format!(
+                    "rule widget-pairs-again could not be evaluated on document 3: CEL cost limit exceeded: the expressions evaluated on this document used more than 1500 units ({UNITS}), the per-document limit; raise it with --cel-document-cost-limit or simplify the rules (expression: {expression}) (a rule error, not a policy violation)"
+                )
+            ),
+            (
+                3,
+                "widget-pairs".to_string(),
+                true,
+                format!(
+                    "rule widget-pairs could not be evaluated on document 4: CEL cost limit exceeded: the expression used more than 1000 units ({UNITS}), the per-expression limit; raise it with --cel-cost-limit or simplify the rule (expression: {expression}) (a rule error, not a policy violation)"
+                )
+            ),
+        ]
+    );
+    // The defaults hold all four.
+    let (code, stdout, stderr) = run_in(
+        &["--rules", &rules_dir, "check", "-o", "json", "in.yaml"],
+        &input,
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert_eq!(finding_rows(&stdout), []);
+}
+
 // ---- more cases: pass-through types, budgets, nodes files, files -----------------------
 
 /// The seed example, for commands that need a manifest beside the input under test.

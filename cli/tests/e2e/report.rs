@@ -684,13 +684,53 @@ fn rules_lint_exit_codes() {
     assert!(stderr.starts_with("Error: reading nowhere: "), "{stderr}");
 }
 
+/// The shipped rules lint clean, but for the `cel-cost` warnings of the expressions whose
+/// estimated worst case exceeds the per-expression limit (docs/rules.md, "CEL cost"): warnings,
+/// so the exit code stays 0.
 #[test]
-fn the_shipped_rules_lint_clean() {
+fn the_shipped_rules_lint_clean_but_for_cost_estimates() {
     let (code, stdout, stderr) = run(&root(), &["rules", "lint"]);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let places: Vec<&str> = stdout
+        .lines()
+        .map(|l| {
+            l.split_once(": the estimated worst case of this expression is ")
+                .map_or(l, |(at, _)| at)
+        })
+        .collect();
+    assert_eq!(places, SHIPPED_COST_WARNINGS);
+    let (code, on_disk, _) = run(&root(), &["rules", "lint", "rules"]);
+    assert_eq!((code, on_disk.as_str()), (0, stdout.as_str()));
+    // The lint compares with the limit in force.
+    let (code, stdout, stderr) = run(
+        &root(),
+        &["--cel-cost-limit", "18446744073709551615", "rules", "lint"],
+    );
     assert_eq!((code, stdout.as_str(), stderr.as_str()), (0, "", ""));
-    let (code, stdout, _) = run(&root(), &["rules", "lint", "rules"]);
-    assert_eq!((code, stdout.as_str()), (0, ""));
+    let (code, stdout, _) = run(&root(), &["rules", "lint", "--fail-on", "warning"]);
+    assert_eq!(
+        (code, stdout.lines().count()),
+        (1, SHIPPED_COST_WARNINGS.len())
+    );
 }
+
+/// Where `rules lint` warns about the cost of the shipped rules.
+const SHIPPED_COST_WARNINGS: [&str; 14] = [
+    "rules/contract/resources.yaml:25:11: warning[cel-cost]: rule zero-nic-request",
+    "rules/lint/workloads.yaml:144:7: warning[cel-cost]: pack variable \"nestedQueueLabels\"",
+    "rules/lint/workloads.yaml:156:7: warning[cel-cost]: pack variable \"ownContainers\"",
+    "rules/lint/workloads.yaml:165:7: warning[cel-cost]: pack variable \"allEnv\"",
+    "rules/lint/workloads.yaml:177:7: warning[cel-cost]: pack variable \"mpiRuns\"",
+    "rules/lint/workloads.yaml:197:7: warning[cel-cost]: pack variable \"mpiEnv\"",
+    "rules/lint/workloads.yaml:220:7: warning[cel-cost]: pack variable \"claimsUsed\"",
+    "rules/lint/workloads.yaml:360:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
+    "rules/lint/workloads.yaml:375:9: warning[cel-cost]: rule lint-claim-not-used",
+    "rules/lint/workloads.yaml:391:9: warning[cel-cost]: rule lint-claim-not-declared",
+    "rules/lint/workloads.yaml:411:9: warning[cel-cost]: rule lint-compute-domain-nodes",
+    "rules/lint/workloads.yaml:461:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
+    "rules/lint/workloads.yaml:482:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
+    "rules/lint/workloads.yaml:506:9: warning[cel-cost]: rule lint-template-labels",
+];
 
 // ---------------------------------------------------------------------------------------------
 // rules list / explain

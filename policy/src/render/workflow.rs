@@ -33,6 +33,8 @@ pub fn render_workflow(
     doc: &Document,
     req: &RenderRequest,
 ) -> Result<Rendered, PolicyError> {
+    // One CEL cost budget for the whole render (shared with an enclosing `check`).
+    let _budget = nvcre_engine::cost::DocumentBudget::open();
     let (doc, warnings) = prepare_document(doc, "Workflow")?;
     let workflow: Workflow = parse_typed(&doc, "Workflow")?;
     check_user_overrides(&doc, &workflow.spec.overrides)?;

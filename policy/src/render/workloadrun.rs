@@ -36,6 +36,8 @@ pub fn render_workload_run(
     doc: &Document,
     req: &RenderRequest,
 ) -> Result<Rendered, PolicyError> {
+    // One CEL cost budget for the whole render (shared with an enclosing `check`).
+    let _budget = nvcre_engine::cost::DocumentBudget::open();
     let mut warnings = Vec::new();
     check_flags_first(rules, req)?;
     let (doc, run) = parse_and_admit(rules, doc, req, &mut warnings)?;
