@@ -178,7 +178,10 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
                     Err(e) => {
-                        report::error_line(&format!("writing the report: {e}"));
+                        report::error_line(&format!(
+                            "writing the report: {}",
+                            nvcre_engine::limits::io_error_text(&e)
+                        ));
                         write_failed = true;
                     }
                 }
@@ -186,7 +189,11 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
             Some(path) => {
                 let text = report::render(o.format, &report, false);
                 if let Err(e) = write_atomically(path, text.as_bytes()) {
-                    report::error_line(&format!("writing {}: {e}", path.display()));
+                    report::error_line(&format!(
+                        "writing {}: {}",
+                        path.display(),
+                        nvcre_engine::limits::io_error_text(&e)
+                    ));
                     write_failed = true;
                 }
             }
@@ -270,7 +277,12 @@ fn open(path: &str) -> Result<(String, Box<dyn BufRead>), String> {
     if path == "-" {
         return Ok(("<stdin>".to_string(), Box::new(std::io::stdin().lock())));
     }
-    let file = std::fs::File::open(path).map_err(|e| format!("reading {path}: {e}"))?;
+    let file = std::fs::File::open(path).map_err(|e| {
+        format!(
+            "reading {path}: {}",
+            nvcre_engine::limits::io_error_text(&e)
+        )
+    })?;
     Ok((
         path.to_string(),
         Box::new(std::io::BufReader::with_capacity(1 << 16, file)),
@@ -322,7 +334,10 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
                 Err(e) => {
                     out.errors.push(InputError::new(
                         name.clone(),
-                        format!("reading {name}: {e}"),
+                        format!(
+                            "reading {name}: {}",
+                            nvcre_engine::limits::io_error_text(&e)
+                        ),
                     ));
                     break;
                 }

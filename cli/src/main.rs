@@ -441,7 +441,10 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         // A closed pipe (`| head`) is not an error.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(e) => {
-            report::error_line(&format!("writing the output: {e}"));
+            report::error_line(&format!(
+                "writing the output: {}",
+                nvcre_engine::limits::io_error_text(&e)
+            ));
             Err(ExitCode::from(2))
         }
     }
@@ -459,8 +462,9 @@ fn man(args: &ManArgs) -> ExitCode {
                 std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(command, dir))
             {
                 report::error_line(&format!(
-                    "writing man pages to {}: {e}; give a writable --out-dir",
-                    dir.display()
+                    "writing man pages to {}: {}; give a writable --out-dir",
+                    dir.display(),
+                    nvcre_engine::limits::io_error_text(&e)
                 ));
                 return ExitCode::from(2);
             }

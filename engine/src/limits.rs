@@ -40,6 +40,14 @@ impl Default for Limits {
     }
 }
 
+/// The deepest `--max-depth` accepted: the checks walk documents recursively, and a deeper
+/// document would exhaust a thread's stack (an abort, not an error).
+pub const MAX_DEPTH: usize = 128;
+
+/// The most `--max-expand-nodes` accepted: every made-up node and its place in a group is held
+/// in memory (about 4 KB each in a release build).
+pub const MAX_EXPAND_NODES: usize = 1_000_000;
+
 static LIMITS: OnceLock<Limits> = OnceLock::new();
 
 /// Sets the process's limits; the first call wins (later calls are ignored and return false).

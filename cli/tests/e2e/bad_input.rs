@@ -524,7 +524,7 @@ fn a_directory_walk_skips_pipes_and_reports_every_other_file() {
     assert_eq!(
         without_summary(&["check"], &String::from_utf8_lossy(&out.stderr)),
         "note: skipping d/pipe.yaml: a named pipe (FIFO), not a regular file\n\
-         Error: reading d/broken.yaml: No such file or directory (os error 2)\n\
+         Error: reading d/broken.yaml: no such file or directory\n\
          Error: d/b.yaml:1:4: unclosed bracket '['\n"
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");

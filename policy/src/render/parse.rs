@@ -131,7 +131,7 @@ pub fn parse_typed<T: for<'de> Deserialize<'de>>(
 /// serde's type names in the words a manifest author uses (`i64` → an integer, `a sequence` →
 /// a list, `struct X` → a mapping).
 pub(super) fn plain_serde_message(m: &str) -> String {
-    let mut out = m.to_string();
+    let mut out = out_of_range(m).unwrap_or_else(|| m.to_string());
     for (from, to) in [
         ("expected i64", "expected an integer"),
         ("expected i32", "expected an integer"),
@@ -157,6 +157,41 @@ pub(super) fn plain_serde_message(m: &str) -> String {
         );
     }
     out
+}
+
+/// serde's message for a whole number that does not fit the integer field (`invalid value:
+/// integer `9223372036854775808`, expected i64`, or a float YAML read from too many digits) in
+/// words that say so and give the range.
+fn out_of_range(m: &str) -> Option<String> {
+    let (head, ty) = m.rsplit_once(", expected ")?;
+    // The range, and the magnitude from which a whole float is beyond it.
+    let (range, beyond) = match ty {
+        "i64" => (
+            "from -9223372036854775808 to 9223372036854775807",
+            9_223_372_036_854_775_808.0,
+        ),
+        "i32" => ("from -2147483648 to 2147483647", 2_147_483_648.0),
+        "u64" => (
+            "from 0 to 18446744073709551615",
+            18_446_744_073_709_551_616.0,
+        ),
+        "u32" => ("from 0 to 4294967295", 4_294_967_296.0),
+        _ => return None,
+    };
+    let number = head
+        .strip_prefix("invalid value: integer `")
+        .or_else(|| head.strip_prefix("invalid type: floating point `"))?
+        .strip_suffix('`')?;
+    if head.starts_with("invalid type: floating point") {
+        let f: f64 = number.parse().ok()?;
+        // A fraction, or a float within the range, is a type error (not an integer at all).
+        if f.fract() != 0.0 || f.abs() < beyond {
+            return None;
+        }
+    }
+    Some(format!(
+        "{number} is out of range: expected an integer {range}"
+    ))
 }
 
 pub(super) fn origin(doc: &Document) -> Origin<'_> {
