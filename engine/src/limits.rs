@@ -172,3 +172,29 @@ pub fn io_error_text(e: &std::io::Error) -> String {
         None => text,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_in_words() {
+        let texts: Vec<String> = [2, 13, 21, 20]
+            .into_iter()
+            .map(|code| io_error_text(&std::io::Error::from_raw_os_error(code)))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "no such file or directory",
+                "permission denied",
+                "is a directory",
+                "not a directory"
+            ]
+        );
+        assert_eq!(
+            io_error_text(&std::io::Error::other("Read-only file system (os error 30)")),
+            "read-only file system"
+        );
+    }
+}

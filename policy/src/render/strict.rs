@@ -107,14 +107,40 @@ fn each<T: DeserializeOwned>(spec: &Value, key: &str, out: &mut Vec<Problem>) {
     }
 }
 
-/// Strict field validation of `doc` (a WorkloadRun when `workload_run`, else a Workflow).
+/// Strict field validation of `doc` (a WorkloadRun when `workload_run`, else a Workflow);
+/// `unknown` are the fields the closed schema (`spec`) does not have, already found.
 ///
 /// # Errors
 /// [`PolicyError::Input`] at the first problem's line: a type error alone, or every unknown
-/// field, kubectl's way (`strict decoding error: unknown field "metadata.nmespace", unknown
-/// field "spec.initContainers[0].imag"`), then what to do.
-pub(crate) fn validate(doc: &Document, workload_run: bool) -> Result<(), PolicyError> {
-    let mut problems = Vec::new();
+/// field, kubectl's way, in document order (`strict decoding error: unknown field
+/// "metadata.nmespace", unknown field "spec.initContainers[0].imag"`), then what to do.
+pub(crate) fn validate(
+    doc: &Document,
+    workload_run: bool,
+    unknown: Vec<FieldPath>,
+) -> Result<(), PolicyError> {
+    let mut problems: Vec<Problem> = unknown
+        .into_iter()
+        .map(|path| Problem {
+            message: format!("strict decoding error: unknown field \"{path}\""),
+            path,
+            at_value: false,
+        })
+        .collect();
+    // The object itself: what every Kubernetes object has (`status` as the API server
+    // returns it).
+    if let Some(top) = doc.value.as_object() {
+        for key in top.keys() {
+            if !["apiVersion", "kind", "metadata", "spec", "status"].contains(&key.as_str()) {
+                let path = FieldPath::root().key(key.clone());
+                problems.push(Problem {
+                    message: format!("strict decoding error: unknown field \"{path}\""),
+                    path,
+                    at_value: false,
+                });
+            }
+        }
+    }
     if let Some(meta) = doc.value.get("metadata").filter(|m| !m.is_null()) {
         problems.extend(validate_as::<ObjectMeta>(
             meta,
@@ -171,6 +197,9 @@ pub(crate) fn validate(doc: &Document, workload_run: bool) -> Result<(), PolicyE
         }
         Some(p) => (&p.path, p.message.clone()),
         None => {
+            // Document order: by the line and column of each field's name.
+            let key_pos = |p: &Problem| doc.spans.lookup_key(&p.path);
+            problems.sort_by_key(|p| key_pos(p).map(|pos| (pos.line, pos.column)));
             let Some(first) = problems.first() else {
                 return Ok(());
             };
