@@ -21,14 +21,21 @@ use crate::ruleset::RulesInfo;
 
 /// Writes `bytes` to `path` atomically: into a temporary file in the same directory, renamed
 /// over `path` once complete, so a reader (or a concurrent run) never sees a torn report.
-fn write_atomically(path: &std::path::Path, bytes: &[u8]) -> std::io::Result<()> {
+fn write_atomically(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     let dir = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => std::path::Path::new("."),
     };
     let mut tmp = tempfile::NamedTempFile::new_in(dir)
         .map_err(|e| std::io::Error::new(e.kind(), strip_path(&e)))?;
-    tmp.write_all(bytes)?;
+    {
+        let mut out = std::io::BufWriter::new(tmp.as_file_mut());
+        write(&mut out)?;
+        out.flush()?;
+    }
     tmp.as_file().sync_all()?;
     tmp.persist(path).map_err(|e| e.error)?;
     Ok(())
@@ -171,22 +178,32 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
     for o in &outputs {
         match &o.path {
             None => {
-                let text = report::render(o.format, &report, crate::color::stdout());
-                let mut out = std::io::stdout().lock();
-                match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+                let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+                let written =
+                    report::write_report(o.format, &report, crate::color::stdout(), &mut out)
+                        .and_then(|()| out.flush());
+                match written {
                     // A closed pipe (`| head`) is not an error.
                     Ok(()) => {}
                     Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
                     Err(e) => {
-                        report::error_line(&format!("writing the report: {e}"));
+                        report::error_line(&format!(
+                            "writing the report: {}",
+                            nvcre_engine::limits::io_error_text(&e)
+                        ));
                         write_failed = true;
                     }
                 }
             }
             Some(path) => {
-                let text = report::render(o.format, &report, false);
-                if let Err(e) = write_atomically(path, text.as_bytes()) {
-                    report::error_line(&format!("writing {}: {e}", path.display()));
+                if let Err(e) = write_atomically(path, |out| {
+                    report::write_report(o.format, &report, false, out)
+                }) {
+                    report::error_line(&format!(
+                        "writing {}: {}",
+                        path.display(),
+                        nvcre_engine::limits::io_error_text(&e)
+                    ));
                     write_failed = true;
                 }
             }
@@ -220,6 +237,29 @@ const INPUT_DOCUMENTS: usize = 2048;
 /// is unavailable to them (each rule that reads it reports an error finding).
 const INPUT_BYTES: usize = 8 * 1024 * 1024;
 
+/// Why `objects` is unavailable to the documents of input `name` past the bounds.
+fn unavailable_reason(name: &str) -> String {
+    format!(
+        "objects: {name} has more than {INPUT_DOCUMENTS} documents or {} MiB; rules that read \
+         other documents check inputs up to that size (split the file)",
+        INPUT_BYTES >> 20
+    )
+}
+
+/// A rule error whose cause is that `objects` is unavailable (the input is past the bounds),
+/// told by that cause alone: `rule R could not be evaluated on document N: objects: … (a rule
+/// error, not a policy violation)`. The chain of variables that read `objects` (their
+/// expressions, often kilobytes) says nothing more, and such an error repeats for every rule of
+/// every document of the input, so its length is what the report of a large stream holds.
+fn compact_unavailable(f: &mut Finding, reason: &str) {
+    if !f.rule_error || !f.message.contains(reason) {
+        return;
+    }
+    if let Some((head, _)) = f.message.split_once(": ") {
+        f.message = format!("{head}: {reason} (a rule error, not a policy violation)");
+    }
+}
+
 /// A document waiting to be checked, with the lines around it and its input's `objects`.
 type Pending = (Document, Arc<Chunk>, Objects);
 
@@ -243,11 +283,7 @@ impl Held {
         if self.docs.len() <= INPUT_DOCUMENTS && self.bytes <= INPUT_BYTES {
             return Vec::new();
         }
-        let o = Objects::unavailable(&format!(
-            "objects: {name} has more than {INPUT_DOCUMENTS} documents or {} MiB; rules that \
-             read other documents check inputs up to that size (split the file)",
-            INPUT_BYTES >> 20
-        ));
+        let o = Objects::unavailable(&unavailable_reason(name));
         self.over = Some(o.clone());
         std::mem::take(&mut self.docs)
             .into_iter()
@@ -270,7 +306,12 @@ fn open(path: &str) -> Result<(String, Box<dyn BufRead>), String> {
     if path == "-" {
         return Ok(("<stdin>".to_string(), Box::new(std::io::stdin().lock())));
     }
-    let file = std::fs::File::open(path).map_err(|e| format!("reading {path}: {e}"))?;
+    let file = std::fs::File::open(path).map_err(|e| {
+        format!(
+            "reading {path}: {}",
+            nvcre_engine::limits::io_error_text(&e)
+        )
+    })?;
     Ok((
         path.to_string(),
         Box::new(std::io::BufReader::with_capacity(1 << 16, file)),
@@ -322,7 +363,10 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
                 Err(e) => {
                     out.errors.push(InputError::new(
                         name.clone(),
-                        format!("reading {name}: {e}"),
+                        format!(
+                            "reading {name}: {}",
+                            nvcre_engine::limits::io_error_text(&e)
+                        ),
                     ));
                     break;
                 }
@@ -410,9 +454,15 @@ fn check_batch(
 ) {
     let docs: Vec<(&Document, &Objects)> = batch.iter().map(|(d, _, o)| (d, o)).collect();
     let results = check_all(rules, &docs, req);
-    for ((doc, chunk, _), result) in batch.iter().zip(results) {
+    for ((doc, chunk, objects), result) in batch.iter().zip(results) {
         match result {
             Ok(mut f) => {
+                if objects.len().is_none() {
+                    let reason = unavailable_reason(&doc.source.name);
+                    for x in &mut f {
+                        compact_unavailable(x, &reason);
+                    }
+                }
                 f.extend(nvcre_domain::yaml_quote_findings(doc, &|l| {
                     chunk.line(l).map(str::to_string)
                 }));

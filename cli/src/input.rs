@@ -119,8 +119,10 @@ pub struct LimitArgs {
     /// Largest document, in bytes (default 3 MiB, the API server's request limit).
     #[arg(long, global = true, help_heading = "Input budgets", value_name = "BYTES", default_value_t = nvcre_engine::limits::Limits::default().document_bytes)]
     pub max_document_bytes: usize,
-    /// Deepest nesting of mappings and lists in one document.
-    #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().depth)]
+    /// Deepest nesting of mappings and lists in one document (at most 128: deeper documents
+    /// would exhaust the stack of the checks that walk them).
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().depth,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..=nvcre_engine::limits::MAX_DEPTH as u64))]
     pub max_depth: usize,
     /// Most aliases (`*name`) in one document.
     #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().aliases)]
@@ -131,8 +133,10 @@ pub struct LimitArgs {
     /// Largest --nodes-file, in bytes (default 1 GiB).
     #[arg(long, global = true, help_heading = "Input budgets", value_name = "BYTES", default_value_t = nvcre_engine::limits::Limits::default().nodes_file_bytes)]
     pub max_nodes_file_bytes: usize,
-    /// Most nodes `render --expand` makes up without --nodes-file.
-    #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().expand_nodes)]
+    /// Most nodes `render --expand` makes up without --nodes-file (at most 1,000,000: each
+    /// made-up node is held in memory).
+    #[arg(long, global = true, help_heading = "Input budgets", value_name = "N", default_value_t = nvcre_engine::limits::Limits::default().expand_nodes,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=nvcre_engine::limits::MAX_EXPAND_NODES as u64))]
     pub max_expand_nodes: usize,
     /// Most CEL cost units one expression evaluation may use (comprehension iterations and
     /// 64-byte blocks of regex input); beyond it the rule is a rule error.

@@ -399,6 +399,17 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
     }
     let mut outputs = Vec::new();
     for doc in &docs {
+        // The YAML 1.1 readings `check` warns about (`yaml-quote-it`), so a user who only
+        // renders sees them too; the values are rendered as this tool read them.
+        for f in nvcre_domain::yaml_quote_findings(doc, &|l| {
+            doc.source.line_text(l).map(str::to_string)
+        }) {
+            let at = match (f.line, f.column) {
+                (Some(l), Some(c)) => format!("{}:{l}:{c}: ", f.file),
+                _ => format!("{}: ", f.file),
+            };
+            report::warning_line(&format!("{at}{}", f.message));
+        }
         match render_document(rules, doc, &req) {
             Ok(rendered) => {
                 for w in &rendered.warnings {
@@ -441,7 +452,10 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         // A closed pipe (`| head`) is not an error.
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(ExitCode::SUCCESS),
         Err(e) => {
-            report::error_line(&format!("writing the output: {e}"));
+            report::error_line(&format!(
+                "writing the output: {}",
+                nvcre_engine::limits::io_error_text(&e)
+            ));
             Err(ExitCode::from(2))
         }
     }
@@ -459,8 +473,9 @@ fn man(args: &ManArgs) -> ExitCode {
                 std::fs::create_dir_all(dir).and_then(|()| clap_mangen::generate_to(command, dir))
             {
                 report::error_line(&format!(
-                    "writing man pages to {}: {e}; give a writable --out-dir",
-                    dir.display()
+                    "writing man pages to {}: {}; give a writable --out-dir",
+                    dir.display(),
+                    nvcre_engine::limits::io_error_text(&e)
                 ));
                 return ExitCode::from(2);
             }

@@ -15,6 +15,7 @@ use nvcre_domain::measure::{
     Thresholds, bandwidth_block, for_each_line, goodput_block, measured_value, threshold_key,
     unknown_keys_message,
 };
+use nvcre_engine::limits::io_error_text;
 use nvcre_engine::{RuleSet, to_yaml};
 use serde_json::{Map, Value, json};
 
@@ -96,7 +97,8 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
     let mut readers = open(&args.logs)?;
     let mut read_all = |feed: &mut dyn FnMut(&[u8])| -> Result<(), ExitCode> {
         for (name, reader) in readers.iter_mut() {
-            for_each_line(reader, &mut *feed).map_err(|e| fail(&format!("reading {name}: {e}")))?;
+            for_each_line(reader, &mut *feed)
+                .map_err(|e| fail(&format!("reading {name}: {}", io_error_text(&e))))?;
         }
         Ok(())
     };
@@ -170,7 +172,9 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
-        Err(e) => return Err(fail(&format!("writing the output: {e}"))),
+        Err(e) => {
+            return Err(fail(&format!("writing the output: {}", io_error_text(&e))));
+        }
     }
     Ok(if results.iter().all(|r| r.passed) {
         ExitCode::SUCCESS
@@ -207,7 +211,7 @@ fn open(logs: &[String]) -> Result<Vec<Log>, ExitCode> {
             }
             Ok(f) => out.push((name.clone(), Box::new(BufReader::with_capacity(1 << 16, f)))),
             Err(e) => {
-                report::error_line(&format!("reading {name}: {e}"));
+                report::error_line(&format!("reading {name}: {}", io_error_text(&e)));
                 failed = true;
             }
         }

@@ -1,5 +1,5 @@
 //! Reports: findings as text, JSON, SARIF 2.1.0, JUnit XML or GitHub workflow commands
-//! ([`render`]), and errors and warnings on stderr.
+//! ([`write_report`]), and errors and warnings on stderr.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -355,26 +355,35 @@ impl Summary {
     }
 }
 
-/// Renders `report` in `format`; `color` only affects [`Format::Text`].
-pub fn render(format: Format, report: &Report<'_>, color: bool) -> String {
+/// Writes `report` in `format` to `out`. The text and JSON reports are written as they are
+/// produced (a finding at a time), so a report of many findings is not built in memory
+/// first; the other formats are rendered whole, then written.
+///
+/// # Errors
+/// The writer's.
+pub fn write_report(
+    format: Format,
+    report: &Report<'_>,
+    color: bool,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
     match format {
-        Format::Text => text(report, color),
-        Format::Json => json_report(report),
-        Format::Sarif => sarif(report),
-        Format::Junit => junit(report),
-        Format::Github => github(report),
+        Format::Text => text(report, color, out),
+        Format::Json => json_report(report, out),
+        Format::Sarif => out.write_all(sarif(report).as_bytes()),
+        Format::Junit => out.write_all(junit(report).as_bytes()),
+        Format::Github => out.write_all(github(report).as_bytes()),
     }
 }
 
-fn text(report: &Report<'_>, color: bool) -> String {
-    let mut out = String::new();
+fn text(report: &Report<'_>, color: bool, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     for f in report.findings {
         let window = f
             .line
             .and_then(|l| report.windows.get(&(f.file.clone(), l)));
-        out.push_str(&finding_block(f, window, color));
+        out.write_all(finding_block(f, window, color).as_bytes())?;
     }
-    out
+    Ok(())
 }
 
 /// The `apiVersion` of the JSON reports (`check -o json`, `test -o json`); a change that
@@ -397,19 +406,68 @@ fn input_error_json(e: &InputError) -> Value {
     Value::Object(o)
 }
 
+/// The findings of one file in the JSON report: each as the [`Finding`] serializes, without
+/// its `file` (the result names it). Converted one at a time as they are written.
+struct FileFindings<'a>(Vec<&'a Finding>);
+
+impl serde::Serialize for FileFindings<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = s.serialize_seq(Some(self.0.len()))?;
+        for f in &self.0 {
+            let mut v = serde_json::to_value(f).map_err(S::Error::custom)?;
+            if let Value::Object(o) = &mut v {
+                o.shift_remove("file");
+            }
+            seq.serialize_element(&v)?;
+        }
+        seq.end()
+    }
+}
+
+/// One entry of the JSON report's `results`.
+#[derive(serde::Serialize)]
+struct FileResult<'a> {
+    file: &'a str,
+    documents: usize,
+    findings: FileFindings<'a>,
+    errors: Vec<Value>,
+}
+
+/// The JSON report's `summary`.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonSummary {
+    files: usize,
+    documents: usize,
+    errors: usize,
+    warnings: usize,
+    info: usize,
+    input_errors: usize,
+    fail_on: String,
+    passed: bool,
+}
+
+/// The JSON report's envelope, in its field order.
+#[derive(serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+struct JsonEnvelope<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    tool: Value,
+    rules: &'a RulesInfo,
+    results: Vec<FileResult<'a>>,
+    summary: JsonSummary,
+}
+
 /// `check -o json`: a versioned envelope with the results grouped by file (in input order;
 /// a path that could not be read comes after them), each with its document count, findings and
-/// input errors, and the summary.
-fn json_report(report: &Report<'_>) -> String {
-    let mut by_file: HashMap<&str, Vec<Value>> = HashMap::new();
+/// input errors, and the summary. Written to `out` as it is serialized: the findings are not
+/// copied into a JSON tree first.
+fn json_report(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let mut by_file: HashMap<&str, Vec<&Finding>> = HashMap::new();
     for f in report.findings {
-        if let Ok(Value::Object(mut o)) = serde_json::to_value(f) {
-            o.shift_remove("file");
-            by_file
-                .entry(f.file.as_str())
-                .or_default()
-                .push(Value::Object(o));
-        }
+        by_file.entry(f.file.as_str()).or_default().push(f);
     }
     let mut files: Vec<(&str, usize)> = report
         .files
@@ -421,44 +479,43 @@ fn json_report(report: &Report<'_>) -> String {
             files.push((e.file.as_str(), 0));
         }
     }
-    let results: Vec<Value> = files
+    let results: Vec<FileResult<'_>> = files
         .iter()
-        .map(|(file, documents)| {
-            json!({
-                "file": file,
-                "documents": documents,
-                "findings": by_file.remove(file).unwrap_or_default(),
-                "errors": report
-                    .errors
-                    .iter()
-                    .filter(|e| e.file == *file)
-                    .map(input_error_json)
-                    .collect::<Vec<_>>(),
-            })
+        .map(|(file, documents)| FileResult {
+            file,
+            documents: *documents,
+            findings: FileFindings(by_file.remove(file).unwrap_or_default()),
+            errors: report
+                .errors
+                .iter()
+                .filter(|e| e.file == *file)
+                .map(input_error_json)
+                .collect(),
         })
         .collect();
     let summary = Summary::of(report);
-    let envelope = json!({
-        "apiVersion": REPORT_API_VERSION,
-        "kind": "CheckReport",
-        "tool": tool_json(),
-        "rules": report.rules_info,
-        "results": results,
-        "summary": {
-            "files": summary.files,
-            "documents": summary.documents,
-            "errors": summary.errors,
-            "warnings": summary.warnings,
-            "info": summary.info,
-            "inputErrors": summary.input_errors,
-            "failOn": report.fail_on.to_string(),
-            "passed": summary.input_errors == 0
+    let envelope = JsonEnvelope {
+        api_version: REPORT_API_VERSION,
+        kind: "CheckReport",
+        tool: tool_json(),
+        rules: report.rules_info,
+        results,
+        summary: JsonSummary {
+            files: summary.files,
+            documents: summary.documents,
+            errors: summary.errors,
+            warnings: summary.warnings,
+            info: summary.info,
+            input_errors: summary.input_errors,
+            fail_on: report.fail_on.to_string(),
+            passed: summary.input_errors == 0
                 && !report.findings.iter().any(|f| f.severity >= report.fail_on),
         },
-    });
-    let mut s = serde_json::to_string_pretty(&envelope).unwrap_or_default();
-    s.push('\n');
-    s
+    };
+    let mut buffered = std::io::BufWriter::new(out);
+    serde_json::to_writer_pretty(&mut buffered, &envelope).map_err(std::io::Error::other)?;
+    std::io::Write::write_all(&mut buffered, b"\n")?;
+    std::io::Write::flush(&mut buffered)
 }
 
 /// The SARIF level of a severity.

@@ -103,7 +103,7 @@ pub enum Error {
     #[error("patch error: {0}")]
     Patch(String),
     /// Reading a file or directory failed.
-    #[error("reading {path}: {source}")]
+    #[error("reading {path}: {}", crate::limits::io_error_text(source))]
     Io {
         /// The path.
         path: String,

@@ -272,7 +272,7 @@ mod tests {
         assert_eq!(
             messages,
             [format!(
-                "reading {}/broken.yaml: No such file or directory (os error 2)",
+                "reading {}/broken.yaml: no such file or directory",
                 dir.display()
             )]
         );

@@ -112,7 +112,7 @@ pub use pack::{CompiledPack, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry
 pub use path::{FieldPath, Segment};
 pub use quote::go_quote;
 pub use source::{
-    Document, MAX_SOURCE_BYTES, Pos, Source, SpanIndex, parse_documents, parse_documents_as,
-    parse_documents_lenient, parse_documents_within, to_yaml,
+    Document, Located, MAX_SOURCE_BYTES, Pos, Source, SpanIndex, parse_documents,
+    parse_documents_as, parse_documents_lenient, parse_documents_within, to_yaml,
 };
 pub use stream::{Chunk, ChunkReader, parse_chunk};

@@ -51,6 +51,14 @@ impl Default for Limits {
     }
 }
 
+/// The deepest `--max-depth` accepted: the checks walk documents recursively, and a deeper
+/// document would exhaust a thread's stack (an abort, not an error).
+pub const MAX_DEPTH: usize = 128;
+
+/// The most `--max-expand-nodes` accepted: every made-up node and its place in a group is held
+/// in memory (about 4 KB each in a release build).
+pub const MAX_EXPAND_NODES: usize = 1_000_000;
+
 static LIMITS: OnceLock<Limits> = OnceLock::new();
 
 /// Sets the process's limits; the first call wins (later calls are ignored and return false).
@@ -173,5 +181,31 @@ pub fn io_error_text(e: &std::io::Error) -> String {
     match chars.next() {
         Some(first) => first.to_lowercase().chain(chars).collect(),
         None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_in_words() {
+        let texts: Vec<String> = [2, 13, 21, 20]
+            .into_iter()
+            .map(|code| io_error_text(&std::io::Error::from_raw_os_error(code)))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                "no such file or directory",
+                "permission denied",
+                "is a directory",
+                "not a directory"
+            ]
+        );
+        assert_eq!(
+            io_error_text(&std::io::Error::other("Read-only file system (os error 30)")),
+            "read-only file system"
+        );
     }
 }

@@ -263,8 +263,148 @@ pub fn parse_documents_as<T: serde::de::DeserializeOwned>(
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
     options.budget = Some(limits.budget(scale));
-    serde_saphyr::from_multiple_with_options(&source.text, options)
-        .map_err(|e| yaml_error(source, &e, 0, scale, &limits))
+    serde_saphyr::from_multiple_with_options(&source.text, options).map_err(|e| {
+        // A duplicate key is reported as the other parsers report it (the key, its field path,
+        // both lines): a second pass finds where, keeping no more than the keys of the mappings
+        // it is inside.
+        if matches!(
+            e.without_snippet(),
+            serde_saphyr::Error::DuplicateMappingKey { .. }
+        ) && let Some(d) = find_duplicate(source, &limits, scale)
+        {
+            return d.into_error(source);
+        }
+        yaml_error(source, &e, 0, scale, &limits)
+    })
+}
+
+/// The first duplicate mapping key of `source`'s stream, found by walking it without keeping
+/// its values (for inputs read straight into a lean type, such as a nodes file).
+fn find_duplicate(
+    source: &Source,
+    limits: &crate::limits::Limits,
+    scale: usize,
+) -> Option<Duplicate> {
+    let mut options = serde_saphyr::Options::default();
+    options.strict_booleans = true;
+    options.budget = Some(limits.budget(scale));
+    options.duplicate_keys = serde_saphyr::options::DuplicateKeyPolicy::PassThrough;
+    let docs: Vec<Option<DuplicateScan>> =
+        serde_saphyr::from_multiple_with_options(&source.text, options).ok()?;
+    docs.into_iter().flatten().find_map(|d| d.0)
+}
+
+/// One document walked for its first duplicate key ([`find_duplicate`]).
+struct DuplicateScan(Option<Duplicate>);
+
+impl<'de> Deserialize<'de> for DuplicateScan {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        de::DeserializeSeed::deserialize(ScanSeed(String::new()), d).map(DuplicateScan)
+    }
+}
+
+/// Walks one node at the JSON pointer it holds; yields the first duplicate key below it.
+struct ScanSeed(String);
+
+impl<'de> de::DeserializeSeed<'de> for ScanSeed {
+    type Value = Option<Duplicate>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ScanSeed {
+    type Value = Option<Duplicate>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("any YAML value")
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_none<E: de::Error>(self) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_some<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        de::DeserializeSeed::deserialize(self, d)
+    }
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_i128<E: de::Error>(self, _: i128) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_u128<E: de::Error>(self, _: u128) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_bytes<E: de::Error>(self, _: &[u8]) -> Result<Self::Value, E> {
+        Ok(None)
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        let mut i = 0usize;
+        while let Some(d) = seq.next_element_seed(ScanSeed(format!("{}/{i}", self.0)))? {
+            found = found.or(d);
+            i += 1;
+        }
+        Ok(found)
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+        let mut found = None;
+        let mut seen: HashMap<String, Pos> = HashMap::new();
+        while let Some(k) = map.next_key::<Spanned<Node>>()? {
+            let key_pos = pos_of(&k.referenced, 0);
+            let key_text = k.value.into_key();
+            let child = format!("{}/{}", self.0, escape_pointer(&key_text));
+            if found.is_none()
+                && let Some(first) = seen.get(&key_text)
+            {
+                found = Some(Duplicate {
+                    key: key_text.clone(),
+                    pointer: child.clone(),
+                    first: Some(*first),
+                    again: key_pos,
+                });
+            }
+            seen.entry(key_text).or_insert(key_pos);
+            let below = map.next_value_seed(ScanSeed(child))?;
+            found = found.or(below);
+        }
+        Ok(found)
+    }
+}
+
+/// A value read by [`parse_documents_as`] with the line and column it was written at (for a
+/// lean type that still reports a bad value at its place).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Located<T> {
+    /// The value.
+    pub value: T,
+    /// Where it starts in the source.
+    pub pos: Pos,
+}
+
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for Located<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let spanned = Spanned::<T>::deserialize(d)?;
+        Ok(Located {
+            pos: pos_of(&spanned.referenced, 0),
+            value: spanned.value,
+        })
+    }
 }
 
 /// Like [`parse_documents`], but a syntax error in one document of a stream does not hide the

@@ -126,7 +126,8 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
             }
             // One line is read at most up to the limit (plus one byte), so a stream without
             // newlines cannot grow the buffer either.
-            let room = u64::try_from(limit - start + 1).unwrap_or(u64::MAX);
+            // `start <= limit` here; the limit may be as large as `usize::MAX`.
+            let room = u64::try_from((limit - start).saturating_add(1)).unwrap_or(u64::MAX);
             let mut line = Vec::new();
             match std::io::Read::take(&mut self.reader, room).read_until(b'\n', &mut line) {
                 Ok(0) => {

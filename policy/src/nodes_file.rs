@@ -14,7 +14,7 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use nvcre_engine::limits::read_text_limited;
-use nvcre_engine::{Source, parse_documents_as};
+use nvcre_engine::{FieldPath, Located, Pos, Source, parse_documents_as};
 
 /// The flag that raises the nodes file's size limit.
 const FLAG: &str = "--max-nodes-file-bytes";
@@ -22,7 +22,9 @@ use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
 use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value, json};
 
+use crate::api::GPU_RESOURCE;
 use crate::nodes::{Node, nodes_from_documents};
+use crate::placement::{QuantityError, gpu_count, gpu_count_problem, parse_quantity};
 
 /// A mapping read as `T` (or a list, when `T` is a list); a value of another shape kept as it is,
 /// so the node reader can report it in its own words.
@@ -105,11 +107,91 @@ struct LeanMeta {
     labels: Option<Value>,
 }
 
-/// The fields of `status` a node is made of.
+/// The fields of `status` a node is made of (`capacity` is read only to be checked).
 #[derive(serde::Deserialize)]
 struct LeanStatus {
     #[serde(default)]
-    allocatable: Option<Value>,
+    allocatable: Option<LeanMap<Quantities>>,
+    #[serde(default)]
+    capacity: Option<LeanMap<Quantities>>,
+}
+
+/// A resource list (`status.allocatable`, `status.capacity`), each value with where it was
+/// written, so a count that cannot be read is reported at its line.
+struct Quantities(Vec<(String, Located<Value>)>);
+
+impl<'de> Deserialize<'de> for Quantities {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Quantities;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a mapping of resource quantities")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Quantities, A::Error> {
+                let mut out = Vec::new();
+                while let Some(k) = map.next_key::<String>()? {
+                    out.push((k, map.next_value::<Located<Value>>()?));
+                }
+                Ok(Quantities(out))
+            }
+        }
+        d.deserialize_map(V)
+    }
+}
+
+/// A problem at a place of the nodes file: where, and the message after the file name.
+type Problem = (Pos, String);
+
+impl Quantities {
+    /// The list as JSON, after checking every value at `at`: the GPU count must be a whole
+    /// number from 0 to `i64::MAX`; no quantity may be too large to represent.
+    fn checked(self, at: &FieldPath) -> Result<Value, Problem> {
+        let mut out = Map::new();
+        for (name, v) in self.0 {
+            let path = at.clone().key(name.clone());
+            let problem = if name == GPU_RESOURCE {
+                gpu_count(&v.value)
+                    .err()
+                    .map(|e| gpu_count_problem(&v.value, e))
+            } else {
+                too_large(&v.value).then(|| {
+                    format!(
+                        "{} {}: a resource quantity is at most 9223372036854775807 in its base unit",
+                        written(&v.value),
+                        QuantityError::TooLarge
+                    )
+                })
+            };
+            if let Some(p) = problem {
+                return Err((v.pos, format!("{path}: {p}")));
+            }
+            out.insert(name, v.value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+/// A value as written, for messages.
+fn written(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// True when `v` is a quantity (or number) beyond what an `i64` holds.
+fn too_large(v: &Value) -> bool {
+    match v {
+        Value::String(s) => parse_quantity(s) == Err(QuantityError::TooLarge),
+        Value::Number(n) => {
+            n.as_i64().is_none()
+                && (n.as_u64().is_some()
+                    || n.as_f64()
+                        .is_some_and(|f| f.abs() >= 9_223_372_036_854_775_808.0))
+        }
+        _ => false,
+    }
 }
 
 /// A Node, NodeList or List document (or a list item), reduced to what nodes are made of.
@@ -128,8 +210,11 @@ struct LeanDoc {
 }
 
 impl LeanDoc {
-    /// The reduced document as JSON, for [`nodes_from_documents`].
-    fn into_value(self) -> Value {
+    /// The reduced document (at `at`) as JSON, for [`nodes_from_documents`].
+    ///
+    /// # Errors
+    /// A resource quantity that cannot be read, with its position.
+    fn into_value(self, at: &FieldPath) -> Result<Value, Problem> {
         let mut out = Map::new();
         if let Some(kind) = self.kind {
             out.insert("kind".into(), kind);
@@ -156,8 +241,21 @@ impl LeanDoc {
         match self.status.map(|s| s.0) {
             Some(Lean::Typed(s)) => {
                 let mut status = Map::new();
-                if let Some(a) = s.allocatable {
-                    status.insert("allocatable".into(), a);
+                let here = at.clone().key("status");
+                match s.allocatable.map(|a| a.0) {
+                    Some(Lean::Typed(q)) => {
+                        status.insert(
+                            "allocatable".into(),
+                            q.checked(&here.clone().key("allocatable"))?,
+                        );
+                    }
+                    Some(Lean::Other(v)) => {
+                        status.insert("allocatable".into(), v);
+                    }
+                    None => {}
+                }
+                if let Some(Lean::Typed(q)) = s.capacity.map(|c| c.0) {
+                    q.checked(&here.key("capacity"))?;
                 }
                 out.insert("status".into(), Value::Object(status));
             }
@@ -168,7 +266,11 @@ impl LeanDoc {
         }
         match self.items.map(|i| i.0) {
             Some(Lean::Typed(items)) => {
-                let items = items.into_iter().map(|i| lean_value(i.0)).collect();
+                let items = items
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, item)| lean_value(item.0, &at.clone().key("items").index(i)))
+                    .collect::<Result<_, _>>()?;
                 out.insert("items".into(), Value::Array(items));
             }
             Some(Lean::Other(v)) => {
@@ -176,14 +278,14 @@ impl LeanDoc {
             }
             None => {}
         }
-        Value::Object(out)
+        Ok(Value::Object(out))
     }
 }
 
-fn lean_value(doc: Lean<LeanDoc>) -> Value {
+fn lean_value(doc: Lean<LeanDoc>, at: &FieldPath) -> Result<Value, Problem> {
     match doc {
-        Lean::Typed(d) => d.into_value(),
-        Lean::Other(v) => v,
+        Lean::Typed(d) => d.into_value(at),
+        Lean::Other(v) => Ok(v),
     }
 }
 
@@ -222,7 +324,8 @@ pub fn read_nodes(path: &str) -> Result<Vec<Node>, String> {
     let values: Vec<Value> = docs
         .into_iter()
         .flatten()
-        .map(|d| lean_value(d.0))
-        .collect();
+        .map(|d| lean_value(d.0, &FieldPath::root()))
+        .collect::<Result<_, _>>()
+        .map_err(|(pos, message)| format!("{name}:{pos}: {message}"))?;
     nodes_from_documents(&values).map_err(|e| format!("{path}: {e}"))
 }

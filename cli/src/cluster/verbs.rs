@@ -206,8 +206,13 @@ pub async fn gather_for(
 /// Writes the results file (a JSON array of one report) and says so on stderr; errors read
 /// `write results file: <cause>`.
 pub fn write_results(path: &std::path::Path, r: &WorkloadRunReport) -> Result<(), String> {
-    std::fs::write(path, report::results_file(r))
-        .map_err(|e| format!("write results file: {}: {e}", path.display()))?;
+    std::fs::write(path, report::results_file(r)).map_err(|e| {
+        format!(
+            "write results file: {}: {}",
+            path.display(),
+            nvcre_engine::limits::io_error_text(&e)
+        )
+    })?;
     stderr_line(&format!("Results written to {}", path.display()));
     Ok(())
 }

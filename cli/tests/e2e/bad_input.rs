@@ -60,7 +60,7 @@ macro_rules! refused {
         #[test]
         fn $name() {
             let (code, stdout, stderr) = run_in(&[$($arg),*], &$input);
-            assert_eq!((code, stderr.as_str()), ($code, $stderr));
+            assert_eq!((code, stderr.as_str()), ($code, AsRef::<str>::as_ref(&$stderr)));
             assert_eq!(stdout, "");
         }
     };
@@ -524,7 +524,7 @@ fn a_directory_walk_skips_pipes_and_reports_every_other_file() {
     assert_eq!(
         without_summary(&["check"], &String::from_utf8_lossy(&out.stderr)),
         "note: skipping d/pipe.yaml: a named pipe (FIFO), not a regular file\n\
-         Error: reading d/broken.yaml: No such file or directory (os error 2)\n\
+         Error: reading d/broken.yaml: no such file or directory\n\
          Error: d/b.yaml:1:4: unclosed bracket '['\n"
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
@@ -1115,3 +1115,263 @@ refused!(
     2,
     "Error: in.yaml:6:3: duplicate key \"k\" at data.k: first on line 5, again on line 6; keep one\n"
 );
+
+// ---- numbers: every user number read exactly, or refused with its range ------------------
+
+/// A WorkloadRun named `t` with the exec framework and `resources` (YAML lines indented by
+/// two spaces).
+fn gpu_run(resources: &str) -> String {
+    run_yaml(&format!("  framework: {{exec: {{command: [a]}}}}\n{resources}"))
+}
+
+/// What a GPU count must be, as every GPU-count message ends.
+const GPU_ACCEPTED: &str = "a GPU count is a whole number from 0 to 9223372036854775807, written as a number or a Kubernetes quantity (8, \"8\", \"1k\")";
+
+#[test]
+fn a_gpu_count_too_large_to_represent_is_an_input_error() {
+    let input = gpu_run("  resources:\n    limits:\n      nvidia.com/gpu: 9223372036854775807k\n");
+    let want = format!(
+        "Error: in.yaml:10:23: spec.resources.limits[\"nvidia.com/gpu\"]: 9223372036854775807k is too large to represent (above 9223372036854775807): {GPU_ACCEPTED}\n"
+    );
+    for args in [
+        &["render", "--platform", "aws", "--gpu-arch", "h100", "in.yaml"][..],
+        &["check", "in.yaml"][..],
+    ] {
+        let (code, stdout, stderr) = run_in(args, &input);
+        assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", want.as_str()), "{args:?}");
+    }
+}
+
+refused!(
+    a_gpu_count_that_is_not_whole,
+    ["check", "in.yaml"],
+    gpu_run("  resources: {requests: {nvidia.com/gpu: \"1.5\"}, limits: {nvidia.com/gpu: \"1.5\"}}\n"),
+    2,
+    format!("Error: in.yaml:8:42: spec.resources.requests[\"nvidia.com/gpu\"]: 1.5 is not a whole number: {GPU_ACCEPTED}\n")
+);
+
+refused!(
+    a_negative_gpu_count_in_an_override,
+    ["check", "in.yaml"],
+    gpu_run("  overrides:\n  - jobTemplate: {spec: {trainer: {resourcesPerNode: {limits: {nvidia.com/gpu: -8}}}}}\n"),
+    2,
+    format!("Error: in.yaml:9:80: spec.overrides[0].jobTemplate.spec.trainer.resourcesPerNode.limits[\"nvidia.com/gpu\"]: -8 is negative: {GPU_ACCEPTED}\n")
+);
+
+refused!(
+    a_gpu_count_in_a_workflow_that_is_not_a_quantity,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  jobTemplate:\n    spec:\n      trainer:\n        resourcesPerNode: {limits: {nvidia.com/gpu: eight}}\n",
+    2,
+    format!("Error: in.yaml:8:53: spec.jobTemplate.spec.trainer.resourcesPerNode.limits[\"nvidia.com/gpu\"]: eight is not a Kubernetes quantity: {GPU_ACCEPTED}\n")
+);
+
+/// One GPU node named `a` whose `status` is `status` (YAML lines indented by two spaces).
+fn gpu_node(status: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: NodeList\nitems:\n- kind: Node\n  metadata:\n    name: a\n    labels: {{nvidia.com/gpu.present: \"true\", nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}}\n  status:\n{status}"
+    )
+}
+
+refused!(
+    a_nodes_file_gpu_allocatable_too_large,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    gpu_node("    allocatable:\n      nvidia.com/gpu: 9223372036854775807k\n"),
+    2,
+    format!("Error: in.yaml:10:23: items[0].status.allocatable[\"nvidia.com/gpu\"]: 9223372036854775807k is too large to represent (above 9223372036854775807): {GPU_ACCEPTED}\n")
+);
+
+refused!(
+    a_nodes_file_gpu_capacity_that_is_not_whole,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    gpu_node("    allocatable: {nvidia.com/gpu: \"8\"}\n    capacity: {nvidia.com/gpu: 8.5}\n"),
+    2,
+    format!("Error: in.yaml:10:32: items[0].status.capacity[\"nvidia.com/gpu\"]: 8.5 is not a whole number: {GPU_ACCEPTED}\n")
+);
+
+refused!(
+    a_nodes_file_nic_quantity_too_large,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    gpu_node("    allocatable: {nvidia.com/gpu: \"8\", rdma/ib: 99999999999999999999Ki}\n"),
+    2,
+    "Error: in.yaml:9:49: items[0].status.allocatable[\"rdma/ib\"]: 99999999999999999999Ki is too large to represent (above 9223372036854775807): a resource quantity is at most 9223372036854775807 in its base unit\n"
+);
+
+refused!(
+    an_integer_beyond_64_bits,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 9223372036854775808\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: in.yaml:6:3: parsing WorkloadRun: spec.numNodes: 9223372036854775808 is out of range: expected an integer from -9223372036854775808 to 9223372036854775807\n"
+);
+
+refused!(
+    max_depth_above_what_the_checks_can_walk,
+    ["--max-depth", "129", "check", "in.yaml"],
+    "a: 1\n",
+    2,
+    "error: invalid value '129' for '--max-depth <N>': 129 is not in 1..=128\n\nFor more information, try '--help'.\n"
+);
+
+refused!(
+    max_expand_nodes_above_the_bound,
+    ["--max-expand-nodes", "1000001", "check", "in.yaml"],
+    "a: 1\n",
+    2,
+    "error: invalid value '1000001' for '--max-expand-nodes <N>': 1000001 is not in 0..=1000000\n\nFor more information, try '--help'.\n"
+);
+
+// The largest `--max-document-bytes` is accepted (the room left in a document is computed
+// without overflowing).
+refused!(
+    max_document_bytes_at_its_largest,
+    ["--max-document-bytes", "18446744073709551615", "check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+    0,
+    ""
+);
+
+// ---- unknown fields: all of them, in document order ---------------------------------------
+
+refused!(
+    every_unknown_field_of_the_document_is_listed,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t, lables: {}}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a], comand: [b]}}\n  gpusPerNod: 2\n  initContainers: [{name: p, imag: b}]\n  orchestration: {placment: x}\n  env: [{name: A, valu: b}]\nsatus: {}\n",
+    2,
+    "Error: in.yaml:3:21: strict decoding error: unknown field \"metadata.lables\", unknown field \"spec.framework.exec.comand\", unknown field \"spec.gpusPerNod\", unknown field \"spec.initContainers[0].imag\", unknown field \"spec.orchestration.placment\", unknown field \"spec.env[0].valu\", unknown field \"satus\": correct or remove them\n"
+);
+
+refused!(
+    every_unknown_spec_field_in_render,
+    [
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    run_yaml("  framwork: {exec: {command: [a]}}\n  gpusPerNod: 2\n"),
+    2,
+    "Error: in.yaml:7:3: strict decoding error: unknown field \"spec.framwork\", unknown field \"spec.gpusPerNod\": correct or remove them\n"
+);
+
+refused!(
+    a_misspelt_required_field_is_named,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata: {name: t}\nspc: {}\n",
+    2,
+    "Error: in.yaml:4:1: strict decoding error: unknown field \"spc\": correct or remove it\n"
+);
+
+// ---- nodes files: duplicate keys as in manifests ------------------------------------------
+
+refused!(
+    a_nodes_file_duplicate_key_names_both_lines_and_the_path,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "apiVersion: v1\nkind: NodeList\nitems:\n- kind: Node\n  metadata:\n    name: a\n    labels: {x: y}\n    name: b\n",
+    2,
+    "Error: in.yaml:8:5: duplicate key \"name\" at items[0].metadata.name: first on line 6, again on line 8; keep one\n"
+);
+
+refused!(
+    a_nodes_file_duplicate_label_on_one_line,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "apiVersion: v1\nkind: Node\nmetadata: {name: a, labels: {x: y, x: z}}\n",
+    2,
+    "Error: in.yaml:3:36: duplicate key \"x\" at metadata.labels.x: first at 3:30, again at 3:36; keep one\n"
+);
+
+// ---- read and write errors in words -------------------------------------------------------
+
+refused!(
+    a_nodes_file_that_is_a_directory,
+    ["render", "--nodes-file", ".", example().as_str()],
+    "",
+    2,
+    "Error: reading .: is a directory\n"
+);
+
+refused!(
+    a_report_into_a_missing_directory,
+    ["check", "-o", "json=missing/report.json", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+    2,
+    "Error: writing missing/report.json: no such file or directory\n"
+);
+
+/// `-o FORMAT=PATH` where PATH is a directory: the error says so (the report is not written).
+#[test]
+fn a_report_onto_a_directory() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir(dir.path().join("out")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("in.yaml"),
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
+    )
+    .expect("write");
+    let out = bin()
+        .args(["check", "-o", "json=out", "in.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    assert_eq!(
+        (
+            out.status.code(),
+            without_summary(&["check"], &String::from_utf8_lossy(&out.stderr)).as_str(),
+            String::from_utf8_lossy(&out.stdout).as_ref()
+        ),
+        (Some(2), "Error: writing out: is a directory\n", "")
+    );
+}
+
+refused!(
+    rules_lint_of_a_missing_directory,
+    ["rules", "lint", "missing"],
+    "",
+    2,
+    "Error: reading missing: no such file or directory\n"
+);
+
+refused!(
+    test_of_a_missing_directory,
+    ["test", "missing"],
+    "",
+    2,
+    "Error: rule test suite error: reading missing: no such file or directory\n"
+);
+
+// ---- YAML hazards in render ---------------------------------------------------------------
+
+/// `render` prints `check`'s YAML 1.1 warnings on stderr, renders the values as read (the
+/// strings `no`, `on`), and exits as it would without them.
+#[test]
+fn render_warns_about_yaml_11_readings_too() {
+    let (code, stdout, stderr) = run_in(
+        &["render", "--platform", "aws", "--gpu-arch", "h100", "-o", "json", "in.yaml"],
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: t\n  labels: {team: no, ok: \"yes\"}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  env:\n  - {name: A, value: on}\n",
+    );
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            0,
+            "Warning: in.yaml:5:18: metadata.labels.team: the unquoted value no is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"no\")\n\
+             Warning: in.yaml:11:22: spec.env[0].value: the unquoted value on is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"on\")\n"
+        )
+    );
+    let wf: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let env = wf["spec"]["dependencies"]
+        .as_array()
+        .and_then(|d| d.iter().find(|d| d["kind"] == "TrainingRuntime"))
+        .and_then(|rt| {
+            rt.pointer("/spec/template/spec/replicatedJobs/0/template/spec/template/spec/containers/0/env")
+                .cloned()
+        })
+        .expect("env");
+    assert_eq!(
+        env.as_array()
+            .and_then(|e| e.iter().find(|v| v["name"] == "A"))
+            .map(|v| v["value"].clone()),
+        Some(serde_json::json!("on"))
+    );
+}

@@ -166,7 +166,7 @@ fn usage_errors_exit_2_with_the_exact_message() {
                 "nccl-bandwidth",
                 "/nonexistent/nccl.log",
             ],
-            "Error: reading /nonexistent/nccl.log: No such file or directory (os error 2)\n",
+            "Error: reading /nonexistent/nccl.log: no such file or directory\n",
         ),
     ];
     for (args, want) in cases {

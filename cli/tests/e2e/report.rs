@@ -431,7 +431,7 @@ fn several_formats_in_one_run() {
         (code, timeless(&stderr).as_str()),
         (
             2,
-            "Error: writing out/report.sarif: No such file or directory (os error 2)\n\
+            "Error: writing out/report.sarif: no such file or directory\n\
              Summary: 3 documents in 1 file checked in Ts: 2 errors, 1 warning, 0 info\n"
         )
     );

@@ -45,7 +45,10 @@ use crate::nodes::{GpuProducts, Node, detect_gpu_architecture, discover_targets}
 use manifests::GroupRender;
 use partition::group;
 pub use partition::{Group, place_groups};
-pub use quantity::{gpu_need, quantity_as_int};
+pub use quantity::{
+    QuantityError, gpu_count, gpu_count_problem, gpu_need, gpu_quantities, parse_quantity,
+    quantity_as_int,
+};
 pub use scheduling::SchedulingPolicy;
 pub use spec::{PlacementError, PlacementMode, PlacementSpec};
 
@@ -168,7 +171,7 @@ pub fn place(
     }));
 
     // 5. the GPU-capacity filter.
-    let need = gpu_need(workflow).unwrap_or(0);
+    let need = gpu_need(workflow)?.unwrap_or(0);
     let (eligible, short) = filter_capacity(eligible, need);
     excluded.extend(short.iter().map(|(n, have)| {
         (

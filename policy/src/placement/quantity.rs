@@ -1,65 +1,166 @@
-//! Kubernetes quantities and the per-node GPU need: [`quantity_as_int`] reads `"8"`, `"2Ki"`,
-//! `"4000m"` exactly, and [`gpu_need`] finds the largest `nvidia.com/gpu` request a Workflow
-//! makes, which the capacity filter of [`super::place`] compares with each node's allocatable.
+//! Kubernetes quantities and the per-node GPU need: [`parse_quantity`] reads `"8"`, `"2Ki"`,
+//! `"4000m"` exactly (or says why it cannot: not a quantity, not a whole number, too large),
+//! [`gpu_count`] reads one `nvidia.com/gpu` value, and [`gpu_need`] finds the largest
+//! `nvidia.com/gpu` request a Workflow makes, which the capacity filter of [`super::place`]
+//! compares with each node's allocatable.
 
+use nvcre_engine::FieldPath;
 use serde_json::Value;
 
 use super::GPU_RESOURCE;
+use super::spec::PlacementError;
 use crate::api::Workflow;
 
-/// The per-node GPU need: the largest `nvidia.com/gpu` found under any `requests` or
-/// `limits` map anywhere in `spec.jobTemplate` or any dependency (the capacity filter compares it with each node).
-///
-/// Values may be strings holding a Kubernetes quantity (`"8"`, `"8.0"`, `"1k"`) or numbers;
-/// an unparseable value is skipped, a negative one counts as 0. `None` when no such entry
-/// exists.
-pub fn gpu_need(workflow: &Workflow) -> Option<i64> {
-    std::iter::once(&workflow.spec.job_template)
-        .chain(workflow.spec.dependencies.iter())
-        .filter_map(max_gpu_request)
-        .max()
+/// Why a value is not a count (a whole number of something, such as GPUs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum QuantityError {
+    /// Not a Kubernetes quantity (`8`, `1.5`, `2k`, `1Ki`, `4000m`, `1e3`).
+    #[error("is not a Kubernetes quantity")]
+    Syntax,
+    /// A quantity, but not a whole number (`1.5`, `1500m`).
+    #[error("is not a whole number")]
+    Fraction,
+    /// Below zero where a count is meant.
+    #[error("is negative")]
+    Negative,
+    /// A whole number beyond what a 64-bit integer holds (above 9223372036854775807).
+    #[error("is too large to represent (above 9223372036854775807)")]
+    TooLarge,
+    /// More than 38 significant digits: more precision than is read.
+    #[error("has more than 38 significant digits")]
+    TooManyDigits,
 }
 
-/// Largest GPU request in one document.
-fn max_gpu_request(doc: &Value) -> Option<i64> {
-    match doc {
+/// What a GPU count may be, for messages: the accepted values after a [`QuantityError`].
+pub const GPU_COUNT_ACCEPTED: &str = "a GPU count is a whole number from 0 to 9223372036854775807, written as a number or a Kubernetes quantity (8, \"8\", \"1k\")";
+
+/// Why `value` is not a GPU count, for a message after its field path: `<value> <reason>:
+/// <what is accepted>`, e.g. `9223372036854775807k is too large to represent (above
+/// 9223372036854775807): a GPU count is a whole number from 0 to …`.
+pub fn gpu_count_problem(value: &Value, e: QuantityError) -> String {
+    let written = match value {
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    };
+    format!("{written} {e}: {GPU_COUNT_ACCEPTED}")
+}
+
+/// The per-node GPU need: the largest `nvidia.com/gpu` found under any `requests` or
+/// `limits` map anywhere in `spec.jobTemplate` or any dependency (the capacity filter compares it
+/// with each node). `None` when no such entry exists.
+///
+/// Values may be strings holding a Kubernetes quantity (`"8"`, `"8.0"`, `"1k"`) or numbers.
+///
+/// # Errors
+/// [`PlacementError::InvalidDocument`] at the first value that is not a GPU count
+/// ([`gpu_count`]): never read as "no GPU need".
+pub fn gpu_need(workflow: &Workflow) -> Result<Option<i64>, PlacementError> {
+    let spec = FieldPath::root().key("spec");
+    let mut found = gpu_quantities(&workflow.spec.job_template, spec.clone().key("jobTemplate"));
+    for (i, d) in workflow.spec.dependencies.iter().enumerate() {
+        found.extend(gpu_quantities(d, spec.clone().key("dependencies").index(i)));
+    }
+    let mut need: Option<i64> = None;
+    for (path, value) in found {
+        let n = gpu_count(value).map_err(|e| PlacementError::InvalidDocument {
+            path: path.to_string(),
+            reason: gpu_count_problem(value, e),
+        })?;
+        need = need.max(Some(n));
+    }
+    Ok(need)
+}
+
+/// Every `nvidia.com/gpu` entry of a `requests` or `limits` mapping in `value` (at `at`), in
+/// document order, with its field path.
+pub fn gpu_quantities(value: &Value, at: FieldPath) -> Vec<(FieldPath, &Value)> {
+    let mut out = Vec::new();
+    collect_gpu(value, at, &mut out);
+    out
+}
+
+fn collect_gpu<'a>(value: &'a Value, at: FieldPath, out: &mut Vec<(FieldPath, &'a Value)>) {
+    match value {
         Value::Object(map) => {
-            let mut found: Option<i64> = None;
             for (key, val) in map {
+                let here = at.clone().key(key.clone());
                 if (key == "requests" || key == "limits")
-                    && let Some(q) = val.get(GPU_RESOURCE).and_then(gpu_quantity)
+                    && let Some(q) = val.get(GPU_RESOURCE)
                 {
-                    found = found.max(Some(q));
+                    out.push((here.clone().key(GPU_RESOURCE), q));
                 }
-                found = found.max(max_gpu_request(val));
+                collect_gpu(val, here, out);
             }
-            found
         }
-        Value::Array(items) => items.iter().filter_map(max_gpu_request).max(),
-        _ => None,
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                collect_gpu(item, at.clone().index(i), out);
+            }
+        }
+        _ => {}
     }
 }
 
-/// A GPU count from a JSON quantity: negative counts as 0, unparseable is `None`.
-fn gpu_quantity(v: &Value) -> Option<i64> {
+/// A GPU count from a JSON value: a number or a string holding a Kubernetes quantity, whole and
+/// from 0 to `i64::MAX`.
+///
+/// # Errors
+/// Why it is not one: [`QuantityError::Syntax`] (also for a value that is neither a number nor
+/// a string), [`QuantityError::Fraction`], [`QuantityError::Negative`],
+/// [`QuantityError::TooLarge`], [`QuantityError::TooManyDigits`].
+pub fn gpu_count(v: &Value) -> Result<i64, QuantityError> {
     let n = match v {
-        Value::String(s) => quantity_as_int(s)?,
-        Value::Number(n) => match n.as_i64() {
-            Some(i) => i,
-            // Fractional or huge numbers: truncated like the original's int64(float64).
-            None => n
-                .as_f64()
-                .filter(|f| f.is_finite())
-                .map(|f| f.trunc() as i64)?,
+        Value::String(s) => parse_quantity(s)?,
+        Value::Number(n) => match (n.as_i64(), n.as_u64(), n.as_f64()) {
+            (Some(i), _, _) => i,
+            (None, Some(_), _) => return Err(QuantityError::TooLarge),
+            (None, None, Some(f)) => float_count(f)?,
+            (None, None, None) => return Err(QuantityError::Syntax),
         },
-        _ => return None,
+        _ => return Err(QuantityError::Syntax),
     };
-    Some(n.max(0))
+    if n < 0 {
+        return Err(QuantityError::Negative);
+    }
+    Ok(n)
+}
+
+/// A float that is a whole number within `i64`'s range.
+fn float_count(f: f64) -> Result<i64, QuantityError> {
+    // 2^63 as f64: every finite float below it in magnitude converts exactly when whole.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if !f.is_finite() || f.abs() >= LIMIT {
+        return Err(if f < 0.0 {
+            QuantityError::Negative
+        } else {
+            QuantityError::TooLarge
+        });
+    }
+    if f.fract() != 0.0 {
+        return Err(QuantityError::Fraction);
+    }
+    // Whole and below 2^63 in magnitude: the conversion is exact.
+    Ok(f as i64)
 }
 
 /// The exact integer value of a Kubernetes quantity (`"8"`, `"+8"`, `"8.0"`, `"2k"`, `"1Ki"`,
-/// `"4000m"`, `"1e3"`), or `None` when it does not parse or is not a whole number.
+/// `"4000m"`, `"1e3"`), or `None` when it does not parse, is not a whole number or does not fit
+/// in an `i64` ([`parse_quantity`] says which).
 pub fn quantity_as_int(s: &str) -> Option<i64> {
+    parse_quantity(s).ok()
+}
+
+/// The exact integer value of a Kubernetes quantity: a sign, digits with at most one `.`, then
+/// a suffix: none, a decimal SI one (`m`, `k`, `M`, `G`, `T`, `P`, `E`), a binary one (`Ki` …
+/// `Ei`) or an exponent (`e3`, `E-2`). Surrounding spaces are ignored.
+///
+/// # Errors
+/// [`QuantityError::Syntax`], [`QuantityError::Fraction`] (not a whole number),
+/// [`QuantityError::TooLarge`] (outside `i64`), [`QuantityError::TooManyDigits`] (more than 38
+/// significant digits that do not already make it too large).
+pub fn parse_quantity(s: &str) -> Result<i64, QuantityError> {
+    use QuantityError::{Fraction, Syntax, TooLarge, TooManyDigits};
     let s = s.trim();
     let (negative, body) = match s.strip_prefix('-') {
         Some(rest) => (true, rest),
@@ -68,114 +169,257 @@ pub fn quantity_as_int(s: &str) -> Option<i64> {
     let split = body
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(body.len());
-    let (number, suffix) = body.split_at_checked(split)?;
+    let (number, suffix) = body.split_at_checked(split).ok_or(Syntax)?;
     let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
     if (int_part.is_empty() && frac_part.is_empty()) || frac_part.contains('.') {
-        return None;
+        return Err(Syntax);
     }
-    let digits = format!("{int_part}{frac_part}");
-    if digits.len() > 30 {
-        return None;
-    }
-    let mantissa: i128 = digits.parse().ok()?;
-    let frac_len = i32::try_from(frac_part.len()).ok()?;
-    // (base, exponent) of the suffix.
-    let (base, exp): (i128, i32) = match suffix {
-        "" => (10, 0),
-        "m" => (10, -3),
-        "k" => (10, 3),
-        "M" => (10, 6),
-        "G" => (10, 9),
-        "T" => (10, 12),
-        "P" => (10, 15),
-        "E" => (10, 18),
-        "Ki" => (2, 10),
-        "Mi" => (2, 20),
-        "Gi" => (2, 30),
-        "Ti" => (2, 40),
-        "Pi" => (2, 50),
-        "Ei" => (2, 60),
-        other => {
-            let e = other.strip_prefix(['e', 'E'])?;
-            (
-                10,
-                e.parse::<i32>().ok().filter(|e| (-40..=40).contains(e))?,
-            )
-        }
+    // (binary exponent, decimal exponent) of the suffix.
+    let (exp2, exp10): (u32, i128) = match suffix {
+        "" => (0, 0),
+        "m" => (0, -3),
+        "k" => (0, 3),
+        "M" => (0, 6),
+        "G" => (0, 9),
+        "T" => (0, 12),
+        "P" => (0, 15),
+        "E" => (0, 18),
+        "Ki" => (10, 0),
+        "Mi" => (20, 0),
+        "Gi" => (30, 0),
+        "Ti" => (40, 0),
+        "Pi" => (50, 0),
+        "Ei" => (60, 0),
+        other => (0, exponent(other.strip_prefix(['e', 'E']).ok_or(Syntax)?)?),
     };
-    let pow10 = |n: i32| 10_i128.checked_pow(u32::try_from(n).ok()?);
-    let value = if base == 10 {
-        let total = exp.checked_sub(frac_len)?;
-        if total >= 0 {
-            mantissa.checked_mul(pow10(total)?)?
-        } else {
-            let div = pow10(-total)?;
-            if mantissa % div != 0 {
-                return None;
-            }
-            mantissa / div
-        }
+    // The significant digits D (no leading or trailing zeros) and the value D × 10^e10 × 2^exp2.
+    let all = format!("{int_part}{frac_part}");
+    let digits = all.trim_start_matches('0');
+    let significant = digits.trim_end_matches('0');
+    if significant.is_empty() {
+        return Ok(0);
+    }
+    let trailing = i128::try_from(digits.len() - significant.len()).map_err(|_| TooLarge)?;
+    let frac_len = i128::try_from(frac_part.len()).map_err(|_| TooLarge)?;
+    let e10 = exp10 - frac_len + trailing;
+    let width = i128::try_from(significant.len()).map_err(|_| TooLarge)?;
+    // D ≥ 10^(width-1): the value is at least 10^(width-1+e10) × 2^exp2.
+    if width - 1 + e10 >= 19 {
+        return Err(TooLarge);
+    }
+    if width > 38 {
+        return Err(TooManyDigits);
+    }
+    let d: i128 = significant.parse().map_err(|_| Syntax)?;
+    let value: i128 = if e10 >= 0 {
+        // width + e10 ≤ 19 here, so D × 10^e10 < 10^19 and × 2^60 fits an i128.
+        let scaled = d * 10_i128.pow(u32::try_from(e10).map_err(|_| TooLarge)?);
+        scaled.checked_mul(1_i128 << exp2).ok_or(TooLarge)?
     } else {
-        let scaled = mantissa.checked_mul(2_i128.checked_pow(u32::try_from(exp).ok()?)?)?;
-        let div = pow10(frac_len)?;
-        if scaled % div != 0 {
-            return None;
+        // D × 2^exp2 / (2^k × 5^k), k = -e10. D has no trailing zero, so without a binary
+        // suffix it is never whole; with one, D must hold 5^k and 2^exp2 the rest of 2^k.
+        let k = u32::try_from(-e10).map_err(|_| Fraction)?;
+        if exp2 == 0 || k > 54 {
+            // 5^55 exceeds every 38-digit D: it cannot divide it.
+            return Err(Fraction);
         }
-        scaled / div
+        let five = 5_i128.pow(k);
+        if d % five != 0 {
+            return Err(Fraction);
+        }
+        let q = d / five;
+        if exp2 >= k {
+            q.checked_mul(1_i128 << (exp2 - k)).ok_or(TooLarge)?
+        } else {
+            let two = 1_i128 << (k - exp2);
+            if q % two != 0 {
+                return Err(Fraction);
+            }
+            q / two
+        }
     };
-    i64::try_from(if negative { -value } else { value }).ok()
+    let signed = if negative { -value } else { value };
+    i64::try_from(signed).map_err(|_| TooLarge)
+}
+
+/// The decimal exponent after `e`/`E`: an optional sign and digits. A huge one saturates (its
+/// quantity is then too large, or not whole).
+fn exponent(text: &str) -> Result<i128, QuantityError> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(QuantityError::Syntax);
+    }
+    let significant = digits.trim_start_matches('0');
+    let magnitude: i128 = match significant.len() {
+        0 => 0,
+        1..=30 => significant.parse().map_err(|_| QuantityError::Syntax)?,
+        // Beyond any quantity that is read: saturate.
+        _ => i128::MAX / 4,
+    };
+    Ok(if negative { -magnitude } else { magnitude })
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::placement::fixtures::*;
+    use QuantityError::{Fraction, Negative, Syntax, TooLarge, TooManyDigits};
+    use proptest::prelude::*;
     use serde_json::json;
 
-    // ---- gpu need and quantities --------------------------------------------------------
+    // ---- quantities ---------------------------------------------------------------------
 
     macro_rules! quantity {
         ($($name:ident: $q:expr => $want:expr;)*) => {$(
             #[test]
-            fn $name() { assert_eq!(quantity_as_int($q), $want); }
+            fn $name() { assert_eq!(parse_quantity($q), $want); }
         )*};
     }
 
     quantity! {
-        q_plain: "8" => Some(8);
-        q_plus: "+4" => Some(4);
-        q_negative: "-2" => Some(-2);
-        q_decimal_whole: "8.0" => Some(8);
-        q_decimal_fraction: "1.5" => None;
-        q_kilo: "2k" => Some(2000);
-        q_kibi: "1Ki" => Some(1024);
-        q_frac_kibi: "0.5Ki" => Some(512);
-        q_milli_whole: "4000m" => Some(4);
-        q_milli_fraction: "1500m" => None;
-        q_exponent: "1e3" => Some(1000);
-        q_garbage: "eight" => None;
-        q_empty: "" => None;
-        q_bad_suffix: "8x" => None;
-        q_spaces: " 8 " => Some(8);
+        q_plain: "8" => Ok(8);
+        q_plus: "+4" => Ok(4);
+        q_negative: "-2" => Ok(-2);
+        q_decimal_whole: "8.0" => Ok(8);
+        q_decimal_fraction: "1.5" => Err(Fraction);
+        q_leading_dot: ".5k" => Ok(500);
+        q_trailing_dot: "5." => Ok(5);
+        q_kilo: "2k" => Ok(2000);
+        q_kibi: "1Ki" => Ok(1024);
+        q_frac_kibi: "0.5Ki" => Ok(512);
+        q_frac_kibi_not_whole: "0.001Ki" => Err(Fraction);
+        q_milli_whole: "4000m" => Ok(4);
+        q_milli_fraction: "1500m" => Err(Fraction);
+        q_exponent: "1e3" => Ok(1000);
+        q_exponent_upper: "1E3" => Ok(1000);
+        q_exponent_signed: "5000e-3" => Ok(5);
+        q_exponent_plus: "2e+2" => Ok(200);
+        q_exa_suffix: "1E" => Ok(1_000_000_000_000_000_000);
+        q_garbage: "eight" => Err(Syntax);
+        q_empty: "" => Err(Syntax);
+        q_dot_only: "." => Err(Syntax);
+        q_two_dots: "1.2.3" => Err(Syntax);
+        q_bad_suffix: "8x" => Err(Syntax);
+        q_bad_exponent: "1e" => Err(Syntax);
+        q_exponent_garbage: "1e3x" => Err(Syntax);
+        q_spaces: " 8 " => Ok(8);
+        q_zero: "0" => Ok(0);
+        q_zero_huge_exponent: "0e99999999999999999999999999999999" => Ok(0);
+        q_leading_zeros: "0000000000000000000000000000000000000000008" => Ok(8);
+        q_trailing_zeros: "8.000000000000000000000000000000000000000000" => Ok(8);
+        // The edges of i64.
+        q_max: "9223372036854775807" => Ok(i64::MAX);
+        q_max_plus_one: "9223372036854775808" => Err(TooLarge);
+        q_min: "-9223372036854775808" => Ok(i64::MIN);
+        q_min_minus_one: "-9223372036854775809" => Err(TooLarge);
+        q_max_kilo: "9223372036854775807k" => Err(TooLarge);
+        q_max_as_kilo: "9223372036854775.807k" => Ok(i64::MAX);
+        q_exa_edge: "9.223372036854775807E" => Ok(i64::MAX);
+        q_exa_over: "9.223372036854775808E" => Err(TooLarge);
+        q_exbi: "7Ei" => Ok(7 * (1 << 60));
+        q_exbi_over: "8Ei" => Err(TooLarge);
+        q_pebi: "8191Pi" => Ok(8191 * (1 << 50));
+        q_pebi_over: "8192Pi" => Err(TooLarge);
+        q_pebi_too_precise: "8191.99999999999999911182158029987476766109466552734375Pi" => Err(TooManyDigits);
+        q_huge_exponent: "1e99999999999999999999999999999999" => Err(TooLarge);
+        q_tiny_exponent: "1e-99999999999999999999999999999999" => Err(Fraction);
+        q_exponent_19: "1e19" => Err(TooLarge);
+        q_exponent_18: "9e18" => Ok(9_000_000_000_000_000_000);
+        q_many_digits_fraction: "1.000000000000000000000000000000000000001" => Err(TooManyDigits);
+        q_many_digits_large: "1000000000000000000000000000000000000001" => Err(TooLarge);
     }
+
+    proptest! {
+        /// Every i64 written plainly, or as a multiple of a suffix, reads back exactly.
+        #[test]
+        fn plain_integers_read_back(n in any::<i64>()) {
+            prop_assert_eq!(parse_quantity(&n.to_string()), Ok(n));
+        }
+
+        #[test]
+        fn kilo_and_kibi_multiples_read_back(n in -9_223_372_036_854_775i64..=9_223_372_036_854_775) {
+            prop_assert_eq!(parse_quantity(&format!("{n}k")), Ok(n * 1000));
+            let kibi = n / 1024;
+            prop_assert_eq!(parse_quantity(&format!("{kibi}Ki")), Ok(kibi * 1024));
+        }
+
+        /// Milli-units read back only when whole.
+        #[test]
+        fn milli_units(n in any::<i64>()) {
+            let want = if n % 1000 == 0 { Ok(n / 1000) } else { Err(Fraction) };
+            prop_assert_eq!(parse_quantity(&format!("{n}m")), want);
+        }
+
+        /// Anything above i64::MAX (as a plain integer) is too large, never wrapped.
+        #[test]
+        fn above_i64_is_too_large(extra in 1u64..=u64::MAX) {
+            let n = i128::from(i64::MAX) + i128::from(extra);
+            prop_assert_eq!(parse_quantity(&n.to_string()), Err(TooLarge));
+        }
+    }
+
+    macro_rules! count {
+        ($($name:ident: $v:expr => $want:expr;)*) => {$(
+            #[test]
+            fn $name() { assert_eq!(gpu_count(&$v), $want); }
+        )*};
+    }
+
+    count! {
+        c_number: json!(8) => Ok(8);
+        c_string: json!("8") => Ok(8);
+        c_float_whole: json!(8.0) => Ok(8);
+        c_float_fraction: json!(1.5) => Err(Fraction);
+        c_negative: json!(-3) => Err(Negative);
+        c_negative_string: json!("-3") => Err(Negative);
+        c_u64: json!(9_223_372_036_854_775_808u64) => Err(TooLarge);
+        c_float_huge: json!(1e20) => Err(TooLarge);
+        c_float_negative_huge: json!(-1e20) => Err(Negative);
+        c_bool: json!(true) => Err(Syntax);
+        c_list: json!([8]) => Err(Syntax);
+        c_max_string: json!("9223372036854775807") => Ok(i64::MAX);
+    }
+
+    #[test]
+    fn the_message_names_the_value_and_what_is_accepted() {
+        assert_eq!(
+            gpu_count_problem(&json!("9223372036854775807k"), TooLarge),
+            "9223372036854775807k is too large to represent (above 9223372036854775807): a GPU count is a whole number from 0 to 9223372036854775807, written as a number or a Kubernetes quantity (8, \"8\", \"1k\")"
+        );
+        assert_eq!(
+            gpu_count_problem(&json!(1.5), Fraction),
+            "1.5 is not a whole number: a GPU count is a whole number from 0 to 9223372036854775807, written as a number or a Kubernetes quantity (8, \"8\", \"1k\")"
+        );
+    }
+
+    // ---- gpu need -----------------------------------------------------------------------
 
     macro_rules! need {
         ($($name:ident: $jt:expr, $deps:expr => $want:expr;)*) => {$(
             #[test]
-            fn $name() { assert_eq!(gpu_need(&wf_with($jt, $deps)), $want); }
+            fn $name() {
+                assert_eq!(gpu_need(&wf_with($jt, $deps)).map_err(|e| e.to_string()), $want);
+            }
         )*};
     }
 
     need! {
-        need_none: json!({"spec": {}}), json!([]) => None;
-        need_dep_string: json!({"spec": {}}), json!([{"spec": {"limits": {"nvidia.com/gpu": "4"}}}]) => Some(4);
+        need_none: json!({"spec": {}}), json!([]) => Ok(None);
+        need_dep_string: json!({"spec": {}}), json!([{"spec": {"limits": {"nvidia.com/gpu": "4"}}}]) => Ok(Some(4));
         need_largest: json!({"spec": {"trainer": {"resourcesPerNode": {"requests": {"nvidia.com/gpu": 8}}}}}),
-            json!([{"spec": {"limits": {"nvidia.com/gpu": "4"}}}]) => Some(8);
-        need_only_requests_limits: json!({"spec": {"labels": {"nvidia.com/gpu": "16"}, "x": {"nvidia.com/gpu": 32}}}), json!([]) => None;
-        need_nested_list: json!({"spec": {"a": [{"b": {"requests": {"nvidia.com/gpu": "2"}}}]}}), json!([]) => Some(2);
-        need_zero: json!({"spec": {"limits": {"nvidia.com/gpu": "0"}}}), json!([]) => Some(0);
-        need_negative_counts_zero: json!({"spec": {"limits": {"nvidia.com/gpu": -3}}}), json!([]) => Some(0);
-        need_unparseable_skipped: json!({"spec": {"limits": {"nvidia.com/gpu": "lots"}}}), json!([]) => None;
+            json!([{"spec": {"limits": {"nvidia.com/gpu": "4"}}}]) => Ok(Some(8));
+        need_only_requests_limits: json!({"spec": {"labels": {"nvidia.com/gpu": "16"}, "x": {"nvidia.com/gpu": 32}}}), json!([]) => Ok(None);
+        need_nested_list: json!({"spec": {"a": [{"b": {"requests": {"nvidia.com/gpu": "2"}}}]}}), json!([]) => Ok(Some(2));
+        need_zero: json!({"spec": {"limits": {"nvidia.com/gpu": "0"}}}), json!([]) => Ok(Some(0));
+        need_negative_is_an_error: json!({"spec": {"limits": {"nvidia.com/gpu": -3}}}), json!([]) => Err(
+            "spec.jobTemplate.spec.limits[\"nvidia.com/gpu\"]: -3 is negative: a GPU count is a whole number from 0 to 9223372036854775807, written as a number or a Kubernetes quantity (8, \"8\", \"1k\")".to_string());
+        need_unparseable_is_an_error: json!({"spec": {}}), json!([{"spec": {"a": [{"limits": {"nvidia.com/gpu": "lots"}}]}}]) => Err(
+            "spec.dependencies[0].spec.a[0].limits[\"nvidia.com/gpu\"]: lots is not a Kubernetes quantity: a GPU count is a whole number from 0 to 9223372036854775807, written as a number or a Kubernetes quantity (8, \"8\", \"1k\")".to_string());
+        need_too_large_is_an_error: json!({"spec": {"limits": {"nvidia.com/gpu": "9223372036854775807k"}}}), json!([]) => Err(
+            "spec.jobTemplate.spec.limits[\"nvidia.com/gpu\"]: 9223372036854775807k is too large to represent (above 9223372036854775807): a GPU count is a whole number from 0 to 9223372036854775807, written as a number or a Kubernetes quantity (8, \"8\", \"1k\")".to_string());
     }
 
     #[test]
@@ -186,7 +430,7 @@ mod tests {
             "spec": {"jobTemplate": {"spec": {}}, "dependencies": [
                 {"kind": "TrainingRuntime", "spec": {"resources": {"limits": {"nvidia.com/gpu": "8"}}}}]}
         }))?;
-        assert_eq!(gpu_need(&wf), Some(8));
+        assert_eq!(gpu_need(&wf)?, Some(8));
         Ok(())
     }
 

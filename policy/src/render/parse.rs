@@ -97,41 +97,121 @@ fn normalize_api_version(value: &mut Value, warnings: &mut Vec<String>, file: &s
     }
 }
 
+/// The most unknown fields of a closed schema collected for one error (each costs a re-read of
+/// the document).
+const MAX_UNKNOWN_FIELDS: usize = 100;
+
 /// Reads a document as `T`, reporting the field path and line:column of the first problem. A
 /// `WorkloadRun` or `Workflow` also gets strict field validation of its Kubernetes-typed parts
-/// (`metadata`; a WorkloadRun's pass-through pod fields).
+/// (`metadata`; a WorkloadRun's pass-through pod fields), and every unknown field of the
+/// document, in its closed schema (`spec`) or in a Kubernetes type, is listed in one error.
 ///
 /// # Errors
-/// [`PolicyError::Input`] with `parsing <what>: <path>: <serde message>`, or the strict
-/// validation's message.
+/// [`PolicyError::Input`] with `parsing <what>: <path>: <serde message>` (a type error), or
+/// the strict validation's message: `strict decoding error: unknown field "spec.a", unknown
+/// field "metadata.b": correct or remove them`, at the first one's line.
 pub fn parse_typed<T: for<'de> Deserialize<'de>>(
     doc: &Document,
     what: &str,
 ) -> Result<T, PolicyError> {
-    let typed = serde_path_to_error::deserialize(&doc.value).map_err(|e| {
-        let path = e.path().to_string();
-        let pos = FieldPath::parse(&path)
-            .ok()
-            .and_then(|p| doc.spans.lookup_key(&p));
-        PolicyError::Input {
-            file: doc.source.name.clone(),
-            pos,
-            message: format!(
-                "parsing {what}: {path}: {}",
-                plain_serde_message(&e.inner().to_string())
-            ),
+    let strict = what == "WorkloadRun" || what == "Workflow";
+    let mut unknown: Vec<FieldPath> = Vec::new();
+    let mut stripped: Option<Value> = None;
+    let typed = loop {
+        let value = stripped.as_ref().unwrap_or(&doc.value);
+        match serde_path_to_error::deserialize::<_, T>(value) {
+            Ok(t) => break t,
+            Err(e) => {
+                // An unknown field of the closed schema: note it, drop it from a copy and
+                // read again, so every one is reported, not only the first.
+                if strict
+                    && unknown.len() < MAX_UNKNOWN_FIELDS
+                    && let Some(path) = unknown_field(&e)
+                    && remove_at(
+                        stripped.get_or_insert_with(|| doc.value.clone()),
+                        e.path(),
+                    )
+                {
+                    unknown.push(path);
+                    continue;
+                }
+                let inner = e.inner().to_string();
+                // A required field that is missing is most often one misspelt: the unknown
+                // fields say which.
+                if strict && inner.starts_with("missing field `") {
+                    super::strict::validate(doc, what == "WorkloadRun", unknown)?;
+                }
+                let path = e.path().to_string();
+                let pos = FieldPath::parse(&path)
+                    .ok()
+                    .and_then(|p| doc.spans.lookup_key(&p));
+                let at = if path == "." {
+                    String::new()
+                } else {
+                    format!("{path}: ")
+                };
+                return Err(PolicyError::Input {
+                    file: doc.source.name.clone(),
+                    pos,
+                    message: format!("parsing {what}: {at}{}", plain_serde_message(&inner)),
+                });
+            }
         }
-    })?;
-    if what == "WorkloadRun" || what == "Workflow" {
-        super::strict::validate(doc, what == "WorkloadRun")?;
+    };
+    if strict {
+        super::strict::validate(doc, what == "WorkloadRun", unknown)?;
     }
     Ok(typed)
+}
+
+/// The field path of a `deny_unknown_fields` error (serde's `unknown field `x`, expected …`),
+/// or `None` for another error.
+fn unknown_field(e: &serde_path_to_error::Error<serde_json::Error>) -> Option<FieldPath> {
+    if !e.inner().to_string().starts_with("unknown field `") {
+        return None;
+    }
+    let mut path = FieldPath::root();
+    for seg in e.path().iter() {
+        path = match seg {
+            serde_path_to_error::Segment::Seq { index } => path.index(*index),
+            serde_path_to_error::Segment::Map { key }
+            | serde_path_to_error::Segment::Enum { variant: key } => path.key(key.clone()),
+            serde_path_to_error::Segment::Unknown => return None,
+        };
+    }
+    Some(path)
+}
+
+/// Removes the entry `path` names (its last segment a mapping key) from `value`; false when
+/// there is no such entry.
+fn remove_at(value: &mut Value, path: &serde_path_to_error::Path) -> bool {
+    use serde_path_to_error::Segment;
+    let segments: Vec<&Segment> = path.iter().collect();
+    let Some((last, parents)) = segments.split_last() else {
+        return false;
+    };
+    let mut at = value;
+    for seg in parents {
+        let next = match seg {
+            Segment::Seq { index } => at.get_mut(*index),
+            Segment::Map { key } | Segment::Enum { variant: key } => at.get_mut(key.as_str()),
+            Segment::Unknown => None,
+        };
+        let Some(next) = next else {
+            return false;
+        };
+        at = next;
+    }
+    match (last, at.as_object_mut()) {
+        (Segment::Map { key }, Some(map)) => map.shift_remove(key.as_str()).is_some(),
+        _ => false,
+    }
 }
 
 /// serde's type names in the words a manifest author uses (`i64` → an integer, `a sequence` →
 /// a list, `struct X` → a mapping).
 pub(super) fn plain_serde_message(m: &str) -> String {
-    let mut out = m.to_string();
+    let mut out = out_of_range(m).unwrap_or_else(|| m.to_string());
     for (from, to) in [
         ("expected i64", "expected an integer"),
         ("expected i32", "expected an integer"),
@@ -157,6 +237,41 @@ pub(super) fn plain_serde_message(m: &str) -> String {
         );
     }
     out
+}
+
+/// serde's message for a whole number that does not fit the integer field (`invalid value:
+/// integer `9223372036854775808`, expected i64`, or a float YAML read from too many digits) in
+/// words that say so and give the range.
+fn out_of_range(m: &str) -> Option<String> {
+    let (head, ty) = m.rsplit_once(", expected ")?;
+    // The range, and the magnitude from which a whole float is beyond it.
+    let (range, beyond) = match ty {
+        "i64" => (
+            "from -9223372036854775808 to 9223372036854775807",
+            9_223_372_036_854_775_808.0,
+        ),
+        "i32" => ("from -2147483648 to 2147483647", 2_147_483_648.0),
+        "u64" => (
+            "from 0 to 18446744073709551615",
+            18_446_744_073_709_551_616.0,
+        ),
+        "u32" => ("from 0 to 4294967295", 4_294_967_296.0),
+        _ => return None,
+    };
+    let number = head
+        .strip_prefix("invalid value: integer `")
+        .or_else(|| head.strip_prefix("invalid type: floating point `"))?
+        .strip_suffix('`')?;
+    if head.starts_with("invalid type: floating point") {
+        let f: f64 = number.parse().ok()?;
+        // A fraction, or a float within the range, is a type error (not an integer at all).
+        if f.fract() != 0.0 || f.abs() < beyond {
+            return None;
+        }
+    }
+    Some(format!(
+        "{number} is out of range: expected an integer {range}"
+    ))
 }
 
 pub(super) fn origin(doc: &Document) -> Origin<'_> {

@@ -3,7 +3,8 @@
 //! to the pods (`resources`, `initContainers`, `volumes`, `volumeMounts`, `imagePullSecrets`,
 //! `env[].valueFrom`). Each is read into its k8s-openapi type; a value of the wrong type is an
 //! input error at its field, and every field the type does not have is reported with its path,
-//! as kubectl's strict field validation (`--validate=strict`) does.
+//! as kubectl's strict field validation (`--validate=strict`) does. Every `nvidia.com/gpu`
+//! count under `spec` must be a whole number a 64-bit integer holds.
 
 use nvcre_engine::{Document, FieldPath};
 use serde::de::DeserializeOwned;
@@ -16,11 +17,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::parse::plain_serde_message;
 use crate::error::PolicyError;
+use crate::placement::{gpu_count, gpu_count_problem, gpu_quantities};
 
 /// One problem found: the field path and the message.
 struct Problem {
     path: FieldPath,
     message: String,
+    /// Located at the value (a scalar that is wrong as written) rather than at its key.
+    at_value: bool,
 }
 
 /// Reads `value` (at `at`) as `T`: a type error, or every ignored (unknown) field.
@@ -35,6 +39,7 @@ fn validate_as<T: DeserializeOwned>(value: &Value, at: &FieldPath) -> Vec<Proble
             .map(|path| Problem {
                 message: format!("strict decoding error: unknown field \"{path}\""),
                 path,
+                at_value: false,
             })
             .collect(),
         Err(e) => {
@@ -50,6 +55,7 @@ fn validate_as<T: DeserializeOwned>(value: &Value, at: &FieldPath) -> Vec<Proble
             vec![Problem {
                 message: format!("{path}: {}", kubernetes_words(&e.inner().to_string())),
                 path,
+                at_value: false,
             }]
         }
     }
@@ -101,14 +107,40 @@ fn each<T: DeserializeOwned>(spec: &Value, key: &str, out: &mut Vec<Problem>) {
     }
 }
 
-/// Strict field validation of `doc` (a WorkloadRun when `workload_run`, else a Workflow).
+/// Strict field validation of `doc` (a WorkloadRun when `workload_run`, else a Workflow);
+/// `unknown` are the fields the closed schema (`spec`) does not have, already found.
 ///
 /// # Errors
 /// [`PolicyError::Input`] at the first problem's line: a type error alone, or every unknown
-/// field, kubectl's way (`strict decoding error: unknown field "metadata.nmespace", unknown
-/// field "spec.initContainers[0].imag"`), then what to do.
-pub(crate) fn validate(doc: &Document, workload_run: bool) -> Result<(), PolicyError> {
-    let mut problems = Vec::new();
+/// field, kubectl's way, in document order (`strict decoding error: unknown field
+/// "metadata.nmespace", unknown field "spec.initContainers[0].imag"`), then what to do.
+pub(crate) fn validate(
+    doc: &Document,
+    workload_run: bool,
+    unknown: Vec<FieldPath>,
+) -> Result<(), PolicyError> {
+    let mut problems: Vec<Problem> = unknown
+        .into_iter()
+        .map(|path| Problem {
+            message: format!("strict decoding error: unknown field \"{path}\""),
+            path,
+            at_value: false,
+        })
+        .collect();
+    // The object itself: what every Kubernetes object has (`status` as the API server
+    // returns it).
+    if let Some(top) = doc.value.as_object() {
+        for key in top.keys() {
+            if !["apiVersion", "kind", "metadata", "spec", "status"].contains(&key.as_str()) {
+                let path = FieldPath::root().key(key.clone());
+                problems.push(Problem {
+                    message: format!("strict decoding error: unknown field \"{path}\""),
+                    path,
+                    at_value: false,
+                });
+            }
+        }
+    }
     if let Some(meta) = doc.value.get("metadata").filter(|m| !m.is_null()) {
         problems.extend(validate_as::<ObjectMeta>(
             meta,
@@ -139,12 +171,35 @@ pub(crate) fn validate(doc: &Document, workload_run: bool) -> Result<(), PolicyE
             }
         }
     }
+    // Every GPU count the document requests (`requests`/`limits` of `nvidia.com/gpu`, as
+    // placement reads them): a value that is not one is an error, never "no GPU need".
+    if let Some(spec) = doc.value.get("spec") {
+        for (path, value) in gpu_quantities(spec, FieldPath::root().key("spec")) {
+            if let Err(e) = gpu_count(value) {
+                problems.push(Problem {
+                    message: format!("{path}: {}", gpu_count_problem(value, e)),
+                    path,
+                    at_value: true,
+                });
+            }
+        }
+    }
     let type_error = problems
         .iter()
         .find(|p| !p.message.starts_with("strict decoding error: "));
     let (at, message) = match type_error {
+        Some(p) if p.at_value => {
+            return Err(PolicyError::Input {
+                file: doc.source.name.clone(),
+                pos: doc.spans.lookup(&p.path),
+                message: p.message.clone(),
+            });
+        }
         Some(p) => (&p.path, p.message.clone()),
         None => {
+            // Document order: by the line and column of each field's name.
+            let key_pos = |p: &Problem| doc.spans.lookup_key(&p.path);
+            problems.sort_by_key(|p| key_pos(p).map(|pos| (pos.line, pos.column)));
             let Some(first) = problems.first() else {
                 return Ok(());
             };

@@ -88,7 +88,10 @@ pub use runner::SuiteRunner;
 #[non_exhaustive]
 pub enum SuiteError {
     /// A suite file, an `inputFile` or a directory could not be read.
-    #[error("rule test suite error: reading {path}: {source}")]
+    #[error(
+        "rule test suite error: reading {path}: {}",
+        nvcre_engine::limits::io_error_text(source)
+    )]
     Io {
         /// The path.
         path: String,
