@@ -116,14 +116,50 @@ pub struct CheckArgs {
     paths: Vec<String>,
 }
 
-/// What checking the inputs produced.
-#[derive(Default)]
-struct Checked {
-    findings: Vec<Finding>,
+/// What checking the inputs produced: what the reports are made of.
+#[derive(Debug, Default)]
+pub struct Checked {
+    /// Every finding, input by input, each document's in source order.
+    pub findings: Vec<Finding>,
     /// The lines around every finding's line (the inputs themselves are not kept).
-    windows: HashMap<(String, usize), Window>,
-    files: Vec<CheckedFile>,
-    errors: Vec<InputError>,
+    pub windows: HashMap<(String, usize), Window>,
+    /// One entry per input read, with its documents.
+    pub files: Vec<CheckedFile>,
+    /// Inputs (or documents) that could not be read or checked.
+    pub errors: Vec<InputError>,
+}
+
+impl Checked {
+    /// The report of these results, as `check` renders it in every format.
+    pub fn report<'a>(
+        &'a self,
+        rules: &'a RuleSet,
+        rules_info: &'a RulesInfo,
+        fail_on: Severity,
+    ) -> Report<'a> {
+        Report {
+            rules,
+            findings: &self.findings,
+            windows: &self.windows,
+            files: &self.files,
+            errors: &self.errors,
+            fail_on,
+            rules_info,
+        }
+    }
+
+    /// The exit code of a check with these results (the report written): 2 when an input
+    /// could not be checked or a rule could not be evaluated (a rule-file error, not a
+    /// violation), 1 when a finding is at or above `fail_on`, else 0.
+    pub fn exit_code(&self, fail_on: Severity) -> u8 {
+        if !self.errors.is_empty() || self.findings.iter().any(|f| f.rule_error) {
+            2
+        } else if self.findings.iter().any(|f| f.severity >= fail_on) {
+            1
+        } else {
+            0
+        }
+    }
 }
 
 /// Runs `check`; returns 0 clean, 1 findings at or above `--fail-on`, 2 when an input, a flag
@@ -165,15 +201,7 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
         );
     }
     let fail_on = args.fail_on.severity();
-    let report = Report {
-        rules,
-        findings: &checked.findings,
-        windows: &checked.windows,
-        files: &checked.files,
-        errors: &checked.errors,
-        fail_on,
-        rules_info,
-    };
+    let report = checked.report(rules, rules_info, fail_on);
     let mut write_failed = false;
     for o in &outputs {
         match &o.path {
@@ -214,13 +242,10 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
     }
     // Last, on stderr: never inside a report on stdout (`-o json | jq`), and also when clean.
     report::stderr_line(&Summary::of(&report).line(started.elapsed()));
-    // A rule that could not be evaluated is a rule-file error (exit 2), not a violation.
-    if write_failed || !checked.errors.is_empty() || checked.findings.iter().any(|f| f.rule_error) {
+    if write_failed {
         ExitCode::from(2)
-    } else if checked.findings.iter().any(|f| f.severity >= fail_on) {
-        ExitCode::from(1)
     } else {
-        ExitCode::SUCCESS
+        ExitCode::from(checked.exit_code(fail_on))
     }
 }
 
@@ -326,33 +351,65 @@ fn open(path: &str) -> Result<(String, Box<dyn BufRead>), String> {
 /// documents of one input are held until it ends so that each sees the others as `objects`
 /// (bounded by [`INPUT_DOCUMENTS`] and [`INPUT_BYTES`]).
 fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checked {
-    let mut out = Checked::default();
+    let mut checker = Checker::new(rules, req);
     let (files, errors) = input::expand(paths);
-    out.errors.extend(
+    checker.out.errors.extend(
         errors
             .into_iter()
             .map(|(file, message)| InputError::new(file, message)),
     );
-    // Errors from checking come after every reading error, as when all inputs were read first.
-    let mut check_errors = Vec::new();
-    // The rule ids that apply, by apiVersion and kind, shared by the documents.
-    let mut rule_ids: HashMap<(String, String), Arc<Vec<String>>> = HashMap::new();
-    // Documents waiting to be checked, across files (a directory of one-document files still
-    // fills every core).
-    let mut batch: Vec<Pending> = Vec::new();
-    let mut bytes = 0usize;
     for file in &files {
-        let (name, reader) = match open(file) {
-            Ok(r) => r,
-            Err(message) => {
-                out.errors.push(InputError::new(file.clone(), message));
-                continue;
-            }
-        };
+        match open(file) {
+            Ok((name, reader)) => checker.input(&name, reader),
+            Err(message) => checker.out.errors.push(InputError::new(file.clone(), message)),
+        }
+    }
+    checker.finish()
+}
+
+/// The `check` pipeline over inputs given one after the other: each is read as a stream of
+/// documents, checked in batches on every core, and what the reports need is kept
+/// ([`Checked`]). `check` feeds it every file of its paths; [`Checker::input`] takes any
+/// reader.
+pub struct Checker<'a> {
+    rules: &'a RuleSet,
+    req: &'a CheckRequest,
+    out: Checked,
+    /// Errors from checking, reported after every reading error (as when all inputs were read
+    /// first).
+    check_errors: Vec<InputError>,
+    /// The rule ids that apply, by apiVersion and kind, shared by the documents.
+    rule_ids: HashMap<(String, String), Arc<Vec<String>>>,
+    /// Documents waiting to be checked, across inputs (a directory of one-document files still
+    /// fills every core).
+    batch: Vec<Pending>,
+    /// Input bytes in `batch`.
+    bytes: usize,
+}
+
+impl<'a> Checker<'a> {
+    /// A checker of inputs against `rules`, in the node context of `req`.
+    pub fn new(rules: &'a RuleSet, req: &'a CheckRequest) -> Checker<'a> {
+        Checker {
+            rules,
+            req,
+            out: Checked::default(),
+            check_errors: Vec::new(),
+            rule_ids: HashMap::new(),
+            batch: Vec::new(),
+            bytes: 0,
+        }
+    }
+
+    /// Reads and checks one input, named `name` in findings and errors (`<stdin>` for standard
+    /// input). Its documents are held until it ends, so the packs reading `objects` see each
+    /// other's; a document that does not parse is an error of its own and does not hide the
+    /// others.
+    pub fn input(&mut self, name: &str, reader: impl BufRead) {
         // The stream is not kept: documents share a source that names it.
-        let source = Source::new(name.clone(), String::new());
+        let source = Source::new(name.to_string(), String::new());
         let mut checked = CheckedFile {
-            file: name.clone(),
+            file: name.to_string(),
             documents: Vec::new(),
         };
         let mut next_index = 0usize;
@@ -361,8 +418,8 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
             let chunk = match chunk {
                 Ok(c) => Arc::new(c),
                 Err(e) => {
-                    out.errors.push(InputError::new(
-                        name.clone(),
+                    self.out.errors.push(InputError::new(
+                        name.to_string(),
                         format!(
                             "reading {name}: {}",
                             nvcre_engine::limits::io_error_text(&e)
@@ -378,41 +435,59 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
                     for doc in docs {
                         checked.documents.push(CheckedDocument {
                             index: doc.index,
-                            rules: applicable_rules(rules, &mut rule_ids, &doc),
+                            rules: applicable_rules(self.rules, &mut self.rule_ids, &doc),
                         });
-                        for p in held.push(&name, doc, chunk.clone()) {
-                            bytes += p.1.text.len();
-                            batch.push(p);
+                        for p in held.push(name, doc, chunk.clone()) {
+                            self.bytes += p.1.text.len();
+                            self.batch.push(p);
                         }
                     }
                 }
                 Err(e) => {
                     next_index += 1;
-                    out.errors.push(InputError {
-                        file: name.clone(),
+                    self.out.errors.push(InputError {
+                        file: name.to_string(),
                         pos: e.location().and_then(|(_, p)| p),
                         message: e.to_string(),
                     });
                 }
             }
-            if batch.len() >= BATCH_DOCUMENTS || bytes >= BATCH_BYTES {
-                check_batch(rules, req, &mut batch, &mut out, &mut check_errors);
-                bytes = 0;
-            }
+            self.check_if_full();
         }
         for p in held.finish() {
-            bytes += p.1.text.len();
-            batch.push(p);
+            self.bytes += p.1.text.len();
+            self.batch.push(p);
         }
-        if batch.len() >= BATCH_DOCUMENTS || bytes >= BATCH_BYTES {
-            check_batch(rules, req, &mut batch, &mut out, &mut check_errors);
-            bytes = 0;
-        }
-        out.files.push(checked);
+        self.check_if_full();
+        self.out.files.push(checked);
     }
-    check_batch(rules, req, &mut batch, &mut out, &mut check_errors);
-    out.errors.extend(check_errors);
-    out
+
+    /// Checks the batch when it holds [`BATCH_DOCUMENTS`] documents or [`BATCH_BYTES`] bytes.
+    fn check_if_full(&mut self) {
+        if self.batch.len() >= BATCH_DOCUMENTS || self.bytes >= BATCH_BYTES {
+            check_batch(
+                self.rules,
+                self.req,
+                &mut self.batch,
+                &mut self.out,
+                &mut self.check_errors,
+            );
+            self.bytes = 0;
+        }
+    }
+
+    /// Checks what is left and returns the results of every input.
+    pub fn finish(mut self) -> Checked {
+        check_batch(
+            self.rules,
+            self.req,
+            &mut self.batch,
+            &mut self.out,
+            &mut self.check_errors,
+        );
+        self.out.errors.extend(self.check_errors);
+        self.out
+    }
 }
 
 /// The ids of the rules whose pack matches `doc`'s apiVersion and kind, computed once per pair.

@@ -4,17 +4,15 @@
 //!
 //! Exit codes: 0 clean, 1 policy violations, 2 usage / input / rule-file error.
 
-mod check;
 mod cluster;
-mod color;
 mod crd;
-mod input;
 mod measure;
-mod report;
 mod rules;
-mod ruleset;
 mod suites;
 mod test_cmd;
+
+// The check pipeline, the reports and the input reading are the library's (`src/lib.rs`).
+use nvcre_policy::{check, color, input, report, ruleset};
 
 use std::io::Write;
 use std::path::PathBuf;

@@ -355,6 +355,15 @@ impl Summary {
     }
 }
 
+/// Renders `report` in `format` as one string ([`write_report`] into memory); `color` only
+/// affects [`Format::Text`].
+pub fn render(format: Format, report: &Report<'_>, color: bool) -> String {
+    let mut out = Vec::new();
+    // Writing to a Vec cannot fail, and every format writes UTF-8.
+    let _ = write_report(format, report, color, &mut out);
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Writes `report` in `format` to `out`. The text and JSON reports are written as they are
 /// produced (a finding at a time), so a report of many findings is not built in memory
 /// first; the other formats are rendered whole, then written.

@@ -15,6 +15,8 @@ this crate.
   ([`Expanded`]); [`place`] is the placement underneath, as a pure function of the Workflow,
   the nodes and a [`PlacementPolicy`] ([`placement_policy`] reads it from a rule set).
 - [`check_document`] reports every finding for one document ([`CheckRequest`]).
+- [`read_workload_run`] reads a document as a WorkloadRun (kind, API group, types, strict
+  field validation, user overrides) before any rule runs.
 - [`PolicyError`] says why a render or check produced no clean result.
 - [`load_suite`], [`SuiteRunner`] and [`coverage`] run the rule test suites under
   `rules/tests/`.
@@ -81,8 +83,8 @@ pub use placement::{
     Group, Placement, PlacementError, PlacementPolicy, SchedulingPolicy, place, place_groups,
 };
 pub use render::{
-    Expanded, RenderRequest, Rendered, check_flags, expand, render_document, render_workflow,
-    render_workload_run,
+    Expanded, RenderRequest, Rendered, check_flags, expand, read_workload_run, render_document,
+    render_workflow, render_workload_run,
 };
 pub use suite::{
     Case, CaseContext, CaseResult, Coverage, DEFAULT_CASES, DEFAULT_SEED, Expectation, Generator,

@@ -30,6 +30,7 @@ use crate::resolve::AppliedOverride;
 pub(crate) use context::{NIC_TABLE, NicRow};
 pub use context::{RenderRequest, check_flags};
 pub use expand::{Expanded, Verify, expand, expand_verifying};
+pub use parse::read_workload_run;
 pub(crate) use parse::{check_user_overrides, input_error, parse_typed, prepare_document};
 pub(crate) use platform::PlatformOverride;
 pub use workflow::render_workflow;

@@ -208,6 +208,39 @@ fn remove_at(value: &mut Value, path: &serde_path_to_error::Path) -> bool {
     }
 }
 
+/// Reads a document as a WorkloadRun the way `render` and `check` do before any rule runs:
+/// [`prepare_document`] (kind and API group, nulls dropped), the typed read with strict field
+/// validation ([`parse_typed`]) and the user overrides that can never apply
+/// ([`check_user_overrides`]). Returns the WorkloadRun and the notes for stderr (the older API
+/// group).
+///
+/// # Errors
+/// [`PolicyError::Input`] at the line of the first problem.
+///
+/// ```
+/// use nvcre_engine::{Source, parse_documents};
+///
+/// let source = Source::new("run.yaml", "kind: WorkloadRun\nspec:\n  numNodes: two\n");
+/// let doc = &parse_documents(&source)?[0];
+/// assert_eq!(
+///     nvcre_domain::read_workload_run(doc).unwrap_err().to_string(),
+///     "run.yaml:3:3: parsing WorkloadRun: spec.numNodes: invalid type: string \"two\", expected an integer"
+/// );
+/// let source = Source::new("run.yaml", "apiVersion: cre.nvidia.com/v1alpha1\nkind: WorkloadRun\nspec: {numNodes: 2}\n");
+/// let (run, notes) = nvcre_domain::read_workload_run(&parse_documents(&source)?[0])?;
+/// assert_eq!(run.spec.num_nodes, 2);
+/// assert_eq!(notes, ["run.yaml: apiVersion cre.nvidia.com/v1alpha1 is the older API group; treating it as nvcre.nvidia.com/v1alpha1"]);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn read_workload_run(
+    doc: &Document,
+) -> Result<(crate::api::WorkloadRun, Vec<String>), PolicyError> {
+    let (doc, notes) = prepare_document(doc, "WorkloadRun")?;
+    let run: crate::api::WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
+    check_user_overrides(&doc, &run.spec.overrides)?;
+    Ok((run, notes))
+}
+
 /// serde's type names in the words a manifest author uses (`i64` → an integer, `a sequence` →
 /// a list, `struct X` → a mapping).
 pub(super) fn plain_serde_message(m: &str) -> String {
