@@ -361,7 +361,10 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
     for file in &files {
         match open(file) {
             Ok((name, reader)) => checker.input(&name, reader),
-            Err(message) => checker.out.errors.push(InputError::new(file.clone(), message)),
+            Err(message) => checker
+                .out
+                .errors
+                .push(InputError::new(file.clone(), message)),
         }
     }
     checker.finish()

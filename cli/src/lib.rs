@@ -17,7 +17,7 @@
 //! let info = RulesInfo::of(None)?;
 //! let req = CheckRequest::default();
 //! let mut checker = Checker::new(&rules, &req);
-//! checker.input("cm.yaml", "kind: ConfigMap\nmetadata: {name: c}\n".as_bytes());
+//! checker.input("cm.yaml", "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n".as_bytes());
 //! let checked = checker.finish();
 //! let json = report::render(Format::Json, &checked.report(&rules, &info, Severity::Error), false);
 //! assert!(json.contains("\"kind\": \"CheckReport\""));

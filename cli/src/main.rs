@@ -399,9 +399,9 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
     for doc in &docs {
         // The YAML 1.1 readings `check` warns about (`yaml-quote-it`), so a user who only
         // renders sees them too; the values are rendered as this tool read them.
-        for f in nvcre_domain::yaml_quote_findings(doc, &|l| {
-            doc.source.line_text(l).map(str::to_string)
-        }) {
+        for f in
+            nvcre_domain::yaml_quote_findings(doc, &|l| doc.source.line_text(l).map(str::to_string))
+        {
             let at = match (f.line, f.column) {
                 (Some(l), Some(c)) => format!("{}:{l}:{c}: ", f.file),
                 _ => format!("{}: ", f.file),

@@ -680,7 +680,8 @@ impl Table {
                     if let Some(inc) = &e.include {
                         r.merge(inc.param_reads());
                     }
-                    e.body.for_each_expr(&mut |x: &Expr| r.merge(x.param_reads()));
+                    e.body
+                        .for_each_expr(&mut |x: &Expr| r.merge(x.param_reads()));
                     r
                 })
                 .collect();
@@ -1044,7 +1045,11 @@ mod tests {
     }
 
     fn cached(t: &Table) -> usize {
-        t.cache.entries.lock().map(|c| c.len()).unwrap_or(usize::MAX)
+        t.cache
+            .entries
+            .lock()
+            .map(|c| c.len())
+            .unwrap_or(usize::MAX)
     }
 
     #[test]
@@ -1076,7 +1081,10 @@ mod tests {
         let t = table(
             "entries:\n- id: named\n  name: \"${{ params.entry }}-runtime\"\n- id: fixed\n  gpus: \"${{ params.gpus * 2 }}\"\n",
         );
-        let rows = |entry: &str| t.render(&json!({"entry": entry, "gpus": 4})).expect("renders");
+        let rows = |entry: &str| {
+            t.render(&json!({"entry": entry, "gpus": 4}))
+                .expect("renders")
+        };
         assert_eq!(
             rows("a"),
             [

@@ -152,6 +152,9 @@ impl Expr {
                 Ok(_) => "does not compile".to_string(),
             }
         })?;
+        if let Some(why) = unsupported(&ast) {
+            return Err(why.to_string());
+        }
         crate::cost::instrument(&mut ast);
         let mut refs: Vec<String> = ast
             .references()
@@ -315,6 +318,40 @@ fn field_reads(e: &IdedExpr, name: &str, out: &mut FieldReads) {
         }
         AstExpr::Map(m) => entry_reads(&m.entries, name, out),
         AstExpr::Struct(s) => entry_reads(&s.entries, name, out),
+    }
+}
+
+/// Why `e` cannot be evaluated, for the forms the parser accepts but the interpreter does not
+/// implement (it would panic on them mid-check): message literals (`Foo{a: 1}`, also
+/// `google.protobuf.Int64Value{value: 1}`) and an incomplete expression.
+fn unsupported(e: &IdedExpr) -> Option<&'static str> {
+    const STRUCT: &str = "message literals such as `Foo{a: 1}` are not supported: rules work on \
+        JSON documents; write a map literal such as `{'a': 1}`";
+    match &e.expr {
+        AstExpr::Struct(_) => Some(STRUCT),
+        AstExpr::Unspecified => Some("the expression is incomplete"),
+        AstExpr::Ident(_) | AstExpr::Literal(_) => None,
+        AstExpr::Select(s) => unsupported(&s.operand),
+        AstExpr::Call(c) => c
+            .target
+            .iter()
+            .map(|t| &**t)
+            .chain(c.args.iter())
+            .find_map(unsupported),
+        AstExpr::Comprehension(c) => [
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ]
+        .into_iter()
+        .find_map(|x| unsupported(x)),
+        AstExpr::List(l) => l.elements.iter().find_map(unsupported),
+        AstExpr::Map(m) => m.entries.iter().find_map(|entry| match &entry.expr {
+            EntryExpr::StructField(_) => Some(STRUCT),
+            EntryExpr::MapEntry(m) => unsupported(&m.key).or_else(|| unsupported(&m.value)),
+        }),
     }
 }
 
@@ -1357,6 +1394,26 @@ mod tests {
     fn compile_errors_name_the_expression() {
         let err = Template::compile(&json!("${{ params.( }}")).unwrap_err();
         assert!(err.message.starts_with("in ${{ params.( }}"), "{err}");
+    }
+
+    #[test]
+    fn message_literals_are_refused_at_compile_not_left_to_panic_in_evaluation() {
+        let want = "message literals such as `Foo{a: 1}` are not supported: rules work on JSON \
+                    documents; write a map literal such as `{'a': 1}`";
+        for text in [
+            "Foo{a: 1} == 1",
+            "google.protobuf.Int64Value{value: 1} == 1",
+            "has(Foo{a: 1}.a)",
+            "[1].all(x, Foo{a: x} == x)",
+            "{'k': Foo{}}.k",
+        ] {
+            assert_eq!(
+                Expr::compile(text).map(|_| ()).unwrap_err().message,
+                want,
+                "{text}"
+            );
+        }
+        assert!(Expr::compile("{'a': 1}.a == 1").is_ok());
     }
 
     #[test]

@@ -204,7 +204,9 @@ mod tests {
             ]
         );
         assert_eq!(
-            io_error_text(&std::io::Error::other("Read-only file system (os error 30)")),
+            io_error_text(&std::io::Error::other(
+                "Read-only file system (os error 30)"
+            )),
             "read-only file system"
         );
     }

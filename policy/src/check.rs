@@ -46,8 +46,16 @@ fn admit(
         document: doc.index,
         spans: Some(&doc.spans),
     };
-    findings
-        .extend(run_stage(rules, contract::ADMISSION, Cow::Borrowed(&doc.value), origin, &Value::Null)?.findings);
+    findings.extend(
+        run_stage(
+            rules,
+            contract::ADMISSION,
+            Cow::Borrowed(&doc.value),
+            origin,
+            &Value::Null,
+        )?
+        .findings,
+    );
     Ok((doc, findings))
 }
 

@@ -69,7 +69,8 @@ pub fn run_stage<'d>(
     } else {
         params
     };
-    let (value, findings) = nvcre_engine::run_packs(rules.stage(stage).map(|p| &**p), doc, origin, params, None)?;
+    let (value, findings) =
+        nvcre_engine::run_packs(rules.stage(stage).map(|p| &**p), doc, origin, params, None)?;
     Ok(StageOutcome { value, findings })
 }
 

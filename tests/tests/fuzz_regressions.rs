@@ -15,7 +15,11 @@ fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
         .map(|entry| entry.expect("a directory entry").path())
         .filter(|p| p.is_file() && !is_note(p))
         .map(|p| {
-            let name = p.file_name().expect("a file name").to_string_lossy().into_owned();
+            let name = p
+                .file_name()
+                .expect("a file name")
+                .to_string_lossy()
+                .into_owned();
             (name, std::fs::read(&p).expect("the input reads"))
         })
         .collect();
@@ -27,7 +31,8 @@ fn inputs(target: &str) -> Vec<(String, Vec<u8>)> {
 /// directories in git.
 fn is_note(p: &Path) -> bool {
     p.extension().is_some_and(|e| e == "md")
-        || p.file_name().is_some_and(|n| n.to_string_lossy().starts_with('.'))
+        || p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with('.'))
 }
 
 /// Replays each input of `target`; each must finish within the fuzzer's `-timeout` (10 s).

@@ -1121,7 +1121,9 @@ refused!(
 /// A WorkloadRun named `t` with the exec framework and `resources` (YAML lines indented by
 /// two spaces).
 fn gpu_run(resources: &str) -> String {
-    run_yaml(&format!("  framework: {{exec: {{command: [a]}}}}\n{resources}"))
+    run_yaml(&format!(
+        "  framework: {{exec: {{command: [a]}}}}\n{resources}"
+    ))
 }
 
 /// What a GPU count must be, as every GPU-count message ends.
@@ -1134,28 +1136,47 @@ fn a_gpu_count_too_large_to_represent_is_an_input_error() {
         "Error: in.yaml:10:23: spec.resources.limits[\"nvidia.com/gpu\"]: 9223372036854775807k is too large to represent (above 9223372036854775807): {GPU_ACCEPTED}\n"
     );
     for args in [
-        &["render", "--platform", "aws", "--gpu-arch", "h100", "in.yaml"][..],
+        &[
+            "render",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            "in.yaml",
+        ][..],
         &["check", "in.yaml"][..],
     ] {
         let (code, stdout, stderr) = run_in(args, &input);
-        assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", want.as_str()), "{args:?}");
+        assert_eq!(
+            (code, stdout.as_str(), stderr.as_str()),
+            (2, "", want.as_str()),
+            "{args:?}"
+        );
     }
 }
 
 refused!(
     a_gpu_count_that_is_not_whole,
     ["check", "in.yaml"],
-    gpu_run("  resources: {requests: {nvidia.com/gpu: \"1.5\"}, limits: {nvidia.com/gpu: \"1.5\"}}\n"),
+    gpu_run(
+        "  resources: {requests: {nvidia.com/gpu: \"1.5\"}, limits: {nvidia.com/gpu: \"1.5\"}}\n"
+    ),
     2,
-    format!("Error: in.yaml:8:42: spec.resources.requests[\"nvidia.com/gpu\"]: 1.5 is not a whole number: {GPU_ACCEPTED}\n")
+    format!(
+        "Error: in.yaml:8:42: spec.resources.requests[\"nvidia.com/gpu\"]: 1.5 is not a whole number: {GPU_ACCEPTED}\n"
+    )
 );
 
 refused!(
     a_negative_gpu_count_in_an_override,
     ["check", "in.yaml"],
-    gpu_run("  overrides:\n  - jobTemplate: {spec: {trainer: {resourcesPerNode: {limits: {nvidia.com/gpu: -8}}}}}\n"),
+    gpu_run(
+        "  overrides:\n  - jobTemplate: {spec: {trainer: {resourcesPerNode: {limits: {nvidia.com/gpu: -8}}}}}\n"
+    ),
     2,
-    format!("Error: in.yaml:9:80: spec.overrides[0].jobTemplate.spec.trainer.resourcesPerNode.limits[\"nvidia.com/gpu\"]: -8 is negative: {GPU_ACCEPTED}\n")
+    format!(
+        "Error: in.yaml:9:80: spec.overrides[0].jobTemplate.spec.trainer.resourcesPerNode.limits[\"nvidia.com/gpu\"]: -8 is negative: {GPU_ACCEPTED}\n"
+    )
 );
 
 refused!(
@@ -1163,7 +1184,9 @@ refused!(
     ["check", "in.yaml"],
     "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  jobTemplate:\n    spec:\n      trainer:\n        resourcesPerNode: {limits: {nvidia.com/gpu: eight}}\n",
     2,
-    format!("Error: in.yaml:8:53: spec.jobTemplate.spec.trainer.resourcesPerNode.limits[\"nvidia.com/gpu\"]: eight is not a Kubernetes quantity: {GPU_ACCEPTED}\n")
+    format!(
+        "Error: in.yaml:8:53: spec.jobTemplate.spec.trainer.resourcesPerNode.limits[\"nvidia.com/gpu\"]: eight is not a Kubernetes quantity: {GPU_ACCEPTED}\n"
+    )
 );
 
 /// One GPU node named `a` whose `status` is `status` (YAML lines indented by two spaces).
@@ -1178,7 +1201,9 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     gpu_node("    allocatable:\n      nvidia.com/gpu: 9223372036854775807k\n"),
     2,
-    format!("Error: in.yaml:10:23: items[0].status.allocatable[\"nvidia.com/gpu\"]: 9223372036854775807k is too large to represent (above 9223372036854775807): {GPU_ACCEPTED}\n")
+    format!(
+        "Error: in.yaml:10:23: items[0].status.allocatable[\"nvidia.com/gpu\"]: 9223372036854775807k is too large to represent (above 9223372036854775807): {GPU_ACCEPTED}\n"
+    )
 );
 
 refused!(
@@ -1186,7 +1211,9 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     gpu_node("    allocatable: {nvidia.com/gpu: \"8\"}\n    capacity: {nvidia.com/gpu: 8.5}\n"),
     2,
-    format!("Error: in.yaml:10:32: items[0].status.capacity[\"nvidia.com/gpu\"]: 8.5 is not a whole number: {GPU_ACCEPTED}\n")
+    format!(
+        "Error: in.yaml:10:32: items[0].status.capacity[\"nvidia.com/gpu\"]: 8.5 is not a whole number: {GPU_ACCEPTED}\n"
+    )
 );
 
 refused!(
@@ -1225,7 +1252,12 @@ refused!(
 // without overflowing).
 refused!(
     max_document_bytes_at_its_largest,
-    ["--max-document-bytes", "18446744073709551615", "check", "in.yaml"],
+    [
+        "--max-document-bytes",
+        "18446744073709551615",
+        "check",
+        "in.yaml"
+    ],
     "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n",
     0,
     ""
@@ -1348,7 +1380,16 @@ refused!(
 #[test]
 fn render_warns_about_yaml_11_readings_too() {
     let (code, stdout, stderr) = run_in(
-        &["render", "--platform", "aws", "--gpu-arch", "h100", "-o", "json", "in.yaml"],
+        &[
+            "render",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            "-o",
+            "json",
+            "in.yaml",
+        ],
         "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: t\n  labels: {team: no, ok: \"yes\"}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  env:\n  - {name: A, value: on}\n",
     );
     assert_eq!(
@@ -1364,8 +1405,10 @@ fn render_warns_about_yaml_11_readings_too() {
         .as_array()
         .and_then(|d| d.iter().find(|d| d["kind"] == "TrainingRuntime"))
         .and_then(|rt| {
-            rt.pointer("/spec/template/spec/replicatedJobs/0/template/spec/template/spec/containers/0/env")
-                .cloned()
+            rt.pointer(
+                "/spec/template/spec/replicatedJobs/0/template/spec/template/spec/containers/0/env",
+            )
+            .cloned()
         })
         .expect("env");
     assert_eq!(
@@ -1374,4 +1417,36 @@ fn render_warns_about_yaml_11_readings_too() {
             .map(|v| v["value"].clone()),
         Some(serde_json::json!("on"))
     );
+}
+
+/// A rule pack whose only rule validates `expression` (the ConfigMaps of the input).
+fn config_map_pack(expression: &str) -> String {
+    format!(
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {{name: p}}\nstage: lint\nmatch:\n  resources: [{{apiVersion: v1, kind: ConfigMap}}]\nrules:\n  - id: s\n    validate:\n      expression: \"{expression}\"\n      message: m\n"
+    )
+}
+
+#[test]
+fn a_message_literal_is_a_compile_error_not_a_panic() {
+    // The CEL interpreter has no message types: left to evaluation, `Foo{a: 1}` panics inside
+    // it. Refused where the rule file is loaded, at the expression's line:col.
+    let why = "message literals such as `Foo{a: 1}` are not supported: rules work on JSON documents; write a map literal such as `{'a': 1}`";
+    for expression in ["Foo{a: 1} == 1", "google.protobuf.Int64Value{value: 1} == 1"] {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("p.yaml"), config_map_pack(expression)).expect("write");
+        let rules = dir.path().display().to_string();
+        let (code, stdout, stderr) = run_in(
+            &["--rules", &rules, "check", "in.yaml"],
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\n",
+        );
+        assert_eq!(
+            (code, stdout.as_str(), stderr),
+            (
+                2,
+                "",
+                format!("Error: rule pack error: {rules}/p.yaml:10:19: rule s: CEL does not compile: {why}\n")
+            ),
+            "{expression}"
+        );
+    }
 }

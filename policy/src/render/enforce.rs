@@ -2,9 +2,9 @@
 //! node context, clear `spec.overrides`, and run the contract stages (placement, workload
 //! labels, gang contract) on the result.
 
-use std::borrow::Cow;
 use nvcre_engine::{Document, Origin, RuleSet};
 use serde_json::Value;
+use std::borrow::Cow;
 
 use crate::api::Workflow;
 use crate::contract::{self, enforce};
@@ -68,8 +68,8 @@ pub(super) fn resolve_and_enforce(
         &Value::Null,
         report,
     )?;
-    let workflow =
-        serde_json::from_value(checked.value.into_owned()).map_err(|e| PolicyError::Build(e.to_string()))?;
+    let workflow = serde_json::from_value(checked.value.into_owned())
+        .map_err(|e| PolicyError::Build(e.to_string()))?;
     let warnings = checked
         .findings
         .iter()

@@ -2,9 +2,9 @@
 //! emitted for `kubectl apply -f -`, each checked again (gang contract on the group's working
 //! copy, the `manifests` stage on every object) before it is emitted.
 
-use std::borrow::Cow;
 use nvcre_engine::{Origin, RuleSet};
 use serde_json::Value;
+use std::borrow::Cow;
 
 use crate::api::{TargetSpec, Workflow};
 use crate::contract::{self, enforce};

@@ -127,10 +127,7 @@ pub fn parse_typed<T: for<'de> Deserialize<'de>>(
                 if strict
                     && unknown.len() < MAX_UNKNOWN_FIELDS
                     && let Some(path) = unknown_field(&e)
-                    && remove_at(
-                        stripped.get_or_insert_with(|| doc.value.clone()),
-                        e.path(),
-                    )
+                    && remove_at(stripped.get_or_insert_with(|| doc.value.clone()), e.path())
                 {
                     unknown.push(path);
                     continue;

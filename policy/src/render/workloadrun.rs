@@ -4,9 +4,9 @@
 //! detection → platform override rows and their build-time part → build → construction label
 //! checks → with a platform: resolve overrides and the contract stages → the output document.
 
-use std::borrow::Cow;
 use nvcre_engine::{Document, RuleSet};
 use serde_json::Value;
+use std::borrow::Cow;
 
 use crate::api::{FrameworkType, Workflow, WorkloadRun};
 use crate::build::{BuildParams, build_workflow, runtime_templates};

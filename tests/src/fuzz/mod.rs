@@ -23,7 +23,12 @@ pub use rules::load_rules;
 
 /// The fuzz targets, by name (the binaries of `fuzz/` and the directories of
 /// `fuzz/regressions/`).
-pub const TARGETS: [&str; 4] = ["parse_workloadrun", "load_rules", "check_pipeline", "render"];
+pub const TARGETS: [&str; 4] = [
+    "parse_workloadrun",
+    "load_rules",
+    "check_pipeline",
+    "render",
+];
 
 /// Runs one input through the target named `target`; `false` for an unknown name.
 pub fn replay(target: &str, data: &[u8]) -> bool {
@@ -39,7 +44,9 @@ pub fn replay(target: &str, data: &[u8]) -> bool {
 
 /// A file of the repository.
 pub fn repo_file(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(path)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(path)
 }
 
 /// The documents of a repository file, parsed as `render` reads a file.
@@ -47,8 +54,8 @@ pub fn repo_file(path: &str) -> PathBuf {
 /// # Panics
 /// When the file does not read or parse: the targets' fixed inputs are the repository's own.
 pub fn repo_documents(path: &str) -> Vec<Document> {
-    let text = std::fs::read_to_string(repo_file(path))
-        .unwrap_or_else(|e| panic!("reading {path}: {e}"));
+    let text =
+        std::fs::read_to_string(repo_file(path)).unwrap_or_else(|e| panic!("reading {path}: {e}"));
     parse_documents(&Source::new(path, text)).unwrap_or_else(|e| panic!("parsing {path}: {e}"))
 }
 

@@ -519,14 +519,14 @@ fn render_and_expand(doc: &nvcre_engine::Document, req: &RenderRequest, expand_t
                 match expand(&RULES, &rendered) {
                     Ok(expanded) => round_trip(&expanded.manifests),
                     Err(e) => {
-            let _ = e.to_string();
-        },
+                        let _ = e.to_string();
+                    }
                 }
             }
         }
         Err(e) => {
             let _ = e.to_string();
-        },
+        }
     }
     let check = CheckRequest {
         platform: req.platform.clone(),
@@ -536,10 +536,10 @@ fn render_and_expand(doc: &nvcre_engine::Document, req: &RenderRequest, expand_t
     match check_document(&RULES, doc, &check) {
         Ok(findings) => {
             let _ = findings.len();
-        },
+        }
         Err(e) => {
             let _ = e.to_string();
-        },
+        }
     }
 }
 
