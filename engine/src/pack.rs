@@ -472,7 +472,7 @@ impl RuleSet {
         // Parsing and compiling is most of the cost of a load: each file on its own thread
         // (rayon's pool), then the results are assembled in file and document order, so the
         // problems read the same as a sequential load.
-        let compiled: Vec<Result<Vec<(Loaded, Vec<Problem>)>, Problem>> = sources
+        let compiled: Vec<Result<Vec<CompiledDocument>, Problem>> = sources
             .par_iter()
             .map(|source| {
                 let docs = crate::source::parse_documents_within(
@@ -929,7 +929,10 @@ enum Loaded {
 
 /// Compiles one document of a rule file; the problems are its own (duplicates across documents
 /// are found when the set is assembled).
-fn compile_document(doc: Document, contract: Option<&Contract>) -> (Loaded, Vec<Problem>) {
+/// One rule-file document compiled, with the problems found in it.
+type CompiledDocument = (Loaded, Vec<Problem>);
+
+fn compile_document(doc: Document, contract: Option<&Contract>) -> CompiledDocument {
     let mut problems = Vec::new();
     let kind = doc.value.get("kind").and_then(Value::as_str).unwrap_or("");
     let loaded = match kind {

@@ -1431,7 +1431,10 @@ fn a_message_literal_is_a_compile_error_not_a_panic() {
     // The CEL interpreter has no message types: left to evaluation, `Foo{a: 1}` panics inside
     // it. Refused where the rule file is loaded, at the expression's line:col.
     let why = "message literals such as `Foo{a: 1}` are not supported: rules work on JSON documents; write a map literal such as `{'a': 1}`";
-    for expression in ["Foo{a: 1} == 1", "google.protobuf.Int64Value{value: 1} == 1"] {
+    for expression in [
+        "Foo{a: 1} == 1",
+        "google.protobuf.Int64Value{value: 1} == 1",
+    ] {
         let dir = tempfile::tempdir().expect("tempdir");
         std::fs::write(dir.path().join("p.yaml"), config_map_pack(expression)).expect("write");
         let rules = dir.path().display().to_string();
@@ -1444,7 +1447,9 @@ fn a_message_literal_is_a_compile_error_not_a_panic() {
             (
                 2,
                 "",
-                format!("Error: rule pack error: {rules}/p.yaml:10:19: rule s: CEL does not compile: {why}\n")
+                format!(
+                    "Error: rule pack error: {rules}/p.yaml:10:19: rule s: CEL does not compile: {why}\n"
+                )
             ),
             "{expression}"
         );
