@@ -10,13 +10,13 @@
 //! # Enforcement
 //!
 //! `cel` 0.13 has no cost hooks, but its interpreter evaluates a comprehension's loop
-//! condition once per element. [`instrument`] rewrites every comprehension when an expression
-//! compiles so that its loop condition reads `@cost() ? <condition> : false`: [`COST_FUNCTION`]
+//! condition once per element. `instrument` rewrites every comprehension when an expression
+//! compiles so that its loop condition reads `@cost() ? <condition> : false`: `COST_FUNCTION`
 //! charges one unit to the evaluating thread's meter and fails once a budget is spent. The
 //! error of a ternary's condition always propagates (unlike `||` and `&&`, which drop an error
 //! when the other side decides), so the comprehension stops there, and every later charge of
 //! the same evaluation fails too, so every enclosing comprehension stops at its next element.
-//! An enclosing `||`/`&&` of the rule may still drop that error, so [`measure`] decides from
+//! An enclosing `||`/`&&` of the rule may still drop that error, so `measure` decides from
 //! the meter, not from the result: an evaluation that spent a budget fails, whatever value it
 //! produced. No rule can call `@cost` itself (`@` starts no CEL identifier).
 //!
@@ -32,7 +32,7 @@
 //!
 //! # Estimation
 //!
-//! [`estimate`] bounds the units one evaluation of an expression can use, for `rules lint`:
+//! `estimate` bounds the units one evaluation of an expression can use, for `rules lint`:
 //! a list read from the input has at most `--max-yaml-nodes` elements (each element is a
 //! YAML node of the document), a list literal its written length. A comprehension over the
 //! elements of an element that the enclosing comprehension visits (`jobs.all(j,

@@ -206,9 +206,8 @@ fn remove_at(value: &mut Value, path: &serde_path_to_error::Path) -> bool {
 }
 
 /// Reads a document as a WorkloadRun the way `render` and `check` do before any rule runs:
-/// [`prepare_document`] (kind and API group, nulls dropped), the typed read with strict field
-/// validation ([`parse_typed`]) and the user overrides that can never apply
-/// ([`check_user_overrides`]). Returns the WorkloadRun and the notes for stderr (the older API
+/// the kind and API group checked and nulls dropped, the typed read with strict field
+/// validation, and the user overrides that can never apply refused. Returns the WorkloadRun and the notes for stderr (the older API
 /// group).
 ///
 /// # Errors
