@@ -29,15 +29,6 @@ fn config() -> Config {
     c
 }
 
-/// `(platform, GPU architecture, env name)` whose MPI forward is known to differ from the worker
-/// container's value: the platform's runtime patch sets the container value, while `-x` forwards
-/// the base NCCL env value (as the original does). Documented in docs/rules.md ("Known gaps");
-/// [`known_gaps_are_still_gaps`] fails once one is fixed, so the list stays true.
-const KNOWN_GAPS: &[(&str, &str, &str)] = &[
-    ("gcp", "gb200", "NCCL_NET_GDR_LEVEL"),
-    ("gcp", "gb300", "NCCL_NET_GDR_LEVEL"),
-];
-
 thread_local! {
     static RULES: RuleSet = default_rules().unwrap_or_else(|e| panic!("embedded rules: {e}"));
 }
@@ -188,8 +179,10 @@ proptest! {
     }
 
     /// The merged env (base NCCL env, then the user's) is forwarded with `-x` once per name,
-    /// with the value the launcher and worker containers hold (bare for `valueFrom`); every
-    /// `NAME=value` forward of a name a container also sets carries that container's value.
+    /// with the value the ranks' (worker, replicatedJob `node`) container holds, else the
+    /// launcher's (bare for `valueFrom`); every `NAME=value` forward of a name a container also
+    /// sets carries that value. (Where a platform patch sets a base env name on the workers, the
+    /// ranks get the patched value: `-x` sets it whatever the launcher's env says.)
     #[test]
     fn mpi_forwards_each_env_once_with_the_container_value(case in generate::mpi_run(&catalog())) {
         let cat = catalog();
@@ -202,20 +195,25 @@ proptest! {
             by_name.entry(n).or_default().push(v);
         }
         let merged: BTreeSet<String> = cat.base_env.iter().cloned().chain(case.env.iter().map(|e| e.name.clone())).collect();
+        let value_of = |e: &Value| if e.get("valueFrom").is_some() { None } else { Some(e["value"].as_str().unwrap_or("").to_string()) };
+        let containers_of = |job: &Value| job.pointer("/template/spec/template/spec/containers").and_then(Value::as_array).cloned().unwrap_or_default();
+        let mut ranks_env: BTreeMap<String, Option<String>> = BTreeMap::new();
+        for job in runtimes(&wf).into_iter().flat_map(replicated_jobs).filter(|j| j["name"] == "node") {
+            for c in containers_of(job) {
+                for e in c["env"].as_array().cloned().unwrap_or_default() {
+                    ranks_env.insert(e["name"].as_str().unwrap_or("").to_string(), value_of(&e));
+                }
+            }
+        }
         let mut containers = 0;
         for rt in runtimes(&wf) {
             for job in replicated_jobs(rt) {
-                let cs = job.pointer("/template/spec/template/spec/containers").and_then(Value::as_array).cloned().unwrap_or_default();
-                for c in cs {
+                for c in containers_of(job) {
                     containers += 1;
                     for e in c["env"].as_array().cloned().unwrap_or_default() {
                         let name = e["name"].as_str().unwrap_or("").to_string();
-                        let want = if e.get("valueFrom").is_some() { None } else { Some(e["value"].as_str().unwrap_or("").to_string()) };
+                        let want = ranks_env.get(&name).cloned().unwrap_or_else(|| value_of(&e));
                         let got = by_name.get(&name).cloned().unwrap_or_default();
-                        let known_gap = KNOWN_GAPS.contains(&(case.platform.as_str(), case.gpu_arch.as_str(), name.as_str()));
-                        if known_gap {
-                            continue;
-                        }
                         if merged.contains(&name) {
                             prop_assert_eq!(&got, &vec![want], "replicatedJob {} container {}: env {} forwarded as {:?}\n{}", job["name"], c["name"], name, got, ce);
                         } else {
@@ -518,11 +516,15 @@ fn the_catalog_reads_the_shipped_tables() {
     );
 }
 
-/// The gaps [`KNOWN_GAPS`] lists are still there: on GCP GB200/GB300 an MPI run's worker
-/// container gets `NCCL_NET_GDR_LEVEL=5` from the platform patch while `-x` forwards the base `PHB`.
+/// On GCP GB200/GB300 the platform patch sets `NCCL_NET_GDR_LEVEL=5` on the worker container,
+/// and `-x` forwards that value to the ranks, once, not the base env's `PHB` (the original
+/// forwards `PHB`, so its ranks run with another level than the workers' env says).
 #[test]
-fn known_gaps_are_still_gaps() {
-    for (platform, arch, name) in KNOWN_GAPS {
+fn a_platform_patched_base_env_name_is_forwarded_with_the_patched_value() {
+    for (platform, arch, name) in [
+        ("gcp", "gb200", "NCCL_NET_GDR_LEVEL"),
+        ("gcp", "gb300", "NCCL_NET_GDR_LEVEL"),
+    ] {
         let case = RunCase {
             name: "gap".into(),
             platform: platform.to_string(),
@@ -543,7 +545,7 @@ fn known_gaps_are_still_gaps() {
             .collect();
         assert_eq!(
             forwarded,
-            [(name.to_string(), Some("PHB".to_string()))],
+            [(name.to_string(), Some("5".to_string()))],
             "{platform} {arch}"
         );
         let worker: Vec<&Value> = runtimes(&wf)
