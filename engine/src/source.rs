@@ -459,14 +459,61 @@ pub(crate) fn yaml_error(
     {
         message = after;
     }
-    let message = message
-        .trim_end_matches(", set DuplicateKeyPolicy in Options if acceptable")
-        .to_string();
+    let message = message.trim_end_matches(", set DuplicateKeyPolicy in Options if acceptable");
+    let message = unexpected_character(message).unwrap_or_else(|| message.to_string());
     Error::Yaml {
         source_name: source.name.clone(),
         pos,
         message,
     }
+}
+
+/// The parser's ``unexpected character: `\u{7f}'`` (the character in Rust's escape syntax) in
+/// the user's words. A control character (C0 but tab and line breaks, DEL, C1) is refused
+/// anywhere in the text, also inside a quoted string, where JSON allows it raw: say what it is
+/// and how to write it.
+fn unexpected_character(message: &str) -> Option<String> {
+    let quoted = message
+        .strip_prefix("unexpected character: `")?
+        .strip_suffix('\'')?;
+    let c = match quoted
+        .strip_prefix("\\u{")
+        .and_then(|h| h.strip_suffix('}'))
+    {
+        Some(hex) => char::from_u32(u32::from_str_radix(hex, 16).ok()?)?,
+        None => match quoted {
+            "\\t" => '\t',
+            "\\r" => '\r',
+            "\\n" => '\n',
+            "\\'" => '\'',
+            "\\\"" => '"',
+            "\\\\" => '\\',
+            other => {
+                let mut chars = other.chars();
+                let c = chars.next()?;
+                if chars.next().is_some() {
+                    return None;
+                }
+                c
+            }
+        },
+    };
+    let code = u32::from(c);
+    Some(if c.is_control() {
+        let escape = if code <= 0xff {
+            format!("\\x{code:02X}")
+        } else {
+            format!("\\u{code:04X}")
+        };
+        format!(
+            "unexpected control character U+{code:04X}: YAML does not allow it unescaped, not even \
+             in a quoted string; remove it, or write it as {escape} inside a double-quoted string"
+        )
+    } else if c.is_whitespace() || !c.is_alphanumeric() && !c.is_ascii_graphic() {
+        format!("unexpected character U+{code:04X}")
+    } else {
+        format!("unexpected character '{c}'")
+    })
 }
 
 fn pos_of(loc: &serde_saphyr::Location, line_offset: usize) -> Pos {
@@ -766,6 +813,31 @@ mod tests {
             matches!(&errors[0], Error::Yaml { pos: Some(p), .. } if p.line == 4),
             "{errors:?}"
         );
+    }
+
+    #[test]
+    fn a_control_character_is_named_with_its_code_and_how_to_write_it() {
+        let err = |text: &str| {
+            parse_documents(&Source::new("in.json", text))
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err("{\"metadata\": {\"name\": \"\u{7f}x\"}}\n"),
+            "in.json:1:24: unexpected control character U+007F: YAML does not allow it unescaped, not even in a quoted string; remove it, or write it as \\x7F inside a double-quoted string"
+        );
+        assert_eq!(
+            unexpected_character("unexpected character: `\\u{85}'").as_deref(),
+            Some(
+                "unexpected control character U+0085: YAML does not allow it unescaped, not even in a quoted string; remove it, or write it as \\x85 inside a double-quoted string"
+            )
+        );
+        assert_eq!(
+            unexpected_character("unexpected character: `@'").as_deref(),
+            Some("unexpected character '@'")
+        );
+        assert_eq!(unexpected_character("did not find expected key"), None);
     }
 
     #[test]
