@@ -509,9 +509,10 @@ fn report_policy_error(e: &PolicyError) -> ExitCode {
 }
 
 /// 1 for policy violations (a rejection, a fleet that cannot host the job), 2 for everything
-/// else (usage, input, rules).
+/// else (usage, input, rules; a rejection that holds a rule error, as `check` exits).
 fn exit_code(e: &PolicyError) -> u8 {
     match e {
+        PolicyError::Rejected(findings) if findings.iter().any(|f| f.rule_error) => 2,
         PolicyError::Rejected(_) | PolicyError::Placement(_) => 1,
         _ => 2,
     }

@@ -12,8 +12,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand, ValueEnum};
 use nvcre_domain::measure::{
     BandwidthParser, GoodputParser, LogProfiles, Measured, Source, THRESHOLD_KEYS, ThresholdResult,
-    Thresholds, bandwidth_block, for_each_line, goodput_block, measured_value, threshold_key,
-    unknown_keys_message,
+    Thresholds, ViolationReason, bandwidth_block, for_each_line, goodput_block, measured_value,
+    threshold_key, unknown_keys_message,
 };
 use nvcre_engine::limits::io_error_text;
 use nvcre_engine::{RuleSet, to_yaml};
@@ -176,7 +176,13 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
             return Err(fail(&format!("writing the output: {}", io_error_text(&e))));
         }
     }
-    Ok(if results.iter().all(|r| r.passed) {
+    // A threshold expression that cannot be evaluated is an error in the thresholds given
+    // (exit 2), not a measurement that missed them.
+    let invalid =
+        |r: &ThresholdResult| r.reason == Some(ViolationReason::InvalidThresholdExpression);
+    Ok(if results.iter().any(invalid) {
+        ExitCode::from(2)
+    } else if results.iter().all(|r| r.passed) {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

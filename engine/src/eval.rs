@@ -416,29 +416,37 @@ impl Run<'_, '_> {
                 match v.expression.eval_bool_checked(&s) {
                     Ok(true) => {}
                     Ok(false) => {
+                        // A message or field path that cannot be computed fails closed: a rule
+                        // error (exit 2), never a finding of the rule's own severity.
                         let message = match &v.message {
-                            Message::Static(m) => m.clone(),
+                            Message::Static(m) => Ok(m.clone()),
                             Message::Expr(e) => match e.eval_checked(&s) {
-                                Ok(Cel::String(m)) => m.to_string(),
-                                Ok(other) => format!(
-                                    "rule {} failed; its messageExpression gave a {}, not a string",
-                                    rule.id,
-                                    crate::expr::type_name(&other)
-                                ),
-                                Err(err) => format!(
-                                    "rule {} failed; its messageExpression could not be evaluated: {err}",
-                                    rule.id
-                                ),
+                                Ok(Cel::String(m)) => Ok(m.to_string()),
+                                Ok(other) => Err(EvalError::Own(format!(
+                                    "it gave {}, not a string",
+                                    a_type(&other)
+                                ))),
+                                Err(err) => Err(err),
                             },
                         };
                         let path = field_path(v.field_path.as_ref(), &s);
-                        self.findings.push(self.finding(
-                            &rule.id,
-                            rule.severity,
-                            rule.pos.line,
-                            message,
-                            path,
-                        ));
+                        match (message, path) {
+                            (Ok(message), Ok(path)) => {
+                                self.findings.push(self.finding(
+                                    &rule.id,
+                                    rule.severity,
+                                    rule.pos.line,
+                                    message,
+                                    path,
+                                ));
+                            }
+                            (Err(e), _) => {
+                                self.eval_error(rule, "messageExpression", &e, &mut reported)
+                            }
+                            (_, Err(e)) => {
+                                self.eval_error(rule, "fieldPathExpression", &e, &mut reported)
+                            }
+                        }
                     }
                     Err(e) => self.eval_error(rule, "", &e, &mut reported),
                 }
@@ -504,8 +512,20 @@ impl Run<'_, '_> {
         let detail = plain_cel_error(&detail);
         // The expression itself failed (not a variable or fragment it reads, which the detail
         // names with its own expression).
-        let expression = match (part, err, rule.validate.as_ref()) {
-            ("", EvalError::Own(_), Some(v)) => format!(" (expression: {})", v.expression.text()),
+        let text = rule.validate.as_ref().and_then(|v| match part {
+            "" => Some(v.expression.text()),
+            "messageExpression" => match &v.message {
+                Message::Expr(e) => Some(e.text()),
+                Message::Static(_) => None,
+            },
+            "fieldPathExpression" => match &v.field_path {
+                Some(FieldPathSpec::Expr(e)) => Some(e.text()),
+                _ => None,
+            },
+            _ => None,
+        });
+        let expression = match (err, text) {
+            (EvalError::Own(_), Some(t)) => format!(" (expression: {t})"),
             _ => String::new(),
         };
         let path = match rule.validate.as_ref().and_then(|v| v.field_path.as_ref()) {
@@ -562,14 +582,40 @@ fn plain_cel_error(detail: &str) -> String {
     )
 }
 
-fn field_path(spec: Option<&FieldPathSpec>, scope: &Scope) -> Option<FieldPath> {
-    match spec? {
-        FieldPathSpec::Static(p) => Some(p.clone()),
-        FieldPathSpec::Expr(e) => match e.eval(scope) {
-            Ok(Cel::String(s)) => FieldPath::parse(&s).ok(),
-            _ => None,
+/// The field path of a failed validation: `None` when the rule names none.
+///
+/// # Errors
+/// A `fieldPathExpression` that fails, gives no string or gives text that is not a field path.
+fn field_path(spec: Option<&FieldPathSpec>, scope: &Scope) -> Result<Option<FieldPath>, EvalError> {
+    let Some(spec) = spec else {
+        return Ok(None);
+    };
+    match spec {
+        FieldPathSpec::Static(p) => Ok(Some(p.clone())),
+        FieldPathSpec::Expr(e) => match e.eval_checked(scope)? {
+            Cel::String(text) => FieldPath::parse(&text).map(Some).map_err(|err| {
+                EvalError::Own(format!(
+                    "it gave {}, which is not a field path: {err}",
+                    crate::quote::go_quote(&text)
+                ))
+            }),
+            other => Err(EvalError::Own(format!(
+                "it gave {}, not a string",
+                a_type(&other)
+            ))),
         },
     }
+}
+
+/// `value`'s CEL type with its article: `an int`, `a list`.
+fn a_type(value: &Cel) -> String {
+    let name = crate::expr::type_name(value);
+    let article = if name.starts_with(['a', 'e', 'i', 'o', 'u']) {
+        "an"
+    } else {
+        "a"
+    };
+    format!("{article} {name}")
 }
 
 /// Evaluates `vars` in order into `scope` (each sees the earlier ones) and into `acc`.
@@ -1010,6 +1056,53 @@ mod tests {
             [
                 "error each rule each could not be evaluated on document 1: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels (a rule error, not a policy violation)"
             ]
+        );
+    }
+
+    #[test]
+    fn a_message_or_field_path_that_cannot_be_computed_is_a_rule_error() {
+        let rule = |validate: &str| {
+            run(
+                &format!(
+                    "variables:\n- {{name: owner, expression: \"object.metadata.labels['team']\"}}\nrules:\n- id: r\n  severity: warning\n  validate: {{expression: 'false', {validate}}}\n"
+                ),
+                NO_LABELS,
+            )
+            .0
+        };
+        assert_eq!(
+            rule("messageExpression: \"'owner ' + variables.owner\""),
+            [
+                "error r rule r could not be evaluated on document 1: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels (a rule error, not a policy violation)"
+            ]
+        );
+        assert_eq!(
+            rule("messageExpression: '1 + 1'"),
+            [
+                "error r rule r could not be evaluated on document 1: messageExpression: it gave an int, not a string (expression: 1 + 1) (a rule error, not a policy violation)"
+            ]
+        );
+        assert_eq!(
+            rule("message: m, fieldPathExpression: \"'metadata.labels.' + variables.owner\""),
+            [
+                "error r rule r could not be evaluated on document 1: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels (a rule error, not a policy violation)"
+            ]
+        );
+        assert_eq!(
+            rule("message: m, fieldPathExpression: \"object.spec.nope\""),
+            [
+                "error r rule r could not be evaluated on document 1: fieldPathExpression: No such key: nope (expression: object.spec.nope) (a rule error, not a policy violation)"
+            ]
+        );
+        assert_eq!(
+            rule("message: m, fieldPathExpression: \"'a[['\""),
+            [
+                "error r rule r could not be evaluated on document 1: fieldPathExpression: it gave \"a[[\", which is not a field path: bad index at 2 in \"a[[\" (expression: 'a[[') (a rule error, not a policy violation)"
+            ]
+        );
+        assert_eq!(
+            rule("message: m, fieldPath: metadata.name"),
+            ["warning r [metadata.name@3:9] m"]
         );
     }
 

@@ -239,7 +239,7 @@ impl Expr {
         if let Some(budget) = spent {
             return Err(EvalError::Own(budget.message()));
         }
-        result.map_err(|e| EvalError::Own(e.to_string()))
+        result.map_err(|e| EvalError::Own(execution_error_text(&e)))
     }
 
     /// Evaluates and requires a bool.
@@ -763,6 +763,99 @@ fn register_cached_regex(ctx: &mut cel::Context<'static>) {
             Ok(Cel::List(Arc::new(found)))
         },
     );
+}
+
+/// An evaluation error in a rule author's words: values written as CEL literals with their
+/// type (`2 (int)`, `"a" (string)`), never the interpreter's debug form (`Int(2)`,
+/// `String("a")`).
+fn execution_error_text(e: &cel::ExecutionError) -> String {
+    use cel::ExecutionError as E;
+    let v = |x: &Cel| format!("{} ({})", cel_literal(x), type_name(x));
+    let op = |name: &str| -> String {
+        match name {
+            "add" => "+",
+            "sub" | "minus" => "-",
+            "mul" => "*",
+            "div" => "/",
+            "rem" => "%",
+            "not" => "!",
+            other => other,
+        }
+        .to_string()
+    };
+    match e {
+        E::UnsupportedTargetType { target } => format!("invalid argument type: {}", v(target)),
+        E::NotSupportedAsMethod { method, target } => {
+            format!("method '{method}' is not supported on {}", v(target))
+        }
+        E::UnsupportedKeyType(k) => format!("{} cannot be a map key", v(k)),
+        E::ValuesNotComparable(a, b) => format!("{} cannot be compared to {}", v(a), v(b)),
+        E::UnsupportedUnaryOperator(name, a) => {
+            format!("operator '{}' does not take {}", op(name), v(a))
+        }
+        E::UnsupportedBinaryOperator(name, a, b) => {
+            format!(
+                "operator '{}' does not take {} and {}",
+                op(name),
+                v(a),
+                v(b)
+            )
+        }
+        E::UnsupportedMapIndex(k) => format!("{} cannot index a map", v(k)),
+        E::UnsupportedListIndex(k) => format!("{} cannot index a list", v(k)),
+        E::UnsupportedIndex(k, target) => format!("{} cannot index {}", v(k), v(target)),
+        E::DivisionByZero(a) => format!("division by zero ({} / 0)", cel_literal(a)),
+        E::RemainderByZero(a) => format!("remainder by zero ({} % 0)", cel_literal(a)),
+        E::Overflow(name, a, b) => format!(
+            "integer overflow: {} {} {} is out of range",
+            cel_literal(a),
+            op(name),
+            cel_literal(b)
+        ),
+        E::IndexOutOfBounds(i) => format!("index {} is out of bounds", cel_literal(i)),
+        other => other.to_string(),
+    }
+}
+
+/// `value` as a CEL literal, for messages; lists and maps longer than a few entries, and long
+/// strings, are cut with `…`.
+fn cel_literal(value: &Cel) -> String {
+    const ENTRIES: usize = 4;
+    const CHARS: usize = 60;
+    match value {
+        Cel::Int(i) => i.to_string(),
+        Cel::UInt(u) => format!("{u}u"),
+        Cel::Float(f) if f.is_finite() && f.fract() == 0.0 && f.abs() < 1e15 => format!("{f:.1}"),
+        Cel::Float(f) => f.to_string(),
+        Cel::Bool(b) => b.to_string(),
+        Cel::Null => "null".to_string(),
+        Cel::String(s) if s.chars().count() > CHARS => {
+            let cut: String = s.chars().take(CHARS).collect();
+            format!("{}…", crate::quote::go_quote(&cut))
+        }
+        Cel::String(s) => crate::quote::go_quote(s),
+        Cel::Bytes(_) => "b\"…\"".to_string(),
+        Cel::List(items) => {
+            let mut parts: Vec<String> = items.iter().take(ENTRIES).map(cel_literal).collect();
+            if items.len() > ENTRIES {
+                parts.push("…".to_string());
+            }
+            format!("[{}]", parts.join(", "))
+        }
+        Cel::Map(m) => {
+            let mut parts: Vec<String> = m
+                .map
+                .iter()
+                .take(ENTRIES)
+                .map(|(k, x)| format!("{}: {}", cel_literal(&Cel::from(k.clone())), cel_literal(x)))
+                .collect();
+            if m.map.len() > ENTRIES {
+                parts.push("…".to_string());
+            }
+            format!("{{{}}}", parts.join(", "))
+        }
+        other => type_name(other).to_string(),
+    }
 }
 
 /// A short type name for messages.
@@ -1394,6 +1487,39 @@ mod tests {
     fn compile_errors_name_the_expression() {
         let err = Template::compile(&json!("${{ params.( }}")).unwrap_err();
         assert!(err.message.starts_with("in ${{ params.( }}"), "{err}");
+    }
+
+    #[test]
+    fn evaluation_errors_write_values_as_cel_not_as_the_interpreters_debug_form() {
+        let err = |text: &str| {
+            Expr::compile(text)
+                .expect("compiles")
+                .eval(&Scope::new())
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        let texts = [
+            "0.03 + 'a'",
+            "2 / 0",
+            "2 % 0",
+            "[1, 2, 3, 4, 5][7]",
+            "9223372036854775807 + 1",
+            "-'a'",
+            "{'a': 1}[[1]]",
+        ];
+        assert_eq!(
+            texts.map(err),
+            [
+                "operator '+' does not take 0.03 (double) and \"a\" (string)",
+                "division by zero (2 / 0)",
+                "remainder by zero (2 % 0)",
+                "index 7 is out of bounds",
+                "integer overflow: 9223372036854775807 + 1 is out of range",
+                "No such overload",
+                "[1] (list) cannot be a map key",
+            ]
+        );
     }
 
     #[test]

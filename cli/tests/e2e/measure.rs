@@ -287,3 +287,31 @@ fn large_log_is_measured_in_bounded_memory() {
     );
     assert_eq!(doc["status"]["transport"], serde_json::json!(["IB"]));
 }
+
+#[test]
+fn a_threshold_that_cannot_be_evaluated_exits_2_in_words() {
+    let (code, out, _) = run(&[
+        "measure",
+        "bandwidth",
+        "--profile",
+        "nccl-bandwidth",
+        "--threshold",
+        "busBandwidthGBps=value + 'a' > 1",
+        "-o",
+        "json",
+        &log("nccl-h100-16rank.log"),
+    ]);
+    assert_eq!(code, 2);
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        doc["thresholds"],
+        serde_json::json!([{
+            "key": "busBandwidthGBps",
+            "expression": "value + 'a' > 1",
+            "value": 338.82,
+            "passed": false,
+            "reason": "InvalidThresholdExpression",
+            "message": "Threshold \"busBandwidthGBps\": evaluate threshold expression \"value + 'a' > 1\" with value=338.820000: operator '+' does not take 338.82 (double) and \"a\" (string)"
+        }])
+    );
+}
