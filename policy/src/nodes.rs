@@ -79,6 +79,23 @@ pub enum NodeError {
         /// The JSON type found.
         found: &'static str,
     },
+    /// Two nodes have the same `metadata.name`: placement would count one machine twice (and
+    /// pin a group to it twice).
+    #[error(
+        "node document {index}: field {field}: node \"{name}\" is listed twice (first at node document {first_index}, {first_field}); a node name is unique in a cluster: remove one"
+    )]
+    Duplicate {
+        /// Document index of the second listing.
+        index: usize,
+        /// Field path of its name.
+        field: String,
+        /// The node name.
+        name: String,
+        /// Document index of the first listing.
+        first_index: usize,
+        /// Field path of the first listing's name.
+        first_field: String,
+    },
     /// The document (or a list item) is not a Node.
     #[error(
         "node document {index}: field {field}: expected kind Node, NodeList or List, got \"{kind}\""
@@ -164,6 +181,28 @@ impl Node {
 /// ```
 pub fn nodes_from_documents(docs: &[Value]) -> Result<Vec<Node>, NodeError> {
     let mut out = Vec::new();
+    // Where each node name was read: (document index, field path of the name).
+    let mut seen: std::collections::HashMap<String, (usize, String)> =
+        std::collections::HashMap::new();
+    let mut unique = |node: Node, index: usize, prefix: &str| -> Result<Node, NodeError> {
+        let field = format!("{prefix}metadata.name");
+        match seen.entry(node.name.clone()) {
+            std::collections::hash_map::Entry::Occupied(first) => {
+                let (first_index, first_field) = first.get().clone();
+                Err(NodeError::Duplicate {
+                    index,
+                    field,
+                    name: node.name,
+                    first_index,
+                    first_field,
+                })
+            }
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert((index, field));
+                Ok(node)
+            }
+        }
+    };
     for (index, doc) in docs.iter().enumerate() {
         if doc.is_null() {
             continue;
@@ -192,7 +231,7 @@ pub fn nodes_from_documents(docs: &[Value]) -> Result<Vec<Node>, NodeError> {
             }
         };
         match kind {
-            "Node" => out.push(node_at(doc, index, "")?),
+            "Node" => out.push(unique(node_at(doc, index, "")?, index, "")?),
             "NodeList" | "List" => {
                 let items = match obj.get("items") {
                     None | Some(Value::Null) => continue,
@@ -207,7 +246,8 @@ pub fn nodes_from_documents(docs: &[Value]) -> Result<Vec<Node>, NodeError> {
                     }
                 };
                 for (i, item) in items.iter().enumerate() {
-                    out.push(node_at(item, index, &format!("items[{i}]."))?);
+                    let prefix = format!("items[{i}].");
+                    out.push(unique(node_at(item, index, &prefix)?, index, &prefix)?);
                 }
             }
             other => {
@@ -728,6 +768,26 @@ mod tests {
         ];
         let nodes = nodes_from_documents(&docs).unwrap();
         assert_eq!(names(&nodes), ["a", "b", "c"]);
+    }
+
+    #[test]
+    fn a_node_listed_twice_is_refused_naming_both() {
+        let docs = [
+            json!({"kind": "List", "items": [{"metadata": {"name": "n1"}}, {"metadata": {"name": "n1"}}]}),
+        ];
+        assert_eq!(
+            nodes_from_documents(&docs).unwrap_err().to_string(),
+            "node document 0: field items[1].metadata.name: node \"n1\" is listed twice (first at node document 0, items[0].metadata.name); a node name is unique in a cluster: remove one"
+        );
+        let docs = [
+            json!({"kind": "Node", "metadata": {"name": "a"}}),
+            json!({"kind": "Node", "metadata": {"name": "b"}}),
+            json!({"kind": "Node", "metadata": {"name": "a"}}),
+        ];
+        assert_eq!(
+            nodes_from_documents(&docs).unwrap_err().to_string(),
+            "node document 2: field metadata.name: node \"a\" is listed twice (first at node document 0, metadata.name); a node name is unique in a cluster: remove one"
+        );
     }
 
     #[test]

@@ -1455,3 +1455,20 @@ fn a_message_literal_is_a_compile_error_not_a_panic() {
         );
     }
 }
+
+refused!(
+    a_node_listed_twice_in_a_nodes_file,
+    [
+        "render",
+        "--nodes-file",
+        "in.yaml",
+        "--expand",
+        example().as_str()
+    ],
+    format!(
+        "{}- kind: Node\n  metadata: {{name: a}}\n",
+        gpu_node("    allocatable: {nvidia.com/gpu: \"8\"}\n")
+    ),
+    2,
+    "Error: in.yaml: node document 0: field items[1].metadata.name: node \"a\" is listed twice (first at node document 0, items[0].metadata.name); a node name is unique in a cluster: remove one\n"
+);
