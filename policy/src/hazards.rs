@@ -1,5 +1,5 @@
-//! YAML hazards in fields Kubernetes reads as strings: label and annotation values and env
-//! `value`s. This tool reads YAML 1.2 (an unquoted `yes` stays the string `yes`), but kubectl and
+//! YAML hazards in fields Kubernetes reads as strings: label and annotation values, env
+//! `value`s and ConfigMap data, in any object and at any depth. This tool reads YAML 1.2 (an unquoted `yes` stays the string `yes`), but kubectl and
 //! other YAML 1.1 tools read `yes`, `no`, `on`, `off`, `y`, `n` as booleans; and an unquoted
 //! `1.10`, `0755` or `1e3` is a number in every YAML version (`1.1`, `755` or octal `493`,
 //! `1000`), not the text written. Such a value is a warning finding that says to quote it; the
@@ -47,45 +47,60 @@ fn entries<'a>(out: &mut Vec<(FieldPath, &'a Value)>, path: FieldPath, v: Option
     }
 }
 
-/// The string-typed fields of `doc` to look at: `(path, value)`.
+/// The string-typed fields of `doc` to look at: `(path, value)`, anywhere in the document
+/// (a Pod template inside a Job inside a TrainingRuntime is the same Pod): the values of every
+/// `labels` and `annotations` mapping under a `metadata` (and a WorkloadRun's
+/// `spec.workloadMetadata.labels`), every `value` of an `env` list entry, and the `data` and
+/// `stringData` of a top-level ConfigMap or Secret. In document order.
 fn string_fields(doc: &Value) -> Vec<(FieldPath, &Value)> {
     let mut out = Vec::new();
-    let meta = doc.get("metadata");
-    entries(
-        &mut out,
-        FieldPath::root().key("metadata").key("labels"),
-        meta.and_then(|m| m.get("labels")),
-    );
-    entries(
-        &mut out,
-        FieldPath::root().key("metadata").key("annotations"),
-        meta.and_then(|m| m.get("annotations")),
-    );
-    let spec = doc.get("spec");
-    entries(
-        &mut out,
-        FieldPath::root()
-            .key("spec")
-            .key("workloadMetadata")
-            .key("labels"),
-        spec.and_then(|s| s.get("workloadMetadata"))
-            .and_then(|w| w.get("labels")),
-    );
-    if let Some(env) = spec.and_then(|s| s.get("env")).and_then(Value::as_array) {
-        for (i, var) in env.iter().enumerate() {
-            if let Some(v) = var.get("value") {
-                out.push((
-                    FieldPath::root()
-                        .key("spec")
-                        .key("env")
-                        .index(i)
-                        .key("value"),
-                    v,
-                ));
-            }
-        }
+    walk(&mut out, FieldPath::root(), doc);
+    if let Some(kind) = doc.get("kind").and_then(Value::as_str)
+        && matches!(kind, "ConfigMap" | "Secret")
+    {
+        let key = if kind == "ConfigMap" {
+            "data"
+        } else {
+            "stringData"
+        };
+        entries(&mut out, FieldPath::root().key(key), doc.get(key));
     }
     out
+}
+
+fn walk<'a>(out: &mut Vec<(FieldPath, &'a Value)>, path: FieldPath, v: &'a Value) {
+    match v {
+        Value::Object(map) => {
+            for (k, child) in map {
+                let at = path.clone().key(k.clone());
+                match (k.as_str(), child) {
+                    ("metadata" | "workloadMetadata", Value::Object(meta)) => {
+                        for field in ["labels", "annotations"] {
+                            entries(out, at.clone().key(field), meta.get(field));
+                        }
+                        walk(out, at, child);
+                    }
+                    ("env", Value::Array(items)) => {
+                        for (i, item) in items.iter().enumerate() {
+                            if let Some(value) = item.get("value")
+                                && item.get("name").is_some()
+                            {
+                                out.push((at.clone().index(i).key("value"), value));
+                            }
+                        }
+                        walk(out, at, child);
+                    }
+                    _ => walk(out, at, child),
+                }
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                walk(out, path.clone().index(i), item);
+            }
+        }
+        _ => {}
+    }
 }
 
 /// A number as a person writes it: `755`, not `755.0`.

@@ -1472,3 +1472,42 @@ refused!(
     2,
     "Error: in.yaml: node document 0: field items[1].metadata.name: node \"a\" is listed twice (first at node document 0, items[0].metadata.name); a node name is unique in a cluster: remove one\n"
 );
+
+#[test]
+fn yaml_11_readings_are_warned_about_in_any_object_at_any_depth() {
+    let (code, stdout, stderr) = run_in(
+        &["check", "-o", "json", "in.yaml"],
+        "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    metadata:\n      labels: {tier: on}\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: c\n        image: i\n        env:\n        - {name: MODE, value: 0755}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  enabled: yes\n  quoted: \"no\"\n",
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let got: Vec<(String, u64)> = findings(&report)
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter(|f| f["ruleId"] == "yaml-quote-it")
+        .map(|f| {
+            (
+                f["message"].as_str().unwrap_or("").to_string(),
+                f["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "spec.template.metadata.labels.tier: the unquoted value on is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"on\")".to_string(),
+                7
+            ),
+            (
+                "spec.template.spec.containers[0].env[0].value: the unquoted value 0755 is meant as a string, but it is the number 755 in YAML, not the text written: quote it (\"0755\")".to_string(),
+                14
+            ),
+            (
+                "data.enabled: the unquoted value yes is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"yes\")".to_string(),
+                20
+            ),
+        ]
+    );
+}
