@@ -724,7 +724,7 @@ refused!(
         "in.yaml"
     ],
     run_yaml("  framework: {exec: {command: [a]}}\n"),
-    1,
+    2,
     "in.yaml:3:18: metadata.name: rule wr-name could not be evaluated at metadata.name: CEL cost limit exceeded: the expression used more than 0 units (comprehension iterations and 64-byte blocks of regex input), the per-expression limit; raise it with --cel-cost-limit or simplify the rule (expression: object.?metadata.?name.orValue('').matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(object.?metadata.?name.orValue('')) <= 63) (a rule error, not a policy violation)\n"
 );
 
