@@ -215,7 +215,10 @@ impl Contract {
         row_schema: Value,
         params: Option<&[&str]>,
     ) -> Result<Contract, Error> {
-        let validator = jsonschema::validator_for(&row_schema)
+        let validator = jsonschema::options()
+            .should_validate_formats(true)
+            .with_format(REGEX_FORMAT, |text: &str| regex::Regex::new(text).is_ok())
+            .build(&row_schema)
             .map_err(|e| Error::InvalidContract(format!("row schema of table {name:?}: {e}")))?;
         self.tables.push(TableContract {
             name: name.to_string(),
@@ -744,16 +747,44 @@ impl<'a> Instance<'a> {
             // Items come from a `$splice`: the list's length and contents are unknown.
             return;
         }
+        let why = match e.kind() {
+            jsonschema::error::ValidationErrorKind::Format { format } if format == REGEX_FORMAT => {
+                let text = e.instance().as_str().unwrap_or_default();
+                regex_problem(text)
+            }
+            _ => e.to_string(),
+        };
         out.push(violation(
             doc,
             ContractViolation::RowSchema,
             &origin.path,
             Some(entry),
             format!(
-                "row does not match the schema of table {:?}: {e}",
+                "row does not match the schema of table {:?}: {why}",
                 table.name
             ),
         ));
+    }
+}
+
+/// The JSON Schema `format` of a row field that holds a regular expression in the syntax of
+/// the `regex` crate (what the tables' patterns are compiled with): a row schema marks such a
+/// field with it, so a pattern that does not compile refuses the rule set at load.
+pub const REGEX_FORMAT: &str = "rust-regex";
+
+/// Why `text` is not a regular expression, on one line: `invalid regex "(": unclosed group`.
+pub fn regex_problem(text: &str) -> String {
+    match regex::Regex::new(text) {
+        Ok(_) => format!("{} is a valid regex", crate::quote::go_quote(text)),
+        Err(e) => {
+            let detail = e.to_string();
+            let last = detail.lines().last().unwrap_or_default();
+            format!(
+                "invalid regex {}: {}",
+                crate::quote::go_quote(text),
+                last.trim().strip_prefix("error: ").unwrap_or(last.trim())
+            )
+        }
     }
 }
 

@@ -95,7 +95,8 @@ mod source;
 mod stream;
 
 pub use contract::{
-    CelField, Contract, DocumentCheck, DocumentProblem, KindContract, StageContract, TableContract,
+    CelField, Contract, DocumentCheck, DocumentProblem, KindContract, REGEX_FORMAT, StageContract,
+    TableContract, regex_problem,
 };
 pub use error::{
     CompileError, ContractViolation, ConversionError, Error, EvaluationError, LoadErrors, PathError,

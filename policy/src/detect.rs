@@ -38,9 +38,12 @@ pub(crate) struct DefaultsRow {
     platform: Option<String>,
     /// The architecture (`""` for the unknown-architecture row).
     gpu_architecture: String,
-    /// GPUs per node.
+    /// GPUs per node: at least one, and an int32 as `spec.gpusPerNode` is (it becomes
+    /// `numProcPerNode` and the GPU request).
+    #[schemars(range(min = 1, max = 2147483647))]
     gpus_per_node: i64,
-    /// Mellanox NICs per node.
+    /// Mellanox NICs per node: none or more, an int32 as `spec.mlnxPerNode` is.
+    #[schemars(range(min = 0, max = 2147483647))]
     mlnx_per_node: i64,
     /// `NCCL_MNNVL_ENABLE` default.
     #[serde(rename = "enableMNNVL")]
@@ -211,6 +214,7 @@ pub(crate) struct GpuProductRow {
     #[serde(default)]
     rewrite: Option<RewriteRow>,
     #[serde(default, rename = "match")]
+    #[schemars(extend("format" = "rust-regex"))]
     pattern: Option<String>,
     #[serde(default)]
     architecture: Option<String>,
@@ -219,6 +223,7 @@ pub(crate) struct GpuProductRow {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RewriteRow {
+    #[schemars(extend("format" = "rust-regex"))]
     pattern: String,
     replacement: String,
 }
@@ -246,8 +251,7 @@ pub fn gpu_products(rules: &RuleSet) -> Result<nodes::GpuProducts, PolicyError> 
         }
     };
     let compile = |id: &str, p: &str| {
-        regex::Regex::new(p)
-            .map_err(|e| entry_error(id, format!("invalid regex {}: {e}", quote(p))))
+        regex::Regex::new(p).map_err(|_| entry_error(id, nvcre_engine::regex_problem(p)))
     };
     let mut rules_out = Vec::new();
     for (id, value) in table.render(&Value::Null)? {
@@ -361,8 +365,9 @@ pub const TEST_SCALE_TABLE: &str = "test-scale";
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TestScale {
-    /// Nodes per job instead of `spec.numNodes`.
+    /// Nodes per job instead of `spec.numNodes`: at least one, an int32.
     #[serde(default)]
+    #[schemars(range(min = 1, max = 2147483647))]
     pub nodes_per_job: Option<i64>,
     /// Write `orchestration.topology.strictDomain: true` (one job per topology domain).
     #[serde(default)]

@@ -1511,3 +1511,49 @@ fn yaml_11_readings_are_warned_about_in_any_object_at_any_depth() {
         ]
     );
 }
+
+/// Table values that cannot be honoured refuse the rule set at load (`rules lint` says so, a
+/// render never runs with them): a GPU count below one, a pattern that is not a regex.
+#[test]
+fn impossible_table_values_are_refused_at_load() {
+    for (file, from, to, want) in [
+        (
+            "defaults/gpu-defaults.yaml",
+            "{id: h100, gpuArchitecture: h100, gpusPerNode: 8,",
+            "{id: h100, gpuArchitecture: h100, gpusPerNode: -8,",
+            "defaults/gpu-defaults.yaml:18:52: error[contract]: rule h100: row does not match the schema of table \"gpu-defaults\": -8 is less than the minimum of 1",
+        ),
+        (
+            "defaults/gpu-products.yaml",
+            "rewrite: {pattern: ' ', replacement: '-'}",
+            "rewrite: {pattern: '(', replacement: '-'}",
+            "defaults/gpu-products.yaml:23:24: error[contract]: rule spaces-as-dashes: row does not match the schema of table \"gpu-products\": invalid regex \"(\": unclosed group",
+        ),
+    ] {
+        let (_dir, rules) = rules_copy();
+        edit(&rules.join(file), from, to);
+        let dir = rules.display().to_string();
+        let (code, stdout, _) = run_in(&["rules", "lint", "--fail-on", "error", &dir], "");
+        let errors: Vec<&str> = stdout.lines().filter(|l| l.contains(": error[")).collect();
+        assert_eq!((code, errors), (1, vec![format!("{dir}/{want}").as_str()]));
+        let (code, stdout, stderr) = run_in(
+            &[
+                "--rules",
+                &dir,
+                "render",
+                "--platform",
+                "aws",
+                "--gpu-arch",
+                "h100",
+                "in.yaml",
+            ],
+            run_yaml("  framework: {exec: {command: [a]}}\n"),
+        );
+        assert_eq!(code, 2, "{stderr}");
+        assert_eq!(stdout, "");
+        assert!(
+            stderr.contains(want.split(": error[contract]: ").nth(1).unwrap_or("")),
+            "{stderr}"
+        );
+    }
+}
