@@ -470,7 +470,18 @@ impl Run<'_, '_> {
                         .map(|v| patch::json_patch(self.doc.to_mut(), &v)),
                 };
                 match applied {
-                    Ok(result) => result?,
+                    Ok(Ok(())) => {}
+                    // A mutation that does not apply (a JSON Patch path that is not there, a
+                    // merge into a value of another type) is the rule's error, located and
+                    // named like one: the document is refused, never left half-mutated.
+                    Ok(Err(e)) => {
+                        let message = match e {
+                            crate::Error::Patch(m) => m,
+                            other => other.to_string(),
+                        };
+                        self.eval_error(rule, "mutate", &EvalError::Own(message), &mut reported);
+                        continue;
+                    }
                     Err(e) => {
                         self.eval_error(rule, "", &e, &mut reported);
                         continue;
@@ -1104,6 +1115,21 @@ mod tests {
             rule("message: m, fieldPath: metadata.name"),
             ["warning r [metadata.name@3:9] m"]
         );
+    }
+
+    #[test]
+    fn a_mutation_that_does_not_apply_is_a_rule_error_and_the_document_is_unchanged() {
+        let (findings, value) = run(
+            "rules:\n- id: drop\n  mutate:\n  - jsonPatch: [{op: remove, path: /spec/nope}]\n",
+            NO_LABELS,
+        );
+        assert_eq!(
+            findings,
+            [
+                "error drop rule drop could not be evaluated on document 1: mutate: operation '/0' failed at path '/spec/nope': path is invalid (a rule error, not a policy violation)"
+            ]
+        );
+        assert_eq!(value["spec"], json!({"image": "x"}));
     }
 
     #[test]

@@ -633,12 +633,28 @@ mod gpu_product_tests {
     fn bad_rows_name_the_entry() {
         let err = |entries: &str| gpu_products(&rules(entries)).unwrap_err().to_string();
         assert_eq!(
-            err("  - {id: x, match: '('}\n"),
+            err("  - {id: x, match: '^x$'}\n"),
             "fixture.yaml:5:5: table gpu-products, entry x: give either rewrite, or match with architecture"
         );
-        assert!(
-            err("  - {id: y, match: '(', architecture: a}\n")
-                .starts_with("fixture.yaml:5:5: table gpu-products, entry y: invalid regex \"(\": regex parse error:"),
+        // A pattern that does not compile refuses the whole set where it is loaded.
+        let refused = RuleSet::load(
+            &[nvcre_engine::Source::new(
+                "fixture.yaml",
+                "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: gpu-products}\nentries:\n  - {id: y, match: '(', architecture: a}\n",
+            )],
+            Some(&crate::packs::contract().expect("contract")),
+        )
+        .map(|_| ())
+        .unwrap_err();
+        assert_eq!(
+            refused
+                .errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            [
+                "rule pack error: fixture.yaml:5:20: rule y: row does not match the schema of table \"gpu-products\": invalid regex \"(\": unclosed group"
+            ]
         );
     }
 }
