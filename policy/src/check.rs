@@ -81,7 +81,16 @@ fn placement_findings(
     }
 }
 
+/// A placement failure, located at `spec.numNodes` (the nodes the fleet cannot supply), else
+/// at the document's start.
 fn placement_finding(doc: &Document, message: String) -> Finding {
+    let num_nodes = nvcre_engine::FieldPath::root().key("spec").key("numNodes");
+    let (path, pos) = match doc.spans.lookup(&num_nodes) {
+        Some(pos) if doc.value.pointer("/spec/numNodes").is_some() => {
+            (Some(num_nodes.to_string()), Some(pos))
+        }
+        _ => (None, doc.spans.lookup(&nvcre_engine::FieldPath::root())),
+    };
     Finding {
         rule_id: PLACEMENT_RULE.to_string(),
         pack: "placement".to_string(),
@@ -89,9 +98,48 @@ fn placement_finding(doc: &Document, message: String) -> Finding {
         message,
         file: doc.source.name.clone(),
         document: doc.index,
+        field_path: path,
+        line: pos.map(|p| p.line),
+        column: pos.map(|p| p.column),
+        rule_file: BUILT_IN.to_string(),
+        rule_line: 0,
+        stage: None,
+        rule_error: false,
+    }
+}
+
+/// Rule id of the finding on a document that is not a Kubernetes object.
+pub const NOT_AN_OBJECT_RULE: &str = "not-a-kubernetes-object";
+
+/// A document no rule checks because it is not a Kubernetes object: info for a mapping
+/// without `kind` (a values file, a kustomization), a warning for a scalar or a list (prose,
+/// a list of things: a wrong file more likely than a config), at the document's start.
+fn not_an_object_finding(doc: &Document) -> Finding {
+    let (severity, what) = match &doc.value {
+        Value::Object(_) => (
+            nvcre_engine::Severity::Info,
+            "a mapping without kind".to_string(),
+        ),
+        Value::Array(_) => (nvcre_engine::Severity::Warning, "a list".to_string()),
+        Value::String(_) => (nvcre_engine::Severity::Warning, "a string".to_string()),
+        Value::Number(_) => (nvcre_engine::Severity::Warning, "a number".to_string()),
+        Value::Bool(_) => (nvcre_engine::Severity::Warning, "a boolean".to_string()),
+        Value::Null => (nvcre_engine::Severity::Info, "empty".to_string()),
+    };
+    let pos = doc.spans.lookup(&nvcre_engine::FieldPath::root());
+    Finding {
+        rule_id: NOT_AN_OBJECT_RULE.to_string(),
+        pack: "input".to_string(),
+        severity,
+        message: format!(
+            "document {} is {what}, not a Kubernetes object (apiVersion, kind, metadata): no rule checked it",
+            doc.index + 1
+        ),
+        file: doc.source.name.clone(),
+        document: doc.index,
         field_path: None,
-        line: None,
-        column: None,
+        line: pos.map(|p| p.line),
+        column: pos.map(|p| p.column),
         rule_file: BUILT_IN.to_string(),
         rule_line: 0,
         stage: None,
@@ -292,8 +340,9 @@ pub fn check_document_in(
             }
             Ok(findings)
         }
-        // Not a Kubernetes object (values files, kustomizations without kind): nothing to check.
-        "" => Ok(Vec::new()),
+        // Not a Kubernetes object (values files, kustomizations without kind, prose): no rule
+        // checks it, and the report says so.
+        "" => Ok(vec![not_an_object_finding(doc)]),
         _ => {
             let mut alone = None;
             let objects = objects_or_alone(objects, &doc.value, &mut alone);

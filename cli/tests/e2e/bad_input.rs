@@ -1557,3 +1557,48 @@ fn impossible_table_values_are_refused_at_load() {
         );
     }
 }
+
+/// A document that is not a Kubernetes object is reported, not passed over in silence: info
+/// for a mapping without kind (a values file), a warning for prose or a list.
+#[test]
+fn a_document_that_is_not_an_object_is_reported() {
+    let (code, stdout, stderr) = run_in(
+        &["check", "-o", "json", "in.yaml"],
+        "replicas: 3\n---\njust some prose\n---\n- a\n",
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let got: Vec<(String, String, u64)> = findings(&report)
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|f| {
+            (
+                f["severity"].as_str().unwrap_or("").to_string(),
+                f["message"].as_str().unwrap_or("").to_string(),
+                f["line"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    let row = |s: &str, m: &str, l: u64| (s.to_string(), m.to_string(), l);
+    assert_eq!(
+        got,
+        [
+            row(
+                "info",
+                "document 1 is a mapping without kind, not a Kubernetes object (apiVersion, kind, metadata): no rule checked it",
+                1
+            ),
+            row(
+                "warning",
+                "document 2 is a string, not a Kubernetes object (apiVersion, kind, metadata): no rule checked it",
+                3
+            ),
+            row(
+                "warning",
+                "document 3 is a list, not a Kubernetes object (apiVersion, kind, metadata): no rule checked it",
+                5
+            ),
+        ]
+    );
+}
