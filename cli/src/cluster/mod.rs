@@ -69,6 +69,20 @@ pub struct Connection {
     pub context_namespace: String,
 }
 
+/// The client library's error text in the user's words: without the OS error code
+/// (`(os error 2)`) and with a path written as `"/p"`, not as its debug form in quotes
+/// (`'"/p"'`).
+fn plain(e: impl std::fmt::Display) -> String {
+    let mut text = e.to_string().replace("'\"", "\"").replace("\"'", "\"");
+    while let Some(i) = text.find(" (os error ") {
+        match text[i..].find(')') {
+            Some(end) => text.replace_range(i..i + end + 1, ""),
+            None => break,
+        }
+    }
+    text
+}
+
 /// Builds the client from the flags; errors read `build client: <cause>`.
 pub async fn connect(args: &KubeArgs) -> Result<Connection, String> {
     let options = KubeConfigOptions {
@@ -78,20 +92,20 @@ pub async fn connect(args: &KubeArgs) -> Result<Connection, String> {
     let config = match &args.kubeconfig {
         Some(path) => {
             let kubeconfig = Kubeconfig::read_from(path)
-                .map_err(|e| format!("build client: reading {}: {e}", path.display()))?;
+                .map_err(|e| format!("build client: reading {}: {}", path.display(), plain(e)))?;
             kube::Config::from_custom_kubeconfig(kubeconfig, &options)
                 .await
-                .map_err(|e| format!("build client: {e}"))?
+                .map_err(|e| format!("build client: {}", plain(e)))?
         }
         None if args.context.is_some() => kube::Config::from_kubeconfig(&options)
             .await
-            .map_err(|e| format!("build client: {e}"))?,
+            .map_err(|e| format!("build client: {}", plain(e)))?,
         None => kube::Config::infer()
             .await
-            .map_err(|e| format!("build client: {e}"))?,
+            .map_err(|e| format!("build client: {}", plain(e)))?,
     };
     let context_namespace = config.default_namespace.clone();
-    let client = Client::try_from(config).map_err(|e| format!("build client: {e}"))?;
+    let client = Client::try_from(config).map_err(|e| format!("build client: {}", plain(e)))?;
     Ok(Connection {
         client,
         context_namespace,
@@ -277,6 +291,16 @@ pub fn elapsed(d: Duration) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn client_errors_lose_the_os_code_and_the_debug_quotes() {
+        assert_eq!(
+            super::plain(
+                "failed to read kubeconfig from '\"/tmp/nokube\"': No such file or directory (os error 2)"
+            ),
+            "failed to read kubeconfig from \"/tmp/nokube\": No such file or directory"
+        );
+    }
+
     use super::*;
 
     #[test]
