@@ -3,9 +3,13 @@
 //! # Units
 //!
 //! One unit per comprehension iteration (each element `all`, `exists`, `exists_one`, `map` or
-//! `filter` visits), and one per started 64 bytes of text a regex function (`matches`, `find`,
-//! `findAll`) scans. Other functions are not charged: their work is linear in their arguments,
-//! which an expression can only make large by iterating.
+//! `filter` visits), plus one per element the comprehension has accumulated when the iteration
+//! starts, and one per started 64 bytes of text a regex function (`matches`, `find`, `findAll`)
+//! scans. The accumulator is charged because `cel` 0.13 copies it, deeply, on every iteration:
+//! a `map` or `filter` over n elements does about n²/2 element copies, which is where the time
+//! of a large document goes (a `map` over 3,000 env entries, a few records each, took minutes
+//! before this was charged). Other functions are not charged: their work is linear in their
+//! arguments, which an expression can only make large by iterating.
 //!
 //! # Enforcement
 //!
@@ -57,7 +61,8 @@ pub(crate) const COST_FUNCTION: &str = "@cost";
 const REGEX_BYTES_PER_UNIT: usize = 64;
 
 /// What the units count, for messages.
-const UNITS: &str = "comprehension iterations and 64-byte blocks of regex input";
+const UNITS: &str =
+    "comprehension iterations, the elements they accumulate, and 64-byte blocks of regex input";
 
 /// Which budget an evaluation spent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -279,12 +284,17 @@ fn instrument_at(e: &mut IdedExpr, next_id: &mut u64) {
                 instrument_at(x, next_id);
             }
             let cond = std::mem::take(&mut c.loop_cond);
+            // The accumulator is passed so that its size is charged too (see the module docs).
+            let accu = IdedExpr {
+                id: fresh(next_id),
+                expr: Ast::Ident(c.accu_var.clone()),
+            };
             let charge = IdedExpr {
                 id: fresh(next_id),
                 expr: Ast::Call(CallExpr {
                     func_name: COST_FUNCTION.to_string(),
                     target: None,
-                    args: Vec::new(),
+                    args: vec![accu],
                 }),
             };
             let stop = IdedExpr {
@@ -666,8 +676,8 @@ mod tests {
             .map_err(|e| e.to_string())
     }
 
-    const OVER_EXPRESSION: &str = "CEL cost limit exceeded: the expression used more than 100 units (comprehension iterations and 64-byte blocks of regex input), the per-expression limit; raise it with --cel-cost-limit or simplify the rule";
-    const OVER_DOCUMENT: &str = "CEL cost limit exceeded: the expressions evaluated on this document used more than 150 units (comprehension iterations and 64-byte blocks of regex input), the per-document limit; raise it with --cel-document-cost-limit or simplify the rules";
+    const OVER_EXPRESSION: &str = "CEL cost limit exceeded: the expression used more than 100 units (comprehension iterations, the elements they accumulate, and 64-byte blocks of regex input), the per-expression limit; raise it with --cel-cost-limit or simplify the rule";
+    const OVER_DOCUMENT: &str = "CEL cost limit exceeded: the expressions evaluated on this document used more than 150 units (comprehension iterations, the elements they accumulate, and 64-byte blocks of regex input), the per-document limit; raise it with --cel-document-cost-limit or simplify the rules";
 
     #[test]
     fn a_spent_budget_stops_the_evaluation_and_no_operator_absorbs_it() {
@@ -695,8 +705,18 @@ mod tests {
             assert_eq!(eval(&format!("true || {nested}"), &s), Ok(json!(true)));
             // Within the budget: 100 iterations.
             assert_eq!(
-                eval("params.l.filter(x, x < 100).size() == 100", &list(100)),
+                eval("params.l.all(x, x < 100)", &list(100)),
                 Ok(json!(true))
+            );
+            // A filter also pays for what it has accumulated: over 13 elements, 13 iterations
+            // and 0 + 1 + … + 12 = 78 elements, 91 units; over 14, 14 + 91 = 105.
+            assert_eq!(
+                eval("params.l.filter(x, x >= 0).size() == 13", &list(13)),
+                Ok(json!(true))
+            );
+            assert_eq!(
+                eval("params.l.filter(x, x >= 0).size() == 14", &list(14)),
+                Err(OVER_EXPRESSION.to_string())
             );
             // The next expression starts afresh (a loop that stops early is charged for the
             // element it stops at too: 100 units).
@@ -891,7 +911,8 @@ mod tests {
             };
             assert_eq!(c.func_name, operators::CONDITIONAL);
             assert!(
-                matches!(&c.args[0].expr, Ast::Call(f) if f.func_name == COST_FUNCTION && f.args.is_empty())
+                matches!(&c.args[0].expr, Ast::Call(f) if f.func_name == COST_FUNCTION
+                    && matches!(f.args.as_slice(), [a] if matches!(&a.expr, Ast::Ident(_))))
             );
             assert!(cond.id > before);
         }

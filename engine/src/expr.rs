@@ -664,13 +664,20 @@ fn register_types(ctx: &mut cel::Context<'static>) {
     );
 }
 
-/// The function every comprehension's loop condition calls first (see [`crate::cost`]): charges
-/// one unit, true while the budgets last.
+/// The function every comprehension's loop condition calls first with the comprehension's
+/// accumulator (see [`crate::cost`]): charges one unit, plus one per element the accumulator
+/// holds (a `map`'s or `filter`'s list so far); true while the budgets last.
 fn register_cost(ctx: &mut cel::Context<'static>) {
     ctx.add_function(
         crate::cost::COST_FUNCTION,
-        || -> Result<bool, cel::ExecutionError> {
-            crate::cost::charge(1).map(|()| true).map_err(|budget| {
+        |accu: Cel| -> Result<bool, cel::ExecutionError> {
+            let held = match &accu {
+                Cel::List(items) => items.len(),
+                Cel::Map(m) => m.map.len(),
+                _ => 0,
+            };
+            let units = u64::try_from(held).unwrap_or(u64::MAX).saturating_add(1);
+            crate::cost::charge(units).map(|()| true).map_err(|budget| {
                 cel::ExecutionError::function_error(crate::cost::COST_FUNCTION, budget.message())
             })
         },

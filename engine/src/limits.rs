@@ -28,8 +28,8 @@ pub struct Limits {
     /// default 100,000).
     pub expand_nodes: usize,
     /// Most CEL cost units one expression evaluation may use (`--cel-cost-limit`; default
-    /// 1,000,000). Units: comprehension iterations and 64-byte blocks of regex input (see
-    /// [`crate::cost`]).
+    /// 1,000,000). Units: comprehension iterations, the elements they accumulate, and 64-byte
+    /// blocks of regex input (see [`crate::cost`]).
     pub cel_cost: u64,
     /// Most CEL cost units the expressions evaluated on one document may use together
     /// (`--cel-document-cost-limit`; default 10,000,000).
