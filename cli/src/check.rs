@@ -127,6 +127,8 @@ pub struct Checked {
     pub files: Vec<CheckedFile>,
     /// Inputs (or documents) that could not be read or checked.
     pub errors: Vec<InputError>,
+    /// The documents (file, index) whose check failed with an input error, while checking.
+    unchecked: std::collections::HashSet<(String, usize)>,
 }
 
 impl Checked {
@@ -489,6 +491,16 @@ impl<'a> Checker<'a> {
             &mut self.check_errors,
         );
         self.out.errors.extend(self.check_errors);
+        // A document that could not be checked ran no rule: no report lists its rules as
+        // passed (JUnit test cases), only its error.
+        let unchecked = std::mem::take(&mut self.out.unchecked);
+        for file in &mut self.out.files {
+            for doc in &mut file.documents {
+                if unchecked.contains(&(file.file.clone(), doc.index)) {
+                    doc.rules = Arc::new(Vec::new());
+                }
+            }
+        }
         self.out
     }
 }
@@ -556,14 +568,17 @@ fn check_batch(
                 }
                 out.findings.extend(f);
             }
-            Err(e) => errors.push(InputError {
-                file: doc.source.name.clone(),
-                pos: match &e {
-                    nvcre_domain::PolicyError::Input { pos, .. } => *pos,
-                    _ => None,
-                },
-                message: e.to_string(),
-            }),
+            Err(e) => {
+                out.unchecked.insert((doc.source.name.clone(), doc.index));
+                errors.push(InputError {
+                    file: doc.source.name.clone(),
+                    pos: match &e {
+                        nvcre_domain::PolicyError::Input { pos, .. } => *pos,
+                        _ => None,
+                    },
+                    message: e.to_string(),
+                });
+            }
         }
     }
     batch.clear();

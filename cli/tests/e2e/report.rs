@@ -875,3 +875,34 @@ fn rules_explain_of_an_unknown_id_is_a_usage_error() {
         "Error: no rule with id \"zzz\"; `nvcre-policy rules list` shows them all\n"
     );
 }
+
+/// A document whose check failed with an input error ran no rule: JUnit shows its error, not
+/// passing test cases for the rules that would have run.
+#[test]
+fn junit_lists_no_passing_cases_for_a_document_that_could_not_be_checked() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write(
+        dir.path(),
+        "word.yaml",
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  gpusPerNode: eight\n  framework: {exec: {command: [a]}}\n",
+    );
+    let out = bin()
+        .args(["check", "-o", "junit", "word.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let parsed = quick_junit::Report::deserialize_from_str(&String::from_utf8_lossy(&out.stdout))
+        .expect("JUnit parses back");
+    let cases: Vec<(&str, bool)> = parsed.test_suites[0]
+        .test_cases
+        .iter()
+        .map(|c| {
+            (
+                c.name.as_str(),
+                matches!(c.status, quick_junit::TestCaseStatus::Success { .. }),
+            )
+        })
+        .collect();
+    assert_eq!(cases, [("read", false)]);
+}
