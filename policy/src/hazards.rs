@@ -103,6 +103,50 @@ fn walk<'a>(out: &mut Vec<(FieldPath, &'a Value)>, path: FieldPath, v: &'a Value
     }
 }
 
+/// Every quantity of a `resources` mapping's `limits` and `requests` in `doc`: `(path, value)`.
+fn quantity_fields(doc: &Value) -> Vec<(FieldPath, &Value)> {
+    fn walk<'a>(out: &mut Vec<(FieldPath, &'a Value)>, path: FieldPath, v: &'a Value) {
+        match v {
+            Value::Object(map) => {
+                for (k, child) in map {
+                    let at = path.clone().key(k.clone());
+                    if k == "resources"
+                        && let Value::Object(res) = child
+                    {
+                        for field in ["limits", "requests"] {
+                            entries(out, at.clone().key(field), res.get(field));
+                        }
+                    }
+                    walk(out, at, child);
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    walk(out, path.clone().index(i), item);
+                }
+            }
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    walk(&mut out, FieldPath::root(), doc);
+    out
+}
+
+/// An unquoted number with a leading zero (`010`): YAML 1.1 tools read it as octal.
+fn octal_in_yaml11(token: &str) -> Option<i64> {
+    let digits = token.strip_prefix(['+', '-']).unwrap_or(token);
+    if digits.len() < 2 || !digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let value = i64::from_str_radix(&digits[1..], 8).ok()?;
+    Some(if token.starts_with('-') {
+        -value
+    } else {
+        value
+    })
+}
+
 /// A number as a person writes it: `755`, not `755.0`.
 fn number_text(n: &serde_json::Number) -> String {
     match n.as_f64() {
@@ -157,6 +201,38 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
             rule_error: false,
         });
     }
+    for (path, value) in quantity_fields(&doc.value) {
+        let Value::Number(n) = value else {
+            continue;
+        };
+        let Some(pos) = doc.spans.lookup(&path) else {
+            continue;
+        };
+        let Some(token) = line(pos.line).and_then(|l| plain_token(&l, pos.column)) else {
+            continue;
+        };
+        let Some(octal) = octal_in_yaml11(&token) else {
+            continue;
+        };
+        let here = number_text(n);
+        out.push(Finding {
+            rule_id: YAML_QUOTE_RULE.to_string(),
+            pack: "input".to_string(),
+            severity: Severity::Warning,
+            message: format!(
+                "{path}: the unquoted value {token} is the number {here} here, but YAML 1.1 tools (kubectl among them) read it as octal {octal}: write the number without the leading zero"
+            ),
+            file: doc.source.name.clone(),
+            document: doc.index,
+            field_path: Some(path.to_string()),
+            line: Some(pos.line),
+            column: Some(pos.column),
+            rule_file: BUILT_IN.to_string(),
+            rule_line: 0,
+            stage: None,
+            rule_error: false,
+        });
+    }
     out
 }
 
@@ -171,5 +247,15 @@ mod tests {
         assert_eq!(plain_token("  a: \"yes\"", 6), None);
         assert_eq!(plain_token("  a: 'no'", 6), None);
         assert_eq!(plain_token("  a: 1.10", 6).as_deref(), Some("1.10"));
+    }
+
+    #[test]
+    fn leading_zeros_are_octal_in_yaml_11() {
+        assert_eq!(octal_in_yaml11("010"), Some(8));
+        assert_eq!(octal_in_yaml11("-017"), Some(-15));
+        assert_eq!(octal_in_yaml11("0"), None);
+        assert_eq!(octal_in_yaml11("10"), None);
+        assert_eq!(octal_in_yaml11("08"), None);
+        assert_eq!(octal_in_yaml11("0.5"), None);
     }
 }

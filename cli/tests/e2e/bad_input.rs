@@ -1603,3 +1603,23 @@ fn a_document_that_is_not_an_object_is_reported() {
         ]
     );
 }
+
+#[test]
+fn a_gpu_count_with_a_leading_zero_is_warned_about() {
+    let (code, stdout, stderr) = run_in(
+        &["check", "in.yaml"],
+        run_yaml(
+            "  framework: {exec: {command: [a]}}\n  resources: {limits: {nvidia.com/gpu: 010}}\n",
+        ),
+    );
+    assert_eq!(
+        (code, stdout.lines().next(), stderr.as_str()),
+        (
+            0,
+            Some(
+                "in.yaml:8:40: warning[yaml-quote-it]: spec.resources.limits[\"nvidia.com/gpu\"]: the unquoted value 010 is the number 10 here, but YAML 1.1 tools (kubectl among them) read it as octal 8: write the number without the leading zero"
+            ),
+            ""
+        )
+    );
+}
