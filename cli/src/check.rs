@@ -171,6 +171,13 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
     if args.no_color {
         crate::color::init(crate::color::ColorWhen::Never);
     }
+    if args.paths.iter().filter(|p| p.as_str() == "-").count() > 1 {
+        // The second read of the stream would be empty: one input counted twice.
+        report::error_line(
+            "standard input (`-`) can be given once; name the other inputs as files",
+        );
+        return ExitCode::from(2);
+    }
     let req = match args.nodes.request(rules) {
         Ok(r) => CheckRequest {
             platform: r.platform,

@@ -1623,3 +1623,12 @@ fn a_gpu_count_with_a_leading_zero_is_warned_about() {
         )
     );
 }
+
+refused!(
+    stdin_given_twice_to_check,
+    // (A global flag first: a usage error prints no summary line.)
+    ["--max-depth", "64", "check", "-", "-"],
+    "",
+    2,
+    "Error: standard input (`-`) can be given once; name the other inputs as files\n"
+);
