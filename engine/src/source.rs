@@ -460,7 +460,23 @@ pub(crate) fn yaml_error(
         message = after;
     }
     let message = message.trim_end_matches(", set DuplicateKeyPolicy in Options if acceptable");
-    let message = unexpected_character(message).unwrap_or_else(|| message.to_string());
+    let message = if message == "recursion limit exceeded" {
+        // The parser's own nesting guard, which fires before the depth budget on flow
+        // collections: the same limit for the user.
+        format!(
+            "the document nests mappings and lists deeper than the limit of {} levels (--max-depth)",
+            limits.depth
+        )
+    } else if let Some(text) = message
+        .strip_prefix("non-finite float `")
+        .and_then(|m| m.strip_suffix("` rejected by the configured policy"))
+    {
+        format!(
+            "{text} is not a finite number: Kubernetes objects (JSON) cannot hold infinity or NaN; quote it if it is meant as text"
+        )
+    } else {
+        unexpected_character(message).unwrap_or_else(|| message.to_string())
+    };
     Error::Yaml {
         source_name: source.name.clone(),
         pos,
@@ -838,6 +854,24 @@ mod tests {
             Some("unexpected character '@'")
         );
         assert_eq!(unexpected_character("did not find expected key"), None);
+    }
+
+    #[test]
+    fn the_parsers_own_limits_read_as_ours() {
+        let err = |text: String| {
+            parse_documents(&Source::new("in.yaml", text))
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err("[".repeat(100_000)),
+            "in.yaml:1:256: the document nests mappings and lists deeper than the limit of 64 levels (--max-depth)"
+        );
+        assert_eq!(
+            err("a: .inf\n".to_string()),
+            "in.yaml:1:4: .inf is not a finite number: Kubernetes objects (JSON) cannot hold infinity or NaN; quote it if it is meant as text"
+        );
     }
 
     #[test]
