@@ -375,10 +375,10 @@ impl Run<'_, '_> {
                 Ok(Cel::Null) => Vec::new(),
                 Ok(other) => {
                     let e = EvalError::Own(format!(
-                        "forEach.in must be a list or map, got {}",
-                        crate::expr::type_name(&other)
+                        "it must give a list or map, got {}",
+                        a_type(&other)
                     ));
-                    self.eval_error(rule, "", &e, &mut reported);
+                    self.eval_error(rule, "forEach.in", &e, &mut reported);
                     return Ok(false);
                 }
                 Err(e) => {
@@ -523,17 +523,24 @@ impl Run<'_, '_> {
         let detail = plain_cel_error(&detail);
         // The expression itself failed (not a variable or fragment it reads, which the detail
         // names with its own expression).
-        let text = rule.validate.as_ref().and_then(|v| match part {
-            "" => Some(v.expression.text()),
-            "messageExpression" => match &v.message {
-                Message::Expr(e) => Some(e.text()),
-                Message::Static(_) => None,
-            },
-            "fieldPathExpression" => match &v.field_path {
-                Some(FieldPathSpec::Expr(e)) => Some(e.text()),
-                _ => None,
-            },
+        let text = match part {
+            "forEach.in" => rule.for_each.as_ref().map(|(e, _, _)| e.text()),
+            "when" => rule.when.as_ref().map(Expr::text),
             _ => None,
+        }
+        .or_else(|| {
+            rule.validate.as_ref().and_then(|v| match part {
+                "" => Some(v.expression.text()),
+                "messageExpression" => match &v.message {
+                    Message::Expr(e) => Some(e.text()),
+                    Message::Static(_) => None,
+                },
+                "fieldPathExpression" => match &v.field_path {
+                    Some(FieldPathSpec::Expr(e)) => Some(e.text()),
+                    _ => None,
+                },
+                _ => None,
+            })
         });
         let expression = match (err, text) {
             (EvalError::Own(_), Some(t)) => format!(" (expression: {t})"),
@@ -1130,6 +1137,21 @@ mod tests {
             ]
         );
         assert_eq!(value["spec"], json!({"image": "x"}));
+    }
+
+    #[test]
+    fn a_failing_when_or_for_each_names_its_own_expression() {
+        assert_eq!(
+            run(
+                "rules:\n- id: each\n  forEach: {in: '1', as: x}\n  validate: {expression: 'true'}\n- id: guard\n  when: object.spec.nope\n  validate: {expression: 'true'}\n",
+                NO_LABELS,
+            )
+            .0,
+            [
+                "error each rule each could not be evaluated on document 1: forEach.in: it must give a list or map, got an int (expression: 1) (a rule error, not a policy violation)",
+                "error guard rule guard could not be evaluated on document 1: when: No such key: nope (expression: object.spec.nope) (a rule error, not a policy violation)",
+            ]
+        );
     }
 
     #[test]
