@@ -173,7 +173,22 @@ pub fn read_files(root: &Path, options: &WalkOptions<'_>) -> (Vec<Arc<Source>>, 
     let (files, mut errors) = walk_files(root, options);
     let mut sources = Vec::with_capacity(files.len());
     for f in files {
-        match std::fs::read_to_string(&f) {
+        let text = std::fs::read(&f).and_then(|bytes| {
+            String::from_utf8(bytes).map_err(|e| {
+                // Named like a manifest's: the byte, its offset and its line.
+                let at = e.utf8_error().valid_up_to();
+                let bytes = e.as_bytes();
+                let line = bytes[..at].iter().filter(|b| **b == b'\n').count() + 1;
+                std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    format!(
+                        "not UTF-8 text: invalid byte 0x{:02x} at byte offset {at} (line {line})",
+                        bytes.get(at).copied().unwrap_or(0)
+                    ),
+                )
+            })
+        });
+        match text {
             Ok(text) => sources.push(Source::new(f.display().to_string(), text)),
             Err(source) => errors.push(Error::Io {
                 path: f.display().to_string(),
@@ -187,6 +202,21 @@ pub fn read_files(root: &Path, options: &WalkOptions<'_>) -> (Vec<Arc<Source>>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_file_that_is_not_utf8_names_the_byte_and_its_line() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("r.yaml"), b"a: 1\n# caf\xe9\n").expect("write");
+        let (sources, errors) = read_files(dir.path(), &WalkOptions::MANIFESTS);
+        assert!(sources.is_empty());
+        let path = dir.path().join("r.yaml").display().to_string();
+        assert_eq!(
+            errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [format!(
+                "reading {path}: not UTF-8 text: invalid byte 0xe9 at byte offset 10 (line 2)"
+            )]
+        );
+    }
 
     fn names(root: &Path, files: &[PathBuf]) -> Vec<String> {
         files
