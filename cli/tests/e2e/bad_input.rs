@@ -948,7 +948,7 @@ refused!(
     ["check", "in.yaml"],
     "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t, labels: {v: 1.10}}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
     2,
-    "Error: in.yaml:3:30: parsing WorkloadRun: metadata.labels.v: invalid type: floating point `1.1`, expected a string\n"
+    "Error: in.yaml:3:30: parsing WorkloadRun: metadata.labels.v: expected a string, got the number 1.1: YAML reads the unquoted value as a number; quote it\n"
 );
 
 refused!(

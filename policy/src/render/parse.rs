@@ -254,6 +254,28 @@ pub(super) fn plain_serde_message(m: &str) -> String {
     if let Some(head) = out.strip_suffix("expected a map") {
         out = format!("{head}expected a mapping");
     }
+    // A number or boolean where a string belongs: YAML read an unquoted value as one.
+    for (kind, what) in [
+        ("floating point", "the number"),
+        ("integer", "the number"),
+        ("boolean", "the boolean"),
+    ] {
+        if let Some(value) = out
+            .strip_prefix(&format!("invalid type: {kind} `"))
+            .and_then(|r| r.strip_suffix("`, expected a string"))
+        {
+            let value = value.strip_suffix(".0").unwrap_or(value);
+            out = format!(
+                "expected a string, got {what} {value}: YAML reads the unquoted value as {}; quote it",
+                if what == "the boolean" {
+                    "a boolean"
+                } else {
+                    "a number"
+                }
+            );
+            break;
+        }
+    }
     if let Some(i) = out.find("expected struct ") {
         let name: String = out[i + 16..]
             .chars()
