@@ -477,19 +477,12 @@ impl<'a> Checker<'a> {
     /// Checks the batch when it holds [`BATCH_DOCUMENTS`] documents or [`BATCH_BYTES`] bytes.
     fn check_if_full(&mut self) {
         if self.batch.len() >= BATCH_DOCUMENTS || self.bytes >= BATCH_BYTES {
-            check_batch(
-                self.rules,
-                self.req,
-                &mut self.batch,
-                &mut self.out,
-                &mut self.check_errors,
-            );
-            self.bytes = 0;
+            self.check_batch();
         }
     }
 
-    /// Checks what is left and returns the results of every input.
-    pub fn finish(mut self) -> Checked {
+    /// Checks the documents waiting in the batch.
+    fn check_batch(&mut self) {
         check_batch(
             self.rules,
             self.req,
@@ -497,6 +490,12 @@ impl<'a> Checker<'a> {
             &mut self.out,
             &mut self.check_errors,
         );
+        self.bytes = 0;
+    }
+
+    /// Checks what is left and returns the results of every input.
+    pub fn finish(mut self) -> Checked {
+        self.check_batch();
         self.out.errors.extend(self.check_errors);
         // A document that could not be checked ran no rule: no report lists its rules as
         // passed (JUnit test cases), only its error.

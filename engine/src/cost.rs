@@ -350,7 +350,7 @@ fn max_id(e: &IdedExpr) -> u64 {
 }
 
 /// Calls `f` with every direct child expression of `e`.
-fn children<'a>(e: &'a IdedExpr, f: &mut impl FnMut(&'a IdedExpr)) {
+pub(crate) fn children<'a>(e: &'a IdedExpr, f: &mut impl FnMut(&'a IdedExpr)) {
     match &e.expr {
         Ast::Comprehension(c) => {
             for x in [

@@ -328,31 +328,24 @@ fn unsupported(e: &IdedExpr) -> Option<&'static str> {
     const STRUCT: &str = "message literals such as `Foo{a: 1}` are not supported: rules work on \
         JSON documents; write a map literal such as `{'a': 1}`";
     match &e.expr {
-        AstExpr::Struct(_) => Some(STRUCT),
-        AstExpr::Unspecified => Some("the expression is incomplete"),
-        AstExpr::Ident(_) | AstExpr::Literal(_) => None,
-        AstExpr::Select(s) => unsupported(&s.operand),
-        AstExpr::Call(c) => c
-            .target
-            .iter()
-            .map(|t| &**t)
-            .chain(c.args.iter())
-            .find_map(unsupported),
-        AstExpr::Comprehension(c) => [
-            &c.iter_range,
-            &c.accu_init,
-            &c.loop_cond,
-            &c.loop_step,
-            &c.result,
-        ]
-        .into_iter()
-        .find_map(|x| unsupported(x)),
-        AstExpr::List(l) => l.elements.iter().find_map(unsupported),
-        AstExpr::Map(m) => m.entries.iter().find_map(|entry| match &entry.expr {
-            EntryExpr::StructField(_) => Some(STRUCT),
-            EntryExpr::MapEntry(m) => unsupported(&m.key).or_else(|| unsupported(&m.value)),
-        }),
+        AstExpr::Struct(_) => return Some(STRUCT),
+        AstExpr::Unspecified => return Some("the expression is incomplete"),
+        AstExpr::Map(m)
+            if m.entries
+                .iter()
+                .any(|x| matches!(x.expr, EntryExpr::StructField(_))) =>
+        {
+            return Some(STRUCT);
+        }
+        _ => {}
     }
+    let mut found = None;
+    crate::cost::children(e, &mut |c| {
+        if found.is_none() {
+            found = unsupported(c);
+        }
+    });
+    found
 }
 
 fn entry_reads(entries: &[IdedEntryExpr], name: &str, out: &mut FieldReads) {
@@ -1546,7 +1539,8 @@ mod tests {
                 "{text}"
             );
         }
-        assert!(Expr::compile("{'a': 1}.a == 1").is_ok());
+        let map = Expr::compile("{'a': 1}.a == 1").expect("a map literal compiles");
+        assert_eq!(map.eval_bool(&Scope::new()), Ok(true));
     }
 
     #[test]

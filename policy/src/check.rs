@@ -81,24 +81,24 @@ fn placement_findings(
     }
 }
 
-/// A placement failure, located at `spec.numNodes` (the nodes the fleet cannot supply), else
-/// at the document's start.
-fn placement_finding(doc: &Document, message: String) -> Finding {
-    let num_nodes = nvcre_engine::FieldPath::root().key("spec").key("numNodes");
-    let (path, pos) = match doc.spans.lookup(&num_nodes) {
-        Some(pos) if doc.value.pointer("/spec/numNodes").is_some() => {
-            (Some(num_nodes.to_string()), Some(pos))
-        }
-        _ => (None, doc.spans.lookup(&nvcre_engine::FieldPath::root())),
-    };
+/// A finding of the pipeline itself (no rule file: `ruleFile` is [`BUILT_IN`]) on `doc`, at
+/// `path` (its position looked up) or, without one, at `pos`.
+pub(crate) fn built_in_finding(
+    doc: &Document,
+    (rule_id, pack, severity): (&str, &str, nvcre_engine::Severity),
+    message: String,
+    path: Option<&nvcre_engine::FieldPath>,
+    pos: Option<nvcre_engine::Pos>,
+) -> Finding {
+    let pos = path.and_then(|p| doc.spans.lookup(p)).or(pos);
     Finding {
-        rule_id: PLACEMENT_RULE.to_string(),
-        pack: "placement".to_string(),
-        severity: nvcre_engine::Severity::Error,
+        rule_id: rule_id.to_string(),
+        pack: pack.to_string(),
+        severity,
         message,
         file: doc.source.name.clone(),
         document: doc.index,
-        field_path: path,
+        field_path: path.map(ToString::to_string),
         line: pos.map(|p| p.line),
         column: pos.map(|p| p.column),
         rule_file: BUILT_IN.to_string(),
@@ -106,6 +106,21 @@ fn placement_finding(doc: &Document, message: String) -> Finding {
         stage: None,
         rule_error: false,
     }
+}
+
+/// A placement failure, located at `spec.numNodes` (the nodes the fleet cannot supply), else
+/// at the document's start.
+fn placement_finding(doc: &Document, message: String) -> Finding {
+    let num_nodes = nvcre_engine::FieldPath::root().key("spec").key("numNodes");
+    let path = doc.value.pointer("/spec/numNodes").map(|_| &num_nodes);
+    let start = doc.spans.lookup(&nvcre_engine::FieldPath::root());
+    built_in_finding(
+        doc,
+        (PLACEMENT_RULE, "placement", nvcre_engine::Severity::Error),
+        message,
+        path,
+        start,
+    )
 }
 
 /// Rule id of the finding on a document that is not a Kubernetes object.
@@ -126,51 +141,37 @@ fn not_an_object_finding(doc: &Document) -> Finding {
         Value::Bool(_) => (nvcre_engine::Severity::Warning, "a boolean".to_string()),
         Value::Null => (nvcre_engine::Severity::Info, "empty".to_string()),
     };
-    let pos = doc.spans.lookup(&nvcre_engine::FieldPath::root());
-    Finding {
-        rule_id: NOT_AN_OBJECT_RULE.to_string(),
-        pack: "input".to_string(),
-        severity,
-        message: format!(
+    built_in_finding(
+        doc,
+        (NOT_AN_OBJECT_RULE, "input", severity),
+        format!(
             "document {} is {what}, not a Kubernetes object (apiVersion, kind, metadata): no rule checked it",
             doc.index + 1
         ),
-        file: doc.source.name.clone(),
-        document: doc.index,
-        field_path: None,
-        line: pos.map(|p| p.line),
-        column: pos.map(|p| p.column),
-        rule_file: BUILT_IN.to_string(),
-        rule_line: 0,
-        stage: None,
-        rule_error: false,
-    }
+        None,
+        doc.spans.lookup(&nvcre_engine::FieldPath::root()),
+    )
 }
 
 /// A warning finding for each note [`prepare_document`] made (the legacy API group).
 fn legacy_findings(doc: &Document, notes: &[String]) -> Vec<Finding> {
-    let pos = doc
-        .spans
-        .lookup(&nvcre_engine::FieldPath::root().key("apiVersion"));
+    let path = nvcre_engine::FieldPath::root().key("apiVersion");
     notes
         .iter()
-        .map(|n| Finding {
-            rule_id: LEGACY_API_GROUP_RULE.to_string(),
-            pack: "input".to_string(),
-            severity: nvcre_engine::Severity::Warning,
-            message: n
-                .split_once(": ")
-                .map(|(_, m)| m.to_string())
-                .unwrap_or_else(|| n.clone()),
-            file: doc.source.name.clone(),
-            document: doc.index,
-            field_path: Some("apiVersion".to_string()),
-            line: pos.map(|p| p.line),
-            column: pos.map(|p| p.column),
-            rule_file: BUILT_IN.to_string(),
-            rule_line: 0,
-            stage: None,
-            rule_error: false,
+        .map(|n| {
+            built_in_finding(
+                doc,
+                (
+                    LEGACY_API_GROUP_RULE,
+                    "input",
+                    nvcre_engine::Severity::Warning,
+                ),
+                n.split_once(": ")
+                    .map(|(_, m)| m.to_string())
+                    .unwrap_or_else(|| n.clone()),
+                Some(&path),
+                None,
+            )
         })
         .collect()
 }

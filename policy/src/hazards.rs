@@ -8,7 +8,7 @@
 use nvcre_engine::{Document, FieldPath, Finding, Severity};
 use serde_json::Value;
 
-use crate::check::BUILT_IN;
+use crate::check::built_in_finding;
 
 /// Rule id of the warning.
 pub const YAML_QUOTE_RULE: &str = "yaml-quote-it";
@@ -47,13 +47,21 @@ fn entries<'a>(out: &mut Vec<(FieldPath, &'a Value)>, path: FieldPath, v: Option
     }
 }
 
-/// The string-typed fields of `doc` to look at: `(path, value)`, anywhere in the document
-/// (a Pod template inside a Job inside a TrainingRuntime is the same Pod): the values of every
-/// `labels` and `annotations` mapping under a `metadata` (and a WorkloadRun's
-/// `spec.workloadMetadata.labels`), every `value` of an `env` list entry, and the `data` and
-/// `stringData` of a top-level ConfigMap or Secret. In document order.
-fn string_fields(doc: &Value) -> Vec<(FieldPath, &Value)> {
-    let mut out = Vec::new();
+/// The fields of a document the warnings look at, each `(path, value)`, in document order.
+#[derive(Default)]
+struct Fields<'a> {
+    /// Where Kubernetes expects a string, anywhere in the document (a Pod template inside a
+    /// Job inside a TrainingRuntime is the same Pod): the values of every `labels` and
+    /// `annotations` mapping under a `metadata` (and a WorkloadRun's
+    /// `spec.workloadMetadata.labels`), every `value` of an `env` list entry, and the `data`
+    /// and `stringData` of a top-level ConfigMap or Secret.
+    strings: Vec<(FieldPath, &'a Value)>,
+    /// Every quantity of a `resources` mapping's `limits` and `requests`.
+    quantities: Vec<(FieldPath, &'a Value)>,
+}
+
+fn fields(doc: &Value) -> Fields<'_> {
+    let mut out = Fields::default();
     walk(&mut out, FieldPath::root(), doc);
     if let Some(kind) = doc.get("kind").and_then(Value::as_str)
         && matches!(kind, "ConfigMap" | "Secret")
@@ -63,12 +71,12 @@ fn string_fields(doc: &Value) -> Vec<(FieldPath, &Value)> {
         } else {
             "stringData"
         };
-        entries(&mut out, FieldPath::root().key(key), doc.get(key));
+        entries(&mut out.strings, FieldPath::root().key(key), doc.get(key));
     }
     out
 }
 
-fn walk<'a>(out: &mut Vec<(FieldPath, &'a Value)>, path: FieldPath, v: &'a Value) {
+fn walk<'a>(out: &mut Fields<'a>, path: FieldPath, v: &'a Value) {
     match v {
         Value::Object(map) => {
             for (k, child) in map {
@@ -76,22 +84,26 @@ fn walk<'a>(out: &mut Vec<(FieldPath, &'a Value)>, path: FieldPath, v: &'a Value
                 match (k.as_str(), child) {
                     ("metadata" | "workloadMetadata", Value::Object(meta)) => {
                         for field in ["labels", "annotations"] {
-                            entries(out, at.clone().key(field), meta.get(field));
+                            entries(&mut out.strings, at.clone().key(field), meta.get(field));
                         }
-                        walk(out, at, child);
                     }
                     ("env", Value::Array(items)) => {
                         for (i, item) in items.iter().enumerate() {
                             if let Some(value) = item.get("value")
                                 && item.get("name").is_some()
                             {
-                                out.push((at.clone().index(i).key("value"), value));
+                                out.strings.push((at.clone().index(i).key("value"), value));
                             }
                         }
-                        walk(out, at, child);
                     }
-                    _ => walk(out, at, child),
+                    ("resources", Value::Object(res)) => {
+                        for field in ["limits", "requests"] {
+                            entries(&mut out.quantities, at.clone().key(field), res.get(field));
+                        }
+                    }
+                    _ => {}
                 }
+                walk(out, at, child);
             }
         }
         Value::Array(items) => {
@@ -101,36 +113,6 @@ fn walk<'a>(out: &mut Vec<(FieldPath, &'a Value)>, path: FieldPath, v: &'a Value
         }
         _ => {}
     }
-}
-
-/// Every quantity of a `resources` mapping's `limits` and `requests` in `doc`: `(path, value)`.
-fn quantity_fields(doc: &Value) -> Vec<(FieldPath, &Value)> {
-    fn walk<'a>(out: &mut Vec<(FieldPath, &'a Value)>, path: FieldPath, v: &'a Value) {
-        match v {
-            Value::Object(map) => {
-                for (k, child) in map {
-                    let at = path.clone().key(k.clone());
-                    if k == "resources"
-                        && let Value::Object(res) = child
-                    {
-                        for field in ["limits", "requests"] {
-                            entries(out, at.clone().key(field), res.get(field));
-                        }
-                    }
-                    walk(out, at, child);
-                }
-            }
-            Value::Array(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    walk(out, path.clone().index(i), item);
-                }
-            }
-            _ => {}
-        }
-    }
-    let mut out = Vec::new();
-    walk(&mut out, FieldPath::root(), doc);
-    out
 }
 
 /// An unquoted number with a leading zero (`010`): YAML 1.1 tools read it as octal.
@@ -157,11 +139,23 @@ fn number_text(n: &serde_json::Number) -> String {
     }
 }
 
+/// The `yaml-quote-it` warning at `path` of `doc`.
+fn warning(doc: &Document, path: &FieldPath, message: String) -> Finding {
+    built_in_finding(
+        doc,
+        (YAML_QUOTE_RULE, "input", Severity::Warning),
+        message,
+        Some(path),
+        None,
+    )
+}
+
 /// A warning for each string-typed field of `doc` whose unquoted value other YAML readers take
 /// differently. `line` gives the text of a 1-based line of the document's source.
 pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String>) -> Vec<Finding> {
     let mut out = Vec::new();
-    for (path, value) in string_fields(&doc.value) {
+    let found = fields(&doc.value);
+    for (path, value) in found.strings {
         let reading = match value {
             Value::String(_) | Value::Number(_) | Value::Bool(_) => value,
             _ => continue,
@@ -183,25 +177,15 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
             Value::Bool(b) => format!("it is the boolean {b} in YAML"),
             _ => continue,
         };
-        out.push(Finding {
-            rule_id: YAML_QUOTE_RULE.to_string(),
-            pack: "input".to_string(),
-            severity: Severity::Warning,
-            message: format!(
+        out.push(warning(
+            doc,
+            &path,
+            format!(
                 "{path}: the unquoted value {token} is meant as a string, but {why}: quote it (\"{token}\")"
             ),
-            file: doc.source.name.clone(),
-            document: doc.index,
-            field_path: Some(path.to_string()),
-            line: Some(pos.line),
-            column: Some(pos.column),
-            rule_file: BUILT_IN.to_string(),
-            rule_line: 0,
-            stage: None,
-            rule_error: false,
-        });
+        ));
     }
-    for (path, value) in quantity_fields(&doc.value) {
+    for (path, value) in found.quantities {
         let Value::Number(n) = value else {
             continue;
         };
@@ -215,23 +199,13 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
             continue;
         };
         let here = number_text(n);
-        out.push(Finding {
-            rule_id: YAML_QUOTE_RULE.to_string(),
-            pack: "input".to_string(),
-            severity: Severity::Warning,
-            message: format!(
+        out.push(warning(
+            doc,
+            &path,
+            format!(
                 "{path}: the unquoted value {token} is the number {here} here, but YAML 1.1 tools (kubectl among them) read it as octal {octal}: write the number without the leading zero"
             ),
-            file: doc.source.name.clone(),
-            document: doc.index,
-            field_path: Some(path.to_string()),
-            line: Some(pos.line),
-            column: Some(pos.column),
-            rule_file: BUILT_IN.to_string(),
-            rule_line: 0,
-            stage: None,
-            rule_error: false,
-        });
+        ));
     }
     out
 }
