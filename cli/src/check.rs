@@ -168,6 +168,79 @@ impl Checked {
 /// or an output file could not be used.
 pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCode {
     let started = std::time::Instant::now();
+    let Some(outputs) = outputs(args) else {
+        return ExitCode::from(2);
+    };
+    let req = match args.nodes.request(rules) {
+        Ok(r) => CheckRequest {
+            platform: r.platform,
+            gpu_arch: r.gpu_arch,
+            nodes: r.nodes,
+        },
+        // A nodes file that cannot be used is an input error of that file, in every report
+        // asked for (a CI job reading `-o json` gets the envelope, not an empty stdout).
+        Err(input::NodeArgsError::NodesFile { file, message }) => {
+            let checked = Checked {
+                errors: vec![InputError::new(file, message)],
+                ..Checked::default()
+            };
+            return emit(rules, rules_info, args, &outputs, &checked, started);
+        }
+        Err(e) => {
+            report::error_line(&e.to_string());
+            return ExitCode::from(2);
+        }
+    };
+    let checked = check_inputs(rules, &args.paths, &req);
+    if checked.files.iter().all(|f| f.documents.is_empty()) && checked.errors.is_empty() {
+        report::warning_line(
+            "no manifest documents found in the given paths; nothing was checked (give files, directories or `-` with .yaml, .yml or .json manifests)",
+        );
+    }
+    emit(rules, rules_info, args, &outputs, &checked, started)
+}
+
+/// Runs `check` when the rule set did not load: each load error is an input error of its rule
+/// file, written in every report asked for; exit 2. Nothing is checked.
+pub fn run_unloaded(
+    errors: &nvcre_engine::LoadErrors,
+    rules_info: &RulesInfo,
+    args: &CheckArgs,
+) -> ExitCode {
+    let started = std::time::Instant::now();
+    let Some(outputs) = outputs(args) else {
+        return ExitCode::from(2);
+    };
+    let empty = match RuleSet::from_sources(&[]) {
+        Ok(r) => r,
+        Err(_) => {
+            for e in &errors.errors {
+                report::error_line(&e.to_string());
+            }
+            return ExitCode::from(2);
+        }
+    };
+    let checked = Checked {
+        errors: errors
+            .errors
+            .iter()
+            .map(|e| {
+                let (file, pos) = e.location().unwrap_or(("<rules>", None));
+                InputError {
+                    file: file.to_string(),
+                    message: e.to_string(),
+                    pos,
+                }
+            })
+            .collect(),
+        ..Checked::default()
+    };
+    emit(&empty, rules_info, args, &outputs, &checked, started)
+}
+
+/// The reports `args` asks for, or `None` (the usage error printed) when they cannot be
+/// written as asked.
+fn outputs(args: &CheckArgs) -> Option<Vec<Output>> {
     if args.no_color {
         crate::color::init(crate::color::ColorWhen::Never);
     }
@@ -176,19 +249,8 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
         report::error_line(
             "standard input (`-`) can be given once; name the other inputs as files",
         );
-        return ExitCode::from(2);
+        return None;
     }
-    let req = match args.nodes.request(rules) {
-        Ok(r) => CheckRequest {
-            platform: r.platform,
-            gpu_arch: r.gpu_arch,
-            nodes: r.nodes,
-        },
-        Err(e) => {
-            report::error_line(&e.to_string());
-            return ExitCode::from(2);
-        }
-    };
     let outputs = if args.outputs.is_empty() {
         vec![Output {
             format: Format::Text,
@@ -201,18 +263,25 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
         report::error_line(
             "at most one -o format may write to standard output; give the others a file: -o FORMAT=PATH",
         );
-        return ExitCode::from(2);
+        return None;
     }
-    let checked = check_inputs(rules, &args.paths, &req);
-    if checked.files.iter().all(|f| f.documents.is_empty()) && checked.errors.is_empty() {
-        report::warning_line(
-            "no manifest documents found in the given paths; nothing was checked (give files, directories or `-` with .yaml, .yml or .json manifests)",
-        );
-    }
+    Some(outputs)
+}
+
+/// Writes `checked` in every output, the input errors and the summary line on stderr; returns
+/// the exit code.
+fn emit(
+    rules: &RuleSet,
+    rules_info: &RulesInfo,
+    args: &CheckArgs,
+    outputs: &[Output],
+    checked: &Checked,
+    started: std::time::Instant,
+) -> ExitCode {
     let fail_on = args.fail_on.severity();
     let report = checked.report(rules, rules_info, fail_on);
     let mut write_failed = false;
-    for o in &outputs {
+    for o in outputs {
         match &o.path {
             None => {
                 let mut out = std::io::BufWriter::new(std::io::stdout().lock());

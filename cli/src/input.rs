@@ -87,10 +87,14 @@ pub struct NodeArgs {
 impl NodeArgs {
     /// Checks the flags (before any file is read, as nvcrectl does), then reads the nodes file.
     /// The returned request carries the node context only; callers set the rest.
+    ///
+    /// # Errors
+    /// [`NodeArgsError::Flags`] for a bad flag value or combination, [`NodeArgsError::NodesFile`]
+    /// when the nodes file cannot be read or is not a list of nodes.
     pub fn request(
         &self,
         rules: &nvcre_engine::RuleSet,
-    ) -> Result<nvcre_domain::RenderRequest, nvcre_domain::PolicyError> {
+    ) -> Result<nvcre_domain::RenderRequest, NodeArgsError> {
         let flags = nvcre_domain::RenderRequest {
             platform: self.platform.clone(),
             gpu_arch: self.gpu_arch.clone(),
@@ -100,14 +104,40 @@ impl NodeArgs {
                 .map(|_| std::sync::Arc::new(Vec::new())),
             ..Default::default()
         };
-        nvcre_domain::check_flags(rules, &flags)?;
+        nvcre_domain::check_flags(rules, &flags).map_err(NodeArgsError::Flags)?;
         let nodes = match &self.nodes_file {
-            Some(f) => Some(std::sync::Arc::new(
-                nvcre_domain::read_nodes(f).map_err(nvcre_domain::PolicyError::Usage)?,
-            )),
+            Some(f) => Some(std::sync::Arc::new(nvcre_domain::read_nodes(f).map_err(
+                |message| NodeArgsError::NodesFile {
+                    file: f.clone(),
+                    message,
+                },
+            )?)),
             None => None,
         };
         Ok(nvcre_domain::RenderRequest { nodes, ..flags })
+    }
+}
+
+/// Why the node-context flags cannot be used.
+#[derive(Debug)]
+pub enum NodeArgsError {
+    /// A flag value or combination that is refused (a usage error).
+    Flags(nvcre_domain::PolicyError),
+    /// The nodes file could not be read or is not nodes: an input error of that file.
+    NodesFile {
+        /// The path as given.
+        file: String,
+        /// The message, which names the file.
+        message: String,
+    },
+}
+
+impl std::fmt::Display for NodeArgsError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NodeArgsError::Flags(e) => e.fmt(f),
+            NodeArgsError::NodesFile { message, .. } => f.write_str(message),
+        }
     }
 }
 

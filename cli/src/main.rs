@@ -305,7 +305,22 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
         } => return Ok(cluster::main(None, cluster::Verb::Cancel(args))),
         command => Cli { command, ..cli },
     };
-    let rules = load(&cli)?;
+    // All or nothing: every problem of the set is reported, then exit 2; `check` reports them
+    // in the formats it was asked for (a CI job reading `-o json` gets the envelope).
+    let rules = match load_rules(cli.rules.as_deref()) {
+        Ok(rules) => rules,
+        Err(errors) => {
+            if let Command::Check(args) = &cli.command
+                && let Ok(info) = ruleset::RulesInfo::of(cli.rules.as_deref())
+            {
+                return Ok(check::run_unloaded(&errors, &info, args));
+            }
+            for e in &errors.errors {
+                report::error_line(&e.to_string());
+            }
+            return Err(ExitCode::from(2));
+        }
+    };
     match cli.command {
         Command::Workloadrun {
             command: WorkloadrunCommand::Run(args),
@@ -345,21 +360,14 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
     }
 }
 
-fn load(cli: &Cli) -> Result<RuleSet, ExitCode> {
-    // All or nothing: every problem of the set is printed, then exit 2.
-    load_rules(cli.rules.as_deref()).map_err(|errors| {
-        for e in &errors.errors {
-            report::error_line(&e.to_string());
-        }
-        ExitCode::from(2)
-    })
-}
-
 fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
-    let req = args
-        .nodes
-        .request(rules)
-        .map_err(|e| report_policy_error(&e))?;
+    let req = args.nodes.request(rules).map_err(|e| match e {
+        input::NodeArgsError::Flags(e) => report_policy_error(&e),
+        input::NodeArgsError::NodesFile { message, .. } => {
+            report::error_line(&message);
+            ExitCode::from(2)
+        }
+    })?;
     let (files, errors) = input::expand(&args.files);
     if !errors.is_empty() {
         for (_, message) in &errors {

@@ -665,16 +665,22 @@ fn sarif(report: &Report<'_>) -> String {
             rule.severity,
         ));
     }
-    // Findings whose id is not a rule (a match condition that could not be evaluated).
+    // Findings whose id is not a rule: the pipeline's own (described), or a match condition
+    // that could not be evaluated.
     for f in report.findings {
         if !index.contains_key(&f.rule_id) {
             index.insert(f.rule_id.clone(), rules.len());
+            let built_in = nvcre_domain::built_in_rule(&f.rule_id);
+            let description = match built_in {
+                Some(b) => b.description.to_string(),
+                None => format!("{} (pack {})", f.rule_id, f.pack),
+            };
             rules.push(sarif_rule(
                 &f.rule_id,
-                Some(&format!("{} (pack {})", f.rule_id, f.pack)),
+                Some(&description),
                 &f.pack,
-                None,
-                f.severity,
+                built_in.map(|_| nvcre_domain::BUILT_IN.to_string()),
+                built_in.map_or(f.severity, |b| b.severity),
             ));
         }
     }

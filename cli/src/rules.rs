@@ -221,6 +221,10 @@ pub fn run_list(rules: &RuleSet, args: &ListArgs) -> ExitCode {
 /// `rules explain ID`: 0, or 2 for an unknown id.
 pub fn run_explain(rules: &RuleSet, rules_dir: Option<&Path>, args: &ExplainArgs) -> ExitCode {
     let Some((pack, rule)) = rules.rule(&args.id) else {
+        if let Some(b) = nvcre_domain::built_in_rule(&args.id) {
+            print(&explain_built_in(b));
+            return ExitCode::SUCCESS;
+        }
         let close: Vec<&str> = rules
             .rules()
             .map(|(_, r)| r.id.as_str())
@@ -247,6 +251,42 @@ pub fn run_explain(rules: &RuleSet, rules_dir: Option<&Path>, args: &ExplainArgs
     out.push_str(&example_block("failing example", examples.failing.as_ref()));
     print(&out);
     ExitCode::SUCCESS
+}
+
+/// The description block of a finding the pipeline reports without a rule file.
+fn explain_built_in(b: &nvcre_domain::BuiltInRule) -> String {
+    let mut out = format!("{}\n", b.id);
+    field(&mut out, "description", b.description);
+    field(&mut out, "severity", &b.severity.to_string());
+    field(&mut out, "pack", b.pack);
+    field(
+        &mut out,
+        "source",
+        "built into the pipeline (no rule file: not changed by --rules)",
+    );
+    out.push('\n');
+    out.push_str(&wrap(b.explanation, 96));
+    out
+}
+
+/// `text` as lines of at most `width` characters (words are not split), each indented by two.
+fn wrap(text: &str, width: usize) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.len() + 1 + word.len() > width {
+            let _ = writeln!(out, "  {line}");
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        let _ = writeln!(out, "  {line}");
+    }
+    out
 }
 
 /// `  label        value`, continuation lines aligned under the value.

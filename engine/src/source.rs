@@ -229,7 +229,7 @@ pub(crate) fn parse_text(
             None,
             String::new(),
             &mut spans,
-            line_offset,
+            (text, line_offset),
             &mut duplicate,
         );
         if let Some(d) = duplicate {
@@ -579,14 +579,17 @@ impl Duplicate {
     }
 }
 
+/// Converts a read node into JSON, recording every node's span. `at` is the text parsed and the
+/// lines of the stream before it.
 fn into_value(
     node: Spanned<Node>,
     key: Option<Pos>,
     pointer: String,
     spans: &mut SpanIndex,
-    line_offset: usize,
+    at: (&str, usize),
     duplicate: &mut Option<Duplicate>,
 ) -> Value {
+    let (text, line_offset) = at;
     let value_pos = pos_of(&node.referenced, line_offset);
     let scalar = !matches!(node.value, Node::Seq(_) | Node::Map(_));
     spans.spans.insert(
@@ -600,7 +603,7 @@ fn into_value(
     match node.value {
         Node::Null => Value::Null,
         Node::Bool(b) => Value::Bool(b),
-        Node::Num(n) => Value::Number(n),
+        Node::Num(n) => Value::Number(leading_zero_integer(&n, &node.defined, text).unwrap_or(n)),
         Node::Str(s) => Value::String(s),
         Node::Seq(items) => Value::Array(
             items
@@ -613,7 +616,7 @@ fn into_value(
                         Some(pos),
                         format!("{pointer}/{i}"),
                         spans,
-                        line_offset,
+                        at,
                         duplicate,
                     )
                 })
@@ -633,7 +636,7 @@ fn into_value(
                         again: key_pos,
                     });
                 }
-                let value = into_value(v, Some(key_pos), child, spans, line_offset, duplicate);
+                let value = into_value(v, Some(key_pos), child, spans, at, duplicate);
                 map.insert(key_text, value);
             }
             Value::Object(map)
@@ -644,6 +647,29 @@ fn into_value(
 /// RFC 6901 escaping of one reference token.
 pub(crate) fn escape_pointer(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
+}
+
+/// The integer a plain scalar with a redundant leading zero (`010`, `-007`) spells in YAML 1.2's
+/// core schema, which is how this reader reads it (and what the YAML 1.1 warning says). The YAML
+/// library hands such a scalar over as a float, which would be written back as `10.0`: a
+/// changed value. `None` for every other number (a float the user wrote stays a float).
+fn leading_zero_integer(n: &Number, at: &serde_saphyr::Location, text: &str) -> Option<Number> {
+    if !n.is_f64() {
+        return None;
+    }
+    let span = at.span();
+    let start = usize::try_from(span.byte_offset()?).ok()?;
+    let len = usize::try_from(span.byte_len()?).ok()?;
+    let raw = text.get(start..start.checked_add(len)?)?.trim();
+    let digits = raw.strip_prefix(['+', '-']).unwrap_or(raw);
+    if digits.len() < 2 || !digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let unsigned = raw.strip_prefix('+').unwrap_or(raw);
+    if let Ok(i) = unsigned.parse::<i64>() {
+        return Some(i.into());
+    }
+    unsigned.parse::<u64>().ok().map(Number::from)
 }
 
 /// A YAML node as read, before conversion to JSON.
@@ -784,6 +810,22 @@ mod tests {
         assert_eq!(
             d.spans.lookup(&p("a.missing")),
             Some(Pos { line: 1, column: 1 })
+        );
+    }
+
+    #[test]
+    fn a_leading_zero_integer_stays_an_integer_and_floats_stay_floats() {
+        let docs = parse(
+            "a: 010\nb: -007\nc: 10.0\nd: 1e3\ne: \"010\"\nf: &x 08\ng: *x\nh: 0\ni: 00\n---\nj: 010\n",
+        );
+        let text = serde_json::to_string(&docs[0].value).expect("json");
+        assert_eq!(
+            text,
+            r#"{"a":10,"b":-7,"c":10.0,"d":1000.0,"e":"010","f":8,"g":8,"h":0,"i":0}"#
+        );
+        assert_eq!(
+            serde_json::to_string(&docs[1].value).expect("json"),
+            r#"{"j":10}"#
         );
     }
 

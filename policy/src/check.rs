@@ -285,7 +285,9 @@ pub fn check_document_in(
                     ..render_req
                 };
                 render_workload_run(rules, &doc, &admitted)
-            } else if req.platform.is_some() || req.nodes.is_some() {
+            } else if req.platform.is_some() || req.gpu_arch.is_some() || req.nodes.is_some() {
+                // A node context given in part (`--gpu-arch` without `--platform`) is refused
+                // as `render` refuses it, never ignored.
                 render_workflow(rules, &doc, &render_req)
             } else {
                 // Without a node context a Workflow is checked as written.

@@ -13,6 +13,15 @@ use crate::check::built_in_finding;
 /// Rule id of the warning.
 pub const YAML_QUOTE_RULE: &str = "yaml-quote-it";
 
+/// Rule id of the warning for a `null` (or empty) resource quantity, which is dropped.
+pub const NULL_QUANTITY_RULE: &str = "null-quantity";
+
+/// True for a path under `spec.overrides`, where a `null` is a patch's "delete this key".
+pub(crate) fn in_overrides(path: &FieldPath) -> bool {
+    use nvcre_engine::Segment;
+    matches!(path.segments(), [Segment::Key(a), Segment::Key(b), ..] if a == "spec" && b == "overrides")
+}
+
 /// The plain scalars YAML 1.1 reads as booleans (its `bool` type), beside YAML 1.2's `true` /
 /// `false`, which this tool reads as booleans too.
 const YAML11_BOOLEANS: &[&str] = &[
@@ -186,6 +195,18 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
         ));
     }
     for (path, value) in found.quantities {
+        if value.is_null() && !in_overrides(&path) {
+            out.push(built_in_finding(
+                doc,
+                (NULL_QUANTITY_RULE, "input", Severity::Warning),
+                format!(
+                    "{path}: the quantity is empty (null), and a null field is dropped as if it were not written (the API server drops it too), so the value in force is the generated one: write the quantity you mean, or remove the key"
+                ),
+                Some(&path),
+                None,
+            ));
+            continue;
+        }
         let Value::Number(n) = value else {
             continue;
         };

@@ -65,13 +65,14 @@ assert_eq!(rendered.platform, "aws");
 
 pub use api::{Workflow, WorkloadRun};
 pub use build::shell_quote;
-pub use check::{CheckRequest, check_document, check_document_in, input_objects};
+pub use builtins::{BUILT_IN_RULES, BuiltInRule, built_in_rule};
+pub use check::{BUILT_IN, CheckRequest, check_document, check_document_in, input_objects};
 pub use detect::{
     GangDefaults, gang_defaults, gpu_products, placement_policy, scheduling_policy,
     selectable_platforms,
 };
 pub use error::PolicyError;
-pub use hazards::{YAML_QUOTE_RULE, yaml_quote_findings};
+pub use hazards::{NULL_QUANTITY_RULE, YAML_QUOTE_RULE, yaml_quote_findings};
 pub use nodes::{Discovery, detect_gpu_architecture, discover_targets};
 pub use nodes::{GpuProductRule, GpuProducts, Node, NodeError, nodes_from_documents};
 pub use nodes_file::read_nodes;
@@ -95,6 +96,7 @@ pub use suite::{
 
 mod api;
 mod build;
+mod builtins;
 mod check;
 mod contract;
 pub mod crd;

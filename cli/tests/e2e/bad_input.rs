@@ -1633,3 +1633,295 @@ refused!(
     2,
     "Error: standard input (`-`) can be given once; name the other inputs as files\n"
 );
+
+/// The worker container's `resources` of `render -o json` of `input` (exec framework).
+fn rendered_worker_resources(args: &[&str], input: &str) -> (i32, serde_json::Value, String) {
+    let mut all = vec!["render", "-o", "json"];
+    all.extend_from_slice(args);
+    all.push("in.yaml");
+    let (code, stdout, stderr) = run_in(&all, input);
+    let wf: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_default();
+    let resources = wf
+        .pointer("/spec/dependencies/0/spec/template/spec/replicatedJobs/0/template/spec/template/spec/containers/0/resources")
+        .cloned()
+        .unwrap_or_default();
+    (code, resources, stderr)
+}
+
+#[test]
+fn a_leading_zero_gpu_count_renders_as_the_integer_it_is_read_as() {
+    let (code, resources, stderr) = rendered_worker_resources(
+        &["--gpu-arch", "h100"],
+        &gpu_run("  resources: {limits: {nvidia.com/gpu: 010}}\n"),
+    );
+    // 10, the YAML 1.2 reading the warning names; never the float 10.0.
+    assert_eq!(
+        (
+            code,
+            serde_json::to_string(&resources).unwrap_or_default(),
+            stderr.as_str()
+        ),
+        (
+            0,
+            r#"{"limits":{"nvidia.com/gpu":10}}"#.to_string(),
+            "Warning: in.yaml:8:40: spec.resources.limits[\"nvidia.com/gpu\"]: the unquoted value 010 is the number 10 here, but YAML 1.1 tools (kubectl among them) read it as octal 8: write the number without the leading zero\n"
+        )
+    );
+}
+
+#[test]
+fn a_null_gpu_count_is_warned_about_and_the_generated_count_applies() {
+    let input = gpu_run("  resources:\n    limits:\n      nvidia.com/gpu: null\n");
+    let (code, resources, stderr) = rendered_worker_resources(&["--gpu-arch", "h100"], &input);
+    let message = "spec.resources.limits[\"nvidia.com/gpu\"]: the quantity is empty (null), and a null field is dropped as if it were not written (the API server drops it too), so the value in force is the generated one: write the quantity you mean, or remove the key";
+    assert_eq!(
+        (code, resources, stderr),
+        (
+            0,
+            serde_json::json!({"limits": {"nvidia.com/gpu": "8"}, "requests": {"nvidia.com/gpu": "8"}}),
+            format!("Warning: in.yaml:10:23: {message}\n")
+        )
+    );
+    let (code, stdout, _) = run_in(&["check", "in.yaml"], &input);
+    assert_eq!(
+        (code, stdout.lines().next()),
+        (
+            0,
+            Some(format!("in.yaml:10:23: warning[null-quantity]: {message}").as_str())
+        )
+    );
+}
+
+#[test]
+fn a_null_in_an_override_deletes_the_key_it_names() {
+    let input = run_yaml(
+        "  framework: {exec: {command: [a]}}\n  workloadMetadata: {labels: {cost-center: gpu, team: a}}\n  overrides:\n    - when: {platform: {equals: aws}}\n      jobTemplate: {spec: {workloadMetadata: {labels: {cost-center: null}}}}\n",
+    );
+    let (code, stdout, stderr) = run_in(
+        &[
+            "render",
+            "-o",
+            "json",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            "in.yaml",
+        ],
+        &input,
+    );
+    let wf: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_default();
+    assert_eq!(
+        (
+            code,
+            wf.pointer("/spec/jobTemplate/spec/workloadMetadata/labels")
+                .cloned(),
+            stderr.as_str()
+        ),
+        (0, Some(serde_json::json!({"team": "a"})), "")
+    );
+}
+
+#[test]
+fn a_workflow_rendered_offline_keeps_the_deleting_nulls_of_its_overrides() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let offline = bin()
+        .args(["render", "--gpu-arch", "gb200"])
+        .arg(root().join("examples/nccl-all-reduce.yaml"))
+        .output()
+        .expect("runs");
+    assert_eq!(offline.status.code(), Some(0));
+    std::fs::write(dir.path().join("wf.yaml"), &offline.stdout).expect("write");
+    let resolved = bin()
+        .args([
+            "render",
+            "-o",
+            "json",
+            "--platform",
+            "nscale",
+            "--gpu-arch",
+            "gb200",
+            "wf.yaml",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    let wf: serde_json::Value = serde_json::from_slice(&resolved.stdout).unwrap_or_default();
+    let runtime = wf
+        .pointer("/spec/dependencies")
+        .and_then(serde_json::Value::as_array)
+        .and_then(|d| d.iter().find(|d| d["kind"] == "TrainingRuntime"))
+        .cloned()
+        .unwrap_or_default();
+    // nscale's DRA claims replace the nvidia.com/gpu request: its override's nulls delete it.
+    assert_eq!(
+        (
+            resolved.status.code(),
+            runtime.pointer("/spec/template/spec/replicatedJobs/0/template/spec/template/spec/containers/0/resources").cloned()
+        ),
+        (
+            Some(0),
+            Some(serde_json::json!({"limits": {}, "requests": {}, "claims": [{"name": "compute-domain"}, {"name": "gpu"}, {"name": "rdma"}]}))
+        )
+    );
+}
+
+#[test]
+fn check_reports_a_nodes_file_or_rules_that_cannot_be_used_in_its_json_envelope() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("nodes.yaml"), "x: [\n").expect("write");
+    std::fs::write(dir.path().join("in.yaml"), gpu_run("")).expect("write");
+    let nodes = bin()
+        .args([
+            "check",
+            "-o",
+            "json",
+            "--nodes-file",
+            "nodes.yaml",
+            "in.yaml",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    let envelope: serde_json::Value = serde_json::from_slice(&nodes.stdout).unwrap_or_default();
+    assert_eq!(
+        (
+            nodes.status.code(),
+            &envelope["results"],
+            &envelope["summary"]["passed"]
+        ),
+        (
+            Some(2),
+            &serde_json::json!([{"file": "nodes.yaml", "documents": 0, "findings": [], "errors": [{"message": "nodes.yaml:1:4: unclosed bracket '['"}]}]),
+            &serde_json::json!(false)
+        )
+    );
+    let rules = dir.path().join("rules");
+    std::fs::create_dir(&rules).expect("mkdir");
+    std::fs::write(
+        rules.join("x.yaml"),
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nstage: admission\n",
+    )
+    .expect("write");
+    let unloaded = bin()
+        .args(["--rules", "rules", "check", "-o", "json", "in.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    let envelope: serde_json::Value = serde_json::from_slice(&unloaded.stdout).unwrap_or_default();
+    assert_eq!(
+        (
+            unloaded.status.code(),
+            &envelope["results"],
+            &envelope["summary"]["inputErrors"]
+        ),
+        (
+            Some(2),
+            &serde_json::json!([{"file": "rules/x.yaml", "documents": 0, "findings": [], "errors": [{"message": "rule pack error: rules/x.yaml:1:1: missing field `metadata`", "line": 1, "column": 1}]}]),
+            &serde_json::json!(1)
+        )
+    );
+}
+
+#[test]
+fn check_refuses_a_partial_node_context_for_a_workflow_as_render_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let offline = bin()
+        .args(["render", "--gpu-arch", "h100"])
+        .arg(root().join("examples/nccl-all-reduce.yaml"))
+        .output()
+        .expect("runs");
+    std::fs::write(dir.path().join("wf.yaml"), &offline.stdout).expect("write");
+    let render = bin()
+        .args(["render", "--gpu-arch", "h100", "wf.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    let check = bin()
+        .args(["check", "--gpu-arch", "h100", "wf.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    let render_err = String::from_utf8_lossy(&render.stderr).into_owned();
+    let check_err = String::from_utf8_lossy(&check.stderr).into_owned();
+    assert_eq!(
+        (render.status.code(), check.status.code()),
+        (Some(2), Some(2))
+    );
+    let first = render_err.lines().next().unwrap_or_default().to_string();
+    assert_eq!(
+        first,
+        "Error: specify --nodes-file <path> or --platform + --gpu-arch"
+    );
+    assert_eq!(
+        check_err.lines().next(),
+        Some(first.as_str()),
+        "{check_err}"
+    );
+}
+
+#[test]
+fn rules_explain_explains_the_pipelines_own_findings() {
+    let (code, stdout, stderr) = run_in(&["rules", "explain", "null-quantity"], "");
+    assert_eq!(
+        (code, stdout.as_str(), stderr.as_str()),
+        (
+            0,
+            "null-quantity
+  description  A resource quantity (limits or requests) is empty or null, so it is dropped as if it were not written.
+  severity     warning
+  pack         input
+  source       built into the pipeline (no rule file: not changed by --rules)
+
+  A null field of a WorkloadRun is dropped, as the API server drops it, so the quantity in force
+  is the generated one (for nvidia.com/gpu, the GPUs per node). Under spec.overrides a null is a
+  patch's \"delete this key\" and is not reported. Write the quantity you mean, or remove the key.
+",
+            ""
+        )
+    );
+    for id in nvcre_domain::BUILT_IN_RULES.iter().map(|r| r.id) {
+        let (code, stdout, _) = run_in(&["rules", "explain", id], "");
+        assert_eq!((code, stdout.lines().next()), (0, Some(id)));
+    }
+}
+
+#[test]
+fn a_gpu_limit_below_the_processes_per_node_is_an_error() {
+    let (code, stdout, _) = run_in(
+        &[
+            "check",
+            "-o",
+            "json",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            "in.yaml",
+        ],
+        gpu_run("  resources: {limits: {nvidia.com/gpu: 4}}\n"),
+    );
+    let envelope: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_default();
+    let findings: Vec<(String, String)> = envelope["results"][0]["findings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|f| {
+            (
+                f["ruleId"].as_str().unwrap_or("").to_string(),
+                f["message"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        (code, findings),
+        (
+            1,
+            vec![(
+                "gpu-limit-below-processes".to_string(),
+                "TrainingRuntime \"t-runtime\" starts 8 processes per node (numProcPerNode, from gpusPerNode), but node/node limits nvidia.com/gpu to 4: two ranks would share a GPU, which NCCL refuses; set spec.gpusPerNode to the GPU limit, or the limit to 8".to_string()
+            )]
+        )
+    );
+}

@@ -77,12 +77,27 @@ pub fn prepare_document(
         }
     }
     normalize_api_version(&mut doc.value, &mut notes, &doc.source.name);
-    nvcre_engine::patch::strip_nulls(&mut doc.value);
+    strip_nulls_outside_overrides(&mut doc.value);
     if let Some(m) = doc.value.as_object_mut() {
         m.entry("apiVersion").or_insert_with(|| json!(API_VERSION));
         m.entry("kind").or_insert_with(|| json!(expected));
     }
     Ok((doc, notes))
+}
+
+/// Removes every `null` field, as the API server does for a custom resource's fields that are
+/// not nullable, except under `spec.overrides`: there a `null` is a patch's "delete this key"
+/// (a strategic merge patch, a dependency merge) and must reach the merge.
+fn strip_nulls_outside_overrides(value: &mut Value) {
+    // A placeholder that is not null keeps the key, and so the order of `spec`'s keys.
+    let overrides = value
+        .pointer_mut("/spec/overrides")
+        .filter(|o| !o.is_null())
+        .map(|o| std::mem::replace(o, Value::Bool(false)));
+    nvcre_engine::patch::strip_nulls(value);
+    if let (Some(o), Some(slot)) = (overrides, value.pointer_mut("/spec/overrides")) {
+        *slot = o;
+    }
 }
 
 /// Normalises the API group: the legacy `cre.nvidia.com` is accepted with a warning.

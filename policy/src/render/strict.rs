@@ -175,6 +175,10 @@ pub(crate) fn validate(
     // placement reads them): a value that is not one is an error, never "no GPU need".
     if let Some(spec) = doc.value.get("spec") {
         for (path, value) in gpu_quantities(spec, FieldPath::root().key("spec")) {
+            // Under spec.overrides a null is a patch's "delete this key", not a count.
+            if value.is_null() && crate::hazards::in_overrides(&path) {
+                continue;
+            }
             if let Err(e) = gpu_count(value) {
                 problems.push(Problem {
                     message: format!("{path}: {}", gpu_count_problem(value, e)),

@@ -1,0 +1,80 @@
+//! The findings the pipeline itself reports, beside the rule files' ([`BUILT_IN_RULES`]): what
+//! each one means and what to do, for `rules explain` and the rule descriptions of reports.
+//! Their ids are stable; their findings carry `ruleFile: <built-in>`.
+
+use nvcre_engine::Severity;
+
+use crate::check::{LEGACY_API_GROUP_RULE, NOT_AN_OBJECT_RULE, PLACEMENT_RULE};
+use crate::hazards::{NULL_QUANTITY_RULE, YAML_QUOTE_RULE};
+
+/// One finding the pipeline reports without a rule file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuiltInRule {
+    /// The finding's `ruleId`.
+    pub id: &'static str,
+    /// The finding's `pack`.
+    pub pack: &'static str,
+    /// Its severity (`not-a-kubernetes-object`: info for a mapping without kind, a warning
+    /// otherwise; this is the higher).
+    pub severity: Severity,
+    /// One sentence: when it is reported.
+    pub description: &'static str,
+    /// Why it matters and what to do, in a few lines.
+    pub explanation: &'static str,
+}
+
+/// Every finding the pipeline reports without a rule file, by id.
+pub const BUILT_IN_RULES: &[BuiltInRule] = &[
+    BuiltInRule {
+        id: PLACEMENT_RULE,
+        pack: "placement",
+        severity: Severity::Error,
+        description: "With --nodes-file, the run's groups cannot be placed on the nodes given (too few eligible nodes, too little GPU capacity, a named node missing or listed twice).",
+        explanation: "check --nodes-file places the groups as render --expand does: the target's nodes that are \
+schedulable and carry nvidia.com/gpu.present=true, partitioned into groups of spec.numNodes. \
+The message is the controller's own. Give the run fewer nodes per group (spec.numNodes), widen \
+spec.target, or check the nodes file is the fleet you mean.",
+    },
+    BuiltInRule {
+        id: YAML_QUOTE_RULE,
+        pack: "input",
+        severity: Severity::Warning,
+        description: "An unquoted value where Kubernetes expects a string (a label or annotation value, an env value, ConfigMap data) that YAML 1.1 tools such as kubectl read differently, or a quantity with a leading zero.",
+        explanation: "This tool reads YAML 1.2, where an unquoted yes stays the string yes; kubectl reads YAML 1.1, \
+where yes, no, on, off, y and n are booleans, and 010 is octal 8. Numbers such as 1.10 or 1e3 \
+are numbers in every YAML version, not the text written. The value is never rewritten: quote it \
+(\"yes\", \"1.10\"), or write a quantity without its leading zero.",
+    },
+    BuiltInRule {
+        id: NULL_QUANTITY_RULE,
+        pack: "input",
+        severity: Severity::Warning,
+        description: "A resource quantity (limits or requests) is empty or null, so it is dropped as if it were not written.",
+        explanation: "A null field of a WorkloadRun is dropped, as the API server drops it, so the quantity in \
+force is the generated one (for nvidia.com/gpu, the GPUs per node). Under spec.overrides a null \
+is a patch's \"delete this key\" and is not reported. Write the quantity you mean, or remove the \
+key.",
+    },
+    BuiltInRule {
+        id: NOT_AN_OBJECT_RULE,
+        pack: "input",
+        severity: Severity::Warning,
+        description: "A document is not a Kubernetes object (no apiVersion, kind and metadata), so no rule checked it.",
+        explanation: "Info for a mapping without kind (a values file, a kustomization); a warning for a string, \
+a number, a boolean or a list, which more likely means a wrong file. Leave such files out of \
+the paths given to check, or add the apiVersion and kind the document is meant to have.",
+    },
+    BuiltInRule {
+        id: LEGACY_API_GROUP_RULE,
+        pack: "input",
+        severity: Severity::Warning,
+        description: "The document uses the older cre.nvidia.com API group; it is read as nvcre.nvidia.com.",
+        explanation: "The older group is accepted and rendered as the current one. Change apiVersion to \
+nvcre.nvidia.com/v1alpha1 so the manifest applies to clusters that serve only the current group.",
+    },
+];
+
+/// The built-in finding with this id.
+pub fn built_in_rule(id: &str) -> Option<&'static BuiltInRule> {
+    BUILT_IN_RULES.iter().find(|r| r.id == id)
+}
