@@ -449,34 +449,46 @@ pub(crate) fn yaml_error(
             message: limits.breach_message(breach, scale),
         };
     }
-    // The library's Display may embed a snippet; keep only its first line for the message.
-    let text = e.to_string();
-    let mut message = text.lines().next().unwrap_or("invalid YAML").trim();
-    // The library repeats the position ("error: line 2 column 1: …"); we print it once.
-    message = message.strip_prefix("error: ").unwrap_or(message);
-    if let Some(rest) = message.strip_prefix("line ")
-        && let Some((_, after)) = rest.split_once(": ")
-    {
-        message = after;
-    }
-    let message = message.trim_end_matches(", set DuplicateKeyPolicy in Options if acceptable");
-    let message = if message == "recursion limit exceeded" {
-        // The parser's own nesting guard, which fires before the depth budget on flow
-        // collections: the same limit for the user.
-        format!(
-            "the document nests mappings and lists deeper than the limit of {} levels (--max-depth)",
-            limits.depth
-        )
-    } else if let Some(text) = message
-        .strip_prefix("non-finite float `")
-        .and_then(|m| m.strip_suffix("` rejected by the configured policy"))
-    {
-        format!(
-            "{text} is not a finite number: Kubernetes objects (JSON) cannot hold infinity or NaN; quote it if it is meant as text"
-        )
-    } else {
-        unexpected_character(message).unwrap_or_else(|| message.to_string())
+    // The parser's and the library's own errors that read as internals are told in our words,
+    // by their kind (never by their text).
+    let typed = match inner {
+        serde_saphyr::Error::DuplicateMappingKey { key, .. } => Some(match key {
+            Some(k) => format!("duplicate key {}; keep one", crate::quote::go_quote(k)),
+            None => "duplicate key; keep one".to_string(),
+        }),
+        serde_saphyr::Error::NonFiniteFloat { value, .. } => Some(format!(
+            "{value} is not a finite number: Kubernetes objects (JSON) cannot hold infinity or NaN; quote it if it is meant as text"
+        )),
+        serde_saphyr::Error::ExternalMessage { source: from, .. } => match &**from {
+            serde_saphyr::ExternalMessageSource::Parser(scan) => match scan.kind() {
+                // The parser's own nesting guard, which fires before the depth budget on flow
+                // collections: the same limit for the user.
+                serde_saphyr::granit_parser::ErrorKind::RecursionLimitExceeded => Some(format!(
+                    "the document nests mappings and lists deeper than the limit of {} levels (--max-depth)",
+                    limits.depth
+                )),
+                serde_saphyr::granit_parser::ErrorKind::UnexpectedCharacter { character } => {
+                    Some(unexpected_character(*character))
+                }
+                _ => None,
+            },
+            _ => None,
+        },
+        _ => None,
     };
+    let message = typed.unwrap_or_else(|| {
+        // The library's Display may embed a snippet; keep only its first line for the message.
+        let text = e.to_string();
+        let mut message = text.lines().next().unwrap_or("invalid YAML").trim();
+        // The library repeats the position ("error: line 2 column 1: …"); we print it once.
+        message = message.strip_prefix("error: ").unwrap_or(message);
+        if let Some(rest) = message.strip_prefix("line ")
+            && let Some((_, after)) = rest.split_once(": ")
+        {
+            message = after;
+        }
+        message.to_string()
+    });
     Error::Yaml {
         source_name: source.name.clone(),
         pos,
@@ -484,38 +496,12 @@ pub(crate) fn yaml_error(
     }
 }
 
-/// The parser's ``unexpected character: `\u{7f}'`` (the character in Rust's escape syntax) in
-/// the user's words. A control character (C0 but tab and line breaks, DEL, C1) is refused
-/// anywhere in the text, also inside a quoted string, where JSON allows it raw: say what it is
-/// and how to write it.
-fn unexpected_character(message: &str) -> Option<String> {
-    let quoted = message
-        .strip_prefix("unexpected character: `")?
-        .strip_suffix('\'')?;
-    let c = match quoted
-        .strip_prefix("\\u{")
-        .and_then(|h| h.strip_suffix('}'))
-    {
-        Some(hex) => char::from_u32(u32::from_str_radix(hex, 16).ok()?)?,
-        None => match quoted {
-            "\\t" => '\t',
-            "\\r" => '\r',
-            "\\n" => '\n',
-            "\\'" => '\'',
-            "\\\"" => '"',
-            "\\\\" => '\\',
-            other => {
-                let mut chars = other.chars();
-                let c = chars.next()?;
-                if chars.next().is_some() {
-                    return None;
-                }
-                c
-            }
-        },
-    };
+/// The parser's unexpected character `c` in the user's words. A control character (C0 but tab
+/// and line breaks, DEL, C1) is refused anywhere in the text, also inside a quoted string, where
+/// JSON allows it raw: say what it is and how to write it.
+fn unexpected_character(c: char) -> String {
     let code = u32::from(c);
-    Some(if c.is_control() {
+    if c.is_control() {
         let escape = if code <= 0xff {
             format!("\\x{code:02X}")
         } else {
@@ -529,7 +515,7 @@ fn unexpected_character(message: &str) -> Option<String> {
         format!("unexpected character U+{code:04X}")
     } else {
         format!("unexpected character '{c}'")
-    })
+    }
 }
 
 fn pos_of(loc: &serde_saphyr::Location, line_offset: usize) -> Pos {
@@ -886,16 +872,14 @@ mod tests {
             "in.json:1:24: unexpected control character U+007F: YAML does not allow it unescaped, not even in a quoted string; remove it, or write it as \\x7F inside a double-quoted string"
         );
         assert_eq!(
-            unexpected_character("unexpected character: `\\u{85}'").as_deref(),
-            Some(
-                "unexpected control character U+0085: YAML does not allow it unescaped, not even in a quoted string; remove it, or write it as \\x85 inside a double-quoted string"
-            )
+            unexpected_character('\u{85}'),
+            "unexpected control character U+0085: YAML does not allow it unescaped, not even in a quoted string; remove it, or write it as \\x85 inside a double-quoted string"
         );
+        assert_eq!(unexpected_character('@'), "unexpected character '@'");
         assert_eq!(
-            unexpected_character("unexpected character: `@'").as_deref(),
-            Some("unexpected character '@'")
+            unexpected_character('\u{a0}'),
+            "unexpected character U+00A0"
         );
-        assert_eq!(unexpected_character("did not find expected key"), None);
     }
 
     #[test]
