@@ -612,7 +612,13 @@ fn into_value(
             let mut map = Map::new();
             for (k, v) in entries {
                 let key_pos = pos_of(&k.referenced, line_offset);
-                let key_text = k.value.into_key();
+                // A number or boolean key is kept as written (`010:` is the key "010"), as
+                // Kubernetes (JSON) keys are strings.
+                let written = match &k.value {
+                    Node::Num(_) | Node::Bool(_) => scalar_text(&k.defined, text),
+                    _ => None,
+                };
+                let key_text = written.unwrap_or_else(|| k.value.into_key());
                 let child = format!("{pointer}/{}", escape_pointer(&key_text));
                 if duplicate.is_none() && map.contains_key(&key_text) {
                     *duplicate = Some(Duplicate {
@@ -635,6 +641,16 @@ pub(crate) fn escape_pointer(token: &str) -> String {
     token.replace('~', "~0").replace('/', "~1")
 }
 
+/// The source text of the plain scalar at `at` in `text` (the part of the stream parsed), if
+/// the parser gave its byte span.
+fn scalar_text(at: &serde_saphyr::Location, text: &str) -> Option<String> {
+    let span = at.span();
+    let start = usize::try_from(span.byte_offset()?).ok()?;
+    let len = usize::try_from(span.byte_len()?).ok()?;
+    let raw = text.get(start..start.checked_add(len)?)?.trim();
+    (!raw.is_empty()).then(|| raw.to_string())
+}
+
 /// The integer a plain scalar with a redundant leading zero (`010`, `-007`) spells in YAML 1.2's
 /// core schema, which is how this reader reads it (and what the YAML 1.1 warning says). The YAML
 /// library hands such a scalar over as a float, which would be written back as `10.0`: a
@@ -643,10 +659,8 @@ fn leading_zero_integer(n: &Number, at: &serde_saphyr::Location, text: &str) -> 
     if !n.is_f64() {
         return None;
     }
-    let span = at.span();
-    let start = usize::try_from(span.byte_offset()?).ok()?;
-    let len = usize::try_from(span.byte_len()?).ok()?;
-    let raw = text.get(start..start.checked_add(len)?)?.trim();
+    let raw = scalar_text(at, text)?;
+    let raw = raw.as_str();
     let digits = raw.strip_prefix(['+', '-']).unwrap_or(raw);
     if digits.len() < 2 || !digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
@@ -808,6 +822,12 @@ mod tests {
         assert_eq!(
             text,
             r#"{"a":10,"b":-7,"c":10.0,"d":1000.0,"e":"010","f":8,"g":8,"h":0,"i":0}"#
+        );
+        // Keys are strings, as written.
+        let keys = parse("010: a\n1.50: b\ntrue: c\n2: d\n");
+        assert_eq!(
+            serde_json::to_string(&keys[0].value).expect("json"),
+            r#"{"010":"a","1.50":"b","true":"c","2":"d"}"#
         );
         assert_eq!(
             serde_json::to_string(&docs[1].value).expect("json"),
