@@ -304,10 +304,12 @@ pub fn check_document_in(
                 return Ok(findings);
             };
             match rendered {
-                Ok(rendered) if req.nodes.is_some() => {
-                    findings.extend(placement_findings(rules, &doc, &rendered)?);
+                Ok(rendered) => {
+                    findings.extend(rendered.findings.iter().cloned());
+                    if req.nodes.is_some() {
+                        findings.extend(placement_findings(rules, &doc, &rendered)?);
+                    }
                 }
-                Ok(_) => {}
                 Err(PolicyError::Rejected(f)) => findings.extend(f),
                 Err(PolicyError::Placement(m)) => findings.push(placement_finding(&doc, m)),
                 Err(e) => return Err(e),

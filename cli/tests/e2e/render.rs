@@ -275,7 +275,7 @@ fn runai_variant_uses_runai_queue_and_scheduler_everywhere() {
 fn without_platform_overrides_stay_unresolved() {
     let (code, wf, stderr) = render(&["--gpu-arch", "h100", &example("nccl-all-reduce.yaml")]);
     assert_eq!(code, 0, "{stderr}");
-    assert_eq!(wf["spec"]["overrides"].as_array().map(Vec::len), Some(23));
+    assert_eq!(wf["spec"]["overrides"].as_array().map(Vec::len), Some(25));
     assert!(
         wf["metadata"]["annotations"]
             .get("nvcrectl.nvidia.com/detected-platform")

@@ -18,7 +18,8 @@ use super::RenderRequest;
 use super::parse::input_error;
 
 /// Resolves every matching override for the node context, clears `spec.overrides`, and enforces
-/// the post-override stages (placement, workload labels, gang contract) on the result.
+/// the post-override stages (placement, workload labels, gang contract) on the result: the
+/// Workflow, the overrides applied and the findings below error (warnings, info).
 ///
 /// # Errors
 /// [`PolicyError::Resolve`] for a failing override; [`PolicyError::Rejected`] for a failed check.
@@ -32,7 +33,7 @@ pub(super) fn resolve_and_enforce(
     doc: &Document,
     user_offset: usize,
     report: contract::Report,
-) -> Result<(Workflow, Vec<AppliedOverride>, Vec<String>), PolicyError> {
+) -> Result<(Workflow, Vec<AppliedOverride>, Vec<nvcre_engine::Finding>), PolicyError> {
     let domains = domain_count(&workflow, nodes);
     let octx = OverrideContext::for_workflow(&workflow, platform, arch, domains);
     let lists = list_policy(rules)?;
@@ -70,13 +71,17 @@ pub(super) fn resolve_and_enforce(
     )?;
     let workflow = serde_json::from_value(checked.value.into_owned())
         .map_err(|e| PolicyError::Build(e.to_string()))?;
-    let warnings = checked
+    let below_error = checked
         .findings
-        .iter()
+        .into_iter()
         .filter(|f| f.severity != nvcre_engine::Severity::Error)
-        .map(|f| format!("{} [{}]", f.message, f.rule_id))
         .collect();
-    Ok((workflow, applied, warnings))
+    Ok((workflow, applied, below_error))
+}
+
+/// A post-override finding below error as `render` prints it on stderr.
+pub(super) fn warning_line(f: &nvcre_engine::Finding) -> String {
+    format!("{} [{}]", f.message, f.rule_id)
 }
 
 /// Distinct non-empty values of `orchestration.topology.topologyKey` among `nodes`.

@@ -55,6 +55,9 @@ pub struct Rendered {
     pub workflow: Value,
     /// Notes for stderr (legacy API group, warnings from rules).
     pub warnings: Vec<String>,
+    /// The post-override findings below error (warnings, info), located in the input where
+    /// their field was written: `check` reports them (`render` prints them in `warnings`).
+    pub findings: Vec<nvcre_engine::Finding>,
     /// Overrides applied (empty without a platform).
     pub applied: Vec<AppliedOverride>,
     /// The platform used ("" without one).

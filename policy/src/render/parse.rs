@@ -435,6 +435,19 @@ pub fn check_user_overrides(doc: &Document, overrides: &[OverrideSpec]) -> Resul
     Ok(())
 }
 
+/// [`locate_findings`] for findings that are not a rejection (warnings of a render that went
+/// through).
+pub(super) fn locate_each(
+    findings: Vec<nvcre_engine::Finding>,
+    doc: &Document,
+    overrides: usize,
+) -> Vec<nvcre_engine::Finding> {
+    match locate_findings(PolicyError::Rejected(findings), doc, overrides) {
+        PolicyError::Rejected(f) => f,
+        _ => Vec::new(),
+    }
+}
+
 /// Gives post-override findings a line in the source when the field they name was written
 /// there: in the document itself, in one of its `spec.overrides[i].jobTemplate` (the last
 /// override that writes it), or, for a WorkloadRun, at `spec.workloadMetadata`.

@@ -12,8 +12,10 @@ use crate::packs::params::OverrideParams;
 use crate::resolve::{OverrideContext, when_matches};
 
 use super::context::node_context;
-use super::enforce::{report_mode, resolve_and_enforce};
-use super::parse::{check_user_overrides, locate_findings, parse_typed, prepare_document};
+use super::enforce::{report_mode, resolve_and_enforce, warning_line};
+use super::parse::{
+    check_user_overrides, locate_each, locate_findings, parse_typed, prepare_document,
+};
 use super::platform::PlatformOverride;
 use super::{
     ANNOTATION_APPLIED, ANNOTATION_ARCH, ANNOTATION_PLATFORM, OVERRIDE_TABLE, RenderRequest,
@@ -65,7 +67,8 @@ pub fn render_workflow(
     )
     .map_err(|e| locate_findings(prefix_resolved(e), &doc, workflow_overrides))?;
     let mut warnings = warnings;
-    warnings.extend(post_warnings);
+    let findings = locate_each(post_warnings, &doc, workflow_overrides);
+    warnings.extend(findings.iter().map(warning_line));
     warnings.extend(build_time_rows_note(rules, &workflow, &platform, &arch)?);
     let ann = &mut workflow.metadata.annotations;
     ann.insert(ANNOTATION_PLATFORM.into(), platform.clone());
@@ -77,6 +80,7 @@ pub fn render_workflow(
     Ok(Rendered {
         workflow: serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?,
         warnings,
+        findings,
         applied,
         platform,
         gpu_architecture: arch,

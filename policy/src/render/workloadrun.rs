@@ -17,9 +17,10 @@ use crate::packs::params::OverrideParams;
 use crate::resolve::{AppliedOverride, OverrideContext, when_matches};
 
 use super::context::{NODES_FILE_EXCLUSIVE, NodeContext, detect_nic_resource, node_context};
-use super::enforce::{report_mode, resolve_and_enforce};
+use super::enforce::{report_mode, resolve_and_enforce, warning_line};
 use super::parse::{
-    build_error, check_user_overrides, locate_findings, origin, parse_typed, prepare_document,
+    build_error, check_user_overrides, locate_each, locate_findings, origin, parse_typed,
+    prepare_document,
 };
 use super::platform::{PlatformOverride, apply_user_env};
 use super::{ANNOTATION_ARCH, ANNOTATION_PLATFORM, OVERRIDE_TABLE, RenderRequest, Rendered};
@@ -39,6 +40,7 @@ pub fn render_workload_run(
     // One CEL cost budget for the whole render (shared with an enclosing `check`).
     let _budget = nvcre_engine::cost::DocumentBudget::open();
     let mut warnings = Vec::new();
+    let mut findings = Vec::new();
     check_flags_first(rules, req)?;
     let (doc, run) = parse_and_admit(rules, doc, req, &mut warnings)?;
     let (ctx, arch) = resolve_node_context(rules, req, &run, &mut warnings)?;
@@ -55,9 +57,9 @@ pub fn render_workload_run(
         &arch,
         rows.len(),
         req,
-        &mut warnings,
+        (&mut warnings, &mut findings),
     )?;
-    output(workflow, warnings, applied, ctx, arch)
+    output(workflow, (warnings, findings), applied, ctx, arch)
 }
 
 /// Checks the flags before the file is used (as nvcrectl does): their values first, then the
@@ -325,7 +327,7 @@ fn resolve_for_platform(
     arch: &str,
     platform_rows: usize,
     req: &RenderRequest,
-    warnings: &mut Vec<String>,
+    (warnings, findings): (&mut Vec<String>, &mut Vec<nvcre_engine::Finding>),
 ) -> Result<(Workflow, Vec<AppliedOverride>), PolicyError> {
     if ctx.platform.is_empty() {
         return Ok((workflow, Vec::new()));
@@ -341,7 +343,9 @@ fn resolve_for_platform(
         report_mode(req),
     )
     .map_err(|e| locate_findings(e, doc, run.spec.overrides.len()))?;
-    warnings.extend(post_warnings);
+    let post = locate_each(post_warnings, doc, run.spec.overrides.len());
+    warnings.extend(post.iter().map(warning_line));
+    findings.extend(post);
     workflow
         .metadata
         .annotations
@@ -352,7 +356,7 @@ fn resolve_for_platform(
 /// The output: the architecture annotation written, the Workflow as JSON.
 fn output(
     mut workflow: Workflow,
-    warnings: Vec<String>,
+    (warnings, findings): (Vec<String>, Vec<nvcre_engine::Finding>),
     applied: Vec<AppliedOverride>,
     ctx: NodeContext,
     arch: String,
@@ -366,6 +370,7 @@ fn output(
     Ok(Rendered {
         workflow,
         warnings,
+        findings,
         applied,
         platform: ctx.platform,
         gpu_architecture: arch,
