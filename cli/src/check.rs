@@ -29,7 +29,20 @@ fn write_atomically(
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => std::path::Path::new("."),
     };
-    let mut tmp = tempfile::NamedTempFile::new_in(dir)
+    // The report gets the mode a plain create would give it (0666 less the umask), or the
+    // mode of the file it replaces, not the temporary file's private 0600.
+    let mut builder = tempfile::Builder::new();
+    #[cfg(unix)]
+    let mode = {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(path)
+            .map(|m| m.permissions())
+            .unwrap_or_else(|_| std::fs::Permissions::from_mode(0o666))
+    };
+    #[cfg(unix)]
+    builder.permissions(mode);
+    let mut tmp = builder
+        .tempfile_in(dir)
         .map_err(|e| std::io::Error::new(e.kind(), strip_path(&e)))?;
     {
         let mut out = std::io::BufWriter::new(tmp.as_file_mut());
@@ -225,7 +238,8 @@ pub fn run_unloaded(
             .errors
             .iter()
             .map(|e| {
-                let (file, pos) = e.location().unwrap_or(("<rules>", None));
+                // An error of the set as a whole (a missing directory) is the directory's.
+                let (file, pos) = e.location().unwrap_or((rules_info.source.as_str(), None));
                 InputError {
                     file: file.to_string(),
                     message: e.to_string(),

@@ -310,9 +310,10 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
     let rules = match load_rules(cli.rules.as_deref()) {
         Ok(rules) => rules,
         Err(errors) => {
-            if let Command::Check(args) = &cli.command
-                && let Ok(info) = ruleset::RulesInfo::of(cli.rules.as_deref())
-            {
+            if let Command::Check(args) = &cli.command {
+                // A set that cannot even be read (a missing or empty directory) has no digest.
+                let info = ruleset::RulesInfo::of(cli.rules.as_deref())
+                    .unwrap_or_else(|_| ruleset::RulesInfo::unreadable(cli.rules.as_deref()));
                 return Ok(check::run_unloaded(&errors, &info, args));
             }
             for e in &errors.errors {

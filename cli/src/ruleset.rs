@@ -18,6 +18,16 @@ pub struct RulesInfo {
 }
 
 impl RulesInfo {
+    /// The identity of a `--rules` set that cannot be read: its source, no files, and the
+    /// digest `none`.
+    pub fn unreadable(dir: Option<&Path>) -> RulesInfo {
+        RulesInfo {
+            source: dir.map_or_else(|| "embedded".to_string(), |d| d.display().to_string()),
+            digest: "none".to_string(),
+            files: 0,
+        }
+    }
+
     /// The identity of the embedded set (`dir` `None`) or of the files of `dir` (as `--rules`
     /// reads them).
     ///

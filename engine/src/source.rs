@@ -90,6 +90,9 @@ struct NodeSpan {
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SpanIndex {
     spans: HashMap<String, NodeSpan>,
+    /// JSON pointer and source text of each integer written with a redundant leading zero
+    /// (`010`), in document order: YAML 1.1 tools read such a number as octal.
+    leading_zeros: Vec<(String, String)>,
 }
 
 impl SpanIndex {
@@ -124,7 +127,16 @@ impl SpanIndex {
     /// of its own).
     pub fn sub(&self, prefix: &FieldPath) -> SpanIndex {
         let p = prefix.pointer();
+        let below = |k: &str| -> Option<String> {
+            let rest = k.strip_prefix(&p)?;
+            (rest.is_empty() || rest.starts_with('/')).then(|| rest.to_string())
+        };
         SpanIndex {
+            leading_zeros: self
+                .leading_zeros
+                .iter()
+                .filter_map(|(k, raw)| Some((below(k)?, raw.clone())))
+                .collect(),
             spans: self
                 .spans
                 .iter()
@@ -134,6 +146,12 @@ impl SpanIndex {
                 })
                 .collect(),
         }
+    }
+
+    /// The integers written with a redundant leading zero (`010`, read as 10): each one's JSON
+    /// pointer and source text, in document order.
+    pub fn leading_zero_integers(&self) -> &[(String, String)] {
+        &self.leading_zeros
     }
 
     /// True when `path` itself (not an ancestor) was present in the source.
@@ -589,7 +607,13 @@ fn into_value(
     match node.value {
         Node::Null => Value::Null,
         Node::Bool(b) => Value::Bool(b),
-        Node::Num(n) => Value::Number(leading_zero_integer(&n, &node.defined, text).unwrap_or(n)),
+        Node::Num(n) => match leading_zero_integer(&n, &node.defined, text) {
+            Some((integer, raw)) => {
+                spans.leading_zeros.push((pointer, raw));
+                Value::Number(integer)
+            }
+            None => Value::Number(n),
+        },
         Node::Str(s) => Value::String(s),
         Node::Seq(items) => Value::Array(
             items
@@ -655,7 +679,11 @@ fn scalar_text(at: &serde_saphyr::Location, text: &str) -> Option<String> {
 /// core schema, which is how this reader reads it (and what the YAML 1.1 warning says). The YAML
 /// library hands such a scalar over as a float, which would be written back as `10.0`: a
 /// changed value. `None` for every other number (a float the user wrote stays a float).
-fn leading_zero_integer(n: &Number, at: &serde_saphyr::Location, text: &str) -> Option<Number> {
+fn leading_zero_integer(
+    n: &Number,
+    at: &serde_saphyr::Location,
+    text: &str,
+) -> Option<(Number, String)> {
     if !n.is_f64() {
         return None;
     }
@@ -666,10 +694,11 @@ fn leading_zero_integer(n: &Number, at: &serde_saphyr::Location, text: &str) -> 
         return None;
     }
     let unsigned = raw.strip_prefix('+').unwrap_or(raw);
-    if let Ok(i) = unsigned.parse::<i64>() {
-        return Some(i.into());
-    }
-    unsigned.parse::<u64>().ok().map(Number::from)
+    let integer = match unsigned.parse::<i64>() {
+        Ok(i) => Number::from(i),
+        Err(_) => Number::from(unsigned.parse::<u64>().ok()?),
+    };
+    Some((integer, raw.to_string()))
 }
 
 /// A YAML node as read, before conversion to JSON.

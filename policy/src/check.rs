@@ -312,6 +312,11 @@ pub fn check_document_in(
                 }
                 Err(PolicyError::Rejected(f)) => findings.extend(f),
                 Err(PolicyError::Placement(m)) => findings.push(placement_finding(&doc, m)),
+                // A node context this document cannot use (a Workflow given half of one): an
+                // input error of the document, which names it.
+                Err(PolicyError::Usage(m)) => {
+                    return Err(crate::render::input_error(&doc, "", m));
+                }
                 Err(e) => return Err(e),
             }
             Ok(findings)

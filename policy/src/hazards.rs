@@ -124,6 +124,29 @@ fn walk<'a>(out: &mut Fields<'a>, path: FieldPath, v: &'a Value) {
     }
 }
 
+/// The field path of JSON `pointer` in `value` (a numeric token is an index under a list and a
+/// key under a mapping).
+fn path_of_pointer(value: &Value, pointer: &str) -> Option<FieldPath> {
+    let mut path = FieldPath::root();
+    let mut at = value;
+    for raw in pointer.split('/').skip(1) {
+        let token = raw.replace("~1", "/").replace("~0", "~");
+        match at {
+            Value::Array(items) => {
+                let i: usize = token.parse().ok()?;
+                at = items.get(i)?;
+                path = path.index(i);
+            }
+            Value::Object(map) => {
+                at = map.get(&token)?;
+                path = path.key(token);
+            }
+            _ => return None,
+        }
+    }
+    Some(path)
+}
+
 /// An unquoted number with a leading zero (`010`): YAML 1.1 tools read it as octal.
 fn octal_in_yaml11(token: &str) -> Option<i64> {
     let digits = token.strip_prefix(['+', '-']).unwrap_or(token);
@@ -200,26 +223,32 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
                 doc,
                 (NULL_QUANTITY_RULE, "input", Severity::Warning),
                 format!(
-                    "{path}: the quantity is empty (null), and a null field is dropped as if it were not written (the API server drops it too), so the value in force is the generated one: write the quantity you mean, or remove the key"
+                    "{path}: the quantity is empty (null), and a null field is dropped as if it were not written (the API server drops it too): write the quantity you mean, or remove the key"
                 ),
                 Some(&path),
                 None,
             ));
+        }
+    }
+    // Every integer written with a leading zero, in any field: the parser recorded each one
+    // (a string-typed field already got its "quote it" warning above).
+    let warned: std::collections::HashSet<String> =
+        out.iter().filter_map(|f| f.field_path.clone()).collect();
+    for (pointer, token) in doc.spans.leading_zero_integers() {
+        let Some(octal) = octal_in_yaml11(token) else {
+            continue;
+        };
+        let Some(path) = path_of_pointer(&doc.value, pointer) else {
+            continue;
+        };
+        if warned.contains(&path.to_string()) {
             continue;
         }
-        let Value::Number(n) = value else {
-            continue;
-        };
-        let Some(pos) = doc.spans.lookup(&path) else {
-            continue;
-        };
-        let Some(token) = line(pos.line).and_then(|l| plain_token(&l, pos.column)) else {
-            continue;
-        };
-        let Some(octal) = octal_in_yaml11(&token) else {
-            continue;
-        };
-        let here = number_text(n);
+        let here = path
+            .get(&doc.value)
+            .and_then(Value::as_number)
+            .map(number_text)
+            .unwrap_or_else(|| token.clone());
         out.push(warning(
             doc,
             &path,

@@ -1673,7 +1673,7 @@ fn a_leading_zero_gpu_count_renders_as_the_integer_it_is_read_as() {
 fn a_null_gpu_count_is_warned_about_and_the_generated_count_applies() {
     let input = gpu_run("  resources:\n    limits:\n      nvidia.com/gpu: null\n");
     let (code, resources, stderr) = rendered_worker_resources(&["--gpu-arch", "h100"], &input);
-    let message = "spec.resources.limits[\"nvidia.com/gpu\"]: the quantity is empty (null), and a null field is dropped as if it were not written (the API server drops it too), so the value in force is the generated one: write the quantity you mean, or remove the key";
+    let message = "spec.resources.limits[\"nvidia.com/gpu\"]: the quantity is empty (null), and a null field is dropped as if it were not written (the API server drops it too): write the quantity you mean, or remove the key";
     assert_eq!(
         (code, resources, stderr),
         (
@@ -1855,7 +1855,7 @@ fn check_refuses_a_partial_node_context_for_a_workflow_as_render_does() {
     );
     assert_eq!(
         check_err.lines().next(),
-        Some(first.as_str()),
+        Some("Error: wf.yaml:1:1: specify --nodes-file <path> or --platform + --gpu-arch"),
         "{check_err}"
     );
 }
@@ -1899,7 +1899,7 @@ fn a_gpu_limit_below_the_processes_per_node_is_an_error() {
             "h100",
             "in.yaml",
         ],
-        gpu_run("  resources: {limits: {nvidia.com/gpu: 4}}\n"),
+        run_yaml("  framework: {mpi: {mpirunPath: /usr/local/mpi/bin/mpirun, binary: /b}}\n  resources: {limits: {nvidia.com/gpu: 4}}\n"),
     );
     let envelope: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_default();
     let findings: Vec<(String, String)> = envelope["results"][0]["findings"]
@@ -1924,4 +1924,57 @@ fn a_gpu_limit_below_the_processes_per_node_is_an_error() {
             )]
         )
     );
+}
+
+#[test]
+fn every_leading_zero_integer_is_warned_about_not_only_quantities() {
+    let (code, stdout, _) = run_in(
+        &["check", "-o", "json", "in.yaml"],
+        run_yaml("  framework: {exec: {command: [a]}}\n  orchestration: {repeatCount: 010}\n")
+            .replace("numNodes: 1", "numNodes: 02"),
+    );
+    let envelope: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_default();
+    let rows: Vec<(String, String)> = envelope["results"][0]["findings"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|f| {
+            (
+                f["ruleId"].as_str().unwrap_or("").to_string(),
+                f["message"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        (code, rows),
+        (
+            0,
+            vec![
+                ("yaml-quote-it".to_string(), "spec.numNodes: the unquoted value 02 is the number 2 here, but YAML 1.1 tools (kubectl among them) read it as octal 2: write the number without the leading zero".to_string()),
+                ("yaml-quote-it".to_string(), "spec.orchestration.repeatCount: the unquoted value 010 is the number 10 here, but YAML 1.1 tools (kubectl among them) read it as octal 8: write the number without the leading zero".to_string()),
+            ]
+        )
+    );
+}
+
+#[test]
+fn report_files_get_the_mode_a_plain_create_gives() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("in.yaml"), gpu_run("")).expect("write");
+    let out = bin()
+        .args(["check", "-o", "sarif=out.sarif", "in.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0));
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.path().join("out.sarif"))
+            .map(|m| m.permissions().mode() & 0o777)
+            .unwrap_or(0);
+        // 0666 less the umask: readable by others under the usual 022, never the private 0600.
+        assert_ne!(mode & 0o044, 0, "mode {mode:o}");
+    }
 }

@@ -221,7 +221,10 @@ fn workflow_render_resolves_and_prefixes_contract_errors() {
     .expect("applied json");
     assert_eq!(
         applied,
-        json!([{"index": 10, "when": "gpuArchitecture=h100, platform=gcp", "patches": "jobTemplate", "noOp": false}])
+        json!([
+            {"index": 10, "when": "gpuArchitecture=h100, platform=gcp", "patches": "jobTemplate", "noOp": false},
+            {"index": 11, "when": "gpuArchitecture=h100, platform=gcp", "patches": "1 dependencies", "noOp": false}
+        ])
     );
 }
 

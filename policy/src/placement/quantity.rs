@@ -40,6 +40,7 @@ pub const GPU_COUNT_ACCEPTED: &str = "a GPU count is a whole number from 0 to 92
 /// 9223372036854775807): a GPU count is a whole number from 0 to …`.
 pub fn gpu_count_problem(value: &Value, e: QuantityError) -> String {
     let written = match value {
+        Value::String(s) if s.is_empty() => "\"\"".to_string(),
         Value::String(s) => s.clone(),
         other => other.to_string(),
     };

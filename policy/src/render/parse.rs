@@ -296,8 +296,9 @@ pub(super) fn plain_serde_message(m: &str) -> String {
             .chars()
             .take_while(|c| c.is_alphanumeric())
             .collect();
+        // The type's name is ours, not the user's: the field path says which mapping.
         out = format!(
-            "{}expected a mapping ({name}){}",
+            "{}expected a mapping{}",
             &out[..i],
             &out[i + 16 + name.len()..]
         );
