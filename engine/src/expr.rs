@@ -35,6 +35,7 @@ static ROOT: LazyLock<cel::Context<'static>> = LazyLock::new(|| {
     register_types(&mut ctx);
     register_cached_regex(&mut ctx);
     register_cost(&mut ctx);
+    register_formats(&mut ctx);
     ctx
 });
 
@@ -653,6 +654,56 @@ fn register_types(ctx: &mut cel::Context<'static>) {
         "goQuote",
         |cel::extractors::This(s): cel::extractors::This<Arc<String>>| -> Arc<String> {
             Arc::new(crate::quote::go_quote(&s))
+        },
+    );
+}
+
+/// A named format value (`format.labelValue()`), which only `validate` takes.
+#[derive(Debug, PartialEq, Eq)]
+struct FormatValue(crate::format::Format);
+
+impl cel::objects::Opaque for FormatValue {
+    fn runtime_type_name(&self) -> &str {
+        "kubernetes.NamedFormat"
+    }
+}
+
+/// `format.qualifiedName()`, `format.labelValue()` and `<format>.validate(s)` (see
+/// [`crate::format`]).
+fn register_formats(ctx: &mut cel::Context<'static>) {
+    use crate::format::Format;
+    use cel::objects::OptionalValue;
+    fn qualified_name() -> cel::ResolveResult {
+        Ok(Cel::Opaque(Arc::new(FormatValue(Format::QualifiedName))))
+    }
+    fn label_value() -> cel::ResolveResult {
+        Ok(Cel::Opaque(Arc::new(FormatValue(Format::LabelValue))))
+    }
+    ctx.add_function("format.qualifiedName", qualified_name);
+    ctx.add_function("format.labelValue", label_value);
+    ctx.add_function(
+        "validate",
+        |cel::extractors::This(this): cel::extractors::This<Cel>,
+         s: Arc<String>|
+         -> cel::ResolveResult {
+            let Some(f) = (match &this {
+                Cel::Opaque(o) => o.downcast_ref::<FormatValue>(),
+                _ => None,
+            }) else {
+                return Err(cel::ExecutionError::function_error(
+                    "validate",
+                    "validate is called on a named format, such as format.labelValue()",
+                ));
+            };
+            let errs = f.0.validate(&s);
+            let opt = if errs.is_empty() {
+                OptionalValue::none()
+            } else {
+                OptionalValue::of(Cel::List(Arc::new(
+                    errs.into_iter().map(|e| Cel::String(Arc::new(e))).collect(),
+                )))
+            };
+            Ok(Cel::Opaque(Arc::new(opt)))
         },
     );
 }

@@ -83,6 +83,7 @@ mod eval;
 mod expr;
 mod files;
 mod finding;
+mod format;
 pub mod limits;
 mod lint;
 mod pack;
