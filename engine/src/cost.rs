@@ -46,11 +46,9 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kube_cel::cel::IdedExpr;
-use kube_cel::cel::common::ast::{
-    CallExpr, EntryExpr, Expr as Ast, IdedEntryExpr, LiteralValue, operators,
-};
-use kube_cel::cel::common::types::CelBool;
+use cel::IdedExpr;
+use cel::common::ast::{CallExpr, EntryExpr, Expr as Ast, IdedEntryExpr, LiteralValue, operators};
+use cel::common::types::CelBool;
 
 use crate::limits::{Limits, limits};
 
@@ -625,7 +623,7 @@ fn is_empty_literal(e: &IdedExpr) -> bool {
 
 /// True for the comprehension `l.filter(x, p)` expands to: its step appends the element
 /// itself, `p ? accu + [x] : accu`.
-fn is_filter(c: &kube_cel::cel::common::ast::ComprehensionExpr) -> bool {
+fn is_filter(c: &cel::common::ast::ComprehensionExpr) -> bool {
     let is = |e: &IdedExpr, name: &str| matches!(&e.expr, Ast::Ident(n) if n == name);
     let Ast::Call(step) = &c.loop_step.expr else {
         return false;
@@ -788,7 +786,7 @@ mod tests {
     }
 
     fn ast(text: &str) -> IdedExpr {
-        kube_cel::cel::parser::Parser::new()
+        cel::parser::Parser::new()
             .enable_optional_syntax(true)
             .parse(text)
             .expect("parses")

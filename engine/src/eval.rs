@@ -13,7 +13,7 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use kube_cel::cel::Value as Cel;
+use cel::Value as Cel;
 use serde_json::{Map, Value};
 
 use crate::error::Error;

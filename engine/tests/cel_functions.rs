@@ -63,7 +63,10 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
         ("object.spec.big", ok(json!(18446744073709551615u64))),
         ("object.spec.none == null", ok(json!(true))),
         ("object.spec.missing", err("No such key: missing")),
-        ("object.metadata.name.x", ok(json!(false))),
+        (
+            "object.metadata.name.x",
+            err("cannot select a field of a string"),
+        ),
         ("object.?spec.?replicas.orValue(0)", ok(json!(3))),
         ("object.?spec.?missing.orValue(7)", ok(json!(7))),
         ("object.?spec.?missing.?deeper.orValue('d')", ok(json!("d"))),
@@ -110,14 +113,11 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
         // Sizes, strings and conversions.
         ("size(object.spec.jobs)", ok(json!(2))),
         ("object.spec.jobs.size()", ok(json!(2))),
-        ("size('héllo')", ok(json!(6))),
+        ("size('héllo')", ok(json!(5))),
         ("size(object.metadata.labels)", ok(json!(2))),
         ("string(3)", ok(json!("3"))),
         ("string(1.5)", ok(json!("1.5"))),
-        (
-            "string(true)",
-            err("Error executing function 'string': cannot convert Bool to string"),
-        ),
+        ("string(true)", ok(json!("true"))),
         ("string('s')", ok(json!("s"))),
         ("string(object.spec.replicas) + 'x'", ok(json!("3x"))),
         ("int('42') + 1", ok(json!(43))),
@@ -127,7 +127,7 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
         ("'abc'.contains('d')", ok(json!(false))),
         (
             "'abc'.startsWith(1)",
-            err("Unexpected type: got 'Int(1)', want 'Arc<String>'"),
+            err("method 'startsWith' does not take (int) on a string"),
         ),
         ("'a,b,,c'.split(',')", ok(json!(["a", "b", "", "c"]))),
         ("'a,b,c'.split(',', 2)", ok(json!(["a", "b,c"]))),
@@ -138,19 +138,17 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
         ("'hello'.substring(1, 3)", ok(json!("el"))),
         (
             "'hello'.substring(3, 1)",
-            err("Error executing function 'substring': end index 1 out of range"),
+            err("Error executing function 'substring': invalid substring range. start: 3, end: 1"),
         ),
         (
             "'hello'.substring(9)",
-            err(
-                "Error executing function 'substring': start index 9 out of range for string of length 5",
-            ),
+            err("Error executing function 'substring': index out of range: 9"),
         ),
         ("['b', 'a'].join(',')", ok(json!("b,a"))),
         ("['b', 'a'].join()", ok(json!("ba"))),
         ("[].join(',')", ok(json!(""))),
         ("params.names.join('; ')", ok(json!("b; a; c"))),
-        ("[1, 2].join(',')", ok(json!("Int(1),Int(2)"))),
+        ("[1, 2].join(',')", err("expected string, got int")),
         // Lists.
         (
             "object.spec.args.flatten()",
@@ -163,7 +161,7 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
         ("[3, 1, 2].sort()", ok(json!([1, 2, 3]))),
         (
             "[1, 'a'].sort()",
-            err("Error executing function 'compare': cannot compare values of different types"),
+            err("Error executing function 'sort': list elements must have the same type"),
         ),
         ("lists.range(3)", ok(json!([0, 1, 2]))),
         ("lists.range(0)", ok(json!([]))),
@@ -272,8 +270,11 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
             "9223372036854775807 + 1",
             err("integer overflow: 9223372036854775807 + 1 is out of range"),
         ),
-        ("{'a': 1}[[1]]", err("[1] (list) cannot be a map key")),
-        ("1 < 'a'", err("No such overload")),
+        (
+            "{'a': 1}[[1]]",
+            err("operator '[]' does not take map and list"),
+        ),
+        ("1 < 'a'", err("operator '<' does not take int and string")),
         ("nope", err("Undeclared reference to 'nope'")),
         ("nope(1)", err("Undeclared reference to 'nope'")),
         (
