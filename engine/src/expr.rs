@@ -82,6 +82,22 @@ pub(crate) const VARIABLE_PREFIX: &str = "__variables__";
 /// The prefix of a failed fragment's key among a scope's failures (no identifier has a dot).
 const FRAGMENT_FAILURE_PREFIX: &str = "fragments.";
 
+/// Parses `text`: with the Pratt parser, which builds the same tree as the ANTLR one in a
+/// fraction of the time (engine/tests/parsers.rs holds them to that over every shipped rule
+/// expression); with the ANTLR parser for what the Pratt one refuses, so that what compiles and
+/// the error messages are the ANTLR parser's, and for the `sortBy` macro of the lists extension,
+/// which only the ANTLR parser expands.
+fn parse(text: &str) -> Result<IdedExpr, cel::ParseErrors> {
+    if !text.contains("sortBy")
+        && let Ok(ast) = cel::parser::PrattParser::new()
+            .enable_optional_syntax(true)
+            .parse(text)
+    {
+        return Ok(ast);
+    }
+    ENV.parser().enable_optional_syntax(true).parse(text)
+}
+
 /// Which fields of a map-valued binding (`params`, `fragments`) expressions read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum FieldReads {
@@ -151,7 +167,6 @@ impl Expr {
     }
 
     fn compile_text(text: &str) -> Result<Expr, String> {
-        let parse = |t: &str| ENV.parser().enable_optional_syntax(true).parse(t);
         let mut ast = parse(&rewrite_optional_select(text)).map_err(|_| {
             // Report positions in the text as written, not in the rewritten one.
             match parse(text) {
@@ -380,9 +395,8 @@ fn entry_reads(entries: &[IdedEntryExpr], name: &str, out: &mut FieldReads) {
 /// Rewrites optional field selection `a.?b` into the equivalent optional index `a[?'b']`, and
 /// `variables.name` into the identifier `__variables__name`.
 ///
-/// `cel` 0.13 parses `.?` but evaluates it as a plain select (a missing key is an error), while
-/// `[?'key']` works; the two are defined as equivalent by the CEL optional-types spec. String
-/// literals are left untouched.
+/// The two are defined as equivalent by the CEL optional-types spec; the rewrite keeps one form
+/// for the analyses of the AST (field reads, cost, sites). String literals are left untouched.
 fn rewrite_optional_select(text: &str) -> String {
     let b = text.as_bytes();
     let mut out = String::with_capacity(text.len() + 8);
@@ -394,8 +408,8 @@ fn rewrite_optional_select(text: &str) -> String {
             i = end;
             continue;
         }
-        // `variables.name` → `__variables__name`: each variable is its own binding, so reading
-        // one does not copy all of them (`cel` 0.13 deep-copies a variable on every read).
+        // `variables.name` → `__variables__name`: each variable is its own binding, so a failed
+        // variable fails only the expressions that read it, and reading one builds no map.
         if c == b'v'
             && b.get(i..i + 10) == Some(b"variables.".as_slice())
             && !i
