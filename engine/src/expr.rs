@@ -1525,7 +1525,7 @@ mod tests {
     }
 
     #[test]
-    fn kubernetes_cel_libraries_and_optional_syntax() {
+    fn the_cel_libraries_and_optional_syntax() {
         let s = scope(json!({"labels": {"kai.scheduler/queue": "q"}, "n": 3}));
         let e = |t: &str| {
             Expr::compile(t)
