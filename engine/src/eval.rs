@@ -649,6 +649,9 @@ fn vars_value(vars: &BTreeMap<String, Cel>) -> Cel {
     Cel::from(map)
 }
 
+/// A table's rendered fragments: by name, and as the JSON map `fragments` reads in place.
+type RenderedFragments = (Fragments, Arc<Value>);
+
 /// Renders of a [`Table`] already computed, shared by every thread that renders the table.
 ///
 /// A table is pure data: the same `include` mode and the same values of the params its
@@ -665,7 +668,7 @@ pub(crate) struct TableCache {
     /// must not grow it without limit.
     entries: Mutex<HashMap<(usize, bool, String), Option<Value>>>,
     /// Key of the params the fragments read → the rendered fragments, and as CEL.
-    fragments: Mutex<HashMap<String, Arc<(Fragments, Arc<Value>)>>>,
+    fragments: Mutex<HashMap<String, Arc<RenderedFragments>>>,
 }
 
 /// What the parts of a table read of `params`.
@@ -785,10 +788,7 @@ impl Table {
 
     /// The scope entries render in (`params` and `fragments`, both read in place) and the
     /// rendered fragments, which are cached like the entries.
-    fn render_fragments(
-        &self,
-        params: &Value,
-    ) -> Result<(Scope, Arc<(Fragments, Arc<Value>)>), Error> {
+    fn render_fragments(&self, params: &Value) -> Result<(Scope, Arc<RenderedFragments>), Error> {
         let key = params_key(&self.reads().fragments, params);
         let cached = self
             .cache

@@ -534,7 +534,7 @@ fn template_close(s: &str, from: usize) -> Option<usize> {
 ///
 /// A JSON document is bound as it is (shared, not copied, when bound with
 /// [`Scope::bind_shared`]) and read in place by every expression evaluated in the scope (see
-/// [`crate::view`]); a CEL value is converted to the interpreter's form once, when bound.
+/// `engine/src/view.rs`); a CEL value is converted to the interpreter's form once, when bound.
 /// Cloning a scope clones pointers only.
 ///
 /// A scope also records the variables and fragments that could not be evaluated: an expression
