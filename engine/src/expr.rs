@@ -51,6 +51,7 @@ static ROOT: LazyLock<cel::Context<'static, 'static>> = LazyLock::new(|| {
     register_cached_regex(&mut ctx);
     register_cost(&mut ctx);
     register_formats(&mut ctx);
+    register_equality(&mut ctx);
     ctx
 });
 
@@ -182,6 +183,7 @@ impl Expr {
         if let Some(why) = unsupported(&ast) {
             return Err(why.to_string());
         }
+        route_equality(&mut ast);
         crate::cost::instrument(&mut ast);
         let mut refs: Vec<String> = ast
             .references()
@@ -378,6 +380,73 @@ fn unsupported(e: &IdedExpr) -> Option<&'static str> {
         }
     });
     found
+}
+
+/// The function `==` is routed to (see [`route_equality`]).
+const EQUALS_FUNCTION: &str = "@eq";
+/// The function `!=` is routed to.
+const NOT_EQUALS_FUNCTION: &str = "@ne";
+
+/// Routes every `==` and `!=` of `e` to our own functions: the interpreter asks the left
+/// operand only, and its own maps do not know a map that views a document in place, so
+/// `{'a': 1} == object.m` would be false where `object.m == {'a': 1}` is true. Ours ask the
+/// other side too. No rule can name them (`@` starts no CEL identifier).
+fn route_equality(e: &mut IdedExpr) {
+    match &mut e.expr {
+        AstExpr::Call(c) => {
+            if c.target.is_none() && c.args.len() == 2 {
+                if c.func_name == operators::EQUALS {
+                    c.func_name = EQUALS_FUNCTION.to_string();
+                } else if c.func_name == operators::NOT_EQUALS {
+                    c.func_name = NOT_EQUALS_FUNCTION.to_string();
+                }
+            }
+            if let Some(t) = c.target.as_deref_mut() {
+                route_equality(t);
+            }
+            c.args.iter_mut().for_each(route_equality);
+        }
+        AstExpr::Comprehension(c) => {
+            for x in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                route_equality(x);
+            }
+        }
+        AstExpr::Select(s) => route_equality(&mut s.operand),
+        AstExpr::List(l) => l.elements.iter_mut().for_each(route_equality),
+        AstExpr::Map(m) => {
+            for entry in &mut m.entries {
+                if let EntryExpr::MapEntry(me) = &mut entry.expr {
+                    route_equality(&mut me.key);
+                    route_equality(&mut me.value);
+                }
+            }
+        }
+        AstExpr::Struct(_) | AstExpr::Ident(_) | AstExpr::Literal(_) | AstExpr::Unspecified => {}
+    }
+}
+
+/// `@eq(a, b)` and `@ne(a, b)`: CEL equality, whichever side views a document.
+fn register_equality(ctx: &mut cel::Context<'static, 'static>) {
+    for (name, equal) in [(EQUALS_FUNCTION, true), (NOT_EQUALS_FUNCTION, false)] {
+        add_raw(
+            ctx,
+            name,
+            Box::new(move |ftx| {
+                let ops = operands(ftx);
+                let [a, b] = ops.as_slice() else {
+                    return Err(ExecutionError::invalid_argument_count(2, ops.len()));
+                };
+                let same = a.equals(*b) || b.equals(*a);
+                Ok(CowVal::owned(CelBool::from(same == equal)))
+            }),
+        );
+    }
 }
 
 fn entry_reads(entries: &[IdedEntryExpr], name: &str, out: &mut FieldReads) {

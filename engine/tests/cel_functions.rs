@@ -93,6 +93,27 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
         ),
         ("has(object.spec.replicas)", ok(json!(true))),
         ("has(object.spec.missing)", ok(json!(false))),
+        // Equality, whichever side reads the document.
+        (
+            "object.metadata.labels == {'kai.scheduler/queue': 'q', 'team': 'ml'}",
+            ok(json!(true)),
+        ),
+        (
+            "{'kai.scheduler/queue': 'q', 'team': 'ml'} == object.metadata.labels",
+            ok(json!(true)),
+        ),
+        ("{'team': 'ml'} != object.metadata.labels", ok(json!(true))),
+        (
+            "[{'name': 'a', 'n': 1}, {'name': 'b', 'n': 2}] == object.spec.jobs",
+            ok(json!(true)),
+        ),
+        (
+            "object.spec.jobs == [{'name': 'a', 'n': 1}, {'name': 'b', 'n': 2}]",
+            ok(json!(true)),
+        ),
+        ("object.spec.replicas == 3.0", ok(json!(true))),
+        ("object.spec.none != null", ok(json!(false))),
+        ("object.metadata in [object.metadata]", ok(json!(true))),
         // Macros.
         ("object.spec.jobs.map(j, j.name)", ok(json!(["a", "b"]))),
         (
