@@ -116,6 +116,9 @@ struct Run<'a, 'd> {
     objects: Option<&'a Objects>,
     /// Borrowed until a rule mutates it (copy on write).
     doc: Cow<'d, Value>,
+    /// `doc` as the scopes bind it: one copy, made when a scope first needs it after `doc`
+    /// changed, and shared by every scope bound to that version.
+    shared: Option<Arc<Value>>,
     findings: Vec<Finding>,
     /// `object`, `params` and `objects` bound for `doc` (see [`Run::base_scope`]).
     base: Option<Scope>,
@@ -192,6 +195,7 @@ impl CompiledPack {
             params,
             objects,
             doc,
+            shared: None,
             findings: Vec::new(),
             base: base.take(),
             mutated: false,
@@ -299,9 +303,17 @@ impl Run<'_, '_> {
         s
     }
 
-    fn bind_base(&self) -> Scope {
+    /// The current `doc`, shared (see [`Run::shared`]).
+    fn shared_doc(&mut self) -> Arc<Value> {
+        let doc = &self.doc;
+        self.shared
+            .get_or_insert_with(|| Arc::new(doc.as_ref().clone()))
+            .clone()
+    }
+
+    fn bind_base(&mut self) -> Scope {
         let mut s = Scope::new();
-        s.bind("object", &self.doc);
+        s.bind_shared("object", self.shared_doc());
         // No params is an empty map, so `params.?x.orValue(d)` works everywhere.
         if self.params.is_null() {
             s.bind("params", &Value::Object(Map::new()));
@@ -483,11 +495,13 @@ impl Run<'_, '_> {
                     }
                 }
                 mutated = true;
+                self.shared = None;
             }
             if mutated {
                 // Later items and rules see the mutated document.
-                s.bind("object", &self.doc);
-                scope.bind("object", &self.doc);
+                let doc = self.shared_doc();
+                s.bind_shared("object", doc.clone());
+                scope.bind_shared("object", doc);
             }
         }
         Ok(mutated)
