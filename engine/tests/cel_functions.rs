@@ -296,6 +296,7 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
             err("operator '[]' does not take map and list"),
         ),
         ("1 < 'a'", err("operator '<' does not take int and string")),
+        ("{'a': 1, 'a': 2}", err("map literal repeats the key \"a\"")),
         ("nope", err("Undeclared reference to 'nope'")),
         ("nope(1)", err("Undeclared reference to 'nope'")),
         (
