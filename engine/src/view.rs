@@ -13,10 +13,11 @@ use std::sync::{Arc, OnceLock};
 use cel::ExecutionError;
 use cel::common::traits::{Container, Indexer, Iterable, Iterator as CelIterator, Sizer, Zeroer};
 use cel::common::types::{
-    self, CelBool, CelBytes, CelDouble, CelInt, CelList, CelNull, CelString, CelUInt, Kind, Type,
+    self, CelBool, CelBytes, CelDouble, CelInt, CelList, CelNull, CelOptional, CelString, CelUInt,
+    Kind, Type,
 };
 use cel::common::value::{CowVal, Val};
-use cel::objects::{Key, Map as CelMap};
+use cel::objects::{Key, Map as CelMap, OptionalValue};
 use serde_json::{Map, Value};
 
 use crate::expr::Cel;
@@ -253,7 +254,14 @@ pub(crate) fn to_cel(v: &dyn Val) -> Result<Cel, String> {
             }
             Cel::Map(CelMap { map: Arc::new(out) })
         }
-        _ => Cel::try_from(v).map_err(|_| no_value(v))?,
+        // An optional is copied with what it holds, which may view a document.
+        _ => match v.downcast_ref::<CelOptional>() {
+            Some(opt) => Cel::Opaque(Arc::new(match opt.option() {
+                Some(held) => OptionalValue::of(to_cel(held)?),
+                None => OptionalValue::none(),
+            })),
+            None => Cel::try_from(v).map_err(|_| no_value(v))?,
+        },
     })
 }
 

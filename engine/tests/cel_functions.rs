@@ -91,6 +91,11 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
             "'kai.scheduler/queue' in object.metadata.labels",
             ok(json!(true)),
         ),
+        (
+            "object.?spec.?replicas",
+            err("a opaque value cannot be written to a manifest"),
+        ),
+        ("[object.?spec][0].?replicas.orValue(0)", ok(json!(3))),
         ("has(object.spec.replicas)", ok(json!(true))),
         ("has(object.spec.missing)", ok(json!(false))),
         // Equality, whichever side reads the document.
