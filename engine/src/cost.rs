@@ -3,20 +3,24 @@
 //! # Units
 //!
 //! One unit per comprehension iteration (each element `all`, `exists`, `exists_one`, `map` or
-//! `filter` visits), plus one per element the comprehension has accumulated when the iteration
-//! starts, and one per started 64 bytes of text a regex function (`matches`, `find`, `findAll`)
-//! scans. The accumulator is charged because `cel` 0.13 copies it, deeply, on every iteration:
-//! a `map` or `filter` over n elements does about n²/2 element copies, which is where the time
-//! of a large document goes (a `map` over 3,000 env entries, a few records each, took minutes
-//! before this was charged). Other functions are not charged: their work is linear in their
-//! arguments, which an expression can only make large by iterating.
+//! `filter` visits), plus, for a comprehension the interpreter runs by copying its accumulator,
+//! one per element accumulated when the iteration starts, and one per started 64 bytes of text a
+//! regex function (`matches`, `find`, `findAll`) scans. `cel` 0.15 appends a `map`'s or
+//! `filter`'s list in place when the comprehension keeps the shape its macro gives it (a
+//! literal loop condition, a step `@result + [x]` or `g ? @result + [x] : @result`); any other
+//! shape copies the accumulator on every iteration, n²/2 element copies over n elements (a `map`
+//! over 3,000 env entries took minutes before this was charged). Other functions are not
+//! charged: their work is linear in their arguments, which an expression can only make large by
+//! iterating.
 //!
 //! # Enforcement
 //!
-//! `cel` 0.13 has no cost hooks, but its interpreter evaluates a comprehension's loop
-//! condition once per element. `instrument` rewrites every comprehension when an expression
-//! compiles so that its loop condition reads `@cost() ? <condition> : false`: `COST_FUNCTION`
-//! charges one unit to the evaluating thread's meter and fails once a budget is spent. The
+//! `cel` has no cost hooks. `instrument` rewrites every comprehension when an expression
+//! compiles: the loop condition of most reads `@cost(@result) ? <condition> : false`; in a
+//! `map` or `filter` of the in-place shape, whose loop condition must stay a literal, the guard
+//! `g` or the appended element `x` reads `@cost() ? g : false` instead, evaluated once per
+//! element too. `COST_FUNCTION` charges to the evaluating thread's meter and fails once a budget
+//! is spent. The
 //! error of a ternary's condition always propagates (unlike `||` and `&&`, which drop an error
 //! when the other side decides), so the comprehension stops there, and every later charge of
 //! the same evaluation fails too, so every enclosing comprehension stops at its next element.
@@ -46,11 +50,11 @@
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use kube_cel::cel::IdedExpr;
-use kube_cel::cel::common::ast::{
-    CallExpr, EntryExpr, Expr as Ast, IdedEntryExpr, LiteralValue, operators,
+use cel::IdedExpr;
+use cel::common::ast::{
+    CallExpr, ComprehensionExpr, EntryExpr, Expr as Ast, IdedEntryExpr, LiteralValue, operators,
 };
-use kube_cel::cel::common::types::CelBool;
+use cel::common::types::CelBool;
 
 use crate::limits::{Limits, limits};
 
@@ -283,6 +287,13 @@ fn instrument_at(e: &mut IdedExpr, next_id: &mut u64) {
             ] {
                 instrument_at(x, next_id);
             }
+            if let Some(x) = append_charge_site(c) {
+                // Run in place by the interpreter: the loop condition stays a literal, and the
+                // guard or appended element charges one unit per iteration instead.
+                let charged = std::mem::take(x);
+                *x = charge_then(charged, vec![], next_id);
+                return;
+            }
             let cond = std::mem::take(&mut c.loop_cond);
             // The accumulator is passed so that its size is charged too (see the module docs).
             let accu = IdedExpr {
@@ -327,6 +338,70 @@ fn instrument_at(e: &mut IdedExpr, next_id: &mut u64) {
         Ast::Map(m) => instrument_entries(&mut m.entries, next_id),
         Ast::Struct(s) => instrument_entries(&mut s.entries, next_id),
         Ast::Ident(_) | Ast::Literal(_) | Ast::Unspecified => {}
+    }
+}
+
+/// `@cost(args…) ? e : false`: `e` once the charge is made.
+fn charge_then(e: IdedExpr, args: Vec<IdedExpr>, next_id: &mut u64) -> IdedExpr {
+    let charge = IdedExpr {
+        id: fresh(next_id),
+        expr: Ast::Call(CallExpr {
+            func_name: COST_FUNCTION.to_string(),
+            target: None,
+            args,
+        }),
+    };
+    let stop = IdedExpr {
+        id: fresh(next_id),
+        expr: Ast::Literal(LiteralValue::Boolean(CelBool::from(false))),
+    };
+    IdedExpr {
+        id: fresh(next_id),
+        expr: Ast::Call(CallExpr {
+            func_name: operators::CONDITIONAL.to_string(),
+            target: None,
+            args: vec![charge, e, stop],
+        }),
+    }
+}
+
+/// In a `map` or `filter` (a comprehension whose result is its accumulator, whose loop
+/// condition is a literal and whose step is `@result + [x]`, or `g ? @result + [x] : @result`),
+/// the node evaluated once per iteration that can carry the charge: `g`, else `x`. The
+/// interpreter appends to such an accumulator in place, without copying it, as long as the
+/// shape is kept.
+fn append_charge_site(c: &mut ComprehensionExpr) -> Option<&mut IdedExpr> {
+    let accu = c.accu_var.as_str();
+    let is_accu = |e: &IdedExpr| matches!(&e.expr, Ast::Ident(n) if n == accu);
+    if !is_accu(&c.result) || !matches!(c.loop_cond.expr, Ast::Literal(_)) {
+        return None;
+    }
+    let appended = |e: &IdedExpr| match &e.expr {
+        Ast::Call(call) if call.func_name == operators::ADD && call.target.is_none() => {
+            matches!(call.args.as_slice(), [l, r] if is_accu(l)
+                && matches!(&r.expr, Ast::List(list) if list.elements.len() == 1))
+        }
+        _ => false,
+    };
+    let guarded = match &c.loop_step.expr {
+        Ast::Call(call) if call.func_name == operators::CONDITIONAL && call.target.is_none() => {
+            match call.args.as_slice() {
+                [_, step, otherwise] if is_accu(otherwise) && appended(step) => true,
+                _ => return None,
+            }
+        }
+        _ if appended(&c.loop_step) => false,
+        _ => return None,
+    };
+    let Ast::Call(call) = &mut c.loop_step.expr else {
+        return None;
+    };
+    if guarded {
+        return call.args.first_mut();
+    }
+    match call.args.get_mut(1).map(|r| &mut r.expr) {
+        Some(Ast::List(list)) => list.elements.first_mut(),
+        _ => None,
     }
 }
 
@@ -625,7 +700,7 @@ fn is_empty_literal(e: &IdedExpr) -> bool {
 
 /// True for the comprehension `l.filter(x, p)` expands to: its step appends the element
 /// itself, `p ? accu + [x] : accu`.
-fn is_filter(c: &kube_cel::cel::common::ast::ComprehensionExpr) -> bool {
+fn is_filter(c: &cel::common::ast::ComprehensionExpr) -> bool {
     let is = |e: &IdedExpr, name: &str| matches!(&e.expr, Ast::Ident(n) if n == name);
     let Ast::Call(step) = &c.loop_step.expr else {
         return false;
@@ -708,14 +783,13 @@ mod tests {
                 eval("params.l.all(x, x < 100)", &list(100)),
                 Ok(json!(true))
             );
-            // A filter also pays for what it has accumulated: over 13 elements, 13 iterations
-            // and 0 + 1 + … + 12 = 78 elements, 91 units; over 14, 14 + 91 = 105.
+            // A map or filter appends in place: one unit per element, whatever it has kept.
             assert_eq!(
-                eval("params.l.filter(x, x >= 0).size() == 13", &list(13)),
+                eval("params.l.filter(x, x >= 0).size() == 100", &list(100)),
                 Ok(json!(true))
             );
             assert_eq!(
-                eval("params.l.filter(x, x >= 0).size() == 14", &list(14)),
+                eval("params.l.map(x, x).size() == 101", &list(101)),
                 Err(OVER_EXPRESSION.to_string())
             );
             // The next expression starts afresh (a loop that stops early is charged for the
@@ -788,7 +862,7 @@ mod tests {
     }
 
     fn ast(text: &str) -> IdedExpr {
-        kube_cel::cel::parser::Parser::new()
+        cel::parser::Parser::new()
             .enable_optional_syntax(true)
             .parse(text)
             .expect("parses")

@@ -13,11 +13,11 @@ use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use kube_cel::cel::Value as Cel;
+use cel::Value as Cel;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
-use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, VARIABLE_PREFIX, json_to_cel};
+use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, VARIABLE_PREFIX};
 use crate::finding::{Finding, Severity};
 use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, Rule, Table};
 use crate::patch::{self, ListPolicy};
@@ -60,9 +60,8 @@ pub const OBJECTS: &str = "objects";
 /// [`Contract::stage_with_objects`](crate::Contract::stage_with_objects) see them: the CEL
 /// variable [`OBJECTS`], a list of the documents (the evaluated one included) in input order.
 ///
-/// The list is converted to CEL once, when a pack first binds it, and shared by every document
-/// of the input (clones share it); an input whose documents no such pack evaluates is never
-/// converted. When the caller could not gather the input (it is larger than it keeps), the view
+/// The list is shared by every document of the input (clones share it) and read in place by
+/// the rules, never converted. When the caller could not gather the input (it is larger than it keeps), the view
 /// is [`Objects::unavailable`]: every expression that reads `objects` fails with the reason,
 /// so the rules that need it report an error finding rather than a missing referent.
 #[derive(Debug, Clone)]
@@ -70,14 +69,17 @@ pub struct Objects(Arc<ObjectsView>);
 
 #[derive(Debug)]
 enum ObjectsView {
-    Documents(Vec<Value>, OnceLock<Cel>),
+    /// The documents, as one JSON array.
+    Documents(Arc<Value>),
     Unavailable(Arc<str>),
 }
 
 impl Objects {
     /// The documents `values`, in input order.
     pub fn new(values: Vec<Value>) -> Objects {
-        Objects(Arc::new(ObjectsView::Documents(values, OnceLock::new())))
+        Objects(Arc::new(ObjectsView::Documents(Arc::new(Value::Array(
+            values,
+        )))))
     }
 
     /// No view: reading `objects` fails with `reason`.
@@ -88,7 +90,7 @@ impl Objects {
     /// How many documents the view holds (`None` when unavailable).
     pub fn len(&self) -> Option<usize> {
         match &*self.0 {
-            ObjectsView::Documents(v, _) => Some(v.len()),
+            ObjectsView::Documents(v) => Some(v.as_array().map_or(0, Vec::len)),
             ObjectsView::Unavailable(_) => None,
         }
     }
@@ -98,14 +100,10 @@ impl Objects {
         self.len().unwrap_or(0) == 0
     }
 
-    /// Binds the view into `scope` as [`OBJECTS`] (converted on first use), or marks it failed.
+    /// Binds the view into `scope` as [`OBJECTS`], or marks it failed.
     fn bind(&self, scope: &mut Scope) {
         match &*self.0 {
-            ObjectsView::Documents(values, cel) => {
-                let list = cel
-                    .get_or_init(|| Cel::List(Arc::new(values.iter().map(json_to_cel).collect())));
-                scope.bind_cel(OBJECTS, list.clone());
-            }
+            ObjectsView::Documents(values) => scope.bind_shared(OBJECTS, values.clone()),
             ObjectsView::Unavailable(reason) => scope.bind_failed(OBJECTS, reason.clone()),
         }
     }
@@ -118,6 +116,9 @@ struct Run<'a, 'd> {
     objects: Option<&'a Objects>,
     /// Borrowed until a rule mutates it (copy on write).
     doc: Cow<'d, Value>,
+    /// `doc` as the scopes bind it: one copy, made when a scope first needs it after `doc`
+    /// changed, and shared by every scope bound to that version.
+    shared: Option<Arc<Value>>,
     findings: Vec<Finding>,
     /// `object`, `params` and `objects` bound for `doc` (see [`Run::base_scope`]).
     base: Option<Scope>,
@@ -194,6 +195,7 @@ impl CompiledPack {
             params,
             objects,
             doc,
+            shared: None,
             findings: Vec::new(),
             base: base.take(),
             mutated: false,
@@ -216,8 +218,8 @@ impl CompiledPack {
 /// and returns the final document (still borrowed when no rule mutated it: it is copied only
 /// when a rule writes) with every finding in pack order.
 ///
-/// The document is converted to CEL once and the conversion is shared by the packs until one of
-/// them mutates it (binding a document is most of the cost of a pack that only validates).
+/// The document is bound once (one copy, read in place) and the binding is shared by the packs
+/// until one of them mutates it.
 ///
 /// # Errors
 /// [`Error::Patch`] when a mutation cannot be applied.
@@ -287,8 +289,7 @@ impl Run<'_, '_> {
     }
 
     /// `object`, `params` and `objects`, bound once per document: the first call binds them
-    /// (and keeps the scope, whose CEL context is then built once), later calls clone it, until
-    /// a rule mutates the document.
+    /// (and keeps the scope), later calls clone it, until a rule mutates the document.
     fn base_scope(&mut self) -> Scope {
         if !self.mutated
             && let Some(b) = &self.base
@@ -302,9 +303,17 @@ impl Run<'_, '_> {
         s
     }
 
-    fn bind_base(&self) -> Scope {
+    /// The current `doc`, shared (see [`Run::shared`]).
+    fn shared_doc(&mut self) -> Arc<Value> {
+        let doc = &self.doc;
+        self.shared
+            .get_or_insert_with(|| Arc::new(doc.as_ref().clone()))
+            .clone()
+    }
+
+    fn bind_base(&mut self) -> Scope {
         let mut s = Scope::new();
-        s.bind("object", &self.doc);
+        s.bind_shared("object", self.shared_doc());
         // No params is an empty map, so `params.?x.orValue(d)` works everywhere.
         if self.params.is_null() {
             s.bind("params", &Value::Object(Map::new()));
@@ -336,11 +345,9 @@ impl Run<'_, '_> {
                 }
             }
         }
-        // A local: binding it into the base would rebuild the shared context (the document's
-        // conversion) for every pack; only the expressions that read `fragments` convert it.
-        s.bind_local(
+        s.bind_shared(
             "fragments",
-            json_to_cel(&Value::Object(frags.clone().into_iter().collect())),
+            Arc::new(Value::Object(frags.clone().into_iter().collect())),
         );
         PackScope {
             scope: s,
@@ -488,11 +495,13 @@ impl Run<'_, '_> {
                     }
                 }
                 mutated = true;
+                self.shared = None;
             }
             if mutated {
                 // Later items and rules see the mutated document.
-                s.bind("object", &self.doc);
-                scope.bind("object", &self.doc);
+                let doc = self.shared_doc();
+                s.bind_shared("object", doc.clone());
+                scope.bind_shared("object", doc);
             }
         }
         Ok(mutated)
@@ -520,7 +529,6 @@ impl Run<'_, '_> {
             EvalError::Own(m) if part.is_empty() => m.clone(),
             EvalError::Own(m) => format!("{part}: {m}"),
         };
-        let detail = plain_cel_error(&detail);
         // The expression itself failed (not a variable or fragment it reads, which the detail
         // names with its own expression).
         let text = match part {
@@ -592,14 +600,6 @@ impl Run<'_, '_> {
     }
 }
 
-/// A CEL library error in a rule author's words: `No such overload` names what it means.
-fn plain_cel_error(detail: &str) -> String {
-    detail.replace(
-        "No such overload",
-        "no such overload (no operator or function of that name takes values of these types)",
-    )
-}
-
 /// The field path of a failed validation: `None` when the rule names none.
 ///
 /// # Errors
@@ -663,6 +663,9 @@ fn vars_value(vars: &BTreeMap<String, Cel>) -> Cel {
     Cel::from(map)
 }
 
+/// A table's rendered fragments: by name, and as the JSON map `fragments` reads in place.
+type RenderedFragments = (Fragments, Arc<Value>);
+
 /// Renders of a [`Table`] already computed, shared by every thread that renders the table.
 ///
 /// A table is pure data: the same `include` mode and the same values of the params its
@@ -679,7 +682,7 @@ pub(crate) struct TableCache {
     /// must not grow it without limit.
     entries: Mutex<HashMap<(usize, bool, String), Option<Value>>>,
     /// Key of the params the fragments read → the rendered fragments, and as CEL.
-    fragments: Mutex<HashMap<String, Arc<(Fragments, Cel)>>>,
+    fragments: Mutex<HashMap<String, Arc<RenderedFragments>>>,
 }
 
 /// What the parts of a table read of `params`.
@@ -797,10 +800,9 @@ impl Table {
             .collect())
     }
 
-    /// The scope entries render in (`params`, and `fragments` as a local: entries mostly insert
-    /// fragments with `{$fragment: name}`, so only the expressions that read `fragments`
-    /// convert it) and the rendered fragments, which are cached like the entries.
-    fn render_fragments(&self, params: &Value) -> Result<(Scope, Arc<(Fragments, Cel)>), Error> {
+    /// The scope entries render in (`params` and `fragments`, both read in place) and the
+    /// rendered fragments, which are cached like the entries.
+    fn render_fragments(&self, params: &Value) -> Result<(Scope, Arc<RenderedFragments>), Error> {
         let key = params_key(&self.reads().fragments, params);
         let cached = self
             .cache
@@ -816,9 +818,9 @@ impl Table {
                 let mut frags = Fragments::new();
                 for (name, t) in &self.fragments {
                     // A later fragment may read the earlier ones.
-                    scope.bind_local(
+                    scope.bind_shared(
                         "fragments",
-                        json_to_cel(&Value::Object(frags.clone().into_iter().collect())),
+                        Arc::new(Value::Object(frags.clone().into_iter().collect())),
                     );
                     let v = t.render(&scope, &frags).map_err(|message| Error::Pack {
                         file: self.source.name.clone(),
@@ -828,8 +830,8 @@ impl Table {
                     })?;
                     frags.insert(name.clone(), v);
                 }
-                let cel = json_to_cel(&Value::Object(frags.clone().into_iter().collect()));
-                let r = Arc::new((frags, cel));
+                let shared = Arc::new(Value::Object(frags.clone().into_iter().collect()));
+                let r = Arc::new((frags, shared));
                 if let Ok(mut c) = self.cache.fragments.lock() {
                     if c.len() >= TABLE_CACHE_ENTRIES {
                         c.clear();
@@ -839,7 +841,7 @@ impl Table {
                 r
             }
         };
-        scope.bind_local("fragments", rendered.1.clone());
+        scope.bind_shared("fragments", rendered.1.clone());
         Ok((scope, rendered))
     }
 

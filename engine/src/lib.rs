@@ -83,6 +83,7 @@ mod eval;
 mod expr;
 mod files;
 mod finding;
+mod format;
 pub mod limits;
 mod lint;
 mod pack;
@@ -93,7 +94,10 @@ pub mod schema;
 mod sites;
 mod source;
 mod stream;
+mod view;
 
+/// CEL values, as expressions return them.
+pub use cel::Value as CelValue;
 pub use contract::{
     CelField, Contract, DocumentCheck, DocumentProblem, KindContract, REGEX_FORMAT, StageContract,
     TableContract, regex_problem,
@@ -106,8 +110,6 @@ pub use expr::type_name as cel_type_name;
 pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel, json_type as json_type_name};
 pub use files::{WalkOptions, read_files, walk_files, walk_files_noting};
 pub use finding::{Finding, Severity};
-/// CEL values, as expressions return them.
-pub use kube_cel::cel::Value as CelValue;
 pub use lint::{Lint, LintFinding, lint};
 pub use pack::{CompiledPack, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry};
 pub use path::{FieldPath, Segment};

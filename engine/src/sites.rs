@@ -4,7 +4,7 @@
 //! The loader checks undefined variables and contract params with these; the lint finds unused
 //! variables and fragments with them.
 
-use kube_cel::cel::common::ast::{Expr as Ast, IdedExpr, LiteralValue};
+use cel::common::ast::{Expr as Ast, IdedExpr, LiteralValue};
 
 use crate::expr::{Expr, Item, Part, Template, VARIABLE_PREFIX};
 use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, Table};
@@ -113,7 +113,7 @@ fn free(e: &IdedExpr, bound: &mut Vec<String>, out: &mut Vec<String>) {
         Ast::List(l) => l.elements.iter().for_each(|x| free(x, bound, out)),
         Ast::Map(m) => {
             for entry in &m.entries {
-                if let kube_cel::cel::common::ast::EntryExpr::MapEntry(me) = &entry.expr {
+                if let cel::common::ast::EntryExpr::MapEntry(me) = &entry.expr {
                     free(&me.key, bound, out);
                     free(&me.value, bound, out);
                 }
@@ -121,7 +121,7 @@ fn free(e: &IdedExpr, bound: &mut Vec<String>, out: &mut Vec<String>) {
         }
         Ast::Struct(s) => {
             for entry in &s.entries {
-                if let kube_cel::cel::common::ast::EntryExpr::StructField(f) = &entry.expr {
+                if let cel::common::ast::EntryExpr::StructField(f) = &entry.expr {
                     free(&f.value, bound, out);
                 }
             }
@@ -192,7 +192,7 @@ fn visit(e: &IdedExpr, out: &mut Reads) {
         }
         Ast::Map(m) => {
             for entry in &m.entries {
-                if let kube_cel::cel::common::ast::EntryExpr::MapEntry(me) = &entry.expr {
+                if let cel::common::ast::EntryExpr::MapEntry(me) = &entry.expr {
                     visit(&me.key, out);
                     visit(&me.value, out);
                 }
@@ -200,7 +200,7 @@ fn visit(e: &IdedExpr, out: &mut Reads) {
         }
         Ast::Struct(s) => {
             for entry in &s.entries {
-                if let kube_cel::cel::common::ast::EntryExpr::StructField(f) = &entry.expr {
+                if let cel::common::ast::EntryExpr::StructField(f) = &entry.expr {
                     visit(&f.value, out);
                 }
             }

@@ -681,7 +681,7 @@ fn a_cel_evaluation_error_is_a_rule_error() {
             Some("broken-overload"),
             Some(true),
             Some(
-                "rule broken-overload could not be evaluated on document 1: no such overload (no operator or function of that name takes values of these types) (expression: object.spec.numNodes + 'a' == 1) (a rule error, not a policy violation)"
+                "rule broken-overload could not be evaluated on document 1: operator '+' does not take 4 (int) and \"a\" (string) (expression: object.spec.numNodes + 'a' == 1) (a rule error, not a policy violation)"
             )
         )
     );
