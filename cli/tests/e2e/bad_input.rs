@@ -1899,7 +1899,9 @@ fn a_gpu_limit_below_the_processes_per_node_is_an_error() {
             "h100",
             "in.yaml",
         ],
-        run_yaml("  framework: {mpi: {mpirunPath: /usr/local/mpi/bin/mpirun, binary: /b}}\n  resources: {limits: {nvidia.com/gpu: 4}}\n"),
+        run_yaml(
+            "  framework: {mpi: {mpirunPath: /usr/local/mpi/bin/mpirun, binary: /b}}\n  resources: {limits: {nvidia.com/gpu: 4}}\n",
+        ),
     );
     let envelope: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_default();
     let findings: Vec<(String, String)> = envelope["results"][0]["findings"]
