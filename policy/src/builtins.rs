@@ -23,6 +23,9 @@ pub struct BuiltInRule {
     pub explanation: &'static str,
 }
 
+/// Rule id of the warning that `check --platform` used the unknown architecture's defaults.
+pub const UNKNOWN_ARCH_RULE: &str = "gpu-architecture-unknown";
+
 /// Every finding the pipeline reports without a rule file, by id.
 pub const BUILT_IN_RULES: &[BuiltInRule] = &[
     BuiltInRule {
@@ -63,6 +66,17 @@ key.",
         explanation: "Info for a mapping without kind (a values file, a kustomization); a warning for a string, \
 a number, a boolean or a list, which more likely means a wrong file. Leave such files out of \
 the paths given to check, or add the apiVersion and kind the document is meant to have.",
+    },
+    BuiltInRule {
+        id: UNKNOWN_ARCH_RULE,
+        pack: "input",
+        severity: Severity::Warning,
+        description: "check --platform of a WorkloadRun whose GPU architecture nothing names: its overrides and per-node defaults are the unknown architecture's.",
+        explanation: "render refuses such a run (it cannot tell which GPUs the nodes have); check goes on with the \
+unknown architecture's defaults so the other findings are still reported, but the post-override \
+checks (GPU limits against processes per node, NIC requests) then describe a run that will not \
+happen. Pass --gpu-arch ARCH, set nvidia.com/gpu.product in spec.target.nodeSelector, or give \
+--nodes-file to detect it.",
     },
     BuiltInRule {
         id: LEGACY_API_GROUP_RULE,

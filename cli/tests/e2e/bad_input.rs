@@ -1980,3 +1980,17 @@ fn report_files_get_the_mode_a_plain_create_gives() {
         assert_ne!(mode & 0o044, 0, "mode {mode:o}");
     }
 }
+
+#[test]
+fn check_with_a_platform_but_no_architecture_says_what_it_assumed() {
+    let (code, stdout, _) = run_in(&["check", "--platform", "aws", "in.yaml"], gpu_run(""));
+    assert_eq!(
+        (code, stdout.lines().next()),
+        (
+            0,
+            Some(
+                "in.yaml:4:1: warning[gpu-architecture-unknown]: the GPU architecture is unknown (no --gpu-arch, no nvidia.com/gpu.product in target.nodeSelector): the overrides of platform aws were resolved for the unknown architecture and its per-node defaults, so the findings of the post-override checks may not be the real run's (render refuses this run); pass --gpu-arch ARCH or set the node selector"
+            )
+        )
+    );
+}

@@ -44,11 +44,29 @@ pub fn render_workload_run(
     check_flags_first(rules, req)?;
     let (doc, run) = parse_and_admit(rules, doc, req, &mut warnings)?;
     let (ctx, arch) = resolve_node_context(rules, req, &run, &mut warnings)?;
+    if let Some(message) = unknown_architecture(req, &run, &ctx) {
+        let path = nvcre_engine::FieldPath::root().key("spec");
+        let path = match run.spec.target {
+            Some(_) => path.key("target"),
+            None => path,
+        };
+        findings.push(crate::check::built_in_finding(
+            &doc,
+            (
+                crate::builtins::UNKNOWN_ARCH_RULE,
+                "input",
+                nvcre_engine::Severity::Warning,
+            ),
+            message,
+            Some(&path),
+            None,
+        ));
+    }
     let sizing = sizing(rules, &run, &ctx, &arch, &mut warnings)?;
     let rows = platform_rows(rules, &run, &sizing)?;
     let workflow = build(rules, &doc, &run, &sizing, &rows, &ctx.platform, &arch)?;
     let workflow = compose_labels(rules, &doc, &workflow, req)?;
-    let (workflow, applied) = resolve_for_platform(
+    let resolved = resolve_for_platform(
         rules,
         workflow,
         &doc,
@@ -58,7 +76,16 @@ pub fn render_workload_run(
         rows.len(),
         req,
         (&mut warnings, &mut findings),
-    )?;
+    );
+    let (workflow, applied) = match resolved {
+        Ok(r) => r,
+        // The findings so far (the unknown architecture) belong with a rejection too.
+        Err(PolicyError::Rejected(rejected)) => {
+            findings.extend(rejected);
+            return Err(PolicyError::Rejected(findings));
+        }
+        Err(e) => return Err(e),
+    };
     output(workflow, (warnings, findings), applied, ctx, arch)
 }
 
@@ -147,6 +174,30 @@ fn resolve_node_context(
         }
     };
     Ok((ctx, arch))
+}
+
+/// `check --platform P` of a run whose architecture nothing names (no `--gpu-arch`, no
+/// `nvidia.com/gpu.product` node selector): what the check assumed, where `render` refuses.
+fn unknown_architecture(
+    req: &RenderRequest,
+    run: &WorkloadRun,
+    ctx: &NodeContext,
+) -> Option<String> {
+    let named = req.gpu_arch.is_some()
+        || ctx.from_nodes
+        || run
+            .spec
+            .target
+            .as_ref()
+            .and_then(|t| t.node_selector.get(crate::nodes::GPU_PRODUCT_LABEL))
+            .is_some_and(|p| !p.is_empty());
+    (req.allow_unknown_arch && !named && !ctx.platform.is_empty()).then(|| {
+        format!(
+            "the GPU architecture is unknown (no --gpu-arch, no {} in target.nodeSelector): the overrides of platform {} were resolved for the unknown architecture and its per-node defaults, so the findings of the post-override checks may not be the real run's (render refuses this run); pass --gpu-arch ARCH or set the node selector",
+            crate::nodes::GPU_PRODUCT_LABEL,
+            ctx.platform
+        )
+    })
 }
 
 /// What the run asks of each node: the spec's values, else the per-node defaults of the
