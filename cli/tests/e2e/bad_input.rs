@@ -1989,7 +1989,7 @@ fn check_with_a_platform_but_no_architecture_says_what_it_assumed() {
         (
             0,
             Some(
-                "in.yaml:4:1: warning[gpu-architecture-unknown]: the GPU architecture is unknown (no --gpu-arch, no nvidia.com/gpu.product in target.nodeSelector): the overrides of platform aws were resolved for the unknown architecture and its per-node defaults, so the findings of the post-override checks may not be the real run's (render refuses this run); pass --gpu-arch ARCH or set the node selector"
+                "in.yaml:4:1: warning[gpu-architecture-unknown]: the GPU architecture is unknown (no --gpu-arch, no nvidia.com/gpu.product in target.nodeSelector): the overrides of platform aws were resolved for the unknown architecture and its per-node defaults, so the findings of the post-override checks may not be the real run's (render refuses this run); pass --gpu-arch ARCH or set the node selector (spec)"
             )
         )
     );
