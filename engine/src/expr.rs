@@ -51,6 +51,7 @@ static ROOT: LazyLock<cel::Context<'static, 'static>> = LazyLock::new(|| {
     register_cached_regex(&mut ctx);
     register_cost(&mut ctx);
     register_formats(&mut ctx);
+    register_quantities(&mut ctx);
     register_equality(&mut ctx);
     ctx
 });
@@ -892,6 +893,128 @@ fn register_formats(ctx: &mut cel::Context<'static, 'static>) {
             Ok(CowVal::owned(CelOptional::of(Box::new(
                 cel::common::types::CelList::from(list),
             ))))
+        }),
+    );
+}
+
+/// A Kubernetes quantity (`quantity('8000m')`), which only the quantity methods take.
+#[derive(Debug, PartialEq, Eq)]
+struct QuantityValue(crate::quantity::Quantity);
+
+/// The CEL type of a [`QuantityValue`].
+static QUANTITY_TYPE: Type = Type::new_unspecified_type("kubernetes.Quantity");
+
+impl Val for QuantityValue {
+    fn get_type(&self) -> &Type {
+        &QUANTITY_TYPE
+    }
+
+    fn cel_type() -> &'static Type {
+        &QUANTITY_TYPE
+    }
+
+    fn equals(&self, other: &dyn Val) -> bool {
+        other.downcast_ref::<QuantityValue>() == Some(self)
+    }
+
+    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
+        Box::new(QuantityValue(self.0))
+    }
+
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(self)
+    }
+}
+
+impl StaticVal for QuantityValue {}
+
+/// The quantity operand `i` of a call of `arity` operands.
+fn quantity_operand(
+    ftx: &FunctionContext<'_, '_>,
+    ops: &[&(dyn Val + '_)],
+    i: usize,
+    arity: usize,
+) -> Result<crate::quantity::Quantity, ExecutionError> {
+    if ops.len() != arity {
+        return Err(ExecutionError::invalid_argument_count(arity, ops.len()));
+    }
+    match ops.get(i).and_then(|v| v.downcast_ref::<QuantityValue>()) {
+        Some(q) => Ok(q.0),
+        None => Err(ftx.error(format!(
+            "{} is called on a quantity, such as quantity('8'), with quantities as its arguments",
+            ftx.name
+        ))),
+    }
+}
+
+/// The Kubernetes quantity library, compared by value (see [`crate::quantity`]):
+///
+/// - `quantity(s)` → a quantity, or an error naming `s` when it is not one;
+/// - `q.isEqualTo(r)`, `q.isLessThan(r)`, `q.isGreaterThan(r)` → bool;
+/// - `q.compareTo(r)` → `-1`, `0` or `1`;
+/// - `q.isInteger()` → whether it is a whole number that fits an int; `q.asInteger()` → that
+///   number, or an error.
+fn register_quantities(ctx: &mut cel::Context<'static, 'static>) {
+    use cel::common::types::CelInt;
+    add_raw(
+        ctx,
+        "quantity",
+        Box::new(|ftx| {
+            let ops = operands(ftx);
+            let s = string_operand(ftx, &ops, 0, 1)?;
+            let q = crate::quantity::Quantity::parse(s).map_err(|m| ftx.error(m))?;
+            Ok(CowVal::owned(QuantityValue(q)))
+        }),
+    );
+    type Compare = fn(std::cmp::Ordering) -> bool;
+    let comparisons: [(&str, Compare); 3] = [
+        ("isEqualTo", std::cmp::Ordering::is_eq),
+        ("isLessThan", std::cmp::Ordering::is_lt),
+        ("isGreaterThan", std::cmp::Ordering::is_gt),
+    ];
+    for (name, test) in comparisons {
+        add_raw(
+            ctx,
+            name,
+            Box::new(move |ftx| {
+                let ops = operands(ftx);
+                let a = quantity_operand(ftx, &ops, 0, 2)?;
+                let b = quantity_operand(ftx, &ops, 1, 2)?;
+                Ok(CowVal::owned(CelBool::from(test(a.cmp(&b)))))
+            }),
+        );
+    }
+    add_raw(
+        ctx,
+        "compareTo",
+        Box::new(|ftx| {
+            let ops = operands(ftx);
+            let a = quantity_operand(ftx, &ops, 0, 2)?;
+            let b = quantity_operand(ftx, &ops, 1, 2)?;
+            Ok(CowVal::owned(CelInt::from(a.compare(b))))
+        }),
+    );
+    add_raw(
+        ctx,
+        "isInteger",
+        Box::new(|ftx| {
+            let ops = operands(ftx);
+            let q = quantity_operand(ftx, &ops, 0, 1)?;
+            Ok(CowVal::owned(CelBool::from(q.as_integer().is_some())))
+        }),
+    );
+    add_raw(
+        ctx,
+        "asInteger",
+        Box::new(|ftx| {
+            let ops = operands(ftx);
+            let q = quantity_operand(ftx, &ops, 0, 1)?;
+            match q.as_integer() {
+                Some(n) => Ok(CowVal::owned(CelInt::from(n))),
+                None => Err(ftx.error(
+                    "asInteger: the quantity is not a whole number that fits an int (test isInteger() first)",
+                )),
+            }
         }),
     );
 }

@@ -89,6 +89,7 @@ mod lint;
 mod pack;
 pub mod patch;
 mod path;
+mod quantity;
 mod quote;
 pub mod schema;
 mod sites;

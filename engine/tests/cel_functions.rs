@@ -56,6 +56,35 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
     let long_key: &'static str =
         Box::leak(format!("format.qualifiedName().validate('{long}').value()").into_boxed_str());
     vec![
+        // Quantities, compared by value.
+        (
+            "quantity('8000m').isEqualTo(quantity('8'))",
+            ok(json!(true)),
+        ),
+        ("quantity('1k').isEqualTo(quantity('1e3'))", ok(json!(true))),
+        (
+            "quantity('2Gi').isGreaterThan(quantity('2G'))",
+            ok(json!(true)),
+        ),
+        (
+            "quantity('500m').isLessThan(quantity('1'))",
+            ok(json!(true)),
+        ),
+        ("quantity('1Ki').compareTo(quantity('1024'))", ok(json!(0))),
+        ("quantity('4000m').asInteger()", ok(json!(4))),
+        ("quantity('1500m').isInteger()", ok(json!(false))),
+        (
+            "quantity('1500m').asInteger()",
+            err(
+                "Error executing function 'asInteger': asInteger: the quantity is not a whole number that fits an int (test isInteger() first)",
+            ),
+        ),
+        (
+            "quantity('8Kb')",
+            err(
+                "Error executing function 'quantity': \"8Kb\" is not a Kubernetes quantity (a number with an optional SI or binary suffix: 8, 1.5, 500m, 2Ki, 1e3)",
+            ),
+        ),
         // Selection, optional values.
         ("object.metadata.name", ok(json!("t"))),
         ("object.spec.replicas + 1", ok(json!(4))),

@@ -716,8 +716,8 @@ fn the_shipped_rules_lint_clean_but_for_cost_estimates() {
 
 /// Where `rules lint` warns about the cost of the shipped rules.
 const SHIPPED_COST_WARNINGS: [&str; 15] = [
-    "rules/contract/resources.yaml:28:7: warning[cel-cost]: pack variable \"gpuCounts\"",
-    "rules/contract/resources.yaml:58:11: warning[cel-cost]: rule zero-nic-request",
+    "rules/contract/resources.yaml:29:7: warning[cel-cost]: pack variable \"gpuCounts\"",
+    "rules/contract/resources.yaml:64:11: warning[cel-cost]: rule zero-nic-request",
     "rules/lint/workloads.yaml:144:7: warning[cel-cost]: pack variable \"nestedQueueLabels\"",
     "rules/lint/workloads.yaml:156:7: warning[cel-cost]: pack variable \"ownContainers\"",
     "rules/lint/workloads.yaml:165:7: warning[cel-cost]: pack variable \"allEnv\"",
