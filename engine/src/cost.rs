@@ -452,6 +452,47 @@ pub(crate) fn children<'a>(e: &'a IdedExpr, f: &mut impl FnMut(&'a IdedExpr)) {
     }
 }
 
+/// Calls `f` with every direct child expression of `e`, mutably (the rewrites of an expression
+/// when it compiles walk with it).
+pub(crate) fn children_mut(e: &mut IdedExpr, f: &mut impl FnMut(&mut IdedExpr)) {
+    match &mut e.expr {
+        Ast::Comprehension(c) => {
+            for x in [
+                &mut c.iter_range,
+                &mut c.accu_init,
+                &mut c.loop_cond,
+                &mut c.loop_step,
+                &mut c.result,
+            ] {
+                f(x);
+            }
+        }
+        Ast::Call(c) => {
+            if let Some(t) = c.target.as_deref_mut() {
+                f(t);
+            }
+            c.args.iter_mut().for_each(&mut *f);
+        }
+        Ast::Select(s) => f(&mut s.operand),
+        Ast::List(l) => l.elements.iter_mut().for_each(&mut *f),
+        Ast::Map(m) => entry_children_mut(&mut m.entries, f),
+        Ast::Struct(s) => entry_children_mut(&mut s.entries, f),
+        Ast::Ident(_) | Ast::Literal(_) | Ast::Unspecified => {}
+    }
+}
+
+fn entry_children_mut(entries: &mut [IdedEntryExpr], f: &mut impl FnMut(&mut IdedExpr)) {
+    for entry in entries {
+        match &mut entry.expr {
+            EntryExpr::StructField(s) => f(&mut s.value),
+            EntryExpr::MapEntry(m) => {
+                f(&mut m.key);
+                f(&mut m.value);
+            }
+        }
+    }
+}
+
 fn entry_children<'a>(entries: &'a [IdedEntryExpr], f: &mut impl FnMut(&'a IdedExpr)) {
     for entry in entries {
         match &entry.expr {

@@ -393,43 +393,17 @@ const NOT_EQUALS_FUNCTION: &str = "@ne";
 /// `{'a': 1} == object.m` would be false where `object.m == {'a': 1}` is true. Ours ask the
 /// other side too. No rule can name them (`@` starts no CEL identifier).
 fn route_equality(e: &mut IdedExpr) {
-    match &mut e.expr {
-        AstExpr::Call(c) => {
-            if c.target.is_none() && c.args.len() == 2 {
-                if c.func_name == operators::EQUALS {
-                    c.func_name = EQUALS_FUNCTION.to_string();
-                } else if c.func_name == operators::NOT_EQUALS {
-                    c.func_name = NOT_EQUALS_FUNCTION.to_string();
-                }
-            }
-            if let Some(t) = c.target.as_deref_mut() {
-                route_equality(t);
-            }
-            c.args.iter_mut().for_each(route_equality);
+    if let AstExpr::Call(c) = &mut e.expr
+        && c.target.is_none()
+        && c.args.len() == 2
+    {
+        if c.func_name == operators::EQUALS {
+            c.func_name = EQUALS_FUNCTION.to_string();
+        } else if c.func_name == operators::NOT_EQUALS {
+            c.func_name = NOT_EQUALS_FUNCTION.to_string();
         }
-        AstExpr::Comprehension(c) => {
-            for x in [
-                &mut c.iter_range,
-                &mut c.accu_init,
-                &mut c.loop_cond,
-                &mut c.loop_step,
-                &mut c.result,
-            ] {
-                route_equality(x);
-            }
-        }
-        AstExpr::Select(s) => route_equality(&mut s.operand),
-        AstExpr::List(l) => l.elements.iter_mut().for_each(route_equality),
-        AstExpr::Map(m) => {
-            for entry in &mut m.entries {
-                if let EntryExpr::MapEntry(me) = &mut entry.expr {
-                    route_equality(&mut me.key);
-                    route_equality(&mut me.value);
-                }
-            }
-        }
-        AstExpr::Struct(_) | AstExpr::Ident(_) | AstExpr::Literal(_) | AstExpr::Unspecified => {}
     }
+    crate::cost::children_mut(e, &mut route_equality);
 }
 
 /// `@eq(a, b)` and `@ne(a, b)`: CEL equality, whichever side views a document.
@@ -819,6 +793,36 @@ fn register_types(ctx: &mut cel::Context<'static, 'static>) {
     );
 }
 
+/// The interpreter's `Val` for an opaque value of ours: a `Copy` newtype that only our
+/// functions take, of CEL type `$ty`, equal when its inner values are.
+macro_rules! opaque_val {
+    ($name:ident, $ty:ident) => {
+        impl Val for $name {
+            fn get_type(&self) -> &Type {
+                &$ty
+            }
+
+            fn cel_type() -> &'static Type {
+                &$ty
+            }
+
+            fn equals(&self, other: &dyn Val) -> bool {
+                other.downcast_ref::<$name>() == Some(self)
+            }
+
+            fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
+                Box::new($name(self.0))
+            }
+
+            fn as_any(&self) -> Option<&dyn std::any::Any> {
+                Some(self)
+            }
+        }
+
+        impl StaticVal for $name {}
+    };
+}
+
 /// A named format value (`format.labelValue()`), which only `validate` takes.
 #[derive(Debug, PartialEq, Eq)]
 struct FormatValue(crate::format::Format);
@@ -826,29 +830,7 @@ struct FormatValue(crate::format::Format);
 /// The CEL type of a [`FormatValue`].
 static FORMAT_TYPE: Type = Type::new_unspecified_type("kubernetes.NamedFormat");
 
-impl Val for FormatValue {
-    fn get_type(&self) -> &Type {
-        &FORMAT_TYPE
-    }
-
-    fn cel_type() -> &'static Type {
-        &FORMAT_TYPE
-    }
-
-    fn equals(&self, other: &dyn Val) -> bool {
-        other.downcast_ref::<FormatValue>() == Some(self)
-    }
-
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-        Box::new(FormatValue(self.0))
-    }
-
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for FormatValue {}
+opaque_val!(FormatValue, FORMAT_TYPE);
 
 /// `format.qualifiedName()`, `format.labelValue()` and `<format>.validate(s)` (see
 /// [`crate::format`]): `validate` gives `optional.none()` for a valid string, else the optional
@@ -904,29 +886,7 @@ struct QuantityValue(crate::quantity::Quantity);
 /// The CEL type of a [`QuantityValue`].
 static QUANTITY_TYPE: Type = Type::new_unspecified_type("kubernetes.Quantity");
 
-impl Val for QuantityValue {
-    fn get_type(&self) -> &Type {
-        &QUANTITY_TYPE
-    }
-
-    fn cel_type() -> &'static Type {
-        &QUANTITY_TYPE
-    }
-
-    fn equals(&self, other: &dyn Val) -> bool {
-        other.downcast_ref::<QuantityValue>() == Some(self)
-    }
-
-    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
-        Box::new(QuantityValue(self.0))
-    }
-
-    fn as_any(&self) -> Option<&dyn std::any::Any> {
-        Some(self)
-    }
-}
-
-impl StaticVal for QuantityValue {}
+opaque_val!(QuantityValue, QUANTITY_TYPE);
 
 /// The quantity operand `i` of a call of `arity` operands.
 fn quantity_operand(

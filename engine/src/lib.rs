@@ -89,7 +89,7 @@ mod lint;
 mod pack;
 pub mod patch;
 mod path;
-mod quantity;
+pub mod quantity;
 mod quote;
 pub mod schema;
 mod sites;

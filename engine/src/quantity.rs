@@ -9,6 +9,85 @@
 
 use std::cmp::Ordering;
 
+/// A quantity's text split into its parts, before any arithmetic: the one grammar of Kubernetes
+/// quantities in this workspace (`check`'s GPU counts read their exact integer from it too).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts<'a> {
+    /// A leading `-`.
+    pub negative: bool,
+    /// The digits before the `.` (may be empty: `.5`).
+    pub int_part: &'a str,
+    /// The digits after the `.` (may be empty).
+    pub frac_part: &'a str,
+    /// The binary suffix's power of two (`Ki`: 10 … `Ei`: 60), else 0.
+    pub exp2: u32,
+    /// The SI suffix's or the exponent's power of ten (`m`: -3, `e3`: 3); a huge exponent
+    /// saturates (its quantity is then too large, or not whole).
+    pub exp10: i128,
+}
+
+/// Splits a quantity: a sign, digits with at most one `.`, then a suffix: none, a decimal SI one
+/// (`n`, `u`, `m`, `k`, `M`, `G`, `T`, `P`, `E`), a binary one (`Ki` … `Ei`) or an exponent (`e3`,
+/// `E-2`). `None` when `text` is not a quantity (no spaces are allowed).
+pub fn split(text: &str) -> Option<Parts<'_>> {
+    let (negative, body) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    let at = body
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(body.len());
+    let (number, suffix) = body.split_at_checked(at)?;
+    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
+    if (int_part.is_empty() && frac_part.is_empty()) || frac_part.contains('.') {
+        return None;
+    }
+    let (exp2, exp10): (u32, i128) = match suffix {
+        "" => (0, 0),
+        "n" => (0, -9),
+        "u" => (0, -6),
+        "m" => (0, -3),
+        "k" => (0, 3),
+        "M" => (0, 6),
+        "G" => (0, 9),
+        "T" => (0, 12),
+        "P" => (0, 15),
+        "E" => (0, 18),
+        "Ki" => (10, 0),
+        "Mi" => (20, 0),
+        "Gi" => (30, 0),
+        "Ti" => (40, 0),
+        "Pi" => (50, 0),
+        "Ei" => (60, 0),
+        other => (0, exponent(other.strip_prefix(['e', 'E'])?)?),
+    };
+    Some(Parts {
+        negative,
+        int_part,
+        frac_part,
+        exp2,
+        exp10,
+    })
+}
+
+/// The decimal exponent after `e`/`E`: an optional sign and digits; a huge one saturates.
+fn exponent(text: &str) -> Option<i128> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text.strip_prefix('+').unwrap_or(text)),
+    };
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let significant = digits.trim_start_matches('0');
+    let magnitude: i128 = match significant.len() {
+        0 => 0,
+        1..=30 => significant.parse().ok()?,
+        _ => i128::MAX / 4,
+    };
+    Some(if negative { -magnitude } else { magnitude })
+}
+
 /// A quantity's exact value, in nano-units.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Quantity(i128);
@@ -17,7 +96,7 @@ pub struct Quantity(i128);
 const ONE: i128 = 1_000_000_000;
 
 impl Quantity {
-    /// Reads a Kubernetes quantity.
+    /// Reads a Kubernetes quantity ([`split`]).
     ///
     /// # Errors
     /// A message in words: not a quantity (with what is accepted), or too large to hold.
@@ -29,46 +108,10 @@ impl Quantity {
             )
         };
         let too_large = || format!("{} is too large a quantity", crate::quote::go_quote(text));
-        let (negative, rest) = match text.as_bytes().first() {
-            Some(b'-') => (true, &text[1..]),
-            Some(b'+') => (false, &text[1..]),
-            _ => (false, text),
-        };
-        let number_end = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let (number, suffix) = rest.split_at(number_end);
-        let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
-        if whole.is_empty() && fraction.is_empty() || fraction.contains('.') {
-            return Err(invalid());
-        }
-        // (multiplier numerator, power of ten) of the suffix: value = number × 2^k or 10^e.
-        let (binary, exp10): (u32, i32) = match suffix {
-            "" => (0, 0),
-            "n" => (0, -9),
-            "u" => (0, -6),
-            "m" => (0, -3),
-            "k" => (0, 3),
-            "M" => (0, 6),
-            "G" => (0, 9),
-            "T" => (0, 12),
-            "P" => (0, 15),
-            "E" => (0, 18),
-            "Ki" => (10, 0),
-            "Mi" => (20, 0),
-            "Gi" => (30, 0),
-            "Ti" => (40, 0),
-            "Pi" => (50, 0),
-            "Ei" => (60, 0),
-            s if s.starts_with(['e', 'E']) => {
-                let e: i32 = s[1..].parse().map_err(|_| invalid())?;
-                (0, e)
-            }
-            _ => return Err(invalid()),
-        };
-        // digits × 10^(exp10 − fraction digits + 9) × 2^binary nano-units, rounded up.
-        let digits: String = format!("{whole}{fraction}");
-        let digits = digits.trim_start_matches('0');
+        let parts = split(text).ok_or_else(invalid)?;
+        // digits × 10^(exp10 − fraction digits + 9) × 2^exp2 nano-units, rounded up.
+        let all = format!("{}{}", parts.int_part, parts.frac_part);
+        let digits = all.trim_start_matches('0');
         if digits.len() > 38 {
             return Err(too_large());
         }
@@ -77,28 +120,30 @@ impl Quantity {
         } else {
             digits.parse().map_err(|_| too_large())?
         };
-        let fraction_len = i32::try_from(fraction.len()).map_err(|_| invalid())?;
-        let scale = exp10 - fraction_len + 9;
-        let mut nanos = if scale >= 0 {
-            let factor = 10i128
-                .checked_pow(u32::try_from(scale).map_err(|_| too_large())?)
+        let fraction_len = i128::try_from(parts.frac_part.len()).map_err(|_| invalid())?;
+        let scale = parts.exp10 - fraction_len + 9;
+        let nanos = if mantissa == 0 {
+            0
+        } else if scale >= 0 {
+            let factor = u32::try_from(scale)
+                .ok()
+                .and_then(|s| 10i128.checked_pow(s))
                 .ok_or_else(too_large)?;
             mantissa.checked_mul(factor).ok_or_else(too_large)?
         } else {
-            let divisor = u32::try_from(-scale)
+            match u32::try_from(-scale)
                 .ok()
-                .and_then(|s| 10i128.checked_pow(s));
-            match divisor {
-                Some(d) => {
-                    let q = mantissa / d;
-                    if mantissa % d == 0 { q } else { q + 1 }
-                }
-                // Below 10⁻³⁸ of a nano-unit: a positive value rounds up to one.
-                None => i128::from(mantissa != 0),
+                .and_then(|s| 10i128.checked_pow(s))
+            {
+                Some(d) => mantissa / d + i128::from(mantissa % d != 0),
+                // Below 10⁻³⁸ of a nano-unit: rounds up to one.
+                None => 1,
             }
         };
-        nanos = nanos.checked_mul(1i128 << binary).ok_or_else(too_large)?;
-        Ok(Quantity(if negative { -nanos } else { nanos }))
+        let nanos = nanos
+            .checked_mul(1i128 << parts.exp2)
+            .ok_or_else(too_large)?;
+        Ok(Quantity(if parts.negative { -nanos } else { nanos }))
     }
 
     /// The value as a whole number, when it is one and fits an `i64`.

@@ -152,9 +152,8 @@ pub fn quantity_as_int(s: &str) -> Option<i64> {
     parse_quantity(s).ok()
 }
 
-/// The exact integer value of a Kubernetes quantity: a sign, digits with at most one `.`, then
-/// a suffix: none, a decimal SI one (`m`, `k`, `M`, `G`, `T`, `P`, `E`), a binary one (`Ki` …
-/// `Ei`) or an exponent (`e3`, `E-2`). Surrounding spaces are ignored.
+/// The exact integer value of a Kubernetes quantity, read by the engine's one quantity grammar
+/// ([`nvcre_engine::quantity::split`]). Surrounding spaces are ignored.
 ///
 /// # Errors
 /// [`QuantityError::Syntax`], [`QuantityError::Fraction`] (not a whole number),
@@ -162,37 +161,13 @@ pub fn quantity_as_int(s: &str) -> Option<i64> {
 /// significant digits that do not already make it too large).
 pub fn parse_quantity(s: &str) -> Result<i64, QuantityError> {
     use QuantityError::{Fraction, Syntax, TooLarge, TooManyDigits};
-    let s = s.trim();
-    let (negative, body) = match s.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, s.strip_prefix('+').unwrap_or(s)),
-    };
-    let split = body
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(body.len());
-    let (number, suffix) = body.split_at_checked(split).ok_or(Syntax)?;
-    let (int_part, frac_part) = number.split_once('.').unwrap_or((number, ""));
-    if (int_part.is_empty() && frac_part.is_empty()) || frac_part.contains('.') {
-        return Err(Syntax);
-    }
-    // (binary exponent, decimal exponent) of the suffix.
-    let (exp2, exp10): (u32, i128) = match suffix {
-        "" => (0, 0),
-        "m" => (0, -3),
-        "k" => (0, 3),
-        "M" => (0, 6),
-        "G" => (0, 9),
-        "T" => (0, 12),
-        "P" => (0, 15),
-        "E" => (0, 18),
-        "Ki" => (10, 0),
-        "Mi" => (20, 0),
-        "Gi" => (30, 0),
-        "Ti" => (40, 0),
-        "Pi" => (50, 0),
-        "Ei" => (60, 0),
-        other => (0, exponent(other.strip_prefix(['e', 'E']).ok_or(Syntax)?)?),
-    };
+    let nvcre_engine::quantity::Parts {
+        negative,
+        int_part,
+        frac_part,
+        exp2,
+        exp10,
+    } = nvcre_engine::quantity::split(s.trim()).ok_or(Syntax)?;
     // The significant digits D (no leading or trailing zeros) and the value D × 10^e10 × 2^exp2.
     let all = format!("{int_part}{frac_part}");
     let digits = all.trim_start_matches('0');
@@ -241,26 +216,6 @@ pub fn parse_quantity(s: &str) -> Result<i64, QuantityError> {
     };
     let signed = if negative { -value } else { value };
     i64::try_from(signed).map_err(|_| TooLarge)
-}
-
-/// The decimal exponent after `e`/`E`: an optional sign and digits. A huge one saturates (its
-/// quantity is then too large, or not whole).
-fn exponent(text: &str) -> Result<i128, QuantityError> {
-    let (negative, digits) = match text.strip_prefix('-') {
-        Some(rest) => (true, rest),
-        None => (false, text.strip_prefix('+').unwrap_or(text)),
-    };
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(QuantityError::Syntax);
-    }
-    let significant = digits.trim_start_matches('0');
-    let magnitude: i128 = match significant.len() {
-        0 => 0,
-        1..=30 => significant.parse().map_err(|_| QuantityError::Syntax)?,
-        // Beyond any quantity that is read: saturate.
-        _ => i128::MAX / 4,
-    };
-    Ok(if negative { -magnitude } else { magnitude })
 }
 
 #[cfg(test)]
