@@ -156,8 +156,10 @@ pub fn run_schema(args: &SchemaArgs) -> ExitCode {
     }
 }
 
-/// `rules list`: `id  severity  pack  file:line`, columns aligned.
+/// `rules list`: `id  severity  pack  file:line`, columns aligned; the rule files' rules, then
+/// the findings the pipeline reports itself (file `<built-in>`, no line or stage).
 pub fn run_list(rules: &RuleSet, args: &ListArgs) -> ExitCode {
+    let built_in = nvcre_domain::BUILT_IN_RULES;
     if args.output != ListFormat::Text {
         let items: Vec<Value> = rules
             .rules()
@@ -172,6 +174,17 @@ pub fn run_list(rules: &RuleSet, args: &ListArgs) -> ExitCode {
                     "description": r.description,
                 })
             })
+            .chain(built_in.iter().map(|b| {
+                serde_json::json!({
+                    "id": b.id,
+                    "severity": b.severity.to_string(),
+                    "pack": b.pack,
+                    "stage": null,
+                    "file": nvcre_domain::BUILT_IN,
+                    "line": null,
+                    "description": b.description,
+                })
+            }))
             .collect();
         let list = Value::Array(items);
         let text = if args.output == ListFormat::Json {
@@ -202,6 +215,14 @@ pub fn run_list(rules: &RuleSet, args: &ListArgs) -> ExitCode {
                 format!("{}:{}", p.source.name, r.pos.line),
             ]
         })
+        .chain(built_in.iter().map(|b| {
+            [
+                b.id.to_string(),
+                b.severity.to_string(),
+                b.pack.to_string(),
+                nvcre_domain::BUILT_IN.to_string(),
+            ]
+        }))
         .collect();
     let width = |i: usize| {
         rows.iter()

@@ -26,6 +26,14 @@ pub struct BuiltInRule {
 /// Rule id of the warning that `check --platform` used the unknown architecture's defaults.
 pub const UNKNOWN_ARCH_RULE: &str = "gpu-architecture-unknown";
 
+/// Rule id of the warning that `--gpu-arch` names another architecture than the run's
+/// `nvidia.com/gpu.product` node selector.
+pub const ARCH_CONTRADICTS_SELECTOR_RULE: &str = "gpu-architecture-contradicts-selector";
+
+/// Rule id of the warning that a user override's `when` names a platform or GPU architecture
+/// that never occurs.
+pub const OVERRIDE_NEVER_MATCHES_RULE: &str = "override-when-never-matches";
+
 /// Every finding the pipeline reports without a rule file, by id.
 pub const BUILT_IN_RULES: &[BuiltInRule] = &[
     BuiltInRule {
@@ -77,6 +85,27 @@ unknown architecture's defaults so the other findings are still reported, but th
 checks (GPU limits against processes per node, NIC requests) then describe a run that will not \
 happen. Pass --gpu-arch ARCH, set nvidia.com/gpu.product in spec.target.nodeSelector, or give \
 --nodes-file to detect it.",
+    },
+    BuiltInRule {
+        id: ARCH_CONTRADICTS_SELECTOR_RULE,
+        pack: "input",
+        severity: Severity::Warning,
+        description: "--gpu-arch names another GPU architecture than the WorkloadRun's nvidia.com/gpu.product node selector.",
+        explanation: "--gpu-arch takes precedence: GPUs and NICs per node, MNNVL and the platform overrides are \
+the flag's architecture's, while the pods keep the node selector and so only schedule on the \
+selector's nodes, where that configuration is wrong (a 4-GPU GB300 layout on 8-GPU H100 nodes, \
+say). Pass the architecture of the nodes the selector names, or fix the selector.",
+    },
+    BuiltInRule {
+        id: OVERRIDE_NEVER_MATCHES_RULE,
+        pack: "input",
+        severity: Severity::Warning,
+        description: "A user override's when.platform or when.gpuArchitecture names a value no run has, so the override (or that entry) never applies.",
+        explanation: "when.platform and when.gpuArchitecture compare exactly with the platform and architecture \
+of the run: a platform is one of the platform table's names (aws, not AWS), and an architecture \
+is the gpu-products table's normalised name (gb300, not GB300 or NVIDIA-GB300). A value \
+outside them never matches: under equals the override is silently skipped on every cluster. \
+Write the name as the message gives it.",
     },
     BuiltInRule {
         id: LEGACY_API_GROUP_RULE,

@@ -290,7 +290,17 @@ pub fn check_document_in(
                 // as `render` refuses it, never ignored.
                 render_workflow(rules, &doc, &render_req)
             } else {
-                // Without a node context a Workflow is checked as written.
+                // Without a node context a Workflow is checked as written; its overrides'
+                // `when` values are checked all the same.
+                if let Some(o) = doc.value.pointer("/spec/overrides")
+                    && o.as_array().is_some_and(|a| !a.is_empty())
+                {
+                    let overrides: Vec<crate::api::OverrideSpec> =
+                        serde_json::from_value(o.clone()).unwrap_or_default();
+                    findings.extend(crate::render::override_when_findings(
+                        rules, &doc, &overrides,
+                    )?);
+                }
                 let mut value = Cow::Borrowed(&doc.value);
                 for stage in [
                     contract::PLACEMENT,

@@ -140,22 +140,41 @@ fn table_rows<T: for<'de> Deserialize<'de>>(
 /// # Errors
 /// A missing or malformed `platform-detection` table.
 pub fn selectable_platforms(rules: &RuleSet) -> Result<Vec<(String, SyntheticNode)>, PolicyError> {
-    let table = rules
-        .table(PLATFORM_TABLE)
-        .ok_or_else(|| PolicyError::MissingTable(PLATFORM_TABLE.to_string()))?;
-    // Render every entry (ignore `include`): a row is selectable when it has `synthetic`.
     let mut out = Vec::new();
-    let rows: Vec<PlatformRow> = table
-        .render_all(&params::platform_detection("", &serde_json::Map::new()))?
-        .into_iter()
-        .map(|(id, v)| decode_row(table, &id, v))
-        .collect::<Result<_, _>>()?;
-    for r in rows {
+    for r in platform_rows(rules)? {
         if let Some(s) = r.synthetic {
             out.push((r.platform, s));
         }
     }
     out.sort_by_key(|(_, s)| s.order);
+    Ok(out)
+}
+
+/// Every row of the platform table, rendered without its `include` (a row is selectable when it
+/// has `synthetic`).
+fn platform_rows(rules: &RuleSet) -> Result<Vec<PlatformRow>, PolicyError> {
+    let table = rules
+        .table(PLATFORM_TABLE)
+        .ok_or_else(|| PolicyError::MissingTable(PLATFORM_TABLE.to_string()))?;
+    table
+        .render_all(&params::platform_detection("", &serde_json::Map::new()))?
+        .into_iter()
+        .map(|(id, v)| decode_row(table, &id, v))
+        .collect()
+}
+
+/// Every platform a run can be on: the platform table's `platform` values (detected from nodes
+/// or named by `--platform`), in row order, each once.
+///
+/// # Errors
+/// A missing or malformed platform table.
+pub fn platform_names(rules: &RuleSet) -> Result<Vec<String>, PolicyError> {
+    let mut out: Vec<String> = Vec::new();
+    for r in platform_rows(rules)? {
+        if !out.contains(&r.platform) {
+            out.push(r.platform);
+        }
+    }
     Ok(out)
 }
 
@@ -282,6 +301,22 @@ fn defaults_rows(rules: &RuleSet) -> Result<Vec<DefaultsRow>, PolicyError> {
     table_rows(rules, DEFAULTS_TABLE, &params::gpu_defaults())
 }
 
+/// The architectures `--gpu-arch` accepts: the `selectable` rows without a platform of the
+/// defaults table, sorted and deduplicated (`["a100", "b200", …]` with the shipped rows).
+///
+/// # Errors
+/// A missing or malformed defaults table.
+pub fn selectable_architectures(rules: &RuleSet) -> Result<Vec<String>, PolicyError> {
+    let mut selectable: Vec<String> = defaults_rows(rules)?
+        .into_iter()
+        .filter(|r| r.selectable && r.platform.is_none())
+        .map(|r| r.gpu_architecture)
+        .collect();
+    selectable.sort();
+    selectable.dedup();
+    Ok(selectable)
+}
+
 /// Normalises (by the `gpu-products` table) and checks a `--gpu-arch` value (with the shipped
 /// rows, `gb300`, `NVIDIA-GB300` and `NVIDIA GB300` are the same).
 ///
@@ -290,13 +325,7 @@ fn defaults_rows(rules: &RuleSet) -> Result<Vec<DefaultsRow>, PolicyError> {
 /// (the selectable rows of the defaults table, sorted); a malformed `gpu-products` table.
 pub fn check_gpu_arch(rules: &RuleSet, value: &str) -> Result<String, PolicyError> {
     let arch = gpu_products(rules)?.architecture(value);
-    let mut selectable: Vec<String> = defaults_rows(rules)?
-        .into_iter()
-        .filter(|r| r.selectable && r.platform.is_none())
-        .map(|r| r.gpu_architecture)
-        .collect();
-    selectable.sort();
-    selectable.dedup();
+    let selectable = selectable_architectures(rules)?;
     if selectable.contains(&arch) {
         Ok(arch)
     } else {

@@ -408,7 +408,7 @@ mod tests {
         let names = |v: &[(String, String)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
         assert_eq!(names(&embedded), names(&on_disk));
         assert_eq!(embedded, on_disk);
-        assert_eq!(embedded.len(), 23);
+        assert_eq!(embedded.len(), 24);
     }
 
     /// Clean but for the `cel-cost` warnings (estimates above the per-expression limit) the
@@ -423,7 +423,8 @@ mod tests {
         let other: Vec<String> = other.iter().map(ToString::to_string).collect();
         assert_eq!(other, Vec::<String>::new());
         let files: Vec<&str> = cost.iter().map(|f| f.file.as_str()).collect();
-        let mut want = vec!["rules/contract/resources.yaml"; 2];
+        let mut want = vec!["rules/contract/mpi.yaml"; 2];
+        want.extend(["rules/contract/resources.yaml"; 3]);
         want.extend(["rules/lint/workloads.yaml"; 13]);
         assert_eq!(files, want);
     }

@@ -366,8 +366,24 @@ fn rules_list_as_json_and_yaml() {
         &["--rules", "rules", "rules", "list", "-o", "json"],
     );
     assert_eq!(code, 0);
+    let mut list = serde_json::from_str::<Value>(&stdout).expect("json");
+    // The pipeline's own findings follow the rule files' rules, whatever the rule set.
+    let built_in: Vec<Value> = list
+        .as_array_mut()
+        .map(|a| a.split_off(2))
+        .unwrap_or_default();
     assert_eq!(
-        serde_json::from_str::<Value>(&stdout).expect("json"),
+        built_in
+            .iter()
+            .map(|b| (b["id"].as_str(), b["file"].as_str(), b["line"].is_null()))
+            .collect::<Vec<_>>(),
+        nvcre_domain::BUILT_IN_RULES
+            .iter()
+            .map(|b| (Some(b.id), Some("<built-in>"), true))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        list,
         json!([
             {"id": "widget-size", "severity": "error", "pack": "widgets", "stage": "manifests",
              "file": "rules/widgets/widget.yaml", "line": 9, "description": "A widget is at most 10 wide."},
@@ -381,6 +397,7 @@ fn rules_list_as_json_and_yaml() {
         &["--rules", "rules", "rules", "list", "-o", "yaml"],
     );
     assert_eq!(code, 0);
+    let yaml = yaml.split_inclusive('\n').take(20).collect::<String>();
     assert_eq!(
         yaml,
         "- id: widget-size
@@ -397,6 +414,12 @@ fn rules_list_as_json_and_yaml() {
   file: rules/widgets/widget.yaml
   line: 15
   description: Widgets should be blue.
+- id: placement
+  severity: error
+  pack: placement
+  stage: null
+  file: <built-in>
+  line: null
 "
     );
 }
@@ -597,7 +620,7 @@ fn version_names_the_rules_in_force() {
     assert_eq!(digest.len(), "sha256:".len() + 64);
     assert_eq!(
         stdout,
-        format!("nvcre-policy 0.1.0\nrules: embedded (23 files, {digest})\n")
+        format!("nvcre-policy 0.1.0\nrules: embedded (24 files, {digest})\n")
     );
     // A copy of the shipped rules is the same set: the same digest.
     let (_guard, copy) = rules_copy();
@@ -606,7 +629,7 @@ fn version_names_the_rules_in_force() {
     assert_eq!(code, 0);
     assert_eq!(
         stdout,
-        format!("nvcre-policy 0.1.0\nrules: {c} (23 files, {digest})\n")
+        format!("nvcre-policy 0.1.0\nrules: {c} (24 files, {digest})\n")
     );
     // An edited copy is not; NVCRE_RULES names it as --rules does.
     edit(&copy.join("contract/gang.yaml"), "\n", "\n# edited\n");
@@ -615,7 +638,7 @@ fn version_names_the_rules_in_force() {
     assert_eq!(edited.len(), 64 + ")\n".len());
     assert!(!stdout.contains(&digest), "{stdout}");
     assert!(stdout.starts_with(&format!(
-        "nvcre-policy 0.1.0\nrules: {c} (23 files, sha256:"
+        "nvcre-policy 0.1.0\nrules: {c} (24 files, sha256:"
     )));
     let (code, stdout, stderr) = run_in(
         &root(),

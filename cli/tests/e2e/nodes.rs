@@ -197,7 +197,7 @@ fn workflow_render_resolves_and_prefixes_contract_errors() {
     let (code, _, err) = run(&["workflow", "render", f]);
     assert_eq!(code, 2);
     assert!(
-        err.starts_with("Error: specify --nodes-file <path> or --platform + --gpu-arch\navailable: aws-gb200, aws-gb300, aws-h100, gcp-gb200"),
+        err.starts_with("Error: specify --nodes-file <path> or --platform + --gpu-arch\navailable: aws-a100, aws-b200, aws-gb200, aws-gb300, aws-h100, aws-h200, aws-l40, aws-l40s, gcp-a100"),
         "{err}"
     );
     // On GCP the AWS override does not match: the Workflow resolves and records what applied.

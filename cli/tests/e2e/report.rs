@@ -715,22 +715,25 @@ fn the_shipped_rules_lint_clean_but_for_cost_estimates() {
 }
 
 /// Where `rules lint` warns about the cost of the shipped rules.
-const SHIPPED_COST_WARNINGS: [&str; 15] = [
-    "rules/contract/resources.yaml:29:7: warning[cel-cost]: pack variable \"gpuCounts\"",
-    "rules/contract/resources.yaml:64:11: warning[cel-cost]: rule zero-nic-request",
+const SHIPPED_COST_WARNINGS: [&str; 18] = [
+    "rules/contract/mpi.yaml:39:7: warning[cel-cost]: pack variable \"forwards\"",
+    "rules/contract/mpi.yaml:49:9: warning[cel-cost]: rule mpi-trainer-env-not-forwarded",
+    "rules/contract/resources.yaml:31:7: warning[cel-cost]: pack variable \"gpuCounts\"",
+    "rules/contract/resources.yaml:74:11: warning[cel-cost]: rule zero-nic-request",
+    "rules/contract/resources.yaml:124:19: warning[cel-cost]: rule gpu-request-missing",
     "rules/lint/workloads.yaml:144:7: warning[cel-cost]: pack variable \"nestedQueueLabels\"",
     "rules/lint/workloads.yaml:156:7: warning[cel-cost]: pack variable \"ownContainers\"",
     "rules/lint/workloads.yaml:165:7: warning[cel-cost]: pack variable \"allEnv\"",
     "rules/lint/workloads.yaml:177:7: warning[cel-cost]: pack variable \"mpiRuns\"",
     "rules/lint/workloads.yaml:197:7: warning[cel-cost]: pack variable \"mpiEnv\"",
-    "rules/lint/workloads.yaml:220:7: warning[cel-cost]: pack variable \"claimsUsed\"",
-    "rules/lint/workloads.yaml:360:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
-    "rules/lint/workloads.yaml:375:9: warning[cel-cost]: rule lint-claim-not-used",
-    "rules/lint/workloads.yaml:391:9: warning[cel-cost]: rule lint-claim-not-declared",
-    "rules/lint/workloads.yaml:411:9: warning[cel-cost]: rule lint-compute-domain-nodes",
-    "rules/lint/workloads.yaml:461:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
-    "rules/lint/workloads.yaml:482:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
-    "rules/lint/workloads.yaml:506:9: warning[cel-cost]: rule lint-template-labels",
+    "rules/lint/workloads.yaml:223:7: warning[cel-cost]: pack variable \"claimsUsed\"",
+    "rules/lint/workloads.yaml:379:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
+    "rules/lint/workloads.yaml:394:9: warning[cel-cost]: rule lint-claim-not-used",
+    "rules/lint/workloads.yaml:410:9: warning[cel-cost]: rule lint-claim-not-declared",
+    "rules/lint/workloads.yaml:430:9: warning[cel-cost]: rule lint-compute-domain-nodes",
+    "rules/lint/workloads.yaml:480:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
+    "rules/lint/workloads.yaml:501:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
+    "rules/lint/workloads.yaml:525:9: warning[cel-cost]: rule lint-template-labels",
 ];
 
 // ---------------------------------------------------------------------------------------------
@@ -743,9 +746,17 @@ fn rules_list_shows_id_severity_pack_and_source_line() {
     assert_eq!(code, 0);
     assert_eq!(
         stdout,
-        "widget-size           error    widgets  rules/widgets/widget.yaml:11\n\
-         widget-color          warning  widgets  rules/widgets/widget.yaml:17\n\
-         widget:name,required  error    widgets  rules/widgets/widget.yaml:24\n"
+        "widget-size                            error    widgets    rules/widgets/widget.yaml:11\n\
+         widget-color                           warning  widgets    rules/widgets/widget.yaml:17\n\
+         widget:name,required                   error    widgets    rules/widgets/widget.yaml:24\n\
+         placement                              error    placement  <built-in>\n\
+         yaml-quote-it                          warning  input      <built-in>\n\
+         null-quantity                          warning  input      <built-in>\n\
+         not-a-kubernetes-object                warning  input      <built-in>\n\
+         gpu-architecture-unknown               warning  input      <built-in>\n\
+         gpu-architecture-contradicts-selector  warning  input      <built-in>\n\
+         override-when-never-matches            warning  input      <built-in>\n\
+         legacy-api-group                       warning  input      <built-in>\n"
     );
     let (_, shipped, _) = run(&root(), &["rules", "list"]);
     assert!(

@@ -31,7 +31,9 @@ pub(crate) use context::{NIC_TABLE, NicRow};
 pub use context::{RenderRequest, check_flags};
 pub use expand::{Expanded, Verify, expand, expand_verifying};
 pub use parse::read_workload_run;
-pub(crate) use parse::{check_user_overrides, input_error, parse_typed, prepare_document};
+pub(crate) use parse::{
+    check_user_overrides, input_error, override_when_findings, parse_typed, prepare_document,
+};
 pub(crate) use platform::PlatformOverride;
 pub use workflow::render_workflow;
 pub use workloadrun::render_workload_run;

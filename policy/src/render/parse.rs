@@ -436,6 +436,106 @@ pub fn check_user_overrides(doc: &Document, overrides: &[OverrideSpec]) -> Resul
     Ok(())
 }
 
+/// Warnings for user overrides whose `when` names a value that never occurs, so the override
+/// never applies (or an exclusion that excludes nothing): a `platform` that is none of the
+/// platform table's, or a `gpuArchitecture` written otherwise than the `gpu-products` table
+/// normalises it (`GB300` for `gb300`). Each is located at the value.
+///
+/// # Errors
+/// A missing or malformed platform or `gpu-products` table.
+pub(crate) fn override_when_findings(
+    rules: &nvcre_engine::RuleSet,
+    doc: &Document,
+    overrides: &[OverrideSpec],
+) -> Result<Vec<nvcre_engine::Finding>, PolicyError> {
+    let mut out = Vec::new();
+    if overrides
+        .iter()
+        .all(|o| o.when.platform.is_none() && o.when.gpu_architecture.is_none())
+    {
+        return Ok(out);
+    }
+    let platforms = crate::detect::platform_names(rules)?;
+    let products = crate::detect::gpu_products(rules)?;
+    for (i, o) in overrides.iter().enumerate() {
+        let base = FieldPath::root()
+            .key("spec")
+            .key("overrides")
+            .index(i)
+            .key("when");
+        let fields = [
+            ("platform", o.when.platform.as_ref()),
+            ("gpuArchitecture", o.when.gpu_architecture.as_ref()),
+        ];
+        for (field, m) in fields {
+            let Some(m) = m else { continue };
+            let values = [
+                ("equals", m.equals.iter().collect::<Vec<_>>()),
+                ("in", m.in_.iter().flatten().collect()),
+                ("notIn", m.not_in.iter().flatten().collect()),
+            ];
+            for (op, vs) in values {
+                for (j, v) in vs.into_iter().enumerate() {
+                    let problem = if field == "platform" {
+                        (!platforms.contains(v)).then(|| {
+                            let close = platforms.iter().find(|p| p.eq_ignore_ascii_case(v));
+                            (
+                                format!(
+                                    "{} is not a platform (one of {})",
+                                    quote(v),
+                                    platforms.join(", ")
+                                ),
+                                close
+                                    .map(|c| {
+                                        format!(
+                                            "; platforms are compared exactly: write {}",
+                                            quote(c)
+                                        )
+                                    })
+                                    .unwrap_or_default(),
+                            )
+                        })
+                    } else {
+                        let normal = products.architecture(v);
+                        (normal != *v).then(|| {
+                            (
+                                format!(
+                                    "{} is not a GPU architecture as runs name them (the gpu-products table reads it as {})",
+                                    quote(v),
+                                    quote(&normal)
+                                ),
+                                format!("; write {}", quote(&normal)),
+                            )
+                        })
+                    };
+                    let Some((problem, hint)) = problem else {
+                        continue;
+                    };
+                    let consequence = match op {
+                        "equals" => "the override never applies",
+                        "in" => "this entry never matches",
+                        _ => "excluding it excludes nothing",
+                    };
+                    let path = base.clone().key(field).key(op);
+                    let path = if op == "equals" { path } else { path.index(j) };
+                    out.push(crate::check::built_in_finding(
+                        doc,
+                        (
+                            crate::builtins::OVERRIDE_NEVER_MATCHES_RULE,
+                            "input",
+                            nvcre_engine::Severity::Warning,
+                        ),
+                        format!("{path}: {problem}, so {consequence}{hint}"),
+                        Some(&path),
+                        None,
+                    ));
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// [`locate_findings`] for findings that are not a rejection (warnings of a render that went
 /// through).
 pub(super) fn locate_each(
@@ -471,6 +571,14 @@ pub(super) fn locate_findings(e: PolicyError, doc: &Document, overrides: usize) 
         }
         if let Some(rest) = path.strip_prefix("spec.jobTemplate.spec.workloadMetadata.") {
             candidates.push(format!("spec.workloadMetadata.{rest}"));
+        }
+        // A WorkloadRun writes no dependencies of its own: they come from its overrides, else
+        // from what its spec asks (GPUs and NICs per node, resources), so its `spec`.
+        if path == "spec.dependencies" || path.starts_with("spec.dependencies[") {
+            for i in (0..overrides).rev() {
+                candidates.push(format!("spec.overrides[{i}].dependencies"));
+            }
+            candidates.push("spec".to_string());
         }
         let found = candidates.iter().find_map(|c| {
             let p = FieldPath::parse(c).ok()?;

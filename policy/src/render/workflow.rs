@@ -55,6 +55,7 @@ pub fn render_workflow(
         }
     };
     let workflow_overrides = workflow.spec.overrides.len();
+    let mut findings = super::parse::override_when_findings(rules, &doc, &workflow.spec.overrides)?;
     let (mut workflow, applied, post_warnings) = resolve_and_enforce(
         rules,
         workflow,
@@ -67,7 +68,7 @@ pub fn render_workflow(
     )
     .map_err(|e| locate_findings(prefix_resolved(e), &doc, workflow_overrides))?;
     let mut warnings = warnings;
-    let findings = locate_each(post_warnings, &doc, workflow_overrides);
+    findings.extend(locate_each(post_warnings, &doc, workflow_overrides));
     warnings.extend(findings.iter().map(warning_line));
     warnings.extend(build_time_rows_note(rules, &workflow, &platform, &arch)?);
     let ann = &mut workflow.metadata.annotations;
@@ -154,11 +155,14 @@ fn prefix_resolved(e: PolicyError) -> PolicyError {
     }
 }
 
-/// `specify --nodes-file <path> or --platform + --gpu-arch` plus the synthetic contexts.
+/// `specify --nodes-file <path> or --platform + --gpu-arch` plus every synthetic context the
+/// flags accept: each selectable platform (in the platform table's order) with each selectable
+/// architecture (sorted), as `platform-arch`.
 fn workflow_context_error(rules: &RuleSet) -> Result<PolicyError, PolicyError> {
+    let architectures = detect::selectable_architectures(rules)?;
     let mut available = Vec::new();
     for (p, _) in detect::selectable_platforms(rules)? {
-        for a in ["gb200", "gb300", "h100"] {
+        for a in &architectures {
             available.push(format!("{p}-{a}"));
         }
     }

@@ -44,6 +44,11 @@ pub fn render_workload_run(
     check_flags_first(rules, req)?;
     let (doc, run) = parse_and_admit(rules, doc, req, &mut warnings)?;
     let (ctx, arch) = resolve_node_context(rules, req, &run, &mut warnings)?;
+    findings.extend(super::parse::override_when_findings(
+        rules,
+        &doc,
+        &run.spec.overrides,
+    )?);
     if let Some(message) = unknown_architecture(req, &run, &ctx) {
         let path = nvcre_engine::FieldPath::root().key("spec");
         let path = match run.spec.target {
@@ -62,6 +67,26 @@ pub fn render_workload_run(
             None,
         ));
     }
+    if let Some(message) = arch_contradicts_selector(rules, req, &run, &ctx, &arch)? {
+        let path = nvcre_engine::FieldPath::root()
+            .key("spec")
+            .key("target")
+            .key("nodeSelector")
+            .key(crate::nodes::GPU_PRODUCT_LABEL);
+        findings.push(crate::check::built_in_finding(
+            &doc,
+            (
+                crate::builtins::ARCH_CONTRADICTS_SELECTOR_RULE,
+                "input",
+                nvcre_engine::Severity::Warning,
+            ),
+            message,
+            Some(&path),
+            None,
+        ));
+    }
+    // The findings so far are the input's: `render` prints them as it prints the later ones.
+    warnings.extend(findings.iter().map(warning_line));
     let sizing = sizing(rules, &run, &ctx, &arch, &mut warnings)?;
     let rows = platform_rows(rules, &run, &sizing)?;
     let workflow = build(rules, &doc, &run, &sizing, &rows, &ctx.platform, &arch)?;
@@ -174,6 +199,39 @@ fn resolve_node_context(
         }
     };
     Ok((ctx, arch))
+}
+
+/// `--gpu-arch A` (which takes precedence) against a `nvidia.com/gpu.product` node selector whose
+/// architecture (by the `gpu-products` table) is another: the run is configured for `A`, its pods
+/// land on the selector's nodes.
+///
+/// # Errors
+/// A malformed `gpu-products` table.
+fn arch_contradicts_selector(
+    rules: &RuleSet,
+    req: &RenderRequest,
+    run: &WorkloadRun,
+    ctx: &NodeContext,
+    arch: &str,
+) -> Result<Option<String>, PolicyError> {
+    let product = run
+        .spec
+        .target
+        .as_ref()
+        .and_then(|t| t.node_selector.get(crate::nodes::GPU_PRODUCT_LABEL))
+        .filter(|p| !p.is_empty());
+    let (Some(flag), Some(product), false) = (&req.gpu_arch, product, ctx.from_nodes) else {
+        return Ok(None);
+    };
+    let selected = detect::gpu_products(rules)?.architecture(product);
+    Ok((selected != arch).then(|| {
+        format!(
+            "--gpu-arch {} ({arch}) contradicts target.nodeSelector[{}] {} ({selected}): the run is rendered for {arch} (the flag takes precedence: GPUs per node, NICs, MNNVL and the {arch} overrides), but its pods only schedule on {selected} nodes; pass --gpu-arch {selected}, or fix the node selector",
+            detect::quote(flag),
+            detect::quote(crate::nodes::GPU_PRODUCT_LABEL),
+            detect::quote(product),
+        )
+    }))
 }
 
 /// `check --platform P` of a run whose architecture nothing names (no `--gpu-arch`, no
