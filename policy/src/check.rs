@@ -34,13 +34,20 @@ fn admit(
     kind: &str,
 ) -> Result<(Document, Vec<Finding>), PolicyError> {
     let (doc, notes) = prepare_document(doc, kind)?;
-    if kind == "Workflow" {
+    let mut findings = legacy_findings(&doc, &notes);
+    // The overrides' `when` values, checked once here (the renders that follow are told the
+    // document is admitted), whether or not a node context follows.
+    let overrides = if kind == "Workflow" {
         let workflow: Workflow = parse_typed(&doc, "Workflow")?;
         crate::render::check_user_overrides(&doc, &workflow.spec.overrides)?;
+        workflow.spec.overrides
     } else {
-        let _: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
-    }
-    let mut findings = legacy_findings(&doc, &notes);
+        let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
+        run.spec.overrides
+    };
+    findings.extend(crate::render::override_when_findings(
+        rules, &doc, &overrides,
+    )?);
     let origin = Origin {
         file: &doc.source.name,
         document: doc.index,
@@ -106,6 +113,22 @@ pub(crate) fn built_in_finding(
         stage: None,
         rule_error: false,
     }
+}
+
+/// A warning of the pipeline's own (pack `input`), located at `path` in `doc`.
+pub(crate) fn input_warning(
+    doc: &Document,
+    rule_id: &str,
+    message: String,
+    path: &nvcre_engine::FieldPath,
+) -> Finding {
+    built_in_finding(
+        doc,
+        (rule_id, "input", nvcre_engine::Severity::Warning),
+        message,
+        Some(path),
+        None,
+    )
 }
 
 /// A placement failure, located at `spec.numNodes` (the nodes the fleet cannot supply), else
@@ -279,28 +302,18 @@ pub fn check_document_in(
             {
                 return Ok(findings);
             }
+            let admitted = RenderRequest {
+                admitted: true,
+                ..render_req
+            };
             let rendered = if kind == "WorkloadRun" {
-                let admitted = RenderRequest {
-                    admitted: true,
-                    ..render_req
-                };
                 render_workload_run(rules, &doc, &admitted)
             } else if req.platform.is_some() || req.gpu_arch.is_some() || req.nodes.is_some() {
                 // A node context given in part (`--gpu-arch` without `--platform`) is refused
                 // as `render` refuses it, never ignored.
-                render_workflow(rules, &doc, &render_req)
+                render_workflow(rules, &doc, &admitted)
             } else {
-                // Without a node context a Workflow is checked as written; its overrides'
-                // `when` values are checked all the same.
-                if let Some(o) = doc.value.pointer("/spec/overrides")
-                    && o.as_array().is_some_and(|a| !a.is_empty())
-                {
-                    let overrides: Vec<crate::api::OverrideSpec> =
-                        serde_json::from_value(o.clone()).unwrap_or_default();
-                    findings.extend(crate::render::override_when_findings(
-                        rules, &doc, &overrides,
-                    )?);
-                }
+                // Without a node context a Workflow is checked as written.
                 let mut value = Cow::Borrowed(&doc.value);
                 for stage in [
                     contract::PLACEMENT,

@@ -274,3 +274,75 @@ fn resolving_a_platformless_workflow_notes_the_missing_build_time_rows() {
         "Warning: this Workflow may lack the build-time platform tweaks of aws (preCommand / mpirun arguments from aws-remove-efa-ofi-plugin, aws-mpi-net-plugin-none): they are applied when the WorkloadRun is rendered with --platform or --nodes-file, not when a Workflow is resolved\n"
     );
 }
+
+/// What a flag or an override would change without a word is reported, where it was written:
+/// `--gpu-arch` against the gpu.product selector, a `when` that never matches (at each value),
+/// trainer env an override adds that mpirun never forwards (at the override's line).
+#[test]
+fn silent_changes_are_warned_where_written() {
+    let f = path("cli/tests/data/silent-changes.yaml");
+    let (code, out, err) = run(&[
+        "check",
+        "-o",
+        "json",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "gb300",
+        &f,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    let rows: Vec<(String, u64, u64, String)> = findings(&report)
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            (
+                f["ruleId"].as_str().unwrap_or("").to_string(),
+                f["line"].as_u64().unwrap_or(0),
+                f["column"].as_u64().unwrap_or(0),
+                f["severity"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    let row = |id: &str, line, column| (id.to_string(), line, column, "warning".to_string());
+    assert_eq!(
+        rows,
+        vec![
+            row("gpu-architecture-contradicts-selector", 8, 44),
+            row("override-when-never-matches", 14, 33),
+            row("override-when-never-matches", 14, 62),
+            row("mpi-trainer-env-not-forwarded", 27, 23),
+        ]
+    );
+    let (code, out, err) = run(&["render", "--platform", "aws", "--gpu-arch", "gb300", &f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!out.is_empty());
+    assert_eq!(
+        err.lines().collect::<Vec<_>>(),
+        vec![
+            "Warning: spec.overrides[0].when.platform.equals: \"AWS\" is not a platform (one of forge, onprem, aws, gcp, azure, oci, nscale, togetherai, mistral), so the override never applies; platforms are compared exactly: write \"aws\" [override-when-never-matches]",
+            "Warning: spec.overrides[0].when.gpuArchitecture.in[0]: \"GB300\" is not a GPU architecture as runs name them (the gpu-products table reads it as \"gb300\"), so this entry never matches; write \"gb300\" [override-when-never-matches]",
+            "Warning: --gpu-arch \"gb300\" (gb300) contradicts target.nodeSelector[\"nvidia.com/gpu.product\"] \"NVIDIA-H100-80GB-HBM3\" (h100): the run is rendered for gb300 (the flag takes precedence: GPUs per node, NICs, MNNVL and the gb300 overrides), but its pods only schedule on h100 nodes; pass --gpu-arch h100, or fix the node selector [gpu-architecture-contradicts-selector]",
+            "Warning: env \"NCCL_IB_HCA\" is set on the trainer, which runs mpirun, but mpirun never forwards it: the ranks, started over ssh with a clean environment, run without it; set it in spec.env (forwarded with -x when the command is built), or add -x NCCL_IB_HCA to spec.mpiArgs [mpi-trainer-env-not-forwarded]",
+        ]
+    );
+    // Without a node context the `when` values are still checked.
+    let (code, out, _) = run(&["check", "-o", "json", &f]);
+    assert_eq!(code, 0);
+    let report: Value = serde_json::from_str(&out).expect("json");
+    let ids: Vec<Value> = findings(&report)
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| f["ruleId"].clone())
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            json!("override-when-never-matches"),
+            json!("override-when-never-matches")
+        ]
+    );
+}

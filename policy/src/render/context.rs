@@ -25,8 +25,8 @@ pub struct RenderRequest {
     /// Use the unknown architecture ("") instead of failing when none can be determined
     /// (`check` does not need one for the construction checks).
     pub allow_unknown_arch: bool,
-    /// The caller already ran the admission stage on this document (`check` does, to report
-    /// every admission finding): skip it.
+    /// The caller already ran the admission stage on this document and checked its overrides'
+    /// `when` values (`check` does, to report every admission finding): skip both.
     pub admitted: bool,
     /// Report every failing post-override check (`check`) instead of the first (`render`).
     pub report_all: bool,

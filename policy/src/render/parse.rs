@@ -518,16 +518,11 @@ pub(crate) fn override_when_findings(
                     };
                     let path = base.clone().key(field).key(op);
                     let path = if op == "equals" { path } else { path.index(j) };
-                    out.push(crate::check::built_in_finding(
+                    out.push(crate::check::input_warning(
                         doc,
-                        (
-                            crate::builtins::OVERRIDE_NEVER_MATCHES_RULE,
-                            "input",
-                            nvcre_engine::Severity::Warning,
-                        ),
+                        crate::builtins::OVERRIDE_NEVER_MATCHES_RULE,
                         format!("{path}: {problem}, so {consequence}{hint}"),
-                        Some(&path),
-                        None,
+                        &path,
                     ));
                 }
             }

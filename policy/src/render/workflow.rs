@@ -55,7 +55,11 @@ pub fn render_workflow(
         }
     };
     let workflow_overrides = workflow.spec.overrides.len();
-    let mut findings = super::parse::override_when_findings(rules, &doc, &workflow.spec.overrides)?;
+    let mut findings = if req.admitted {
+        Vec::new()
+    } else {
+        super::parse::override_when_findings(rules, &doc, &workflow.spec.overrides)?
+    };
     let (mut workflow, applied, post_warnings) = resolve_and_enforce(
         rules,
         workflow,

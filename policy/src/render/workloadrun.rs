@@ -44,45 +44,36 @@ pub fn render_workload_run(
     check_flags_first(rules, req)?;
     let (doc, run) = parse_and_admit(rules, doc, req, &mut warnings)?;
     let (ctx, arch) = resolve_node_context(rules, req, &run, &mut warnings)?;
-    findings.extend(super::parse::override_when_findings(
-        rules,
-        &doc,
-        &run.spec.overrides,
-    )?);
-    if let Some(message) = unknown_architecture(req, &run, &ctx) {
-        let path = nvcre_engine::FieldPath::root().key("spec");
-        let path = match run.spec.target {
-            Some(_) => path.key("target"),
-            None => path,
-        };
-        findings.push(crate::check::built_in_finding(
+    if !req.admitted {
+        findings.extend(super::parse::override_when_findings(
+            rules,
             &doc,
-            (
-                crate::builtins::UNKNOWN_ARCH_RULE,
-                "input",
-                nvcre_engine::Severity::Warning,
-            ),
+            &run.spec.overrides,
+        )?);
+    }
+    let spec = nvcre_engine::FieldPath::root().key("spec");
+    if let Some(message) = unknown_architecture(req, &run, &ctx) {
+        let path = match run.spec.target {
+            Some(_) => spec.clone().key("target"),
+            None => spec.clone(),
+        };
+        findings.push(crate::check::input_warning(
+            &doc,
+            crate::builtins::UNKNOWN_ARCH_RULE,
             message,
-            Some(&path),
-            None,
+            &path,
         ));
     }
     if let Some(message) = arch_contradicts_selector(rules, req, &run, &ctx, &arch)? {
-        let path = nvcre_engine::FieldPath::root()
-            .key("spec")
+        let path = spec
             .key("target")
             .key("nodeSelector")
             .key(crate::nodes::GPU_PRODUCT_LABEL);
-        findings.push(crate::check::built_in_finding(
+        findings.push(crate::check::input_warning(
             &doc,
-            (
-                crate::builtins::ARCH_CONTRADICTS_SELECTOR_RULE,
-                "input",
-                nvcre_engine::Severity::Warning,
-            ),
+            crate::builtins::ARCH_CONTRADICTS_SELECTOR_RULE,
             message,
-            Some(&path),
-            None,
+            &path,
         ));
     }
     // The findings so far are the input's: `render` prints them as it prints the later ones.
@@ -181,13 +172,7 @@ fn resolve_node_context(
     let arch = match (ctx.from_nodes, req.gpu_arch.is_some()) {
         (true, _) | (false, true) => ctx.gpu_architecture.clone(),
         (false, false) => {
-            let product = run
-                .spec
-                .target
-                .as_ref()
-                .and_then(|t| t.node_selector.get(crate::nodes::GPU_PRODUCT_LABEL))
-                .cloned()
-                .unwrap_or_default();
+            let product = selector_product(run).unwrap_or_default();
             if product.is_empty() && !req.allow_unknown_arch {
                 return Err(PolicyError::Usage(format!(
                     "cannot determine GPU architecture: {} label required in target.nodeSelector \
@@ -195,10 +180,20 @@ fn resolve_node_context(
                     crate::nodes::GPU_PRODUCT_LABEL
                 )));
             }
-            detect::gpu_products(rules)?.architecture(&product)
+            detect::gpu_products(rules)?.architecture(product)
         }
     };
     Ok((ctx, arch))
+}
+
+/// The run's `target.nodeSelector["nvidia.com/gpu.product"]`, when written and not empty.
+fn selector_product(run: &WorkloadRun) -> Option<&str> {
+    run.spec
+        .target
+        .as_ref()
+        .and_then(|t| t.node_selector.get(crate::nodes::GPU_PRODUCT_LABEL))
+        .map(String::as_str)
+        .filter(|p| !p.is_empty())
 }
 
 /// `--gpu-arch A` (which takes precedence) against a `nvidia.com/gpu.product` node selector whose
@@ -214,13 +209,8 @@ fn arch_contradicts_selector(
     ctx: &NodeContext,
     arch: &str,
 ) -> Result<Option<String>, PolicyError> {
-    let product = run
-        .spec
-        .target
-        .as_ref()
-        .and_then(|t| t.node_selector.get(crate::nodes::GPU_PRODUCT_LABEL))
-        .filter(|p| !p.is_empty());
-    let (Some(flag), Some(product), false) = (&req.gpu_arch, product, ctx.from_nodes) else {
+    let (Some(flag), Some(product), false) = (&req.gpu_arch, selector_product(run), ctx.from_nodes)
+    else {
         return Ok(None);
     };
     let selected = detect::gpu_products(rules)?.architecture(product);
@@ -241,14 +231,7 @@ fn unknown_architecture(
     run: &WorkloadRun,
     ctx: &NodeContext,
 ) -> Option<String> {
-    let named = req.gpu_arch.is_some()
-        || ctx.from_nodes
-        || run
-            .spec
-            .target
-            .as_ref()
-            .and_then(|t| t.node_selector.get(crate::nodes::GPU_PRODUCT_LABEL))
-            .is_some_and(|p| !p.is_empty());
+    let named = req.gpu_arch.is_some() || ctx.from_nodes || selector_product(run).is_some();
     (req.allow_unknown_arch && !named && !ctx.platform.is_empty()).then(|| {
         format!(
             "the GPU architecture is unknown (no --gpu-arch, no {} in target.nodeSelector): the overrides of platform {} were resolved for the unknown architecture and its per-node defaults, so the findings of the post-override checks may not be the real run's (render refuses this run); pass --gpu-arch ARCH or set the node selector",
