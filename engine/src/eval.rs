@@ -9,6 +9,7 @@
 //! reads it fails with a message naming it (see [`Scope`]), so each rule that reads it reports
 //! an error finding while the rules that do not read it run normally.
 
+use std::any::{Any, TypeId};
 use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -683,6 +684,19 @@ pub(crate) struct TableCache {
     entries: Mutex<HashMap<(usize, bool, String), Option<Value>>>,
     /// Key of the params the fragments read → the rendered fragments, and as CEL.
     fragments: Mutex<HashMap<String, Arc<RenderedFragments>>>,
+    /// What callers built from the table's rows ([`Table::derived`]), by key and type.
+    derived: Derived,
+}
+
+/// The values of [`Table::derived`]: one per `(key, type)`, built once per loaded table.
+#[derive(Default)]
+struct Derived(Mutex<HashMap<(&'static str, TypeId), Arc<dyn Any + Send + Sync>>>);
+
+impl std::fmt::Debug for Derived {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.lock().map(|m| m.len()).unwrap_or(0);
+        write!(f, "Derived({n} values)")
+    }
 }
 
 /// What the parts of a table read of `params`.
@@ -730,6 +744,45 @@ impl Table {
     /// As [`Table::render`].
     pub fn render_all(&self, params: &Value) -> Result<Vec<(String, Value)>, Error> {
         self.render_entries(params, false)
+    }
+
+    /// A value built from the table's rows once per loaded table and shared afterwards: rows
+    /// decoded into a caller's types, their regexes compiled. `build` runs on the first call for
+    /// a `(key, T)` pair; later calls (from any thread) return the same value. An error is not
+    /// kept: the next call builds again. A reloaded rule set has new tables, so a value never
+    /// outlives the rows it was built from.
+    ///
+    /// `build` must depend on nothing but the table (render it with fixed params), since the
+    /// value is reused for every caller.
+    ///
+    /// # Errors
+    /// What `build` returns.
+    pub fn derived<T, E>(
+        &self,
+        key: &'static str,
+        build: impl FnOnce(&Table) -> Result<T, E>,
+    ) -> Result<Arc<T>, E>
+    where
+        T: Any + Send + Sync,
+    {
+        let id = (key, TypeId::of::<T>());
+        let found = self
+            .cache
+            .derived
+            .0
+            .lock()
+            .ok()
+            .and_then(|m| m.get(&id).cloned());
+        if let Some(v) = found.and_then(|v| v.downcast::<T>().ok()) {
+            return Ok(v);
+        }
+        // Built outside the lock: two threads may both build on a first use; either result
+        // is the same value.
+        let v = Arc::new(build(self)?);
+        if let Ok(mut m) = self.cache.derived.0.lock() {
+            m.insert(id, v.clone());
+        }
+        Ok(v)
     }
 
     /// The params each part of the table reads.

@@ -2,7 +2,9 @@
 //! `gpu-defaults`; the `--platform` / `--gpu-arch` value checks, with the original `nvcrectl`
 //! messages.
 
-use nvcre_engine::RuleSet;
+use std::sync::Arc;
+
+use nvcre_engine::{RuleSet, Table};
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -247,15 +249,21 @@ pub(crate) struct RewriteRow {
     replacement: String,
 }
 
-/// The GPU product normalisation of the `gpu-products` table, its regexes compiled.
+/// The GPU product normalisation of the `gpu-products` table, its regexes compiled (once per
+/// loaded rule set: the value is shared by every later call).
 ///
 /// # Errors
 /// A missing table, a row that is neither a `rewrite` nor a `match` with an `architecture`,
 /// or a regex that does not compile ([`PolicyError::TableEntry`]).
-pub fn gpu_products(rules: &RuleSet) -> Result<nodes::GpuProducts, PolicyError> {
-    let table = rules
+pub fn gpu_products(rules: &RuleSet) -> Result<Arc<nodes::GpuProducts>, PolicyError> {
+    rules
         .table(GPU_PRODUCTS_TABLE)
-        .ok_or_else(|| PolicyError::MissingTable(GPU_PRODUCTS_TABLE.to_string()))?;
+        .ok_or_else(|| PolicyError::MissingTable(GPU_PRODUCTS_TABLE.to_string()))?
+        .derived("gpu-products", build_gpu_products)
+}
+
+/// The rows of the `gpu-products` table, decoded and their regexes compiled.
+fn build_gpu_products(table: &Table) -> Result<nodes::GpuProducts, PolicyError> {
     let entry_error = |id: &str, message: String| {
         let pos = table.entries.iter().find(|x| x.id == id).map(|x| x.pos);
         PolicyError::TableEntry {

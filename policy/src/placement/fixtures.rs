@@ -184,7 +184,7 @@ pub(super) fn fixture_scheduling() -> super::SchedulingPolicy {
 pub(super) fn fixture_policy() -> super::PlacementPolicy {
     super::PlacementPolicy {
         scheduling: fixture_scheduling(),
-        gpu_products: crate::nodes::fixture_gpu_products(),
+        gpu_products: std::sync::Arc::new(crate::nodes::fixture_gpu_products()),
         gang_defaults: crate::detect::GangDefaults {
             queue: "default-queue".into(),
             queue_label_key: "kai.scheduler/queue".into(),

@@ -93,7 +93,7 @@ pub struct PlacementPolicy {
     /// The default tolerations by placement mode.
     pub scheduling: SchedulingPolicy,
     /// How node product labels become architecture names (step 3's vote and filter).
-    pub gpu_products: GpuProducts,
+    pub gpu_products: std::sync::Arc<GpuProducts>,
     /// The queue and queue label key of a gang intent that leaves them unset.
     pub gang_defaults: crate::detect::GangDefaults,
 }

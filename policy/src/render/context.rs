@@ -99,7 +99,7 @@ pub fn node_context(
         .map(|(k, v)| (k.clone(), Value::String(v.clone())))
         .collect();
     let platform = detect::detect_platform(rules, &first.provider_id, &labels)?;
-    let arch = nodes::detect_gpu_architecture(&discovery.nodes, &detect::gpu_products(rules)?);
+    let arch = nodes::detect_gpu_architecture(&discovery.nodes, &*detect::gpu_products(rules)?);
     let mut notes = Vec::new();
     if arch == nodes::UNKNOWN_ARCH {
         notes.push(format!(
