@@ -706,6 +706,71 @@ struct TableReads {
     fragments: FieldReads,
     /// Each entry's `include` and body, with the fragments' reads added.
     entries: Vec<FieldReads>,
+    /// The params whose strings the table only carries into its output unchanged (see
+    /// [`Table::render`]); empty when the table's text holds [`PARAM_MARK`].
+    substituted: BTreeSet<String>,
+}
+
+/// Opens the placeholder of a substituted param in a cached render (a Unicode noncharacter:
+/// no rule file or param that holds one has its params substituted).
+const PARAM_MARK: char = '\u{FDD0}';
+/// Closes the placeholder.
+const PARAM_MARK_END: char = '\u{FDD1}';
+
+/// Adds the uses `u` to `all`.
+fn merge_uses(all: &mut crate::expr::ParamUses, u: crate::expr::ParamUses) {
+    all.bare.extend(u.bare);
+    all.other.merge(&u.other);
+    all.fragments_cel.merge(&u.fragments_cel);
+    all.fragments_embedded.extend(u.fragments_embedded);
+}
+
+/// The placeholder rendered in place of the substituted param `name`.
+fn placeholder(name: &str) -> String {
+    format!("{PARAM_MARK}{name}{PARAM_MARK_END}")
+}
+
+/// True when a string of `v` holds [`PARAM_MARK`].
+fn holds_mark(v: &Value) -> bool {
+    match v {
+        Value::String(s) => s.contains(PARAM_MARK),
+        Value::Array(a) => a.iter().any(holds_mark),
+        Value::Object(m) => m
+            .iter()
+            .any(|(k, v)| k.contains(PARAM_MARK) || holds_mark(v)),
+        _ => false,
+    }
+}
+
+/// Replaces every placeholder of `subs` (placeholder, value) in the strings of `v`.
+fn substitute(v: &mut Value, subs: &[(String, &str)]) {
+    match v {
+        Value::String(s) if s.contains(PARAM_MARK) => {
+            for (from, to) in subs {
+                if s.contains(from.as_str()) {
+                    *s = s.replace(from.as_str(), to);
+                }
+            }
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| substitute(x, subs)),
+        Value::Object(m) => m.values_mut().for_each(|x| substitute(x, subs)),
+        _ => {}
+    }
+}
+
+/// The params of `names` that can be substituted: the string ones, when no string of
+/// `params` holds [`PARAM_MARK`].
+fn substitutions<'a>(names: &BTreeSet<String>, params: &'a Value) -> Vec<(String, &'a str)> {
+    let Some(map) = params.as_object().filter(|_| !names.is_empty()) else {
+        return Vec::new();
+    };
+    if holds_mark(params) {
+        return Vec::new();
+    }
+    names
+        .iter()
+        .filter_map(|n| Some((placeholder(n), map.get(n)?.as_str()?)))
+        .collect()
 }
 
 /// How many entry renders a [`TableCache`] keeps before it starts over.
@@ -805,8 +870,77 @@ impl Table {
                     r
                 })
                 .collect();
-            TableReads { fragments, entries }
+            TableReads {
+                fragments,
+                entries,
+                substituted: self.substituted_params(),
+            }
         })
+    }
+
+    /// The params the table only reads as exactly `${{ params.x }}`, as a whole value or as a
+    /// part of text, and in no fragment that a CEL expression reads: a string param so read
+    /// reaches the output unchanged, so a render with a placeholder in its place, the
+    /// placeholder then replaced, is the render with the value. Their renders are cached with
+    /// the placeholders (a run name does not defeat the cache).
+    fn substituted_params(&self) -> BTreeSet<String> {
+        use crate::expr::ParamUses;
+        if self.source.text.contains(PARAM_MARK) {
+            return BTreeSet::new();
+        }
+        let mut all = ParamUses::default();
+        // The params each fragment's value may carry, its own and those of the fragments it
+        // reads or inserts (a fragment reads only earlier ones).
+        let mut carried: Vec<(String, BTreeSet<String>, bool)> = Vec::new();
+        for (name, t) in &self.fragments {
+            let mut u = ParamUses::default();
+            t.param_uses(true, &mut u);
+            let mut params = u.bare.clone();
+            let mut whole = matches!(u.other, FieldReads::All);
+            if let FieldReads::Fields(f) = &u.other {
+                params.extend(f.iter().cloned());
+            }
+            for (earlier, p, w) in &carried {
+                let read = u.fragments_embedded.contains(earlier)
+                    || match &u.fragments_cel {
+                        FieldReads::All => true,
+                        FieldReads::Fields(f) => f.contains(earlier),
+                    };
+                if read {
+                    params.extend(p.iter().cloned());
+                    whole |= *w;
+                }
+            }
+            carried.push((name.clone(), params, whole));
+            merge_uses(&mut all, u);
+        }
+        for e in &self.entries {
+            let mut u = ParamUses::default();
+            if let Some(inc) = &e.include {
+                u.other.merge(inc.param_reads());
+                u.fragments_cel.merge(inc.fragment_reads());
+            }
+            e.body.param_uses(true, &mut u);
+            merge_uses(&mut all, u);
+        }
+        // A fragment that CEL reads hands its placeholders to an expression.
+        for (name, params, whole) in &carried {
+            let read = match &all.fragments_cel {
+                FieldReads::All => true,
+                FieldReads::Fields(f) => f.contains(name),
+            };
+            if read {
+                all.other.merge(&if *whole {
+                    FieldReads::All
+                } else {
+                    FieldReads::Fields(params.clone())
+                });
+            }
+        }
+        match all.other {
+            FieldReads::All => BTreeSet::new(),
+            FieldReads::Fields(other) => all.bare.difference(&other).cloned().collect(),
+        }
     }
 
     fn render_entries(
@@ -815,6 +949,23 @@ impl Table {
         honor_include: bool,
     ) -> Result<Vec<(String, Value)>, Error> {
         let reads = self.reads();
+        let subs = substitutions(&reads.substituted, params);
+        let with_placeholders;
+        let params = if subs.is_empty() {
+            params
+        } else {
+            let mut p = params.clone();
+            if let Some(map) = p.as_object_mut() {
+                for (name, v) in map.iter_mut() {
+                    // Exactly the params of `subs`: substituted, and strings.
+                    if reads.substituted.contains(name) && v.is_string() {
+                        *v = Value::String(placeholder(name));
+                    }
+                }
+            }
+            with_placeholders = p;
+            &with_placeholders
+        };
         let keys: Vec<(usize, bool, String)> = reads
             .entries
             .iter()
@@ -849,7 +1000,14 @@ impl Table {
             .entries
             .iter()
             .zip(rendered)
-            .filter_map(|(e, body)| body.flatten().map(|b| (e.id.clone(), b)))
+            .filter_map(|(e, body)| {
+                body.flatten().map(|mut b| {
+                    if !subs.is_empty() {
+                        substitute(&mut b, &subs);
+                    }
+                    (e.id.clone(), b)
+                })
+            })
             .collect())
     }
 
@@ -1251,7 +1409,7 @@ mod tests {
     #[test]
     fn the_table_cache_keys_on_the_params_the_table_reads() {
         let t = table(
-            "entries:\n- id: a\n  include: params.?platform.orValue('') == 'aws'\n  name: \"${{ params['entry'] }}-x\"\n",
+            "entries:\n- id: a\n  include: params.?platform.orValue('') == 'aws'\n  name: \"${{ params['entry'] + '-x' }}\"\n",
         );
         let aws = |entry: &str, other: &str| {
             t.render(&json!({"platform": "aws", "entry": entry, "unread": other}))
@@ -1295,8 +1453,134 @@ mod tests {
                 ("fixed".to_string(), json!({"gpus": 8}))
             ]
         );
-        // `named` twice (one per entry name), `fixed` once.
-        assert_eq!(cached(&t), 3);
+        // Once each: `named` carries the entry name unchanged, so its render is cached with
+        // a placeholder for it.
+        assert_eq!(cached(&t), 2);
+    }
+
+    /// Renders `t` with each entry name and the other params fixed: the `name` field of
+    /// every row.
+    fn names(t: &Table, entries: &[&str]) -> Vec<Vec<Value>> {
+        entries
+            .iter()
+            .map(|e| {
+                t.render(&json!({"entryName": e, "n": 2}))
+                    .expect("renders")
+                    .into_iter()
+                    .map(|(_, v)| v["name"].clone())
+                    .collect()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_param_carried_unchanged_is_substituted_into_one_cached_render() {
+        let t = table(concat!(
+            "fragments:
+  claim: {name: \"${{ params.entryName }}-channel\"}
+",
+            "entries:
+",
+            "- id: text
+  name: \"${{ params.entryName }}-runtime-${{ params.n * 2 }}\"
+",
+            "- id: whole
+  name: \"${{ params['entryName'] }}\"
+",
+            "- id: inserted
+  name: {$fragment: claim}
+",
+            "- id: branch
+  name: {$if: 'params.n > 1', $then: \"${{ params.entryName }}\", $else: none}
+",
+        ));
+        // Values that would break a textual substitution: template syntax, quotes, unicode.
+        let odd = "a${{ params.n }}\"'\\$1 ü";
+        assert_eq!(
+            names(&t, &["a", odd]),
+            [
+                vec![
+                    json!("a-runtime-4"),
+                    json!("a"),
+                    json!({"name": "a-channel"}),
+                    json!("a")
+                ],
+                vec![
+                    json!(format!("{odd}-runtime-4")),
+                    json!(odd),
+                    json!({"name": format!("{odd}-channel")}),
+                    json!(odd)
+                ],
+            ]
+        );
+        assert_eq!(cached(&t), 4);
+        // A name holding the placeholder mark is rendered as it is, and cached apart.
+        let marked = "x\u{FDD0}entryName\u{FDD1}y";
+        assert_eq!(
+            names(&t, &[marked])[0],
+            [
+                json!(format!("{marked}-runtime-4")),
+                json!(marked),
+                json!({"name": format!("{marked}-channel")}),
+                json!(marked)
+            ]
+        );
+        assert_eq!(cached(&t), 8);
+        // Not a string: rendered with the value, cached apart.
+        assert_eq!(
+            t.render(&json!({"entryName": 7, "n": 2})).expect("renders")[1],
+            ("whole".to_string(), json!({"name": 7}))
+        );
+    }
+
+    #[test]
+    fn a_param_an_expression_computes_with_is_not_substituted() {
+        // Read by an expression (`size`) in one entry: every entry keys on its value.
+        let t = table(concat!(
+            "entries:
+",
+            "- id: a
+  name: \"${{ params.entryName }}\"
+",
+            "- id: b
+  name: \"${{ string(size(params.entryName)) }}\"
+",
+        ));
+        assert_eq!(
+            names(&t, &["ab", "abc"]),
+            [
+                vec![json!("ab"), json!("2")],
+                vec![json!("abc"), json!("3")]
+            ]
+        );
+        assert_eq!(cached(&t), 4);
+        // Carried by a fragment that an expression reads: the expression must see the value.
+        let t = table(concat!(
+            "fragments:
+  names: [\"${{ params.entryName }}\"]
+",
+            "entries:
+",
+            "- id: a
+  name: \"${{ fragments.names[0].size() }}\"
+",
+        ));
+        assert_eq!(names(&t, &["ab", "abc"]), [vec![json!(2)], vec![json!(3)]]);
+        assert_eq!(cached(&t), 2);
+        // In a map key or an include: keyed on its value.
+        let t = table(concat!(
+            "entries:
+",
+            "- id: a
+  include: params.entryName != 'skip'
+  name: \"${{ params.entryName }}\"
+",
+        ));
+        assert_eq!(
+            names(&t, &["ab", "cd"]),
+            [vec![json!("ab")], vec![json!("cd")]]
+        );
+        assert_eq!(cached(&t), 2);
     }
 
     #[test]

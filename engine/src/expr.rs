@@ -223,6 +223,31 @@ impl Expr {
         &self.param_reads
     }
 
+    /// Which fragments the expression reads.
+    pub(crate) fn fragment_reads(&self) -> &FieldReads {
+        &self.fragment_reads
+    }
+
+    /// `x` when the expression is exactly `params.x`: a read whose value, a string, a
+    /// template carries unchanged into what it renders.
+    pub(crate) fn bare_param(&self) -> Option<&str> {
+        let is_params = |x: &IdedExpr| matches!(&x.expr, AstExpr::Ident(n) if n == "params");
+        match &self.ast.expr {
+            AstExpr::Select(s) if !s.test && is_params(&s.operand) => Some(&s.field),
+            // `params['x']`
+            AstExpr::Call(c) if c.func_name == operators::INDEX && c.target.is_none() => {
+                match c.args.as_slice() {
+                    [operand, key] if is_params(operand) => match &key.expr {
+                        AstExpr::Literal(LiteralValue::String(k)) => Some(k.inner()),
+                        _ => None,
+                    },
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
     /// True when the expression reads a pack variable or fragment.
     pub(crate) fn reads_variables_or_fragments(&self) -> bool {
         self.refs
@@ -1335,6 +1360,30 @@ pub enum Template {
     If(Expr, Box<Template>, Option<Box<Template>>),
 }
 
+/// How the templates of a table read `params` and the fragments ([`Template::param_uses`]).
+#[derive(Debug)]
+pub(crate) struct ParamUses {
+    /// Params read as exactly `params.x` where the string reaches the output unchanged.
+    pub(crate) bare: BTreeSet<String>,
+    /// Params read any other way.
+    pub(crate) other: FieldReads,
+    /// Fragments that CEL expressions read (`fragments.x`).
+    pub(crate) fragments_cel: FieldReads,
+    /// Fragments inserted by `{$fragment: name}`.
+    pub(crate) fragments_embedded: BTreeSet<String>,
+}
+
+impl Default for ParamUses {
+    fn default() -> ParamUses {
+        ParamUses {
+            bare: BTreeSet::new(),
+            other: FieldReads::Fields(BTreeSet::new()),
+            fragments_cel: FieldReads::Fields(BTreeSet::new()),
+            fragments_embedded: BTreeSet::new(),
+        }
+    }
+}
+
 /// A piece of an interpolated string.
 #[derive(Debug, Clone)]
 pub enum Part {
@@ -1451,6 +1500,56 @@ impl Template {
                 }
             }
             Template::Literal(_) | Template::Expr(_) | Template::Interp(_) => {}
+        }
+    }
+
+    /// Adds to `uses` how the template reads `params` and the fragments (see [`ParamUses`]).
+    /// `bare_ok`: the position carries a string into the output as it is (a value or a part
+    /// of text; not a map key, a splice or a `$if` condition).
+    pub(crate) fn param_uses(&self, bare_ok: bool, uses: &mut ParamUses) {
+        let expr = |e: &Expr, bare_ok: bool, uses: &mut ParamUses| match e.bare_param() {
+            Some(x) if bare_ok => {
+                uses.bare.insert(x.to_string());
+            }
+            _ => {
+                uses.other.merge(e.param_reads());
+                uses.fragments_cel.merge(e.fragment_reads());
+            }
+        };
+        match self {
+            Template::Literal(_) => {}
+            Template::Expr(e) => expr(e, bare_ok, uses),
+            Template::Interp(parts) => {
+                for p in parts {
+                    if let Part::Expr(e) = p {
+                        expr(e, bare_ok, uses);
+                    }
+                }
+            }
+            Template::List(items) => {
+                for i in items {
+                    match i {
+                        Item::One(t) => t.param_uses(bare_ok, uses),
+                        Item::Splice(t) => t.param_uses(false, uses),
+                    }
+                }
+            }
+            Template::Map(entries) => {
+                for (k, v) in entries {
+                    k.param_uses(false, uses);
+                    v.param_uses(bare_ok, uses);
+                }
+            }
+            Template::Fragment(n) => {
+                uses.fragments_embedded.insert(n.clone());
+            }
+            Template::If(cond, then, otherwise) => {
+                expr(cond, false, uses);
+                then.param_uses(bare_ok, uses);
+                if let Some(o) = otherwise {
+                    o.param_uses(bare_ok, uses);
+                }
+            }
         }
     }
 
