@@ -115,16 +115,71 @@ struct Run<'a, 'd> {
     origin: Origin<'a>,
     params: &'a Value,
     objects: Option<&'a Objects>,
-    /// Borrowed until a rule mutates it (copy on write).
-    doc: Cow<'d, Value>,
-    /// `doc` as the scopes bind it: one copy, made when a scope first needs it after `doc`
-    /// changed, and shared by every scope bound to that version.
-    shared: Option<Arc<Value>>,
+    /// The document, borrowed until a rule mutates it.
+    doc: &'a mut Doc<'d>,
     findings: Vec<Finding>,
     /// `object`, `params` and `objects` bound for `doc` (see [`Run::base_scope`]).
     base: Option<Scope>,
     /// True once a rule of this run mutated `doc`.
     mutated: bool,
+}
+
+/// The document a run of packs reads and mutates: the caller's value until a rule writes,
+/// then one shared copy that the scopes bind in place.
+enum Doc<'d> {
+    /// Not written: the caller's value and, once a scope needed it, its one shared copy.
+    Borrowed(&'d Value, Option<Arc<Value>>),
+    /// Written by a rule, or handed over owned: the scopes bind this very value; a write
+    /// copies it only while a scope still holds it.
+    Owned(Arc<Value>),
+}
+
+impl<'d> Doc<'d> {
+    fn new(doc: Cow<'d, Value>) -> Doc<'d> {
+        match doc {
+            Cow::Borrowed(v) => Doc::Borrowed(v, None),
+            Cow::Owned(v) => Doc::Owned(Arc::new(v)),
+        }
+    }
+
+    fn value(&self) -> &Value {
+        match self {
+            Doc::Borrowed(v, _) => v,
+            Doc::Owned(v) => v,
+        }
+    }
+
+    /// The document as the scopes bind it (shared, never copied twice).
+    fn shared(&mut self) -> Arc<Value> {
+        match self {
+            Doc::Borrowed(v, shared) => {
+                shared.get_or_insert_with(|| Arc::new((*v).clone())).clone()
+            }
+            Doc::Owned(v) => v.clone(),
+        }
+    }
+
+    /// The document to write into.
+    fn to_mut(&mut self) -> &mut Value {
+        if let Doc::Borrowed(v, shared) = self {
+            let owned = match shared.take() {
+                Some(a) => a,
+                None => Arc::new((*v).clone()),
+            };
+            *self = Doc::Owned(owned);
+        }
+        match self {
+            Doc::Owned(v) => Arc::make_mut(v),
+            Doc::Borrowed(..) => unreachable!("made owned above"),
+        }
+    }
+
+    fn into_cow(self) -> Cow<'d, Value> {
+        match self {
+            Doc::Borrowed(v, _) => Cow::Borrowed(v),
+            Doc::Owned(v) => Cow::Owned(Arc::try_unwrap(v).unwrap_or_else(|v| (*v).clone())),
+        }
+    }
 }
 
 /// The pack-level scope rules run in: `object`, `params`, pack `variables`, `fragments`.
@@ -163,32 +218,32 @@ impl CompiledPack {
         params: &Value,
         objects: Option<&Objects>,
     ) -> Result<Outcome, Error> {
-        self.evaluate_shared(Cow::Borrowed(doc), origin, params, objects, &mut None)
-            .map(|(out, value)| Outcome {
-                value: value.into_owned(),
-                ..out
-            })
+        let mut doc = Doc::new(Cow::Borrowed(doc));
+        let out = self.evaluate_shared(&mut doc, origin, params, objects, &mut None)?;
+        Ok(Outcome {
+            value: doc.into_cow().into_owned(),
+            ..out
+        })
     }
 
     /// Runs the pack on `doc` (taken and handed back in the [`Outcome`]), reusing the CEL
     /// bindings of `object`, `params` and `objects` that an earlier pack left in `base`. A pack
     /// that mutates the document clears `base`, so the next one binds the new document.
     /// The [`Outcome`]'s `value` is left `Null`: the document is the returned [`Cow`].
-    fn evaluate_shared<'d>(
+    fn evaluate_shared(
         &self,
-        doc: Cow<'d, Value>,
+        doc: &mut Doc<'_>,
         origin: Origin<'_>,
         params: &Value,
         objects: Option<&Objects>,
         base: &mut Option<Scope>,
-    ) -> Result<(Outcome, Cow<'d, Value>), Error> {
-        if !self.matcher.matches_resource(&doc) {
-            let out = Outcome {
+    ) -> Result<Outcome, Error> {
+        if !self.matcher.matches_resource(doc.value()) {
+            return Ok(Outcome {
                 matched: false,
                 value: Value::Null,
                 findings: Vec::new(),
-            };
-            return Ok((out, doc));
+            });
         }
         let mut run = Run {
             pack: self,
@@ -196,7 +251,6 @@ impl CompiledPack {
             params,
             objects,
             doc,
-            shared: None,
             findings: Vec::new(),
             base: base.take(),
             mutated: false,
@@ -206,12 +260,11 @@ impl CompiledPack {
             *base = run.base.take();
         }
         let (matched, findings) = outcome?;
-        let out = Outcome {
+        Ok(Outcome {
             matched,
             value: Value::Null,
             findings,
-        };
-        Ok((out, run.doc))
+        })
     }
 }
 
@@ -232,14 +285,13 @@ pub fn run_packs<'p, 'd>(
     objects: Option<&Objects>,
 ) -> Result<(Cow<'d, Value>, Vec<Finding>), Error> {
     let mut base = None;
-    let mut value = doc;
+    let mut doc = Doc::new(doc);
     let mut findings = Vec::new();
     for pack in packs {
-        let (out, v) = pack.evaluate_shared(value, origin, params, objects, &mut base)?;
-        value = v;
+        let out = pack.evaluate_shared(&mut doc, origin, params, objects, &mut base)?;
         findings.extend(out.findings);
     }
-    Ok((value, findings))
+    Ok((doc.into_cow(), findings))
 }
 
 impl Run<'_, '_> {
@@ -304,12 +356,9 @@ impl Run<'_, '_> {
         s
     }
 
-    /// The current `doc`, shared (see [`Run::shared`]).
+    /// The current `doc`, shared.
     fn shared_doc(&mut self) -> Arc<Value> {
-        let doc = &self.doc;
-        self.shared
-            .get_or_insert_with(|| Arc::new(doc.as_ref().clone()))
-            .clone()
+        self.doc.shared()
     }
 
     fn bind_base(&mut self) -> Scope {
@@ -496,7 +545,6 @@ impl Run<'_, '_> {
                     }
                 }
                 mutated = true;
-                self.shared = None;
             }
             if mutated {
                 // Later items and rules see the mutated document.
@@ -690,7 +738,10 @@ pub(crate) struct TableCache {
 
 /// The values of [`Table::derived`]: one per `(key, type)`, built once per loaded table.
 #[derive(Default)]
-struct Derived(Mutex<HashMap<(&'static str, TypeId), Arc<dyn Any + Send + Sync>>>);
+struct Derived(Mutex<HashMap<(&'static str, TypeId), DerivedValue>>);
+
+/// One value of [`Derived`], of the type its key names.
+type DerivedValue = Arc<dyn Any + Send + Sync>;
 
 impl std::fmt::Debug for Derived {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
