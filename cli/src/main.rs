@@ -18,6 +18,10 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// mimalloc: a document is thousands of small strings and maps, made and freed by every stage.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand, ValueEnum};
 use nvcre_domain::{PolicyError, expand, load_rules, render_document};
 use nvcre_engine::{RuleSet, to_yaml};

@@ -9,6 +9,10 @@ use clap::Parser;
 use nvcre_controller::rules::RulesSource;
 use nvcre_controller::{Config, ConfigMapRef, LeaderElection, run};
 
+/// mimalloc, as the CLI's: rendering a run makes and frees many small strings and maps.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// Reconciles WorkloadRun and Workflow objects with the NVCRE rules.
 #[derive(Debug, Parser)]
 #[command(name = "nvcre-controller", version, about)]
