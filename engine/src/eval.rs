@@ -18,7 +18,7 @@ use cel::Value as Cel;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
-use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, VARIABLE_PREFIX};
+use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, Template, VARIABLE_PREFIX};
 use crate::finding::{Finding, Severity};
 use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, Rule, Table};
 use crate::patch::{self, ListPolicy};
@@ -734,6 +734,18 @@ pub(crate) struct TableCache {
     fragments: Mutex<HashMap<String, Arc<RenderedFragments>>>,
     /// What callers built from the table's rows ([`Table::derived`]), by key and type.
     derived: Derived,
+    /// Rows decoded by [`Table::render_decoded`]: `(type, entry key)` → `Option<Arc<T>>`.
+    typed: Mutex<HashMap<(TypeId, (usize, bool, String)), DerivedValue>>,
+}
+
+/// A render's substitutions, params and entry keys ([`Table::prepare`]).
+struct Prepared<'p> {
+    /// (placeholder, value) of each substituted param.
+    subs: Vec<(String, &'p str)>,
+    /// The params, with placeholders in place of the substituted ones.
+    params: Cow<'p, Value>,
+    /// `(entry index, include honoured, key of the params the entry reads)`.
+    keys: Vec<(usize, bool, String)>,
 }
 
 /// The values of [`Table::derived`]: one per `(key, type)`, built once per loaded table.
@@ -904,20 +916,61 @@ impl Table {
     /// The params each part of the table reads.
     fn reads(&self) -> &TableReads {
         self.cache.reads.get_or_init(|| {
+            // What a template reads of params, and which fragments it uses (inserted or read
+            // by CEL; `None`: all of them).
+            let uses = |t: &Template, r: &mut FieldReads| {
+                let mut inserted = Vec::new();
+                t.fragment_refs(&mut inserted);
+                let mut cel = FieldReads::Fields(BTreeSet::new());
+                t.for_each_expr(&mut |e: &Expr| {
+                    r.merge(e.param_reads());
+                    cel.merge(e.fragment_reads());
+                });
+                match cel {
+                    FieldReads::All => None,
+                    FieldReads::Fields(mut names) => {
+                        names.extend(inserted);
+                        Some(names)
+                    }
+                }
+            };
+            // Each fragment's reads, with those of the fragments it uses (only earlier ones).
+            let mut by_fragment: Vec<(&str, FieldReads)> = Vec::new();
             let mut fragments = FieldReads::Fields(BTreeSet::new());
-            for (_, t) in &self.fragments {
-                t.for_each_expr(&mut |e: &Expr| fragments.merge(e.param_reads()));
+            let with_used = |r: &mut FieldReads,
+                             used: Option<BTreeSet<String>>,
+                             known: &[(&str, FieldReads)]| {
+                for (name, reads) in known {
+                    if used.as_ref().is_none_or(|u| u.contains(*name)) {
+                        r.merge(reads);
+                    }
+                }
+            };
+            for (name, t) in &self.fragments {
+                let mut r = FieldReads::Fields(BTreeSet::new());
+                let used = uses(t, &mut r);
+                with_used(&mut r, used, &by_fragment);
+                fragments.merge(&r);
+                by_fragment.push((name, r));
             }
+            // An entry keys on its own reads and those of the fragments it uses. (Every render
+            // still renders the fragments, cached on what they read, so a fragment that fails
+            // for these params fails the render even where no entry uses it.)
             let entries = self
                 .entries
                 .iter()
                 .map(|e| {
-                    let mut r = fragments.clone();
+                    let mut r = FieldReads::Fields(BTreeSet::new());
+                    let mut used = uses(&e.body, &mut r);
                     if let Some(inc) = &e.include {
                         r.merge(inc.param_reads());
+                        match (inc.fragment_reads(), &mut used) {
+                            (FieldReads::All, _) => used = None,
+                            (FieldReads::Fields(f), Some(u)) => u.extend(f.iter().cloned()),
+                            (FieldReads::Fields(_), None) => {}
+                        }
                     }
-                    e.body
-                        .for_each_expr(&mut |x: &Expr| r.merge(x.param_reads()));
+                    with_used(&mut r, used, &by_fragment);
                     r
                 })
                 .collect();
@@ -999,11 +1052,103 @@ impl Table {
         params: &Value,
         honor_include: bool,
     ) -> Result<Vec<(String, Value)>, Error> {
+        let prepared = self.prepare(params, honor_include);
+        let wanted = vec![true; self.entries.len()];
+        let bodies = self.raw_bodies(&prepared, honor_include, &wanted)?;
+        Ok(self
+            .entries
+            .iter()
+            .zip(bodies)
+            .filter_map(|(e, body)| {
+                body.flatten().map(|mut b| {
+                    if !prepared.subs.is_empty() {
+                        substitute(&mut b, &prepared.subs);
+                    }
+                    (e.id.clone(), b)
+                })
+            })
+            .collect())
+    }
+
+    /// Renders like [`Table::render`] and decodes every row with `decode` (given the entry id
+    /// and the rendered body), keeping the decoded rows: a later render whose entry renders the
+    /// same (same params read, no substituted param in the row) returns the same `Arc` without
+    /// decoding again. A row that carries a substituted param is decoded on every call.
+    ///
+    /// # Errors
+    /// As [`Table::render`] (converted into `E`), or the first error of `decode`.
+    pub fn render_decoded<T, E>(
+        &self,
+        params: &Value,
+        decode: impl Fn(&str, &Value) -> Result<T, E>,
+    ) -> Result<Vec<(String, Arc<T>)>, E>
+    where
+        T: Any + Send + Sync,
+        E: From<Error>,
+    {
+        let prepared = self.prepare(params, true);
+        let typed_key = |i: usize| (TypeId::of::<T>(), prepared.keys[i].clone());
+        let mut rows: Vec<Option<Option<Arc<T>>>> = match self.cache.typed.lock() {
+            Ok(c) => (0..self.entries.len())
+                .map(|i| {
+                    c.get(&typed_key(i))
+                        .and_then(|v| v.downcast_ref::<Option<Arc<T>>>())
+                        .cloned()
+                })
+                .collect(),
+            Err(_) => vec![None; self.entries.len()],
+        };
+        let wanted: Vec<bool> = rows.iter().map(Option::is_none).collect();
+        if !wanted.iter().any(|w| *w) {
+            // Every row decoded already; the fragments still render (see `reads`).
+            self.render_fragments(&prepared.params)?;
+        } else {
+            let bodies = self.raw_bodies(&prepared, true, &wanted)?;
+            let mut fresh: Vec<(usize, DerivedValue)> = Vec::new();
+            for (i, body) in bodies.into_iter().enumerate() {
+                let Some(body) = body else { continue };
+                let row = match body {
+                    None => None,
+                    Some(b) if prepared.subs.is_empty() || !holds_mark(&b) => {
+                        let row = Arc::new(decode(&self.entries[i].id, &b)?);
+                        fresh.push((i, Arc::new(Some(row.clone()))));
+                        rows[i] = Some(Some(row));
+                        continue;
+                    }
+                    Some(mut b) => {
+                        substitute(&mut b, &prepared.subs);
+                        Some(Arc::new(decode(&self.entries[i].id, &b)?))
+                    }
+                };
+                if row.is_none() {
+                    fresh.push((i, Arc::new(None::<Arc<T>>)));
+                }
+                rows[i] = Some(row);
+            }
+            if let Ok(mut c) = self.cache.typed.lock() {
+                if c.len() + fresh.len() > TABLE_CACHE_ENTRIES {
+                    c.clear();
+                }
+                for (i, v) in fresh {
+                    c.insert(typed_key(i), v);
+                }
+            }
+        }
+        Ok(self
+            .entries
+            .iter()
+            .zip(rows)
+            .filter_map(|(e, row)| row.flatten().map(|r| (e.id.clone(), r)))
+            .collect())
+    }
+
+    /// The substitutions for `params`, the params rendered with (placeholders in place of the
+    /// substituted ones) and each entry's cache key.
+    fn prepare<'p>(&self, params: &'p Value, honor_include: bool) -> Prepared<'p> {
         let reads = self.reads();
         let subs = substitutions(&reads.substituted, params);
-        let with_placeholders;
         let params = if subs.is_empty() {
-            params
+            Cow::Borrowed(params)
         } else {
             let mut p = params.clone();
             if let Some(map) = p.as_object_mut() {
@@ -1014,28 +1159,46 @@ impl Table {
                     }
                 }
             }
-            with_placeholders = p;
-            &with_placeholders
+            Cow::Owned(p)
         };
-        let keys: Vec<(usize, bool, String)> = reads
+        let keys = reads
             .entries
             .iter()
             .enumerate()
-            .map(|(i, r)| (i, honor_include, params_key(r, params)))
+            .map(|(i, r)| (i, honor_include, params_key(r, &params)))
             .collect();
+        Prepared { subs, params, keys }
+    }
+
+    /// The bodies of the `wanted` entries as rendered with `prepared.params` (placeholders
+    /// not replaced): `Some(None)` for an entry its `include` leaves out, `None` for an entry
+    /// not wanted.
+    fn raw_bodies(
+        &self,
+        prepared: &Prepared<'_>,
+        honor_include: bool,
+        wanted: &[bool],
+    ) -> Result<Vec<Option<Option<Value>>>, Error> {
+        let keys = &prepared.keys;
         let mut rendered: Vec<Option<Option<Value>>> = match self.cache.entries.lock() {
-            Ok(c) => keys.iter().map(|k| c.get(k).cloned()).collect(),
+            Ok(c) => keys
+                .iter()
+                .zip(wanted)
+                .map(|(k, w)| if *w { c.get(k).cloned() } else { None })
+                .collect(),
             Err(_) => vec![None; keys.len()],
         };
-        if rendered.iter().any(Option::is_none) {
-            let (scope, frags) = self.render_fragments(params)?;
+        let missing = |r: &[Option<Option<Value>>], i: usize| wanted[i] && r[i].is_none();
+        // Always: a fragment that fails for these params fails the render (see `reads`).
+        let (scope, frags) = self.render_fragments(&prepared.params)?;
+        if (0..keys.len()).any(|i| missing(&rendered, i)) {
             let mut fresh = Vec::new();
-            for (i, slot) in rendered.iter_mut().enumerate() {
-                if slot.is_none() {
+            for i in 0..keys.len() {
+                if missing(&rendered, i) {
                     let body =
                         self.render_entry(&self.entries[i], &scope, &frags.0, honor_include)?;
                     fresh.push((i, body.clone()));
-                    *slot = Some(body);
+                    rendered[i] = Some(body);
                 }
             }
             if let Ok(mut c) = self.cache.entries.lock() {
@@ -1047,19 +1210,7 @@ impl Table {
                 }
             }
         }
-        Ok(self
-            .entries
-            .iter()
-            .zip(rendered)
-            .filter_map(|(e, body)| {
-                body.flatten().map(|mut b| {
-                    if !subs.is_empty() {
-                        substitute(&mut b, &subs);
-                    }
-                    (e.id.clone(), b)
-                })
-            })
-            .collect())
+        Ok(rendered)
     }
 
     /// The scope entries render in (`params` and `fragments`, both read in place) and the
@@ -1581,6 +1732,64 @@ mod tests {
         assert_eq!(
             t.render(&json!({"entryName": 7, "n": 2})).expect("renders")[1],
             ("whole".to_string(), json!({"name": 7}))
+        );
+    }
+
+    #[test]
+    fn an_entry_keys_only_on_the_fragments_it_uses() {
+        let t = table(concat!(
+            "fragments:\n  f: \"${{ params.n * 2 }}\"\n  g: {$fragment: f}\n  bad: \"${{ string(1 / params.d) }}\"\n",
+            "entries:\n",
+            "- id: inserts\n  v: {$fragment: g}\n",
+            "- id: reads\n  v: \"${{ fragments.f + 1 }}\"\n",
+            "- id: neither\n  v: fixed\n",
+        ));
+        let rows = |n: i64, d: i64| t.render(&json!({"n": n, "d": d}));
+        let values = |n: i64| -> Vec<Value> {
+            rows(n, 1)
+                .expect("renders")
+                .into_iter()
+                .map(|(_, v)| v["v"].clone())
+                .collect()
+        };
+        assert_eq!(values(1), [json!(2), json!(3), json!("fixed")]);
+        assert_eq!(values(2), [json!(4), json!(5), json!("fixed")]);
+        // `inserts` (through g) and `reads` key on n; `neither` was rendered once.
+        assert_eq!(cached(&t), 5);
+        // Every entry is cached for n = 2, but the fragments render for the new d, and the
+        // one that fails fails the render.
+        let err = rows(2, 0).expect_err("a fragment fails");
+        assert!(err.to_string().contains("fragment bad"), "{err}");
+    }
+
+    #[test]
+    fn decoded_rows_are_kept_unless_they_carry_a_substituted_param() {
+        let t = table(concat!(
+            "entries:\n",
+            "- id: fixed\n  v: \"${{ params.n }}\"\n",
+            "- id: named\n  v: \"${{ params.entryName }}-runtime\"\n",
+        ));
+        let decode = |_: &str, v: &Value| -> Result<String, Error> { Ok(v["v"].to_string()) };
+        let render = |name: &str| {
+            t.render_decoded(&json!({"entryName": name, "n": 1}), decode)
+                .expect("renders")
+        };
+        let (a, b) = (render("a"), render("b"));
+        let texts = |rows: &[(String, Arc<String>)]| -> Vec<String> {
+            rows.iter().map(|(id, v)| format!("{id}={v}")).collect()
+        };
+        assert_eq!(texts(&a), ["fixed=1", "named=\"a-runtime\""]);
+        assert_eq!(texts(&b), ["fixed=1", "named=\"b-runtime\""]);
+        // The row without the name is the same decoded value; the named one is decoded anew.
+        assert!(Arc::ptr_eq(&a[0].1, &b[0].1));
+        assert!(!Arc::ptr_eq(&a[1].1, &b[1].1));
+        // A decode error is the caller's.
+        let failed = t.render_decoded(&json!({"entryName": "c", "n": 2}), |id, _| {
+            Err::<(), _>(Error::Patch(format!("no {id}")))
+        });
+        assert_eq!(
+            failed.expect_err("decode fails").to_string(),
+            Error::Patch("no fixed".into()).to_string()
         );
     }
 

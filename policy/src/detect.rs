@@ -100,7 +100,7 @@ pub struct SyntheticNode {
 pub(crate) fn decode_row<T: for<'de> Deserialize<'de>>(
     table: &nvcre_engine::Table,
     id: &str,
-    value: Value,
+    value: &Value,
 ) -> Result<T, PolicyError> {
     serde_path_to_error::deserialize(value).map_err(|e| {
         let pos = table.entries.iter().find(|x| x.id == id).map(|x| x.pos);
@@ -133,7 +133,7 @@ fn table_rows<T: for<'de> Deserialize<'de>>(
     table
         .render(params)?
         .into_iter()
-        .map(|(id, v)| decode_row(table, &id, v))
+        .map(|(id, v)| decode_row(table, &id, &v))
         .collect()
 }
 
@@ -161,7 +161,7 @@ fn platform_rows(rules: &RuleSet) -> Result<Vec<PlatformRow>, PolicyError> {
     table
         .render_all(&params::platform_detection("", &serde_json::Map::new()))?
         .into_iter()
-        .map(|(id, v)| decode_row(table, &id, v))
+        .map(|(id, v)| decode_row(table, &id, &v))
         .collect()
 }
 
@@ -282,7 +282,7 @@ fn build_gpu_products(table: &Table) -> Result<nodes::GpuProducts, PolicyError> 
     };
     let mut rules_out = Vec::new();
     for (id, value) in table.render(&Value::Null)? {
-        let row: GpuProductRow = decode_row(table, &id, value)?;
+        let row: GpuProductRow = decode_row(table, &id, &value)?;
         rules_out.push(match row {
             GpuProductRow {
                 rewrite: Some(r),

@@ -308,7 +308,7 @@ pub fn list_policy(rules: &RuleSet) -> Result<ListPolicy, crate::error::PolicyEr
         .ok_or_else(|| crate::error::PolicyError::MissingTable(LIST_MERGE_TABLE.to_string()))?;
     let mut policy = ListPolicy::new();
     for (id, value) in table.render(&Value::Null)? {
-        let row: ListMergeRow = crate::detect::decode_row(table, &id, value)?;
+        let row: ListMergeRow = crate::detect::decode_row(table, &id, &value)?;
         let merge = match (row.merge_key, row.replace) {
             (Some(key), false) => ListMerge::ByKey(key),
             (None, true) => ListMerge::Replace,

@@ -108,7 +108,7 @@ pub fn runtime_templates(
             subject: format!("schedulerName {}", crate::detect::quote(scheduler_name)),
         });
     };
-    let mut row: RuntimeTemplates = crate::detect::decode_row(table, &id, value)?;
+    let mut row: RuntimeTemplates = crate::detect::decode_row(table, &id, &value)?;
     row.default_timeout_per_job =
         canonical_go_duration(&row.default_timeout_per_job).map_err(|reason| {
             let pos = table.entries.iter().find(|e| e.id == id).map(|e| e.pos);

@@ -236,7 +236,7 @@ pub(super) fn detect_nic_resource(
     let params = crate::packs::params::nic_detection(&ctx.platform, &ctx.gpu_architecture);
     let mut patterns = Vec::new();
     for (id, value) in table.render(&params)? {
-        let row: NicRow = detect::decode_row(table, &id, value)?;
+        let row: NicRow = detect::decode_row(table, &id, &value)?;
         patterns.extend(row.resources);
     }
     if patterns.is_empty() {

@@ -131,7 +131,7 @@ fn build_time_rows_note(
     let ctx = OverrideContext::build_time(platform, arch);
     let mut rows = Vec::new();
     for (id, value) in table.render(&params)? {
-        let row: PlatformOverride = detect::decode_row(table, &id, value)?;
+        let row: PlatformOverride = detect::decode_row(table, &id, &value)?;
         let adds = (!row.pre_command.is_empty() && !wrapped) || (mpi && !row.mpi_args.is_empty());
         if adds && when_matches(&row.when, &ctx).unwrap_or(false) {
             rows.push(id);

@@ -7,6 +7,7 @@
 use nvcre_engine::{Document, RuleSet};
 use serde_json::Value;
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use crate::api::{FrameworkType, Workflow, WorkloadRun};
 use crate::build::{BuildParams, build_workflow, runtime_templates};
@@ -295,7 +296,7 @@ fn platform_rows(
     rules: &RuleSet,
     run: &WorkloadRun,
     sizing: &Sizing,
-) -> Result<Vec<PlatformOverride>, PolicyError> {
+) -> Result<Vec<Arc<PlatformOverride>>, PolicyError> {
     let table = rules
         .table(OVERRIDE_TABLE)
         .ok_or_else(|| PolicyError::MissingTable(OVERRIDE_TABLE.to_string()))?;
@@ -310,19 +311,22 @@ fn platform_rows(
         strict_domain: sizing.scale.strict_domain,
     }
     .to_value();
-    let mut rows = Vec::new();
-    for (id, value) in table.render(&params)? {
-        let mut o: PlatformOverride = detect::decode_row(table, &id, value)?;
-        apply_user_env(&mut o, &run.spec.env);
-        rows.push(o);
+    // Decoded once per distinct row: most rows render the same for every run.
+    let mut rows = table.render_decoded(&params, |id, value| {
+        detect::decode_row::<PlatformOverride>(table, id, value)
+    })?;
+    if !run.spec.env.is_empty() {
+        for (_, o) in &mut rows {
+            apply_user_env(Arc::make_mut(o), &run.spec.env);
+        }
     }
-    Ok(rows)
+    Ok(rows.into_iter().map(|(_, o)| o).collect())
 }
 
 /// The build-time part of the matching platform rows (context = platform + architecture only):
 /// the `mpiArgs` for an MPI run and the `preCommand` lines.
 fn build_time_passes(
-    rows: &[PlatformOverride],
+    rows: &[Arc<PlatformOverride>],
     platform: &str,
     arch: &str,
     framework: FrameworkType,
@@ -353,7 +357,7 @@ fn build(
     doc: &Document,
     run: &WorkloadRun,
     sizing: &Sizing,
-    rows: &[PlatformOverride],
+    rows: &[Arc<PlatformOverride>],
     platform: &str,
     arch: &str,
 ) -> Result<Workflow, PolicyError> {
@@ -375,7 +379,7 @@ fn build(
         gang_defaults: detect::gang_defaults(rules)?,
     };
     let mut workflow = build_workflow(run, &build_params).map_err(|e| build_error(doc, &e))?;
-    workflow.spec.overrides = rows.iter().map(PlatformOverride::spec).collect();
+    workflow.spec.overrides = rows.iter().map(|o| o.spec()).collect();
     workflow
         .spec
         .overrides
