@@ -735,8 +735,11 @@ pub(crate) struct TableCache {
     /// What callers built from the table's rows ([`Table::derived`]), by key and type.
     derived: Derived,
     /// Rows decoded by [`Table::render_decoded`]: `(type, entry key)` → `Option<Arc<T>>`.
-    typed: Mutex<HashMap<(TypeId, (usize, bool, String)), DerivedValue>>,
+    typed: Mutex<HashMap<(TypeId, EntryKey), DerivedValue>>,
 }
+
+/// `(entry index, include honoured, key of the params the entry reads)`.
+type EntryKey = (usize, bool, String);
 
 /// A render's substitutions, params and entry keys ([`Table::prepare`]).
 struct Prepared<'p> {
@@ -744,8 +747,8 @@ struct Prepared<'p> {
     subs: Vec<(String, &'p str)>,
     /// The params, with placeholders in place of the substituted ones.
     params: Cow<'p, Value>,
-    /// `(entry index, include honoured, key of the params the entry reads)`.
-    keys: Vec<(usize, bool, String)>,
+    /// Each entry's key.
+    keys: Vec<EntryKey>,
 }
 
 /// The values of [`Table::derived`]: one per `(key, type)`, built once per loaded table.
