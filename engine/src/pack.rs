@@ -35,7 +35,7 @@ use crate::finding::Severity;
 use crate::patch::End;
 use crate::path::FieldPath;
 use crate::sites::{Owner, pack_sites, reads, table_sites};
-use crate::source::{Document, Pos, Source, SpanIndex};
+use crate::source::{Document, Pos, PreparedDocument, Source, SpanIndex};
 
 /// The apiVersion of rule files.
 pub const RULES_API_VERSION: &str = "policy.nvcre.nvidia.com/v1alpha1";
@@ -418,6 +418,43 @@ impl RuleSet {
         contract: Option<&Contract>,
     ) -> Result<RuleSet, LoadErrors> {
         let (set, problems) = RuleSet::load_collecting(sources, contract);
+        RuleSet::finish_load(set, problems, sources, contract)
+    }
+
+    /// [`RuleSet::load`] of sources some or all of which are already parsed: each
+    /// [`PreparedSource`] is a source with, when prepared, its documents as
+    /// [`prepare_rule_file`](crate::prepare_rule_file) returned them for that source (then its
+    /// text is not parsed again), or `None` (then its text is parsed, as [`RuleSet::load`] does).
+    /// Everything else is [`RuleSet::load`]'s: the same compilation, contract checks, order and
+    /// errors; the documents' spans and the sources' texts are those messages and the set show.
+    ///
+    /// # Errors
+    /// As [`RuleSet::load`] (a source without prepared documents that is not YAML:
+    /// [`Error::Yaml`], in its place in file order).
+    pub fn load_prepared(
+        sources: Vec<PreparedSource>,
+        contract: Option<&Contract>,
+    ) -> Result<RuleSet, LoadErrors> {
+        let names: Vec<Arc<Source>> = sources.iter().map(|(s, _)| s.clone()).collect();
+        let inputs = sources
+            .into_iter()
+            .map(|(source, docs)| match docs {
+                Some(docs) => LoadInput::Prepared(source, docs),
+                None => LoadInput::Text(source),
+            })
+            .collect();
+        let (set, problems) = RuleSet::load_inputs(inputs, contract);
+        RuleSet::finish_load(set, problems, &names, contract)
+    }
+
+    /// The end of every load: the contract's missing tables, then every problem in file order
+    /// (`sources` gives the order).
+    fn finish_load(
+        set: RuleSet,
+        problems: Vec<Problem>,
+        sources: &[Arc<Source>],
+        contract: Option<&Contract>,
+    ) -> Result<RuleSet, LoadErrors> {
         let mut errors: Vec<Error> = problems.into_iter().map(|p| p.error).collect();
         // A set is used whole (it replaces the built-in rules), so a declared table that no file
         // defines would fail every render later: refuse the set now, while a caller can still
@@ -464,6 +501,14 @@ impl RuleSet {
         sources: &[Arc<Source>],
         contract: Option<&Contract>,
     ) -> (RuleSet, Vec<Problem>) {
+        RuleSet::load_inputs(
+            sources.iter().cloned().map(LoadInput::Text).collect(),
+            contract,
+        )
+    }
+
+    /// [`RuleSet::load_collecting`] of sources to parse or already parsed.
+    fn load_inputs(inputs: Vec<LoadInput>, contract: Option<&Contract>) -> (RuleSet, Vec<Problem>) {
         let mut set = RuleSet::default();
         let mut problems = Vec::new();
         // rule id → where it was first defined
@@ -472,17 +517,21 @@ impl RuleSet {
         // Parsing and compiling is most of the cost of a load: each file on its own thread
         // (rayon's pool), then the results are assembled in file and document order, so the
         // problems read the same as a sequential load.
-        let compiled: Vec<Result<Vec<CompiledDocument>, Problem>> = sources
-            .par_iter()
-            .map(|source| {
-                let docs = crate::source::parse_documents_within(
-                    source,
-                    &crate::limits::Limits::default(),
-                )
-                .map_err(|error| Problem {
-                    kind: ProblemKind::Syntax,
-                    error,
-                })?;
+        let compiled: Vec<Result<Vec<CompiledDocument>, Problem>> = inputs
+            .into_par_iter()
+            .map(|input| {
+                let docs = match input {
+                    LoadInput::Text(source) => {
+                        crate::source::parse_rule_file(&source).map_err(|error| Problem {
+                            kind: ProblemKind::Syntax,
+                            error,
+                        })?
+                    }
+                    LoadInput::Prepared(source, docs) => docs
+                        .into_iter()
+                        .map(|d| d.into_document(source.clone()))
+                        .collect(),
+                };
                 Ok(docs
                     .into_iter()
                     .map(|doc| compile_document(doc, contract))
@@ -915,6 +964,16 @@ fn compile_fragments(
         }
     }
     out
+}
+
+/// A rule file and, when already parsed, its documents: the input of
+/// [`RuleSet::load_prepared`]. `None` loads the file by parsing its text.
+pub type PreparedSource = (Arc<Source>, Option<Vec<PreparedDocument>>);
+
+/// One rule file to load: its text to parse, or its documents already parsed.
+enum LoadInput {
+    Text(Arc<Source>),
+    Prepared(Arc<Source>, Vec<PreparedDocument>),
 }
 
 /// One document of a rule file, compiled (see [`RuleSet::load_collecting`]).
