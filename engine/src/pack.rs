@@ -1423,6 +1423,38 @@ mod tests {
         "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata:\n  name: p\n";
 
     #[test]
+    fn a_prepared_load_is_a_load_of_the_texts() {
+        // One file prepared (through its serialized form), one broken file and one with a
+        // compile error left to parse: the same errors, in the same order, as a load of the texts.
+        let good = Source::new(
+            "rules/a.yaml",
+            format!("{HEAD}rules:\n- id: a\n  validate:\n    expression: 'object.spec.('\n"),
+        );
+        let broken = Source::new("rules/b.yaml", "a: [1, 2\nb: 3\n");
+        let other = Source::new(
+            "rules/c.yaml",
+            format!("{HEAD}rules:\n- id: a\n  validate:\n    expression: 'true'\n"),
+        );
+        let docs = crate::source::prepare_rule_file(&good).expect("parses");
+        let json = serde_json::to_string(&docs).expect("serializes");
+        let back: Vec<PreparedDocument> = serde_json::from_str(&json).expect("reads");
+        assert_eq!(back, docs);
+        let sources = [good.clone(), broken.clone(), other.clone()];
+        let errors = |r: Result<RuleSet, LoadErrors>| {
+            r.err()
+                .map(|e| e.errors.iter().map(ToString::to_string).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        let want = errors(RuleSet::load(&sources, None));
+        assert_eq!(want.len(), 3, "{want:?}");
+        let got = errors(RuleSet::load_prepared(
+            vec![(good, Some(back)), (broken, None), (other, None)],
+            None,
+        ));
+        assert_eq!(got, want);
+    }
+
+    #[test]
     fn cel_syntax_error_names_file_line_and_rule() {
         let text = format!(
             "{HEAD}rules:\n- id: ok\n  validate:\n    expression: 'true'\n- id: broken\n  validate:\n    expression: 'object.spec.('\n"
