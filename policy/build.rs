@@ -47,8 +47,8 @@ fn main() {
             name,
             abs.display().to_string()
         );
-        let text = std::fs::read_to_string(f)
-            .unwrap_or_else(|e| panic!("reading {}: {e}", f.display()));
+        let text =
+            std::fs::read_to_string(f).unwrap_or_else(|e| panic!("reading {}: {e}", f.display()));
         match prepare(&name, text) {
             Some(json) => {
                 let dest = out_dir.join(format!("prepared_{i:03}.json"));

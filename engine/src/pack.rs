@@ -18,6 +18,7 @@
 //! [`crate::lint`] gets its compiled packs and problems from.
 
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -423,8 +424,9 @@ impl RuleSet {
 
     /// [`RuleSet::load`] of sources some or all of which are already parsed: each
     /// [`PreparedSource`] is a source with, when prepared, its documents as
-    /// [`prepare_rule_file`](crate::prepare_rule_file) returned them for that source (then its
-    /// text is not parsed again), or `None` (then its text is parsed, as [`RuleSet::load`] does).
+    /// [`prepare_rule_file`](crate::prepare_rule_file) returned them for that source, or their
+    /// JSON ([`Prepared`]; then its text is not parsed again), or `None` (then its text is
+    /// parsed, as [`RuleSet::load`] does).
     /// Everything else is [`RuleSet::load`]'s: the same compilation, contract checks, order and
     /// errors; the documents' spans and the sources' texts are those messages and the set show.
     ///
@@ -520,17 +522,23 @@ impl RuleSet {
         let compiled: Vec<Result<Vec<CompiledDocument>, Problem>> = inputs
             .into_par_iter()
             .map(|input| {
-                let docs = match input {
-                    LoadInput::Text(source) => {
-                        crate::source::parse_rule_file(&source).map_err(|error| Problem {
-                            kind: ProblemKind::Syntax,
-                            error,
-                        })?
+                let (source, prepared) = match input {
+                    LoadInput::Text(source) => (source, None),
+                    LoadInput::Prepared(source, Prepared::Documents(docs)) => (source, Some(docs)),
+                    LoadInput::Prepared(source, Prepared::Json(json)) => {
+                        let docs = serde_json::from_str::<Vec<PreparedDocument>>(&json).ok();
+                        (source, docs)
                     }
-                    LoadInput::Prepared(source, docs) => docs
+                };
+                let docs = match prepared {
+                    Some(docs) => docs
                         .into_iter()
                         .map(|d| d.into_document(source.clone()))
                         .collect(),
+                    None => crate::source::parse_rule_file(&source).map_err(|error| Problem {
+                        kind: ProblemKind::Syntax,
+                        error,
+                    })?,
                 };
                 Ok(docs
                     .into_iter()
@@ -968,12 +976,24 @@ fn compile_fragments(
 
 /// A rule file and, when already parsed, its documents: the input of
 /// [`RuleSet::load_prepared`]. `None` loads the file by parsing its text.
-pub type PreparedSource = (Arc<Source>, Option<Vec<PreparedDocument>>);
+pub type PreparedSource = (Arc<Source>, Option<Prepared>);
+
+/// The documents of one rule file, parsed before the load (by a build script, for instance),
+/// as [`prepare_rule_file`](crate::prepare_rule_file) returns them for that file.
+#[derive(Debug, Clone)]
+pub enum Prepared {
+    /// The documents.
+    Documents(Vec<PreparedDocument>),
+    /// The documents serialized as JSON (a JSON array of [`PreparedDocument`], as
+    /// `serde_json::to_string` writes the `Vec`), read back in the load's parallel pass. Text
+    /// that does not read as that is ignored: the file's text is parsed instead.
+    Json(Cow<'static, str>),
+}
 
 /// One rule file to load: its text to parse, or its documents already parsed.
 enum LoadInput {
     Text(Arc<Source>),
-    Prepared(Arc<Source>, Vec<PreparedDocument>),
+    Prepared(Arc<Source>, Prepared),
 }
 
 /// One document of a rule file, compiled (see [`RuleSet::load_collecting`]).
@@ -1448,7 +1468,21 @@ mod tests {
         let want = errors(RuleSet::load(&sources, None));
         assert_eq!(want.len(), 3, "{want:?}");
         let got = errors(RuleSet::load_prepared(
-            vec![(good, Some(back)), (broken, None), (other, None)],
+            vec![
+                (good.clone(), Some(Prepared::Documents(back))),
+                (broken.clone(), None),
+                (other.clone(), None),
+            ],
+            None,
+        ));
+        assert_eq!(got, want);
+        // The serialized form, and a serialized form that does not read (the text is parsed).
+        let got = errors(RuleSet::load_prepared(
+            vec![
+                (good, Some(Prepared::Json(json.into()))),
+                (broken, Some(Prepared::Json("[{".into()))),
+                (other, None),
+            ],
             None,
         ));
         assert_eq!(got, want);

@@ -7,9 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use nvcre_engine::schema::row_schema;
-use nvcre_engine::{
-    Contract, Error, LoadErrors, PreparedDocument, PreparedSource, RuleSet, Source,
-};
+use nvcre_engine::{Contract, Error, LoadErrors, Prepared, PreparedSource, RuleSet, Source};
 
 use crate::api::EnvVar;
 use crate::build::{RUNTIME_TEMPLATES_TABLE, RuntimeTemplates};
@@ -37,8 +35,9 @@ pub fn embedded_sources() -> Vec<Arc<Source>> {
 /// The embedded rule files with the documents the build script parsed from them (the engine's
 /// own rule-file parser, [`nvcre_engine::prepare_rule_file`]), for
 /// [`RuleSet::load_prepared`]: the same set as a load of [`embedded_sources`], without parsing
-/// YAML. A file the build could not prepare, or whose prepared form does not read, comes
-/// without documents and is parsed by the load.
+/// YAML (the documents are embedded as JSON, read by the load's parallel pass). A file the
+/// build could not prepare comes without documents, and one whose JSON does not read is
+/// parsed by the load.
 pub fn embedded_prepared() -> Vec<PreparedSource> {
     EMBEDDED
         .iter()
@@ -48,7 +47,7 @@ pub fn embedded_prepared() -> Vec<PreparedSource> {
                 .get(i)
                 .copied()
                 .flatten()
-                .and_then(|json| serde_json::from_str::<Vec<PreparedDocument>>(json).ok());
+                .map(|json| Prepared::Json(json.into()));
             (Source::new(*name, *text), docs)
         })
         .collect()
@@ -441,7 +440,10 @@ mod tests {
         let prepared = embedded_prepared();
         assert_eq!(prepared.len(), embedded_sources().len());
         for (source, docs) in prepared {
-            let docs = docs.unwrap_or_else(|| panic!("{} is not prepared", source.name));
+            let docs: Vec<nvcre_engine::PreparedDocument> = match docs {
+                Some(Prepared::Json(json)) => serde_json::from_str(&json).expect("reads"),
+                other => panic!("{} is not prepared: {other:?}", source.name),
+            };
             let parsed = nvcre_engine::parse_rule_file(&source).expect("parses");
             assert_eq!(docs.len(), parsed.len(), "{}", source.name);
             for (p, d) in docs.iter().zip(&parsed) {
