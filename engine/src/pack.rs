@@ -422,13 +422,14 @@ impl RuleSet {
         RuleSet::finish_load(set, problems, sources, contract)
     }
 
-    /// [`RuleSet::load`] of sources some or all of which are already parsed: each
-    /// [`PreparedSource`] is a source with, when prepared, its documents as
+    /// [`RuleSet::load`] of sources some or all of which are already parsed. Each
+    /// [`PreparedSource`] is a source with either its documents as
     /// [`prepare_rule_file`](crate::prepare_rule_file) returned them for that source, or their
-    /// JSON ([`Prepared`]; then its text is not parsed again), or `None` (then its text is
-    /// parsed, as [`RuleSet::load`] does).
-    /// Everything else is [`RuleSet::load`]'s: the same compilation, contract checks, order and
-    /// errors; the documents' spans and the sources' texts are those messages and the set show.
+    /// JSON ([`Prepared`]; its text is then not parsed again), or `None` (its text is parsed, as
+    /// [`RuleSet::load`] does). Everything else is [`RuleSet::load`]'s: the same compilation,
+    /// contract checks, order and errors. Messages and the set show the prepared documents'
+    /// spans and the sources' texts, so a prepared source must be the one its documents were
+    /// parsed from.
     ///
     /// # Errors
     /// As [`RuleSet::load`] (a source without prepared documents that is not YAML:

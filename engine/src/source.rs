@@ -263,9 +263,9 @@ impl From<Document> for PreparedDocument {
     }
 }
 
-/// Parses a rule file as every rule set load does: [`parse_documents_within`]
-/// [`Limits::default`](crate::limits::Limits::default) (the input flags do not apply to rule
-/// files).
+/// Parses a rule file as every rule set load does: [`parse_documents_within`] the
+/// [`Limits::default`](crate::limits::Limits::default) budgets (the input flags do not apply to
+/// rule files).
 ///
 /// # Errors
 /// As [`parse_documents`].
