@@ -2,12 +2,22 @@
 //! (hidden entries and `tests/` directories skipped, as `--rules DIR` reads a directory), in
 //! path order. A new rule file is embedded by the next build without a hand-kept list; the test
 //! `every_rule_file_is_embedded` compares this list with what `--rules rules` reads.
+//!
+//! Each file is also parsed here, with the engine's own rule-file parser
+//! (`nvcre_engine::prepare_rule_file`, the function and limits every load uses), and its
+//! documents (values and spans) are embedded as JSON beside its text, so that loading the
+//! embedded set parses no YAML. A file that does not parse, or whose documents do not read back
+//! equal from their JSON, is embedded unprepared: the load parses its text and reports what it
+//! finds, as for any other file.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use nvcre_engine::{PreparedDocument, Source, prepare_rule_file};
+
 fn main() {
     let manifest = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").expect("set by cargo"));
+    let out_dir = PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo"));
     let rules = manifest.join("../rules");
     // A directory: cargo rebuilds when any file below it changes, is added or is removed.
     println!("cargo:rerun-if-changed={}", rules.display());
@@ -18,24 +28,54 @@ fn main() {
         "/// `(path as shown in messages, contents)` of every embedded rule file, in path order.\n",
     );
     out.push_str("const EMBEDDED: &[(&str, &str)] = &[\n");
-    for f in &files {
+    let mut prepared = String::from(
+        "/// The documents of each file of [`EMBEDDED`] (same order) as the build script parsed\n\
+         /// them, as JSON; `None` for a file the load is to parse itself.\n",
+    );
+    prepared.push_str("const PREPARED: &[Option<&str>] = &[\n");
+    for (i, f) in files.iter().enumerate() {
         let rel = f
             .strip_prefix(&rules)
             .expect("below rules/")
             .to_string_lossy()
             .replace('\\', "/");
+        let name = format!("rules/{rel}");
         let abs = f.canonicalize().expect("rule file path");
         let _ = writeln!(
             out,
             "    ({:?}, include_str!({:?})),",
-            format!("rules/{rel}"),
+            name,
             abs.display().to_string()
         );
+        let text =
+            std::fs::read_to_string(f).unwrap_or_else(|e| panic!("reading {}: {e}", f.display()));
+        match prepare(&name, text) {
+            Some(json) => {
+                let dest = out_dir.join(format!("prepared_{i:03}.json"));
+                std::fs::write(&dest, json).expect("write a prepared rule file");
+                let _ = writeln!(
+                    prepared,
+                    "    Some(include_str!({:?})),",
+                    dest.display().to_string()
+                );
+            }
+            None => prepared.push_str("    None,\n"),
+        }
     }
     out.push_str("];\n");
-    let dest =
-        PathBuf::from(std::env::var_os("OUT_DIR").expect("set by cargo")).join("embedded_rules.rs");
-    std::fs::write(dest, out).expect("write embedded_rules.rs");
+    prepared.push_str("];\n");
+    out.push_str(&prepared);
+    std::fs::write(out_dir.join("embedded_rules.rs"), out).expect("write embedded_rules.rs");
+}
+
+/// The documents of the rule file `name` as JSON, or `None` when the file does not parse (the
+/// load reports why) or its documents would not read back equal.
+fn prepare(name: &str, text: String) -> Option<String> {
+    let source = Source::new(name, text);
+    let docs = prepare_rule_file(&source).ok()?;
+    let json = serde_json::to_string(&docs).ok()?;
+    let back: Vec<PreparedDocument> = serde_json::from_str(&json).ok()?;
+    (back == docs).then_some(json)
 }
 
 /// The rule files below `dir`: `*.yaml` / `*.yml`, not hidden, not under a `tests` directory.

@@ -112,11 +112,14 @@ pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel, json_type as jso
 pub use files::{WalkOptions, read_files, walk_files, walk_files_noting};
 pub use finding::{Finding, Severity};
 pub use lint::{Lint, LintFinding, lint};
-pub use pack::{CompiledPack, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry};
+pub use pack::{
+    CompiledPack, Prepared, PreparedSource, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry,
+};
 pub use path::{FieldPath, Segment};
 pub use quote::go_quote;
 pub use source::{
-    Document, Located, MAX_SOURCE_BYTES, Pos, Source, SpanIndex, parse_documents,
-    parse_documents_as, parse_documents_lenient, parse_documents_within, to_yaml,
+    Document, Located, MAX_SOURCE_BYTES, Pos, PreparedDocument, Source, SpanIndex, parse_documents,
+    parse_documents_as, parse_documents_lenient, parse_documents_within, parse_rule_file,
+    prepare_rule_file, to_yaml,
 };
 pub use stream::{Chunk, ChunkReader, parse_chunk};

@@ -18,6 +18,7 @@
 //! [`crate::lint`] gets its compiled packs and problems from.
 
 use rayon::prelude::*;
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
@@ -35,7 +36,7 @@ use crate::finding::Severity;
 use crate::patch::End;
 use crate::path::FieldPath;
 use crate::sites::{Owner, pack_sites, reads, table_sites};
-use crate::source::{Document, Pos, Source, SpanIndex};
+use crate::source::{Document, Pos, PreparedDocument, Source, SpanIndex};
 
 /// The apiVersion of rule files.
 pub const RULES_API_VERSION: &str = "policy.nvcre.nvidia.com/v1alpha1";
@@ -418,6 +419,45 @@ impl RuleSet {
         contract: Option<&Contract>,
     ) -> Result<RuleSet, LoadErrors> {
         let (set, problems) = RuleSet::load_collecting(sources, contract);
+        RuleSet::finish_load(set, problems, sources, contract)
+    }
+
+    /// [`RuleSet::load`] of sources some or all of which are already parsed. Each
+    /// [`PreparedSource`] is a source with either its documents as
+    /// [`prepare_rule_file`](crate::prepare_rule_file) returned them for that source, or their
+    /// JSON ([`Prepared`]; its text is then not parsed again), or `None` (its text is parsed, as
+    /// [`RuleSet::load`] does). Everything else is [`RuleSet::load`]'s: the same compilation,
+    /// contract checks, order and errors. Messages and the set show the prepared documents'
+    /// spans and the sources' texts, so a prepared source must be the one its documents were
+    /// parsed from.
+    ///
+    /// # Errors
+    /// As [`RuleSet::load`] (a source without prepared documents that is not YAML:
+    /// [`Error::Yaml`], in its place in file order).
+    pub fn load_prepared(
+        sources: Vec<PreparedSource>,
+        contract: Option<&Contract>,
+    ) -> Result<RuleSet, LoadErrors> {
+        let names: Vec<Arc<Source>> = sources.iter().map(|(s, _)| s.clone()).collect();
+        let inputs = sources
+            .into_iter()
+            .map(|(source, docs)| match docs {
+                Some(docs) => LoadInput::Prepared(source, docs),
+                None => LoadInput::Text(source),
+            })
+            .collect();
+        let (set, problems) = RuleSet::load_inputs(inputs, contract);
+        RuleSet::finish_load(set, problems, &names, contract)
+    }
+
+    /// The end of every load: the contract's missing tables, then every problem in file order
+    /// (`sources` gives the order).
+    fn finish_load(
+        set: RuleSet,
+        problems: Vec<Problem>,
+        sources: &[Arc<Source>],
+        contract: Option<&Contract>,
+    ) -> Result<RuleSet, LoadErrors> {
         let mut errors: Vec<Error> = problems.into_iter().map(|p| p.error).collect();
         // A set is used whole (it replaces the built-in rules), so a declared table that no file
         // defines would fail every render later: refuse the set now, while a caller can still
@@ -464,6 +504,14 @@ impl RuleSet {
         sources: &[Arc<Source>],
         contract: Option<&Contract>,
     ) -> (RuleSet, Vec<Problem>) {
+        RuleSet::load_inputs(
+            sources.iter().cloned().map(LoadInput::Text).collect(),
+            contract,
+        )
+    }
+
+    /// [`RuleSet::load_collecting`] of sources to parse or already parsed.
+    fn load_inputs(inputs: Vec<LoadInput>, contract: Option<&Contract>) -> (RuleSet, Vec<Problem>) {
         let mut set = RuleSet::default();
         let mut problems = Vec::new();
         // rule id → where it was first defined
@@ -472,17 +520,27 @@ impl RuleSet {
         // Parsing and compiling is most of the cost of a load: each file on its own thread
         // (rayon's pool), then the results are assembled in file and document order, so the
         // problems read the same as a sequential load.
-        let compiled: Vec<Result<Vec<CompiledDocument>, Problem>> = sources
-            .par_iter()
-            .map(|source| {
-                let docs = crate::source::parse_documents_within(
-                    source,
-                    &crate::limits::Limits::default(),
-                )
-                .map_err(|error| Problem {
-                    kind: ProblemKind::Syntax,
-                    error,
-                })?;
+        let compiled: Vec<Result<Vec<CompiledDocument>, Problem>> = inputs
+            .into_par_iter()
+            .map(|input| {
+                let (source, prepared) = match input {
+                    LoadInput::Text(source) => (source, None),
+                    LoadInput::Prepared(source, Prepared::Documents(docs)) => (source, Some(docs)),
+                    LoadInput::Prepared(source, Prepared::Json(json)) => {
+                        let docs = serde_json::from_str::<Vec<PreparedDocument>>(&json).ok();
+                        (source, docs)
+                    }
+                };
+                let docs = match prepared {
+                    Some(docs) => docs
+                        .into_iter()
+                        .map(|d| d.into_document(source.clone()))
+                        .collect(),
+                    None => crate::source::parse_rule_file(&source).map_err(|error| Problem {
+                        kind: ProblemKind::Syntax,
+                        error,
+                    })?,
+                };
                 Ok(docs
                     .into_iter()
                     .map(|doc| compile_document(doc, contract))
@@ -915,6 +973,28 @@ fn compile_fragments(
         }
     }
     out
+}
+
+/// A rule file and, when already parsed, its documents: the input of
+/// [`RuleSet::load_prepared`]. `None` loads the file by parsing its text.
+pub type PreparedSource = (Arc<Source>, Option<Prepared>);
+
+/// The documents of one rule file, parsed before the load (by a build script, for instance),
+/// as [`prepare_rule_file`](crate::prepare_rule_file) returns them for that file.
+#[derive(Debug, Clone)]
+pub enum Prepared {
+    /// The documents.
+    Documents(Vec<PreparedDocument>),
+    /// The documents serialized as JSON (a JSON array of [`PreparedDocument`], as
+    /// `serde_json::to_string` writes the `Vec`), read back in the load's parallel pass. Text
+    /// that does not read as that is ignored: the file's text is parsed instead.
+    Json(Cow<'static, str>),
+}
+
+/// One rule file to load: its text to parse, or its documents already parsed.
+enum LoadInput {
+    Text(Arc<Source>),
+    Prepared(Arc<Source>, Prepared),
 }
 
 /// One document of a rule file, compiled (see [`RuleSet::load_collecting`]).
@@ -1362,6 +1442,52 @@ mod tests {
 
     const HEAD: &str =
         "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata:\n  name: p\n";
+
+    #[test]
+    fn a_prepared_load_is_a_load_of_the_texts() {
+        // One file prepared (through its serialized form), one broken file and one with a
+        // compile error left to parse: the same errors, in the same order, as a load of the texts.
+        let good = Source::new(
+            "rules/a.yaml",
+            format!("{HEAD}rules:\n- id: a\n  validate:\n    expression: 'object.spec.('\n"),
+        );
+        let broken = Source::new("rules/b.yaml", "a: [1, 2\nb: 3\n");
+        let other = Source::new(
+            "rules/c.yaml",
+            format!("{HEAD}rules:\n- id: a\n  validate:\n    expression: 'true'\n"),
+        );
+        let docs = crate::source::prepare_rule_file(&good).expect("parses");
+        let json = serde_json::to_string(&docs).expect("serializes");
+        let back: Vec<PreparedDocument> = serde_json::from_str(&json).expect("reads");
+        assert_eq!(back, docs);
+        let sources = [good.clone(), broken.clone(), other.clone()];
+        let errors = |r: Result<RuleSet, LoadErrors>| {
+            r.err()
+                .map(|e| e.errors.iter().map(ToString::to_string).collect::<Vec<_>>())
+                .unwrap_or_default()
+        };
+        let want = errors(RuleSet::load(&sources, None));
+        assert_eq!(want.len(), 3, "{want:?}");
+        let got = errors(RuleSet::load_prepared(
+            vec![
+                (good.clone(), Some(Prepared::Documents(back))),
+                (broken.clone(), None),
+                (other.clone(), None),
+            ],
+            None,
+        ));
+        assert_eq!(got, want);
+        // The serialized form, and a serialized form that does not read (the text is parsed).
+        let got = errors(RuleSet::load_prepared(
+            vec![
+                (good, Some(Prepared::Json(json.into()))),
+                (broken, Some(Prepared::Json("[{".into()))),
+                (other, None),
+            ],
+            None,
+        ));
+        assert_eq!(got, want);
+    }
 
     #[test]
     fn cel_syntax_error_names_file_line_and_rule() {

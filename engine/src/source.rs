@@ -61,7 +61,9 @@ impl Source {
 }
 
 /// A 1-based line and column in a [`Source`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
 pub struct Pos {
     /// 1-based line.
     pub line: usize,
@@ -87,12 +89,62 @@ struct NodeSpan {
 ///
 /// Lookups take a [`FieldPath`]; a path that does not exist (a missing field) falls back to its
 /// nearest existing ancestor, so a finding about an absent key points at the mapping that lacks it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+///
+/// Serializable (for [`PreparedDocument`]): as a two-element sequence, `[spans, leading_zeros]`,
+/// where `spans` is a sequence of `[pointer, key, value, scalar]` sorted by JSON pointer (`key`
+/// is `null` or `[line, column]`, `value` is `[line, column]`, `scalar` a boolean) and
+/// `leading_zeros` a sequence of `[pointer, source text]` in document order. Sorted, so the same
+/// index always serializes to the same text.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(from = "SpanIndexForm", into = "SpanIndexForm")]
 pub struct SpanIndex {
     spans: HashMap<String, NodeSpan>,
     /// JSON pointer and source text of each integer written with a redundant leading zero
     /// (`010`), in document order: YAML 1.1 tools read such a number as octal.
     leading_zeros: Vec<(String, String)>,
+}
+
+/// One entry of a serialized [`SpanIndex`]: pointer, key position, value position, scalar.
+type SpanEntry = (String, Option<(usize, usize)>, (usize, usize), bool);
+
+/// The serialized shape of a [`SpanIndex`] (see there).
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SpanIndexForm(Vec<SpanEntry>, Vec<(String, String)>);
+
+impl From<SpanIndex> for SpanIndexForm {
+    fn from(index: SpanIndex) -> SpanIndexForm {
+        let pair = |p: Pos| (p.line, p.column);
+        let mut spans: Vec<SpanEntry> = index
+            .spans
+            .into_iter()
+            .map(|(k, s)| (k, s.key.map(pair), pair(s.value), s.scalar))
+            .collect();
+        spans.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        SpanIndexForm(spans, index.leading_zeros)
+    }
+}
+
+impl From<SpanIndexForm> for SpanIndex {
+    fn from(form: SpanIndexForm) -> SpanIndex {
+        let pos = |(line, column): (usize, usize)| Pos { line, column };
+        SpanIndex {
+            spans: form
+                .0
+                .into_iter()
+                .map(|(k, key, value, scalar)| {
+                    (
+                        k,
+                        NodeSpan {
+                            key: key.map(pos),
+                            value: pos(value),
+                            scalar,
+                        },
+                    )
+                })
+                .collect(),
+            leading_zeros: form.1,
+        }
+    }
 }
 
 impl SpanIndex {
@@ -171,6 +223,68 @@ pub struct Document {
     pub value: Value,
     /// Field path → line:column.
     pub spans: SpanIndex,
+}
+
+/// A [`Document`] without its source: what parsing a rule file yields, kept (serialized at
+/// build time, for instance) so that a rule set can be loaded without parsing its YAML again
+/// ([`RuleSet::load_prepared`](crate::RuleSet::load_prepared)).
+///
+/// Serializable: a map of `index` (number), `value` (the JSON value, mappings in source order)
+/// and `spans` (a [`SpanIndex`], in its serialized shape).
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct PreparedDocument {
+    /// 0-based index of the document in its stream.
+    pub index: usize,
+    /// The document as a JSON value (mappings keep their source order).
+    pub value: Value,
+    /// Field path → line:column.
+    pub spans: SpanIndex,
+}
+
+impl PreparedDocument {
+    /// The document again, read from `source` (the source it was parsed from).
+    pub fn into_document(self, source: Arc<Source>) -> Document {
+        Document {
+            source,
+            index: self.index,
+            value: self.value,
+            spans: self.spans,
+        }
+    }
+}
+
+impl From<Document> for PreparedDocument {
+    fn from(doc: Document) -> PreparedDocument {
+        PreparedDocument {
+            index: doc.index,
+            value: doc.value,
+            spans: doc.spans,
+        }
+    }
+}
+
+/// Parses a rule file as every rule set load does: [`parse_documents_within`] the
+/// [`Limits::default`](crate::limits::Limits::default) budgets (the input flags do not apply to
+/// rule files).
+///
+/// # Errors
+/// As [`parse_documents`].
+pub fn parse_rule_file(source: &Arc<Source>) -> Result<Vec<Document>, Error> {
+    parse_documents_within(source, &crate::limits::Limits::default())
+}
+
+/// [`parse_rule_file`], kept without the source: the documents
+/// [`RuleSet::load_prepared`](crate::RuleSet::load_prepared) takes for `source`, exactly as a
+/// load that parses `source` would build them.
+///
+/// # Errors
+/// As [`parse_rule_file`]; a file that does not parse is to be passed to the loader unprepared,
+/// which reports the error as a load of its text does.
+pub fn prepare_rule_file(source: &Arc<Source>) -> Result<Vec<PreparedDocument>, Error> {
+    Ok(parse_rule_file(source)?
+        .into_iter()
+        .map(PreparedDocument::from)
+        .collect())
 }
 
 /// Parses a YAML or JSON stream into documents, keeping spans.

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use nvcre_engine::schema::row_schema;
-use nvcre_engine::{Contract, Error, LoadErrors, RuleSet, Source};
+use nvcre_engine::{Contract, Error, LoadErrors, Prepared, PreparedSource, RuleSet, Source};
 
 use crate::api::EnvVar;
 use crate::build::{RUNTIME_TEMPLATES_TABLE, RuntimeTemplates};
@@ -20,7 +20,8 @@ use crate::detect::{GANG_DEFAULTS_TABLE, GPU_PRODUCTS_TABLE, GangDefaults, GpuPr
 use crate::render::{NIC_TABLE, NicRow, OVERRIDE_TABLE, PlatformOverride};
 use crate::resolve::{LIST_MERGE_TABLE, ListMergeRow};
 
-// `EMBEDDED`: every rule file below `rules/`, listed by the build script (`build.rs`).
+// `EMBEDDED`: every rule file below `rules/`, listed by the build script (`build.rs`);
+// `PREPARED`: the documents of each, as the build script parsed them.
 include!(concat!(env!("OUT_DIR"), "/embedded_rules.rs"));
 
 /// The embedded rule files, named `rules/…` as in the repository.
@@ -28,6 +29,27 @@ pub fn embedded_sources() -> Vec<Arc<Source>> {
     EMBEDDED
         .iter()
         .map(|(name, text)| Source::new(*name, *text))
+        .collect()
+}
+
+/// The embedded rule files with the documents the build script parsed from them (the engine's
+/// own rule-file parser, [`nvcre_engine::prepare_rule_file`]), for
+/// [`RuleSet::load_prepared`]: the same set as a load of [`embedded_sources`], without parsing
+/// YAML (the documents are embedded as JSON, read by the load's parallel pass). A file the
+/// build could not prepare comes without documents, and one whose JSON does not read is
+/// parsed by the load.
+pub fn embedded_prepared() -> Vec<PreparedSource> {
+    EMBEDDED
+        .iter()
+        .enumerate()
+        .map(|(i, (name, text))| {
+            let docs = PREPARED
+                .get(i)
+                .copied()
+                .flatten()
+                .map(|json| Prepared::Json(json.into()));
+            (Source::new(*name, *text), docs)
+        })
         .collect()
 }
 
@@ -340,7 +362,7 @@ fn log_profile_schema() -> serde_json::Value {
 /// # Errors
 /// Only if an embedded file does not load, which the test suite rules out: every problem.
 pub fn default_rules() -> Result<RuleSet, LoadErrors> {
-    RuleSet::load(&embedded_sources(), Some(&contract()?))
+    RuleSet::load_prepared(embedded_prepared(), Some(&contract()?))
 }
 
 /// The rule files of `dir` when given (as [`load_rules`] reads them), else the embedded ones;
@@ -377,7 +399,7 @@ pub fn load_rules(dir: Option<&Path>) -> Result<RuleSet, LoadErrors> {
     let contract = contract()?;
     match dir {
         Some(d) => RuleSet::load_dir_with(d, Some(&contract)),
-        None => RuleSet::load(&embedded_sources(), Some(&contract)),
+        None => RuleSet::load_prepared(embedded_prepared(), Some(&contract)),
     }
 }
 
@@ -409,6 +431,40 @@ mod tests {
         assert_eq!(names(&embedded), names(&on_disk));
         assert_eq!(embedded, on_disk);
         assert_eq!(embedded.len(), 24);
+    }
+
+    #[test]
+    fn prepared_documents_are_what_parsing_the_embedded_sources_gives() {
+        // Every file prepared (none left to parse at run time), and each one's documents equal,
+        // value for value and span for span, to what the load of its text builds.
+        let prepared = embedded_prepared();
+        assert_eq!(prepared.len(), embedded_sources().len());
+        for (source, docs) in prepared {
+            let docs: Vec<nvcre_engine::PreparedDocument> = match docs {
+                Some(Prepared::Json(json)) => serde_json::from_str(&json).expect("reads"),
+                other => panic!("{} is not prepared: {other:?}", source.name),
+            };
+            let parsed = nvcre_engine::parse_rule_file(&source).expect("parses");
+            assert_eq!(docs.len(), parsed.len(), "{}", source.name);
+            for (p, d) in docs.iter().zip(&parsed) {
+                assert_eq!(p.index, d.index, "{}", source.name);
+                assert_eq!(p.value, d.value, "{} document {}", source.name, d.index);
+                assert_eq!(p.spans, d.spans, "{} document {}", source.name, d.index);
+            }
+        }
+    }
+
+    #[test]
+    fn the_prepared_set_is_the_parsed_set() {
+        let c = contract().expect("contract");
+        let prepared = RuleSet::load_prepared(embedded_prepared(), Some(&c)).expect("loads");
+        let parsed = RuleSet::load(&embedded_sources(), Some(&c)).expect("loads");
+        let ids = |s: &RuleSet| {
+            s.rules()
+                .map(|(p, r)| format!("{}/{}@{}", p.name, r.id, r.pos))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(ids(&prepared), ids(&parsed));
     }
 
     /// Clean but for the `cel-cost` warnings (estimates above the per-expression limit) the
