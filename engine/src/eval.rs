@@ -11,14 +11,14 @@
 
 use std::any::{Any, TypeId};
 use std::borrow::Cow;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, OnceLock};
 
 use cel::Value as Cel;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
-use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, Template, VARIABLE_PREFIX};
+use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, Template};
 use crate::finding::{Finding, Severity};
 use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, Rule, Table};
 use crate::patch::{self, ListPolicy};
@@ -185,8 +185,8 @@ impl<'d> Doc<'d> {
 /// The pack-level scope rules run in: `object`, `params`, pack `variables`, `fragments`.
 struct PackScope {
     scope: Scope,
-    /// The pack variables that evaluated (failed ones are recorded in `scope`).
-    vars: BTreeMap<String, Cel>,
+    /// The names of the pack variables (bound lazily in `scope`).
+    vars: BTreeSet<String>,
     /// The fragments that rendered, for `{$fragment: name}` in mutations.
     fragments: Fragments,
 }
@@ -380,9 +380,8 @@ impl Run<'_, '_> {
     /// A variable or fragment that fails is recorded as failed in the scope (see [`eval_vars`]).
     fn pack_scope(&mut self) -> PackScope {
         let mut s = self.base_scope();
-        let mut vars = BTreeMap::new();
-        eval_vars(&mut s, &self.pack.variables, &mut vars);
-        s.bind_local("variables", vars_value(&vars));
+        let mut vars = BTreeSet::new();
+        bind_vars(&mut s, &self.pack.variables, &mut vars);
         let mut frags = Fragments::new();
         let none = Fragments::new();
         for (name, t) in &self.pack.fragments {
@@ -456,8 +455,7 @@ impl Run<'_, '_> {
             }
             if !rule.variables.is_empty() {
                 let mut vars = pack.vars.clone();
-                eval_vars(&mut s, &rule.variables, &mut vars);
-                s.bind_local("variables", vars_value(&vars));
+                bind_vars(&mut s, &rule.variables, &mut vars);
             }
             if let Some(when) = &rule.when {
                 match when.eval_bool_checked(&s) {
@@ -685,31 +683,18 @@ fn a_type(value: &Cel) -> String {
     format!("{article} {name}")
 }
 
-/// Evaluates `vars` in order into `scope` (each sees the earlier ones) and into `acc`.
+/// Binds `vars` in order into `scope` (each sees the earlier ones), adds their names to
+/// `names`, and binds `variables` to the map of all of `names`.
 ///
-/// A variable that cannot be evaluated is left out of `acc` and recorded in `scope` as failed
-/// with `variable "name" (expression) failed: error`; a variable that reads a failed one fails
-/// the same way, its error being the failed one's message.
-fn eval_vars(scope: &mut Scope, vars: &[(String, Expr)], acc: &mut BTreeMap<String, Cel>) {
+/// A variable is evaluated when an expression first reads it (see [`Scope::bind_variable`]),
+/// so a pack's variables cost only what its rules read; one that cannot be evaluated fails
+/// every expression that reads it with `variable "name" (expression) failed: error`.
+fn bind_vars(scope: &mut Scope, vars: &[(String, Expr)], names: &mut BTreeSet<String>) {
     for (name, expr) in vars {
-        let binding = format!("{VARIABLE_PREFIX}{name}");
-        match expr.eval_checked(scope) {
-            Ok(v) => {
-                scope.bind_local(&binding, v.clone());
-                acc.insert(name.clone(), v);
-            }
-            Err(e) => {
-                let message = format!("variable {name:?} ({}) failed: {e}", expr.text());
-                scope.bind_failed(&binding, Arc::from(message));
-                acc.remove(name);
-            }
-        }
+        scope.bind_variable(name, expr);
+        names.insert(name.clone());
     }
-}
-
-fn vars_value(vars: &BTreeMap<String, Cel>) -> Cel {
-    let map: HashMap<String, Cel> = vars.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    Cel::from(map)
+    scope.bind_variables_map(names.iter().cloned().collect());
 }
 
 /// A table's rendered fragments: by name, and as the JSON map `fragments` reads in place.
@@ -1445,6 +1430,95 @@ mod tests {
             ]
         );
         assert_eq!(out["spec"]["env"], json!([{"name": "IMAGE", "value": "x"}]));
+    }
+
+    /// The CEL cost units evaluating `body` on `doc` used, and its findings.
+    fn units(body: &str, doc: &str) -> (Option<u64>, Vec<String>) {
+        let _open = crate::cost::DocumentBudget::open();
+        let (findings, _) = run(body, doc);
+        (crate::cost::DocumentBudget::used(), findings)
+    }
+
+    #[test]
+    fn a_variable_is_evaluated_once_when_first_read_and_never_when_unread() {
+        let doc = "kind: Job\nmetadata: {name: j}\nspec:\n  l: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
+        // Each costs 10 units, one per element.
+        let vars = "variables:\n- {name: all, expression: 'object.spec.l.all(x, x > 0)'}\n- {name: unread, expression: 'object.spec.l.map(x, x * 2)'}\n";
+        let two_readers = format!(
+            "{vars}rules:\n- id: a\n  validate: {{expression: variables.all, message: m}}\n- id: b\n  when: variables.all\n  validate: {{expression: \"object.kind == 'Job'\", message: m}}\n"
+        );
+        assert_eq!(units(&two_readers, doc), (Some(10), vec![]));
+        let no_reader = format!(
+            "{vars}rules:\n- id: a\n  validate: {{expression: \"object.kind == 'Job'\", message: m}}\n"
+        );
+        assert_eq!(units(&no_reader, doc), (Some(0), vec![]));
+        // Read whole, `variables` evaluates every variable.
+        let whole = format!(
+            "{vars}rules:\n- id: a\n  validate: {{expression: \"size(variables) == 2\", message: m}}\n"
+        );
+        assert_eq!(units(&whole, doc), (Some(20), vec![]));
+    }
+
+    #[test]
+    fn a_variable_read_by_a_rule_of_a_for_each_is_evaluated_per_item_in_its_scope() {
+        let (findings, _) = run(
+            "rules:\n- id: each\n  forEach: {in: object.spec.l, as: x}\n  variables:\n  - {name: twice, expression: x * 2}\n  - {name: big, expression: variables.twice > 10}\n  validate: {expression: '!variables.big', messageExpression: \"'item ' + string(x) + ' doubled is ' + string(variables.twice)\"}\n",
+            "kind: Job\nmetadata: {name: j}\nspec:\n  l: [4, 6, 5, 9]\n",
+        );
+        assert_eq!(
+            findings,
+            [
+                "error each item 6 doubled is 12",
+                "error each item 9 doubled is 18"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_long_chain_of_variables_neither_recurses_nor_drops_recursively() {
+        const N: usize = 20_000;
+        let mut body = String::from("variables:\n- {name: v0, expression: object.spec.n}\n");
+        for k in 1..N {
+            body.push_str(&format!(
+                "- {{name: v{k}, expression: variables.v{} + 1}}\n",
+                k - 1
+            ));
+        }
+        body.push_str(&format!(
+            "rules:\n- id: last\n  validate: {{expression: variables.v{} == 0, messageExpression: string(variables.v{})}}\n",
+            N - 1,
+            N - 1
+        ));
+        let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
+            .expect("pack loads");
+        let input = Source::new("in.yaml", "kind: Job\nmetadata: {name: j}\nspec: {n: 1}\n");
+        let docs = parse_documents(&input).expect("document parses");
+        let value = docs[0].value.clone();
+        // Evaluated on a thread with a small stack: forcing or dropping 20,000 nested
+        // bindings recursively would overflow it.
+        let findings = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || {
+                let origin = Origin {
+                    file: "in.yaml",
+                    document: 0,
+                    spans: None,
+                };
+                let out = set.packs[0]
+                    .evaluate(&value, origin, &Value::Null)
+                    .expect("evaluates");
+                let messages: Vec<String> = out
+                    .findings
+                    .iter()
+                    .map(|f| format!("{} {}", f.rule_id, f.message))
+                    .collect();
+                drop(set);
+                messages
+            })
+            .expect("spawns")
+            .join()
+            .expect("does not overflow");
+        assert_eq!(findings, [format!("last {N}")]);
     }
 
     #[test]

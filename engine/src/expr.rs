@@ -16,7 +16,7 @@
 //! - mapping keys may be templated too.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
 use cel::IdedExpr;
 use cel::common::ast::{EntryExpr, Expr as AstExpr, IdedEntryExpr, LiteralValue, operators};
@@ -68,7 +68,7 @@ const COMPILED_MAX: usize = 16_384;
 /// A compiled CEL expression with its source text.
 #[derive(Debug, Clone)]
 pub struct Expr {
-    text: String,
+    text: Arc<str>,
     ast: Arc<cel::parser::Expression>,
     /// Identifiers the expression reads, sorted: only those locals are added when it runs.
     refs: Arc<Vec<String>>,
@@ -199,7 +199,7 @@ impl Expr {
             Arc::new(r)
         };
         Ok(Expr {
-            text: text.to_string(),
+            text: Arc::from(text),
             fragment_reads: reads("fragments"),
             param_reads: reads("params"),
             ast: Arc::new(ast),
@@ -611,8 +611,172 @@ fn template_close(s: &str, from: usize) -> Option<usize> {
 #[derive(Default, Clone)]
 pub struct Scope {
     bound: BTreeMap<String, Bound>,
-    /// Failed bindings (variable binding names, `fragments.<name>`) → why.
+    /// Failed bindings (`objects`, `fragments.<name>`, a value CEL cannot hold) → why.
     failed: BTreeMap<String, Arc<str>>,
+    /// The variables and `variables` maps bound, newest first: shared with the scopes they were
+    /// bound in, so binding one or cloning the scope copies no other.
+    vars: Option<Arc<VarNode>>,
+}
+
+/// One lazy binding of a [`Scope`], and the ones bound before it.
+struct VarNode {
+    /// `__variables__<name>`, or `variables` for the map.
+    binding: String,
+    lazy: Lazy,
+    next: Option<Arc<VarNode>>,
+}
+
+impl Drop for VarNode {
+    // Unlinks the list one node at a time: a long chain of variables must not drop recursively.
+    fn drop(&mut self) {
+        // The binding's own scope shares the rest of the list: let go of it first, so that
+        // `next` below is the last holder of the node it points to.
+        match &mut self.lazy.how {
+            LazyHow::Var { scope, .. } | LazyHow::Map { scope, .. } => drop(scope.vars.take()),
+        }
+        let mut next = self.next.take();
+        while let Some(node) = next {
+            match Arc::try_unwrap(node) {
+                Ok(mut node) => next = node.next.take(),
+                Err(_) => break,
+            }
+        }
+    }
+}
+
+/// A binding computed when an expression first reads it, then kept for every clone of the
+/// scope: its value in the interpreter's form, or why it failed.
+struct Lazy {
+    cell: OnceLock<Result<Stored, Arc<str>>>,
+    how: LazyHow,
+}
+
+/// A lazy binding's value.
+enum Stored {
+    /// A value JSON holds exactly, read in place like a document: a variable that holds part of
+    /// one (`object.spec`) is copied once, and no comprehension over it copies its elements again.
+    Json(Value),
+    /// Any other value, in the interpreter's form.
+    Val(Arc<dyn Val>),
+}
+
+impl Stored {
+    fn to_cel(&self) -> Result<Cel, String> {
+        match self {
+            Stored::Json(v) => crate::view::to_cel(crate::view::view(v).as_ref()),
+            Stored::Val(v) => crate::view::to_cel(v.as_ref()),
+        }
+    }
+}
+
+enum LazyHow {
+    /// Variable `name`, evaluated in `scope`: the scope it was declared in (the earlier
+    /// variables, the `forEach` item, `object`, `params`, …).
+    Var {
+        name: String,
+        expr: Expr,
+        scope: Scope,
+    },
+    /// The `variables` map of the variables `names` (sorted), as `scope` binds them.
+    Map { names: Vec<String>, scope: Scope },
+}
+
+impl Lazy {
+    /// The value, computed on the first call. The lazy bindings it reads are computed first,
+    /// from a stack of pending ones rather than by recursion, so a long chain of variables does
+    /// not exhaust the thread's stack.
+    fn force(&self) -> &Result<Stored, Arc<str>> {
+        if let Some(done) = self.cell.get() {
+            return done;
+        }
+        let mut pending: Vec<&Lazy> = vec![self];
+        while let Some(&top) = pending.last() {
+            if top.cell.get().is_some() {
+                pending.pop();
+                continue;
+            }
+            let before = pending.len();
+            top.each_read(&mut |l| {
+                if l.cell.get().is_none() {
+                    pending.push(l);
+                }
+            });
+            if pending.len() == before {
+                let _ = top.cell.set(top.compute());
+                pending.pop();
+            }
+        }
+        self.cell.get_or_init(|| self.compute())
+    }
+
+    /// Calls `f` with each lazy binding this one reads directly.
+    fn each_read<'s>(&'s self, f: &mut dyn FnMut(&'s Lazy)) {
+        match &self.how {
+            LazyHow::Var { expr, scope, .. } => {
+                for r in expr.refs.iter().filter(|r| is_lazy_name(r)) {
+                    if let Some(l) = scope.lazy(r) {
+                        f(l);
+                    }
+                }
+            }
+            LazyHow::Map { names, scope } => {
+                for n in names {
+                    if let Some(l) = scope.lazy(&format!("{VARIABLE_PREFIX}{n}")) {
+                        f(l);
+                    }
+                }
+            }
+        }
+    }
+
+    fn compute(&self) -> Result<Stored, Arc<str>> {
+        let value = match &self.how {
+            LazyHow::Var { name, expr, scope } => {
+                let value = expr
+                    .eval_with(scope, |v| {
+                        Ok(match crate::view::to_json(v) {
+                            Some(json) => Ok(json),
+                            None => Err(crate::view::to_cel(v)?),
+                        })
+                    })
+                    .map_err(|e| {
+                        Arc::<str>::from(format!("variable {name:?} ({}) failed: {e}", expr.text()))
+                    })?;
+                match value {
+                    Ok(json) => return Ok(Stored::Json(json)),
+                    Err(cel) => cel,
+                }
+            }
+            LazyHow::Map { names, scope } => {
+                let mut map = HashMap::with_capacity(names.len());
+                // In name order, so the failure reported does not depend on which was read first.
+                for name in names {
+                    if let Some(l) = scope.lazy(&format!("{VARIABLE_PREFIX}{name}")) {
+                        let v = l.force().as_ref().map_err(Arc::clone)?;
+                        map.insert(name.clone(), v.to_cel()?);
+                    }
+                }
+                Cel::from(map)
+            }
+        };
+        let kind = type_name(&value);
+        match Box::<dyn Val>::try_from(value) {
+            Ok(v) => Ok(Stored::Val(Arc::from(v))),
+            Err(_) => Err(Arc::from(match &self.how {
+                LazyHow::Var { name, .. } => {
+                    format!("variables.{name} holds a {kind} value, which CEL cannot read")
+                }
+                LazyHow::Map { .. } => {
+                    format!("variables holds a {kind} value, which CEL cannot read")
+                }
+            })),
+        }
+    }
+}
+
+/// Whether `binding` can be a lazy one: a variable's (`__variables__<name>`) or `variables`.
+fn is_lazy_name(binding: &str) -> bool {
+    binding.starts_with(VARIABLE_PREFIX) || binding == "variables"
 }
 
 /// One binding of a [`Scope`].
@@ -635,6 +799,15 @@ impl std::fmt::Debug for Scope {
 
 impl VariableResolver for Scope {
     fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
+        if is_lazy_name(variable)
+            && let Some(l) = self.lazy(variable)
+        {
+            // Forced before the expression ran (see `Scope::upstream_failure`).
+            return Some(match l.force().as_ref().ok()? {
+                Stored::Json(v) => CowVal::Owned(crate::view::view(v)),
+                Stored::Val(v) => CowVal::Borrowed(v.as_ref()),
+            });
+        }
         Some(match self.bound.get(variable)? {
             Bound::Json(v) => CowVal::Owned(crate::view::view(v)),
             Bound::Val(v) => CowVal::Borrowed(v.as_ref()),
@@ -687,6 +860,52 @@ impl Scope {
         self.bind_cel(name, value);
     }
 
+    /// Binds `variables.<name>` to `expr`, evaluated in this scope as it is now when an
+    /// expression first reads it (once for this scope and all its clones). An expression that
+    /// reads a variable that cannot be evaluated fails with `variable "name" (expression)
+    /// failed: error`, the error of a failed variable it reads being that one's message.
+    pub(crate) fn bind_variable(&mut self, name: &str, expr: &Expr) {
+        let how = LazyHow::Var {
+            name: name.to_string(),
+            expr: expr.clone(),
+            scope: self.clone(),
+        };
+        self.push_lazy(format!("{VARIABLE_PREFIX}{name}"), how);
+    }
+
+    /// Binds `variables`, the map of the variables `names` (sorted, each bound by
+    /// [`Scope::bind_variable`]), built when an expression first reads it whole.
+    pub(crate) fn bind_variables_map(&mut self, names: Vec<String>) {
+        let how = LazyHow::Map {
+            names,
+            scope: self.clone(),
+        };
+        self.push_lazy("variables".to_string(), how);
+    }
+
+    fn push_lazy(&mut self, binding: String, how: LazyHow) {
+        self.vars = Some(Arc::new(VarNode {
+            binding,
+            lazy: Lazy {
+                cell: OnceLock::new(),
+                how,
+            },
+            next: self.vars.take(),
+        }));
+    }
+
+    /// The newest lazy binding named `binding`.
+    fn lazy(&self, binding: &str) -> Option<&Lazy> {
+        let mut node = self.vars.as_deref();
+        while let Some(n) = node {
+            if n.binding == binding {
+                return Some(&n.lazy);
+            }
+            node = n.next.as_deref();
+        }
+        None
+    }
+
     /// Marks binding `name` as failed: expressions that read it fail with `message`.
     pub(crate) fn bind_failed(&mut self, name: &str, message: Arc<str>) {
         self.bound.remove(name);
@@ -711,7 +930,7 @@ impl Scope {
     /// The failure of the first failed variable or fragment `e` reads, if any (identifiers in
     /// sorted order, so the message is deterministic).
     fn upstream_failure(&self, e: &Expr) -> Option<&Arc<str>> {
-        if self.failed.is_empty() {
+        if self.vars.is_none() && self.failed.is_empty() {
             return None;
         }
         let first_with = |prefix: &str| {
@@ -720,10 +939,18 @@ impl Scope {
                 .find(|(k, _)| k.starts_with(prefix))
                 .map(|(_, m)| m)
         };
+        // In the sorted order of `refs`, so the failure named is always the same one.
         for r in e.refs.iter() {
+            // A variable it reads is evaluated now, in its own cost budget.
+            if is_lazy_name(r)
+                && let Some(l) = self.lazy(r)
+            {
+                match l.force() {
+                    Err(m) => return Some(m),
+                    Ok(_) => continue,
+                }
+            }
             let failure = match r.as_str() {
-                // The whole `variables` map: it reads every variable.
-                "variables" => first_with(VARIABLE_PREFIX),
                 "fragments" => match e.fragment_reads.as_ref() {
                     FieldReads::All => first_with(FRAGMENT_FAILURE_PREFIX),
                     FieldReads::Fields(names) => {

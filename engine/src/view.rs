@@ -265,6 +265,44 @@ pub(crate) fn to_cel(v: &dyn Val) -> Result<Cel, String> {
     })
 }
 
+/// Copies a CEL value into JSON when JSON holds it exactly: null, bools, ints, finite
+/// doubles, strings, and lists and string-keyed maps of those. `None` for anything else (a
+/// uint, bytes, an optional, a type, a timestamp…), whose CEL type JSON would lose. Map keys
+/// come out sorted.
+pub(crate) fn to_json(v: &dyn Val) -> Option<Value> {
+    Some(match v.get_type().kind() {
+        Kind::NullType => Value::Null,
+        Kind::Boolean => Value::Bool(*v.downcast_ref::<CelBool>()?.inner()),
+        Kind::Int => Value::from(*v.downcast_ref::<CelInt>()?.inner()),
+        Kind::Double => Value::Number(serde_json::Number::from_f64(
+            *v.downcast_ref::<CelDouble>()?.inner(),
+        )?),
+        Kind::String => Value::String(v.downcast_ref::<CelString>()?.inner().to_string()),
+        Kind::List => {
+            let mut out = Vec::new();
+            let mut it = v.as_iterable()?.iter();
+            while let Some(x) = it.next() {
+                out.push(to_json(x)?);
+            }
+            Value::Array(out)
+        }
+        Kind::Map => {
+            let index = v.as_indexer()?;
+            let mut entries = Vec::new();
+            let mut it = v.as_iterable()?.iter();
+            while let Some(k) = it.next() {
+                let key = k.downcast_ref::<CelString>()?.inner().to_string();
+                let value = index.get(k).ok()?;
+                entries.push((key, to_json(value.as_ref())?));
+            }
+            // Sorted: a CEL map has no order, and a copy must iterate the same way every run.
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            Value::Object(entries.into_iter().collect())
+        }
+        _ => return None,
+    })
+}
+
 fn no_value(v: &dyn Val) -> String {
     format!("a {} value cannot be used here", v.get_type().name())
 }
