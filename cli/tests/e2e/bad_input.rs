@@ -1982,3 +1982,19 @@ fn check_with_a_platform_but_no_architecture_says_what_it_assumed() {
         )
     );
 }
+
+refused!(
+    a_whole_number_with_a_decimal_point_where_an_integer_belongs,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 2.0\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: in.yaml:6:3: parsing WorkloadRun: spec.numNodes: expected an integer, got 2.0: write it without the decimal point (2)\n"
+);
+
+refused!(
+    a_fraction_where_an_integer_belongs,
+    ["render", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 2.5\n  framework: {exec: {command: [a]}}\n",
+    2,
+    "Error: in.yaml:6:3: parsing WorkloadRun: spec.numNodes: expected an integer, got 2.5\n"
+);

@@ -346,3 +346,32 @@ fn silent_changes_are_warned_where_written() {
         ]
     );
 }
+
+#[test]
+fn a_large_group_is_one_summary_line_with_the_first_ten_names() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("run.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 12\n  framework: {exec: {command: [a]}}\n",
+    )
+    .expect("write");
+    let file = file.to_string_lossy().into_owned();
+    let (code, _, err) = run(&[
+        "render",
+        "--expand",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        &file,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        err.lines().nth(1),
+        Some(
+            "group-0: 12 node(s) [aws-h100-node-0, aws-h100-node-1, aws-h100-node-10, aws-h100-node-11, aws-h100-node-2, aws-h100-node-3, aws-h100-node-4, aws-h100-node-5, aws-h100-node-6, aws-h100-node-7, … and 2 more]"
+        ),
+        "{err}"
+    );
+}

@@ -19,7 +19,8 @@ use super::context::synthetic_nodes;
 pub struct Expanded {
     /// Workflow-scoped dependencies first, then per group its dependency copies and TrainJob.
     pub manifests: Vec<Value>,
-    /// `group-0: 2 node(s) [n1, n2]; domains [d]` lines.
+    /// `group-0: 2 node(s) [n1, n2]; domains [d]` lines; a list of more than ten names shows
+    /// the first ten and `… and N more`.
     pub summary: Vec<String>,
 }
 
@@ -156,18 +157,34 @@ pub fn expand_verifying(
         let nodes = if group.nodes.is_empty() {
             "unpinned".to_string()
         } else {
-            format!("{} node(s) [{}]", group.nodes.len(), group.nodes.join(", "))
+            format!("{} node(s) [{}]", group.nodes.len(), abridged(&group.nodes))
         };
         let domains = if group.domains.is_empty() {
             String::new()
         } else {
-            format!("; domains [{}]", group.domains.join(", "))
+            format!("; domains [{}]", abridged(&group.domains))
         };
         let overflow = if group.overflow { " (overflow)" } else { "" };
         out.summary
             .push(format!("{}: {nodes}{domains}{overflow}", group.name));
     }
     Ok(out)
+}
+
+/// Names shown in a summary line before the rest are counted: a group of thousands of nodes is
+/// one readable line (every name is in the manifests).
+const SUMMARY_NAMES: usize = 10;
+
+/// `a, b, c`, or the first [`SUMMARY_NAMES`] names and `… and N more`.
+fn abridged(names: &[String]) -> String {
+    if names.len() <= SUMMARY_NAMES {
+        return names.join(", ");
+    }
+    format!(
+        "{}, … and {} more",
+        names[..SUMMARY_NAMES].join(", "),
+        names.len() - SUMMARY_NAMES
+    )
 }
 
 /// The `manifests` stage on one emitted object.

@@ -291,6 +291,21 @@ pub(super) fn plain_serde_message(m: &str) -> String {
             break;
         }
     }
+    // A number with a decimal point where a whole number belongs (`numNodes: 2.0`).
+    for expected in ["an integer", "a non-negative integer"] {
+        if let Some(value) = out
+            .strip_prefix("invalid type: floating point `")
+            .and_then(|r| r.strip_suffix(&format!("`, expected {expected}")))
+        {
+            out = match value.strip_suffix(".0") {
+                Some(whole) => format!(
+                    "expected {expected}, got {value}: write it without the decimal point ({whole})"
+                ),
+                None => format!("expected {expected}, got {value}"),
+            };
+            break;
+        }
+    }
     if let Some(i) = out.find("expected struct ") {
         let name: String = out[i + 16..]
             .chars()
