@@ -110,6 +110,19 @@ pub enum NodeError {
     },
 }
 
+impl NodeError {
+    /// The index of the node document the error is about and the field path inside it, as
+    /// the message writes them (`items[2].metadata.name`; `(document)` for the document itself).
+    pub fn location(&self) -> (usize, &str) {
+        match self {
+            NodeError::Missing { index, field }
+            | NodeError::WrongType { index, field, .. }
+            | NodeError::Duplicate { index, field, .. }
+            | NodeError::UnexpectedKind { index, field, .. } => (*index, field),
+        }
+    }
+}
+
 impl Node {
     /// Reads one core/v1 `Node` document.
     ///

@@ -321,11 +321,48 @@ pub fn read_nodes(path: &str) -> Result<Vec<Node>, String> {
     let source = Source::new(name, text);
     let docs: Vec<Option<LeanMap<LeanDoc>>> =
         parse_documents_as(&source, scale).map_err(|e| e.to_string())?;
+    // The index in the file of each document read (empty documents are not nodes).
+    let mut indices = Vec::with_capacity(docs.len());
     let values: Vec<Value> = docs
         .into_iter()
-        .flatten()
-        .map(|d| lean_value(d.0, &FieldPath::root()))
+        .enumerate()
+        .filter_map(|(i, d)| d.map(|d| (i, d)))
+        .map(|(i, d)| {
+            indices.push(i);
+            lean_value(d.0, &FieldPath::root())
+        })
         .collect::<Result<_, _>>()
         .map_err(|(pos, message)| format!("{name}:{pos}: {message}"))?;
-    nodes_from_documents(&values).map_err(|e| format!("{path}: {e}"))
+    nodes_from_documents(&values).map_err(|e| {
+        let (index, field) = e.location();
+        match indices
+            .get(index)
+            .and_then(|&i| position(&source, i, field, &limits))
+        {
+            Some(pos) => format!("{name}:{pos}: {e}"),
+            None => format!("{path}: {e}"),
+        }
+    })
+}
+
+/// Where `field` of document `index` is written: the reader above keeps no positions, so on an
+/// error the file is parsed again with them. `None` when that parse is refused (a file above a
+/// limit of the spanned parse) or the field is not found.
+fn position(
+    source: &std::sync::Arc<Source>,
+    index: usize,
+    field: &str,
+    limits: &nvcre_engine::limits::Limits,
+) -> Option<Pos> {
+    let path = if field == "(document)" {
+        FieldPath::root()
+    } else {
+        FieldPath::parse(field).ok()?
+    };
+    nvcre_engine::parse_documents_within(source, limits)
+        .ok()?
+        .into_iter()
+        .find(|d| d.index == index)?
+        .spans
+        .lookup(&path)
 }

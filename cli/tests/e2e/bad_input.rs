@@ -995,7 +995,7 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     "apiVersion: v1\nkind: NodeList\nitems: 3\n",
     2,
-    "Error: in.yaml: node document 0: field items must be a list, found a number\n"
+    "Error: in.yaml:3:8: node document 0: field items must be a list, found a number\n"
 );
 
 refused!(
@@ -1003,7 +1003,7 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     "- a\n- b\n",
     2,
-    "Error: in.yaml: node document 0: field (document) must be an object, found a list\n"
+    "Error: in.yaml:1:1: node document 0: field (document) must be an object, found a list\n"
 );
 
 refused!(
@@ -1011,7 +1011,7 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     "apiVersion: v1\nkind: NodeList\nitems:\n- kind: Node\n  metadata: n1\n",
     2,
-    "Error: in.yaml: node document 0: field items[0].metadata must be an object, found a string\n"
+    "Error: in.yaml:5:13: node document 0: field items[0].metadata must be an object, found a string\n"
 );
 
 refused!(
@@ -1019,7 +1019,7 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     "apiVersion: v1\nkind: Node\nmetadata: {name: a, labels: {x: [1]}}\n",
     2,
-    "Error: in.yaml: node document 0: field metadata.labels[\"x\"] must be a string, found a list\n"
+    "Error: in.yaml:3:30: node document 0: field metadata.labels[\"x\"] must be a string, found a list\n"
 );
 
 refused!(
@@ -1027,7 +1027,7 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n",
     2,
-    "Error: in.yaml: node document 0: field kind: expected kind Node, NodeList or List, got \"Pod\"\n"
+    "Error: in.yaml:2:7: node document 0: field kind: expected kind Node, NodeList or List, got \"Pod\"\n"
 );
 
 refused!(
@@ -1471,7 +1471,7 @@ refused!(
         gpu_node("    allocatable: {nvidia.com/gpu: \"8\"}\n")
     ),
     2,
-    "Error: in.yaml: node document 0: field items[1].metadata.name: node \"a\" is listed twice (first at node document 0, items[0].metadata.name); a node name is unique in a cluster: remove one\n"
+    "Error: in.yaml:11:20: node document 0: field items[1].metadata.name: node \"a\" is listed twice (first at node document 0, items[0].metadata.name); a node name is unique in a cluster: remove one\n"
 );
 
 #[test]
@@ -1997,4 +1997,12 @@ refused!(
     "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 2.5\n  framework: {exec: {command: [a]}}\n",
     2,
     "Error: in.yaml:6:3: parsing WorkloadRun: spec.numNodes: expected an integer, got 2.5\n"
+);
+
+refused!(
+    a_nodes_file_error_after_an_empty_document_names_its_line,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "---\n# only a comment\n---\napiVersion: v1\nkind: Node\nmetadata:\n  labels: {a: b}\n",
+    2,
+    "Error: in.yaml:6:1: node document 0: missing field metadata.name\n"
 );
