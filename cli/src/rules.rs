@@ -264,12 +264,21 @@ pub fn run_explain(rules: &RuleSet, rules_dir: Option<&Path>, args: &ExplainArgs
         (None, Some(d)) => d.join("tests"),
         (None, None) => PathBuf::from("rules/tests"),
     };
-    let examples = suites::examples(&tests, &rule.id, &pack.name, &pack.source.name);
     let mut out = explain(pack, rule);
     out.push('\n');
-    out.push_str(&example_block("passing example", examples.passing.as_ref()));
-    out.push('\n');
-    out.push_str(&example_block("failing example", examples.failing.as_ref()));
+    if tests.is_dir() {
+        let examples = suites::examples(&tests, &rule.id, &pack.name, &pack.source.name);
+        out.push_str(&example_block("passing example", examples.passing.as_ref()));
+        out.push('\n');
+        out.push_str(&example_block("failing example", examples.failing.as_ref()));
+    } else {
+        // Without the suites there is nothing to show; say where they were looked for.
+        let _ = writeln!(
+            out,
+            "examples: no test suites at {} (give --tests DIR: the rule test suites, such as the repository's rules/tests)",
+            tests.display()
+        );
+    }
     print(&out);
     ExitCode::SUCCESS
 }

@@ -862,9 +862,7 @@ fn rules_explain_without_suites_says_so_and_shows_mutations() {
                    value:
                      \"${{ variables.queueKey }}\": ${{ variables.queue }}
 
-passing example: no example in the test suites
-
-failing example: no example in the test suites
+examples: no test suites at rules/tests (give --tests DIR: the rule test suites, such as the repository's rules/tests)
 "
     );
 }
