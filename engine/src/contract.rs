@@ -363,11 +363,14 @@ impl Contract {
                     .map(|r| r.id.as_str()),
                 _ => None,
             };
-            if !declared.objects
-                && free_identifiers(site.expr)
-                    .iter()
-                    .any(|i| i == crate::OBJECTS)
-            {
+            let unbound = (!declared.objects)
+                .then(|| {
+                    free_identifiers(site.expr)
+                        .into_iter()
+                        .find(|i| i == crate::OBJECTS || i == crate::OBJECTS_BY_KIND)
+                })
+                .flatten();
+            if let Some(name) = unbound {
                 let binding: Vec<&str> = self
                     .stages
                     .iter()
@@ -380,8 +383,7 @@ impl Contract {
                     &site.path,
                     rule,
                     format!(
-                        "{} is not bound in stage {stage:?}; stages that bind it: {}",
-                        crate::OBJECTS,
+                        "{name} is not bound in stage {stage:?}; stages that bind it: {}",
                         if binding.is_empty() {
                             "none".to_string()
                         } else {
@@ -925,6 +927,14 @@ mod tests {
             [
                 "rule pack error: r.yaml:7:26: rule r: objects is not bound in stage \"admission\"; stages that bind it: none"
             ]
+        );
+        let by_kind = pack("admission").replace("size(objects)", "size(objectsByKind)");
+        assert_eq!(
+            load_with(&by_kind),
+            [(
+                "rule pack error: r.yaml:7:26: rule r: objectsByKind is not bound in stage \"admission\"; stages that bind it: lint".to_string(),
+                "nvcre::rules::unbound_objects"
+            )]
         );
     }
 

@@ -507,7 +507,7 @@ fn entry_children<'a>(entries: &'a [IdedEntryExpr], f: &mut impl FnMut(&'a IdedE
 
 /// The identifiers whose lists are parts of the input documents: a comprehension over one of
 /// them (or over a part of one) visits disjoint parts of a document.
-const INPUT_ROOTS: [&str; 4] = ["object", "oldObject", "objects", "params"];
+const INPUT_ROOTS: [&str; 5] = ["object", "oldObject", "objects", "objectsByKind", "params"];
 
 /// A comprehension being walked by [`estimate`].
 struct Frame<'a> {

@@ -57,6 +57,14 @@ impl Outcome {
 /// The name rules read the documents of the same input by (see [`Objects`]).
 pub const OBJECTS: &str = "objects";
 
+/// The name rules read the documents of the same input by kind: a map from each `kind` to
+/// the documents of that kind, in input order (documents without a string `kind` are in no
+/// list). Bound and unavailable exactly when [`OBJECTS`] is. A rule that looks for documents of
+/// one kind reads `objectsByKind[?'ComputeDomain'].orValue([])` and visits only those, where
+/// `objects.filter(o, o.kind == …)` visits every document of the input for every document
+/// checked.
+pub const OBJECTS_BY_KIND: &str = "objectsByKind";
+
 /// The documents of the input a document came from, as packs of a stage declared with
 /// [`Contract::stage_with_objects`](crate::Contract::stage_with_objects) see them: the CEL
 /// variable [`OBJECTS`], a list of the documents (the evaluated one included) in input order.
@@ -70,17 +78,19 @@ pub struct Objects(Arc<ObjectsView>);
 
 #[derive(Debug)]
 enum ObjectsView {
-    /// The documents, as one JSON array.
-    Documents(Arc<Value>),
+    /// The documents, as one JSON array, and (built when first bound) the same documents by
+    /// kind for [`OBJECTS_BY_KIND`].
+    Documents(Arc<Value>, OnceLock<Arc<Value>>),
     Unavailable(Arc<str>),
 }
 
 impl Objects {
     /// The documents `values`, in input order.
     pub fn new(values: Vec<Value>) -> Objects {
-        Objects(Arc::new(ObjectsView::Documents(Arc::new(Value::Array(
-            values,
-        )))))
+        Objects(Arc::new(ObjectsView::Documents(
+            Arc::new(Value::Array(values)),
+            OnceLock::new(),
+        )))
     }
 
     /// No view: reading `objects` fails with `reason`.
@@ -91,7 +101,7 @@ impl Objects {
     /// How many documents the view holds (`None` when unavailable).
     pub fn len(&self) -> Option<usize> {
         match &*self.0 {
-            ObjectsView::Documents(v) => Some(v.as_array().map_or(0, Vec::len)),
+            ObjectsView::Documents(v, _) => Some(v.as_array().map_or(0, Vec::len)),
             ObjectsView::Unavailable(_) => None,
         }
     }
@@ -101,11 +111,32 @@ impl Objects {
         self.len().unwrap_or(0) == 0
     }
 
-    /// Binds the view into `scope` as [`OBJECTS`], or marks it failed.
+    /// Binds the view into `scope` as [`OBJECTS`] and [`OBJECTS_BY_KIND`], or marks both
+    /// failed. The map by kind is built once per input, when a pack first binds it (one copy of
+    /// the documents, shared by every document of the input).
     fn bind(&self, scope: &mut Scope) {
         match &*self.0 {
-            ObjectsView::Documents(values) => scope.bind_shared(OBJECTS, values.clone()),
-            ObjectsView::Unavailable(reason) => scope.bind_failed(OBJECTS, reason.clone()),
+            ObjectsView::Documents(values, by_kind) => {
+                scope.bind_shared(OBJECTS, values.clone());
+                let by_kind = by_kind.get_or_init(|| {
+                    let mut map = serde_json::Map::new();
+                    for doc in values.as_array().into_iter().flatten() {
+                        if let Some(kind) = doc.get("kind").and_then(Value::as_str) {
+                            if let Value::Array(list) =
+                                map.entry(kind).or_insert_with(|| Value::Array(Vec::new()))
+                            {
+                                list.push(doc.clone());
+                            }
+                        }
+                    }
+                    Arc::new(Value::Object(map))
+                });
+                scope.bind_shared(OBJECTS_BY_KIND, by_kind.clone());
+            }
+            ObjectsView::Unavailable(reason) => {
+                scope.bind_failed(OBJECTS, reason.clone());
+                scope.bind_failed(OBJECTS_BY_KIND, reason.clone());
+            }
         }
     }
 }
@@ -1377,6 +1408,30 @@ mod tests {
             unbound,
             [
                 "referent [spec.ref@3:13] rule referent could not be evaluated at spec.ref: Undeclared reference to 'objects' (expression: objects.exists(o, o.kind == 'Target' && o.metadata.name == variables.ref)) (a rule error, not a policy violation)"
+            ]
+        );
+    }
+
+    #[test]
+    fn objects_by_kind_holds_the_documents_of_each_kind_in_input_order() {
+        const BY_KIND: &str = "rules:\n- id: by-kind\n  validate:\n    expression: 'false'\n    messageExpression: \"objectsByKind.map(k, k + '=' + objectsByKind[k].map(o, o.?metadata.?name.orValue('-')).join(',')).join(' ') + ' ' + string(size(objectsByKind[?'Pod'].orValue([])))\"\n";
+        let docs = "kind: Job\nmetadata: {name: j}\n---\nkind: Target\nmetadata: {name: t1}\n---\nmetadata: {name: no-kind}\n---\nkind: 3\n---\nkind: Target\nmetadata: {name: t2}\n";
+        let input = Source::new("in.yaml", docs);
+        let values: Vec<Value> = parse_documents(&input)
+            .expect("parses")
+            .into_iter()
+            .map(|d| d.value)
+            .collect();
+        let all = Objects::new(values);
+        assert_eq!(
+            run_in(BY_KIND, docs, Some(&all)),
+            ["by-kind Job=j Target=t1,t2 0"]
+        );
+        let none = Objects::unavailable("objects: in.yaml is too large");
+        assert_eq!(
+            run_in(BY_KIND, docs, Some(&none)),
+            [
+                "by-kind rule by-kind could not be evaluated on document 1: objects: in.yaml is too large (a rule error, not a policy violation)"
             ]
         );
     }
