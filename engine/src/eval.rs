@@ -121,12 +121,11 @@ impl Objects {
                 let by_kind = by_kind.get_or_init(|| {
                     let mut map = serde_json::Map::new();
                     for doc in values.as_array().into_iter().flatten() {
-                        if let Some(kind) = doc.get("kind").and_then(Value::as_str) {
-                            if let Value::Array(list) =
+                        if let Some(kind) = doc.get("kind").and_then(Value::as_str)
+                            && let Value::Array(list) =
                                 map.entry(kind).or_insert_with(|| Value::Array(Vec::new()))
-                            {
-                                list.push(doc.clone());
-                            }
+                        {
+                            list.push(doc.clone());
                         }
                     }
                     Arc::new(Value::Object(map))
