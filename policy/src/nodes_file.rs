@@ -23,7 +23,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value, json};
 
 use crate::api::GPU_RESOURCE;
-use crate::nodes::{Node, nodes_from_documents};
+use crate::nodes::{Node, NodeError, nodes_from_documents};
 use crate::placement::{QuantityError, gpu_count, gpu_count_problem, parse_quantity};
 
 /// A mapping read as `T` (or a list, when `T` is a list); a value of another shape kept as it is,
@@ -334,35 +334,43 @@ pub fn read_nodes(path: &str) -> Result<Vec<Node>, String> {
         .collect::<Result<_, _>>()
         .map_err(|(pos, message)| format!("{name}:{pos}: {message}"))?;
     nodes_from_documents(&values).map_err(|e| {
+        // The reader above keeps no positions: on an error the file is parsed again with them
+        // (refused for a file above a limit of the spanned parse: the message goes without).
+        let spanned = nvcre_engine::parse_documents_within(&source, &limits).unwrap_or_default();
+        let at = |index: usize, field: &str| {
+            indices
+                .get(index)
+                .and_then(|&i| position(&spanned, i, field))
+        };
         let (index, field) = e.location();
-        match indices
-            .get(index)
-            .and_then(|&i| position(&source, i, field, &limits))
+        let mut message = e.to_string();
+        if let NodeError::Duplicate {
+            first_index,
+            first_field,
+            ..
+        } = &e
+            && let Some(first) = at(*first_index, first_field)
         {
-            Some(pos) => format!("{name}:{pos}: {e}"),
-            None => format!("{path}: {e}"),
+            let written = format!("(first at node document {first_index}, {first_field})");
+            message = message.replace(
+                &written,
+                &format!("(first at node document {first_index}, {first_field}, {name}:{first})"),
+            );
+        }
+        match at(index, field) {
+            Some(pos) => format!("{name}:{pos}: {message}"),
+            None => format!("{path}: {message}"),
         }
     })
 }
 
-/// Where `field` of document `index` is written: the reader above keeps no positions, so on an
-/// error the file is parsed again with them. `None` when that parse is refused (a file above a
-/// limit of the spanned parse) or the field is not found.
-fn position(
-    source: &std::sync::Arc<Source>,
-    index: usize,
-    field: &str,
-    limits: &nvcre_engine::limits::Limits,
-) -> Option<Pos> {
+/// Where `field` (as a [`NodeError`] writes it) of the document at `index` in the file is
+/// written, in `docs` (the file parsed with spans). `None` when the field is not found.
+fn position(docs: &[nvcre_engine::Document], index: usize, field: &str) -> Option<Pos> {
     let path = if field == "(document)" {
         FieldPath::root()
     } else {
         FieldPath::parse(field).ok()?
     };
-    nvcre_engine::parse_documents_within(source, limits)
-        .ok()?
-        .into_iter()
-        .find(|d| d.index == index)?
-        .spans
-        .lookup(&path)
+    docs.iter().find(|d| d.index == index)?.spans.lookup(&path)
 }

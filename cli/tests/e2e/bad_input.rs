@@ -1471,7 +1471,7 @@ refused!(
         gpu_node("    allocatable: {nvidia.com/gpu: \"8\"}\n")
     ),
     2,
-    "Error: in.yaml:11:20: node document 0: field items[1].metadata.name: node \"a\" is listed twice (first at node document 0, items[0].metadata.name); a node name is unique in a cluster: remove one\n"
+    "Error: in.yaml:11:20: node document 0: field items[1].metadata.name: node \"a\" is listed twice (first at node document 0, items[0].metadata.name, in.yaml:6:11); a node name is unique in a cluster: remove one\n"
 );
 
 #[test]
