@@ -82,7 +82,8 @@ pub enum NodeError {
     /// Two nodes have the same `metadata.name`: placement would count one machine twice (and
     /// pin a group to it twice).
     #[error(
-        "node document {index}: field {field}: node \"{name}\" is listed twice (first at node document {first_index}, {first_field}); a node name is unique in a cluster: remove one"
+        "node document {index}: field {field}: node \"{name}\" is listed twice (first at node document {first_index}, {first_field}{}); a node name is unique in a cluster: remove one",
+        .first_at.as_ref().map(|at| format!(", {at}")).unwrap_or_default()
     )]
     Duplicate {
         /// Document index of the second listing.
@@ -95,6 +96,8 @@ pub enum NodeError {
         first_index: usize,
         /// Field path of the first listing's name.
         first_field: String,
+        /// Where the first listing's name is written (`file:line:col`), when the reader knows.
+        first_at: Option<String>,
     },
     /// The document (or a list item) is not a Node.
     #[error(
@@ -109,6 +112,9 @@ pub enum NodeError {
         kind: String,
     },
 }
+
+/// The field path a [`NodeError`] gives for a node document that is not a mapping at all.
+pub const DOCUMENT_FIELD: &str = "(document)";
 
 impl NodeError {
     /// The index of the node document the error is about and the field path inside it, as
@@ -208,6 +214,7 @@ pub fn nodes_from_documents(docs: &[Value]) -> Result<Vec<Node>, NodeError> {
                     name: node.name,
                     first_index,
                     first_field,
+                    first_at: None,
                 })
             }
             std::collections::hash_map::Entry::Vacant(v) => {
@@ -222,7 +229,7 @@ pub fn nodes_from_documents(docs: &[Value]) -> Result<Vec<Node>, NodeError> {
         }
         let obj = doc.as_object().ok_or(NodeError::WrongType {
             index,
-            field: "(document)".to_string(),
+            field: DOCUMENT_FIELD.to_string(),
             expected: "an object",
             found: type_name(doc),
         })?;
@@ -299,9 +306,16 @@ fn node_at(doc: &Value, index: usize, prefix: &str) -> Result<Node, NodeError> {
         index,
         field: format!("{prefix}{field}"),
     };
-    let obj = doc
-        .as_object()
-        .ok_or_else(|| wrong("(document)", "an object", doc))?;
+    let obj = doc.as_object().ok_or_else(|| NodeError::WrongType {
+        index,
+        // A list item is named by its path; a whole document by DOCUMENT_FIELD.
+        field: match prefix.strip_suffix('.') {
+            Some(item) => item.to_string(),
+            None => DOCUMENT_FIELD.to_string(),
+        },
+        expected: "an object",
+        found: type_name(doc),
+    })?;
     match obj.get("kind") {
         None | Some(Value::Null) => {}
         Some(Value::String(k)) if k == "Node" => {}

@@ -23,7 +23,7 @@ use serde::de::{self, Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value, json};
 
 use crate::api::GPU_RESOURCE;
-use crate::nodes::{Node, NodeError, nodes_from_documents};
+use crate::nodes::{DOCUMENT_FIELD, Node, NodeError, nodes_from_documents};
 use crate::placement::{QuantityError, gpu_count, gpu_count_problem, parse_quantity};
 
 /// A mapping read as `T` (or a list, when `T` is a list); a value of another shape kept as it is,
@@ -333,7 +333,7 @@ pub fn read_nodes(path: &str) -> Result<Vec<Node>, String> {
         })
         .collect::<Result<_, _>>()
         .map_err(|(pos, message)| format!("{name}:{pos}: {message}"))?;
-    nodes_from_documents(&values).map_err(|e| {
+    nodes_from_documents(&values).map_err(|mut e| {
         // The reader above keeps no positions: on an error the file is parsed again with them
         // (refused for a file above a limit of the spanned parse: the message goes without).
         let spanned = nvcre_engine::parse_documents_within(&source, &limits).unwrap_or_default();
@@ -342,24 +342,19 @@ pub fn read_nodes(path: &str) -> Result<Vec<Node>, String> {
                 .get(index)
                 .and_then(|&i| position(&spanned, i, field))
         };
-        let (index, field) = e.location();
-        let mut message = e.to_string();
         if let NodeError::Duplicate {
             first_index,
             first_field,
+            first_at,
             ..
-        } = &e
-            && let Some(first) = at(*first_index, first_field)
+        } = &mut e
         {
-            let written = format!("(first at node document {first_index}, {first_field})");
-            message = message.replace(
-                &written,
-                &format!("(first at node document {first_index}, {first_field}, {name}:{first})"),
-            );
+            *first_at = at(*first_index, first_field).map(|pos| format!("{name}:{pos}"));
         }
+        let (index, field) = e.location();
         match at(index, field) {
-            Some(pos) => format!("{name}:{pos}: {message}"),
-            None => format!("{path}: {message}"),
+            Some(pos) => format!("{name}:{pos}: {e}"),
+            None => format!("{path}: {e}"),
         }
     })
 }
@@ -367,7 +362,7 @@ pub fn read_nodes(path: &str) -> Result<Vec<Node>, String> {
 /// Where `field` (as a [`NodeError`] writes it) of the document at `index` in the file is
 /// written, in `docs` (the file parsed with spans). `None` when the field is not found.
 fn position(docs: &[nvcre_engine::Document], index: usize, field: &str) -> Option<Pos> {
-    let path = if field == "(document)" {
+    let path = if field == DOCUMENT_FIELD {
         FieldPath::root()
     } else {
         FieldPath::parse(field).ok()?

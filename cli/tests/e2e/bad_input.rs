@@ -2006,3 +2006,11 @@ refused!(
     2,
     "Error: in.yaml:6:1: node document 0: missing field metadata.name\n"
 );
+
+refused!(
+    a_nodes_file_item_that_is_not_a_mapping_is_named_by_its_path,
+    ["render", "--nodes-file", "in.yaml", example().as_str()],
+    "apiVersion: v1\nkind: NodeList\nitems: [3]\n",
+    2,
+    "Error: in.yaml:3:9: node document 0: field items[0] must be an object, found a number\n"
+);
