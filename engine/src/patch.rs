@@ -90,15 +90,66 @@ fn pattern_matches(pat: &[String], path: &[Segment]) -> bool {
     }
 }
 
+/// A value of the base that a merge or patch removed or replaced by a different one.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Displaced {
+    /// Where the value was, in the paths the merge sees (starting at its `at`).
+    pub path: FieldPath,
+    /// The value as it was before the merge.
+    pub before: Value,
+    /// True when the value was deleted (`null`, `$patch: delete`, a JSON Patch `remove` or the
+    /// source of a `move`); false when something else took its place.
+    pub removed: bool,
+}
+
 /// Merges `patch` into `base` in place (see the module docs); list paths start at the root.
 pub fn merge(base: &mut Value, patch: &Value, policy: &ListPolicy) {
-    merge_at(base, patch, policy, &mut FieldPath::root());
+    merge_at(base, patch, policy, &mut FieldPath::root(), &mut None);
 }
 
 /// [`merge`] for a `base` that sits at `at` in a larger document (the list paths the policy
 /// sees start there).
 pub fn merge_from(base: &mut Value, patch: &Value, policy: &ListPolicy, at: &FieldPath) {
-    merge_at(base, patch, policy, &mut at.clone());
+    merge_at(base, patch, policy, &mut at.clone(), &mut None);
+}
+
+/// [`merge_from`], recording every base value the merge deletes or replaces by a different
+/// value in `log`, outermost first (a mapping that recurses records nothing of its own; a list
+/// merged by key records the items it deletes and what changes inside the items it merges).
+pub fn merge_logged(
+    base: &mut Value,
+    patch: &Value,
+    policy: &ListPolicy,
+    at: &FieldPath,
+    log: &mut Vec<Displaced>,
+) {
+    merge_at(base, patch, policy, &mut at.clone(), &mut Some(log));
+}
+
+type Log<'a> = Option<&'a mut Vec<Displaced>>;
+
+/// Replaces `slot` by `new`, recording the old value when logging and it differs.
+fn replace(slot: &mut Value, new: Value, path: &FieldPath, log: &mut Log<'_>) {
+    let old = std::mem::replace(slot, new);
+    if let Some(log) = log
+        && old != *slot
+    {
+        log.push(Displaced {
+            path: path.clone(),
+            before: old,
+            removed: false,
+        });
+    }
+}
+
+fn record_removed(old: Option<Value>, path: impl FnOnce() -> FieldPath, log: &mut Log<'_>) {
+    if let (Some(log), Some(before)) = (log, old) {
+        log.push(Displaced {
+            path: path(),
+            before,
+            removed: true,
+        });
+    }
 }
 
 fn directive(v: &Value) -> Option<&str> {
@@ -107,21 +158,27 @@ fn directive(v: &Value) -> Option<&str> {
         .and_then(Value::as_str)
 }
 
-fn merge_at(base: &mut Value, patch: &Value, policy: &ListPolicy, path: &mut FieldPath) {
+fn merge_at(
+    base: &mut Value,
+    patch: &Value,
+    policy: &ListPolicy,
+    path: &mut FieldPath,
+    log: &mut Log<'_>,
+) {
     match (base, patch) {
-        (b, p) if directive(p) == Some("replace") => *b = fresh(p),
+        (b, p) if directive(p) == Some("replace") => replace(b, fresh(p), path, log),
         (Value::Object(b), Value::Object(p)) => {
             for (k, pv) in p {
                 if k == DIRECTIVE {
                     continue;
                 }
                 if pv.is_null() || directive(pv) == Some("delete") {
-                    b.remove(k);
+                    record_removed(b.remove(k), || path.clone().key(k.clone()), log);
                     continue;
                 }
                 let mut child = path.clone().key(k.clone());
                 match b.get_mut(k) {
-                    Some(bv) => merge_at(bv, pv, policy, &mut child),
+                    Some(bv) => merge_at(bv, pv, policy, &mut child, log),
                     None => {
                         b.insert(k.clone(), fresh(pv));
                     }
@@ -131,7 +188,11 @@ fn merge_at(base: &mut Value, patch: &Value, policy: &ListPolicy, path: &mut Fie
         (Value::Array(b), Value::Array(p)) => match policy.list_merge(path) {
             ListMerge::ByKey(key) if !p.is_empty() && keyed(b, key) && keyed_patch(p, key) => {
                 if p.iter().any(|i| lone_directive(i) == Some("replace")) {
-                    *b = fresh_items(p);
+                    let mut list = Value::Array(std::mem::take(b));
+                    replace(&mut list, Value::Array(fresh_items(p)), path, log);
+                    if let Value::Array(items) = list {
+                        *b = items;
+                    }
                     return;
                 }
                 for pv in p {
@@ -139,20 +200,27 @@ fn merge_at(base: &mut Value, patch: &Value, policy: &ListPolicy, path: &mut Fie
                     let found = b.iter().position(|bv| item_key(bv, key) == id);
                     match found {
                         Some(i) if directive(pv) == Some("delete") => {
-                            b.remove(i);
+                            let old = b.remove(i);
+                            record_removed(Some(old), || path.clone().index(i), log);
                         }
                         Some(i) => {
                             let mut child = path.clone().index(i);
-                            merge_at(&mut b[i], pv, policy, &mut child);
+                            merge_at(&mut b[i], pv, policy, &mut child, log);
                         }
                         None if directive(pv) == Some("delete") => {}
                         None => b.push(fresh(pv)),
                     }
                 }
             }
-            _ => *b = fresh_items(p),
+            _ => {
+                let mut list = Value::Array(std::mem::take(b));
+                replace(&mut list, Value::Array(fresh_items(p)), path, log);
+                if let Value::Array(items) = list {
+                    *b = items;
+                }
+            }
         },
-        (b, p) => *b = fresh(p),
+        (b, p) => replace(b, fresh(p), path, log),
     }
 }
 
@@ -245,6 +313,105 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), Error> {
     json_patch::patch(doc, &patch).map_err(|e| Error::Patch(e.to_string()))
 }
 
+/// [`json_patch`] of a document that sits at `at` in a larger one, recording in `log` every
+/// value an operation removes (`remove`, the source of a `move`) or replaces by a different one
+/// (`replace`, and `add`, `move` or `copy` onto an existing mapping key). Operations apply in
+/// order, each seeing the result of the previous ones.
+///
+/// # Errors
+/// As [`json_patch`]: nothing is applied or recorded when an operation fails.
+pub fn json_patch_logged(
+    doc: &mut Value,
+    ops: &Value,
+    at: &FieldPath,
+    log: &mut Vec<Displaced>,
+) -> Result<(), Error> {
+    use json_patch::PatchOperation as Op;
+    let patch = parse_json_patch(ops)?;
+    let mut work = doc.clone();
+    let mut found = Vec::new();
+    for op in &patch.0 {
+        // (pointer, removed): what this operation takes away, read before it applies. `add`,
+        // `move` and `copy` take a value only where they write over a mapping member (into a
+        // list they insert).
+        let mut taken: Vec<(&str, bool)> = Vec::new();
+        match op {
+            Op::Remove(o) => taken.push((o.path.as_str(), true)),
+            Op::Replace(o) => taken.push((o.path.as_str(), false)),
+            Op::Move(o) => {
+                taken.push((o.from.as_str(), true));
+                if writes_member(&work, o.path.as_str()) {
+                    taken.push((o.path.as_str(), false));
+                }
+            }
+            Op::Add(o) if writes_member(&work, o.path.as_str()) => {
+                taken.push((o.path.as_str(), false));
+            }
+            Op::Copy(o) if writes_member(&work, o.path.as_str()) => {
+                taken.push((o.path.as_str(), false));
+            }
+            Op::Add(_) | Op::Copy(_) | Op::Test(_) => {}
+        }
+        let before: Vec<(FieldPath, Value, bool, &str)> = taken
+            .into_iter()
+            .filter_map(|(ptr, removed)| {
+                let old = work.pointer(ptr)?.clone();
+                Some((pointer_path(&work, ptr, at), old, removed, ptr))
+            })
+            .collect();
+        json_patch::patch(&mut work, std::slice::from_ref(op))
+            .map_err(|e| Error::Patch(e.to_string()))?;
+        for (path, old, removed, ptr) in before {
+            if removed || work.pointer(ptr) != Some(&old) {
+                found.push(Displaced {
+                    path,
+                    before: old,
+                    removed,
+                });
+            }
+        }
+    }
+    *doc = work;
+    log.extend(found);
+    Ok(())
+}
+
+/// Whether `ptr` names a mapping member that exists (writing there replaces it).
+fn writes_member(doc: &Value, ptr: &str) -> bool {
+    let Some((parent, _)) = ptr.rsplit_once('/') else {
+        return false;
+    };
+    doc.pointer(parent).is_some_and(Value::is_object) && doc.pointer(ptr).is_some()
+}
+
+/// The field path of JSON Pointer `ptr` in `doc` (a token is a list index where its parent is
+/// a list), under `at`.
+fn pointer_path(doc: &Value, ptr: &str, at: &FieldPath) -> FieldPath {
+    let mut path = at.clone();
+    let mut cur = Some(doc);
+    for raw in ptr.split('/').skip(1) {
+        let token = raw.replace("~1", "/").replace("~0", "~");
+        match cur {
+            Some(Value::Array(items)) => match token.parse::<usize>() {
+                Ok(i) => {
+                    cur = items.get(i);
+                    path = path.index(i);
+                }
+                Err(_) => {
+                    cur = None;
+                    path = path.key(token);
+                }
+            },
+            Some(v) => {
+                cur = v.get(&token);
+                path = path.key(token);
+            }
+            None => path = path.key(token),
+        }
+    }
+    path
+}
+
 /// Where [`insert_list`] puts new items.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum End {
@@ -291,7 +458,7 @@ pub fn merge_at_path(
     policy: &ListPolicy,
 ) -> Result<(), Error> {
     let target = ensure_path(doc, path, Value::Object(serde_json::Map::new()))?;
-    merge_at(target, value, policy, &mut path.clone());
+    merge_at(target, value, policy, &mut path.clone(), &mut None);
     Ok(())
 }
 

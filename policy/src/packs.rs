@@ -63,6 +63,8 @@ pub(crate) mod params {
     /// Params of the `workload-labels` stage when it runs at construction.
     pub(crate) const WORKLOAD_LABELS: &[&str] =
         &["labelsPath", "defaultQueue", "defaultQueueLabelKey"];
+    /// Params of the `placement` stage.
+    pub(crate) const PLACEMENT: &[&str] = &["displaced"];
     /// Params of the `gang-contract` stage: the `gang-defaults` row, added by `run_stage`.
     pub(crate) const GANG_CONTRACT: &[&str] = &["defaultQueue", "defaultQueueLabelKey"];
     /// Params of the `platform-detection` table.
@@ -112,6 +114,12 @@ pub(crate) mod params {
             Value::String(d.queue_label_key.clone()),
         );
         m
+    }
+
+    /// `{displaced}`: the values of the WorkloadRun's spec that an override deleted or
+    /// replaced (the other post-override stages receive it too and declare no use of it).
+    pub(crate) fn placement(displaced: Vec<Value>) -> Value {
+        json!({"displaced": displaced})
     }
 
     /// `{labelsPath}`: where the labels the messages name live.
@@ -211,7 +219,11 @@ pub fn contract() -> Result<Contract, Error> {
             "workload-object labels, at construction and after overrides",
             params::WORKLOAD_LABELS,
         )
-        .stage(PLACEMENT, "post-override placement checks", &[])
+        .stage(
+            PLACEMENT,
+            "post-override placement checks; sees the user's values the overrides displaced",
+            params::PLACEMENT,
+        )
         .stage(
             GANG_CONTRACT,
             "post-override gang contract, when spec.gangScheduler names a scheduler",

@@ -108,7 +108,7 @@ pub enum ResolveError {
 }
 
 /// One applied override, as `nvcrectl.nvidia.com/applied-overrides` records it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AppliedOverride {
     /// Index in `spec.overrides`.
@@ -119,6 +119,10 @@ pub struct AppliedOverride {
     pub patches: String,
     /// True when the override matched but changed nothing.
     pub no_op: bool,
+    /// The values of the Workflow it deleted or replaced, in the order it did (paths from the
+    /// Workflow's root: `spec.jobTemplate…`, `spec.dependencies[0]…`, `spec.orchestration…`).
+    #[serde(skip)]
+    pub displaced: Vec<patch::Displaced>,
 }
 
 /// True when `m` holds for `v`: every given sub-field must hold.
@@ -349,7 +353,8 @@ fn dependency_identity(d: &Value) -> (Option<&str>, Option<&str>, Option<&str>) 
     )
 }
 
-/// Applies one override to `wf` (assumed to match).
+/// Applies one override to `wf` (assumed to match), recording in `log` every value it deletes
+/// or replaces by a different one (paths from the Workflow's root).
 ///
 /// # Errors
 /// [`ResolveError::Patch`] when the JSON Patch fails or the merged job template is not an object.
@@ -358,15 +363,22 @@ pub fn apply_override(
     index: usize,
     o: &OverrideSpec,
     lists: &ListPolicy,
+    log: &mut Vec<patch::Displaced>,
 ) -> Result<(), ResolveError> {
+    let spec = FieldPath::root().key("spec");
     if let Some(jt) = &o.job_template {
         let at = FieldPath::root().key("jobTemplate".to_string());
-        patch::merge_from(&mut wf.spec.job_template, jt, lists, &at);
+        let mut found = Vec::new();
+        patch::merge_logged(&mut wf.spec.job_template, jt, lists, &at, &mut found);
+        log.extend(found.into_iter().map(|d| under(&spec, d)));
     }
     if let Some(p) = &o.job_template_patch {
-        patch::json_patch(&mut wf.spec.job_template, p).map_err(|e| ResolveError::Patch {
-            index,
-            message: format!("jobTemplatePatch: {e}"),
+        let at = spec.clone().key("jobTemplate");
+        patch::json_patch_logged(&mut wf.spec.job_template, p, &at, log).map_err(|e| {
+            ResolveError::Patch {
+                index,
+                message: format!("jobTemplatePatch: {e}"),
+            }
         })?;
     }
     for dep in o.dependencies.iter().flatten() {
@@ -380,7 +392,9 @@ pub fn apply_override(
         {
             Some((i, base)) => {
                 let at = FieldPath::root().key("dependencies".to_string()).index(i);
-                patch::merge_from(base, dep, lists, &at);
+                let mut found = Vec::new();
+                patch::merge_logged(base, dep, lists, &at, &mut found);
+                log.extend(found.into_iter().map(|d| under(&spec, d)));
             }
             None => wf.spec.dependencies.push(patch::fresh(dep)),
         }
@@ -388,11 +402,26 @@ pub fn apply_override(
     if let Some(orch) = &o.orchestration {
         for (k, v) in orch {
             if !v.is_null() {
-                wf.spec.orchestration.insert(k.clone(), v.clone());
+                let old = wf.spec.orchestration.insert(k.clone(), v.clone());
+                if let Some(before) = old.filter(|old| old != v) {
+                    log.push(patch::Displaced {
+                        path: spec.clone().key("orchestration").key(k.clone()),
+                        before,
+                        removed: false,
+                    });
+                }
             }
         }
     }
     Ok(())
+}
+
+/// `d` with its path under `prefix`.
+fn under(prefix: &FieldPath, mut d: patch::Displaced) -> patch::Displaced {
+    let mut segs = prefix.segments().to_vec();
+    segs.extend_from_slice(d.path.segments());
+    d.path = FieldPath::from_segments(segs);
+    d
 }
 
 /// Applies every override of `wf.spec.overrides` whose `when` matches `ctx`, in order, and
@@ -415,13 +444,15 @@ pub fn resolve_overrides(
             continue;
         }
         let before = serde_json::to_value(&wf.spec).ok();
-        apply_override(wf, index, o, lists)?;
+        let mut displaced = Vec::new();
+        apply_override(wf, index, o, lists, &mut displaced)?;
         let after = serde_json::to_value(&wf.spec).ok();
         applied.push(AppliedOverride {
             index,
             when: summarize_when(&o.when),
             patches: summarize_patches(o),
             no_op: before == after,
+            displaced,
         });
     }
     Ok(applied)
@@ -585,7 +616,21 @@ entries:
                 index: 0,
                 when: "platform=aws".into(),
                 patches: "jobTemplate".into(),
-                no_op: false
+                no_op: false,
+                displaced: vec![
+                    patch::Displaced {
+                        path: FieldPath::parse("spec.jobTemplate.spec.workload.trainJob.trainer.env")
+                            .expect("path"),
+                        before: json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]),
+                        removed: false,
+                    },
+                    patch::Displaced {
+                        path: FieldPath::parse("spec.jobTemplate.spec.workloadMetadata.labels.drop")
+                            .expect("path"),
+                        before: json!("me"),
+                        removed: true,
+                    },
+                ],
             }]
         );
     }

@@ -17,6 +17,7 @@ mod command;
 mod duration;
 #[cfg(test)]
 mod fixtures;
+mod provenance;
 mod runtime;
 mod templates;
 
@@ -33,6 +34,7 @@ use crate::api::{
 use command::trainer_command;
 pub use command::{merge_env, shell_quote, wrap_pre_command};
 pub use duration::{DurationError, canonical_go_duration};
+pub use provenance::{Written, fields_displaced, written};
 pub use runtime::build_runtime;
 pub use templates::{RUNTIME_TEMPLATES_TABLE, RuntimeTemplates, runtime_templates};
 

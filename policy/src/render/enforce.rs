@@ -17,6 +17,16 @@ use crate::resolve::{
 use super::RenderRequest;
 use super::parse::input_error;
 
+/// What a WorkloadRun render knows of where its Workflow's values came from (empty for a
+/// Workflow, whose overrides are all the user's own).
+#[derive(Debug, Default)]
+pub(super) struct Provenance {
+    /// The ids of the platform rows, which come first in `spec.overrides`, in order.
+    pub(super) rows: Vec<String>,
+    /// Where the build put the values the WorkloadRun's spec wrote.
+    pub(super) written: Vec<crate::build::Written>,
+}
+
 /// Resolves every matching override for the node context, clears `spec.overrides`, and enforces
 /// the post-override stages (placement, workload labels, gang contract) on the result: the
 /// Workflow, the overrides applied and the findings below error (warnings, info).
@@ -31,9 +41,10 @@ pub(super) fn resolve_and_enforce(
     arch: &str,
     nodes: &[Node],
     doc: &Document,
-    user_offset: usize,
+    provenance: &Provenance,
     report: contract::Report,
 ) -> Result<(Workflow, Vec<AppliedOverride>, Vec<nvcre_engine::Finding>), PolicyError> {
+    let user_offset = provenance.rows.len();
     let domains = domain_count(&workflow, nodes);
     let octx = OverrideContext::for_workflow(&workflow, platform, arch, domains);
     let lists = list_policy(rules)?;
@@ -53,6 +64,7 @@ pub(super) fn resolve_and_enforce(
     })?;
     workflow.spec.overrides.clear();
     let value = serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
+    let params = crate::packs::params::placement(displaced(provenance, &applied, doc, &value));
     let checked = enforce(
         rules,
         &[
@@ -66,7 +78,7 @@ pub(super) fn resolve_and_enforce(
             document: doc.index,
             spans: None,
         },
-        &Value::Null,
+        &params,
         report,
     )?;
     let workflow = serde_json::from_value(checked.value.into_owned())
@@ -77,6 +89,62 @@ pub(super) fn resolve_and_enforce(
         .filter(|f| f.severity != nvcre_engine::Severity::Error)
         .collect();
     Ok((workflow, applied, below_error))
+}
+
+/// The `displaced` param of the `placement` stage: one entry per override and WorkloadRun field
+/// whose value the override deleted or replaced, in override order: `{override, platform,
+/// field, written, at, removed, value?}` (see docs/rules.md, "Values an override displaced").
+fn displaced(
+    provenance: &Provenance,
+    applied: &[AppliedOverride],
+    doc: &Document,
+    after: &Value,
+) -> Vec<Value> {
+    let mut out: Vec<Value> = Vec::new();
+    if provenance.written.is_empty() {
+        return out;
+    }
+    for a in applied {
+        let (name, platform) = match provenance.rows.get(a.index) {
+            Some(id) => (id.clone(), true),
+            None => (
+                format!("spec.overrides[{}]", a.index - provenance.rows.len()),
+                false,
+            ),
+        };
+        let mut seen: Vec<nvcre_engine::FieldPath> = Vec::new();
+        for d in &a.displaced {
+            let fields = crate::build::fields_displaced(
+                &provenance.written,
+                &d.path,
+                &d.before,
+                &doc.value,
+                after,
+            );
+            for field in fields {
+                if seen.contains(&field) {
+                    continue;
+                }
+                let mut entry = serde_json::Map::new();
+                entry.insert("override".into(), Value::String(name.clone()));
+                entry.insert("platform".into(), Value::Bool(platform));
+                entry.insert("field".into(), Value::String(field.to_string()));
+                entry.insert(
+                    "written".into(),
+                    field.get(&doc.value).cloned().unwrap_or(Value::Null),
+                );
+                entry.insert("at".into(), Value::String(d.path.to_string()));
+                let now = d.path.get(after);
+                entry.insert("removed".into(), Value::Bool(d.removed || now.is_none()));
+                if let Some(now) = now.filter(|_| !d.removed) {
+                    entry.insert("value".into(), now.clone());
+                }
+                out.push(Value::Object(entry));
+                seen.push(field);
+            }
+        }
+    }
+    out
 }
 
 /// A post-override finding below error as `render` prints it on stderr.

@@ -67,7 +67,7 @@ pub fn render_workflow(
         &arch,
         &ctx.nodes,
         &doc,
-        0,
+        &super::enforce::Provenance::default(),
         report_mode(req),
     )
     .map_err(|e| locate_findings(prefix_resolved(e), &doc, workflow_overrides))?;

@@ -18,7 +18,7 @@ use crate::packs::params::OverrideParams;
 use crate::resolve::{AppliedOverride, OverrideContext, when_matches};
 
 use super::context::{NODES_FILE_EXCLUSIVE, NodeContext, detect_nic_resource, node_context};
-use super::enforce::{report_mode, resolve_and_enforce, warning_line};
+use super::enforce::{Provenance, report_mode, resolve_and_enforce, warning_line};
 use super::parse::{
     build_error, check_user_overrides, locate_each, locate_findings, origin, parse_typed,
     prepare_document,
@@ -81,7 +81,7 @@ pub fn render_workload_run(
     warnings.extend(findings.iter().map(warning_line));
     let sizing = sizing(rules, &run, &ctx, &arch, &mut warnings)?;
     let rows = platform_rows(rules, &run, &sizing)?;
-    let workflow = build(rules, &doc, &run, &sizing, &rows, &ctx.platform, &arch)?;
+    let (workflow, provenance) = build(rules, &doc, &run, &sizing, &rows, &ctx.platform, &arch)?;
     let workflow = compose_labels(rules, &doc, &workflow, req)?;
     let resolved = resolve_for_platform(
         rules,
@@ -90,7 +90,7 @@ pub fn render_workload_run(
         &run,
         &ctx,
         &arch,
-        rows.len(),
+        &provenance,
         req,
         (&mut warnings, &mut findings),
     );
@@ -296,7 +296,7 @@ fn platform_rows(
     rules: &RuleSet,
     run: &WorkloadRun,
     sizing: &Sizing,
-) -> Result<Vec<Arc<PlatformOverride>>, PolicyError> {
+) -> Result<Vec<(String, Arc<PlatformOverride>)>, PolicyError> {
     let table = rules
         .table(OVERRIDE_TABLE)
         .ok_or_else(|| PolicyError::MissingTable(OVERRIDE_TABLE.to_string()))?;
@@ -320,13 +320,13 @@ fn platform_rows(
             apply_user_env(Arc::make_mut(o), &run.spec.env);
         }
     }
-    Ok(rows.into_iter().map(|(_, o)| o).collect())
+    Ok(rows)
 }
 
 /// The build-time part of the matching platform rows (context = platform + architecture only):
 /// the `mpiArgs` for an MPI run and the `preCommand` lines.
 fn build_time_passes(
-    rows: &[Arc<PlatformOverride>],
+    rows: &[(String, Arc<PlatformOverride>)],
     platform: &str,
     arch: &str,
     framework: FrameworkType,
@@ -334,7 +334,7 @@ fn build_time_passes(
     let build_ctx = OverrideContext::build_time(platform, arch);
     let mut platform_mpi_args: Vec<String> = Vec::new();
     let mut pre_command = Vec::new();
-    for o in rows {
+    for (_, o) in rows {
         let matched = when_matches(&o.when, &build_ctx)
             .map_err(|m| PolicyError::Build(format!("applying overrides: {m}")))?;
         if !matched {
@@ -357,10 +357,10 @@ fn build(
     doc: &Document,
     run: &WorkloadRun,
     sizing: &Sizing,
-    rows: &[Arc<PlatformOverride>],
+    rows: &[(String, Arc<PlatformOverride>)],
     platform: &str,
     arch: &str,
-) -> Result<Workflow, PolicyError> {
+) -> Result<(Workflow, Provenance), PolicyError> {
     let (platform_mpi_args, pre_command) =
         build_time_passes(rows, platform, arch, run.spec.framework.kind())?;
     let build_params = BuildParams {
@@ -379,12 +379,16 @@ fn build(
         gang_defaults: detect::gang_defaults(rules)?,
     };
     let mut workflow = build_workflow(run, &build_params).map_err(|e| build_error(doc, &e))?;
-    workflow.spec.overrides = rows.iter().map(|o| o.spec()).collect();
+    let provenance = Provenance {
+        rows: rows.iter().map(|(id, _)| id.clone()).collect(),
+        written: crate::build::written(run, &workflow),
+    };
+    workflow.spec.overrides = rows.iter().map(|(_, o)| o.spec()).collect();
     workflow
         .spec
         .overrides
         .extend(run.spec.overrides.iter().cloned());
-    Ok(workflow)
+    Ok((workflow, provenance))
 }
 
 /// Construction-time label composition, reported at the WorkloadRun's own field paths.
@@ -421,7 +425,7 @@ fn resolve_for_platform(
     run: &WorkloadRun,
     ctx: &NodeContext,
     arch: &str,
-    platform_rows: usize,
+    provenance: &Provenance,
     req: &RenderRequest,
     (warnings, findings): (&mut Vec<String>, &mut Vec<nvcre_engine::Finding>),
 ) -> Result<(Workflow, Vec<AppliedOverride>), PolicyError> {
@@ -435,7 +439,7 @@ fn resolve_for_platform(
         arch,
         &ctx.nodes,
         doc,
-        platform_rows,
+        provenance,
         report_mode(req),
     )
     .map_err(|e| locate_findings(e, doc, run.spec.overrides.len()))?;
