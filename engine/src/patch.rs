@@ -504,6 +504,102 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    fn displaced(path: &str, before: Value, removed: bool) -> Displaced {
+        Displaced {
+            path: FieldPath::parse(path).expect("path"),
+            before,
+            removed,
+        }
+    }
+
+    #[test]
+    fn merge_logged_records_what_it_deletes_and_replaces_not_what_it_keeps_or_adds() {
+        let mut base = json!({"containers": [
+            {"name": "node", "image": "a", "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+             "resources": {"limits": {"nvidia.com/gpu": "8", "memory": "1Gi"}}},
+            {"name": "side", "image": "s"}],
+            "args": ["x"], "meta": {"k": "v"}});
+        let patch = json!({"containers": [
+            {"name": "node", "image": "a", "env": [{"name": "B", "value": "3"}, {"name": "C", "value": "4"}],
+             "resources": {"limits": {"nvidia.com/gpu": null, "memory": "2Gi", "cpu": "1"}}},
+            {"name": "side", "$patch": "delete"}],
+            "args": ["y"], "meta": {"$patch": "delete"}});
+        let mut log = Vec::new();
+        let at = FieldPath::root().key("spec");
+        merge_logged(&mut base, &patch, &ListPolicy::by_name(), &at, &mut log);
+        assert_eq!(
+            log,
+            vec![
+                displaced("spec.containers[0].env[1].value", json!("2"), false),
+                displaced("spec.containers[0].resources.limits[\"nvidia.com/gpu\"]", json!("8"), true),
+                displaced("spec.containers[0].resources.limits.memory", json!("1Gi"), false),
+                displaced("spec.containers[1]", json!({"name": "side", "image": "s"}), true),
+                displaced("spec.args", json!(["x"]), false),
+                displaced("spec.meta", json!({"k": "v"}), true),
+            ]
+        );
+        // The same merge unlogged gives the same document.
+        let mut again = json!({"containers": [
+            {"name": "node", "image": "a", "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+             "resources": {"limits": {"nvidia.com/gpu": "8", "memory": "1Gi"}}},
+            {"name": "side", "image": "s"}],
+            "args": ["x"], "meta": {"k": "v"}});
+        merge(&mut again, &patch, &ListPolicy::by_name());
+        assert_eq!(again, base);
+    }
+
+    #[test]
+    fn merge_logged_records_a_replace_directive_and_an_equal_list_not() {
+        let mut base = json!({"m": {"a": 1}, "l": [1, 2]});
+        let mut log = Vec::new();
+        merge_logged(
+            &mut base,
+            &json!({"m": {"$patch": "replace", "b": 2}, "l": [1, 2]}),
+            &ListPolicy::new(),
+            &FieldPath::root(),
+            &mut log,
+        );
+        assert_eq!(base, json!({"m": {"b": 2}, "l": [1, 2]}));
+        assert_eq!(log, vec![displaced("m", json!({"a": 1}), false)]);
+    }
+
+    #[test]
+    fn json_patch_logged_records_removed_and_overwritten_values_in_order() {
+        let mut doc = json!({"labels": {"a/b": "1", "c": "2", "d": "3"}, "args": ["x", "y"]});
+        let ops = json!([
+            {"op": "remove", "path": "/labels/a~1b"},
+            {"op": "replace", "path": "/args/1", "value": "z"},
+            {"op": "replace", "path": "/labels/c", "value": "2"},
+            {"op": "add", "path": "/args/0", "value": "w"},
+            {"op": "add", "path": "/labels/d", "value": "4"},
+            {"op": "move", "from": "/labels/c", "path": "/labels/e"},
+        ]);
+        let mut log = Vec::new();
+        let at = FieldPath::root().key("spec");
+        json_patch_logged(&mut doc, &ops, &at, &mut log).expect("applies");
+        assert_eq!(doc, json!({"labels": {"d": "4", "e": "2"}, "args": ["w", "x", "z"]}));
+        assert_eq!(
+            log,
+            vec![
+                displaced("spec.labels[\"a/b\"]", json!("1"), true),
+                displaced("spec.args[1]", json!("y"), false),
+                displaced("spec.labels.d", json!("3"), false),
+                displaced("spec.labels.c", json!("2"), true),
+            ]
+        );
+    }
+
+    #[test]
+    fn json_patch_logged_applies_and_records_nothing_when_an_operation_fails() {
+        let mut doc = json!({"a": 1});
+        let ops = json!([{"op": "remove", "path": "/a"}, {"op": "remove", "path": "/missing"}]);
+        let mut log = Vec::new();
+        let err = json_patch_logged(&mut doc, &ops, &FieldPath::root(), &mut log).unwrap_err();
+        assert!(matches!(err, Error::Patch(_)), "{err:?}");
+        assert_eq!(doc, json!({"a": 1}));
+        assert_eq!(log, Vec::new());
+    }
+
     #[test]
     fn named_lists_merge_by_name_and_null_deletes() {
         let mut base = json!({"containers": [{"name": "node", "env": [{"name": "A", "value": "1"}],

@@ -313,14 +313,16 @@ pub fn check_document_in(
                 // as `render` refuses it, never ignored.
                 render_workflow(rules, &doc, &admitted)
             } else {
-                // Without a node context a Workflow is checked as written.
+                // Without a node context a Workflow is checked as written (no override
+                // applied, so nothing displaced).
+                let params = crate::packs::params::placement(Vec::new());
                 let mut value = Cow::Borrowed(&doc.value);
                 for stage in [
                     contract::PLACEMENT,
                     contract::WORKLOAD_LABELS,
                     contract::GANG_CONTRACT,
                 ] {
-                    let out = run_stage(rules, stage, value, origin, &Value::Null)?;
+                    let out = run_stage(rules, stage, value, origin, &params)?;
                     value = out.value;
                     findings.extend(out.findings);
                 }

@@ -442,7 +442,7 @@ mod tests {
         let names = |v: &[(String, String)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
         assert_eq!(names(&embedded), names(&on_disk));
         assert_eq!(embedded, on_disk);
-        assert_eq!(embedded.len(), 24);
+        assert_eq!(embedded.len(), 25);
     }
 
     #[test]
@@ -529,7 +529,8 @@ mod tests {
         labels.extend(defaults.iter().copied());
         assert_eq!(stage(WORKLOAD_LABELS), labels);
         assert_eq!(stage(GANG_CONTRACT), defaults);
-        for s in [ADMISSION, PLACEMENT, MANIFESTS] {
+        assert_eq!(stage(PLACEMENT), keys(&params::placement(Vec::new())));
+        for s in [ADMISSION, MANIFESTS] {
             assert_eq!(stage(s), Vec::<String>::new(), "{s}");
         }
         assert_eq!(

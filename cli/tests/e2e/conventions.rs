@@ -620,7 +620,7 @@ fn version_names_the_rules_in_force() {
     assert_eq!(digest.len(), "sha256:".len() + 64);
     assert_eq!(
         stdout,
-        format!("nvcre-policy 0.1.0\nrules: embedded (24 files, {digest})\n")
+        format!("nvcre-policy 0.1.0\nrules: embedded (25 files, {digest})\n")
     );
     // A copy of the shipped rules is the same set: the same digest.
     let (_guard, copy) = rules_copy();
@@ -629,7 +629,7 @@ fn version_names_the_rules_in_force() {
     assert_eq!(code, 0);
     assert_eq!(
         stdout,
-        format!("nvcre-policy 0.1.0\nrules: {c} (24 files, {digest})\n")
+        format!("nvcre-policy 0.1.0\nrules: {c} (25 files, {digest})\n")
     );
     // An edited copy is not; NVCRE_RULES names it as --rules does.
     edit(&copy.join("contract/gang.yaml"), "\n", "\n# edited\n");
@@ -638,7 +638,7 @@ fn version_names_the_rules_in_force() {
     assert_eq!(edited.len(), 64 + ")\n".len());
     assert!(!stdout.contains(&digest), "{stdout}");
     assert!(stdout.starts_with(&format!(
-        "nvcre-policy 0.1.0\nrules: {c} (24 files, sha256:"
+        "nvcre-policy 0.1.0\nrules: {c} (25 files, sha256:"
     )));
     let (code, stdout, stderr) = run_in(
         &root(),

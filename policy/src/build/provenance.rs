@@ -249,3 +249,111 @@ fn cut_after_index(mut segs: Vec<Segment>, from: usize) -> FieldPath {
     }
     FieldPath::from_segments(segs)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::build::build_workflow;
+    use crate::build::fixtures::{all_reduce, params};
+    use serde_json::json;
+
+    fn user_run() -> WorkloadRun {
+        all_reduce(json!({
+            "env": [{"name": "NCCL_DEBUG", "value": "WARN"}, {"name": "MINE", "value": "1"},
+                    {"name": "MINE", "value": "2"}],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+            "initContainers": [{"name": "prep", "image": "busybox"}],
+            "resources": {"limits": {"memory": "1Gi"}},
+            "workloadMetadata": {"labels": {"team": "a"}},
+        }))
+    }
+
+    fn shown(w: &[Written]) -> Vec<String> {
+        w.iter()
+            .map(|w| format!("{} <- {}{}", w.at, w.field, if w.block { " (block)" } else { "" }))
+            .collect()
+    }
+
+    #[test]
+    fn every_user_value_of_an_mpi_run_is_found_where_the_build_put_it() {
+        let run = user_run();
+        let wf = build_workflow(&run, &params()).expect("builds");
+        let worker = "spec.dependencies[0].spec.template.spec.replicatedJobs[0].template.spec.template.spec";
+        let launcher = "spec.dependencies[0].spec.template.spec.replicatedJobs[1].template.spec.template.spec";
+        assert_eq!(
+            shown(&written(&run, &wf)),
+            vec![
+                "spec.jobTemplate.spec.workload.trainJob.trainer.image <- spec.image".to_string(),
+                "spec.jobTemplate.spec.workloadMetadata.labels <- spec.workloadMetadata.labels (block)".into(),
+                format!("{worker}.containers[0].image <- spec.image"),
+                format!("{worker}.containers[0].env[9] <- spec.env[0]"),
+                format!("{worker}.containers[0].env[10] <- spec.env[2]"),
+                format!("{worker}.containers[0].resources <- spec.resources (block)"),
+                format!("{worker}.containers[0].volumeMounts[2] <- spec.volumeMounts[0]"),
+                format!("{worker}.initContainers <- spec.initContainers (block)"),
+                format!("{worker}.volumes[1] <- spec.volumes[0]"),
+                format!("{launcher}.initContainers[0].image <- spec.image"),
+                format!("{launcher}.containers[0].image <- spec.image"),
+                format!("{launcher}.containers[0].env[9] <- spec.env[0]"),
+                format!("{launcher}.containers[0].env[10] <- spec.env[2]"),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_displaced_path_maps_to_the_field_the_user_wrote() {
+        let run = user_run();
+        let wf = build_workflow(&run, &params()).expect("builds");
+        let w = written(&run, &wf);
+        let user = serde_json::to_value(&run).expect("json");
+        let after = serde_json::to_value(&wf).expect("json");
+        let worker = "spec.dependencies[0].spec.template.spec.replicatedJobs[0].template.spec.template.spec";
+        let at = |p: &str| FieldPath::parse(&format!("{worker}.{p}")).expect("path");
+        let fields = |path: &FieldPath, before: Value, after: &Value| -> Vec<String> {
+            fields_displaced(&w, path, &before, &user, after)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        // Below a block: only what the user's block has.
+        assert_eq!(
+            fields(&at("containers[0].resources.limits.memory"), json!("1Gi"), &after),
+            vec!["spec.resources.limits.memory"]
+        );
+        assert_eq!(
+            fields(&at("containers[0].resources.limits[\"nvidia.com/gpu\"]"), json!("8"), &after),
+            Vec::<String>::new()
+        );
+        // Inside an item: the item.
+        assert_eq!(
+            fields(&at("containers[0].env[10].value"), json!("2"), &after),
+            vec!["spec.env[2]"]
+        );
+        assert_eq!(
+            fields(&at("initContainers[0].image"), json!("busybox"), &after),
+            vec!["spec.initContainers[0]"]
+        );
+        // Above: every user value it held that is no longer there.
+        let container = at("containers[0]").get(&after).cloned().expect("container");
+        let mut emptied = after.clone();
+        if let Some(slot) = emptied.pointer_mut(&at("containers[0]").pointer()) {
+            *slot = json!({"name": "node", "image": "other"});
+        }
+        assert_eq!(
+            fields(&at("containers[0]"), container.clone(), &emptied),
+            vec![
+                "spec.image",
+                "spec.env[0]",
+                "spec.env[2]",
+                "spec.resources",
+                "spec.volumeMounts[0]"
+            ]
+        );
+        // The same container left in place displaces nothing.
+        assert_eq!(
+            fields(&at("containers[0]"), container, &after),
+            Vec::<String>::new()
+        );
+    }
+}
