@@ -363,20 +363,6 @@ fn unavailable_reason(name: &str) -> String {
     )
 }
 
-/// A rule error whose cause is that `objects` is unavailable (the input is past the bounds),
-/// told by that cause alone: `rule R could not be evaluated on document N: objects: … (a rule
-/// error, not a policy violation)`. The chain of variables that read `objects` (their
-/// expressions, often kilobytes) says nothing more, and such an error repeats for every rule of
-/// every document of the input, so its length is what the report of a large stream holds.
-fn compact_unavailable(f: &mut Finding, reason: &str) {
-    if !f.rule_error || !f.message.contains(reason) {
-        return;
-    }
-    if let Some((head, _)) = f.message.split_once(": ") {
-        f.message = format!("{head}: {reason} (a rule error, not a policy violation)");
-    }
-}
-
 /// A document waiting to be checked, with the lines around it and its input's `objects`.
 type Pending = (Document, Arc<Chunk>, Objects);
 
@@ -633,15 +619,9 @@ fn check_batch(
 ) {
     let docs: Vec<(&Document, &Objects)> = batch.iter().map(|(d, _, o)| (d, o)).collect();
     let results = check_all(rules, &docs, req);
-    for ((doc, chunk, objects), result) in batch.iter().zip(results) {
+    for ((doc, chunk, _), result) in batch.iter().zip(results) {
         match result {
             Ok(mut f) => {
-                if objects.len().is_none() {
-                    let reason = unavailable_reason(&doc.source.name);
-                    for x in &mut f {
-                        compact_unavailable(x, &reason);
-                    }
-                }
                 f.extend(nvcre_domain::yaml_quote_findings(doc, &|l| {
                     chunk.line(l).map(str::to_string)
                 }));

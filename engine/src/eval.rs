@@ -133,8 +133,8 @@ impl Objects {
                 scope.bind_shared(OBJECTS_BY_KIND, by_kind.clone());
             }
             ObjectsView::Unavailable(reason) => {
-                scope.bind_failed(OBJECTS, reason.clone());
-                scope.bind_failed(OBJECTS_BY_KIND, reason.clone());
+                scope.bind_unavailable(OBJECTS, reason.clone());
+                scope.bind_unavailable(OBJECTS_BY_KIND, reason.clone());
             }
         }
     }
@@ -597,7 +597,7 @@ impl Run<'_, '_> {
         reported: &mut BTreeSet<Arc<str>>,
     ) {
         let detail = match err {
-            EvalError::Upstream(m) => {
+            EvalError::Upstream(m) | EvalError::Unavailable(m) => {
                 if !reported.insert(m.clone()) {
                     return;
                 }
@@ -1407,6 +1407,18 @@ mod tests {
             unbound,
             [
                 "referent [spec.ref@3:13] rule referent could not be evaluated at spec.ref: Undeclared reference to 'objects' (expression: objects.exists(o, o.kind == 'Target' && o.metadata.name == variables.ref)) (a rule error, not a policy violation)"
+            ]
+        );
+    }
+
+    #[test]
+    fn unavailable_objects_read_through_variables_report_the_reason_alone() {
+        const CHAIN: &str = "variables:\n- {name: targets, expression: \"objects.filter(o, o.kind == 'Target')\"}\n- {name: names, expression: 'variables.targets.map(t, t.metadata.name)'}\nrules:\n- id: chained\n  validate:\n    expression: variables.names.exists(n, n == object.spec.ref)\n    message: missing\n";
+        let none = Objects::unavailable("objects: in.yaml is too large");
+        assert_eq!(
+            run_in(CHAIN, TWO, Some(&none)),
+            [
+                "chained rule chained could not be evaluated on document 1: objects: in.yaml is too large (a rule error, not a policy violation)"
             ]
         );
     }

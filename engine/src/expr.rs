@@ -127,6 +127,10 @@ pub(crate) enum EvalError {
     Own(String),
     /// It reads a variable or fragment that could not be evaluated; the message names that one.
     Upstream(Arc<str>),
+    /// It reads, directly or through variables, a binding the caller could not provide (the
+    /// `objects` of an input too large to hold): the caller's reason, passed on unchanged by
+    /// every variable on the way, since their expressions say nothing more about it.
+    Unavailable(Arc<str>),
 }
 
 impl EvalError {
@@ -135,7 +139,7 @@ impl EvalError {
     fn context(self, f: impl FnOnce(String) -> String) -> EvalError {
         match self {
             EvalError::Own(m) => EvalError::Own(f(m)),
-            up @ EvalError::Upstream(_) => up,
+            up @ (EvalError::Upstream(_) | EvalError::Unavailable(_)) => up,
         }
     }
 }
@@ -144,7 +148,7 @@ impl std::fmt::Display for EvalError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             EvalError::Own(m) => f.write_str(m),
-            EvalError::Upstream(m) => f.write_str(m),
+            EvalError::Upstream(m) | EvalError::Unavailable(m) => f.write_str(m),
         }
     }
 }
@@ -283,8 +287,8 @@ impl Expr {
         scope: &Scope,
         take: impl FnOnce(&dyn Val) -> Result<R, String>,
     ) -> Result<R, EvalError> {
-        if let Some(m) = scope.upstream_failure(self) {
-            return Err(EvalError::Upstream(m.clone()));
+        if let Some(e) = scope.upstream_failure(self) {
+            return Err(e);
         }
         let root: &cel::Context<'_, '_> = &ROOT;
         let (result, spent) = crate::cost::measure(|| {
@@ -612,7 +616,7 @@ fn template_close(s: &str, from: usize) -> Option<usize> {
 pub struct Scope {
     bound: BTreeMap<String, Bound>,
     /// Failed bindings (`objects`, `fragments.<name>`, a value CEL cannot hold) → why.
-    failed: BTreeMap<String, Arc<str>>,
+    failed: BTreeMap<String, EvalError>,
     /// The variables and `variables` maps bound, newest first: shared with the scopes they were
     /// bound in, so binding one or cloning the scope copies no other.
     vars: Option<Arc<VarNode>>,
@@ -647,7 +651,7 @@ impl Drop for VarNode {
 /// A binding computed when an expression first reads it, then kept for every clone of the
 /// scope: its value in the interpreter's form, or why it failed.
 struct Lazy {
-    cell: OnceLock<Result<Stored, Arc<str>>>,
+    cell: OnceLock<Result<Stored, EvalError>>,
     how: LazyHow,
 }
 
@@ -685,7 +689,7 @@ impl Lazy {
     /// The value, computed on the first call. The lazy bindings it reads are computed first,
     /// from a stack of pending ones rather than by recursion, so a long chain of variables does
     /// not exhaust the thread's stack.
-    fn force(&self) -> &Result<Stored, Arc<str>> {
+    fn force(&self) -> &Result<Stored, EvalError> {
         if let Some(done) = self.cell.get() {
             return done;
         }
@@ -729,7 +733,9 @@ impl Lazy {
         }
     }
 
-    fn compute(&self) -> Result<Stored, Arc<str>> {
+    /// The value, or why not: [`EvalError::Unavailable`] as the expression met it, any other
+    /// failure as [`EvalError::Upstream`] naming this variable.
+    fn compute(&self) -> Result<Stored, EvalError> {
         let value = match &self.how {
             LazyHow::Var { name, expr, scope } => {
                 let value = expr
@@ -739,8 +745,12 @@ impl Lazy {
                             None => Err(crate::view::to_cel(v)?),
                         })
                     })
-                    .map_err(|e| {
-                        Arc::<str>::from(format!("variable {name:?} ({}) failed: {e}", expr.text()))
+                    .map_err(|e| match e {
+                        un @ EvalError::Unavailable(_) => un,
+                        e => EvalError::Upstream(Arc::from(format!(
+                            "variable {name:?} ({}) failed: {e}",
+                            expr.text()
+                        ))),
                     })?;
                 match value {
                     Ok(json) => return Ok(Stored::Json(json)),
@@ -752,8 +762,11 @@ impl Lazy {
                 // In name order, so the failure reported does not depend on which was read first.
                 for name in names {
                     if let Some(l) = scope.lazy(&format!("{VARIABLE_PREFIX}{name}")) {
-                        let v = l.force().as_ref().map_err(Arc::clone)?;
-                        map.insert(name.clone(), v.to_cel()?);
+                        let v = l.force().as_ref().map_err(Clone::clone)?;
+                        map.insert(
+                            name.clone(),
+                            v.to_cel().map_err(|m| EvalError::Upstream(Arc::from(m)))?,
+                        );
                     }
                 }
                 Cel::from(map)
@@ -762,14 +775,14 @@ impl Lazy {
         let kind = type_name(&value);
         match Box::<dyn Val>::try_from(value) {
             Ok(v) => Ok(Stored::Val(Arc::from(v))),
-            Err(_) => Err(Arc::from(match &self.how {
+            Err(_) => Err(EvalError::Upstream(Arc::from(match &self.how {
                 LazyHow::Var { name, .. } => {
                     format!("variables.{name} holds a {kind} value, which CEL cannot read")
                 }
                 LazyHow::Map { .. } => {
                     format!("variables holds a {kind} value, which CEL cannot read")
                 }
-            })),
+            }))),
         }
     }
 }
@@ -846,9 +859,9 @@ impl Scope {
                 self.bound.remove(name);
                 self.failed.insert(
                     name.to_string(),
-                    Arc::from(format!(
+                    EvalError::Upstream(Arc::from(format!(
                         "{name} holds a {kind} value, which CEL cannot read"
-                    )),
+                    ))),
                 );
             }
         }
@@ -906,21 +919,25 @@ impl Scope {
         None
     }
 
-    /// Marks binding `name` as failed: expressions that read it fail with `message`.
-    pub(crate) fn bind_failed(&mut self, name: &str, message: Arc<str>) {
+    /// Marks binding `name` as unavailable: expressions that read it, and the variables that
+    /// read those, fail with `reason` as it is ([`EvalError::Unavailable`]).
+    pub(crate) fn bind_unavailable(&mut self, name: &str, reason: Arc<str>) {
         self.bound.remove(name);
-        self.failed.insert(name.to_string(), message);
+        self.failed
+            .insert(name.to_string(), EvalError::Unavailable(reason));
     }
 
     /// Marks fragment `name` as failed: expressions and templates that read it fail with
     /// `message`.
     pub(crate) fn fail_fragment(&mut self, name: &str, message: Arc<str>) {
-        self.failed
-            .insert(format!("{FRAGMENT_FAILURE_PREFIX}{name}"), message);
+        self.failed.insert(
+            format!("{FRAGMENT_FAILURE_PREFIX}{name}"),
+            EvalError::Upstream(message),
+        );
     }
 
     /// Why fragment `name` could not be rendered, if it could not.
-    fn fragment_failure(&self, name: &str) -> Option<&Arc<str>> {
+    fn fragment_failure(&self, name: &str) -> Option<&EvalError> {
         if self.failed.is_empty() {
             return None;
         }
@@ -929,7 +946,7 @@ impl Scope {
 
     /// The failure of the first failed variable or fragment `e` reads, if any (identifiers in
     /// sorted order, so the message is deterministic).
-    fn upstream_failure(&self, e: &Expr) -> Option<&Arc<str>> {
+    fn upstream_failure(&self, e: &Expr) -> Option<EvalError> {
         if self.vars.is_none() && self.failed.is_empty() {
             return None;
         }
@@ -946,7 +963,7 @@ impl Scope {
                 && let Some(l) = self.lazy(r)
             {
                 match l.force() {
-                    Err(m) => return Some(m),
+                    Err(m) => return Some(m.clone()),
                     Ok(_) => continue,
                 }
             }
@@ -960,7 +977,7 @@ impl Scope {
                 name => self.failed.get(name),
             };
             if failure.is_some() {
-                return failure;
+                return failure.cloned();
             }
         }
         None
@@ -1862,7 +1879,7 @@ impl Template {
             }
             Template::Fragment(name) => {
                 if let Some(m) = scope.fragment_failure(name) {
-                    return Err(EvalError::Upstream(m.clone()));
+                    return Err(m.clone());
                 }
                 fragments
                     .get(name)

@@ -531,9 +531,21 @@ mod tests {
             log,
             vec![
                 displaced("spec.containers[0].env[1].value", json!("2"), false),
-                displaced("spec.containers[0].resources.limits[\"nvidia.com/gpu\"]", json!("8"), true),
-                displaced("spec.containers[0].resources.limits.memory", json!("1Gi"), false),
-                displaced("spec.containers[1]", json!({"name": "side", "image": "s"}), true),
+                displaced(
+                    "spec.containers[0].resources.limits[\"nvidia.com/gpu\"]",
+                    json!("8"),
+                    true
+                ),
+                displaced(
+                    "spec.containers[0].resources.limits.memory",
+                    json!("1Gi"),
+                    false
+                ),
+                displaced(
+                    "spec.containers[1]",
+                    json!({"name": "side", "image": "s"}),
+                    true
+                ),
                 displaced("spec.args", json!(["x"]), false),
                 displaced("spec.meta", json!({"k": "v"}), true),
             ]
@@ -577,7 +589,10 @@ mod tests {
         let mut log = Vec::new();
         let at = FieldPath::root().key("spec");
         json_patch_logged(&mut doc, &ops, &at, &mut log).expect("applies");
-        assert_eq!(doc, json!({"labels": {"d": "4", "e": "2"}, "args": ["w", "x", "z"]}));
+        assert_eq!(
+            doc,
+            json!({"labels": {"d": "4", "e": "2"}, "args": ["w", "x", "z"]})
+        );
         assert_eq!(
             log,
             vec![

@@ -619,14 +619,18 @@ entries:
                 no_op: false,
                 displaced: vec![
                     patch::Displaced {
-                        path: FieldPath::parse("spec.jobTemplate.spec.workload.trainJob.trainer.env")
-                            .expect("path"),
+                        path: FieldPath::parse(
+                            "spec.jobTemplate.spec.workload.trainJob.trainer.env"
+                        )
+                        .expect("path"),
                         before: json!([{"name": "A", "value": "1"}, {"name": "B", "value": "2"}]),
                         removed: false,
                     },
                     patch::Displaced {
-                        path: FieldPath::parse("spec.jobTemplate.spec.workloadMetadata.labels.drop")
-                            .expect("path"),
+                        path: FieldPath::parse(
+                            "spec.jobTemplate.spec.workloadMetadata.labels.drop"
+                        )
+                        .expect("path"),
                         before: json!("me"),
                         removed: true,
                     },

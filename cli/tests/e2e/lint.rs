@@ -187,3 +187,24 @@ fn rules_explain_gives_the_reason_in_one_paragraph_with_examples() {
         "{out}"
     );
 }
+
+#[test]
+fn past_the_input_bounds_a_rule_that_reads_other_documents_names_only_the_reason() {
+    // 2,049 TrainJobs on stdin: one more than an input whose documents rules may read.
+    let doc = "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: j}\nspec:\n  runtimeRef: {name: rt, kind: TrainingRuntime}\n";
+    let text = vec![doc; 2049].join("---\n");
+    let out = bin()
+        .args(["check", "-o", "json", "-"])
+        .write_stdin(text)
+        .output()
+        .expect("runs");
+    // A rule error: the check could not be completed.
+    assert_eq!(out.status.code(), Some(2));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let first = &report["results"][0]["findings"][0];
+    assert_eq!(first["ruleId"], "lint-trainjob-runtime-missing");
+    assert_eq!(
+        first["message"],
+        "rule lint-trainjob-runtime-missing could not be evaluated at spec.runtimeRef.name: objects: <stdin> has more than 2048 documents or 8 MiB; rules that read other documents check inputs up to that size (split the file) (a rule error, not a policy violation)"
+    );
+}

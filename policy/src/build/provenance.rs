@@ -55,10 +55,17 @@ pub fn written(run: &WorkloadRun, workflow: &Workflow) -> Vec<Written> {
             block: true,
         });
     }
-    let Some((d, runtime)) = workflow.spec.dependencies.iter().enumerate().find(|(_, d)| {
-        d.get("kind").and_then(Value::as_str) == Some("TrainingRuntime")
-            && d.pointer("/metadata/name").and_then(Value::as_str) == Some(runtime_name.as_str())
-    }) else {
+    let Some((d, runtime)) = workflow
+        .spec
+        .dependencies
+        .iter()
+        .enumerate()
+        .find(|(_, d)| {
+            d.get("kind").and_then(Value::as_str) == Some("TrainingRuntime")
+                && d.pointer("/metadata/name").and_then(Value::as_str)
+                    == Some(runtime_name.as_str())
+        })
+    else {
         return out;
     };
     let jobs = runtime
@@ -131,7 +138,12 @@ fn container_values(
     let spec = &run.spec;
     let env = items(container.get("env"));
     for (u, e) in spec.env.iter().enumerate() {
-        if spec.env.iter().skip(u + 1).any(|later| later.name == e.name) {
+        if spec
+            .env
+            .iter()
+            .skip(u + 1)
+            .any(|later| later.name == e.name)
+        {
             continue;
         }
         if let Some(m) = env
@@ -271,7 +283,14 @@ mod tests {
 
     fn shown(w: &[Written]) -> Vec<String> {
         w.iter()
-            .map(|w| format!("{} <- {}{}", w.at, w.field, if w.block { " (block)" } else { "" }))
+            .map(|w| {
+                format!(
+                    "{} <- {}{}",
+                    w.at,
+                    w.field,
+                    if w.block { " (block)" } else { "" }
+                )
+            })
             .collect()
     }
 
@@ -279,8 +298,10 @@ mod tests {
     fn every_user_value_of_an_mpi_run_is_found_where_the_build_put_it() {
         let run = user_run();
         let wf = build_workflow(&run, &params()).expect("builds");
-        let worker = "spec.dependencies[0].spec.template.spec.replicatedJobs[0].template.spec.template.spec";
-        let launcher = "spec.dependencies[0].spec.template.spec.replicatedJobs[1].template.spec.template.spec";
+        let worker =
+            "spec.dependencies[0].spec.template.spec.replicatedJobs[0].template.spec.template.spec";
+        let launcher =
+            "spec.dependencies[0].spec.template.spec.replicatedJobs[1].template.spec.template.spec";
         assert_eq!(
             shown(&written(&run, &wf)),
             vec![
@@ -308,7 +329,8 @@ mod tests {
         let w = written(&run, &wf);
         let user = serde_json::to_value(&run).expect("json");
         let after = serde_json::to_value(&wf).expect("json");
-        let worker = "spec.dependencies[0].spec.template.spec.replicatedJobs[0].template.spec.template.spec";
+        let worker =
+            "spec.dependencies[0].spec.template.spec.replicatedJobs[0].template.spec.template.spec";
         let at = |p: &str| FieldPath::parse(&format!("{worker}.{p}")).expect("path");
         let fields = |path: &FieldPath, before: Value, after: &Value| -> Vec<String> {
             fields_displaced(&w, path, &before, &user, after)
@@ -318,11 +340,19 @@ mod tests {
         };
         // Below a block: only what the user's block has.
         assert_eq!(
-            fields(&at("containers[0].resources.limits.memory"), json!("1Gi"), &after),
+            fields(
+                &at("containers[0].resources.limits.memory"),
+                json!("1Gi"),
+                &after
+            ),
             vec!["spec.resources.limits.memory"]
         );
         assert_eq!(
-            fields(&at("containers[0].resources.limits[\"nvidia.com/gpu\"]"), json!("8"), &after),
+            fields(
+                &at("containers[0].resources.limits[\"nvidia.com/gpu\"]"),
+                json!("8"),
+                &after
+            ),
             Vec::<String>::new()
         );
         // Inside an item: the item.
