@@ -113,20 +113,43 @@ pub fn merge_from(base: &mut Value, patch: &Value, policy: &ListPolicy, at: &Fie
     merge_at(base, patch, policy, &mut at.clone(), &mut None);
 }
 
-/// [`merge_from`], recording every base value the merge deletes or replaces by a different
-/// value in `log`, outermost first (a mapping that recurses records nothing of its own; a list
-/// merged by key records the items it deletes and what changes inside the items it merges).
+/// What a logged merge or patch changed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MergeLog {
+    /// Every base value deleted or replaced by a different value, in the order it happened.
+    pub displaced: Vec<Displaced>,
+    /// How many values were added where the base had none (a key, a list item).
+    pub added: usize,
+}
+
+impl MergeLog {
+    /// True when the merge changed the document.
+    pub fn changed(&self) -> bool {
+        self.added > 0 || !self.displaced.is_empty()
+    }
+}
+
+/// [`merge_from`], recording in `log` every base value the merge deletes or replaces by a
+/// different value, outermost first (a mapping that recurses records nothing of its own; a
+/// list merged by key records the items it deletes and what changes inside the items it
+/// merges), and counting what it adds.
 pub fn merge_logged(
     base: &mut Value,
     patch: &Value,
     policy: &ListPolicy,
     at: &FieldPath,
-    log: &mut Vec<Displaced>,
+    log: &mut MergeLog,
 ) {
     merge_at(base, patch, policy, &mut at.clone(), &mut Some(log));
 }
 
-type Log<'a> = Option<&'a mut Vec<Displaced>>;
+type Log<'a> = Option<&'a mut MergeLog>;
+
+fn record_added(log: &mut Log<'_>) {
+    if let Some(log) = log {
+        log.added += 1;
+    }
+}
 
 /// Replaces `slot` by `new`, recording the old value when logging and it differs.
 fn replace(slot: &mut Value, new: Value, path: &FieldPath, log: &mut Log<'_>) {
@@ -134,7 +157,7 @@ fn replace(slot: &mut Value, new: Value, path: &FieldPath, log: &mut Log<'_>) {
     if let Some(log) = log
         && old != *slot
     {
-        log.push(Displaced {
+        log.displaced.push(Displaced {
             path: path.clone(),
             before: old,
             removed: false,
@@ -144,7 +167,7 @@ fn replace(slot: &mut Value, new: Value, path: &FieldPath, log: &mut Log<'_>) {
 
 fn record_removed(old: Option<Value>, path: impl FnOnce() -> FieldPath, log: &mut Log<'_>) {
     if let (Some(log), Some(before)) = (log, old) {
-        log.push(Displaced {
+        log.displaced.push(Displaced {
             path: path(),
             before,
             removed: true,
@@ -181,6 +204,7 @@ fn merge_at(
                     Some(bv) => merge_at(bv, pv, policy, &mut child, log),
                     None => {
                         b.insert(k.clone(), fresh(pv));
+                        record_added(log);
                     }
                 }
             }
@@ -208,7 +232,10 @@ fn merge_at(
                             merge_at(&mut b[i], pv, policy, &mut child, log);
                         }
                         None if directive(pv) == Some("delete") => {}
-                        None => b.push(fresh(pv)),
+                        None => {
+                            b.push(fresh(pv));
+                            record_added(log);
+                        }
                     }
                 }
             }
@@ -316,7 +343,8 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), Error> {
 /// [`json_patch`] of a document that sits at `at` in a larger one, recording in `log` every
 /// value an operation removes (`remove`, the source of a `move`) or replaces by a different one
 /// (`replace`, and `add`, `move` or `copy` onto an existing mapping key). Operations apply in
-/// order, each seeing the result of the previous ones.
+/// order, each seeing the result of the previous ones. A patch that changes the document
+/// without displacing a value counts as one addition.
 ///
 /// # Errors
 /// As [`json_patch`]: nothing is applied or recorded when an operation fails.
@@ -324,7 +352,7 @@ pub fn json_patch_logged(
     doc: &mut Value,
     ops: &Value,
     at: &FieldPath,
-    log: &mut Vec<Displaced>,
+    log: &mut MergeLog,
 ) -> Result<(), Error> {
     use json_patch::PatchOperation as Op;
     let patch = parse_json_patch(ops)?;
@@ -371,8 +399,11 @@ pub fn json_patch_logged(
             }
         }
     }
+    if found.is_empty() && work != *doc {
+        log.added += 1;
+    }
     *doc = work;
-    log.extend(found);
+    log.displaced.extend(found);
     Ok(())
 }
 
@@ -524,11 +555,13 @@ mod tests {
              "resources": {"limits": {"nvidia.com/gpu": null, "memory": "2Gi", "cpu": "1"}}},
             {"name": "side", "$patch": "delete"}],
             "args": ["y"], "meta": {"$patch": "delete"}});
-        let mut log = Vec::new();
+        let mut log = MergeLog::default();
         let at = FieldPath::root().key("spec");
         merge_logged(&mut base, &patch, &ListPolicy::by_name(), &at, &mut log);
+        // Added: env C, limits.cpu.
+        assert_eq!(log.added, 2);
         assert_eq!(
-            log,
+            log.displaced,
             vec![
                 displaced("spec.containers[0].env[1].value", json!("2"), false),
                 displaced(
@@ -563,7 +596,7 @@ mod tests {
     #[test]
     fn merge_logged_records_a_replace_directive_and_an_equal_list_not() {
         let mut base = json!({"m": {"a": 1}, "l": [1, 2]});
-        let mut log = Vec::new();
+        let mut log = MergeLog::default();
         merge_logged(
             &mut base,
             &json!({"m": {"$patch": "replace", "b": 2}, "l": [1, 2]}),
@@ -572,7 +605,8 @@ mod tests {
             &mut log,
         );
         assert_eq!(base, json!({"m": {"b": 2}, "l": [1, 2]}));
-        assert_eq!(log, vec![displaced("m", json!({"a": 1}), false)]);
+        assert_eq!(log.displaced, vec![displaced("m", json!({"a": 1}), false)]);
+        assert_eq!(log.added, 0);
     }
 
     #[test]
@@ -586,7 +620,7 @@ mod tests {
             {"op": "add", "path": "/labels/d", "value": "4"},
             {"op": "move", "from": "/labels/c", "path": "/labels/e"},
         ]);
-        let mut log = Vec::new();
+        let mut log = MergeLog::default();
         let at = FieldPath::root().key("spec");
         json_patch_logged(&mut doc, &ops, &at, &mut log).expect("applies");
         assert_eq!(
@@ -594,7 +628,7 @@ mod tests {
             json!({"labels": {"d": "4", "e": "2"}, "args": ["w", "x", "z"]})
         );
         assert_eq!(
-            log,
+            log.displaced,
             vec![
                 displaced("spec.labels[\"a/b\"]", json!("1"), true),
                 displaced("spec.args[1]", json!("y"), false),
@@ -608,11 +642,16 @@ mod tests {
     fn json_patch_logged_applies_and_records_nothing_when_an_operation_fails() {
         let mut doc = json!({"a": 1});
         let ops = json!([{"op": "remove", "path": "/a"}, {"op": "remove", "path": "/missing"}]);
-        let mut log = Vec::new();
+        let mut log = MergeLog::default();
         let err = json_patch_logged(&mut doc, &ops, &FieldPath::root(), &mut log).unwrap_err();
         assert!(matches!(err, Error::Patch(_)), "{err:?}");
         assert_eq!(doc, json!({"a": 1}));
-        assert_eq!(log, Vec::new());
+        assert_eq!(log, MergeLog::default());
+        // A patch that only adds is a change without a displaced value.
+        let ops = json!([{"op": "add", "path": "/b", "value": 2}]);
+        json_patch_logged(&mut doc, &ops, &FieldPath::root(), &mut log).expect("applies");
+        assert!(log.changed());
+        assert_eq!(log.displaced, Vec::new());
     }
 
     #[test]

@@ -354,7 +354,7 @@ fn dependency_identity(d: &Value) -> (Option<&str>, Option<&str>, Option<&str>) 
 }
 
 /// Applies one override to `wf` (assumed to match), recording in `log` every value it deletes
-/// or replaces by a different one (paths from the Workflow's root).
+/// or replaces by a different one (paths from the Workflow's root) and what it adds.
 ///
 /// # Errors
 /// [`ResolveError::Patch`] when the JSON Patch fails or the merged job template is not an object.
@@ -363,14 +363,16 @@ pub fn apply_override(
     index: usize,
     o: &OverrideSpec,
     lists: &ListPolicy,
-    log: &mut Vec<patch::Displaced>,
+    log: &mut patch::MergeLog,
 ) -> Result<(), ResolveError> {
     let spec = FieldPath::root().key("spec");
     if let Some(jt) = &o.job_template {
         let at = FieldPath::root().key("jobTemplate".to_string());
-        let mut found = Vec::new();
+        let mut found = patch::MergeLog::default();
         patch::merge_logged(&mut wf.spec.job_template, jt, lists, &at, &mut found);
-        log.extend(found.into_iter().map(|d| under(&spec, d)));
+        log.added += found.added;
+        log.displaced
+            .extend(found.displaced.into_iter().map(|d| under(&spec, d)));
     }
     if let Some(p) = &o.job_template_patch {
         let at = spec.clone().key("jobTemplate");
@@ -392,23 +394,29 @@ pub fn apply_override(
         {
             Some((i, base)) => {
                 let at = FieldPath::root().key("dependencies".to_string()).index(i);
-                let mut found = Vec::new();
+                let mut found = patch::MergeLog::default();
                 patch::merge_logged(base, dep, lists, &at, &mut found);
-                log.extend(found.into_iter().map(|d| under(&spec, d)));
+                log.added += found.added;
+                log.displaced
+                    .extend(found.displaced.into_iter().map(|d| under(&spec, d)));
             }
-            None => wf.spec.dependencies.push(patch::fresh(dep)),
+            None => {
+                wf.spec.dependencies.push(patch::fresh(dep));
+                log.added += 1;
+            }
         }
     }
     if let Some(orch) = &o.orchestration {
         for (k, v) in orch {
             if !v.is_null() {
-                let old = wf.spec.orchestration.insert(k.clone(), v.clone());
-                if let Some(before) = old.filter(|old| old != v) {
-                    log.push(patch::Displaced {
+                match wf.spec.orchestration.insert(k.clone(), v.clone()) {
+                    None => log.added += 1,
+                    Some(before) if before != *v => log.displaced.push(patch::Displaced {
                         path: spec.clone().key("orchestration").key(k.clone()),
                         before,
                         removed: false,
-                    });
+                    }),
+                    Some(_) => {}
                 }
             }
         }
@@ -443,16 +451,14 @@ pub fn resolve_overrides(
         if !matched {
             continue;
         }
-        let before = serde_json::to_value(&wf.spec).ok();
-        let mut displaced = Vec::new();
-        apply_override(wf, index, o, lists, &mut displaced)?;
-        let after = serde_json::to_value(&wf.spec).ok();
+        let mut log = patch::MergeLog::default();
+        apply_override(wf, index, o, lists, &mut log)?;
         applied.push(AppliedOverride {
             index,
             when: summarize_when(&o.when),
             patches: summarize_patches(o),
-            no_op: before == after,
-            displaced,
+            no_op: !log.changed(),
+            displaced: log.displaced,
         });
     }
     Ok(applied)
@@ -635,6 +641,34 @@ entries:
                         removed: true,
                     },
                 ],
+            }]
+        );
+    }
+
+    #[test]
+    fn an_override_that_changes_nothing_is_a_no_op_and_one_that_only_adds_is_not() {
+        let mut w = wf(json!({
+            "jobTemplate": {"spec": {"workloadMetadata": {"labels": {"a": "1"}}}},
+            "orchestration": {"maxConcurrent": 2},
+            "overrides": [
+                {"when": {}, "jobTemplate": {"spec": {"workloadMetadata": {"labels": {"a": "1"}}}},
+                 "orchestration": {"maxConcurrent": 2}},
+                {"when": {}, "jobTemplate": {"spec": {"workloadMetadata": {"labels": {"b": "2"}}}}},
+                {"when": {}, "jobTemplatePatch": [{"op": "add", "path": "/spec/x", "value": 1}]},
+                {"when": {}, "orchestration": {"maxConcurrent": 3}}
+            ]
+        }));
+        let applied = resolve_overrides(&mut w, &aws_h100(), &lists()).expect("applies");
+        assert_eq!(
+            applied.iter().map(|a| a.no_op).collect::<Vec<_>>(),
+            [true, false, false, false]
+        );
+        assert_eq!(
+            applied[3].displaced,
+            vec![patch::Displaced {
+                path: FieldPath::parse("spec.orchestration.maxConcurrent").expect("path"),
+                before: json!(2),
+                removed: false,
             }]
         );
     }
