@@ -76,6 +76,131 @@ pub struct Expr {
     fragment_reads: Arc<FieldReads>,
     /// Which params the expression reads (`params.x`, `params['x']`).
     param_reads: Arc<FieldReads>,
+    /// The expression as a selection into a bound document, when it is nothing else.
+    path: Option<Arc<PathExpr>>,
+}
+
+/// An expression that only selects into a binding: `object.spec.?dependencies.orValue([])`,
+/// `variables.ref.?name.orValue('')`. A variable with such an expression is kept as the place
+/// it selects (a shared document and the keys to it), not as a copy of what is there.
+#[derive(Debug, PartialEq)]
+pub(crate) struct PathExpr {
+    /// The identifier selected from (`object`, `__variables__ref`).
+    root: String,
+    /// The keys selected, in order.
+    steps: Vec<String>,
+    /// `steps[optional_from..]` are optional selects (`.?key`); the ones before are plain.
+    optional_from: usize,
+    /// The `orValue` literal, present exactly when some select is optional.
+    default: Option<Value>,
+}
+
+impl PathExpr {
+    /// `e` as a path, when it is one: an identifier, then plain selects, then optional selects
+    /// closed by `.orValue(literal)` (a literal JSON holds: a string, int, finite double, bool,
+    /// null, `[]` or `{}`).
+    fn of(e: &IdedExpr) -> Option<PathExpr> {
+        let (inner, default) = match &e.expr {
+            AstExpr::Call(c) if c.func_name == "orValue" && c.args.len() == 1 => {
+                (c.target.as_deref()?, Some(literal_json(&c.args[0])?))
+            }
+            _ => (e, None),
+        };
+        // Innermost first, after the reversal below.
+        let mut steps: Vec<(String, bool)> = Vec::new();
+        let mut cur = inner;
+        let root = loop {
+            match &cur.expr {
+                AstExpr::Ident(name) => break name.clone(),
+                AstExpr::Select(sel) if !sel.test => {
+                    steps.push((sel.field.clone(), false));
+                    cur = &sel.operand;
+                }
+                // `.?key` (compiled as `[?'key']`, see `rewrite_optional_select`) or `[?'key']`.
+                AstExpr::Call(c)
+                    if (c.func_name == "_?._" || c.func_name == "_[?_]") && c.target.is_none() =>
+                {
+                    let [operand, field] = c.args.as_slice() else {
+                        return None;
+                    };
+                    let AstExpr::Literal(LiteralValue::String(f)) = &field.expr else {
+                        return None;
+                    };
+                    steps.push((f.inner().to_string(), true));
+                    cur = operand;
+                }
+                _ => return None,
+            }
+        };
+        steps.reverse();
+        let optional_from = steps.iter().position(|(_, o)| *o).unwrap_or(steps.len());
+        if steps.is_empty()
+            || steps[optional_from..].iter().any(|(_, o)| !o)
+            || (optional_from < steps.len()) != default.is_some()
+        {
+            return None;
+        }
+        Some(PathExpr {
+            root,
+            steps: steps.into_iter().map(|(k, _)| k).collect(),
+            optional_from,
+            default,
+        })
+    }
+
+    /// The value the expression gives in `scope`, when the document answers it without CEL:
+    /// every key present in a mapping, or an optional key absent (then the default). `None`
+    /// for everything else (a key missing where the select is plain, a step into something
+    /// that is not a mapping, a root that is not a shared JSON document): CEL evaluates those,
+    /// with its own value or error.
+    fn walk(&self, scope: &Scope) -> Option<Stored> {
+        let (root, mut path) = match scope.bound.get(&self.root) {
+            Some(Bound::Json(doc)) => (doc.clone(), Vec::new()),
+            Some(Bound::Val(_)) => return None,
+            None => match scope.lazy(&self.root)?.force() {
+                Ok(Stored::Json { root, path }) => (root.clone(), path.to_vec()),
+                _ => return None,
+            },
+        };
+        let mut cur = at_path(&root, &path)?;
+        for (i, key) in self.steps.iter().enumerate() {
+            match cur.as_object()?.get(key) {
+                Some(v) => {
+                    cur = v;
+                    path.push(key.clone());
+                }
+                None if i >= self.optional_from => {
+                    return Some(Stored::json(self.default.clone()?));
+                }
+                None => return None,
+            }
+        }
+        Some(Stored::Json {
+            root: root.clone(),
+            path: path.into(),
+        })
+    }
+}
+
+/// The value at `path` (mapping keys) below `root`.
+fn at_path<'v>(root: &'v Value, path: &[String]) -> Option<&'v Value> {
+    path.iter().try_fold(root, |v, k| v.as_object()?.get(k))
+}
+
+/// A literal as JSON, when JSON holds it exactly.
+fn literal_json(e: &IdedExpr) -> Option<Value> {
+    Some(match &e.expr {
+        AstExpr::Literal(LiteralValue::String(s)) => Value::String(s.inner().to_string()),
+        AstExpr::Literal(LiteralValue::Int(i)) => Value::from(*i.inner()),
+        AstExpr::Literal(LiteralValue::Double(d)) => {
+            Value::Number(serde_json::Number::from_f64(*d.inner())?)
+        }
+        AstExpr::Literal(LiteralValue::Boolean(b)) => Value::Bool(*b.inner()),
+        AstExpr::Literal(LiteralValue::Null) => Value::Null,
+        AstExpr::List(l) if l.elements.is_empty() => Value::Array(Vec::new()),
+        AstExpr::Map(m) if m.entries.is_empty() => Value::Object(Map::new()),
+        _ => return None,
+    })
 }
 
 /// The prefix under which `variables.<name>` is bound (see [`rewrite_optional_select`]).
@@ -188,6 +313,7 @@ impl Expr {
         if let Some(why) = unsupported(&ast) {
             return Err(why.to_string());
         }
+        let path = PathExpr::of(&ast).map(Arc::new);
         route_equality(&mut ast);
         crate::cost::instrument(&mut ast);
         let mut refs: Vec<String> = ast
@@ -208,6 +334,7 @@ impl Expr {
             param_reads: reads("params"),
             ast: Arc::new(ast),
             refs: Arc::new(refs),
+            path,
         })
     }
 
@@ -657,17 +784,40 @@ struct Lazy {
 
 /// A lazy binding's value.
 enum Stored {
-    /// A value JSON holds exactly, read in place like a document: a variable that holds part of
-    /// one (`object.spec`) is copied once, and no comprehension over it copies its elements again.
-    Json(Value),
+    /// A value JSON holds exactly, read in place like a document: the value at `path` below
+    /// `root`. A variable that selects into a bound document ([`PathExpr`]) shares it and copies
+    /// nothing; any other JSON result is its own `root`. No comprehension over it copies its
+    /// elements again.
+    Json {
+        root: Arc<Value>,
+        path: Arc<[String]>,
+    },
     /// Any other value, in the interpreter's form.
     Val(Arc<dyn Val>),
 }
 
 impl Stored {
+    fn json(value: Value) -> Stored {
+        Stored::Json {
+            root: Arc::new(value),
+            path: Arc::from(Vec::new()),
+        }
+    }
+
+    /// The JSON value, for [`Stored::Json`] (its path was found when it was stored).
+    fn value(&self) -> Option<&Value> {
+        match self {
+            Stored::Json { root, path } => at_path(root, path),
+            Stored::Val(_) => None,
+        }
+    }
+
     fn to_cel(&self) -> Result<Cel, String> {
         match self {
-            Stored::Json(v) => crate::view::to_cel(crate::view::view(v).as_ref()),
+            Stored::Json { .. } => match self.value() {
+                Some(v) => crate::view::to_cel(crate::view::view(v).as_ref()),
+                None => Err("a stored variable lost its place".to_string()),
+            },
             Stored::Val(v) => crate::view::to_cel(v.as_ref()),
         }
     }
@@ -738,6 +888,9 @@ impl Lazy {
     fn compute(&self) -> Result<Stored, EvalError> {
         let value = match &self.how {
             LazyHow::Var { name, expr, scope } => {
+                if let Some(stored) = expr.path.as_ref().and_then(|p| p.walk(scope)) {
+                    return Ok(stored);
+                }
                 let value = expr
                     .eval_with(scope, |v| {
                         Ok(match crate::view::to_json(v) {
@@ -753,7 +906,7 @@ impl Lazy {
                         ))),
                     })?;
                 match value {
-                    Ok(json) => return Ok(Stored::Json(json)),
+                    Ok(json) => return Ok(Stored::json(json)),
                     Err(cel) => cel,
                 }
             }
@@ -817,7 +970,7 @@ impl VariableResolver for Scope {
         {
             // Forced before the expression ran (see `Scope::upstream_failure`).
             return Some(match l.force().as_ref().ok()? {
-                Stored::Json(v) => CowVal::Owned(crate::view::view(v)),
+                s @ Stored::Json { .. } => CowVal::Owned(crate::view::view(s.value()?)),
                 Stored::Val(v) => CowVal::Borrowed(v.as_ref()),
             });
         }
@@ -2044,6 +2197,83 @@ mod tests {
         );
         assert_eq!(e("['b','a'].join(',')"), json!("b,a"));
         assert_eq!(e("goQuote('a\\x01\"')"), json!("\"a\\x01\\\"\""));
+    }
+
+    #[test]
+    fn a_selection_into_a_binding_is_recognised_as_a_path_and_nothing_else_is() {
+        let path = |t: &str| {
+            Expr::compile(t)
+                .expect("compiles")
+                .path
+                .as_deref()
+                .map(|p| {
+                    format!(
+                        "{} {:?} {} {:?}",
+                        p.root, p.steps, p.optional_from, p.default
+                    )
+                })
+        };
+        assert_eq!(
+            path("object.spec.?dependencies.orValue([])").as_deref(),
+            Some("object [\"spec\", \"dependencies\"] 1 Some(Array [])")
+        );
+        assert_eq!(
+            path("variables.ref.?name.orValue('x')").as_deref(),
+            Some("__variables__ref [\"name\"] 0 Some(String(\"x\"))")
+        );
+        assert_eq!(
+            path("object.spec.gangScheduler").as_deref(),
+            Some("object [\"spec\", \"gangScheduler\"] 2 None")
+        );
+        for not in [
+            "object",
+            "object.?spec",
+            "object.?spec.name.orValue('')",
+            "object.spec.orValue({})",
+            "object.?spec.orValue({'a': 1})",
+            "object.?spec.orValue(1u)",
+            "has(object.spec)",
+            "object.spec['x']",
+            "object.spec.x + ''",
+        ] {
+            assert_eq!(path(not), None, "{not}");
+        }
+    }
+
+    #[test]
+    fn a_path_variable_reads_as_cel_reads_the_same_selection() {
+        let doc =
+            json!({"spec": {"deps": [{"a": 1}], "nil": null, "s": "str", "m": {"z": 1, "a": 2}}});
+        let exprs = [
+            "object.spec.deps",
+            "object.spec.?deps.orValue([])",
+            "object.spec.?missing.orValue('d')",
+            "object.?spec.?missing.?deeper.orValue({})",
+            "object.spec.nil",
+            "object.spec.?nil.orValue('d')",
+            "object.spec.?nil.?x.orValue('d')",
+            "object.spec.s.x",
+            "object.spec.?s.?x.orValue('d')",
+            "object.spec.missing",
+            "object.spec.m",
+        ];
+        for text in exprs {
+            let e = Expr::compile(text).expect("compiles");
+            let mut direct = Scope::new();
+            direct.bind("object", &doc);
+            let want = e.eval_json(&direct).map_err(|x| x.to_string());
+            let mut s = Scope::new();
+            s.bind("object", &doc);
+            s.bind_variable("v", &e);
+            s.bind_variable("w", &Expr::compile("variables.v").expect("compiles"));
+            let read = Expr::compile("[variables.v, variables.w]").expect("compiles");
+            let got = read.eval_json(&s).map_err(|x| x.to_string());
+            match (&want, &got) {
+                (Ok(w), Ok(g)) => assert_eq!(g, &json!([w, w]), "{text}"),
+                (Err(w), Err(g)) => assert!(g.contains(w.as_str()), "{text}: {g} vs {w}"),
+                _ => panic!("{text}: {want:?} vs {got:?}"),
+            }
+        }
     }
 
     #[test]
