@@ -30,7 +30,13 @@ pub fn written(run: &WorkloadRun, workflow: &Workflow) -> Vec<Written> {
     let mut out = Vec::new();
     let field = |name: &str| FieldPath::root().key("spec").key(name);
     let root = FieldPath::root().key("spec");
-    let runtime_name = format!("{}-runtime", run.metadata.name);
+    // The runtime the TrainJob runs on, as the build named it.
+    let runtime_name = workflow
+        .spec
+        .job_template
+        .pointer("/spec/workload/trainJob/runtimeRef/name")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
     let job_template = root.clone().key("jobTemplate").key("spec");
     let trainer = job_template
         .clone()
@@ -62,8 +68,7 @@ pub fn written(run: &WorkloadRun, workflow: &Workflow) -> Vec<Written> {
         .enumerate()
         .find(|(_, d)| {
             d.get("kind").and_then(Value::as_str) == Some("TrainingRuntime")
-                && d.pointer("/metadata/name").and_then(Value::as_str)
-                    == Some(runtime_name.as_str())
+                && d.pointer("/metadata/name").and_then(Value::as_str) == Some(runtime_name)
         })
     else {
         return out;
@@ -107,14 +112,14 @@ pub fn written(run: &WorkloadRun, workflow: &Workflow) -> Vec<Written> {
                 }
             }
         }
-        if worker && !spec.init_containers.is_empty() {
-            out.push(Written {
-                at: at.clone().key("initContainers"),
-                field: field("initContainers"),
-                block: true,
-            });
-        }
         if worker {
+            if !spec.init_containers.is_empty() {
+                out.push(Written {
+                    at: at.clone().key("initContainers"),
+                    field: field("initContainers"),
+                    block: true,
+                });
+            }
             same_items(
                 &spec.volumes,
                 items(pod.get("volumes")),
