@@ -340,14 +340,14 @@ pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), Error> {
     json_patch::patch(doc, &patch).map_err(|e| Error::Patch(e.to_string()))
 }
 
-/// [`json_patch`] of a document that sits at `at` in a larger one, recording in `log` every
+/// [`json_patch()`] of a document that sits at `at` in a larger one, recording in `log` every
 /// value an operation removes (`remove`, the source of a `move`) or replaces by a different one
 /// (`replace`, and `add`, `move` or `copy` onto an existing mapping key). Operations apply in
 /// order, each seeing the result of the previous ones. A patch that changes the document
 /// without displacing a value counts as one addition.
 ///
 /// # Errors
-/// As [`json_patch`]: nothing is applied or recorded when an operation fails.
+/// As [`json_patch()`]: nothing is applied or recorded when an operation fails.
 pub fn json_patch_logged(
     doc: &mut Value,
     ops: &Value,
