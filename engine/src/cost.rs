@@ -9,9 +9,12 @@
 //! `filter`'s list in place when the comprehension keeps the shape its macro gives it (a
 //! literal loop condition, a step `@result + [x]` or `g ? @result + [x] : @result`); any other
 //! shape copies the accumulator on every iteration, n²/2 element copies over n elements (a `map`
-//! over 3,000 env entries took minutes before this was charged). Other functions are not
-//! charged: their work is linear in their arguments, which an expression can only make large by
-//! iterating.
+//! over 3,000 env entries took minutes before this was charged). Inside a comprehension's
+//! loop, an operation that walks a whole list the expression did not build in the loop (`x in
+//! l`, `l.join(…)`, `l.flatten()`, `l.sort()`, `l.reverse()`, `l.distinct()`) is charged one
+//! unit per element each time (a `x in l` over a 40,000-entry list inside a loop over the same
+//! list ran 37 s uncharged); `in` on a map is a lookup and costs nothing. Other functions are
+//! not charged: their work is linear in their arguments.
 //!
 //! # Enforcement
 //!
@@ -60,6 +63,13 @@ use crate::limits::{Limits, limits};
 
 /// The function every comprehension's loop condition calls first (see the module docs).
 pub(crate) const COST_FUNCTION: &str = "@cost";
+
+/// The function an operation that walks a whole list inside a comprehension calls first with
+/// that list (see the module docs): charges one unit per element.
+pub(crate) const SCAN_FUNCTION: &str = "@scan";
+
+/// Methods that walk every element of the list they are called on.
+const SCANNING_METHODS: [&str; 5] = ["join", "flatten", "sort", "reverse", "distinct"];
 
 /// Bytes of regex input per unit.
 const REGEX_BYTES_PER_UNIT: usize = 64;
@@ -266,7 +276,7 @@ pub fn peak_costs() -> (u64, u64) {
 /// Rewrites every comprehension's loop condition `c` of `e` into `@cost() ? c : false`.
 pub(crate) fn instrument(e: &mut IdedExpr) {
     let mut next_id = max_id(e).saturating_add(1);
-    instrument_at(e, &mut next_id);
+    instrument_at(e, false, &mut next_id);
 }
 
 fn fresh(next_id: &mut u64) -> u64 {
@@ -275,23 +285,21 @@ fn fresh(next_id: &mut u64) -> u64 {
     id
 }
 
-fn instrument_at(e: &mut IdedExpr, next_id: &mut u64) {
+/// `looped`: `e` is evaluated once per iteration of an enclosing comprehension.
+fn instrument_at(e: &mut IdedExpr, looped: bool, next_id: &mut u64) {
     match &mut e.expr {
         Ast::Comprehension(c) => {
-            for x in [
-                &mut c.iter_range,
-                &mut c.accu_init,
-                &mut c.loop_cond,
-                &mut c.loop_step,
-                &mut c.result,
-            ] {
-                instrument_at(x, next_id);
+            for x in [&mut c.iter_range, &mut c.accu_init, &mut c.result] {
+                instrument_at(x, looped, next_id);
+            }
+            for x in [&mut c.loop_cond, &mut c.loop_step] {
+                instrument_at(x, true, next_id);
             }
             if let Some(x) = append_charge_site(c) {
                 // Run in place by the interpreter: the loop condition stays a literal, and the
                 // guard or appended element charges one unit per iteration instead.
                 let charged = std::mem::take(x);
-                *x = charge_then(charged, vec![], next_id);
+                *x = charge_then(charged, COST_FUNCTION, vec![], next_id);
                 return;
             }
             let cond = std::mem::take(&mut c.loop_cond);
@@ -323,30 +331,70 @@ fn instrument_at(e: &mut IdedExpr, next_id: &mut u64) {
         }
         Ast::Call(c) => {
             if let Some(t) = c.target.as_deref_mut() {
-                instrument_at(t, next_id);
+                instrument_at(t, looped, next_id);
             }
             for a in &mut c.args {
-                instrument_at(a, next_id);
+                instrument_at(a, looped, next_id);
             }
+            if !looped {
+                return;
+            }
+            let Some(mut list) = scanned_list(c).cloned() else {
+                return;
+            };
+            // The list is evaluated twice: once charged, once walked. Only comprehension-free
+            // operands are charged here (a list a comprehension builds was charged as it was
+            // built), so the second evaluation is a few selects.
+            renumber(&mut list, next_id);
+            let walked = std::mem::take(e);
+            *e = charge_then(walked, SCAN_FUNCTION, vec![list], next_id);
         }
-        Ast::Select(s) => instrument_at(&mut s.operand, next_id),
+        Ast::Select(s) => instrument_at(&mut s.operand, looped, next_id),
         Ast::List(l) => {
             for x in &mut l.elements {
-                instrument_at(x, next_id);
+                instrument_at(x, looped, next_id);
             }
         }
-        Ast::Map(m) => instrument_entries(&mut m.entries, next_id),
-        Ast::Struct(s) => instrument_entries(&mut s.entries, next_id),
+        Ast::Map(m) => instrument_entries(&mut m.entries, looped, next_id),
+        Ast::Struct(s) => instrument_entries(&mut s.entries, looped, next_id),
         Ast::Ident(_) | Ast::Literal(_) | Ast::Unspecified => {}
     }
 }
 
-/// `@cost(args…) ? e : false`: `e` once the charge is made.
-fn charge_then(e: IdedExpr, args: Vec<IdedExpr>, next_id: &mut u64) -> IdedExpr {
+/// The list operand of a call that walks all of it, when the operand builds nothing itself
+/// (no comprehension): `x in l` (which is a hash lookup when `l` is a map, charged nothing),
+/// `l.join(…)`, `l.flatten()`, `l.sort()`, `l.reverse()`, `l.distinct()`.
+fn scanned_list(c: &CallExpr) -> Option<&IdedExpr> {
+    let list = match (c.func_name.as_str(), c.target.as_deref(), c.args.as_slice()) {
+        (operators::IN, None, [_, l]) => l,
+        (name, Some(l), _) if SCANNING_METHODS.contains(&name) => l,
+        _ => return None,
+    };
+    let literal = matches!(&list.expr, Ast::List(_) | Ast::Map(_));
+    (!literal && !has_comprehension(list)).then_some(list)
+}
+
+fn has_comprehension(e: &IdedExpr) -> bool {
+    if matches!(e.expr, Ast::Comprehension(_)) {
+        return true;
+    }
+    let mut found = false;
+    children(e, &mut |c| found = found || has_comprehension(c));
+    found
+}
+
+/// Gives every node of `e` a fresh id (a copy of a subexpression must not share its ids).
+fn renumber(e: &mut IdedExpr, next_id: &mut u64) {
+    e.id = fresh(next_id);
+    children_mut(e, &mut |c| renumber(c, next_id));
+}
+
+/// `function(args…) ? e : false`: `e` once the charge is made.
+fn charge_then(e: IdedExpr, function: &str, args: Vec<IdedExpr>, next_id: &mut u64) -> IdedExpr {
     let charge = IdedExpr {
         id: fresh(next_id),
         expr: Ast::Call(CallExpr {
-            func_name: COST_FUNCTION.to_string(),
+            func_name: function.to_string(),
             target: None,
             args,
         }),
@@ -405,13 +453,13 @@ fn append_charge_site(c: &mut ComprehensionExpr) -> Option<&mut IdedExpr> {
     }
 }
 
-fn instrument_entries(entries: &mut [IdedEntryExpr], next_id: &mut u64) {
+fn instrument_entries(entries: &mut [IdedEntryExpr], looped: bool, next_id: &mut u64) {
     for entry in entries {
         match &mut entry.expr {
-            EntryExpr::StructField(f) => instrument_at(&mut f.value, next_id),
+            EntryExpr::StructField(f) => instrument_at(&mut f.value, looped, next_id),
             EntryExpr::MapEntry(m) => {
-                instrument_at(&mut m.key, next_id);
-                instrument_at(&mut m.value, next_id);
+                instrument_at(&mut m.key, looped, next_id);
+                instrument_at(&mut m.value, looped, next_id);
             }
         }
     }
@@ -839,6 +887,38 @@ mod tests {
             assert_eq!(
                 eval("params.l.exists(x, x == 99)", &s),
                 Err(OVER_EXPRESSION.to_string())
+            );
+        });
+    }
+
+    #[test]
+    fn a_whole_list_walked_inside_a_comprehension_is_charged_per_element() {
+        // 1000 × (1 + 1000) units: stopped, where it used to run uncharged.
+        let s = list(1000);
+        with_test_limits(small(100_000, u64::MAX), || {
+            for walked in [
+                "params.l.all(x, x in params.l)",
+                "params.l.all(x, params.l.join(',') != '')",
+                "params.l.all(x, size(params.l.sort()) > 0)",
+            ] {
+                assert_eq!(
+                    eval(walked, &s).map_err(|e| e.replace(" 100000 ", " 100 ")),
+                    Err(OVER_EXPRESSION.to_string()),
+                    "{walked}"
+                );
+            }
+            // 10 × (1 + 10) units; outside a loop, and a literal or a map, cost nothing more.
+            assert_eq!(
+                eval("params.l.all(x, x in params.l)", &list(10)),
+                Ok(json!(true))
+            );
+            assert_eq!(eval("999 in params.l", &s), Ok(json!(true)));
+            assert_eq!(
+                eval(
+                    "params.l.all(x, x in [1, 2] || x in {'a': 1} || x >= 0)",
+                    &s
+                ),
+                Ok(json!(true))
             );
         });
     }

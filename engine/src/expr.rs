@@ -50,6 +50,7 @@ static ROOT: LazyLock<cel::Context<'static, 'static>> = LazyLock::new(|| {
     register_types(&mut ctx);
     register_cached_regex(&mut ctx);
     register_cost(&mut ctx);
+    register_scan(&mut ctx);
     register_formats(&mut ctx);
     register_quantities(&mut ctx);
     register_equality(&mut ctx);
@@ -1416,6 +1417,26 @@ fn register_cost(ctx: &mut cel::Context<'static, 'static>) {
                 .map_or(0, |s| *s.size().inner());
             let units = u64::try_from(held).unwrap_or(0).saturating_add(1);
             crate::cost::charge(units)
+                .map(|()| CowVal::owned(CelBool::from(true)))
+                .map_err(|budget| ftx.error(budget.message()))
+        }),
+    );
+}
+
+/// The function an operation walking a whole list inside a comprehension calls first with that
+/// list (see [`crate::cost`]): charges one unit per element of a list (a map's lookups cost
+/// nothing); true while the budgets last.
+fn register_scan(ctx: &mut cel::Context<'static, 'static>) {
+    add_raw(
+        ctx,
+        crate::cost::SCAN_FUNCTION,
+        Box::new(|ftx| {
+            let held = operands(ftx)
+                .first()
+                .filter(|v| matches!(v.get_type().kind(), Kind::List))
+                .and_then(|v| v.as_sizer())
+                .map_or(0, |s| *s.size().inner());
+            crate::cost::charge(u64::try_from(held).unwrap_or(u64::MAX))
                 .map(|()| CowVal::owned(CelBool::from(true)))
                 .map_err(|budget| ftx.error(budget.message()))
         }),

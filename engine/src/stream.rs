@@ -34,6 +34,28 @@ pub struct Chunk {
     /// when reading stopped. `text` then holds only the first line, and nothing after the piece
     /// is read (where the next document starts cannot be known without reading all of it).
     pub oversized: Option<usize>,
+    /// Byte offsets in `text` of each line's start, indexed on the first line lookup.
+    starts: LineStarts,
+}
+
+/// Where each line of a [`Chunk`] starts, computed once: looking up the lines of every finding
+/// or scalar of a long document would otherwise rescan it from its start each time. Not part
+/// of a chunk's identity (equal chunks compare equal whether or not one has been indexed).
+#[derive(Clone, Default)]
+struct LineStarts(std::sync::OnceLock<Vec<usize>>);
+
+impl PartialEq for LineStarts {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for LineStarts {}
+
+impl std::fmt::Debug for LineStarts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LineStarts")
+    }
 }
 
 impl Chunk {
@@ -44,12 +66,18 @@ impl Chunk {
             return self.line_before.as_deref();
         }
         let rel = line.checked_sub(self.first_line)?;
-        let mut lines = self.text.split_inclusive('\n');
-        match lines.nth(rel) {
-            Some(l) => Some(l),
+        let starts = self.starts.0.get_or_init(|| {
+            std::iter::once(0)
+                .chain(self.text.match_indices('\n').map(|(i, _)| i + 1))
+                .filter(|&i| i < self.text.len())
+                .collect()
+        });
+        match (starts.get(rel), starts.get(rel + 1)) {
+            (Some(&a), Some(&b)) => self.text.get(a..b),
+            (Some(&a), None) => self.text.get(a..),
             // Only the line right after the last one is known.
-            None if rel == self.text.split_inclusive('\n').count() => self.line_after.as_deref(),
-            None => None,
+            (None, _) if rel == starts.len() => self.line_after.as_deref(),
+            (None, _) => None,
         }
     }
 
@@ -122,6 +150,7 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
                     line_before: self.last_line.take(),
                     line_after: None,
                     oversized: Some(start),
+                    starts: LineStarts::default(),
                 }));
             }
             // One line is read at most up to the limit (plus one byte), so a stream without
@@ -182,6 +211,7 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
             line_before,
             line_after,
             oversized: None,
+            starts: LineStarts::default(),
         }))
     }
 }
@@ -252,6 +282,32 @@ mod tests {
                 "s:2:1: document 2 is larger than the limit of {limit} bytes (--max-document-bytes); the rest of the input is not read"
             )
         );
+    }
+
+    #[test]
+    fn lines_are_found_by_number_in_the_piece_and_around_it() {
+        let c = chunks("a: 1\n---\nb: 2\r\nc: 3\n---\nd: 4");
+        assert_eq!(c.len(), 3);
+        let looked_up: Vec<_> = (1..=7).map(|l| c[1].raw_line(l)).collect();
+        assert_eq!(
+            looked_up,
+            [
+                Some("a: 1\n"),
+                Some("---\n"),
+                Some("b: 2\r\n"),
+                Some("c: 3\n"),
+                Some("---\n"),
+                None,
+                None
+            ]
+            .map(|x: Option<&str>| x)
+            .to_vec()
+        );
+        assert_eq!(c[1].line(3), Some("b: 2"));
+        assert_eq!(c[2].line(6), Some("d: 4"));
+        assert_eq!(c[2].line(7), None);
+        // Indexing the lines changes nothing of the piece's identity.
+        assert_eq!(c[1], chunks("a: 1\n---\nb: 2\r\nc: 3\n---\nd: 4")[1]);
     }
 
     #[test]
