@@ -273,7 +273,9 @@ pub fn peak_costs() -> (u64, u64) {
     )
 }
 
-/// Rewrites every comprehension's loop condition `c` of `e` into `@cost() ? c : false`.
+/// Rewrites every comprehension's loop condition `c` of `e` into `@cost() ? c : false` (or
+/// charges its guard or appended element, see the module docs), and, inside a loop, every
+/// whole-list walk `w` of a list `l` into `@scan(l) ? w : false`.
 pub(crate) fn instrument(e: &mut IdedExpr) {
     let mut next_id = max_id(e).saturating_add(1);
     instrument_at(e, false, &mut next_id);
