@@ -50,7 +50,6 @@ static ROOT: LazyLock<cel::Context<'static, 'static>> = LazyLock::new(|| {
     register_types(&mut ctx);
     register_cached_regex(&mut ctx);
     register_cost(&mut ctx);
-    register_scan(&mut ctx);
     register_formats(&mut ctx);
     register_quantities(&mut ctx);
     register_equality(&mut ctx);
@@ -1402,41 +1401,34 @@ fn register_quantities(ctx: &mut cel::Context<'static, 'static>) {
     );
 }
 
-/// The function every comprehension's loop condition calls first with the comprehension's
-/// accumulator (see [`crate::cost`]): charges one unit, plus one per element the accumulator
-/// holds (a `map`'s or `filter`'s list so far); true while the budgets last.
+/// The functions the cost rewrite calls (see [`crate::cost`]); each is true while the budgets
+/// last. The one every comprehension's loop condition calls first with the comprehension's
+/// accumulator charges one unit, plus one per element the accumulator holds (a `map`'s or
+/// `filter`'s list so far); the one a whole-list walk inside a loop calls first with that list
+/// charges one unit per element of a list (a map's lookups cost nothing).
 fn register_cost(ctx: &mut cel::Context<'static, 'static>) {
-    add_raw(
-        ctx,
-        crate::cost::COST_FUNCTION,
-        Box::new(|ftx| {
-            let held = operands(ftx)
-                .first()
-                .filter(|v| matches!(v.get_type().kind(), Kind::List | Kind::Map))
-                .and_then(|v| v.as_sizer())
-                .map_or(0, |s| *s.size().inner());
-            let units = u64::try_from(held).unwrap_or(0).saturating_add(1);
-            crate::cost::charge(units)
-                .map(|()| CowVal::owned(CelBool::from(true)))
-                .map_err(|budget| ftx.error(budget.message()))
-        }),
-    );
+    register_charge(ctx, crate::cost::COST_FUNCTION, true, 1);
+    register_charge(ctx, crate::cost::SCAN_FUNCTION, false, 0);
 }
 
-/// The function an operation walking a whole list inside a comprehension calls first with that
-/// list (see [`crate::cost`]): charges one unit per element of a list (a map's lookups cost
-/// nothing); true while the budgets last.
-fn register_scan(ctx: &mut cel::Context<'static, 'static>) {
+/// Registers `name`: charges `base` units plus one per element of its first operand when that
+/// is a list (or, with `maps`, a map).
+fn register_charge(ctx: &mut cel::Context<'static, 'static>, name: &str, maps: bool, base: u64) {
     add_raw(
         ctx,
-        crate::cost::SCAN_FUNCTION,
-        Box::new(|ftx| {
+        name,
+        Box::new(move |ftx| {
             let held = operands(ftx)
                 .first()
-                .filter(|v| matches!(v.get_type().kind(), Kind::List))
+                .filter(|v| match v.get_type().kind() {
+                    Kind::List => true,
+                    Kind::Map => maps,
+                    _ => false,
+                })
                 .and_then(|v| v.as_sizer())
                 .map_or(0, |s| *s.size().inner());
-            crate::cost::charge(u64::try_from(held).unwrap_or(u64::MAX))
+            let units = u64::try_from(held).unwrap_or(u64::MAX).saturating_add(base);
+            crate::cost::charge(units)
                 .map(|()| CowVal::owned(CelBool::from(true)))
                 .map_err(|budget| ftx.error(budget.message()))
         }),

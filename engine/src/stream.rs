@@ -300,8 +300,6 @@ mod tests {
                 None,
                 None
             ]
-            .map(|x: Option<&str>| x)
-            .to_vec()
         );
         assert_eq!(c[1].line(3), Some("b: 2"));
         assert_eq!(c[2].line(6), Some("d: 4"));
