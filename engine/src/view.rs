@@ -3,15 +3,20 @@
 //! A bound document is never converted: [`view`] hands the interpreter a value that borrows it.
 //! Scalars become the interpreter's own types (a string borrows its bytes); an object becomes a
 //! [`JsonMap`], which looks a key up when it is selected, so `object.spec.replicas` touches
-//! three nodes of the document whatever its size; an array becomes the interpreter's list of
-//! views of its elements (one pointer each, built when the array is read), so every list
-//! function of the library takes it as it takes a list literal.
+//! three nodes of the document whatever its size; an array becomes a [`JsonList`], whose size
+//! and elements are read in place, so `l[i]` and `size(l)` cost the same on a list of 30,000
+//! entries as on a list of one (building a view of every element on each read made
+//! `lists.range(size(l)).map(i, l[i])` quadratic). The library's list functions take it
+//! through the list traits (`Iterable`, `Indexer`, `Sizer`, `Container`, `Adder`), as they take
+//! a list literal.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
 
 use cel::ExecutionError;
-use cel::common::traits::{Container, Indexer, Iterable, Iterator as CelIterator, Sizer, Zeroer};
+use cel::common::traits::{
+    Adder, Container, Indexer, Iterable, Iterator as CelIterator, Sizer, Zeroer,
+};
 use cel::common::types::{
     self, CelBool, CelBytes, CelDouble, CelInt, CelList, CelNull, CelOptional, CelString, CelUInt,
     Kind, Type,
@@ -33,7 +38,7 @@ pub(crate) fn view<'v>(v: &'v Value) -> Box<dyn Val + 'v> {
             (None, None) => Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN))),
         },
         Value::String(s) => Box::new(CelString::from(s.as_str())),
-        Value::Array(a) => Box::new(CelList::from(a.iter().map(view).collect::<Vec<_>>())),
+        Value::Array(a) => Box::new(JsonList::new(a)),
         Value::Object(m) => Box::new(JsonMap::new(m)),
     }
 }
@@ -187,6 +192,241 @@ impl Zeroer for JsonMap<'_> {
     }
 }
 
+/// How many elements of a [`JsonList`] are viewed at a time when it is iterated.
+const CHUNK: usize = 64;
+
+/// A JSON array seen as a CEL `list(dyn)`: `size` and `l[i]` read the array in place; an
+/// iteration views the elements it reaches, [`CHUNK`] at a time, and keeps those views for
+/// the list's life (an iterator lends its elements from the list), so a comprehension that
+/// stops at the first element views at most [`CHUNK`] of them.
+#[derive(Debug)]
+pub(crate) struct JsonList<'v> {
+    items: &'v [Value],
+    chunks: OnceLock<Box<[Chunk<'v>]>>,
+}
+
+/// The views of [`CHUNK`] consecutive elements of a [`JsonList`], made when first reached.
+type Chunk<'v> = OnceLock<Vec<Box<dyn Val + 'v>>>;
+
+impl<'v> JsonList<'v> {
+    fn new(items: &'v [Value]) -> JsonList<'v> {
+        JsonList {
+            items,
+            chunks: OnceLock::new(),
+        }
+    }
+
+    /// The view of element `i` (`i` below the length), kept by the list.
+    fn viewed(&self, i: usize) -> Option<&(dyn Val + 'v)> {
+        let chunks = self.chunks.get_or_init(|| {
+            (0..self.items.len().div_ceil(CHUNK))
+                .map(|_| OnceLock::new())
+                .collect()
+        });
+        let chunk = chunks.get(i / CHUNK)?.get_or_init(|| {
+            let start = i / CHUNK * CHUNK;
+            self.items[start..self.items.len().min(start + CHUNK)]
+                .iter()
+                .map(view)
+                .collect()
+        });
+        chunk.get(i % CHUNK).map(|v| v.as_ref())
+    }
+
+    /// The element `idx` names, as CEL indexes a list (an int, a uint, a whole double).
+    fn lookup(&self, idx: &dyn Val) -> Result<&'v Value, ExecutionError> {
+        let out_of_bounds = |i: i128| {
+            ExecutionError::IndexOutOfBounds(match i64::try_from(i) {
+                Ok(i) => cel::Value::Int(i),
+                Err(_) => cel::Value::Null,
+            })
+        };
+        let unexpected = || ExecutionError::UnexpectedType {
+            got: val_type_name(idx).to_owned(),
+            want: "int".to_owned(),
+        };
+        let i: i128 = match idx.get_type().kind() {
+            Kind::Int => idx.downcast_ref::<CelInt>().map(|i| i128::from(*i.inner())),
+            Kind::UInt => idx
+                .downcast_ref::<CelUInt>()
+                .map(|u| i128::from(*u.inner())),
+            Kind::Double => {
+                let d = *idx
+                    .downcast_ref::<CelDouble>()
+                    .ok_or_else(unexpected)?
+                    .inner();
+                // A whole double indexes like an int; a fractional one indexes nothing.
+                #[allow(clippy::cast_possible_truncation)]
+                let whole = d as i64;
+                #[allow(clippy::cast_precision_loss)]
+                if whole as f64 != d {
+                    return Err(ExecutionError::UnsupportedIndex(
+                        cel::Value::Float(d),
+                        to_cel(self).unwrap_or(cel::Value::Null),
+                    ));
+                }
+                Some(i128::from(whole))
+            }
+            _ => None,
+        }
+        .ok_or_else(unexpected)?;
+        usize::try_from(i)
+            .ok()
+            .and_then(|u| self.items.get(u))
+            .ok_or_else(|| out_of_bounds(i))
+    }
+}
+
+impl<'v> Val for JsonList<'v> {
+    fn get_type(&self) -> &Type {
+        &types::LIST_TYPE
+    }
+
+    fn cel_type() -> &'static Type {
+        &types::LIST_TYPE
+    }
+
+    fn as_adder<'b, 'w>(&'b self) -> Option<&'b (dyn Adder + 'w)>
+    where
+        Self: 'w,
+    {
+        Some(self)
+    }
+
+    fn as_container(&self) -> Option<&dyn Container> {
+        Some(self)
+    }
+
+    fn as_indexer<'b, 'w>(&'b self) -> Option<&'b (dyn Indexer + 'w)>
+    where
+        Self: 'w,
+    {
+        Some(self)
+    }
+
+    fn as_iterable<'b, 'w>(&'b self) -> Option<&'b (dyn Iterable + 'w)>
+    where
+        Self: 'w,
+    {
+        Some(self)
+    }
+
+    fn as_sizer(&self) -> Option<&dyn Sizer> {
+        Some(self)
+    }
+
+    fn as_zeroer(&self) -> Option<&dyn Zeroer> {
+        Some(self)
+    }
+
+    /// Equal to any list of the same length whose elements are equal, in order.
+    fn equals(&self, other: &dyn Val) -> bool {
+        if other.get_type().kind() != Kind::List {
+            return false;
+        }
+        let (Some(size), Some(items)) = (other.as_sizer(), other.as_iterable()) else {
+            return false;
+        };
+        if usize::try_from(*size.size().inner()) != Ok(self.items.len()) {
+            return false;
+        }
+        let mut theirs = items.iter();
+        self.items
+            .iter()
+            .all(|mine| theirs.next().is_some_and(|o| view(mine).equals(o)))
+    }
+
+    fn clone_as_boxed<'w>(&self) -> Box<dyn Val + 'w>
+    where
+        Self: 'w,
+    {
+        Box::new(JsonList::new(self.items))
+    }
+}
+
+impl Adder for JsonList<'_> {
+    fn add<'b, 'w>(&'b self, rhs: &(dyn Val + 'w)) -> Result<CowVal<'b, 'w>, ExecutionError>
+    where
+        Self: 'w,
+    {
+        let mut theirs = rhs
+            .as_iterable()
+            .ok_or_else(|| {
+                ExecutionError::UnsupportedBinaryOperator(
+                    "add",
+                    cel::Value::Null,
+                    cel::Value::try_from(rhs).unwrap_or(cel::Value::Null),
+                )
+            })?
+            .iter();
+        let mut list: Vec<Box<dyn Val + 'w>> = self.items.iter().map(view).collect();
+        while let Some(other) = theirs.next() {
+            list.push(other.clone_as_boxed());
+        }
+        Ok(CowVal::owned(CelList::from(list)))
+    }
+}
+
+impl Container for JsonList<'_> {
+    fn contains(&self, value: &dyn Val) -> Result<bool, ExecutionError> {
+        Ok(self.items.iter().any(|mine| view(mine).equals(value)))
+    }
+}
+
+impl<'v> Indexer for JsonList<'v> {
+    fn get<'b, 'w>(&'b self, idx: &dyn Val) -> Result<CowVal<'b, 'w>, ExecutionError>
+    where
+        Self: 'w,
+    {
+        self.lookup(idx).map(|v| CowVal::Owned(view(v)))
+    }
+
+    fn steal<'w>(self: Box<Self>, idx: &dyn Val) -> Result<Box<dyn Val + 'w>, ExecutionError>
+    where
+        Self: 'w,
+    {
+        self.lookup(idx).map(view)
+    }
+}
+
+impl<'v> Iterable for JsonList<'v> {
+    fn iter<'b, 'w>(&'b self) -> Box<dyn CelIterator<'b, 'w> + 'b>
+    where
+        Self: 'w,
+    {
+        Box::new(Elements { list: self, at: 0 })
+    }
+}
+
+/// The elements of a [`JsonList`], lent one by one.
+struct Elements<'b, 'v> {
+    list: &'b JsonList<'v>,
+    at: usize,
+}
+
+impl<'b, 'v: 'w, 'w> CelIterator<'b, 'w> for Elements<'b, 'v> {
+    fn next(&mut self) -> Option<&'b (dyn Val + 'w)> {
+        if self.at >= self.list.items.len() {
+            return None;
+        }
+        let item = self.list.viewed(self.at)?;
+        self.at += 1;
+        Some(item)
+    }
+}
+
+impl Sizer for JsonList<'_> {
+    fn size(&self) -> CelInt {
+        CelInt::from(i64::try_from(self.items.len()).unwrap_or(i64::MAX))
+    }
+}
+
+impl Zeroer for JsonList<'_> {
+    fn is_zero_value(&self) -> bool {
+        self.items.is_empty()
+    }
+}
+
 /// A short type name for messages (`list`, `map`, `int`, …) of any CEL value.
 pub(crate) fn val_type_name(v: &dyn Val) -> &'static str {
     match v.get_type().kind() {
@@ -305,4 +545,103 @@ pub(crate) fn to_json(v: &dyn Val) -> Option<Value> {
 
 fn no_value(v: &dyn Val) -> String {
     format!("a {} value cannot be used here", v.get_type().name())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::expr::{Expr, Scope};
+    use serde_json::json;
+
+    fn eval(text: &str, scope: &Scope) -> Result<serde_json::Value, String> {
+        Expr::compile(text)
+            .expect("compiles")
+            .eval_json(scope)
+            .map_err(|e| e.to_string())
+    }
+
+    fn doc() -> Scope {
+        let mut s = Scope::new();
+        s.bind(
+            "object",
+            &json!({"l": ["a", "b", {"k": [1, 2]}], "n": (0..200).collect::<Vec<_>>(), "e": []}),
+        );
+        s
+    }
+
+    #[test]
+    fn a_document_array_is_a_list_read_in_place() {
+        let s = doc();
+        for (text, want) in [
+            ("size(object.l)", json!(3)),
+            ("object.l.size()", json!(3)),
+            ("object.l[1]", json!("b")),
+            ("object.l[1u]", json!("b")),
+            ("object.l[2.0].k[1]", json!(2)),
+            ("object.l[?5].orValue('none')", json!("none")),
+            ("object.l == ['a', 'b', {'k': [1, 2]}]", json!(true)),
+            ("['a', 'b', {'k': [1, 2]}] == object.l", json!(true)),
+            ("object.l == ['a', 'b']", json!(false)),
+            ("object.l[2].k == [1, 2]", json!(true)),
+            ("'b' in object.l", json!(true)),
+            ("{'k': [1, 2]} in object.l", json!(true)),
+            ("'z' in object.l", json!(false)),
+            ("object.l + ['c']", json!(["a", "b", {"k": [1, 2]}, "c"])),
+            ("['c'] + object.e + object.l[2].k", json!(["c", 1, 2])),
+            ("object.n.filter(x, x % 50 == 0)", json!([0, 50, 100, 150])),
+            ("object.n.exists(x, x == 199)", json!(true)),
+            ("object.n.map(x, x * 2)[199]", json!(398)),
+            (
+                "lists.range(size(object.n)).all(i, object.n[i] == i)",
+                json!(true),
+            ),
+            ("[object.n, object.l].flatten().size()", json!(203)),
+            (
+                "object.l.filter(x, type(x) == string).join('-')",
+                json!("a-b"),
+            ),
+            ("object.e.all(x, false)", json!(true)),
+        ] {
+            assert_eq!(eval(text, &s), Ok(want), "{text}");
+        }
+    }
+
+    #[test]
+    fn indexing_and_sizing_view_no_other_element_and_iterating_views_what_it_reaches() {
+        use cel::common::traits::{Indexer, Iterable, Sizer};
+        use cel::common::types::CelInt;
+        let items: Vec<serde_json::Value> = (0..1000).map(|i| json!(i)).collect();
+        let list = super::JsonList::new(&items);
+        assert_eq!(*list.size().inner(), 1000);
+        let got = list.get(&CelInt::from(999)).expect("in bounds");
+        assert_eq!(got.downcast_ref::<CelInt>(), Some(&CelInt::from(999)));
+        assert!(list.chunks.get().is_none(), "nothing viewed");
+        let mut it = list.iter();
+        assert!(it.next().is_some());
+        let chunks = list.chunks.get().expect("viewing started");
+        let viewed: Vec<usize> = chunks.iter().map(|c| c.get().map_or(0, Vec::len)).collect();
+        assert_eq!(viewed.iter().sum::<usize>(), super::CHUNK);
+        assert_eq!(viewed.len(), 1000usize.div_ceil(super::CHUNK));
+    }
+
+    #[test]
+    fn a_document_array_refuses_indexes_outside_it() {
+        let s = doc();
+        for (text, want) in [
+            ("object.l[3]", "index 3 is out of bounds"),
+            ("object.l[-1]", "index -1 is out of bounds"),
+            (
+                "object.l[1.5]",
+                r#"1.5 (double) cannot index ["a", "b", {"k": [1, 2]}] (list)"#,
+            ),
+            (
+                "object.l['a']",
+                "operator '[]' does not take list and string",
+            ),
+        ] {
+            assert_eq!(eval(text, &s), Err(want.to_string()), "{text}");
+            // The same words as for a list literal.
+            let literal = text.replace("object.l", "['a', 'b', {'k': [1, 2]}]");
+            assert_eq!(eval(&literal, &s), Err(want.to_string()), "{literal}");
+        }
+    }
 }
