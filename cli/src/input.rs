@@ -169,7 +169,8 @@ pub struct LimitArgs {
           value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(0..=nvcre_engine::limits::MAX_EXPAND_NODES as u64))]
     pub max_expand_nodes: usize,
     /// Most CEL cost units one expression evaluation may use (comprehension iterations and
-    /// 64-byte blocks of regex input); beyond it the rule is a rule error.
+    /// 64-byte blocks of the text regex and string functions scan); beyond it the rule is a
+    /// rule error.
     #[arg(long, global = true, help_heading = "Input budgets", value_name = "UNITS", default_value_t = nvcre_engine::limits::Limits::default().cel_cost)]
     pub cel_cost_limit: u64,
     /// Most CEL cost units the expressions evaluated on one document may use together.

@@ -13,8 +13,12 @@
 //! loop, an operation that walks a whole list the expression did not build in the loop (`x in
 //! l`, `l.join(…)`, `l.flatten()`, `l.sort()`, `l.reverse()`, `l.distinct()`) is charged one
 //! unit per element each time (a `x in l` over a 40,000-entry list inside a loop over the same
-//! list ran 37 s uncharged); `in` on a map is a lookup and costs nothing. Other functions are
-//! not charged: their work is linear in their arguments.
+//! list ran 37 s uncharged); `in` on a map is a lookup and costs nothing. Likewise, inside a
+//! loop, a string function that walks its whole receiver (`s.contains(…)`, `s.split(…)`,
+//! `s.replace(…)`, `s.indexOf(…)`, `s.lastIndexOf(…)`, `s.lowerAscii()`, `s.upperAscii()`,
+//! `s.trim()`, `s.substring(…)`, `s.charAt(…)`, `size(s)`) is charged one unit per started 64
+//! bytes of that string each time it runs. Other functions are not charged: their work is
+//! linear in their arguments, once per evaluation.
 //!
 //! # Enforcement
 //!
@@ -68,15 +72,33 @@ pub(crate) const COST_FUNCTION: &str = "@cost";
 /// that list (see the module docs): charges one unit per element.
 pub(crate) const SCAN_FUNCTION: &str = "@scan";
 
+/// The function a string function that walks its whole receiver inside a comprehension calls
+/// first with that string (see the module docs): charges one unit per started 64 bytes.
+pub(crate) const TEXT_SCAN_FUNCTION: &str = "@text";
+
 /// Methods that walk every element of the list they are called on.
 const SCANNING_METHODS: [&str; 5] = ["join", "flatten", "sort", "reverse", "distinct"];
 
-/// Bytes of regex input per unit.
-const REGEX_BYTES_PER_UNIT: usize = 64;
+/// String methods that walk their whole receiver (`size` is also a function: `size(s)`).
+const TEXT_METHODS: [&str; 11] = [
+    "contains",
+    "split",
+    "replace",
+    "indexOf",
+    "lastIndexOf",
+    "lowerAscii",
+    "upperAscii",
+    "trim",
+    "substring",
+    "charAt",
+    "size",
+];
+
+/// Bytes of scanned text per unit.
+const TEXT_BYTES_PER_UNIT: usize = 64;
 
 /// What the units count, for messages.
-const UNITS: &str =
-    "comprehension iterations, the elements they accumulate, and 64-byte blocks of regex input";
+const UNITS: &str = "comprehension iterations, the elements they accumulate, and 64-byte blocks of the text regex and string functions scan";
 
 /// Which budget an evaluation spent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -191,8 +213,14 @@ pub(crate) fn charge(units: u64) -> Result<(), Budget> {
 
 /// Charges a regex scan of `bytes` bytes: one unit per started 64 bytes, at least one.
 pub(crate) fn charge_regex(bytes: usize) -> Result<(), Budget> {
-    let blocks = bytes.div_ceil(REGEX_BYTES_PER_UNIT).max(1);
+    let blocks = bytes.div_ceil(TEXT_BYTES_PER_UNIT).max(1);
     charge(u64::try_from(blocks).unwrap_or(u64::MAX))
+}
+
+/// Charges a string function's walk of `bytes` bytes inside a loop: one unit per started 64
+/// bytes (nothing for an empty string).
+pub(crate) fn charge_text(bytes: usize) -> Result<(), Budget> {
+    charge(u64::try_from(bytes.div_ceil(TEXT_BYTES_PER_UNIT)).unwrap_or(u64::MAX))
 }
 
 /// Runs one expression evaluation `f` with a fresh per-expression budget (its units also count
@@ -275,7 +303,8 @@ pub fn peak_costs() -> (u64, u64) {
 
 /// Rewrites every comprehension's loop condition `c` of `e` into `@cost() ? c : false` (or
 /// charges its guard or appended element, see the module docs), and, inside a loop, every
-/// whole-list walk `w` of a list `l` into `@scan(l) ? w : false`.
+/// whole-list walk `w` of a list `l` into `@scan(l) ? w : false` and every whole-string walk
+/// `w` of a string `s` into `@text(s) ? w : false`.
 pub(crate) fn instrument(e: &mut IdedExpr) {
     let mut next_id = max_id(e).saturating_add(1);
     instrument_at(e, false, &mut next_id);
@@ -341,15 +370,17 @@ fn instrument_at(e: &mut IdedExpr, looped: bool, next_id: &mut u64) {
             if !looped {
                 return;
             }
-            let Some(mut list) = scanned_list(c).cloned() else {
-                return;
+            let (function, mut walked_operand) = match (scanned_list(c), scanned_text(c)) {
+                (Some(list), _) => (SCAN_FUNCTION, list.clone()),
+                (None, Some(text)) => (TEXT_SCAN_FUNCTION, text.clone()),
+                (None, None) => return,
             };
-            // The list is evaluated twice: once charged, once walked. Only comprehension-free
-            // operands are charged here (a list a comprehension builds was charged as it was
-            // built), so the second evaluation is a few selects.
-            renumber(&mut list, next_id);
+            // The operand is evaluated twice: once charged, once walked. Only
+            // comprehension-free operands are charged here (a list a comprehension builds was
+            // charged as it was built), so the second evaluation is a few selects.
+            renumber(&mut walked_operand, next_id);
             let walked = std::mem::take(e);
-            *e = charge_then(walked, SCAN_FUNCTION, vec![list], next_id);
+            *e = charge_then(walked, function, vec![walked_operand], next_id);
         }
         Ast::Select(s) => instrument_at(&mut s.operand, looped, next_id),
         Ast::List(l) => {
@@ -368,12 +399,24 @@ fn instrument_at(e: &mut IdedExpr, looped: bool, next_id: &mut u64) {
 /// `l.join(…)`, `l.flatten()`, `l.sort()`, `l.reverse()`, `l.distinct()`.
 fn scanned_list(c: &CallExpr) -> Option<&IdedExpr> {
     let list = match (c.func_name.as_str(), c.target.as_deref(), c.args.as_slice()) {
-        (operators::IN, None, [_, l]) => l,
+        (operators::IN | crate::expr::MEMBER_FUNCTION, None, [_, l]) => l,
         (name, Some(l), _) if SCANNING_METHODS.contains(&name) => l,
         _ => return None,
     };
     let literal = matches!(&list.expr, Ast::List(_) | Ast::Map(_));
     (!literal && !has_comprehension(list)).then_some(list)
+}
+
+/// The string operand of a call that walks all of it ([`TEXT_METHODS`], `size(s)`), when the
+/// operand is not a literal and builds nothing itself (no comprehension).
+fn scanned_text(c: &CallExpr) -> Option<&IdedExpr> {
+    let text = match (c.func_name.as_str(), c.target.as_deref(), c.args.as_slice()) {
+        ("size", None, [t]) => t,
+        (name, Some(t), _) if TEXT_METHODS.contains(&name) => t,
+        _ => return None,
+    };
+    let literal = matches!(&text.expr, Ast::Literal(_) | Ast::List(_) | Ast::Map(_));
+    (!literal && !has_comprehension(text)).then_some(text)
 }
 
 fn has_comprehension(e: &IdedExpr) -> bool {
@@ -842,8 +885,8 @@ mod tests {
             .map_err(|e| e.to_string())
     }
 
-    const OVER_EXPRESSION: &str = "CEL cost limit exceeded: the expression used more than 100 units (comprehension iterations, the elements they accumulate, and 64-byte blocks of regex input), the per-expression limit; raise it with --cel-cost-limit or simplify the rule";
-    const OVER_DOCUMENT: &str = "CEL cost limit exceeded: the expressions evaluated on this document used more than 150 units (comprehension iterations, the elements they accumulate, and 64-byte blocks of regex input), the per-document limit; raise it with --cel-document-cost-limit or simplify the rules";
+    const OVER_EXPRESSION: &str = "CEL cost limit exceeded: the expression used more than 100 units (comprehension iterations, the elements they accumulate, and 64-byte blocks of the text regex and string functions scan), the per-expression limit; raise it with --cel-cost-limit or simplify the rule";
+    const OVER_DOCUMENT: &str = "CEL cost limit exceeded: the expressions evaluated on this document used more than 150 units (comprehension iterations, the elements they accumulate, and 64-byte blocks of the text regex and string functions scan), the per-document limit; raise it with --cel-document-cost-limit or simplify the rules";
 
     #[test]
     fn a_spent_budget_stops_the_evaluation_and_no_operator_absorbs_it() {
@@ -920,6 +963,55 @@ mod tests {
                     "params.l.all(x, x in [1, 2] || x in {'a': 1} || x >= 0)",
                     &s
                 ),
+                Ok(json!(true))
+            );
+        });
+    }
+
+    #[test]
+    fn a_whole_string_walked_inside_a_comprehension_is_charged_per_64_bytes() {
+        // `params.s` is 200 bytes: 4 units per walk. 30 × (1 + 4) = 150 units: stopped.
+        let mut s = list(30);
+        s.bind(
+            "params",
+            &json!({"l": (0..30).collect::<Vec<_>>(), "s": "x".repeat(200)}),
+        );
+        with_test_limits(small(100, u64::MAX), || {
+            for walked in [
+                "params.l.all(x, !params.s.contains('y'))",
+                "params.l.all(x, size(params.s.split('y')) == 1)",
+                "params.l.all(x, params.s.replace('y', 'z') != '')",
+                "params.l.all(x, params.s.indexOf('y') == -1)",
+                "params.l.all(x, params.s.lastIndexOf('y') == -1)",
+                "params.l.all(x, params.s.upperAscii() != '')",
+                "params.l.all(x, params.s.lowerAscii() != '')",
+                "params.l.all(x, params.s.trim() != '')",
+                "params.l.all(x, params.s.substring(1) != '')",
+                "params.l.all(x, params.s.charAt(199) == 'x')",
+                "params.l.all(x, size(params.s) == 200)",
+                "params.l.all(x, params.s.size() == 200)",
+            ] {
+                assert_eq!(
+                    eval(walked, &s),
+                    Err(OVER_EXPRESSION.to_string()),
+                    "{walked}"
+                );
+            }
+            // Outside a loop a walk is linear once: not charged. 30 iterations of size(list),
+            // a literal receiver, or a short string: nothing more.
+            assert_eq!(eval("!params.s.contains('y')", &s), Ok(json!(true)));
+            assert_eq!(
+                eval(
+                    "params.l.all(x, size(params.l) == 30 && 'abc'.contains('b') && string(x).contains('y') == false)",
+                    &s
+                ),
+                Ok(json!(true))
+            );
+        });
+        // 10 × (1 + 4) = 50 units: within the budget.
+        with_test_limits(small(100, u64::MAX), || {
+            assert_eq!(
+                eval("params.l.all(x, !params.s.contains('y'))", &list(10)),
                 Ok(json!(true))
             );
         });

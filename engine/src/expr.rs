@@ -543,11 +543,14 @@ fn unsupported(e: &IdedExpr) -> Option<&'static str> {
 const EQUALS_FUNCTION: &str = "@eq";
 /// The function `!=` is routed to.
 const NOT_EQUALS_FUNCTION: &str = "@ne";
+/// The function `in` is routed to.
+pub(crate) const MEMBER_FUNCTION: &str = "@member";
 
-/// Routes every `==` and `!=` of `e` to our own functions: the interpreter asks the left
+/// Routes every `==`, `!=` and `in` of `e` to our own functions: the interpreter asks the left
 /// operand only, and its own maps do not know a map that views a document in place, so
-/// `{'a': 1} == object.m` would be false where `object.m == {'a': 1}` is true. Ours ask the
-/// other side too. No rule can name them (`@` starts no CEL identifier).
+/// `{'a': 1} == object.m` would be false where `object.m == {'a': 1}` is true, and so would
+/// `object.m in [{'a': 1}]`. Ours ask the other side too. No rule can name them (`@` starts
+/// no CEL identifier).
 fn route_equality(e: &mut IdedExpr) {
     if let AstExpr::Call(c) = &mut e.expr
         && c.target.is_none()
@@ -557,6 +560,8 @@ fn route_equality(e: &mut IdedExpr) {
             c.func_name = EQUALS_FUNCTION.to_string();
         } else if c.func_name == operators::NOT_EQUALS {
             c.func_name = NOT_EQUALS_FUNCTION.to_string();
+        } else if c.func_name == operators::IN {
+            c.func_name = MEMBER_FUNCTION.to_string();
         }
     }
     crate::cost::children_mut(e, &mut route_equality);
@@ -578,6 +583,34 @@ fn register_equality(ctx: &mut cel::Context<'static, 'static>) {
             }),
         );
     }
+    // `x in list` is true when some element equals `x` as `==` has it; `k in map` is the map's
+    // own key lookup.
+    add_raw(
+        ctx,
+        MEMBER_FUNCTION,
+        Box::new(|ftx| {
+            let ops = operands(ftx);
+            let [x, c] = ops.as_slice() else {
+                return Err(ExecutionError::invalid_argument_count(2, ops.len()));
+            };
+            let found = match (c.get_type().kind(), c.as_iterable(), c.as_container()) {
+                (Kind::List, Some(items), _) => {
+                    let mut items = items.iter();
+                    std::iter::from_fn(|| items.next()).any(|e| x.equals(e) || e.equals(*x))
+                }
+                (_, _, Some(container)) => container.contains(*x)?,
+                _ => {
+                    return Err(ExecutionError::no_such_overload(
+                        operators::IN,
+                        ops.iter()
+                            .map(|v| crate::view::val_type_name(*v).to_string())
+                            .collect(),
+                    ));
+                }
+            };
+            Ok(CowVal::owned(CelBool::from(found)))
+        }),
+    );
 }
 
 fn entry_reads(entries: &[IdedEntryExpr], name: &str, out: &mut FieldReads) {
@@ -1405,10 +1438,25 @@ fn register_quantities(ctx: &mut cel::Context<'static, 'static>) {
 /// last. The one every comprehension's loop condition calls first with the comprehension's
 /// accumulator charges one unit, plus one per element the accumulator holds (a `map`'s or
 /// `filter`'s list so far); the one a whole-list walk inside a loop calls first with that list
-/// charges one unit per element of a list (a map's lookups cost nothing).
+/// charges one unit per element of a list (a map's lookups cost nothing); the one a
+/// whole-string walk inside a loop calls first with that string charges one unit per started
+/// 64 bytes of it (any other value, nothing: `size` of a list is not a walk).
 fn register_cost(ctx: &mut cel::Context<'static, 'static>) {
     register_charge(ctx, crate::cost::COST_FUNCTION, true, 1);
     register_charge(ctx, crate::cost::SCAN_FUNCTION, false, 0);
+    add_raw(
+        ctx,
+        crate::cost::TEXT_SCAN_FUNCTION,
+        Box::new(|ftx| {
+            let bytes = operands(ftx)
+                .first()
+                .and_then(|v| v.downcast_ref::<CelString>())
+                .map_or(0, |s| s.inner().len());
+            crate::cost::charge_text(bytes)
+                .map(|()| CowVal::owned(CelBool::from(true)))
+                .map_err(|budget| ftx.error(budget.message()))
+        }),
+    );
 }
 
 /// Registers `name`: charges `base` units plus one per element of its first operand when that
@@ -1587,9 +1635,10 @@ fn execution_error_text(e: &ExecutionError) -> String {
             let f = o.function();
             if let ("_._" | ".", [target, ..]) = (f, types) {
                 format!("cannot select a field of a {target}")
-            } else if f.starts_with('_') || f.ends_with('_') {
+            } else if f.starts_with(['_', '@']) || f.ends_with('_') {
                 let symbol = match f {
                     "_[_]" | "_[?_]" => "[]".to_string(),
+                    operators::IN => "in".to_string(),
                     other => other.trim_matches('_').to_string(),
                 };
                 format!("operator '{symbol}' does not take {}", types.join(" and "))
@@ -2415,6 +2464,7 @@ mod tests {
             "9223372036854775807 + 1",
             "-'a'",
             "{'a': 1}[[1]]",
+            "1 in 2",
         ];
         assert_eq!(
             texts.map(err),
@@ -2426,6 +2476,7 @@ mod tests {
                 "integer overflow: 9223372036854775807 + 1 is out of range",
                 "operator '-' does not take string",
                 "operator '[]' does not take map and list",
+                "operator 'in' does not take int and int",
             ]
         );
     }
