@@ -18,7 +18,7 @@ use cel::Value as Cel;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
-use crate::expr::{EvalError, Expr, FieldReads, Fragments, Scope, Template};
+use crate::expr::{EvalError, Expr, FieldReads, Fragments, Listed, Scope, Template};
 use crate::finding::{Finding, Severity};
 use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, Rule, Table};
 use crate::patch::{self, ListPolicy};
@@ -213,6 +213,13 @@ impl<'d> Doc<'d> {
 }
 
 /// The pack-level scope rules run in: `object`, `params`, pack `variables`, `fragments`.
+/// A `forEach` item: a CEL value, or the place of a JSON list's element (a shared document and
+/// the path to the element).
+enum Item {
+    Cel(Cel),
+    At(Arc<Value>, Arc<[String]>),
+}
+
 struct PackScope {
     scope: Scope,
     /// The names of the pack variables (bound lazily in `scope`).
@@ -321,6 +328,9 @@ pub fn run_packs<'p, 'd>(
         let out = pack.evaluate_shared(&mut doc, origin, params, objects, &mut base)?;
         findings.extend(out.findings);
     }
+    // The shared scope holds the document: let go of it first, so that a written document is
+    // handed back without a copy.
+    drop(base);
     Ok((doc.into_cow(), findings))
 }
 
@@ -436,30 +446,39 @@ impl Run<'_, '_> {
     }
 
     /// Runs one rule; returns true when it mutated the document.
+    ///
+    /// A `forEach` item is bound as its place in a shared JSON list when the list is one JSON
+    /// holds (read in place, like `object`), else as a CEL value.
     fn rule(&mut self, rule: &Rule, pack: &PackScope) -> Result<bool, Error> {
         // Failures of a variable or fragment, reported once per rule however many items read it.
         let mut reported = BTreeSet::new();
-        let items: Vec<(Option<Cel>, Option<Cel>)> = match &rule.for_each {
+        let index = |i: usize| Some(Cel::Int(i64::try_from(i).unwrap_or(i64::MAX)));
+        let items: Vec<(Option<Item>, Option<Cel>)> = match &rule.for_each {
             None => vec![(None, None)],
-            Some((expr, _, _)) => match expr.eval_checked(&pack.scope) {
-                Ok(Cel::List(l)) => l
-                    .iter()
-                    .enumerate()
-                    .map(|(i, v)| {
-                        (
-                            Some(v.clone()),
-                            Some(Cel::Int(i64::try_from(i).unwrap_or(i64::MAX))),
-                        )
+            Some((expr, _, _)) => match expr.eval_list(&pack.scope) {
+                // Each item is bound as its place in the list: nothing is copied.
+                Ok(Listed::At { root, path, len }) => (0..len)
+                    .map(|i| {
+                        let mut at = path.to_vec();
+                        at.push(i.to_string());
+                        (Some(Item::At(root.clone(), Arc::from(at))), index(i))
                     })
                     .collect(),
-                Ok(Cel::Map(m)) => {
+                Ok(Listed::Cel(Cel::List(l))) => l
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| (Some(Item::Cel(v.clone())), index(i)))
+                    .collect(),
+                Ok(Listed::Cel(Cel::Map(m))) => {
                     // Maps iterate over their keys, sorted, so findings come in a stable order.
                     let mut keys: Vec<Cel> = m.map.keys().map(|k| Cel::from(k.clone())).collect();
                     keys.sort_by_key(|k| format!("{k:?}"));
-                    keys.into_iter().map(|k| (Some(k), None)).collect()
+                    keys.into_iter()
+                        .map(|k| (Some(Item::Cel(k)), None))
+                        .collect()
                 }
-                Ok(Cel::Null) => Vec::new(),
-                Ok(other) => {
+                Ok(Listed::Cel(Cel::Null)) => Vec::new(),
+                Ok(Listed::Cel(other)) => {
                     let e = EvalError::Own(format!(
                         "it must give a list or map, got {}",
                         a_type(&other)
@@ -478,7 +497,10 @@ impl Run<'_, '_> {
         for (item, index) in items {
             let mut s = scope.clone();
             if let (Some((_, var, idx_var)), Some(item)) = (&rule.for_each, item) {
-                s.bind_local(var, item);
+                match item {
+                    Item::Cel(v) => s.bind_local(var, v),
+                    Item::At(root, path) => s.bind_at(var, root, path),
+                }
                 if let (Some(iv), Some(index)) = (idx_var, index) {
                     s.bind_local(iv, index);
                 }

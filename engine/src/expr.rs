@@ -156,6 +156,7 @@ impl PathExpr {
     fn walk(&self, scope: &Scope) -> Option<Stored> {
         let (root, mut path) = match scope.bound.get(&self.root) {
             Some(Bound::Json(doc)) => (doc.clone(), Vec::new()),
+            Some(Bound::At { root, path }) => (root.clone(), path.to_vec()),
             Some(Bound::Val(_)) => return None,
             None => match scope.lazy(&self.root)?.force() {
                 Ok(Stored::Json { root, path }) => (root.clone(), path.to_vec()),
@@ -182,9 +183,29 @@ impl PathExpr {
     }
 }
 
-/// The value at `path` (mapping keys) below `root`.
+/// The value at `path` below `root`: each step a mapping's key, or, where the value is a list,
+/// the decimal index of an element (a `forEach` item's place, see [`Expr::eval_list`]).
 fn at_path<'v>(root: &'v Value, path: &[String]) -> Option<&'v Value> {
-    path.iter().try_fold(root, |v, k| v.as_object()?.get(k))
+    path.iter().try_fold(root, |v, k| match v {
+        Value::Array(items) => items.get(k.parse::<usize>().ok()?),
+        _ => v.as_object()?.get(k),
+    })
+}
+
+/// What a `forEach.in` expression gave ([`Expr::eval_list`]).
+pub(crate) enum Listed {
+    /// A list JSON holds, `len` elements long, at `path` below `root`: its items are bound
+    /// in place ([`Scope::bind_at`]).
+    At {
+        /// The document (or the list's own copy) the list is part of.
+        root: Arc<Value>,
+        /// Where the list is below `root`.
+        path: Arc<[String]>,
+        /// Its length.
+        len: usize,
+    },
+    /// Any other value, in the interpreter's form.
+    Cel(Cel),
 }
 
 /// A literal as JSON, when JSON holds it exactly.
@@ -431,6 +452,39 @@ impl Expr {
             return Err(EvalError::Own(budget.message()));
         }
         result.map_err(EvalError::Own)
+    }
+
+    /// Evaluates a `forEach.in` expression: a list JSON holds keeps its place (an expression
+    /// that only selects into a bound document, [`PathExpr`]) or is stored as JSON once, so
+    /// its items are bound in place and no item is converted; anything else is converted as
+    /// [`Expr::eval_checked`] converts it.
+    pub(crate) fn eval_list(&self, scope: &Scope) -> Result<Listed, EvalError> {
+        if let Some(Stored::Json { root, path }) = self.path.as_ref().and_then(|p| p.walk(scope))
+            && let Some(Value::Array(items)) = at_path(&root, &path)
+        {
+            return Ok(Listed::At {
+                len: items.len(),
+                root: root.clone(),
+                path,
+            });
+        }
+        let value = self.eval_with(scope, |v| {
+            Ok(match v.get_type().kind() {
+                Kind::List => match crate::view::to_json(v) {
+                    Some(json) => Ok(json),
+                    None => Err(crate::view::to_cel(v)?),
+                },
+                _ => Err(crate::view::to_cel(v)?),
+            })
+        })?;
+        Ok(match value {
+            Ok(json) => Listed::At {
+                len: json.as_array().map_or(0, Vec::len),
+                root: Arc::new(json),
+                path: Arc::from(Vec::new()),
+            },
+            Err(cel) => Listed::Cel(cel),
+        })
     }
 
     /// Evaluates and requires a bool.
@@ -983,6 +1037,11 @@ fn is_lazy_name(binding: &str) -> bool {
 enum Bound {
     /// A JSON document, viewed in place.
     Json(Arc<Value>),
+    /// The value at `path` below a shared JSON document ([`at_path`]), viewed in place.
+    At {
+        root: Arc<Value>,
+        path: Arc<[String]>,
+    },
     /// A CEL value in the interpreter's form.
     Val(Arc<dyn Val>),
 }
@@ -1009,6 +1068,7 @@ impl VariableResolver for Scope {
         }
         Some(match self.bound.get(variable)? {
             Bound::Json(v) => CowVal::Owned(crate::view::view(v)),
+            Bound::At { root, path } => CowVal::Owned(crate::view::view(at_path(root, path)?)),
             Bound::Val(v) => CowVal::Borrowed(v.as_ref()),
         })
     }
@@ -1029,6 +1089,14 @@ impl Scope {
     pub fn bind_shared(&mut self, name: &str, value: Arc<Value>) {
         self.failed.remove(name);
         self.bound.insert(name.to_string(), Bound::Json(value));
+    }
+
+    /// Binds `name` to the value at `path` below the shared JSON document `root` (mapping keys,
+    /// and decimal indexes into lists), read in place.
+    pub(crate) fn bind_at(&mut self, name: &str, root: Arc<Value>, path: Arc<[String]>) {
+        self.failed.remove(name);
+        self.bound
+            .insert(name.to_string(), Bound::At { root, path });
     }
 
     /// Binds `name` to a CEL value. A value the interpreter cannot hold (a function value)
