@@ -86,6 +86,7 @@ mod finding;
 mod format;
 pub mod limits;
 mod lint;
+mod mapping;
 mod pack;
 pub mod patch;
 mod path;
@@ -112,6 +113,7 @@ pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel, json_type as jso
 pub use files::{WalkOptions, read_files, walk_files, walk_files_noting};
 pub use finding::{Finding, Severity};
 pub use lint::{Lint, LintFinding, lint};
+pub use mapping::MappingValue;
 pub use pack::{
     CompiledPack, Prepared, PreparedSource, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry,
 };

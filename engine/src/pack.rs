@@ -830,7 +830,7 @@ fn deserialize_at<T: DeserializeOwned>(
     value: &Value,
     base: &str,
 ) -> Result<T, Problem> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    serde_path_to_error::deserialize(crate::MappingValue(value)).map_err(|e| {
         let rel = e.path().to_string();
         let path = match (base, rel.as_str()) {
             (b, ".") => b.to_string(),
@@ -843,7 +843,7 @@ fn deserialize_at<T: DeserializeOwned>(
         let pos = FieldPath::parse(&path)
             .ok()
             .and_then(|p| doc.spans.lookup_key(&p));
-        let message = e.inner().to_string();
+        let message = crate::mapping::plain_type_words(&e.inner().to_string());
         // serde's wording for `deny_unknown_fields` ("unknown field `x`, expected …").
         let kind = if message.starts_with("unknown field") {
             ProblemKind::UnknownField

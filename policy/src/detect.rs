@@ -102,7 +102,7 @@ pub(crate) fn decode_row<T: for<'de> Deserialize<'de>>(
     id: &str,
     value: &Value,
 ) -> Result<T, PolicyError> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
+    serde_path_to_error::deserialize(nvcre_engine::MappingValue(value)).map_err(|e| {
         let pos = table.entries.iter().find(|x| x.id == id).map(|x| x.pos);
         let path = e.path().to_string();
         PolicyError::TableEntry {

@@ -132,7 +132,7 @@ impl PlacementSpec {
         let target = match orch.get("target") {
             None | Some(Value::Null) => None,
             Some(v) => Some(
-                serde_json::from_value::<TargetSpec>(v.clone())
+                <TargetSpec as serde::Deserialize>::deserialize(nvcre_engine::MappingValue(v))
                     .map_err(|e| invalid("target", e.to_string()))?,
             ),
         };

@@ -122,7 +122,8 @@ const MAX_UNKNOWN_FIELDS: usize = 100;
 /// document, in its closed schema (`spec`) or in a Kubernetes type, is listed in one error.
 ///
 /// # Errors
-/// [`PolicyError::Input`] with `parsing <what>: <path>: <serde message>` (a type error), or
+/// [`PolicyError::Input`] with `parsing <what>: <path>: <serde message>` (a type error; a list
+/// where the schema wants a mapping is one, never read by position), or
 /// the strict validation's message: `strict decoding error: unknown field "spec.a", unknown
 /// field "metadata.b": correct or remove them`, at the first one's line.
 pub fn parse_typed<T: for<'de> Deserialize<'de>>(
@@ -134,7 +135,7 @@ pub fn parse_typed<T: for<'de> Deserialize<'de>>(
     let mut stripped: Option<Value> = None;
     let typed = loop {
         let value = stripped.as_ref().unwrap_or(&doc.value);
-        match serde_path_to_error::deserialize::<_, T>(value) {
+        match serde_path_to_error::deserialize::<_, T>(nvcre_engine::MappingValue(value)) {
             Ok(t) => break t,
             Err(e) => {
                 // An unknown field of the closed schema: note it, drop it from a copy and

@@ -31,7 +31,7 @@ struct Problem {
 fn validate_as<T: DeserializeOwned>(value: &Value, at: &FieldPath) -> Vec<Problem> {
     let mut unknown: Vec<FieldPath> = Vec::new();
     let mut record = |p: serde_ignored::Path<'_>| unknown.push(join(at, &p));
-    let ignored = serde_ignored::Deserializer::new(value, &mut record);
+    let ignored = serde_ignored::Deserializer::new(nvcre_engine::MappingValue(value), &mut record);
     let result = serde_path_to_error::deserialize::<_, T>(ignored);
     match result {
         Ok(_) => unknown
