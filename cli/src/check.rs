@@ -19,9 +19,47 @@ use crate::report::{
 };
 use crate::ruleset::RulesInfo;
 
-/// Writes `bytes` to `path` atomically: into a temporary file in the same directory, renamed
+/// Writes the report to `path` atomically: into a temporary file in the same directory, renamed
 /// over `path` once complete, so a reader (or a concurrent run) never sees a torn report.
+///
+/// Only a regular file is ever replaced. A symbolic link is followed: the file it names is
+/// replaced (the link stays a link); a link to nothing is written through, creating its
+/// target. A device, FIFO or socket (`/dev/null`, `/dev/stdout`, a named pipe) is written to
+/// in place, never replaced by a file.
 fn write_atomically(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let is_link = std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_symlink());
+    match std::fs::metadata(path) {
+        Ok(m) if !m.is_file() && !m.is_dir() => return write_in_place(path, write),
+        Ok(_) if is_link => {
+            let target = std::fs::canonicalize(path)?;
+            return replace_file(&target, write);
+        }
+        Err(_) if is_link => return write_in_place(path, write),
+        _ => {}
+    }
+    replace_file(path, write)
+}
+
+/// Writes the report into the file `path` names as it is (a device, a FIFO, a link's new target).
+fn write_in_place(
+    path: &std::path::Path,
+    write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
+) -> std::io::Result<()> {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(path)?;
+    let mut out = std::io::BufWriter::new(file);
+    write(&mut out)?;
+    out.flush()
+}
+
+/// [`write_atomically`] of a regular file or a path where nothing is yet.
+fn replace_file(
     path: &std::path::Path,
     write: impl FnOnce(&mut dyn Write) -> std::io::Result<()>,
 ) -> std::io::Result<()> {
@@ -258,7 +296,7 @@ fn outputs(args: &CheckArgs) -> Option<Vec<Output>> {
     if args.no_color {
         crate::color::init(crate::color::ColorWhen::Never);
     }
-    if args.paths.iter().filter(|p| p.as_str() == "-").count() > 1 {
+    if args.nodes.stdin_reads(&args.paths) > 1 {
         // The second read of the stream would be empty: one input counted twice.
         report::error_line(
             "standard input (`-`) can be given once; name the other inputs as files",

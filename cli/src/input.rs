@@ -6,12 +6,19 @@ use std::path::Path;
 
 use nvcre_engine::limits::read_text_limited;
 
-use nvcre_engine::{Document, Source, WalkOptions, parse_documents, walk_files_noting};
+use nvcre_engine::{ChunkReader, Document, Source, WalkOptions, parse_chunk, walk_files_noting};
 
-/// Reads one file (or `-`) as a document stream.
+/// Reads one file (or `-`) as a document stream, each document parsed on its own as `check`
+/// reads it: the per-document budgets (`--max-document-bytes` among them) apply to each, and a
+/// `render` of a file reads the same documents as a `check` of it.
 pub fn read_one(path: &str) -> Result<Vec<Document>, String> {
     let source = read_source(path)?;
-    parse_documents(&source).map_err(|e| e.to_string())
+    let mut docs = Vec::new();
+    for piece in ChunkReader::new(source.text.as_bytes()) {
+        let piece = piece.map_err(|e| format!("{}: {e}", source.name))?;
+        docs.extend(parse_chunk(&source, &piece, docs.len()).map_err(|e| e.to_string())?);
+    }
+    Ok(docs)
 }
 
 /// Reads the text of a file, or of stdin for `-`, at most `MAX_SOURCE_BYTES` of it (checked
@@ -85,6 +92,13 @@ pub struct NodeArgs {
 }
 
 impl NodeArgs {
+    /// How many times standard input (`-`) is read: once per `-` among `inputs`, once more for
+    /// `--nodes-file -`. A second read would find the stream empty.
+    pub fn stdin_reads(&self, inputs: &[String]) -> usize {
+        inputs.iter().filter(|p| p.as_str() == "-").count()
+            + usize::from(self.nodes_file.as_deref() == Some("-"))
+    }
+
     /// Checks the flags (before any file is read, as nvcrectl does), then reads the nodes file.
     /// The returned request carries the node context only; callers set the rest.
     ///

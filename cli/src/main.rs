@@ -369,6 +369,13 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
 }
 
 fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
+    // Before anything is read: the second read of standard input would find it empty.
+    if args.nodes.stdin_reads(&args.files) > 1 {
+        report::error_line(
+            "standard input (`-`) can be given once; name the other inputs as files",
+        );
+        return Err(ExitCode::from(2));
+    }
     let req = args.nodes.request(rules).map_err(|e| match e {
         input::NodeArgsError::Flags(e) => report_policy_error(&e),
         input::NodeArgsError::NodesFile { message, .. } => {
@@ -381,12 +388,6 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         for (_, message) in &errors {
             report::error_line(message);
         }
-        return Err(ExitCode::from(2));
-    }
-    if args.files.iter().filter(|f| f.as_str() == "-").count() > 1 {
-        report::error_line(
-            "standard input (`-`) can be given once; name the other inputs as files",
-        );
         return Err(ExitCode::from(2));
     }
     if files.is_empty() {

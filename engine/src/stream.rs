@@ -104,6 +104,9 @@ pub struct ChunkReader<R> {
     pending: Option<String>,
     /// The last line of the previous piece.
     last_line: Option<String>,
+    /// A directive line (`%YAML`, `%TAG`) was read and the `---` line that starts its document
+    /// was not yet: the directive belongs to that document, so the piece is not cut there.
+    directive: bool,
     done: bool,
 }
 
@@ -116,6 +119,7 @@ impl<R: BufRead> ChunkReader<R> {
             offset: 0,
             pending: None,
             last_line: None,
+            directive: false,
             done: false,
         }
     }
@@ -187,9 +191,17 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
                     }
                     self.offset += n;
                     self.lines += 1;
-                    if self.lines > 1 && is_separator(&text[start..]) {
-                        self.pending = Some(text.split_off(start));
-                        break;
+                    let line = &text[start..];
+                    if is_separator(line) {
+                        // A directive's document starts here: the piece goes on to hold it.
+                        let cut = self.lines > 1 && !self.directive;
+                        self.directive = false;
+                        if cut {
+                            self.pending = Some(text.split_off(start));
+                            break;
+                        }
+                    } else if line.starts_with('%') {
+                        self.directive = true;
                     }
                     last_start = start;
                 }
@@ -348,6 +360,38 @@ mod tests {
         // A stream that starts with `---` is one piece there.
         assert_eq!(chunks("---\na: 1\n").len(), 1);
         assert!(chunks("").is_empty());
+    }
+
+    #[test]
+    fn a_directive_stays_with_the_document_it_starts() {
+        let c = chunks(
+            "%YAML 1.2\n---\na: 1\n---\nb: 2\n...\n%YAML 1.2\n%TAG ! tag:x,1:\n---\nc: 3\n---\nd: 4\n",
+        );
+        assert_eq!(
+            c.iter()
+                .map(|c| (c.first_line, c.text.as_str()))
+                .collect::<Vec<_>>(),
+            vec![
+                (1, "%YAML 1.2\n---\na: 1\n"),
+                (4, "---\nb: 2\n...\n%YAML 1.2\n%TAG ! tag:x,1:\n---\nc: 3\n"),
+                (11, "---\nd: 4\n"),
+            ]
+        );
+        let src = Source::new("s.yaml", "");
+        let mut values = Vec::new();
+        for piece in &c {
+            let docs = parse_chunk(&src, piece, values.len()).expect("parses");
+            values.extend(docs.into_iter().map(|d| (d.index, d.value)));
+        }
+        assert_eq!(
+            values,
+            vec![
+                (0, serde_json::json!({"a": 1})),
+                (1, serde_json::json!({"b": 2})),
+                (2, serde_json::json!({"c": 3})),
+                (3, serde_json::json!({"d": 4})),
+            ]
+        );
     }
 
     #[test]

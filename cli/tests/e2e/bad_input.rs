@@ -66,6 +66,62 @@ macro_rules! refused {
     };
 }
 
+// ---- lists where the schema wants a mapping ------------------------------------------------
+// serde's derived readers take a list's items as a struct's fields in declaration order; the
+// API server refuses such a manifest, and so do we, before anything is read by position.
+
+refused!(
+    a_list_for_an_env_entry,
+    ["check", "in.yaml"],
+    run_yaml("  framework: {exec: {command: [a]}}\n  env: [[A, b]]\n"),
+    2,
+    "Error: in.yaml:8:9: parsing WorkloadRun: spec.env[0]: invalid type: list, expected a mapping\n"
+);
+
+refused!(
+    a_list_for_the_target_render,
+    ["render", "--platform", "aws", "in.yaml"],
+    run_yaml(
+        "  framework: {exec: {command: [a]}}\n  target: [{nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}]\n"
+    ),
+    2,
+    "Error: in.yaml:8:3: parsing WorkloadRun: spec.target: invalid type: list, expected a mapping\n"
+);
+
+refused!(
+    a_list_for_a_framework,
+    ["check", "in.yaml"],
+    run_yaml("  framework: {mpi: [/b, /m]}\n"),
+    2,
+    "Error: in.yaml:7:15: parsing WorkloadRun: spec.framework.mpi: invalid type: list, expected a mapping\n"
+);
+
+refused!(
+    a_list_for_the_spec,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec: []\n",
+    2,
+    "Error: in.yaml:4:1: parsing WorkloadRun: spec: invalid type: list, expected a mapping\n"
+);
+
+refused!(
+    a_list_for_the_orchestration_and_workload_metadata,
+    ["check", "in.yaml"],
+    run_yaml(
+        "  framework: {exec: {command: [a]}}\n  workloadMetadata: [{kueue.x-k8s.io/queue-name: q}]\n  orchestration: [Unpinned]\n"
+    ),
+    2,
+    "Error: in.yaml:8:3: parsing WorkloadRun: spec.workloadMetadata: invalid type: list, expected a mapping\n"
+);
+
+refused!(
+    a_list_for_a_workflow_spec,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata: {name: w}\nspec: [1]\n",
+    2,
+    "Error: in.yaml:4:1: parsing Workflow: spec: invalid type: list, expected a mapping\n"
+);
+
 // ---- command lines ------------------------------------------------------------------------
 
 refused!(
@@ -939,7 +995,7 @@ refused!(
     ["check", "in.yaml"],
     "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: [t]\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
     2,
-    "Error: in.yaml:3:1: metadata: invalid type: list, expected a mapping (Kubernetes ObjectMeta)\n"
+    "Error: in.yaml:3:1: parsing WorkloadRun: metadata: invalid type: list, expected a mapping\n"
 );
 
 refused!(
@@ -1625,6 +1681,22 @@ fn a_gpu_count_with_a_leading_zero_is_warned_about() {
 }
 
 refused!(
+    stdin_for_the_nodes_file_and_the_manifests_check,
+    ["--max-depth", "64", "check", "--nodes-file", "-", "-"],
+    "",
+    2,
+    "Error: standard input (`-`) can be given once; name the other inputs as files\n"
+);
+
+refused!(
+    stdin_for_the_nodes_file_and_the_manifests_render,
+    ["render", "--nodes-file", "-", "-"],
+    "",
+    2,
+    "Error: standard input (`-`) can be given once; name the other inputs as files\n"
+);
+
+refused!(
     stdin_given_twice_to_check,
     // (A global flag first: a usage error prints no summary line.)
     ["--max-depth", "64", "check", "-", "-"],
@@ -2013,3 +2085,141 @@ refused!(
     2,
     "Error: in.yaml:3:9: node document 0: field items[0] must be an object, found a number\n"
 );
+
+/// A rule file that writes a mapping of the format as a list (`validate: [expr, message]`,
+/// `resources: [[apiVersion, kind]]`) is refused at that place: never read by position.
+#[test]
+fn a_rule_file_list_where_the_format_wants_a_mapping() {
+    let (_dir, rules) = rules_copy();
+    edit(
+        &rules.join("admission/workloadrun.yaml"),
+        "  - id: wr-threshold-keys\n",
+        "  - id: positional\n    validate: [\"object.spec.numNodes > 100\", \"too few\"]\n\n  - id: wr-threshold-keys\n",
+    );
+    let dir = rules.display().to_string();
+    let (code, stdout, _) = run_in(&["rules", "lint", "--fail-on", "error", &dir], "");
+    let errors: Vec<&str> = stdout.lines().filter(|l| l.contains(": error[")).collect();
+    assert_eq!(code, 1);
+    assert_eq!(errors.len(), 1, "{stdout}");
+    assert!(
+        errors[0]
+            .ends_with(": error[invalid]: rule positional: invalid type: list, expected a mapping"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = run_in(
+        &["--rules", &dir, "check", "in.yaml"],
+        run_yaml("  framework: {exec: {command: [a]}}\n"),
+    );
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert!(
+        stderr.contains("rule positional: invalid type: list, expected a mapping"),
+        "{stderr}"
+    );
+}
+
+/// `-o FORMAT=PATH` replaces only a regular file: a symbolic link is followed (its target gets
+/// the report, the link stays a link), a link to nothing creates its target, and a named pipe
+/// is written to, never replaced by a file.
+#[cfg(unix)]
+#[test]
+fn report_files_through_links_and_pipes_keep_what_is_there() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let at = |name: &str| dir.path().join(name);
+    std::fs::write(at("in.yaml"), gpu_run("")).expect("write");
+    std::fs::write(at("real.json"), "keep").expect("write");
+    std::os::unix::fs::symlink("real.json", at("link.json")).expect("symlink");
+    std::os::unix::fs::symlink("made.json", at("dangling.json")).expect("symlink");
+    let fifo = std::process::Command::new("mkfifo")
+        .arg(at("pipe.sarif"))
+        .status()
+        .expect("mkfifo runs");
+    assert!(fifo.success());
+    let pipe = at("pipe.sarif");
+    let reader = std::thread::spawn(move || std::fs::read_to_string(pipe).expect("read the pipe"));
+    let out = bin()
+        .args([
+            "check",
+            "-o",
+            "json=link.json",
+            "-o",
+            "json=dangling.json",
+            "-o",
+            "sarif=pipe.sarif",
+            "in.yaml",
+        ])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let kind = |name: &str| {
+        std::fs::symlink_metadata(at(name))
+            .expect("there")
+            .file_type()
+    };
+    assert!(kind("link.json").is_symlink());
+    assert!(kind("dangling.json").is_symlink());
+    assert!(kind("pipe.sarif").is_fifo());
+    for written in ["real.json", "made.json"] {
+        let report: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(at(written)).expect("read"))
+                .expect("a JSON report");
+        assert_eq!(report["kind"], "CheckReport", "{written}");
+    }
+    let sarif: serde_json::Value =
+        serde_json::from_str(&reader.join().expect("the reader")).expect("SARIF through the pipe");
+    assert_eq!(sarif["version"], "2.1.0");
+}
+
+refused!(
+    render_over_the_document_size_limit,
+    [
+        "--max-document-bytes",
+        "100",
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    run_yaml("  framework: {exec: {command: [a]}}\n"),
+    2,
+    "Error: in.yaml:1:1: document 1 is larger than the limit of 100 bytes (--max-document-bytes); the rest of the input is not read\n"
+);
+
+/// A `%YAML` or `%TAG` directive belongs to the document after it: `check` reads the stream
+/// as `render` does.
+#[test]
+fn a_directive_before_a_document_is_read_with_it() {
+    let input = format!(
+        "%YAML 1.2\n---\n{}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: x}}\n...\n%YAML 1.2\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: y}}\n",
+        gpu_run("")
+    );
+    let (code, stdout, stderr) = run_in(&["check", "-o", "json", "in.yaml"], &input);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(report["results"][0]["documents"], 3);
+    assert_eq!(report["summary"]["inputErrors"], 0);
+    let (code, stdout, stderr) = run_in(
+        &[
+            "render",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            "in.yaml",
+        ],
+        format!("%YAML 1.2\n---\n{}", gpu_run("")),
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""), "{stdout}");
+    assert!(
+        stdout.starts_with("apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\n"),
+        "{stdout}"
+    );
+}
