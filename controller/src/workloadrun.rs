@@ -141,10 +141,15 @@ pub fn decide_workload_run(rules: &RuleSet, obs: RunObservation<'_>) -> RunDecis
                 );
             }
             Ownership::Ours => {
+                // Our Workflow, but the status that names it was not written (or was written
+                // from a stale read): what the build resolved is read back from the Workflow.
                 status.workflow_ref = Some(WorkflowReference {
                     name: existing.name_any(),
                     namespace: namespace.clone(),
                 });
+                if status.resolved_gpus_per_node.is_none() {
+                    status.resolved_gpus_per_node = gpus_per_node(&existing.spec.job_template);
+                }
                 set_execution(
                     &mut status.conditions,
                     IN_PROGRESS,
@@ -258,7 +263,17 @@ fn ownership(workflow: &WorkflowResource, run: &WorkloadRunResource) -> Ownershi
     }
 }
 
-/// Mirrors the Workflow into the run's status: detection, node ConfigMap refs, ValidationFailed
+/// The processes per node a Workflow's `jobTemplate` gives its TrainJob (the GPUs per node the
+/// build resolved), when it gives a count.
+fn gpus_per_node(job_template: &Value) -> Option<i32> {
+    job_template
+        .pointer("/spec/workload/trainJob/trainer/numProcPerNode")
+        .and_then(Value::as_i64)
+        .and_then(|n| i32::try_from(n).ok())
+}
+
+/// Mirrors the Workflow into the run's status: the resolved GPUs per node when the status lost
+/// them, detection, node ConfigMap refs, ValidationFailed
 /// (before the terminal conditions), Succeeded / Failed; a vanished Workflow fails the run.
 fn mirror(
     status: &mut WorkloadRunStatus,
@@ -277,6 +292,9 @@ fn mirror(
         );
         return;
     };
+    if status.resolved_gpus_per_node.is_none() {
+        status.resolved_gpus_per_node = gpus_per_node(&wf.spec.job_template);
+    }
     let Some(ws) = &wf.status else { return };
     if let Some(o) = &ws.orchestration {
         if o.detected_platform.is_some() {
@@ -406,9 +424,9 @@ pub fn build_workflow(
     };
     let gpus_per_node = rendered
         .workflow
-        .pointer("/spec/jobTemplate/spec/workload/trainJob/trainer/numProcPerNode")
-        .and_then(Value::as_i64)
-        .and_then(|n| i32::try_from(n).ok());
+        .get("spec")
+        .and_then(|s| s.get("jobTemplate"))
+        .and_then(gpus_per_node);
     let or_unknown = |s: String| {
         if s.is_empty() {
             "unknown".to_string()

@@ -396,3 +396,31 @@ fn an_unchanged_mirror_writes_nothing() {
     assert_eq!((d.action, d.status, d.event), (RunAction::None, None, None));
     assert_eq!(d.requeue_after, Some(Duration::from_secs(15)));
 }
+
+/// A reconcile that finds its own Workflow but a status without it (the status write after the
+/// create failed, or the read was stale) reads the resolved GPUs per node back from the
+/// Workflow, and every later mirror restores them if a stale write dropped them.
+#[test]
+fn adopting_or_mirroring_its_own_workflow_keeps_the_resolved_gpus_per_node() {
+    let mut wf = workflow_named("nccl", Some("run-uid"), "nccl");
+    wf.spec.job_template = serde_json::json!({
+        "spec": {"workload": {"trainJob": {"trainer": {"numProcPerNode": 8}}}}
+    });
+    let run = run("nccl", MPI_SPEC);
+    let adopted = decide(&run, Some(&wf), &aws_h100(2))
+        .status
+        .expect("status");
+    assert_eq!(
+        (
+            adopted.workflow_ref.map(|r| r.name),
+            adopted.resolved_gpus_per_node
+        ),
+        (Some("nccl".to_string()), Some(8))
+    );
+    let mut run = run;
+    running(&mut run);
+    let mirrored = decide(&run, Some(&wf), &aws_h100(2))
+        .status
+        .expect("status");
+    assert_eq!(mirrored.resolved_gpus_per_node, Some(8));
+}
