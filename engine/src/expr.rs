@@ -319,7 +319,7 @@ impl Expr {
     }
 
     fn compile_text(text: &str) -> Result<Expr, String> {
-        let mut ast = parse(&rewrite_optional_select(text)).map_err(|_| {
+        let mut ast = parse(&rewrite_optional_select(text)).map_err(|rewritten| {
             // Report positions in the text as written, not in the rewritten one.
             match parse(text) {
                 Err(errs) => errs
@@ -328,7 +328,24 @@ impl Expr {
                     .map(|e| format!("{} (expression column {})", e.msg, e.pos.1))
                     .collect::<Vec<_>>()
                     .join("; "),
-                Ok(_) => "does not compile".to_string(),
+                // Only the rewritten form fails: a variable where the grammar wants a field
+                // selection (`has(variables.v)`). Its words, with the variable as written.
+                Ok(_) => {
+                    let said = rewritten
+                        .errors
+                        .iter()
+                        .map(|e| e.msg.replace(VARIABLE_PREFIX, "variables."))
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    let has = rewritten.errors.iter().any(|e| e.msg.contains("has()"));
+                    if has {
+                        format!(
+                            "{said}: a variable is not a field; has() tests a field of a map (has(variables.v.f)), and a variable is always bound (test its value: variables.v != null)"
+                        )
+                    } else {
+                        said
+                    }
+                }
             }
         })?;
         if let Some(why) = unsupported(&ast) {
@@ -2506,6 +2523,16 @@ mod tests {
             );
         }
         assert!(REGEXES.lock().is_ok_and(|c| c.contains_key("^[a-z]+$")));
+    }
+
+    #[test]
+    fn a_variable_where_a_field_selection_belongs_says_so() {
+        let err = Expr::compile("has(variables.v)").map(|_| ()).unwrap_err();
+        assert_eq!(
+            err.message,
+            "invalid argument to has() macro: a variable is not a field; has() tests a field of a map (has(variables.v.f)), and a variable is always bound (test its value: variables.v != null)"
+        );
+        assert!(Expr::compile("has(variables.v.f)").is_ok());
     }
 
     #[test]

@@ -54,13 +54,14 @@ pub struct Node {
 /// Why a node document could not be read.
 ///
 /// `index` is the position of the document in the input slice of
-/// [`nodes_from_documents`] (0 for [`Node::from_json`]); `field` is the path inside that
+/// [`nodes_from_documents`] (0 for [`Node::from_json`]; messages count documents from 1, as
+/// every other message does); `field` is the path inside that
 /// document, e.g. `items[2].metadata.name`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum NodeError {
     /// A required field is absent (or null).
-    #[error("node document {index}: missing field {field}")]
+    #[error("node document {}: missing field {field}", .index + 1)]
     Missing {
         /// Document index.
         index: usize,
@@ -68,7 +69,7 @@ pub enum NodeError {
         field: String,
     },
     /// A field has the wrong JSON type.
-    #[error("node document {index}: field {field} must be {expected}, found {found}")]
+    #[error("node document {}: field {field} must be {expected}, found {found}", .index + 1)]
     WrongType {
         /// Document index.
         index: usize,
@@ -82,7 +83,9 @@ pub enum NodeError {
     /// Two nodes have the same `metadata.name`: placement would count one machine twice (and
     /// pin a group to it twice).
     #[error(
-        "node document {index}: field {field}: node \"{name}\" is listed twice (first at node document {first_index}, {first_field}{}); a node name is unique in a cluster: remove one",
+        "node document {}: field {field}: node \"{name}\" is listed twice (first at node document {}, {first_field}{}); a node name is unique in a cluster: remove one",
+        .index + 1,
+        .first_index + 1,
         .first_at.as_ref().map(|at| format!(", {at}")).unwrap_or_default()
     )]
     Duplicate {
@@ -101,7 +104,8 @@ pub enum NodeError {
     },
     /// The document (or a list item) is not a Node.
     #[error(
-        "node document {index}: field {field}: expected kind Node, NodeList or List, got \"{kind}\""
+        "node document {}: field {field}: expected kind Node, NodeList or List, got \"{kind}\"",
+        .index + 1
     )]
     UnexpectedKind {
         /// Document index.
@@ -774,15 +778,15 @@ mod tests {
     }
 
     bad_node! {
-        bad_no_name: json!({"kind": "Node", "metadata": {}}) => "node document 0: missing field metadata.name";
-        bad_no_metadata: json!({"kind": "Node"}) => "node document 0: missing field metadata.name";
-        bad_name_type: json!({"metadata": {"name": 3}}) => "node document 0: field metadata.name must be a string, found a number";
-        bad_label_type: json!({"metadata": {"name": "a", "labels": {"x": true}}}) => "node document 0: field metadata.labels[\"x\"] must be a string, found a boolean";
-        bad_kind: json!({"kind": "Pod", "metadata": {"name": "a"}}) => "node document 0: field kind: expected kind Node, NodeList or List, got \"Pod\"";
-        bad_unschedulable: json!({"metadata": {"name": "a"}, "spec": {"unschedulable": "yes"}}) => "node document 0: field spec.unschedulable must be a boolean, found a string";
-        bad_taint_key: json!({"metadata": {"name": "a"}, "spec": {"taints": [{"effect": "NoSchedule"}]}}) => "node document 0: missing field spec.taints[0].key";
-        bad_allocatable: json!({"metadata": {"name": "a"}, "status": {"allocatable": {"x": []}}}) => "node document 0: field status.allocatable[\"x\"] must be a quantity string, found a list";
-        bad_not_object: json!([1]) => "node document 0: field (document) must be an object, found a list";
+        bad_no_name: json!({"kind": "Node", "metadata": {}}) => "node document 1: missing field metadata.name";
+        bad_no_metadata: json!({"kind": "Node"}) => "node document 1: missing field metadata.name";
+        bad_name_type: json!({"metadata": {"name": 3}}) => "node document 1: field metadata.name must be a string, found a number";
+        bad_label_type: json!({"metadata": {"name": "a", "labels": {"x": true}}}) => "node document 1: field metadata.labels[\"x\"] must be a string, found a boolean";
+        bad_kind: json!({"kind": "Pod", "metadata": {"name": "a"}}) => "node document 1: field kind: expected kind Node, NodeList or List, got \"Pod\"";
+        bad_unschedulable: json!({"metadata": {"name": "a"}, "spec": {"unschedulable": "yes"}}) => "node document 1: field spec.unschedulable must be a boolean, found a string";
+        bad_taint_key: json!({"metadata": {"name": "a"}, "spec": {"taints": [{"effect": "NoSchedule"}]}}) => "node document 1: missing field spec.taints[0].key";
+        bad_allocatable: json!({"metadata": {"name": "a"}, "status": {"allocatable": {"x": []}}}) => "node document 1: field status.allocatable[\"x\"] must be a quantity string, found a list";
+        bad_not_object: json!([1]) => "node document 1: field (document) must be an object, found a list";
     }
 
     #[test]
@@ -804,7 +808,7 @@ mod tests {
         ];
         assert_eq!(
             nodes_from_documents(&docs).unwrap_err().to_string(),
-            "node document 0: field items[1].metadata.name: node \"n1\" is listed twice (first at node document 0, items[0].metadata.name); a node name is unique in a cluster: remove one"
+            "node document 1: field items[1].metadata.name: node \"n1\" is listed twice (first at node document 1, items[0].metadata.name); a node name is unique in a cluster: remove one"
         );
         let docs = [
             json!({"kind": "Node", "metadata": {"name": "a"}}),
@@ -813,7 +817,7 @@ mod tests {
         ];
         assert_eq!(
             nodes_from_documents(&docs).unwrap_err().to_string(),
-            "node document 2: field metadata.name: node \"a\" is listed twice (first at node document 0, metadata.name); a node name is unique in a cluster: remove one"
+            "node document 3: field metadata.name: node \"a\" is listed twice (first at node document 1, metadata.name); a node name is unique in a cluster: remove one"
         );
     }
 
@@ -825,22 +829,22 @@ mod tests {
         ];
         assert_eq!(
             nodes_from_documents(&docs).unwrap_err().to_string(),
-            "node document 1: missing field items[1].metadata.name"
+            "node document 2: missing field items[1].metadata.name"
         );
         let docs = [json!({"kind": "List", "items": [{"kind": "Pod", "metadata": {"name": "p"}}]})];
         assert_eq!(
             nodes_from_documents(&docs).unwrap_err().to_string(),
-            "node document 0: field items[0].kind: expected kind Node, NodeList or List, got \"Pod\""
+            "node document 1: field items[0].kind: expected kind Node, NodeList or List, got \"Pod\""
         );
         let docs = [json!({"metadata": {"name": "a"}})];
         assert_eq!(
             nodes_from_documents(&docs).unwrap_err().to_string(),
-            "node document 0: missing field kind"
+            "node document 1: missing field kind"
         );
         let docs = [json!({"kind": "ConfigMap"})];
         assert_eq!(
             nodes_from_documents(&docs).unwrap_err().to_string(),
-            "node document 0: field kind: expected kind Node, NodeList or List, got \"ConfigMap\""
+            "node document 1: field kind: expected kind Node, NodeList or List, got \"ConfigMap\""
         );
     }
 

@@ -1050,7 +1050,7 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     "apiVersion: v1\nkind: NodeList\nitems: 3\n",
     2,
-    "Error: in.yaml:3:8: node document 0: field items must be a list, found a number\n"
+    "Error: in.yaml:3:8: node document 1: field items must be a list, found a number\n"
 );
 
 refused!(
@@ -1058,7 +1058,7 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     "- a\n- b\n",
     2,
-    "Error: in.yaml:1:1: node document 0: field (document) must be an object, found a list\n"
+    "Error: in.yaml:1:1: node document 1: field (document) must be an object, found a list\n"
 );
 
 refused!(
@@ -1066,7 +1066,7 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     "apiVersion: v1\nkind: NodeList\nitems:\n- kind: Node\n  metadata: n1\n",
     2,
-    "Error: in.yaml:5:13: node document 0: field items[0].metadata must be an object, found a string\n"
+    "Error: in.yaml:5:13: node document 1: field items[0].metadata must be an object, found a string\n"
 );
 
 refused!(
@@ -1074,7 +1074,7 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     "apiVersion: v1\nkind: Node\nmetadata: {name: a, labels: {x: [1]}}\n",
     2,
-    "Error: in.yaml:3:30: node document 0: field metadata.labels[\"x\"] must be a string, found a list\n"
+    "Error: in.yaml:3:30: node document 1: field metadata.labels[\"x\"] must be a string, found a list\n"
 );
 
 refused!(
@@ -1082,7 +1082,7 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     "apiVersion: v1\nkind: Pod\nmetadata: {name: a}\n",
     2,
-    "Error: in.yaml:2:7: node document 0: field kind: expected kind Node, NodeList or List, got \"Pod\"\n"
+    "Error: in.yaml:2:7: node document 1: field kind: expected kind Node, NodeList or List, got \"Pod\"\n"
 );
 
 refused!(
@@ -1526,7 +1526,7 @@ refused!(
         gpu_node("    allocatable: {nvidia.com/gpu: \"8\"}\n")
     ),
     2,
-    "Error: in.yaml:11:20: node document 0: field items[1].metadata.name: node \"a\" is listed twice (first at node document 0, items[0].metadata.name, in.yaml:6:11); a node name is unique in a cluster: remove one\n"
+    "Error: in.yaml:11:20: node document 1: field items[1].metadata.name: node \"a\" is listed twice (first at node document 1, items[0].metadata.name, in.yaml:6:11); a node name is unique in a cluster: remove one\n"
 );
 
 #[test]
@@ -2075,7 +2075,7 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     "---\n# only a comment\n---\napiVersion: v1\nkind: Node\nmetadata:\n  labels: {a: b}\n",
     2,
-    "Error: in.yaml:6:1: node document 0: missing field metadata.name\n"
+    "Error: in.yaml:6:1: node document 1: missing field metadata.name\n"
 );
 
 refused!(
@@ -2083,7 +2083,7 @@ refused!(
     ["render", "--nodes-file", "in.yaml", example().as_str()],
     "apiVersion: v1\nkind: NodeList\nitems: [3]\n",
     2,
-    "Error: in.yaml:3:9: node document 0: field items[0] must be an object, found a number\n"
+    "Error: in.yaml:3:9: node document 1: field items[0] must be an object, found a number\n"
 );
 
 /// A rule file that writes a mapping of the format as a list (`validate: [expr, message]`,

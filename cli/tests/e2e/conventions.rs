@@ -662,7 +662,7 @@ fn usage_errors_name_the_fix() {
     let cases: [(&[&str], &str); 4] = [
         (
             &["render", "examples/nccl-all-reduce.yaml"],
-            "Error: cannot determine GPU architecture: nvidia.com/gpu.product label required in target.nodeSelector (or pass --gpu-arch ARCH, or --nodes-file FILE to detect it from the target nodes)\n",
+            "Error: examples/nccl-all-reduce.yaml:20:5: cannot determine GPU architecture: nvidia.com/gpu.product label required in target.nodeSelector (or pass --gpu-arch ARCH, or --nodes-file FILE to detect it from the target nodes)\n",
         ),
         (
             &[

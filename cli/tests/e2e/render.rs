@@ -300,9 +300,14 @@ fn missing_architecture_is_the_exact_error() {
         .output()
         .expect("runs");
     assert_eq!(out.status.code(), Some(2));
+    // The original's words, as an input error of the document (with several files, the user
+    // must know which), at its node selector.
     assert_eq!(
         String::from_utf8_lossy(&out.stderr),
-        "Error: cannot determine GPU architecture: nvidia.com/gpu.product label required in target.nodeSelector (or pass --gpu-arch ARCH, or --nodes-file FILE to detect it from the target nodes)\n"
+        format!(
+            "Error: {}:20:5: cannot determine GPU architecture: nvidia.com/gpu.product label required in target.nodeSelector (or pass --gpu-arch ARCH, or --nodes-file FILE to detect it from the target nodes)\n",
+            example("nccl-all-reduce.yaml")
+        )
     );
 }
 

@@ -44,7 +44,7 @@ pub fn render_workload_run(
     let mut findings = Vec::new();
     check_flags_first(rules, req)?;
     let (doc, run) = parse_and_admit(rules, doc, req, &mut warnings)?;
-    let (ctx, arch) = resolve_node_context(rules, req, &run, &mut warnings)?;
+    let (ctx, arch) = resolve_node_context(rules, req, &doc, &run, &mut warnings)?;
     if !req.admitted {
         findings.extend(super::parse::override_when_findings(
             rules,
@@ -165,6 +165,7 @@ fn parse_and_admit(
 fn resolve_node_context(
     rules: &RuleSet,
     req: &RenderRequest,
+    doc: &Document,
     run: &WorkloadRun,
     warnings: &mut Vec<String>,
 ) -> Result<(NodeContext, String), PolicyError> {
@@ -175,11 +176,23 @@ fn resolve_node_context(
         (false, false) => {
             let product = selector_product(run).unwrap_or_default();
             if product.is_empty() && !req.allow_unknown_arch {
-                return Err(PolicyError::Usage(format!(
-                    "cannot determine GPU architecture: {} label required in target.nodeSelector \
-                     (or pass --gpu-arch ARCH, or --nodes-file FILE to detect it from the target nodes)",
-                    crate::nodes::GPU_PRODUCT_LABEL
-                )));
+                // An input error of this document (with several files, the user must know which),
+                // at the node selector, else the target, else the spec.
+                let at = ["spec.target.nodeSelector", "spec.target", "spec"]
+                    .into_iter()
+                    .find(|p| {
+                        nvcre_engine::FieldPath::parse(p).is_ok_and(|p| p.get(&doc.value).is_some())
+                    })
+                    .unwrap_or("spec");
+                return Err(super::parse::input_error(
+                    doc,
+                    at,
+                    format!(
+                        "cannot determine GPU architecture: {} label required in target.nodeSelector \
+                         (or pass --gpu-arch ARCH, or --nodes-file FILE to detect it from the target nodes)",
+                        crate::nodes::GPU_PRODUCT_LABEL
+                    ),
+                ));
             }
             detect::gpu_products(rules)?.architecture(product)
         }
