@@ -200,8 +200,9 @@ impl SpanIndex {
         }
     }
 
-    /// The integers written with a redundant leading zero (`010`, read as 10): each one's JSON
-    /// pointer and source text, in document order.
+    /// The integers written with a redundant leading zero (`010`, read as 10) or in YAML 1.2's
+    /// octal form (`0o17`, read as 15): each one's JSON pointer and source text, in document
+    /// order.
     pub fn leading_zero_integers(&self) -> &[(String, String)] {
         &self.leading_zeros
     }
@@ -726,7 +727,12 @@ fn into_value(
                 spans.leading_zeros.push((pointer, raw));
                 Value::Number(integer)
             }
-            None => Value::Number(n),
+            None => {
+                if let Some(raw) = yaml12_octal(&n, &node.defined, text) {
+                    spans.leading_zeros.push((pointer, raw));
+                }
+                Value::Number(n)
+            }
         },
         Node::Str(s) => Value::String(s),
         Node::Seq(items) => Value::Array(
@@ -787,6 +793,19 @@ fn scalar_text(at: &serde_saphyr::Location, text: &str) -> Option<String> {
     let len = usize::try_from(span.byte_len()?).ok()?;
     let raw = text.get(start..start.checked_add(len)?)?.trim();
     (!raw.is_empty()).then(|| raw.to_string())
+}
+
+/// The source text of an integer written in YAML 1.2's octal form (`0o17`), which YAML 1.1
+/// readers take as a string.
+fn yaml12_octal(n: &Number, at: &serde_saphyr::Location, text: &str) -> Option<String> {
+    if n.is_f64() {
+        return None;
+    }
+    let raw = scalar_text(at, text)?;
+    raw.strip_prefix(['+', '-'])
+        .unwrap_or(&raw)
+        .starts_with("0o")
+        .then_some(raw)
 }
 
 /// The integer a plain scalar with a redundant leading zero (`010`, `-007`) spells in YAML 1.2's

@@ -3,7 +3,8 @@
 //! other YAML 1.1 tools read `yes`, `no`, `on`, `off`, `y`, `n` as booleans; and an unquoted
 //! `1.10`, `0755` or `1e3` is a number in every YAML version (`1.1`, `755` or octal `493`,
 //! `1000`), not the text written. Such a value is a warning finding that says to quote it; the
-//! value is never rewritten.
+//! value is never rewritten. So is a label, annotation or data key YAML 1.1 reads as a boolean
+//! (`on:`), and an integer in YAML 1.2's octal form (`0o17`, a string to YAML 1.1).
 
 use nvcre_engine::{Document, FieldPath, Finding, Severity};
 use serde_json::Value;
@@ -56,6 +57,17 @@ fn entries<'a>(out: &mut Vec<(FieldPath, &'a Value)>, path: FieldPath, v: Option
     }
 }
 
+/// [`entries`] of a mapping whose keys are strings too (labels, annotations, ConfigMap data).
+fn string_entries<'a>(out: &mut Fields<'a>, path: FieldPath, v: Option<&'a Value>) {
+    let start = out.strings.len();
+    entries(&mut out.strings, path, v);
+    let keys: Vec<FieldPath> = out.strings[start..]
+        .iter()
+        .map(|(p, _)| p.clone())
+        .collect();
+    out.string_keys.extend(keys);
+}
+
 /// The fields of a document the warnings look at, each `(path, value)`, in document order.
 #[derive(Default)]
 struct Fields<'a> {
@@ -65,6 +77,9 @@ struct Fields<'a> {
     /// `spec.workloadMetadata.labels`), every `value` of an `env` list entry, and the `data`
     /// and `stringData` of a top-level ConfigMap or Secret.
     strings: Vec<(FieldPath, &'a Value)>,
+    /// The entries of those mappings whose keys are strings too: labels, annotations and the
+    /// ConfigMap or Secret data (an `env` value's key is the field name `value`).
+    string_keys: Vec<FieldPath>,
     /// Every quantity of a `resources` mapping's `limits` and `requests`.
     quantities: Vec<(FieldPath, &'a Value)>,
 }
@@ -80,7 +95,7 @@ fn fields(doc: &Value) -> Fields<'_> {
         } else {
             "stringData"
         };
-        entries(&mut out.strings, FieldPath::root().key(key), doc.get(key));
+        string_entries(&mut out, FieldPath::root().key(key), doc.get(key));
     }
     out
 }
@@ -93,7 +108,7 @@ fn walk<'a>(out: &mut Fields<'a>, path: FieldPath, v: &'a Value) {
                 match (k.as_str(), child) {
                     ("metadata" | "workloadMetadata", Value::Object(meta)) => {
                         for field in ["labels", "annotations"] {
-                            entries(&mut out.strings, at.clone().key(field), meta.get(field));
+                            string_entries(out, at.clone().key(field), meta.get(field));
                         }
                     }
                     ("env", Value::Array(items)) => {
@@ -217,6 +232,35 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
             ),
         ));
     }
+    // A key YAML 1.1 reads as a boolean: `on:` is the label key "true" to kubectl.
+    for path in &found.string_keys {
+        let Some(nvcre_engine::Segment::Key(key)) = path.segments().last() else {
+            continue;
+        };
+        if !YAML11_BOOLEANS.contains(&key.as_str()) {
+            continue;
+        }
+        let Some(pos) = doc.spans.lookup_key(path) else {
+            continue;
+        };
+        let written = line(pos.line)
+            .and_then(|l| plain_token(&l, pos.column))
+            .and_then(|t| t.split(':').next().map(|k| k.trim_end().to_string()));
+        if written.as_deref() != Some(key.as_str()) {
+            continue;
+        }
+        let mut finding = warning(
+            doc,
+            path,
+            format!(
+                "{path}: the unquoted key {key} is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"{key}\")"
+            ),
+        );
+        // At the key, which is what to quote.
+        finding.line = Some(pos.line);
+        finding.column = Some(pos.column);
+        out.push(finding);
+    }
     for (path, value) in found.quantities {
         if value.is_null() && !in_overrides(&path) {
             out.push(built_in_finding(
@@ -235,9 +279,14 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
     let warned: std::collections::HashSet<String> =
         out.iter().filter_map(|f| f.field_path.clone()).collect();
     for (pointer, token) in doc.spans.leading_zero_integers() {
-        let Some(octal) = octal_in_yaml11(token) else {
+        let octal = octal_in_yaml11(token);
+        let yaml12_octal = token
+            .strip_prefix(['+', '-'])
+            .unwrap_or(token)
+            .starts_with("0o");
+        if octal.is_none() && !yaml12_octal {
             continue;
-        };
+        }
         let Some(path) = path_of_pointer(&doc.value, pointer) else {
             continue;
         };
@@ -249,13 +298,15 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
             .and_then(Value::as_number)
             .map(number_text)
             .unwrap_or_else(|| token.clone());
-        out.push(warning(
-            doc,
-            &path,
-            format!(
+        let message = match octal {
+            Some(octal) => format!(
                 "{path}: the unquoted value {token} is the number {here} here, but YAML 1.1 tools (kubectl among them) read it as octal {octal}: write the number without the leading zero"
             ),
-        ));
+            None => format!(
+                "{path}: the unquoted value {token} is the number {here} here (YAML 1.2 octal), but YAML 1.1 tools (kubectl among them) read it as the string \"{token}\": write the number in decimal ({here})"
+            ),
+        };
+        out.push(warning(doc, &path, message));
     }
     out
 }

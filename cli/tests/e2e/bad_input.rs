@@ -1994,8 +1994,10 @@ fn a_gpu_limit_below_the_processes_per_node_is_an_error() {
 fn every_leading_zero_integer_is_warned_about_not_only_quantities() {
     let (code, stdout, _) = run_in(
         &["check", "-o", "json", "in.yaml"],
-        run_yaml("  framework: {exec: {command: [a]}}\n  orchestration: {repeatCount: 010}\n")
-            .replace("numNodes: 1", "numNodes: 02"),
+        run_yaml(
+            "  framework: {exec: {command: [a]}}\n  orchestration: {repeatCount: 010, maxConcurrent: 0o3}\n",
+        )
+        .replace("numNodes: 1", "numNodes: 02"),
     );
     let rows: Vec<(String, String)> = finding_rows(&stdout)
         .into_iter()
@@ -2008,6 +2010,7 @@ fn every_leading_zero_integer_is_warned_about_not_only_quantities() {
             vec![
                 ("yaml-quote-it".to_string(), "spec.numNodes: the unquoted value 02 is the number 2 here, but YAML 1.1 tools (kubectl among them) read it as octal 2: write the number without the leading zero".to_string()),
                 ("yaml-quote-it".to_string(), "spec.orchestration.repeatCount: the unquoted value 010 is the number 10 here, but YAML 1.1 tools (kubectl among them) read it as octal 8: write the number without the leading zero".to_string()),
+                ("yaml-quote-it".to_string(), "spec.orchestration.maxConcurrent: the unquoted value 0o3 is the number 3 here (YAML 1.2 octal), but YAML 1.1 tools (kubectl among them) read it as the string \"0o3\": write the number in decimal (3)".to_string()),
             ]
         )
     );
@@ -2221,5 +2224,41 @@ fn a_directive_before_a_document_is_read_with_it() {
     assert!(
         stdout.starts_with("apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\n"),
         "{stdout}"
+    );
+}
+
+/// A label key YAML 1.1 reads as a boolean (`on:` is the key "true" to kubectl) is warned
+/// about at the key; a quoted one is not.
+#[test]
+fn a_label_key_yaml_11_reads_as_a_boolean_is_warned_about() {
+    let (code, stdout, _) = run_in(
+        &["check", "-o", "json", "in.yaml"],
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  labels:\n    on: a\n    \"off\": b\n    team: c\n",
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let rows: Vec<(String, u64, u64, String)> = findings(&report)
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            (
+                f["ruleId"].as_str().unwrap_or("").to_string(),
+                f["line"].as_u64().unwrap_or(0),
+                f["column"].as_u64().unwrap_or(0),
+                f["message"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        (code, rows),
+        (
+            0,
+            vec![(
+                "yaml-quote-it".to_string(),
+                6,
+                5,
+                "metadata.labels.on: the unquoted key on is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"on\")".to_string()
+            )]
+        )
     );
 }
