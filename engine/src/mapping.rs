@@ -206,6 +206,34 @@ fn unexpected(v: &Value) -> Unexpected<'_> {
     }
 }
 
+/// Removes from `value` the entry `path` names, its last segment a mapping key (the place of an
+/// unknown field in a `serde_path_to_error` error); false when there is no such entry. A reader
+/// that notes an unknown field and reads a copy without it again finds every unknown field, not
+/// only the first.
+pub fn remove_entry_at(value: &mut Value, path: &serde_path_to_error::Path) -> bool {
+    use serde_path_to_error::Segment;
+    let segments: Vec<&Segment> = path.iter().collect();
+    let Some((last, parents)) = segments.split_last() else {
+        return false;
+    };
+    let mut at = value;
+    for seg in parents {
+        let next = match seg {
+            Segment::Seq { index } => at.get_mut(*index),
+            Segment::Map { key } | Segment::Enum { variant: key } => at.get_mut(key.as_str()),
+            Segment::Unknown => None,
+        };
+        let Some(next) = next else {
+            return false;
+        };
+        at = next;
+    }
+    match (last, at.as_object_mut()) {
+        (Segment::Map { key }, Some(map)) => map.shift_remove(key.as_str()).is_some(),
+        _ => false,
+    }
+}
+
 /// serde's type words in a rule author's: `sequence` → list, `map` → mapping, `struct X` (a
 /// type of ours, not of the file) → a mapping.
 pub(crate) fn plain_type_words(message: &str) -> String {

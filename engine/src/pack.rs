@@ -823,14 +823,35 @@ fn problem(
     }
 }
 
-/// Deserializes `value`, found at `base` in `doc` (`""` for the document itself), reporting the
-/// field path of the first problem relative to the document.
+/// Most unknown fields one document or rule reports (beyond, the first ones are reported).
+const MAX_UNKNOWN_FIELDS: usize = 100;
+
+/// Deserializes `value`, found at `base` in `doc` (`""` for the document itself), with every
+/// problem's field path relative to the document. Each unknown field is a problem, and the read
+/// goes on without it, so a file with several is reported whole; the value read without them is
+/// returned (the set is refused anyway, but the rest of it is still checked). Any other problem
+/// ends the read (`None`).
 fn deserialize_at<T: DeserializeOwned>(
     doc: &Document,
     value: &Value,
     base: &str,
-) -> Result<T, Problem> {
-    serde_path_to_error::deserialize(crate::MappingValue(value)).map_err(|e| {
+    problems: &mut Vec<Problem>,
+) -> Option<T> {
+    let mut stripped: Option<Value> = None;
+    let mut unknown = 0;
+    loop {
+        let reading = stripped.as_ref().unwrap_or(value);
+        let e = match serde_path_to_error::deserialize(crate::MappingValue(reading)) {
+            Ok(t) => return Some(t),
+            Err(e) => e,
+        };
+        let message = crate::mapping::plain_type_words(&e.inner().to_string());
+        // serde's wording for `deny_unknown_fields` ("unknown field `x`, expected …").
+        let is_unknown = message.starts_with("unknown field");
+        if unknown > 0 && message.starts_with("missing field") {
+            // Most often the unknown field already reported is the missing one misspelt.
+            return None;
+        }
         let rel = e.path().to_string();
         let path = match (base, rel.as_str()) {
             (b, ".") => b.to_string(),
@@ -843,29 +864,33 @@ fn deserialize_at<T: DeserializeOwned>(
         let pos = FieldPath::parse(&path)
             .ok()
             .and_then(|p| doc.spans.lookup_key(&p));
-        let message = crate::mapping::plain_type_words(&e.inner().to_string());
-        // serde's wording for `deny_unknown_fields` ("unknown field `x`, expected …").
-        let kind = if message.starts_with("unknown field") {
-            ProblemKind::UnknownField
-        } else {
-            ProblemKind::Shape
-        };
-        Problem {
-            kind,
+        problems.push(Problem {
+            kind: if is_unknown {
+                ProblemKind::UnknownField
+            } else {
+                ProblemKind::Shape
+            },
             error: Error::Pack {
                 file: doc.source.name.clone(),
                 pos,
                 rule,
                 message,
             },
+        });
+        unknown += 1;
+        let removed = is_unknown
+            && unknown < MAX_UNKNOWN_FIELDS
+            && crate::remove_entry_at(stripped.get_or_insert_with(|| value.clone()), e.path());
+        if !removed {
+            return None;
         }
-    })
+    }
 }
 
-fn deserialize_file(doc: &Document) -> Result<PackFile, Problem> {
-    let file: PackFile = deserialize_at(doc, &doc.value, "")?;
+fn deserialize_file(doc: &Document, problems: &mut Vec<Problem>) -> Option<PackFile> {
+    let file: PackFile = deserialize_at(doc, &doc.value, "", problems)?;
     if file.api_version != RULES_API_VERSION {
-        return Err(problem(
+        problems.push(problem(
             ProblemKind::Shape,
             doc,
             "apiVersion",
@@ -875,8 +900,9 @@ fn deserialize_file(doc: &Document) -> Result<PackFile, Problem> {
                 file.api_version
             ),
         ));
+        return None;
     }
-    Ok(file)
+    Some(file)
 }
 
 /// For an error path `rules[3].validate…`, the id of rule 3.
@@ -1066,13 +1092,7 @@ fn compile_document(doc: Document, contract: Option<&Contract>) -> CompiledDocum
 /// Compiles a `RulePack` document. Problems go to `problems`; the pack is returned (with the
 /// parts that compiled) whenever its top level could be read.
 fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledPack> {
-    let file = match deserialize_file(doc) {
-        Ok(f) => Some(f),
-        Err(p) => {
-            problems.push(p);
-            None
-        }
-    };
+    let file = deserialize_file(doc, problems);
     let raw_rules: &[Value] = match &file {
         Some(f) => &f.rules,
         // The top level is broken; its rules may still be checked.
@@ -1114,9 +1134,11 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
     }
     let mut rules = Vec::with_capacity(raw_rules.len());
     for (i, raw) in raw_rules.iter().enumerate() {
-        let compiled = deserialize_at::<RuleSpec>(doc, raw, &format!("rules[{i}]"))
-            .and_then(|spec| compile_rule(doc, i, &spec, raw));
-        match compiled {
+        let Some(spec) = deserialize_at::<RuleSpec>(doc, raw, &format!("rules[{i}]"), problems)
+        else {
+            continue;
+        };
+        match compile_rule(doc, i, &spec, raw) {
             Ok(r) => rules.push(r),
             Err(p) => problems.push(p),
         }
@@ -1310,13 +1332,7 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec, raw: &Value) -> Result<R
 /// Compiles a `Table` document. Problems go to `problems`; the table is returned (with the
 /// entries that compiled) whenever its top level could be read.
 fn compile_table(doc: &Document, problems: &mut Vec<Problem>) -> Option<Table> {
-    let file = match deserialize_file(doc) {
-        Ok(f) => f,
-        Err(p) => {
-            problems.push(p);
-            return None;
-        }
-    };
+    let file = deserialize_file(doc, problems)?;
     if !file.rules.is_empty() || file.matcher.is_some() || !file.variables.is_empty() {
         problems.push(problem(
             ProblemKind::Shape,
@@ -1501,6 +1517,26 @@ mod tests {
                 "rule pack error: rules/x.yaml:11:17: rule broken: CEL does not compile:"
             ),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn every_unknown_field_of_a_file_is_reported_in_one_load() {
+        let text = "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p, descripton: x}\nstage: s\nknd: oops\nrules:\n- id: r\n  validate:\n    expresion: 'true'\n- id: q\n  validate:\n    expression: 'object.('\n";
+        let errors: Vec<String> = load(text)
+            .unwrap_err()
+            .errors
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            errors,
+            [
+                "rule pack error: rules/x.yaml:3:21: unknown field `descripton`, expected `name` or `description`",
+                "rule pack error: rules/x.yaml:5:1: unknown field `knd`, expected one of `apiVersion`, `kind`, `metadata`, `stage`, `match`, `variables`, `fragments`, `rules`, `entries`",
+                "rule pack error: rules/x.yaml:9:5: rule r: unknown field `expresion`, expected one of `expression`, `message`, `messageExpression`, `fieldPath`, `fieldPathExpression`",
+                "rule pack error: rules/x.yaml:12:17: rule q: CEL does not compile: Syntax error: no viable alternative at input '.(' (expression column 8)",
+            ]
         );
     }
 

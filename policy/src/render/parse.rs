@@ -143,7 +143,10 @@ pub fn parse_typed<T: for<'de> Deserialize<'de>>(
                 if strict
                     && unknown.len() < MAX_UNKNOWN_FIELDS
                     && let Some(path) = unknown_field(&e)
-                    && remove_at(stripped.get_or_insert_with(|| doc.value.clone()), e.path())
+                    && nvcre_engine::remove_entry_at(
+                        stripped.get_or_insert_with(|| doc.value.clone()),
+                        e.path(),
+                    )
                 {
                     unknown.push(path);
                     continue;
@@ -193,32 +196,6 @@ fn unknown_field(e: &serde_path_to_error::Error<serde_json::Error>) -> Option<Fi
         };
     }
     Some(path)
-}
-
-/// Removes the entry `path` names (its last segment a mapping key) from `value`; false when
-/// there is no such entry.
-fn remove_at(value: &mut Value, path: &serde_path_to_error::Path) -> bool {
-    use serde_path_to_error::Segment;
-    let segments: Vec<&Segment> = path.iter().collect();
-    let Some((last, parents)) = segments.split_last() else {
-        return false;
-    };
-    let mut at = value;
-    for seg in parents {
-        let next = match seg {
-            Segment::Seq { index } => at.get_mut(*index),
-            Segment::Map { key } | Segment::Enum { variant: key } => at.get_mut(key.as_str()),
-            Segment::Unknown => None,
-        };
-        let Some(next) = next else {
-            return false;
-        };
-        at = next;
-    }
-    match (last, at.as_object_mut()) {
-        (Segment::Map { key }, Some(map)) => map.shift_remove(key.as_str()).is_some(),
-        _ => false,
-    }
 }
 
 /// Reads a document as a WorkloadRun the way `render` and `check` do before any rule runs:
