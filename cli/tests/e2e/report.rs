@@ -715,7 +715,7 @@ fn the_shipped_rules_lint_clean_but_for_cost_estimates() {
 }
 
 /// Where `rules lint` warns about the cost of the shipped rules.
-const SHIPPED_COST_WARNINGS: [&str; 18] = [
+const SHIPPED_COST_WARNINGS: [&str; 17] = [
     "rules/contract/mpi.yaml:52:9: warning[cel-cost]: rule mpi-trainer-env-not-forwarded",
     "rules/contract/resources.yaml:31:7: warning[cel-cost]: pack variable \"gpuCounts\"",
     "rules/contract/resources.yaml:74:11: warning[cel-cost]: rule zero-nic-request",
