@@ -352,7 +352,7 @@ pub(crate) fn parse_text(
     // Duplicate keys reach the visitor, so the error can name both lines and the field path.
     options.duplicate_keys = serde_saphyr::options::DuplicateKeyPolicy::PassThrough;
     let nodes: Vec<Option<Spanned<Node>>> = serde_saphyr::from_multiple_with_options(text, options)
-        .map_err(|e| yaml_error(source, &e, line_offset, scale, limits))?;
+        .map_err(|e| yaml_error(source, text, &e, line_offset, scale, limits))?;
     let mut docs = Vec::new();
     for node in nodes.into_iter().flatten() {
         let mut spans = SpanIndex::default();
@@ -407,7 +407,7 @@ pub fn parse_documents_as<T: serde::de::DeserializeOwned>(
         {
             return d.into_error(source);
         }
-        yaml_error(source, &e, 0, scale, &limits)
+        yaml_error(source, &source.text, &e, 0, scale, &limits)
     })
 }
 
@@ -559,8 +559,10 @@ pub fn parse_documents_lenient(source: &Arc<Source>) -> (Vec<Document>, Vec<Erro
     (docs, errors)
 }
 
+/// `text` is what was parsed, its first line being stream line `line_offset + 1`.
 pub(crate) fn yaml_error(
     source: &Source,
+    text: &str,
     e: &serde_saphyr::Error,
     line_offset: usize,
     scale: usize,
@@ -601,6 +603,16 @@ pub(crate) fn yaml_error(
                     limits.depth
                 )),
                 serde_saphyr::granit_parser::ErrorKind::UnexpectedCharacter { character } => {
+                    // The parser reports some at the start of the scalar holding them: point
+                    // at the character itself, wherever the parser stopped.
+                    if let Some(at) = pos.and_then(|p| find_char(text, p, line_offset, *character))
+                    {
+                        return Error::Yaml {
+                            source_name: source.name.clone(),
+                            pos: Some(at),
+                            message: unexpected_character(*character),
+                        };
+                    }
                     Some(unexpected_character(*character))
                 }
                 _ => None,
@@ -627,6 +639,26 @@ pub(crate) fn yaml_error(
         pos,
         message,
     }
+}
+
+/// Where `c` first occurs in `text` at or after stream position `from` (`text` starting at stream
+/// line `line_offset + 1`; columns count characters from 1).
+fn find_char(text: &str, from: Pos, line_offset: usize, c: char) -> Option<Pos> {
+    let first = from.line.checked_sub(line_offset + 1)?;
+    text.split_inclusive('\n')
+        .enumerate()
+        .skip(first)
+        .find_map(|(i, line)| {
+            let skip = if i == first {
+                from.column.saturating_sub(1)
+            } else {
+                0
+            };
+            line.chars().skip(skip).position(|x| x == c).map(|k| Pos {
+                line: line_offset + i + 1,
+                column: skip + k + 1,
+            })
+        })
 }
 
 /// The parser's unexpected character `c` in the user's words. A control character (C0 but tab

@@ -2262,3 +2262,21 @@ fn a_label_key_yaml_11_reads_as_a_boolean_is_warned_about() {
         )
     );
 }
+
+// A control character is located at the character itself, wherever in its scalar the YAML
+// parser stopped (it reports some at the scalar's start, others where it found them).
+refused!(
+    a_control_character_in_a_plain_scalar_is_located_at_itself,
+    ["check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\u{1b}b\n",
+    2,
+    "Error: in.yaml:4:10: unexpected control character U+001B: YAML does not allow it unescaped, not even in a quoted string; remove it, or write it as \\x1B inside a double-quoted string\n"
+);
+
+refused!(
+    a_nul_in_a_plain_scalar_is_located_at_itself,
+    ["check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\u{0}b\n",
+    2,
+    "Error: in.yaml:4:10: unexpected control character U+0000: YAML does not allow it unescaped, not even in a quoted string; remove it, or write it as \\x00 inside a double-quoted string\n"
+);
