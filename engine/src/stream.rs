@@ -107,6 +107,9 @@ pub struct ChunkReader<R> {
     /// A directive line (`%YAML`, `%TAG`) was read and the `---` line that starts its document
     /// was not yet: the directive belongs to that document, so the piece is not cut there.
     directive: bool,
+    /// The last line with content was a document end marker (`...`): a directive may follow,
+    /// and starts the next piece.
+    after_end: bool,
     done: bool,
 }
 
@@ -120,6 +123,7 @@ impl<R: BufRead> ChunkReader<R> {
             pending: None,
             last_line: None,
             directive: false,
+            after_end: false,
             done: false,
         }
     }
@@ -196,12 +200,30 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
                         // A directive's document starts here: the piece goes on to hold it.
                         let cut = self.lines > 1 && !self.directive;
                         self.directive = false;
+                        self.after_end = false;
                         if cut {
                             self.pending = Some(text.split_off(start));
                             break;
                         }
-                    } else if line.starts_with('%') {
+                    } else if line.starts_with('%') && (self.after_end || self.directive) {
+                        // Directives follow a document end marker (or start the stream): the
+                        // first one starts the next piece, which its `---` does not cut.
+                        let cut = self.after_end && start > 0;
                         self.directive = true;
+                        self.after_end = false;
+                        if cut {
+                            self.pending = Some(text.split_off(start));
+                            break;
+                        }
+                    } else if line.starts_with('%') && self.lines == 1 {
+                        self.directive = true;
+                    } else {
+                        let t = line.trim_end();
+                        if t == "..." || t.starts_with("... ") {
+                            self.after_end = true;
+                        } else if !t.is_empty() && !t.trim_start().starts_with('#') {
+                            self.after_end = false;
+                        }
                     }
                     last_start = start;
                 }
@@ -373,7 +395,8 @@ mod tests {
                 .collect::<Vec<_>>(),
             vec![
                 (1, "%YAML 1.2\n---\na: 1\n"),
-                (4, "---\nb: 2\n...\n%YAML 1.2\n%TAG ! tag:x,1:\n---\nc: 3\n"),
+                (4, "---\nb: 2\n...\n"),
+                (7, "%YAML 1.2\n%TAG ! tag:x,1:\n---\nc: 3\n"),
                 (11, "---\nd: 4\n"),
             ]
         );

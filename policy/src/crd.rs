@@ -593,3 +593,84 @@ pub(crate) fn require_workflow_spec(schema: &mut Schema) {
 pub(crate) fn require_name_ref(schema: &mut Schema) {
     require(schema, &["name"]);
 }
+
+/// The `openAPIV3Schema` of each kind of [`crds`], as JSON, built once.
+static SCHEMAS: std::sync::LazyLock<Vec<(String, serde_json::Value)>> =
+    std::sync::LazyLock::new(|| {
+        crds()
+            .into_iter()
+            .filter_map(|crd| {
+                let version = crd.spec.versions.first()?;
+                let schema = version.schema.as_ref()?.open_api_v3_schema.as_ref()?;
+                Some((crd.spec.names.kind, serde_json::to_value(schema).ok()?))
+            })
+            .collect()
+    });
+
+/// The first place in `value`, a manifest of our `kind` (`WorkloadRun`, `Workflow`), in document
+/// order, whose JSON type is not the one its CRD schema declares (a list where a mapping
+/// belongs, a number where a string does), with the message `invalid type: list, expected a
+/// mapping`. The API server refuses such a manifest. The typed read finds most of these; this
+/// finds them in the fields kept as JSON (`spec.bandwidthMeasurement`, a Workflow's
+/// `spec.orchestration`). Nulls are not checked (a null field is dropped before, as the API
+/// server drops it). `None` for a kind that is not ours, or when every type is as declared.
+pub fn schema_type_problem(
+    kind: &str,
+    value: &serde_json::Value,
+) -> Option<(nvcre_engine::FieldPath, String)> {
+    let (_, schema) = SCHEMAS.iter().find(|(k, _)| k == kind)?;
+    type_problem(value, schema, nvcre_engine::FieldPath::root())
+}
+
+fn type_problem(
+    value: &serde_json::Value,
+    schema: &serde_json::Value,
+    at: nvcre_engine::FieldPath,
+) -> Option<(nvcre_engine::FieldPath, String)> {
+    use serde_json::Value;
+    let expected = match (schema.get("type").and_then(Value::as_str), value) {
+        (_, Value::Null) | (None, _) => None,
+        (Some("object"), Value::Object(_))
+        | (Some("array"), Value::Array(_))
+        | (Some("string"), Value::String(_))
+        | (Some("boolean"), Value::Bool(_)) => None,
+        (Some("integer"), Value::Number(n)) if n.is_i64() || n.is_u64() => None,
+        (Some("number"), Value::Number(_)) => None,
+        (Some("object"), _) => Some("a mapping"),
+        (Some("array"), _) => Some("a list"),
+        (Some("string"), _) => Some("a string"),
+        (Some("boolean"), _) => Some("a boolean"),
+        (Some("integer"), _) => Some("an integer"),
+        (Some("number"), _) => Some("a number"),
+        (Some(_), _) => None,
+    };
+    if let Some(expected) = expected {
+        let found = match value {
+            Value::Array(_) => "list".to_string(),
+            Value::Object(_) => "mapping".to_string(),
+            Value::String(s) => format!("string {}", nvcre_engine::go_quote(s)),
+            Value::Number(n) if n.is_f64() => format!("floating point `{n}`"),
+            Value::Number(n) => format!("integer `{n}`"),
+            Value::Bool(b) => format!("boolean `{b}`"),
+            Value::Null => "null".to_string(),
+        };
+        return Some((at, format!("invalid type: {found}, expected {expected}")));
+    }
+    match value {
+        Value::Array(items) => {
+            let of = schema.get("items")?;
+            items
+                .iter()
+                .enumerate()
+                .find_map(|(i, item)| type_problem(item, of, at.clone().index(i)))
+        }
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            let of = schema
+                .get("properties")
+                .and_then(|p| p.get(k))
+                .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()))?;
+            type_problem(v, of, at.clone().key(k.clone()))
+        }),
+        _ => None,
+    }
+}

@@ -162,6 +162,20 @@ fn path_of_pointer(value: &Value, pointer: &str) -> Option<FieldPath> {
     Some(path)
 }
 
+/// A key YAML 1.1 reads as a number that is not written as that number reads back (`1.10` is
+/// `1.1`, `010` is `8`, `1e3` is `1000`, `+1` is `1`). A plain integer (`8080`) reads back as
+/// written.
+fn yaml11_number_key(key: &str) -> bool {
+    let digits = key.strip_prefix('-').unwrap_or(key);
+    let canonical_integer = digits == "0"
+        || (!digits.starts_with('0')
+            && !digits.is_empty()
+            && digits.bytes().all(|b| b.is_ascii_digit()));
+    !canonical_integer
+        && key.bytes().any(|b| b.is_ascii_digit())
+        && key.parse::<f64>().is_ok_and(f64::is_finite)
+}
+
 /// An unquoted number with a leading zero (`010`): YAML 1.1 tools read it as octal.
 fn octal_in_yaml11(token: &str) -> Option<i64> {
     let digits = token.strip_prefix(['+', '-']).unwrap_or(token);
@@ -237,9 +251,16 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
         let Some(nvcre_engine::Segment::Key(key)) = path.segments().last() else {
             continue;
         };
-        if !YAML11_BOOLEANS.contains(&key.as_str()) {
+        // `true` and `false` read back as the same text; the other spellings do not.
+        let reading = if YAML11_BOOLEANS.contains(&key.as_str())
+            || matches!(key.as_str(), "True" | "TRUE" | "False" | "FALSE")
+        {
+            "a boolean"
+        } else if yaml11_number_key(key) {
+            "a number"
+        } else {
             continue;
-        }
+        };
         let Some(pos) = doc.spans.lookup_key(path) else {
             continue;
         };
@@ -253,7 +274,7 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
             doc,
             path,
             format!(
-                "{path}: the unquoted key {key} is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"{key}\")"
+                "{path}: the unquoted key {key} is meant as a string, but YAML 1.1 tools (kubectl among them) read it as {reading}: quote it (\"{key}\")"
             ),
         );
         // At the key, which is what to quote.
@@ -322,6 +343,16 @@ mod tests {
         assert_eq!(plain_token("  a: \"yes\"", 6), None);
         assert_eq!(plain_token("  a: 'no'", 6), None);
         assert_eq!(plain_token("  a: 1.10", 6).as_deref(), Some("1.10"));
+    }
+
+    #[test]
+    fn number_keys_that_yaml_11_reads_back_otherwise() {
+        for key in ["1.10", "010", "1e3", "+1", "0.5", "-1.0"] {
+            assert!(yaml11_number_key(key), "{key}");
+        }
+        for key in ["8080", "0", "-3", "a1", "v1.10", "1.2.3", "", "inf", "NaN"] {
+            assert!(!yaml11_number_key(key), "{key}");
+        }
     }
 
     #[test]

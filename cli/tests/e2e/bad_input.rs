@@ -2233,7 +2233,7 @@ fn a_directive_before_a_document_is_read_with_it() {
 fn a_label_key_yaml_11_reads_as_a_boolean_is_warned_about() {
     let (code, stdout, _) = run_in(
         &["check", "-o", "json", "in.yaml"],
-        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  labels:\n    on: a\n    \"off\": b\n    team: c\n",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  labels:\n    on: a\n    \"off\": b\n    team: c\n    True: d\n    true: e\n    1.10: f\n    8080: g\n",
     );
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
     let rows: Vec<(String, u64, u64, String)> = findings(&report)
@@ -2253,12 +2253,26 @@ fn a_label_key_yaml_11_reads_as_a_boolean_is_warned_about() {
         (code, rows),
         (
             0,
-            vec![(
-                "yaml-quote-it".to_string(),
-                6,
-                5,
-                "metadata.labels.on: the unquoted key on is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"on\")".to_string()
-            )]
+            vec![
+                (
+                    "yaml-quote-it".to_string(),
+                    6,
+                    5,
+                    "metadata.labels.on: the unquoted key on is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"on\")".to_string()
+                ),
+                (
+                    "yaml-quote-it".to_string(),
+                    9,
+                    5,
+                    "metadata.labels.True: the unquoted key True is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"True\")".to_string()
+                ),
+                (
+                    "yaml-quote-it".to_string(),
+                    11,
+                    5,
+                    "metadata.labels[\"1.10\"]: the unquoted key 1.10 is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a number: quote it (\"1.10\")".to_string()
+                ),
+            ]
         )
     );
 }
@@ -2279,4 +2293,45 @@ refused!(
     "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a\u{0}b\n",
     2,
     "Error: in.yaml:4:10: unexpected control character U+0000: YAML does not allow it unescaped, not even in a quoted string; remove it, or write it as \\x00 inside a double-quoted string\n"
+);
+
+/// A directive after a document end marker (`...`) starts the next document: the document
+/// before it is checked on its own, whatever the next one holds.
+#[test]
+fn a_directive_after_a_document_end_starts_the_next_document() {
+    let input = format!("{}...\n%YAML 1.2\n---\nfoo: [unclosed\n", gpu_run(""));
+    let (code, stdout, stderr) = run_in(&["check", "-o", "json", "in.yaml"], &input);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (2, "Error: in.yaml:11:6: unclosed bracket '['\n")
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(report["results"][0]["documents"], 1, "{stdout}");
+    assert_eq!(report["results"][0]["errors"][0]["line"], 11, "{stdout}");
+}
+
+// Fields kept as JSON are held to their CRD schema's types too (the API server refuses them).
+refused!(
+    a_list_for_the_bandwidth_measurement,
+    ["check", "in.yaml"],
+    run_yaml(
+        "  framework: {exec: {command: [a]}}\n  bandwidthMeasurement: [nccl-bandwidth, all_reduce]\n"
+    ),
+    2,
+    "Error: in.yaml:8:3: parsing WorkloadRun: spec.bandwidthMeasurement: invalid type: list, expected a mapping\n"
+);
+
+refused!(
+    a_list_for_a_workflow_orchestration_field,
+    [
+        "check",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "in.yaml"
+    ],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata: {name: w}\nspec:\n  orchestration:\n    execution: {timeoutPerJob: [24h]}\n",
+    2,
+    "Error: in.yaml:6:17: parsing Workflow: spec.orchestration.execution.timeoutPerJob: invalid type: list, expected a string\n"
 );

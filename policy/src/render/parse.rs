@@ -177,6 +177,15 @@ pub fn parse_typed<T: for<'de> Deserialize<'de>>(
     if strict {
         super::strict::validate(doc, what == "WorkloadRun", unknown)?;
     }
+    // The fields kept as JSON, held to the CRD schema's types (after the Kubernetes-typed
+    // parts, whose messages name their Kubernetes type).
+    if strict && let Some((path, message)) = crate::crd::schema_type_problem(what, &doc.value) {
+        return Err(PolicyError::Input {
+            file: doc.source.name.clone(),
+            pos: doc.spans.lookup_key(&path),
+            message: format!("parsing {what}: {path}: {message}"),
+        });
+    }
     Ok(typed)
 }
 
