@@ -235,8 +235,9 @@ pub fn remove_entry_at(value: &mut Value, path: &serde_path_to_error::Path) -> b
 }
 
 /// serde's type words in a rule author's: `sequence` → list, `map` → mapping, `struct X` (a
-/// type of ours, not of the file) → a mapping.
-pub(crate) fn plain_type_words(message: &str) -> String {
+/// type of ours, not of the file) → a mapping. For the messages of a read through
+/// [`MappingValue`] of a file whose author never sees our Rust types.
+pub fn plain_type_words(message: &str) -> String {
     let mut out = message.to_string();
     for (from, to) in [
         ("invalid type: sequence", "invalid type: list"),

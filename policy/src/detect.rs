@@ -113,10 +113,13 @@ pub(crate) fn decode_row<T: for<'de> Deserialize<'de>>(
             ),
             table: table.name.clone(),
             entry: id.to_string(),
-            message: if path == "." {
-                e.inner().to_string()
-            } else {
-                format!("{path}: {}", e.inner())
+            message: {
+                let inner = nvcre_engine::plain_type_words(&e.inner().to_string());
+                if path == "." {
+                    inner
+                } else {
+                    format!("{path}: {inner}")
+                }
             },
         }
     })

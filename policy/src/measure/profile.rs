@@ -406,7 +406,10 @@ pub fn profile_from_value(value: &Value) -> Result<CompiledProfile, Vec<ProfileP
             } else {
                 format!("spec.{rel}")
             };
-            vec![problem(&path, e.inner().to_string())]
+            vec![problem(
+                &path,
+                nvcre_engine::plain_type_words(&e.inner().to_string()),
+            )]
         })?;
     CompiledProfile::compile(name, &spec).map_err(|ps| {
         ps.into_iter()

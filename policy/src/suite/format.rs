@@ -311,10 +311,10 @@ impl Reader<'_> {
             "must be a non-negative integer".to_string()
         } else if inner.contains("expected a boolean") {
             "must be true or false".to_string()
-        } else if inner.contains("expected struct") {
+        } else if inner.contains("expected struct") || inner.ends_with("expected a map") {
             "must be a mapping".to_string()
         } else {
-            inner
+            nvcre_engine::plain_type_words(&inner)
         };
         self.err(&at, &message)
     }
