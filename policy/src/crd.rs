@@ -594,18 +594,51 @@ pub(crate) fn require_name_ref(schema: &mut Schema) {
     require(schema, &["name"]);
 }
 
-/// The `openAPIV3Schema` of each kind of [`crds`], as JSON, built once.
-static SCHEMAS: std::sync::LazyLock<Vec<(String, serde_json::Value)>> =
+/// The JSON types of each kind's `openAPIV3Schema` ([`crds`] reduced by [`schema_types`]), kind
+/// → schema, as `crd_types.json` holds them: generating the CRDs costs more than the rest of a
+/// one-file `check`, so the reduced schemas are generated once, checked in, and read at run time
+/// (the test `crd_types_json_is_current` holds the file to the types; `NVCRE_BLESS=1` rewrites
+/// it).
+static SCHEMAS: std::sync::LazyLock<serde_json::Map<String, serde_json::Value>> =
     std::sync::LazyLock::new(|| {
-        crds()
-            .into_iter()
-            .filter_map(|crd| {
-                let version = crd.spec.versions.first()?;
-                let schema = version.schema.as_ref()?.open_api_v3_schema.as_ref()?;
-                Some((crd.spec.names.kind, serde_json::to_value(schema).ok()?))
-            })
-            .collect()
+        serde_json::from_str(include_str!("crd_types.json")).unwrap_or_default()
     });
+
+/// The kinds' schemas reduced to what [`schema_type_problem`] reads: `type`, `properties`,
+/// `items` and an `additionalProperties` schema, kind → schema.
+pub fn schema_types() -> serde_json::Map<String, serde_json::Value> {
+    fn reduce(schema: &serde_json::Value) -> serde_json::Value {
+        let mut out = serde_json::Map::new();
+        if let Some(t) = schema.get("type") {
+            out.insert("type".into(), t.clone());
+        }
+        if let Some(props) = schema.get("properties").and_then(|p| p.as_object()) {
+            out.insert(
+                "properties".into(),
+                serde_json::Value::Object(
+                    props.iter().map(|(k, v)| (k.clone(), reduce(v))).collect(),
+                ),
+            );
+        }
+        for key in ["items", "additionalProperties"] {
+            if let Some(of) = schema.get(key).filter(|v| v.is_object()) {
+                out.insert(key.into(), reduce(of));
+            }
+        }
+        serde_json::Value::Object(out)
+    }
+    crds()
+        .into_iter()
+        .filter_map(|crd| {
+            let version = crd.spec.versions.first()?;
+            let schema = version.schema.as_ref()?.open_api_v3_schema.as_ref()?;
+            Some((
+                crd.spec.names.kind,
+                reduce(&serde_json::to_value(schema).ok()?),
+            ))
+        })
+        .collect()
+}
 
 /// The first place in `value`, a manifest of our `kind` (`WorkloadRun`, `Workflow`), in document
 /// order, whose JSON type is not the one its CRD schema declares (a list where a mapping
@@ -618,8 +651,7 @@ pub fn schema_type_problem(
     kind: &str,
     value: &serde_json::Value,
 ) -> Option<(nvcre_engine::FieldPath, String)> {
-    let (_, schema) = SCHEMAS.iter().find(|(k, _)| k == kind)?;
-    type_problem(value, schema, nvcre_engine::FieldPath::root())
+    type_problem(value, SCHEMAS.get(kind)?, nvcre_engine::FieldPath::root())
 }
 
 fn type_problem(
@@ -672,5 +704,26 @@ fn type_problem(
             type_problem(v, of, at.clone().key(k.clone()))
         }),
         _ => None,
+    }
+}
+
+#[cfg(test)]
+mod schema_types_tests {
+    /// `crd_types.json` is what the API types give; `NVCRE_BLESS=1` rewrites it.
+    #[test]
+    fn crd_types_json_is_current() {
+        let want = serde_json::Value::Object(super::schema_types());
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/src/crd_types.json");
+        if std::env::var_os("NVCRE_BLESS").is_some() {
+            let text = serde_json::to_string(&want).expect("serializes") + "\n";
+            std::fs::write(path, text).expect("writes crd_types.json");
+        }
+        let have: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(path).expect("reads crd_types.json"))
+                .expect("crd_types.json is JSON");
+        assert!(
+            have == want,
+            "policy/src/crd_types.json is out of date: NVCRE_BLESS=1 cargo test -p nvcre-domain crd_types_json_is_current"
+        );
     }
 }
