@@ -242,19 +242,14 @@ pub fn read_workload_run(
 /// serde's type names in the words a manifest author uses (`i64` → an integer, `a sequence` →
 /// a list, `struct X` → a mapping).
 pub(super) fn plain_serde_message(m: &str) -> String {
-    let mut out = out_of_range(m).unwrap_or_else(|| m.to_string());
+    // Lists, mappings and our struct names in the author's words first.
+    let mut out = nvcre_engine::plain_type_words(&out_of_range(m).unwrap_or_else(|| m.to_string()));
     for (from, to) in [
         ("expected i64", "expected an integer"),
         ("expected i32", "expected an integer"),
         ("expected u64", "expected a non-negative integer"),
-        ("expected a sequence", "expected a list"),
-        ("invalid type: sequence", "invalid type: list"),
-        ("invalid type: map", "invalid type: mapping"),
     ] {
         out = out.replace(from, to);
-    }
-    if let Some(head) = out.strip_suffix("expected a map") {
-        out = format!("{head}expected a mapping");
     }
     // A number or boolean where a string belongs: YAML read an unquoted value as one.
     for (kind, what) in [
@@ -292,18 +287,6 @@ pub(super) fn plain_serde_message(m: &str) -> String {
             };
             break;
         }
-    }
-    if let Some(i) = out.find("expected struct ") {
-        let name: String = out[i + 16..]
-            .chars()
-            .take_while(|c| c.is_alphanumeric())
-            .collect();
-        // The type's name is ours, not the user's: the field path says which mapping.
-        out = format!(
-            "{}expected a mapping{}",
-            &out[..i],
-            &out[i + 16 + name.len()..]
-        );
     }
     out
 }
