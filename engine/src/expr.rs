@@ -340,7 +340,7 @@ impl Expr {
                     let has = rewritten.errors.iter().any(|e| e.msg.contains("has()"));
                     if has {
                         format!(
-                            "{said}: a variable is not a field; has() tests a field of a map (has(variables.v.f)), and a variable is always bound (test its value: variables.v != null)"
+                            "{said}: a variable is not a field; has() tests a field of a map (has(variables.v.f)); test a variable's value instead (variables.v != null)"
                         )
                     } else {
                         said
@@ -2530,7 +2530,7 @@ mod tests {
         let err = Expr::compile("has(variables.v)").map(|_| ()).unwrap_err();
         assert_eq!(
             err.message,
-            "invalid argument to has() macro: a variable is not a field; has() tests a field of a map (has(variables.v.f)), and a variable is always bound (test its value: variables.v != null)"
+            "invalid argument to has() macro: a variable is not a field; has() tests a field of a map (has(variables.v.f)); test a variable's value instead (variables.v != null)"
         );
         assert!(Expr::compile("has(variables.v.f)").is_ok());
     }
