@@ -864,6 +864,17 @@ fn deserialize_at<T: DeserializeOwned>(
         let pos = FieldPath::parse(&path)
             .ok()
             .and_then(|p| doc.spans.lookup_key(&p));
+        // A value of the wrong type names its field (within the rule, which the message names).
+        let within_rule = match path.strip_prefix("rules[") {
+            Some(rest) => rest.split_once(']').map_or("", |(_, r)| r),
+            None => path.as_str(),
+        };
+        let field = within_rule.strip_prefix('.').unwrap_or(within_rule);
+        let message = if is_unknown || field.is_empty() {
+            message
+        } else {
+            format!("{field}: {message}")
+        };
         problems.push(Problem {
             kind: if is_unknown {
                 ProblemKind::UnknownField

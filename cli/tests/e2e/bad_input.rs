@@ -2105,8 +2105,9 @@ fn a_rule_file_list_where_the_format_wants_a_mapping() {
     assert_eq!(code, 1);
     assert_eq!(errors.len(), 1, "{stdout}");
     assert!(
-        errors[0]
-            .ends_with(": error[invalid]: rule positional: invalid type: list, expected a mapping"),
+        errors[0].ends_with(
+            ": error[invalid]: rule positional: validate: invalid type: list, expected a mapping"
+        ),
         "{stdout}"
     );
     let (code, stdout, stderr) = run_in(
@@ -2115,7 +2116,7 @@ fn a_rule_file_list_where_the_format_wants_a_mapping() {
     );
     assert_eq!((code, stdout.as_str()), (2, ""));
     assert!(
-        stderr.contains("rule positional: invalid type: list, expected a mapping"),
+        stderr.contains("rule positional: validate: invalid type: list, expected a mapping"),
         "{stderr}"
     );
 }
