@@ -91,20 +91,16 @@ impl<'de> Deserializer<'de> for MappingValue<'de> {
                 name: s,
                 value: None,
             }),
-            Value::Object(map) if map.len() == 1 => match map.iter().next() {
-                Some((k, v)) => visitor.visit_enum(Variant {
+            Value::Object(map) => match (map.len(), map.iter().next()) {
+                (1, Some((k, v))) => visitor.visit_enum(Variant {
                     name: k,
                     value: Some(v),
                 }),
-                None => Err(de::Error::invalid_value(
+                _ => Err(de::Error::invalid_value(
                     Unexpected::Map,
                     &"a mapping with a single key",
                 )),
             },
-            Value::Object(_) => Err(de::Error::invalid_value(
-                Unexpected::Map,
-                &"a mapping with a single key",
-            )),
             // As `serde_json` words it for any other value.
             other => other.deserialize_enum(name, variants, visitor),
         }
@@ -187,6 +183,12 @@ impl<'de> VariantAccess<'de> for VariantValue<'de> {
             )),
         }
     }
+}
+
+/// `invalid type: <value>, expected <expected>` in the words of [`plain_type_words`], for a
+/// check of JSON types outside serde's readers (a schema's declared types).
+pub fn type_error(value: &Value, expected: &str) -> String {
+    plain_type_words(&<Error as de::Error>::invalid_type(unexpected(value), &expected).to_string())
 }
 
 /// How serde names a JSON value in `invalid type` messages.

@@ -107,8 +107,8 @@ pub struct ChunkReader<R> {
     /// A directive line (`%YAML`, `%TAG`) was read and the `---` line that starts its document
     /// was not yet: the directive belongs to that document, so the piece is not cut there.
     directive: bool,
-    /// The last line with content was a document end marker (`...`): a directive may follow,
-    /// and starts the next piece.
+    /// The last line with content was a document end marker (`...`), or there was none yet: a
+    /// directive may follow, and starts the next piece.
     after_end: bool,
     done: bool,
 }
@@ -123,7 +123,7 @@ impl<R: BufRead> ChunkReader<R> {
             pending: None,
             last_line: None,
             directive: false,
-            after_end: false,
+            after_end: true,
             done: false,
         }
     }
@@ -206,8 +206,8 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
                             break;
                         }
                     } else if line.starts_with('%') && (self.after_end || self.directive) {
-                        // Directives follow a document end marker (or start the stream): the
-                        // first one starts the next piece, which its `---` does not cut.
+                        // Directives follow a document end marker or start the stream: the
+                        // first one starts a piece, which its `---` does not cut.
                         let cut = self.after_end && start > 0;
                         self.directive = true;
                         self.after_end = false;
@@ -215,8 +215,6 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
                             self.pending = Some(text.split_off(start));
                             break;
                         }
-                    } else if line.starts_with('%') && self.lines == 1 {
-                        self.directive = true;
                     } else {
                         let t = line.trim_end();
                         if t == "..." || t.starts_with("... ") {

@@ -677,16 +677,7 @@ fn type_problem(
         (Some(_), _) => None,
     };
     if let Some(expected) = expected {
-        let found = match value {
-            Value::Array(_) => "list".to_string(),
-            Value::Object(_) => "mapping".to_string(),
-            Value::String(s) => format!("string {}", nvcre_engine::go_quote(s)),
-            Value::Number(n) if n.is_f64() => format!("floating point `{n}`"),
-            Value::Number(n) => format!("integer `{n}`"),
-            Value::Bool(b) => format!("boolean `{b}`"),
-            Value::Null => "null".to_string(),
-        };
-        return Some((at, format!("invalid type: {found}, expected {expected}")));
+        return Some((at, nvcre_engine::type_error(value, expected)));
     }
     match value {
         Value::Array(items) => {
