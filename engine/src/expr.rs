@@ -31,6 +31,7 @@ use serde_json::{Map, Value};
 pub(crate) type Cel = cel::Value;
 
 use crate::error::{CompileError, ConversionError, EvaluationError};
+use crate::view::{NodeRef, json_node};
 
 /// The declarations (standard library, `strings` and `lists` extensions, macros), built once.
 /// A declaration that failed to register would leave its function undeclared, so calls to it
@@ -190,6 +191,40 @@ fn at_path<'v>(root: &'v Value, path: &[String]) -> Option<&'v Value> {
         Value::Array(items) => items.get(k.parse::<usize>().ok()?),
         _ => v.as_object()?.get(k),
     })
+}
+
+/// How many nodes [`place_in`] looks at before it gives up (and the value is copied).
+const PLACE_SEARCH_NODES: usize = 4096;
+
+/// Where `node` is below `root`: the keys and indexes from `root` to it (appended to
+/// `path`, innermost last), within `budget` nodes looked at.
+fn place_in(v: &Value, node: NodeRef, path: &mut Vec<String>, budget: &mut usize) -> bool {
+    if node.is(v) {
+        return true;
+    }
+    if *budget == 0 {
+        return false;
+    }
+    *budget -= 1;
+    let mut step = |key: &dyn Fn() -> String, child: &Value, path: &mut Vec<String>| {
+        if !matches!(child, Value::Object(_) | Value::Array(_)) {
+            return false;
+        }
+        let at = path.len();
+        if place_in(child, node, path, budget) {
+            path.insert(at, key());
+            return true;
+        }
+        false
+    };
+    match v {
+        Value::Object(m) => m.iter().any(|(k, c)| step(&|| k.clone(), c, path)),
+        Value::Array(a) => a
+            .iter()
+            .enumerate()
+            .any(|(i, c)| step(&|| i.to_string(), c, path)),
+        _ => false,
+    }
 }
 
 /// What a `forEach.in` expression gave ([`Expr::eval_list`]).
@@ -471,6 +506,33 @@ impl Expr {
         result.map_err(EvalError::Own)
     }
 
+    /// The place of `v` when it is a view of a mapping or list of a document this expression
+    /// reads (a bound document, or a variable kept as JSON that has been evaluated): the
+    /// value is then kept as that place, as a [`PathExpr`] variable is, not copied. `None`
+    /// for any other value, or a place not found within [`PLACE_SEARCH_NODES`] nodes.
+    fn place_of(&self, v: &dyn Val, scope: &Scope) -> Option<(Arc<Value>, Arc<[String]>)> {
+        let node = json_node(v)?;
+        for r in self.refs.iter() {
+            let (root, base) = match scope.bound.get(r) {
+                Some(Bound::Json(doc)) => (doc, &[][..]),
+                Some(Bound::At { root, path }) => (root, &path[..]),
+                Some(Bound::Val(_)) => continue,
+                None => match scope.lazy(r).and_then(|l| l.cell.get()) {
+                    Some(Ok(Stored::Json { root, path })) => (root, &path[..]),
+                    _ => continue,
+                },
+            };
+            let Some(start) = at_path(root, base) else {
+                continue;
+            };
+            let mut path = base.to_vec();
+            if place_in(start, node, &mut path, &mut PLACE_SEARCH_NODES.clone()) {
+                return Some((root.clone(), Arc::from(path)));
+            }
+        }
+        None
+    }
+
     /// Evaluates a `forEach.in` expression: a list JSON holds keeps its place (an expression
     /// that only selects into a bound document, [`PathExpr`]) or is stored as JSON once, so
     /// its items are bound in place and no item is converted; anything else is converted as
@@ -487,15 +549,25 @@ impl Expr {
         }
         let value = self.eval_with(scope, |v| {
             Ok(match v.get_type().kind() {
-                Kind::List => match crate::view::to_json(v) {
-                    Some(json) => Ok(json),
-                    None => Err(crate::view::to_cel(v)?),
+                Kind::List => match self.place_of(v, scope) {
+                    Some((root, path)) => Ok(Ok((root, path))),
+                    None => match crate::view::to_json(v) {
+                        Some(json) => Ok(Err(json)),
+                        None => Err(crate::view::to_cel(v)?),
+                    },
                 },
                 _ => Err(crate::view::to_cel(v)?),
             })
         })?;
         Ok(match value {
-            Ok(json) => Listed::At {
+            Ok(Ok((root, path))) => Listed::At {
+                len: at_path(&root, &path)
+                    .and_then(Value::as_array)
+                    .map_or(0, Vec::len),
+                root,
+                path,
+            },
+            Ok(Err(json)) => Listed::At {
                 len: json.as_array().map_or(0, Vec::len),
                 root: Arc::new(json),
                 path: Arc::from(Vec::new()),
@@ -997,9 +1069,12 @@ impl Lazy {
                 }
                 let value = expr
                     .eval_with(scope, |v| {
-                        Ok(match crate::view::to_json(v) {
-                            Some(json) => Ok(json),
-                            None => Err(crate::view::to_cel(v)?),
+                        Ok(match expr.place_of(v, scope) {
+                            Some((root, path)) => Ok(Stored::Json { root, path }),
+                            None => match crate::view::to_json(v) {
+                                Some(json) => Ok(Stored::json(json)),
+                                None => Err(crate::view::to_cel(v)?),
+                            },
                         })
                     })
                     .map_err(|e| match e {
@@ -1010,7 +1085,7 @@ impl Lazy {
                         ))),
                     })?;
                 match value {
-                    Ok(json) => return Ok(Stored::json(json)),
+                    Ok(stored) => return Ok(stored),
                     Err(cel) => cel,
                 }
             }

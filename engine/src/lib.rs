@@ -113,7 +113,7 @@ pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel, json_type as jso
 pub use files::{WalkOptions, read_files, walk_files, walk_files_noting};
 pub use finding::{Finding, Severity};
 pub use lint::{Lint, LintFinding, lint};
-pub use mapping::{MappingValue, plain_type_words, remove_entry_at, type_error};
+pub use mapping::{MappingValue, plain_type_words, read_mapping, remove_entry_at, type_error};
 pub use pack::{
     CompiledPack, Prepared, PreparedSource, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry,
 };

@@ -16,6 +16,23 @@ use serde::de::{
 };
 use serde_json::Value;
 
+/// Reads `T` from `value` through [`MappingValue`], with the path of a failure.
+///
+/// The reading is tried first without tracking the path (keeping it costs an allocation per
+/// key visited, most of a small struct's reading); only a failure is read again to find where.
+/// The result is the same either way: the reading is a pure function of `value`.
+///
+/// # Errors
+/// The first error serde meets, with its path (`spec.env[0]`).
+pub fn read_mapping<'a, T: de::Deserialize<'a>>(
+    value: &'a Value,
+) -> Result<T, serde_path_to_error::Error<Error>> {
+    match T::deserialize(MappingValue(value)) {
+        Ok(t) => Ok(t),
+        Err(_) => serde_path_to_error::deserialize(MappingValue(value)),
+    }
+}
+
 /// A borrowed JSON value as a [`Deserializer`] that reads structs only from mappings (see the
 /// module docs). Everything else reads as `&serde_json::Value` reads it.
 #[derive(Debug, Clone, Copy)]

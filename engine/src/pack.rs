@@ -841,7 +841,7 @@ fn deserialize_at<T: DeserializeOwned>(
     let mut unknown = 0;
     loop {
         let reading = stripped.as_ref().unwrap_or(value);
-        let e = match serde_path_to_error::deserialize(crate::MappingValue(reading)) {
+        let e = match crate::read_mapping(reading) {
             Ok(t) => return Some(t),
             Err(e) => e,
         };

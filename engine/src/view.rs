@@ -49,6 +49,7 @@ pub(crate) fn view<'v>(v: &'v Value) -> Box<dyn Val + 'v> {
 pub(crate) struct JsonMap<'v> {
     map: &'v Map<String, Value>,
     keys: OnceLock<Vec<CelString<'v>>>,
+    node: NodeRef,
 }
 
 impl<'v> JsonMap<'v> {
@@ -56,6 +57,7 @@ impl<'v> JsonMap<'v> {
         JsonMap {
             map,
             keys: OnceLock::new(),
+            node: NodeRef::Map(std::ptr::from_ref(map) as usize),
         }
     }
 
@@ -80,6 +82,11 @@ impl<'v> Val for JsonMap<'v> {
 
     fn cel_type() -> &'static Type {
         &types::MAP_TYPE
+    }
+
+    /// The node viewed, so a variable holding this value can keep its place ([`json_node`]).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(&self.node)
     }
 
     fn as_container(&self) -> Option<&dyn Container> {
@@ -203,6 +210,7 @@ const CHUNK: usize = 64;
 pub(crate) struct JsonList<'v> {
     items: &'v [Value],
     chunks: OnceLock<Box<[Chunk<'v>]>>,
+    node: NodeRef,
 }
 
 /// The views of [`CHUNK`] consecutive elements of a [`JsonList`], made when first reached.
@@ -213,6 +221,7 @@ impl<'v> JsonList<'v> {
         JsonList {
             items,
             chunks: OnceLock::new(),
+            node: NodeRef::List(items.as_ptr() as usize, items.len()),
         }
     }
 
@@ -284,6 +293,11 @@ impl<'v> Val for JsonList<'v> {
 
     fn cel_type() -> &'static Type {
         &types::LIST_TYPE
+    }
+
+    /// The node viewed, so a variable holding this value can keep its place ([`json_node`]).
+    fn as_any(&self) -> Option<&dyn std::any::Any> {
+        Some(&self.node)
     }
 
     fn as_adder<'b, 'w>(&'b self) -> Option<&'b (dyn Adder + 'w)>
@@ -503,6 +517,36 @@ pub(crate) fn to_cel(v: &dyn Val) -> Result<Cel, String> {
             None => Cel::try_from(v).map_err(|_| no_value(v))?,
         },
     })
+}
+
+/// Which node of a JSON document a view of a mapping or list borrows, by address: a view
+/// reports it through `Val::as_any` (the only use the interpreter makes of `as_any` is
+/// downcasting, and nothing downcasts to this type but [`json_node`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum NodeRef {
+    /// The mapping at this address.
+    Map(usize),
+    /// The list whose items start at this address, this many of them (every empty list is
+    /// the same value, so any empty list is its place).
+    List(usize, usize),
+}
+
+impl NodeRef {
+    /// True when `v` is the node.
+    pub(crate) fn is(self, v: &Value) -> bool {
+        match (self, v) {
+            (NodeRef::Map(p), Value::Object(m)) => p == std::ptr::from_ref(m) as usize,
+            (NodeRef::List(p, len), Value::Array(a)) => {
+                a.len() == len && (len == 0 || p == a.as_ptr() as usize)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The node `v` views in place, when it is a view of a JSON mapping or list ([`view`]).
+pub(crate) fn json_node(v: &dyn Val) -> Option<NodeRef> {
+    v.as_any()?.downcast_ref::<NodeRef>().copied()
 }
 
 /// Copies a CEL value into JSON when JSON holds it exactly: null, bools, ints, finite

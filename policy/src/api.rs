@@ -627,6 +627,202 @@ pub struct Workflow {
     pub spec: WorkflowSpec,
 }
 
+impl Workflow {
+    /// This Workflow as JSON, exactly as `serde_json::to_value` writes it (same keys, same
+    /// order), with its JSON-kept parts (`jobTemplate`, `orchestration`, `dependencies`,
+    /// `validation`, and those of every override) moved into the result instead of copied:
+    /// only the typed skeleton is serialized.
+    ///
+    /// # Errors
+    /// As `serde_json::to_value` (a map key that is not a string; none of ours).
+    pub fn into_json(mut self) -> Result<Value, serde_json::Error> {
+        let parts = SpecParts::take(&mut self.spec);
+        let mut value = serde_json::to_value(&self)?;
+        if let Some(spec) = value.get_mut("spec").and_then(Value::as_object_mut) {
+            parts.put(spec);
+        }
+        Ok(value)
+    }
+
+    /// Reads a Workflow from JSON, exactly as `serde_json::from_value` does, moving its
+    /// JSON-kept parts into the result instead of reading them node by node: a part is taken
+    /// out before the typed reading only when its JSON type is one that reading accepts as is
+    /// (so every error is the one `from_value` gives).
+    ///
+    /// # Errors
+    /// As `serde_json::from_value`.
+    pub fn from_json(mut value: Value) -> Result<Workflow, serde_json::Error> {
+        let parts = value
+            .get_mut("spec")
+            .and_then(Value::as_object_mut)
+            .map(SpecParts::remove);
+        let mut workflow: Workflow = serde_json::from_value(value)?;
+        if let Some(parts) = parts {
+            parts.restore(&mut workflow.spec);
+        }
+        Ok(workflow)
+    }
+}
+
+/// The JSON-kept parts of a [`WorkflowSpec`] while its skeleton is converted.
+#[derive(Default)]
+struct SpecParts {
+    job_template: Option<Value>,
+    orchestration: Option<serde_json::Map<String, Value>>,
+    dependencies: Option<Vec<Value>>,
+    validation: Option<Value>,
+    overrides: Vec<OverrideParts>,
+}
+
+/// The JSON-kept parts of an [`OverrideSpec`].
+#[derive(Default)]
+struct OverrideParts {
+    job_template: Option<Value>,
+    job_template_patch: Option<Value>,
+    dependencies: Option<Vec<Value>>,
+    orchestration: Option<serde_json::Map<String, Value>>,
+}
+
+impl SpecParts {
+    /// Takes the parts out of `spec`, leaving placeholders that serialize at the same place
+    /// (`null`, `{}`, `[null]`) so [`SpecParts::put`] can replace them where they stand.
+    fn take(spec: &mut WorkflowSpec) -> SpecParts {
+        SpecParts {
+            job_template: Some(std::mem::take(&mut spec.job_template)),
+            orchestration: Some(std::mem::take(&mut spec.orchestration)),
+            dependencies: (!spec.dependencies.is_empty())
+                .then(|| std::mem::replace(&mut spec.dependencies, vec![Value::Null])),
+            validation: spec.validation.as_mut().map(|v| std::mem::take(v)),
+            overrides: spec
+                .overrides
+                .iter_mut()
+                .map(|o| OverrideParts {
+                    job_template: o.job_template.as_mut().map(std::mem::take),
+                    job_template_patch: o.job_template_patch.as_mut().map(std::mem::take),
+                    dependencies: o.dependencies.as_mut().map(std::mem::take),
+                    orchestration: o.orchestration.as_mut().map(std::mem::take),
+                })
+                .collect(),
+        }
+    }
+
+    /// Puts the parts into the serialized spec, each in its placeholder's place.
+    fn put(self, spec: &mut serde_json::Map<String, Value>) {
+        let mut set = |key: &str, v: Option<Value>| {
+            if let (Some(v), Some(slot)) = (v, spec.get_mut(key)) {
+                *slot = v;
+            }
+        };
+        set("jobTemplate", self.job_template);
+        set("orchestration", self.orchestration.map(Value::Object));
+        set("dependencies", self.dependencies.map(Value::Array));
+        set("validation", self.validation);
+        let Some(Value::Array(items)) = spec.get_mut("overrides") else {
+            return;
+        };
+        for (item, parts) in items.iter_mut().zip(self.overrides) {
+            let Some(o) = item.as_object_mut() else {
+                continue;
+            };
+            let mut set = |key: &str, v: Option<Value>| {
+                if let (Some(v), Some(slot)) = (v, o.get_mut(key)) {
+                    *slot = v;
+                }
+            };
+            set("jobTemplate", parts.job_template);
+            set("jobTemplatePatch", parts.job_template_patch);
+            set("dependencies", parts.dependencies.map(Value::Array));
+            set("orchestration", parts.orchestration.map(Value::Object));
+        }
+    }
+
+    /// Removes from a spec's JSON the parts whose reading cannot fail: any non-null
+    /// `jobTemplate`, `validation` and override `jobTemplate`/`jobTemplatePatch`; an object
+    /// `orchestration`; an array `dependencies`. Anything else stays for the typed reading.
+    fn remove(spec: &mut serde_json::Map<String, Value>) -> SpecParts {
+        fn take_if(
+            m: &mut serde_json::Map<String, Value>,
+            key: &str,
+            ok: fn(&Value) -> bool,
+        ) -> Option<Value> {
+            if m.get(key).is_some_and(ok) {
+                m.remove(key)
+            } else {
+                None
+            }
+        }
+        let not_null = |v: &Value| !v.is_null();
+        let overrides = match spec.get_mut("overrides") {
+            Some(Value::Array(items)) => items
+                .iter_mut()
+                .map(|item| match item.as_object_mut() {
+                    Some(o) => OverrideParts {
+                        job_template: take_if(o, "jobTemplate", not_null),
+                        job_template_patch: take_if(o, "jobTemplatePatch", not_null),
+                        dependencies: take_if(o, "dependencies", Value::is_array).and_then(|v| {
+                            match v {
+                                Value::Array(a) => Some(a),
+                                _ => None,
+                            }
+                        }),
+                        orchestration: take_if(o, "orchestration", Value::is_object).and_then(
+                            |v| match v {
+                                Value::Object(m) => Some(m),
+                                _ => None,
+                            },
+                        ),
+                    },
+                    None => OverrideParts::default(),
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        SpecParts {
+            job_template: take_if(spec, "jobTemplate", not_null),
+            orchestration: take_if(spec, "orchestration", Value::is_object).and_then(|v| match v {
+                Value::Object(m) => Some(m),
+                _ => None,
+            }),
+            dependencies: take_if(spec, "dependencies", Value::is_array).and_then(|v| match v {
+                Value::Array(a) => Some(a),
+                _ => None,
+            }),
+            validation: take_if(spec, "validation", not_null),
+            overrides,
+        }
+    }
+
+    /// Puts the removed parts into the typed spec read without them.
+    fn restore(self, spec: &mut WorkflowSpec) {
+        if let Some(v) = self.job_template {
+            spec.job_template = v;
+        }
+        if let Some(m) = self.orchestration {
+            spec.orchestration = m;
+        }
+        if let Some(d) = self.dependencies {
+            spec.dependencies = d;
+        }
+        if let Some(v) = self.validation {
+            spec.validation = Some(v);
+        }
+        for (o, parts) in spec.overrides.iter_mut().zip(self.overrides) {
+            if parts.job_template.is_some() {
+                o.job_template = parts.job_template;
+            }
+            if parts.job_template_patch.is_some() {
+                o.job_template_patch = parts.job_template_patch;
+            }
+            if parts.dependencies.is_some() {
+                o.dependencies = parts.dependencies;
+            }
+            if parts.orchestration.is_some() {
+                o.orchestration = parts.orchestration;
+            }
+        }
+    }
+}
+
 /// `Workflow.spec`.
 #[derive(
     Debug, Clone, Default, PartialEq, Serialize, Deserialize, kube::KubeSchema, kube::CustomResource,
@@ -690,4 +886,101 @@ pub struct WorkflowSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[x_kube(validation = Rule::new("self == oldSelf").message("gangScheduler is immutable"))]
     pub gang_scheduler: Option<GangSchedulerSpec>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Workflows as the renders of the examples make them: without a platform (overrides kept,
+    /// with every JSON-kept part) and with one (overrides resolved).
+    fn rendered_workflows() -> Vec<Value> {
+        let rules = crate::default_rules().expect("rules");
+        let mut out = Vec::new();
+        for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples"))
+            .expect("examples")
+        {
+            let path = entry.expect("entry").path();
+            if path.extension().is_none_or(|e| e != "yaml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("reads");
+            let source = nvcre_engine::Source::new(path.display().to_string(), text);
+            for doc in nvcre_engine::parse_documents(&source).expect("parses") {
+                for platform in [None, Some("aws")] {
+                    let req = crate::RenderRequest {
+                        platform: platform.map(str::to_string),
+                        gpu_arch: Some("gb300".into()),
+                        ..crate::RenderRequest::default()
+                    };
+                    if let Ok(r) = crate::render_workload_run(&rules, &doc, &req) {
+                        out.push(r.workflow);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn hand_written() -> Value {
+        json!({
+            "apiVersion": "nvcre.nvidia.com/v1alpha1",
+            "kind": "Workflow",
+            "metadata": {"name": "w", "annotations": {"b": "1", "a": "2"}},
+            "spec": {
+                "namespace": "ns",
+                "jobTemplate": {"spec": {"x": [1, {"y": null}]}},
+                "orchestration": {"target": {"nodeSelector": {"k": "v"}}, "iterations": 2},
+                "dependencies": [{"kind": "ConfigMap"}, 3],
+                "overrides": [
+                    {"when": {"platform": {"equals": "aws"}}, "jobTemplate": {"a": 1},
+                     "jobTemplatePatch": "[]", "dependencies": [], "orchestration": {}},
+                    {"when": {}},
+                    {"jobTemplate": null, "dependencies": [{"kind": "Secret"}]}
+                ],
+                "validation": {"performance": {}},
+                "gangScheduler": {"schedulerName": "kai-scheduler", "queue": "q"}
+            }
+        })
+    }
+
+    /// `into_json` writes what `to_value` writes, key order included; `from_json` reads what
+    /// `from_value` reads.
+    #[test]
+    fn moving_conversions_match_serde() {
+        let mut values = rendered_workflows();
+        assert!(values.len() >= 10, "{} renders", values.len());
+        values.push(hand_written());
+        for v in values {
+            let by_serde: Workflow = serde_json::from_value(v.clone()).expect("reads");
+            let moved = Workflow::from_json(v.clone()).expect("reads");
+            assert_eq!(moved, by_serde);
+            let written = serde_json::to_string(&by_serde.clone().into_json().expect("writes"))
+                .expect("text");
+            let expected = serde_json::to_string(&serde_json::to_value(&by_serde).expect("writes"))
+                .expect("text");
+            assert_eq!(written, expected);
+        }
+    }
+
+    /// A part of the wrong type stays for the typed reading, so the error is serde's own.
+    #[test]
+    fn moving_reading_keeps_serde_errors() {
+        for (at, bad) in [
+            ("/spec/orchestration", json!("x")),
+            ("/spec/dependencies", json!({"a": 1})),
+            ("/spec/overrides/0/dependencies", json!("x")),
+            ("/spec/overrides/0/orchestration", json!([1])),
+            ("/spec/overrides/1", json!(7)),
+            ("/spec/overrides", json!({})),
+            ("/spec/jobTemplate", json!(null)),
+        ] {
+            let mut v = hand_written();
+            *v.pointer_mut(at).expect("place") = bad;
+            let by_serde = serde_json::from_value::<Workflow>(v.clone()).map_err(|e| e.to_string());
+            let moved = Workflow::from_json(v).map_err(|e| e.to_string());
+            assert_eq!(moved, by_serde, "{at}");
+        }
+    }
 }

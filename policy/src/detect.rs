@@ -102,7 +102,7 @@ pub(crate) fn decode_row<T: for<'de> Deserialize<'de>>(
     id: &str,
     value: &Value,
 ) -> Result<T, PolicyError> {
-    serde_path_to_error::deserialize(nvcre_engine::MappingValue(value)).map_err(|e| {
+    nvcre_engine::read_mapping(value).map_err(|e| {
         let pos = table.entries.iter().find(|x| x.id == id).map(|x| x.pos);
         let path = e.path().to_string();
         PolicyError::TableEntry {
@@ -133,6 +133,13 @@ fn table_rows<T: for<'de> Deserialize<'de>>(
     let table = rules
         .table(name)
         .ok_or_else(|| PolicyError::MissingTable(name.to_string()))?;
+    decoded_rows(table, params)
+}
+
+fn decoded_rows<T: for<'de> Deserialize<'de>>(
+    table: &Table,
+    params: &Value,
+) -> Result<Vec<T>, PolicyError> {
     table
         .render(params)?
         .into_iter()
@@ -140,32 +147,61 @@ fn table_rows<T: for<'de> Deserialize<'de>>(
         .collect()
 }
 
+/// The rows of table `name` for params that never change, decoded once per loaded rule set
+/// (`key` names the value among the table's derived values; see [`Table::derived`]).
+fn fixed_rows<T>(
+    rules: &RuleSet,
+    name: &str,
+    key: &'static str,
+    params: impl FnOnce() -> Value,
+) -> Result<Arc<Vec<T>>, PolicyError>
+where
+    T: for<'de> Deserialize<'de> + Send + Sync + 'static,
+{
+    rules
+        .table(name)
+        .ok_or_else(|| PolicyError::MissingTable(name.to_string()))?
+        .derived(key, |t| decoded_rows(t, &params()))
+}
+
 /// The platforms `--platform` accepts, in message order, with their synthetic nodes.
 ///
 /// # Errors
 /// A missing or malformed `platform-detection` table.
 pub fn selectable_platforms(rules: &RuleSet) -> Result<Vec<(String, SyntheticNode)>, PolicyError> {
-    let mut out = Vec::new();
-    for r in platform_rows(rules)? {
-        if let Some(s) = r.synthetic {
-            out.push((r.platform, s));
-        }
-    }
-    out.sort_by_key(|(_, s)| s.order);
-    Ok(out)
+    Ok(selectable_synthetic(rules)?.to_vec())
+}
+
+/// [`selectable_platforms`], decoded once per loaded rule set.
+fn selectable_synthetic(rules: &RuleSet) -> Result<Arc<Vec<(String, SyntheticNode)>>, PolicyError> {
+    rules
+        .table(PLATFORM_TABLE)
+        .ok_or_else(|| PolicyError::MissingTable(PLATFORM_TABLE.to_string()))?
+        .derived("selectable-platforms", |_| {
+            let mut out = Vec::new();
+            for r in platform_rows(rules)?.iter() {
+                if let Some(s) = &r.synthetic {
+                    out.push((r.platform.clone(), s.clone()));
+                }
+            }
+            out.sort_by_key(|(_, s)| s.order);
+            Ok(out)
+        })
 }
 
 /// Every row of the platform table, rendered without its `include` (a row is selectable when it
 /// has `synthetic`).
-fn platform_rows(rules: &RuleSet) -> Result<Vec<PlatformRow>, PolicyError> {
-    let table = rules
+fn platform_rows(rules: &RuleSet) -> Result<Arc<Vec<PlatformRow>>, PolicyError> {
+    rules
         .table(PLATFORM_TABLE)
-        .ok_or_else(|| PolicyError::MissingTable(PLATFORM_TABLE.to_string()))?;
-    table
-        .render_all(&params::platform_detection("", &serde_json::Map::new()))?
-        .into_iter()
-        .map(|(id, v)| decode_row(table, &id, &v))
-        .collect()
+        .ok_or_else(|| PolicyError::MissingTable(PLATFORM_TABLE.to_string()))?
+        .derived("platform-rows", |table| {
+            table
+                .render_all(&params::platform_detection("", &serde_json::Map::new()))?
+                .into_iter()
+                .map(|(id, v)| decode_row(table, &id, &v))
+                .collect::<Result<Vec<PlatformRow>, PolicyError>>()
+        })
 }
 
 /// Every platform a run can be on: the platform table's `platform` values (detected from nodes
@@ -175,9 +211,9 @@ fn platform_rows(rules: &RuleSet) -> Result<Vec<PlatformRow>, PolicyError> {
 /// A missing or malformed platform table.
 pub fn platform_names(rules: &RuleSet) -> Result<Vec<String>, PolicyError> {
     let mut out: Vec<String> = Vec::new();
-    for r in platform_rows(rules)? {
+    for r in platform_rows(rules)?.iter() {
         if !out.contains(&r.platform) {
-            out.push(r.platform);
+            out.push(r.platform.clone());
         }
     }
     Ok(out)
@@ -188,7 +224,7 @@ pub fn platform_names(rules: &RuleSet) -> Result<Vec<String>, PolicyError> {
 /// # Errors
 /// `invalid --platform "<v>": must be one of aws, gcp, azure, oci, onprem, togetherai, mistral, forge, nscale`.
 pub fn check_platform(rules: &RuleSet, platform: &str) -> Result<SyntheticNode, PolicyError> {
-    let all = selectable_platforms(rules)?;
+    let all = selectable_synthetic(rules)?;
     all.iter()
         .find(|(p, _)| p == platform)
         .map(|(_, s)| s.clone())
@@ -308,8 +344,8 @@ fn build_gpu_products(table: &Table) -> Result<nodes::GpuProducts, PolicyError> 
     Ok(nodes::GpuProducts::new(rules_out))
 }
 
-fn defaults_rows(rules: &RuleSet) -> Result<Vec<DefaultsRow>, PolicyError> {
-    table_rows(rules, DEFAULTS_TABLE, &params::gpu_defaults())
+fn defaults_rows(rules: &RuleSet) -> Result<Arc<Vec<DefaultsRow>>, PolicyError> {
+    fixed_rows(rules, DEFAULTS_TABLE, "gpu-defaults", params::gpu_defaults)
 }
 
 /// The architectures `--gpu-arch` accepts: the `selectable` rows without a platform of the
@@ -319,9 +355,9 @@ fn defaults_rows(rules: &RuleSet) -> Result<Vec<DefaultsRow>, PolicyError> {
 /// A missing or malformed defaults table.
 pub fn selectable_architectures(rules: &RuleSet) -> Result<Vec<String>, PolicyError> {
     let mut selectable: Vec<String> = defaults_rows(rules)?
-        .into_iter()
+        .iter()
         .filter(|r| r.selectable && r.platform.is_none())
-        .map(|r| r.gpu_architecture)
+        .map(|r| r.gpu_architecture.clone())
         .collect();
     selectable.sort();
     selectable.dedup();
@@ -394,7 +430,12 @@ pub fn base_nccl_env(
     rules: &RuleSet,
     enable_mnnvl: bool,
 ) -> Result<Vec<crate::api::EnvVar>, PolicyError> {
-    table_rows(rules, NCCL_ENV_TABLE, &params::nccl_base_env(enable_mnnvl))
+    let (key, params) = if enable_mnnvl {
+        ("nccl-base-env/mnnvl", params::nccl_base_env(true))
+    } else {
+        ("nccl-base-env", params::nccl_base_env(false))
+    };
+    Ok(fixed_rows(rules, NCCL_ENV_TABLE, key, || params)?.to_vec())
 }
 
 /// Name of the table that says what `spec.orchestration.testScale` means.
@@ -514,9 +555,10 @@ pub struct GangDefaults {
 /// # Errors
 /// A missing or malformed table, or one without rows.
 pub fn gang_defaults(rules: &RuleSet) -> Result<GangDefaults, PolicyError> {
-    let rows: Vec<GangDefaults> = table_rows(rules, GANG_DEFAULTS_TABLE, &Value::Null)?;
-    rows.into_iter()
-        .next()
+    let rows: Arc<Vec<GangDefaults>> =
+        fixed_rows(rules, GANG_DEFAULTS_TABLE, "gang-defaults", || Value::Null)?;
+    rows.first()
+        .cloned()
         .ok_or_else(|| PolicyError::NoMatchingRow {
             table: GANG_DEFAULTS_TABLE.to_string(),
             subject: "a gang scheduler without queue".to_string(),

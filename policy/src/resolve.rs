@@ -443,7 +443,20 @@ pub fn resolve_overrides(
     ctx: &OverrideContext,
     lists: &ListPolicy,
 ) -> Result<Vec<AppliedOverride>, ResolveError> {
-    let overrides = wf.spec.overrides.clone();
+    // Taken out while they apply (an override never reads the list) and put back after, so
+    // the list is not copied.
+    let overrides = std::mem::take(&mut wf.spec.overrides);
+    let applied = apply_each(wf, &overrides, ctx, lists);
+    wf.spec.overrides = overrides;
+    applied
+}
+
+fn apply_each(
+    wf: &mut Workflow,
+    overrides: &[OverrideSpec],
+    ctx: &OverrideContext,
+    lists: &ListPolicy,
+) -> Result<Vec<AppliedOverride>, ResolveError> {
     let mut applied = Vec::new();
     for (index, o) in overrides.iter().enumerate() {
         let matched =

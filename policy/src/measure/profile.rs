@@ -398,19 +398,18 @@ pub fn profile_from_value(value: &Value) -> Result<CompiledProfile, Vec<ProfileP
     let Some(spec_value) = value.get("spec") else {
         return Err(vec![problem("kind", "spec is required".to_string())]);
     };
-    let spec: LogProfileSpec =
-        serde_path_to_error::deserialize(nvcre_engine::MappingValue(spec_value)).map_err(|e| {
-            let rel = e.path().to_string();
-            let path = if rel == "." {
-                "spec".to_string()
-            } else {
-                format!("spec.{rel}")
-            };
-            vec![problem(
-                &path,
-                nvcre_engine::plain_type_words(&e.inner().to_string()),
-            )]
-        })?;
+    let spec: LogProfileSpec = nvcre_engine::read_mapping(spec_value).map_err(|e| {
+        let rel = e.path().to_string();
+        let path = if rel == "." {
+            "spec".to_string()
+        } else {
+            format!("spec.{rel}")
+        };
+        vec![problem(
+            &path,
+            nvcre_engine::plain_type_words(&e.inner().to_string()),
+        )]
+    })?;
     CompiledProfile::compile(name, &spec).map_err(|ps| {
         ps.into_iter()
             .map(|p| ProfileProblem {

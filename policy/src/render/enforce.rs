@@ -63,7 +63,9 @@ pub(super) fn resolve_and_enforce(
         }
     })?;
     workflow.spec.overrides.clear();
-    let value = serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
+    let value = workflow
+        .into_json()
+        .map_err(|e| PolicyError::Build(e.to_string()))?;
     let params = crate::packs::params::placement(displaced(provenance, &applied, doc, &value));
     let checked = enforce(
         rules,
@@ -81,7 +83,7 @@ pub(super) fn resolve_and_enforce(
         &params,
         report,
     )?;
-    let workflow = serde_json::from_value(checked.value.into_owned())
+    let workflow = Workflow::from_json(checked.value.into_owned())
         .map_err(|e| PolicyError::Build(e.to_string()))?;
     let below_error = checked
         .findings

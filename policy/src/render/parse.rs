@@ -135,7 +135,7 @@ pub fn parse_typed<T: for<'de> Deserialize<'de>>(
     let mut stripped: Option<Value> = None;
     let typed = loop {
         let value = stripped.as_ref().unwrap_or(&doc.value);
-        match serde_path_to_error::deserialize::<_, T>(nvcre_engine::MappingValue(value)) {
+        match nvcre_engine::read_mapping::<T>(value) {
             Ok(t) => break t,
             Err(e) => {
                 // An unknown field of the closed schema: note it, drop it from a copy and

@@ -36,13 +36,16 @@ pub(crate) struct PlatformOverride {
 }
 
 impl PlatformOverride {
-    pub(super) fn spec(&self) -> OverrideSpec {
+    /// The row's `spec.overrides` entry: moved out when this render holds the only reference
+    /// (a row rendered for this run), copied when the table's cache shares it.
+    pub(super) fn into_spec(row: std::sync::Arc<PlatformOverride>) -> OverrideSpec {
+        let row = std::sync::Arc::try_unwrap(row).unwrap_or_else(|shared| (*shared).clone());
         OverrideSpec {
-            when: self.when.clone(),
-            job_template: self.job_template.clone(),
-            job_template_patch: self.job_template_patch.clone(),
-            dependencies: self.dependencies.clone(),
-            orchestration: self.orchestration.clone(),
+            when: row.when,
+            job_template: row.job_template,
+            job_template_patch: row.job_template_patch,
+            dependencies: row.dependencies,
+            orchestration: row.orchestration,
         }
     }
 }

@@ -83,7 +83,9 @@ pub fn render_workflow(
         serde_json::to_string(&applied).unwrap_or_default(),
     );
     Ok(Rendered {
-        workflow: serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?,
+        workflow: workflow
+            .into_json()
+            .map_err(|e| PolicyError::Build(e.to_string()))?,
         warnings,
         findings,
         applied,

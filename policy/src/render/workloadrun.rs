@@ -81,8 +81,8 @@ pub fn render_workload_run(
     warnings.extend(findings.iter().map(warning_line));
     let sizing = sizing(rules, &run, &ctx, &arch, &mut warnings)?;
     let rows = platform_rows(rules, &run, &sizing)?;
-    let (workflow, provenance) = build(rules, &doc, &run, &sizing, &rows, &ctx.platform, &arch)?;
-    let workflow = compose_labels(rules, &doc, &workflow, req)?;
+    let (workflow, provenance) = build(rules, &doc, &run, &sizing, rows, &ctx.platform, &arch)?;
+    let workflow = compose_labels(rules, &doc, workflow, req)?;
     let resolved = resolve_for_platform(
         rules,
         workflow,
@@ -135,7 +135,7 @@ fn parse_and_admit(
     warnings.extend(notes);
     // Type errors (a string where a number belongs) are input errors with their line, found
     // before any rule reads the document.
-    let _: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
+    let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
     if !req.admitted {
         let admission = contract::run_stage(
             rules,
@@ -155,7 +155,8 @@ fn parse_and_admit(
                 .map(|f| format!("warning: {}", f.message)),
         );
     }
-    let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
+    // The admission stage reads the document and never changes it: the typed run read above
+    // stands.
     check_user_overrides(&doc, &run.spec.overrides)?;
     Ok((doc, run))
 }
@@ -370,12 +371,12 @@ fn build(
     doc: &Document,
     run: &WorkloadRun,
     sizing: &Sizing,
-    rows: &[(String, Arc<PlatformOverride>)],
+    rows: Vec<(String, Arc<PlatformOverride>)>,
     platform: &str,
     arch: &str,
 ) -> Result<(Workflow, Provenance), PolicyError> {
     let (platform_mpi_args, pre_command) =
-        build_time_passes(rows, platform, arch, run.spec.framework.kind())?;
+        build_time_passes(&rows, platform, arch, run.spec.framework.kind())?;
     let build_params = BuildParams {
         gpus_per_node: sizing.gpus_per_node,
         base_env: detect::base_nccl_env(rules, sizing.enable_mnnvl)?,
@@ -392,11 +393,18 @@ fn build(
         gang_defaults: detect::gang_defaults(rules)?,
     };
     let mut workflow = build_workflow(run, &build_params).map_err(|e| build_error(doc, &e))?;
+    let mut ids = Vec::with_capacity(rows.len());
+    workflow.spec.overrides = rows
+        .into_iter()
+        .map(|(id, o)| {
+            ids.push(id);
+            PlatformOverride::into_spec(o)
+        })
+        .collect();
     let provenance = Provenance {
-        rows: rows.iter().map(|(id, _)| id.clone()).collect(),
+        rows: ids,
         written: crate::build::written(run, &workflow),
     };
-    workflow.spec.overrides = rows.iter().map(|(_, o)| o.spec()).collect();
     workflow
         .spec
         .overrides
@@ -408,10 +416,12 @@ fn build(
 fn compose_labels(
     rules: &RuleSet,
     doc: &Document,
-    workflow: &Workflow,
+    workflow: Workflow,
     req: &RenderRequest,
 ) -> Result<Workflow, PolicyError> {
-    let value = serde_json::to_value(workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
+    let value = workflow
+        .into_json()
+        .map_err(|e| PolicyError::Build(e.to_string()))?;
     let composed = enforce(
         rules,
         &[contract::WORKLOAD_LABELS],
@@ -420,11 +430,12 @@ fn compose_labels(
         &crate::packs::params::workload_labels("spec.workloadMetadata.labels"),
         report_mode(req),
     )?;
-    match composed.value {
-        // No rule wrote: the Workflow as it was, without a round trip through JSON.
-        Cow::Borrowed(_) => Ok(workflow.clone()),
-        Cow::Owned(v) => serde_json::from_value(v).map_err(|e| PolicyError::Build(e.to_string())),
-    }
+    let value = match composed.value {
+        // No rule wrote: the Workflow as it was.
+        Cow::Borrowed(_) => value,
+        Cow::Owned(v) => v,
+    };
+    Workflow::from_json(value).map_err(|e| PolicyError::Build(e.to_string()))
 }
 
 /// With a platform: resolves the overrides and runs the contract stages (workload labels, gang
@@ -478,8 +489,9 @@ fn output(
         .metadata
         .annotations
         .insert(ANNOTATION_ARCH.into(), arch.clone());
-    let workflow =
-        serde_json::to_value(&workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
+    let workflow = workflow
+        .into_json()
+        .map_err(|e| PolicyError::Build(e.to_string()))?;
     Ok(Rendered {
         workflow,
         warnings,

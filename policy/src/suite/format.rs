@@ -238,8 +238,7 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, SuiteError> {
         doc: &doc,
         dir: path.parent().unwrap_or(Path::new("")),
     };
-    let raw: RawSuite = serde_path_to_error::deserialize(nvcre_engine::MappingValue(&doc.value))
-        .map_err(|e| r.serde(&e))?;
+    let raw: RawSuite = nvcre_engine::read_mapping(&doc.value).map_err(|e| r.serde(&e))?;
     let cases_path = FieldPath::root().key("cases");
     let mut cases = Vec::new();
     let mut notes: HashSet<String> = HashSet::new();
