@@ -2498,6 +2498,83 @@ mod tests {
         }
     }
 
+    /// A variable whose value is a view of a part of a document it reads (a conditional, an
+    /// index, an element of another variable's list) keeps that part's place: it reads as CEL
+    /// reads the expression, a mapping iterates in the document's order, and nothing is
+    /// copied.
+    #[test]
+    fn a_variable_that_views_a_document_part_keeps_its_place() {
+        let doc = json!({"spec": {"deps": [{"k": "A"}, {"z": 1, "a": [2, {"y": 3}]}], "n": 1}});
+        let cases: [(&str, &[&str]); 7] = [
+            (
+                "size(object.spec.deps) > 1 ? object.spec.deps[1] : {}",
+                &["spec", "deps", "1"],
+            ),
+            ("object.spec.deps[1].a", &["spec", "deps", "1", "a"]),
+            ("[object.spec.deps[0]][0]", &["spec", "deps", "0"]),
+            (
+                "object.spec.n > 5 ? {} : object.spec.deps[0]",
+                &["spec", "deps", "0"],
+            ),
+            // An element of a variable that is itself a place in the document.
+            ("variables.list[1]", &["spec", "deps", "1", "a", "1"]),
+            // An element of a variable's own copy: a place in that copy.
+            ("variables.built[1]", &["1"]),
+            // Built by CEL: a copy, keys sorted.
+            ("object.spec.n > 5 ? {} : {'b': 1, 'a': 2}", &[]),
+        ];
+        let bind = |s: &mut Scope, e: &Expr| {
+            s.bind("object", &doc);
+            s.bind_variable(
+                "list",
+                &Expr::compile("object.spec.deps[1].a").expect("compiles"),
+            );
+            s.bind_variable(
+                "built",
+                &Expr::compile("object.spec.deps.map(d, d)").expect("compiles"),
+            );
+            s.bind_variable("v", e);
+        };
+        let read = Expr::compile(
+            "[variables.v, typeName(variables.v) == 'map' ? variables.v.map(k, k) : []]",
+        )
+        .expect("compiles");
+        for (text, place) in cases {
+            let e = Expr::compile(text).expect("compiles");
+            let mut direct = Scope::new();
+            bind(&mut direct, &Expr::compile("0").expect("compiles"));
+            let want = e.eval_json(&direct).expect(text);
+            // A place in the document iterates in its order; a copy in sorted order.
+            let in_doc = at_path(
+                &doc,
+                &place.iter().map(|p| p.to_string()).collect::<Vec<_>>(),
+            )
+            .filter(|_| place.first() == Some(&"spec"));
+            let mut keys: Vec<Value> = match in_doc.unwrap_or(&want) {
+                Value::Object(m) => m.keys().map(|k| json!(k)).collect(),
+                _ => Vec::new(),
+            };
+            if in_doc.is_none() {
+                keys.sort_by(|a, b| a.as_str().cmp(&b.as_str()));
+            }
+            let mut s = Scope::new();
+            bind(&mut s, &e);
+            assert_eq!(
+                read.eval_json(&s).expect(text),
+                json!([want, keys]),
+                "{text}"
+            );
+            let kept = match s
+                .lazy(&format!("{VARIABLE_PREFIX}v"))
+                .and_then(|l| l.cell.get())
+            {
+                Some(Ok(Stored::Json { path, .. })) => path.to_vec(),
+                _ => vec!["not JSON".to_string()],
+            };
+            assert_eq!(kept, place, "{text}");
+        }
+    }
+
     #[test]
     fn templates_render_values_interpolation_splices_and_ifs() {
         let t = Template::compile(&json!({

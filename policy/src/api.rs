@@ -692,7 +692,7 @@ impl SpecParts {
             orchestration: Some(std::mem::take(&mut spec.orchestration)),
             dependencies: (!spec.dependencies.is_empty())
                 .then(|| std::mem::replace(&mut spec.dependencies, vec![Value::Null])),
-            validation: spec.validation.as_mut().map(|v| std::mem::take(v)),
+            validation: spec.validation.as_mut().map(std::mem::take),
             overrides: spec
                 .overrides
                 .iter_mut()

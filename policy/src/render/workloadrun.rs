@@ -425,17 +425,13 @@ fn compose_labels(
     let composed = enforce(
         rules,
         &[contract::WORKLOAD_LABELS],
-        Cow::Borrowed(&value),
+        // Handed over, so a rule that writes writes into it instead of a copy.
+        Cow::Owned(value),
         origin(doc),
         &crate::packs::params::workload_labels("spec.workloadMetadata.labels"),
         report_mode(req),
     )?;
-    let value = match composed.value {
-        // No rule wrote: the Workflow as it was.
-        Cow::Borrowed(_) => value,
-        Cow::Owned(v) => v,
-    };
-    Workflow::from_json(value).map_err(|e| PolicyError::Build(e.to_string()))
+    Workflow::from_json(composed.value.into_owned()).map_err(|e| PolicyError::Build(e.to_string()))
 }
 
 /// With a platform: resolves the overrides and runs the contract stages (workload labels, gang
