@@ -847,19 +847,34 @@ fn holds_mark(v: &Value) -> bool {
 
 /// Replaces every placeholder of `subs` (placeholder, value) in the strings of `v`.
 fn substitute(v: &mut Value, subs: &[(String, &str)]) {
-    match v {
-        Value::String(s) if s.contains(PARAM_MARK) => {
-            for (from, to) in subs {
-                if s.contains(from.as_str()) {
-                    *s = s.replace(from.as_str(), to);
-                }
+    each_string(v, &mut |s| substitute_str(s, subs));
+}
+
+/// Replaces every placeholder of `subs` (placeholder, value) in `s`.
+fn substitute_str(s: &mut String, subs: &[(String, &str)]) {
+    if s.contains(PARAM_MARK) {
+        for (from, to) in subs {
+            if s.contains(from.as_str()) {
+                *s = s.replace(from.as_str(), to);
             }
         }
-        Value::Array(a) => a.iter_mut().for_each(|x| substitute(x, subs)),
-        Value::Object(m) => m.values_mut().for_each(|x| substitute(x, subs)),
+    }
+}
+
+/// Calls `f` with every string value of `v` (not the keys of its mappings): what a
+/// [`Table::render_decoded`] caller's `strings` does for the JSON its rows keep.
+pub fn each_string(v: &mut Value, f: &mut dyn FnMut(&mut String)) {
+    match v {
+        Value::String(s) => f(s),
+        Value::Array(a) => a.iter_mut().for_each(|x| each_string(x, f)),
+        Value::Object(m) => m.values_mut().for_each(|x| each_string(x, f)),
         _ => {}
     }
 }
+
+/// A decoded row that holds the placeholders of substituted params (see
+/// [`Table::render_decoded`]): kept once, filled in for each render.
+struct Marked<T>(Arc<T>);
 
 /// The params of `names` that can be substituted: the string ones, when no string of
 /// `params` holds [`PARAM_MARK`].
@@ -1112,8 +1127,13 @@ impl Table {
 
     /// Renders like [`Table::render`] and decodes every row with `decode` (given the entry id
     /// and the rendered body), keeping the decoded rows: a later render whose entry renders the
-    /// same (same params read, no substituted param in the row) returns the same `Arc` without
-    /// decoding again. A row that carries a substituted param is decoded on every call.
+    /// same (same params read) returns the same `Arc` without decoding again. A row that
+    /// carries a substituted param (the run's name, say) is decoded once with the param's
+    /// placeholder and filled in for each render: `strings` must call its function with every
+    /// string of a row that `decode` took as is from a string value of the body (so that
+    /// filling in the decoded row gives what decoding the filled-in body gives). Such a row
+    /// that does not decode with its placeholders is filled in first and decoded on every call
+    /// (the error then names the real value).
     ///
     /// # Errors
     /// As [`Table::render`] (converted into `E`), or the first error of `decode`.
@@ -1121,19 +1141,29 @@ impl Table {
         &self,
         params: &Value,
         decode: impl Fn(&str, &Value) -> Result<T, E>,
+        strings: impl Fn(&mut T, &mut dyn FnMut(&mut String)),
     ) -> Result<Vec<(String, Arc<T>)>, E>
     where
-        T: Any + Send + Sync,
+        T: Any + Send + Sync + Clone,
         E: From<Error>,
     {
         let prepared = self.prepare(params, true);
         let typed_key = |i: usize| (TypeId::of::<T>(), prepared.keys[i].clone());
+        let fill = |row: &T| {
+            let mut row = row.clone();
+            strings(&mut row, &mut |s| substitute_str(s, &prepared.subs));
+            Arc::new(row)
+        };
         let mut rows: Vec<Option<Option<Arc<T>>>> = match self.cache.typed.lock() {
             Ok(c) => (0..self.entries.len())
                 .map(|i| {
-                    c.get(&typed_key(i))
-                        .and_then(|v| v.downcast_ref::<Option<Arc<T>>>())
-                        .cloned()
+                    let kept = c.get(&typed_key(i))?;
+                    match kept.downcast_ref::<Option<Arc<T>>>() {
+                        Some(row) => Some(row.clone()),
+                        None => kept
+                            .downcast_ref::<Marked<T>>()
+                            .map(|Marked(row)| Some(fill(row))),
+                    }
                 })
                 .collect(),
             Err(_) => vec![None; self.entries.len()],
@@ -1155,10 +1185,18 @@ impl Table {
                         rows[i] = Some(Some(row));
                         continue;
                     }
-                    Some(mut b) => {
-                        substitute(&mut b, &prepared.subs);
-                        Some(Arc::new(decode(&self.entries[i].id, &b)?))
-                    }
+                    Some(mut b) => match decode(&self.entries[i].id, &b) {
+                        Ok(row) => {
+                            let filled = fill(&row);
+                            fresh.push((i, Arc::new(Marked(Arc::new(row)))));
+                            rows[i] = Some(Some(filled));
+                            continue;
+                        }
+                        Err(_) => {
+                            substitute(&mut b, &prepared.subs);
+                            Some(Arc::new(decode(&self.entries[i].id, &b)?))
+                        }
+                    },
                 };
                 if row.is_none() {
                     fresh.push((i, Arc::new(None::<Arc<T>>)));
@@ -1928,30 +1966,54 @@ mod tests {
     }
 
     #[test]
-    fn decoded_rows_are_kept_unless_they_carry_a_substituted_param() {
+    fn decoded_rows_are_kept_and_a_substituted_param_is_filled_in() {
         let t = table(concat!(
             "entries:\n",
             "- id: fixed\n  v: \"${{ params.n }}\"\n",
             "- id: named\n  v: \"${{ params.entryName }}-runtime\"\n",
+            "- id: typed\n  v: \"${{ params.entryName }}\"\n",
         ));
-        let decode = |_: &str, v: &Value| -> Result<String, Error> { Ok(v["v"].to_string()) };
-        let render = |name: &str| {
-            t.render_decoded(&json!({"entryName": name, "n": 1}), decode)
-                .expect("renders")
+        let decodes = std::sync::atomic::AtomicUsize::new(0);
+        // `typed` reads its name as a number: with the placeholder it does not decode, so it
+        // is filled in and decoded on every call, and its error names the real value.
+        let decode = |id: &str, v: &Value| -> Result<String, Error> {
+            decodes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            match (id, &v["v"]) {
+                ("typed", Value::String(s)) => s
+                    .parse::<i64>()
+                    .map(|n| n.to_string())
+                    .map_err(|_| Error::Patch(format!("not a number: {s}"))),
+                (_, v) => Ok(v.as_str().map_or_else(|| v.to_string(), str::to_string)),
+            }
         };
-        let (a, b) = (render("a"), render("b"));
+        let strings = |row: &mut String, f: &mut dyn FnMut(&mut String)| f(row);
+        let render =
+            |name: &str| t.render_decoded(&json!({"entryName": name, "n": 1}), decode, strings);
+        let (a, b) = (render("7").expect("renders"), render("8").expect("renders"));
         let texts = |rows: &[(String, Arc<String>)]| -> Vec<String> {
             rows.iter().map(|(id, v)| format!("{id}={v}")).collect()
         };
-        assert_eq!(texts(&a), ["fixed=1", "named=\"a-runtime\""]);
-        assert_eq!(texts(&b), ["fixed=1", "named=\"b-runtime\""]);
-        // The row without the name is the same decoded value; the named one is decoded anew.
+        assert_eq!(texts(&a), ["fixed=1", "named=7-runtime", "typed=7"]);
+        assert_eq!(texts(&b), ["fixed=1", "named=8-runtime", "typed=8"]);
+        // The row without the name is the same decoded value; the named one was decoded once
+        // (with the placeholder) and filled in; `typed` is decoded twice on every call (with
+        // the placeholder, then filled in).
         assert!(Arc::ptr_eq(&a[0].1, &b[0].1));
         assert!(!Arc::ptr_eq(&a[1].1, &b[1].1));
+        assert_eq!(
+            decodes.load(std::sync::atomic::Ordering::Relaxed),
+            1 + 1 + 2 + 2
+        );
+        assert_eq!(
+            render("x").expect_err("not a number").to_string(),
+            Error::Patch("not a number: x".into()).to_string()
+        );
         // A decode error is the caller's.
-        let failed = t.render_decoded(&json!({"entryName": "c", "n": 2}), |id, _| {
-            Err::<(), _>(Error::Patch(format!("no {id}")))
-        });
+        let failed = t.render_decoded(
+            &json!({"entryName": "c", "n": 2}),
+            |id, _| Err::<(), _>(Error::Patch(format!("no {id}"))),
+            |_, _| {},
+        );
         assert_eq!(
             failed.expect_err("decode fails").to_string(),
             Error::Patch("no fixed".into()).to_string()

@@ -570,6 +570,47 @@ pub struct WhenSpec {
     pub expression: Option<String>,
 }
 
+impl WhenSpec {
+    /// Calls `f` with every string of the `when` (every field named, so a field added later
+    /// must be added here).
+    pub(crate) fn each_string(&mut self, f: &mut dyn FnMut(&mut String)) {
+        let WhenSpec {
+            platform,
+            gpu_architecture,
+            workload_kind,
+            topology,
+            config,
+            expression,
+        } = self;
+        for m in platform.iter_mut().chain(gpu_architecture.iter_mut()) {
+            let StringMatch {
+                equals,
+                in_,
+                not_in,
+            } = m;
+            equals
+                .iter_mut()
+                .chain(in_.iter_mut().flatten())
+                .chain(not_in.iter_mut().flatten())
+                .for_each(&mut *f);
+        }
+        workload_kind
+            .iter_mut()
+            .chain(expression.iter_mut())
+            .for_each(&mut *f);
+        if let Some(TopologyMatch {
+            mode,
+            domain_count: _,
+        }) = topology
+        {
+            mode.iter_mut().for_each(&mut *f);
+        }
+        if let Some(v) = config {
+            nvcre_engine::each_string(v, f);
+        }
+    }
+}
+
 /// `{equals | in | notIn}`; all given sub-fields must hold.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

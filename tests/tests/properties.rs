@@ -42,6 +42,11 @@ fn catalog() -> Catalog {
 /// Renders a document text for a node context: the Workflow, or the error (a rejection's
 /// messages joined by newlines).
 fn render_text(text: &str, platform: &str, arch: &str) -> Result<Value, String> {
+    RULES.with(|rules| render_with(rules, text, platform, arch))
+}
+
+/// [`render_text`] with the rule set given.
+fn render_with(rules: &RuleSet, text: &str, platform: &str, arch: &str) -> Result<Value, String> {
     let source = Source::new("generated.yaml", text.to_string());
     let docs = parse_documents(&source).map_err(|e| e.to_string())?;
     let req = RenderRequest {
@@ -49,7 +54,7 @@ fn render_text(text: &str, platform: &str, arch: &str) -> Result<Value, String> 
         gpu_arch: Some(arch.into()),
         ..RenderRequest::default()
     };
-    RULES.with(|rules| match render_document(rules, &docs[0], &req) {
+    match render_document(rules, &docs[0], &req) {
         Ok(r) => Ok(r.workflow),
         Err(nvcre_domain::PolicyError::Rejected(f)) => Err(f
             .iter()
@@ -57,7 +62,7 @@ fn render_text(text: &str, platform: &str, arch: &str) -> Result<Value, String> 
             .collect::<Vec<_>>()
             .join("\n")),
         Err(e) => Err(e.to_string()),
-    })
+    }
 }
 
 fn render(case: &RunCase) -> Result<Value, String> {
@@ -158,6 +163,18 @@ proptest! {
         prop_assert_eq!(&without, &first, "rendering the rendered Workflow changed it\n{}", case.counterexample());
         let third = render_text(&yaml(&second), &case.platform, &case.gpu_arch);
         prop_assert_eq!(third.as_ref(), Ok(&second), "a Workflow render is not idempotent\n{}", case.counterexample());
+    }
+
+    /// The rule set's caches change nothing: rendering with the rule set every case shares
+    /// (its table caches warm with other runs' names and shapes, its platform rows kept with
+    /// the run name's placeholder and filled in) gives what a rule set loaded for this case
+    /// alone gives.
+    #[test]
+    fn a_rule_set_with_warm_caches_renders_as_a_fresh_one(case in generate::workload_run(&catalog())) {
+        let warm = render(&case);
+        let fresh = default_rules().map_err(|e| TestCaseError::fail(e.to_string()))?;
+        let cold = render_with(&fresh, &case.yaml(), &case.platform, &case.gpu_arch);
+        prop_assert_eq!(warm, cold, "{}", case.counterexample());
     }
 
     /// Checking a valid run finds no error (warnings such as an unset Run:ai queue may be

@@ -36,6 +36,35 @@ pub(crate) struct PlatformOverride {
 }
 
 impl PlatformOverride {
+    /// Calls `f` with every string of the row, each as the table's rendered body held it (the
+    /// strings a substituted param can appear in; see `Table::render_decoded`). Every field is
+    /// named, so a field added later must be added here.
+    pub(super) fn each_string(&mut self, f: &mut dyn FnMut(&mut String)) {
+        let PlatformOverride {
+            when,
+            pre_command,
+            mpi_args,
+            job_template,
+            job_template_patch,
+            dependencies,
+            orchestration,
+        } = self;
+        when.each_string(f);
+        pre_command
+            .iter_mut()
+            .chain(mpi_args.iter_mut())
+            .for_each(&mut *f);
+        for v in job_template.iter_mut().chain(job_template_patch.iter_mut()) {
+            nvcre_engine::each_string(v, f);
+        }
+        for v in dependencies.iter_mut().flatten() {
+            nvcre_engine::each_string(v, f);
+        }
+        for v in orchestration.iter_mut().flat_map(|m| m.values_mut()) {
+            nvcre_engine::each_string(v, f);
+        }
+    }
+
     /// The row's `spec.overrides` entry: moved out when this render holds the only reference
     /// (a row rendered for this run), copied when the table's cache shares it.
     pub(super) fn into_spec(row: std::sync::Arc<PlatformOverride>) -> OverrideSpec {

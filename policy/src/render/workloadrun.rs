@@ -325,10 +325,13 @@ fn platform_rows(
         strict_domain: sizing.scale.strict_domain,
     }
     .to_value();
-    // Decoded once per distinct row: most rows render the same for every run.
-    let mut rows = table.render_decoded(&params, |id, value| {
-        detect::decode_row::<PlatformOverride>(table, id, value)
-    })?;
+    // Decoded once per distinct row: most rows render the same for every run, and a row that
+    // carries the run's name is filled in.
+    let mut rows = table.render_decoded(
+        &params,
+        |id, value| detect::decode_row::<PlatformOverride>(table, id, value),
+        PlatformOverride::each_string,
+    )?;
     if !run.spec.env.is_empty() {
         for (_, o) in &mut rows {
             apply_user_env(Arc::make_mut(o), &run.spec.env);
