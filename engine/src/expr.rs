@@ -911,7 +911,8 @@ fn template_close(s: &str, from: usize) -> Option<usize> {
 /// A JSON document is bound as it is (shared, not copied, when bound with
 /// [`Scope::bind_shared`]) and read in place by every expression evaluated in the scope (see
 /// `engine/src/view.rs`); a CEL value is converted to the interpreter's form once, when bound.
-/// Cloning a scope clones pointers only.
+/// Cloning a scope clones pointers only. Names are CEL identifiers: a name with a dot is
+/// never read.
 ///
 /// A scope also records the variables and fragments that could not be evaluated: an expression
 /// that reads one fails with that one's message instead of running (fail closed).
@@ -1149,6 +1150,11 @@ impl std::fmt::Debug for Scope {
 
 impl VariableResolver for Scope {
     fn resolve<'b>(&'b self, variable: &str) -> Option<CowVal<'b, 'b>> {
+        // The interpreter asks for every prefix of a qualified name (`object.spec.x`, then
+        // `object.spec`, then `object`); no binding's name has a dot.
+        if variable.contains('.') {
+            return None;
+        }
         if is_lazy_name(variable)
             && let Some(l) = self.lazy(variable)
         {

@@ -43,6 +43,20 @@ pub(crate) fn view<'v>(v: &'v Value) -> Box<dyn Val + 'v> {
     }
 }
 
+/// How many entries a mapping may have for a key to be looked up by comparing the keys in turn:
+/// below this, that is cheaper than hashing the key (the map's hasher is SipHash), and most
+/// mappings of a manifest are this small.
+const SCAN_ENTRIES: usize = 8;
+
+/// The value of `key` in `map`.
+fn get<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
+    if map.len() <= SCAN_ENTRIES {
+        map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
+    } else {
+        map.get(key)
+    }
+}
+
 /// A JSON object seen as a CEL `map(string, dyn)`: keys are looked up in place; its keys are
 /// only collected (as borrowed strings) when a comprehension iterates over them.
 #[derive(Debug)]
@@ -63,10 +77,9 @@ impl<'v> JsonMap<'v> {
 
     fn lookup(&self, key: &dyn Val) -> Result<&'v Value, ExecutionError> {
         match key.downcast_ref::<CelString>() {
-            Some(k) => self
-                .map
-                .get(k.inner())
-                .ok_or_else(|| ExecutionError::no_such_key(k.inner())),
+            Some(k) => {
+                get(self.map, k.inner()).ok_or_else(|| ExecutionError::no_such_key(k.inner()))
+            }
             None => Err(ExecutionError::UnexpectedType {
                 got: key.get_type().name().to_owned(),
                 want: "map key".to_owned(),
