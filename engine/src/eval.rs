@@ -212,6 +212,19 @@ impl<'d> Doc<'d> {
     }
 }
 
+/// A write of a rule's `mutate`, rendered: the value to apply, or why it could not be rendered.
+enum Write<'r> {
+    Apply(&'r Mutation, Value),
+    Failed(EvalError),
+}
+
+/// The writes of a rule without `forEach`, rendered and not yet applied, and the failures
+/// already reported for the rule.
+struct Pending<'r> {
+    writes: Vec<Write<'r>>,
+    reported: BTreeSet<Arc<str>>,
+}
+
 /// The pack-level scope rules run in: `object`, `params`, pack `variables`, `fragments`.
 /// A `forEach` item: a CEL value, or the place of a JSON list's element (a shared document and
 /// the path to the element).
@@ -368,12 +381,33 @@ impl Run<'_, '_> {
                 }
             }
         }
+        drop(base);
         let mut pack = match pack {
             Some(p) => p,
             None => self.pack_scope(),
         };
         for rule in &self.pack.rules {
-            if self.rule(rule, &pack)? {
+            let (mut mutated, pending) = self.rule(rule, &pack)?;
+            let mut rebound = false;
+            if let Some(Pending {
+                writes,
+                mut reported,
+            }) = pending
+            {
+                if writes.iter().any(|w| matches!(w, Write::Apply(..))) {
+                    // Let go of every scope that binds the document, so the write goes into
+                    // it instead of a copy; the scope is bound again for the next rule.
+                    drop(pack);
+                    self.base = None;
+                    mutated |= self.apply(rule, writes, &mut reported);
+                    self.mutated |= mutated;
+                    pack = self.pack_scope();
+                    rebound = true;
+                } else {
+                    mutated |= self.apply(rule, writes, &mut reported);
+                }
+            }
+            if mutated && !rebound {
                 self.mutated = true;
                 pack = self.pack_scope();
             }
@@ -445,11 +479,17 @@ impl Run<'_, '_> {
         }
     }
 
-    /// Runs one rule; returns true when it mutated the document.
+    /// Runs one rule; returns whether it mutated the document, and, for a rule without
+    /// `forEach`, the writes it rendered and has not applied ([`Run::apply`]: the caller lets
+    /// go of the scopes that hold the document first, so that the write does not copy it).
     ///
     /// A `forEach` item is bound as its place in a shared JSON list when the list is one JSON
     /// holds (read in place, like `object`), else as a CEL value.
-    fn rule(&mut self, rule: &Rule, pack: &PackScope) -> Result<bool, Error> {
+    fn rule<'r>(
+        &mut self,
+        rule: &'r Rule,
+        pack: &PackScope,
+    ) -> Result<(bool, Option<Pending<'r>>), Error> {
         // Failures of a variable or fragment, reported once per rule however many items read it.
         let mut reported = BTreeSet::new();
         let index = |i: usize| Some(Cel::Int(i64::try_from(i).unwrap_or(i64::MAX)));
@@ -484,11 +524,11 @@ impl Run<'_, '_> {
                         a_type(&other)
                     ));
                     self.eval_error(rule, "forEach.in", &e, &mut reported);
-                    return Ok(false);
+                    return Ok((false, None));
                 }
                 Err(e) => {
                     self.eval_error(rule, "forEach.in", &e, &mut reported);
-                    return Ok(false);
+                    return Ok((false, None));
                 }
             },
         };
@@ -558,44 +598,28 @@ impl Run<'_, '_> {
                     Err(e) => self.eval_error(rule, "", &e, &mut reported),
                 }
             }
-            for m in &rule.mutate {
-                let frags = &pack.fragments;
-                let applied = match m {
-                    Mutation::Merge { path, value } => value.render_checked(&s, frags).map(|v| {
-                        patch::merge_at_path(self.doc.to_mut(), path, &v, &ListPolicy::by_name())
-                    }),
-                    Mutation::Insert { path, values, end } => {
-                        values.render_checked(&s, frags).map(|v| match v {
-                            Value::Array(items) => {
-                                patch::insert_list(self.doc.to_mut(), path, items, *end)
-                            }
-                            other => patch::insert_list(self.doc.to_mut(), path, vec![other], *end),
-                        })
+            // Every write is rendered in the item's scope (which binds the document as it was
+            // before the item's first write), then applied in order.
+            let writes: Vec<Write<'r>> = rule
+                .mutate
+                .iter()
+                .map(|m| {
+                    let frags = &pack.fragments;
+                    let rendered = match m {
+                        Mutation::Merge { value, .. } => value.render_checked(&s, frags),
+                        Mutation::Insert { values, .. } => values.render_checked(&s, frags),
+                        Mutation::JsonPatch(ops) => ops.render_checked(&s, frags),
+                    };
+                    match rendered {
+                        Ok(v) => Write::Apply(m, v),
+                        Err(e) => Write::Failed(e),
                     }
-                    Mutation::JsonPatch(ops) => ops
-                        .render_checked(&s, frags)
-                        .map(|v| patch::json_patch(self.doc.to_mut(), &v)),
-                };
-                match applied {
-                    Ok(Ok(())) => {}
-                    // A mutation that does not apply (a JSON Patch path that is not there, a
-                    // merge into a value of another type) is the rule's error, located and
-                    // named like one: the document is refused, never left half-mutated.
-                    Ok(Err(e)) => {
-                        let message = match e {
-                            crate::Error::Patch(m) => m,
-                            other => other.to_string(),
-                        };
-                        self.eval_error(rule, "mutate", &EvalError::Own(message), &mut reported);
-                        continue;
-                    }
-                    Err(e) => {
-                        self.eval_error(rule, "", &e, &mut reported);
-                        continue;
-                    }
-                }
-                mutated = true;
+                })
+                .collect();
+            if rule.for_each.is_none() {
+                return Ok((mutated, Some(Pending { writes, reported })));
             }
+            mutated |= self.apply(rule, writes, &mut reported);
             if mutated {
                 // Later items and rules see the mutated document.
                 let doc = self.shared_doc();
@@ -603,7 +627,52 @@ impl Run<'_, '_> {
                 scope.bind_shared("object", doc);
             }
         }
-        Ok(mutated)
+        Ok((mutated, None))
+    }
+
+    /// Applies `writes` in order; returns whether one changed the document. A write that does
+    /// not apply (a JSON Patch path that is not there, a merge into a value of another type) is
+    /// the rule's error, located and named like one: the document is refused, never left
+    /// half-mutated.
+    fn apply(
+        &mut self,
+        rule: &Rule,
+        writes: Vec<Write<'_>>,
+        reported: &mut BTreeSet<Arc<str>>,
+    ) -> bool {
+        let mut mutated = false;
+        for w in writes {
+            let (m, v) = match w {
+                Write::Apply(m, v) => (m, v),
+                Write::Failed(e) => {
+                    self.eval_error(rule, "", &e, reported);
+                    continue;
+                }
+            };
+            let applied = match (m, v) {
+                (Mutation::Merge { path, .. }, v) => {
+                    patch::merge_at_path(self.doc.to_mut(), path, &v, &ListPolicy::by_name())
+                }
+                (Mutation::Insert { path, end, .. }, Value::Array(items)) => {
+                    patch::insert_list(self.doc.to_mut(), path, items, *end)
+                }
+                (Mutation::Insert { path, end, .. }, other) => {
+                    patch::insert_list(self.doc.to_mut(), path, vec![other], *end)
+                }
+                (Mutation::JsonPatch(_), v) => patch::json_patch(self.doc.to_mut(), &v),
+            };
+            match applied {
+                Ok(()) => mutated = true,
+                Err(e) => {
+                    let message = match e {
+                        crate::Error::Patch(m) => m,
+                        other => other.to_string(),
+                    };
+                    self.eval_error(rule, "mutate", &EvalError::Own(message), reported);
+                }
+            }
+        }
+        mutated
     }
 
     /// Records that `rule` could not be evaluated: `rule R could not be evaluated at PATH|on
@@ -1755,6 +1824,55 @@ mod tests {
             ]
         );
         assert_eq!(value["spec"], json!({"image": "x"}));
+    }
+
+    /// A rule without `forEach` writes into a document handed over (not a copy of it): its
+    /// writes are rendered first, then the scopes that bind the document are let go of. The
+    /// next rule sees the write; a write that fails to render and one that fails to apply are
+    /// reported in the order of the writes.
+    #[test]
+    fn a_write_goes_into_the_document_handed_over_not_a_copy() {
+        let body = concat!(
+            "rules:\n",
+            "- id: label\n  variables: [{name: team, expression: object.spec.team}]\n",
+            "  mutate:\n",
+            "  - merge: {path: metadata.labels, value: {team: \"${{ variables.team }}\"}}\n",
+            "  - merge: {path: metadata.labels, value: {bad: \"${{ 1 / 0 }}\"}}\n",
+            "  - jsonPatch: [{op: remove, path: /spec/nope}]\n",
+            "- id: sees\n  validate:\n",
+            "    expression: object.metadata.labels.team == 'ml'\n    message: not seen\n",
+        );
+        let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
+            .expect("pack loads");
+        let doc = json!({"metadata": {"name": "a"}, "spec": {"team": "ml", "items": [1, 2, 3]}});
+        let items = doc["spec"]["items"].as_array().map(|a| a.as_ptr());
+        let origin = Origin {
+            file: "in.yaml",
+            document: 0,
+            spans: None,
+        };
+        let (value, findings) = run_packs(
+            set.packs.iter().map(|p| &**p),
+            Cow::Owned(doc),
+            origin,
+            &Value::Null,
+            None,
+        )
+        .expect("runs");
+        let value = match value {
+            Cow::Owned(v) => v,
+            Cow::Borrowed(_) => panic!("written, so owned"),
+        };
+        assert_eq!(value["metadata"]["labels"], json!({"team": "ml"}));
+        // The same list buffer: the document was written in place.
+        assert_eq!(value["spec"]["items"].as_array().map(|a| a.as_ptr()), items);
+        let messages: Vec<&str> = findings.iter().map(|f| f.message.as_str()).collect();
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(messages[0].contains("division by zero"), "{messages:?}");
+        assert!(
+            messages[1].contains("mutate: operation '/0' failed"),
+            "{messages:?}"
+        );
     }
 
     #[test]
