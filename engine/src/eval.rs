@@ -394,9 +394,22 @@ impl Run<'_, '_> {
                 mut reported,
             }) = pending
             {
-                if writes.iter().any(|w| matches!(w, Write::Apply(..))) {
+                let doc = self.doc.value();
+                let surely_applies = |w: &Write<'_>| match w {
+                    Write::Apply(Mutation::Merge { path, .. }, _) => {
+                        patch::merge_applies(doc, path)
+                    }
+                    Write::Apply(..) => false,
+                    Write::Failed(_) => true,
+                };
+                if writes.iter().any(|w| matches!(w, Write::Apply(..)))
+                    && writes.iter().all(surely_applies)
+                {
                     // Let go of every scope that binds the document, so the write goes into
-                    // it instead of a copy; the scope is bound again for the next rule.
+                    // it instead of a copy; the scope is bound again for the next rule, as
+                    // after any write. Only when every write is sure to apply: a rule whose
+                    // writes all fail leaves the scope (and the variables it evaluated) as
+                    // it was.
                     drop(pack);
                     self.base = None;
                     mutated |= self.apply(rule, writes, &mut reported);
@@ -1634,6 +1647,32 @@ mod tests {
         (crate::cost::DocumentBudget::used(), findings)
     }
 
+    /// A rule whose write does not apply leaves the pack's scope as it was: the variables it
+    /// evaluated are not evaluated (and charged) again. A write that applies binds the new
+    /// document, so they are.
+    #[test]
+    fn a_write_that_does_not_apply_keeps_the_evaluated_variables() {
+        let doc = "kind: Job\nmetadata: {name: j}\nspec:\n  l: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
+        let vars = "variables:\n- {name: all, expression: 'object.spec.l.all(x, x > 0)'}\n";
+        let read = |id: &str| {
+            format!("- id: {id}\n  validate: {{expression: variables.all, message: m}}\n")
+        };
+        let failing = format!(
+            "{vars}rules:\n{}- id: w\n  mutate:\n  - jsonPatch: [{{op: remove, path: /spec/nope}}]\n{}",
+            read("a"),
+            read("b")
+        );
+        let (used, findings) = units(&failing, doc);
+        assert_eq!(used, Some(10));
+        assert_eq!(findings.len(), 1, "{findings:?}");
+        let applying = format!(
+            "{vars}rules:\n{}- id: w\n  mutate:\n  - merge: {{path: metadata.labels, value: {{a: b}}}}\n{}",
+            read("a"),
+            read("b")
+        );
+        assert_eq!(units(&applying, doc), (Some(20), vec![]));
+    }
+
     #[test]
     fn a_variable_is_evaluated_once_when_first_read_and_never_when_unread() {
         let doc = "kind: Job\nmetadata: {name: j}\nspec:\n  l: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n";
@@ -1826,47 +1865,60 @@ mod tests {
         assert_eq!(value["spec"], json!({"image": "x"}));
     }
 
-    /// A rule without `forEach` writes into a document handed over (not a copy of it): its
-    /// writes are rendered first, then the scopes that bind the document are let go of. The
-    /// next rule sees the write; a write that fails to render and one that fails to apply are
-    /// reported in the order of the writes.
+    /// A rule without `forEach` whose writes are all sure to apply (merges along paths of
+    /// mappings) writes into a document handed over, not a copy of it: its writes are rendered
+    /// first, then the scopes that bind the document are let go of. The next rule sees the
+    /// write; a write that fails to render and one that fails to apply are reported in the
+    /// order of the writes.
     #[test]
     fn a_write_goes_into_the_document_handed_over_not_a_copy() {
-        let body = concat!(
-            "rules:\n",
-            "- id: label\n  variables: [{name: team, expression: object.spec.team}]\n",
-            "  mutate:\n",
-            "  - merge: {path: metadata.labels, value: {team: \"${{ variables.team }}\"}}\n",
-            "  - merge: {path: metadata.labels, value: {bad: \"${{ 1 / 0 }}\"}}\n",
-            "  - jsonPatch: [{op: remove, path: /spec/nope}]\n",
-            "- id: sees\n  validate:\n",
-            "    expression: object.metadata.labels.team == 'ml'\n    message: not seen\n",
-        );
-        let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
-            .expect("pack loads");
-        let doc = json!({"metadata": {"name": "a"}, "spec": {"team": "ml", "items": [1, 2, 3]}});
-        let items = doc["spec"]["items"].as_array().map(|a| a.as_ptr());
-        let origin = Origin {
-            file: "in.yaml",
-            document: 0,
-            spans: None,
+        let rules = |patch: &str| {
+            concat!(
+                "rules:\n",
+                "- id: label\n  variables: [{name: team, expression: object.spec.team}]\n",
+                "  mutate:\n",
+                "  - merge: {path: metadata.labels, value: {team: \"${{ variables.team }}\"}}\n",
+                "  - merge: {path: metadata.labels, value: {bad: \"${{ 1 / 0 }}\"}}\n",
+            )
+            .to_string()
+                + patch
+                + concat!(
+                    "- id: sees\n  validate:\n",
+                    "    expression: object.metadata.labels.team == 'ml'\n    message: not seen\n",
+                )
         };
-        let (value, findings) = run_packs(
-            set.packs.iter().map(|p| &**p),
-            Cow::Owned(doc),
-            origin,
-            &Value::Null,
-            None,
-        )
-        .expect("runs");
-        let value = match value {
-            Cow::Owned(v) => v,
-            Cow::Borrowed(_) => panic!("written, so owned"),
+        let run_owned = |body: &str| {
+            let set =
+                RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
+                    .expect("pack loads");
+            let doc =
+                json!({"metadata": {"name": "a"}, "spec": {"team": "ml", "items": [1, 2, 3]}});
+            let items = doc["spec"]["items"].as_array().map(|a| a.as_ptr());
+            let origin = Origin {
+                file: "in.yaml",
+                document: 0,
+                spans: None,
+            };
+            let (value, findings) = run_packs(
+                set.packs.iter().map(|p| &**p),
+                Cow::Owned(doc),
+                origin,
+                &Value::Null,
+                None,
+            )
+            .expect("runs");
+            let value = value.into_owned();
+            assert_eq!(value["metadata"]["labels"], json!({"team": "ml"}));
+            let messages: Vec<String> = findings.into_iter().map(|f| f.message).collect();
+            let same = value["spec"]["items"].as_array().map(|a| a.as_ptr()) == items;
+            (same, messages)
         };
-        assert_eq!(value["metadata"]["labels"], json!({"team": "ml"}));
-        // The same list buffer: the document was written in place.
-        assert_eq!(value["spec"]["items"].as_array().map(|a| a.as_ptr()), items);
-        let messages: Vec<&str> = findings.iter().map(|f| f.message.as_str()).collect();
+        let (in_place, messages) = run_owned(&rules(""));
+        assert!(in_place, "the document was copied");
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(messages[0].contains("division by zero"), "{messages:?}");
+        // A JSON Patch may fail: then the writes apply with the scope kept, in order.
+        let (_, messages) = run_owned(&rules("  - jsonPatch: [{op: remove, path: /spec/nope}]\n"));
         assert_eq!(messages.len(), 2, "{messages:?}");
         assert!(messages[0].contains("division by zero"), "{messages:?}");
         assert!(

@@ -493,6 +493,30 @@ pub fn merge_at_path(
     Ok(())
 }
 
+/// True when [`merge_at_path`] of `path` into `doc` succeeds whatever the value merged: every
+/// step of the path that exists is a mapping (or null) for a key and a list long enough for an
+/// index (the rest is created).
+pub(crate) fn merge_applies(doc: &Value, path: &FieldPath) -> bool {
+    let mut cur = doc;
+    for seg in path.segments() {
+        cur = match seg {
+            Segment::Key(k) => match cur {
+                Value::Null => return true,
+                Value::Object(m) => match m.get(k) {
+                    Some(next) => next,
+                    None => return true,
+                },
+                _ => return false,
+            },
+            Segment::Index(idx) => match cur.as_array().and_then(|a| a.get(*idx)) {
+                Some(next) => next,
+                None => return false,
+            },
+        };
+    }
+    true
+}
+
 fn ensure_path<'a>(
     doc: &'a mut Value,
     path: &FieldPath,

@@ -564,8 +564,9 @@ pub(crate) fn json_node(v: &dyn Val) -> Option<NodeRef> {
 
 /// Copies a CEL value into JSON when JSON holds it exactly: null, bools, ints, finite
 /// doubles, strings, and lists and string-keyed maps of those. `None` for anything else (a
-/// uint, bytes, an optional, a type, a timestamp…), whose CEL type JSON would lose. Map keys
-/// come out sorted.
+/// uint, bytes, an optional, a type, a timestamp…), whose CEL type JSON would lose. A map read
+/// from a document keeps the document's key order (as a variable that keeps its place does);
+/// the keys of a map CEL built come out sorted.
 pub(crate) fn to_json(v: &dyn Val) -> Option<Value> {
     Some(match v.get_type().kind() {
         Kind::NullType => Value::Null,
@@ -592,8 +593,10 @@ pub(crate) fn to_json(v: &dyn Val) -> Option<Value> {
                 let value = index.get(k).ok()?;
                 entries.push((key, to_json(value.as_ref())?));
             }
-            // Sorted: a CEL map has no order, and a copy must iterate the same way every run.
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            // A map CEL built has no order, and a copy must iterate the same way every run.
+            if json_node(v).is_none() {
+                entries.sort_by(|a, b| a.0.cmp(&b.0));
+            }
             Value::Object(entries.into_iter().collect())
         }
         _ => return None,

@@ -787,7 +787,8 @@ impl SpecParts {
             ok: fn(&Value) -> bool,
         ) -> Option<Value> {
             if m.get(key).is_some_and(ok) {
-                m.remove(key)
+                // In place of the order: serde must meet the other keys in the same order.
+                m.shift_remove(key)
             } else {
                 None
             }
@@ -1017,11 +1018,22 @@ mod tests {
             ("/spec/overrides", json!({})),
             ("/spec/jobTemplate", json!(null)),
         ] {
-            let mut v = hand_written();
-            *v.pointer_mut(at).expect("place") = bad;
-            let by_serde = serde_json::from_value::<Workflow>(v.clone()).map_err(|e| e.to_string());
-            let moved = Workflow::from_json(v).map_err(|e| e.to_string());
-            assert_eq!(moved, by_serde, "{at}");
+            // And with a second problem after it (an unknown key at the end of the spec), so
+            // the order in which serde meets them is the one `from_value` has.
+            for second in [false, true] {
+                let mut v = hand_written();
+                *v.pointer_mut(at).expect("place") = bad.clone();
+                if let (true, Some(spec)) = (second, v["spec"].as_object_mut()) {
+                    // Both at the end: a key taken out must not let the last one move up.
+                    spec.shift_remove("namespace");
+                    spec.insert("namespace".into(), json!(5));
+                    spec.insert("zzz".into(), json!(1));
+                }
+                let by_serde =
+                    serde_json::from_value::<Workflow>(v.clone()).map_err(|e| e.to_string());
+                let moved = Workflow::from_json(v).map_err(|e| e.to_string());
+                assert_eq!(moved, by_serde, "{at} {second}");
+            }
         }
     }
 }
