@@ -129,6 +129,16 @@ impl<R: BufRead> ChunkReader<R> {
     }
 }
 
+/// True when `line` holds nothing but blanks and comments. A carriage return alone breaks a
+/// line in YAML (`# note\rkey: v` is a comment, then content), so each part it separates is
+/// judged on its own.
+fn blank_or_comment(line: &str) -> bool {
+    line.split('\r').all(|part| {
+        let p = part.trim();
+        p.is_empty() || p.starts_with('#')
+    })
+}
+
 /// True when `line` (after the stream's first) starts a new document.
 fn is_separator(line: &str) -> bool {
     let t = line.trim_end();
@@ -219,7 +229,7 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
                         let t = line.trim_end();
                         if t == "..." || t.starts_with("... ") {
                             self.after_end = true;
-                        } else if !t.is_empty() && !t.trim_start().starts_with('#') {
+                        } else if !blank_or_comment(t) {
                             self.after_end = false;
                         }
                     }
@@ -380,6 +390,19 @@ mod tests {
         // A stream that starts with `---` is one piece there.
         assert_eq!(chunks("---\na: 1\n").len(), 1);
         assert!(chunks("").is_empty());
+    }
+
+    /// Content after a lone carriage return in a comment line is content: a `%` line after it
+    /// continues the document (as the YAML reader reads it), it does not start a directive.
+    #[test]
+    fn a_lone_carriage_return_ends_a_comment() {
+        let text = "# one\r\r job\n%TAG ! x\n";
+        let pieces = chunks(text);
+        assert_eq!(pieces.len(), 1, "{pieces:?}");
+        assert_eq!(pieces[0].text, text);
+        let whole = crate::parse_documents(&crate::Source::new("in.yaml", text)).expect("parses");
+        assert_eq!(whole.len(), 1);
+        assert_eq!(whole[0].value, serde_json::json!("job %TAG ! x"));
     }
 
     #[test]
