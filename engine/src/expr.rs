@@ -155,16 +155,9 @@ impl PathExpr {
     /// that is not a mapping, a root that is not a shared JSON document): CEL evaluates those,
     /// with its own value or error.
     fn walk(&self, scope: &Scope) -> Option<Stored> {
-        let (root, mut path) = match scope.bound.get(&self.root) {
-            Some(Bound::Json(doc)) => (doc.clone(), Vec::new()),
-            Some(Bound::At { root, path }) => (root.clone(), path.to_vec()),
-            Some(Bound::Val(_)) => return None,
-            None => match scope.lazy(&self.root)?.force() {
-                Ok(Stored::Json { root, path }) => (root.clone(), path.to_vec()),
-                _ => return None,
-            },
-        };
-        let mut cur = at_path(&root, &path)?;
+        let (root, base) = scope.json_place(&self.root, true)?;
+        let mut path = base.to_vec();
+        let mut cur = at_path(root, &path)?;
         for (i, key) in self.steps.iter().enumerate() {
             match cur.as_object()?.get(key) {
                 Some(v) => {
@@ -513,14 +506,9 @@ impl Expr {
     fn place_of(&self, v: &dyn Val, scope: &Scope) -> Option<(Arc<Value>, Arc<[String]>)> {
         let node = json_node(v)?;
         for r in self.refs.iter() {
-            let (root, base) = match scope.bound.get(r) {
-                Some(Bound::Json(doc)) => (doc, &[][..]),
-                Some(Bound::At { root, path }) => (root, &path[..]),
-                Some(Bound::Val(_)) => continue,
-                None => match scope.lazy(r).and_then(|l| l.cell.get()) {
-                    Some(Ok(Stored::Json { root, path })) => (root, &path[..]),
-                    _ => continue,
-                },
+            // A variable not evaluated yet holds nothing this value can be part of.
+            let Some((root, base)) = scope.json_place(r, false) else {
+                continue;
             };
             let Some(start) = at_path(root, base) else {
                 continue;
@@ -1257,6 +1245,29 @@ impl Scope {
             },
             next: self.vars.take(),
         }));
+    }
+
+    /// Where binding `name` is when it is a JSON document or a place in one (a bound document,
+    /// a `forEach` item's place, a variable stored as JSON): the shared root and the path below
+    /// it. A variable not yet evaluated is evaluated first when `force`, else passed over.
+    fn json_place(&self, name: &str, force: bool) -> Option<(&Arc<Value>, &[String])> {
+        match self.bound.get(name) {
+            Some(Bound::Json(doc)) => Some((doc, &[])),
+            Some(Bound::At { root, path }) => Some((root, path)),
+            Some(Bound::Val(_)) => None,
+            None => {
+                let lazy = self.lazy(name)?;
+                let stored = if force {
+                    lazy.force()
+                } else {
+                    lazy.cell.get()?
+                };
+                match stored {
+                    Ok(Stored::Json { root, path }) => Some((root, path)),
+                    _ => None,
+                }
+            }
+        }
     }
 
     /// The newest lazy binding named `binding`.
@@ -2694,7 +2705,11 @@ mod tests {
             err.message,
             "invalid argument to has() macro: a variable is not a field; has() tests a field of a map (has(variables.v.f)); test a variable's value instead (variables.v != null)"
         );
-        assert!(Expr::compile("has(variables.v.f)").is_ok());
+        // A field of a variable is what has() tests.
+        let field = Expr::compile("has(variables.v.f)").expect("compiles");
+        let mut s = Scope::new();
+        s.bind_variable("v", &Expr::compile("{'f': 1}").expect("compiles"));
+        assert_eq!(field.eval_json(&s).expect("evaluates"), json!(true));
     }
 
     #[test]

@@ -495,16 +495,19 @@ pub fn merge_at_path(
 
 /// True when [`merge_at_path`] of `path` into `doc` succeeds whatever the value merged: every
 /// step of the path that exists is a mapping (or null) for a key and a list long enough for an
-/// index (the rest is created).
+/// index, and every step past the first one missing is a key (mappings are created; an index
+/// into one is not there).
 pub(crate) fn merge_applies(doc: &Value, path: &FieldPath) -> bool {
+    let segments = path.segments();
+    let created_from = |i: usize| segments[i..].iter().all(|s| matches!(s, Segment::Key(_)));
     let mut cur = doc;
-    for seg in path.segments() {
+    for (i, seg) in segments.iter().enumerate() {
         cur = match seg {
             Segment::Key(k) => match cur {
-                Value::Null => return true,
+                Value::Null => return created_from(i),
                 Value::Object(m) => match m.get(k) {
                     Some(next) => next,
-                    None => return true,
+                    None => return created_from(i + 1),
                 },
                 _ => return false,
             },
@@ -558,6 +561,36 @@ fn ensure_path<'a>(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// `merge_applies` says beforehand exactly what `merge_at_path` then does.
+    #[test]
+    fn merge_applies_agrees_with_the_merge() {
+        let docs = [
+            json!({}),
+            json!(null),
+            json!({"a": null}),
+            json!({"a": "s"}),
+            json!({"a": {"b": 1}}),
+            json!({"a": [{"b": 1}]}),
+            json!({"a": []}),
+        ];
+        let paths = [
+            "a", "a.b", "a.b.c", "a[0]", "a[0].b", "a[1]", "a.b[0]", "x.y[0]",
+        ];
+        for doc in &docs {
+            for text in paths {
+                let path = FieldPath::parse(text).expect("path");
+                let mut merged = doc.clone();
+                let applied =
+                    merge_at_path(&mut merged, &path, &json!({"k": 1}), &ListPolicy::by_name());
+                assert_eq!(
+                    merge_applies(doc, &path),
+                    applied.is_ok(),
+                    "{doc} {text}: {applied:?}"
+                );
+            }
+        }
+    }
 
     fn displaced(path: &str, before: Value, removed: bool) -> Displaced {
         Displaced {

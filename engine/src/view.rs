@@ -196,7 +196,7 @@ impl Container for JsonMap<'_> {
     fn contains(&self, value: &dyn Val) -> Result<bool, ExecutionError> {
         Ok(value
             .downcast_ref::<CelString>()
-            .is_some_and(|k| self.map.contains_key(k.inner())))
+            .is_some_and(|k| get(self.map, k.inner()).is_some()))
     }
 }
 

@@ -705,11 +705,51 @@ impl Workflow {
     }
 }
 
+type JsonMap = serde_json::Map<String, Value>;
+
+/// Replaces the placeholder at `key` with `v`, where it stands.
+fn put_at(m: &mut JsonMap, key: &str, v: Option<Value>) {
+    if let (Some(v), Some(slot)) = (v, m.get_mut(key)) {
+        *slot = v;
+    }
+}
+
+/// Takes `key` out of `m` (keeping the order of the others, so serde meets them as before),
+/// when it is not null.
+fn take_value(m: &mut JsonMap, key: &str) -> Option<Value> {
+    m.get(key)
+        .is_some_and(|v| !v.is_null())
+        .then(|| m.shift_remove(key))
+        .flatten()
+}
+
+/// Takes `key` out of `m` when it is a list (as [`take_value`]).
+fn take_list(m: &mut JsonMap, key: &str) -> Option<Vec<Value>> {
+    match m.get(key) {
+        Some(Value::Array(_)) => match m.shift_remove(key) {
+            Some(Value::Array(a)) => Some(a),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// Takes `key` out of `m` when it is a mapping (as [`take_value`]).
+fn take_mapping(m: &mut JsonMap, key: &str) -> Option<JsonMap> {
+    match m.get(key) {
+        Some(Value::Object(_)) => match m.shift_remove(key) {
+            Some(Value::Object(o)) => Some(o),
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
 /// The JSON-kept parts of a [`WorkflowSpec`] while its skeleton is converted.
 #[derive(Default)]
 struct SpecParts {
     job_template: Option<Value>,
-    orchestration: Option<serde_json::Map<String, Value>>,
+    orchestration: Option<JsonMap>,
     dependencies: Option<Vec<Value>>,
     validation: Option<Value>,
     overrides: Vec<OverrideParts>,
@@ -748,16 +788,11 @@ impl SpecParts {
     }
 
     /// Puts the parts into the serialized spec, each in its placeholder's place.
-    fn put(self, spec: &mut serde_json::Map<String, Value>) {
-        let mut set = |key: &str, v: Option<Value>| {
-            if let (Some(v), Some(slot)) = (v, spec.get_mut(key)) {
-                *slot = v;
-            }
-        };
-        set("jobTemplate", self.job_template);
-        set("orchestration", self.orchestration.map(Value::Object));
-        set("dependencies", self.dependencies.map(Value::Array));
-        set("validation", self.validation);
+    fn put(self, spec: &mut JsonMap) {
+        put_at(spec, "jobTemplate", self.job_template);
+        put_at(spec, "orchestration", self.orchestration.map(Value::Object));
+        put_at(spec, "dependencies", self.dependencies.map(Value::Array));
+        put_at(spec, "validation", self.validation);
         let Some(Value::Array(items)) = spec.get_mut("overrides") else {
             return;
         };
@@ -765,54 +800,26 @@ impl SpecParts {
             let Some(o) = item.as_object_mut() else {
                 continue;
             };
-            let mut set = |key: &str, v: Option<Value>| {
-                if let (Some(v), Some(slot)) = (v, o.get_mut(key)) {
-                    *slot = v;
-                }
-            };
-            set("jobTemplate", parts.job_template);
-            set("jobTemplatePatch", parts.job_template_patch);
-            set("dependencies", parts.dependencies.map(Value::Array));
-            set("orchestration", parts.orchestration.map(Value::Object));
+            put_at(o, "jobTemplate", parts.job_template);
+            put_at(o, "jobTemplatePatch", parts.job_template_patch);
+            put_at(o, "dependencies", parts.dependencies.map(Value::Array));
+            put_at(o, "orchestration", parts.orchestration.map(Value::Object));
         }
     }
 
     /// Removes from a spec's JSON the parts whose reading cannot fail: any non-null
     /// `jobTemplate`, `validation` and override `jobTemplate`/`jobTemplatePatch`; an object
     /// `orchestration`; an array `dependencies`. Anything else stays for the typed reading.
-    fn remove(spec: &mut serde_json::Map<String, Value>) -> SpecParts {
-        fn take_if(
-            m: &mut serde_json::Map<String, Value>,
-            key: &str,
-            ok: fn(&Value) -> bool,
-        ) -> Option<Value> {
-            if m.get(key).is_some_and(ok) {
-                // In place of the order: serde must meet the other keys in the same order.
-                m.shift_remove(key)
-            } else {
-                None
-            }
-        }
-        let not_null = |v: &Value| !v.is_null();
+    fn remove(spec: &mut JsonMap) -> SpecParts {
         let overrides = match spec.get_mut("overrides") {
             Some(Value::Array(items)) => items
                 .iter_mut()
                 .map(|item| match item.as_object_mut() {
                     Some(o) => OverrideParts {
-                        job_template: take_if(o, "jobTemplate", not_null),
-                        job_template_patch: take_if(o, "jobTemplatePatch", not_null),
-                        dependencies: take_if(o, "dependencies", Value::is_array).and_then(|v| {
-                            match v {
-                                Value::Array(a) => Some(a),
-                                _ => None,
-                            }
-                        }),
-                        orchestration: take_if(o, "orchestration", Value::is_object).and_then(
-                            |v| match v {
-                                Value::Object(m) => Some(m),
-                                _ => None,
-                            },
-                        ),
+                        job_template: take_value(o, "jobTemplate"),
+                        job_template_patch: take_value(o, "jobTemplatePatch"),
+                        dependencies: take_list(o, "dependencies"),
+                        orchestration: take_mapping(o, "orchestration"),
                     },
                     None => OverrideParts::default(),
                 })
@@ -820,16 +827,10 @@ impl SpecParts {
             _ => Vec::new(),
         };
         SpecParts {
-            job_template: take_if(spec, "jobTemplate", not_null),
-            orchestration: take_if(spec, "orchestration", Value::is_object).and_then(|v| match v {
-                Value::Object(m) => Some(m),
-                _ => None,
-            }),
-            dependencies: take_if(spec, "dependencies", Value::is_array).and_then(|v| match v {
-                Value::Array(a) => Some(a),
-                _ => None,
-            }),
-            validation: take_if(spec, "validation", not_null),
+            job_template: take_value(spec, "jobTemplate"),
+            orchestration: take_mapping(spec, "orchestration"),
+            dependencies: take_list(spec, "dependencies"),
+            validation: take_value(spec, "validation"),
             overrides,
         }
     }

@@ -430,12 +430,16 @@ pub fn base_nccl_env(
     rules: &RuleSet,
     enable_mnnvl: bool,
 ) -> Result<Vec<crate::api::EnvVar>, PolicyError> {
-    let (key, params) = if enable_mnnvl {
-        ("nccl-base-env/mnnvl", params::nccl_base_env(true))
+    // One derived value per setting (the key is the setting's).
+    let key = if enable_mnnvl {
+        "nccl-base-env/mnnvl"
     } else {
-        ("nccl-base-env", params::nccl_base_env(false))
+        "nccl-base-env"
     };
-    Ok(fixed_rows(rules, NCCL_ENV_TABLE, key, || params)?.to_vec())
+    Ok(fixed_rows(rules, NCCL_ENV_TABLE, key, || {
+        params::nccl_base_env(enable_mnnvl)
+    })?
+    .to_vec())
 }
 
 /// Name of the table that says what `spec.orchestration.testScale` means.

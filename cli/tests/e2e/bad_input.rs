@@ -2237,19 +2237,7 @@ fn a_label_key_yaml_11_reads_as_a_boolean_is_warned_about() {
         "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n  labels:\n    on: a\n    \"off\": b\n    team: c\n    True: d\n    true: e\n    1.10: f\n    8080: g\n",
     );
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
-    let rows: Vec<(String, u64, u64, String)> = findings(&report)
-        .as_array()
-        .expect("findings")
-        .iter()
-        .map(|f| {
-            (
-                f["ruleId"].as_str().unwrap_or("").to_string(),
-                f["line"].as_u64().unwrap_or(0),
-                f["column"].as_u64().unwrap_or(0),
-                f["message"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect();
+    let rows = super::util::located_rows(&report, "message");
     assert_eq!(
         (code, rows),
         (

@@ -293,19 +293,7 @@ fn silent_changes_are_warned_where_written() {
     ]);
     assert_eq!(code, 0, "{err}");
     let report: Value = serde_json::from_str(&out).expect("json");
-    let rows: Vec<(String, u64, u64, String)> = findings(&report)
-        .as_array()
-        .expect("findings")
-        .iter()
-        .map(|f| {
-            (
-                f["ruleId"].as_str().unwrap_or("").to_string(),
-                f["line"].as_u64().unwrap_or(0),
-                f["column"].as_u64().unwrap_or(0),
-                f["severity"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect();
+    let rows = located_rows(&report, "severity");
     let row = |id: &str, line, column| (id.to_string(), line, column, "warning".to_string());
     assert_eq!(
         rows,

@@ -93,6 +93,24 @@ pub fn findings(report: &serde_json::Value) -> serde_json::Value {
     serde_json::Value::Array(all)
 }
 
+/// Each finding of a `check -o json` report as `(ruleId, line, column, <field>)`, the last
+/// one the finding's string `field` (`message`, `severity`); 0 or "" where absent.
+pub fn located_rows(report: &serde_json::Value, field: &str) -> Vec<(String, u64, u64, String)> {
+    findings(report)
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            (
+                f["ruleId"].as_str().unwrap_or("").to_string(),
+                f["line"].as_u64().unwrap_or(0),
+                f["column"].as_u64().unwrap_or(0),
+                f[field].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
 /// The digest `--version` prints for the embedded rules (`sha256:…`).
 pub fn rules_digest() -> String {
     let (code, stdout, _) = run(&["--version"]);

@@ -396,14 +396,11 @@ fn build(
         gang_defaults: detect::gang_defaults(rules)?,
     };
     let mut workflow = build_workflow(run, &build_params).map_err(|e| build_error(doc, &e))?;
-    let mut ids = Vec::with_capacity(rows.len());
-    workflow.spec.overrides = rows
+    let (ids, overrides): (Vec<String>, Vec<_>) = rows
         .into_iter()
-        .map(|(id, o)| {
-            ids.push(id);
-            PlatformOverride::into_spec(o)
-        })
-        .collect();
+        .map(|(id, o)| (id, PlatformOverride::into_spec(o)))
+        .unzip();
+    workflow.spec.overrides = overrides;
     let provenance = Provenance {
         rows: ids,
         written: crate::build::written(run, &workflow),
