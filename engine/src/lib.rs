@@ -125,3 +125,4 @@ pub use source::{
     prepare_rule_file, to_yaml,
 };
 pub use stream::{Chunk, ChunkReader, parse_chunk};
+pub use view::{json_field, json_field_mut};

@@ -48,12 +48,25 @@ pub(crate) fn view<'v>(v: &'v Value) -> Box<dyn Val + 'v> {
 /// mappings of a manifest are this small.
 const SCAN_ENTRIES: usize = 8;
 
-/// The value of `key` in `map`.
-fn get<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
+/// The value of `key` in `map`, as `map.get(key)` gives it: a mapping of at most 8 entries (most
+/// of a manifest's) is scanned, which costs less than hashing the key.
+pub fn json_field<'v>(map: &'v Map<String, Value>, key: &str) -> Option<&'v Value> {
     if map.len() <= SCAN_ENTRIES {
         map.iter().find(|(k, _)| k.as_str() == key).map(|(_, v)| v)
     } else {
         map.get(key)
+    }
+}
+
+/// The value of `key` in `map` to change, as `map.get_mut(key)` gives it (scanned as
+/// [`json_field`] is).
+pub fn json_field_mut<'v>(map: &'v mut Map<String, Value>, key: &str) -> Option<&'v mut Value> {
+    if map.len() <= SCAN_ENTRIES {
+        map.iter_mut()
+            .find(|(k, _)| k.as_str() == key)
+            .map(|(_, v)| v)
+    } else {
+        map.get_mut(key)
     }
 }
 
@@ -77,9 +90,8 @@ impl<'v> JsonMap<'v> {
 
     fn lookup(&self, key: &dyn Val) -> Result<&'v Value, ExecutionError> {
         match key.downcast_ref::<CelString>() {
-            Some(k) => {
-                get(self.map, k.inner()).ok_or_else(|| ExecutionError::no_such_key(k.inner()))
-            }
+            Some(k) => json_field(self.map, k.inner())
+                .ok_or_else(|| ExecutionError::no_such_key(k.inner())),
             None => Err(ExecutionError::UnexpectedType {
                 got: key.get_type().name().to_owned(),
                 want: "map key".to_owned(),
@@ -196,7 +208,7 @@ impl Container for JsonMap<'_> {
     fn contains(&self, value: &dyn Val) -> Result<bool, ExecutionError> {
         Ok(value
             .downcast_ref::<CelString>()
-            .is_some_and(|k| get(self.map, k.inner()).is_some()))
+            .is_some_and(|k| json_field(self.map, k.inner()).is_some()))
     }
 }
 

@@ -709,7 +709,7 @@ type JsonMap = serde_json::Map<String, Value>;
 
 /// Replaces the placeholder at `key` with `v`, where it stands.
 fn put_at(m: &mut JsonMap, key: &str, v: Option<Value>) {
-    if let (Some(v), Some(slot)) = (v, m.get_mut(key)) {
+    if let (Some(v), Some(slot)) = (v, nvcre_engine::json_field_mut(m, key)) {
         *slot = v;
     }
 }
@@ -717,7 +717,7 @@ fn put_at(m: &mut JsonMap, key: &str, v: Option<Value>) {
 /// Takes `key` out of `m` (keeping the order of the others, so serde meets them as before),
 /// when it is not null.
 fn take_value(m: &mut JsonMap, key: &str) -> Option<Value> {
-    m.get(key)
+    nvcre_engine::json_field(m, key)
         .is_some_and(|v| !v.is_null())
         .then(|| m.shift_remove(key))
         .flatten()
@@ -725,7 +725,7 @@ fn take_value(m: &mut JsonMap, key: &str) -> Option<Value> {
 
 /// Takes `key` out of `m` when it is a list (as [`take_value`]).
 fn take_list(m: &mut JsonMap, key: &str) -> Option<Vec<Value>> {
-    match m.get(key) {
+    match nvcre_engine::json_field(m, key) {
         Some(Value::Array(_)) => match m.shift_remove(key) {
             Some(Value::Array(a)) => Some(a),
             _ => None,
@@ -736,7 +736,7 @@ fn take_list(m: &mut JsonMap, key: &str) -> Option<Vec<Value>> {
 
 /// Takes `key` out of `m` when it is a mapping (as [`take_value`]).
 fn take_mapping(m: &mut JsonMap, key: &str) -> Option<JsonMap> {
-    match m.get(key) {
+    match nvcre_engine::json_field(m, key) {
         Some(Value::Object(_)) => match m.shift_remove(key) {
             Some(Value::Object(o)) => Some(o),
             _ => None,
@@ -793,7 +793,7 @@ impl SpecParts {
         put_at(spec, "orchestration", self.orchestration.map(Value::Object));
         put_at(spec, "dependencies", self.dependencies.map(Value::Array));
         put_at(spec, "validation", self.validation);
-        let Some(Value::Array(items)) = spec.get_mut("overrides") else {
+        let Some(Value::Array(items)) = nvcre_engine::json_field_mut(spec, "overrides") else {
             return;
         };
         for (item, parts) in items.iter_mut().zip(self.overrides) {

@@ -651,16 +651,36 @@ pub fn schema_type_problem(
     kind: &str,
     value: &serde_json::Value,
 ) -> Option<(nvcre_engine::FieldPath, String)> {
-    type_problem(value, SCHEMAS.get(kind)?, nvcre_engine::FieldPath::root())
+    let mut steps = Vec::new();
+    let message = type_problem(value, SCHEMAS.get(kind)?, &mut steps)?;
+    // The path is built only for the problem found, not for every node looked at.
+    let at = steps
+        .into_iter()
+        .fold(nvcre_engine::FieldPath::root(), |at, step| match step {
+            Step::Key(k) => at.key(k.to_string()),
+            Step::Index(i) => at.index(i),
+        });
+    Some((at, message))
 }
 
-fn type_problem(
-    value: &serde_json::Value,
+/// One step of the path [`type_problem`] is at.
+enum Step<'v> {
+    Key(&'v str),
+    Index(usize),
+}
+
+/// The first type problem at or below `value`, its path left in `steps`.
+fn type_problem<'v>(
+    value: &'v serde_json::Value,
     schema: &serde_json::Value,
-    at: nvcre_engine::FieldPath,
-) -> Option<(nvcre_engine::FieldPath, String)> {
+    steps: &mut Vec<Step<'v>>,
+) -> Option<String> {
+    use nvcre_engine::json_field;
     use serde_json::Value;
-    let expected = match (schema.get("type").and_then(Value::as_str), value) {
+    let Value::Object(schema) = schema else {
+        return None;
+    };
+    let expected = match (json_field(schema, "type").and_then(Value::as_str), value) {
         (_, Value::Null) | (None, _) => None,
         (Some("object"), Value::Object(_))
         | (Some("array"), Value::Array(_))
@@ -677,23 +697,33 @@ fn type_problem(
         (Some(_), _) => None,
     };
     if let Some(expected) = expected {
-        return Some((at, nvcre_engine::type_error(value, expected)));
+        return Some(nvcre_engine::type_error(value, expected));
     }
     match value {
         Value::Array(items) => {
-            let of = schema.get("items")?;
-            items
-                .iter()
-                .enumerate()
-                .find_map(|(i, item)| type_problem(item, of, at.clone().index(i)))
+            let of = json_field(schema, "items")?;
+            items.iter().enumerate().find_map(|(i, item)| {
+                steps.push(Step::Index(i));
+                let found = type_problem(item, of, steps);
+                if found.is_none() {
+                    steps.pop();
+                }
+                found
+            })
         }
-        Value::Object(map) => map.iter().find_map(|(k, v)| {
-            let of = schema
-                .get("properties")
-                .and_then(|p| p.get(k))
-                .or_else(|| schema.get("additionalProperties").filter(|a| a.is_object()))?;
-            type_problem(v, of, at.clone().key(k.clone()))
-        }),
+        Value::Object(map) => {
+            let properties = json_field(schema, "properties").and_then(Value::as_object);
+            let additional = json_field(schema, "additionalProperties").filter(|a| a.is_object());
+            map.iter().find_map(|(k, v)| {
+                let of = properties.and_then(|p| p.get(k)).or(additional)?;
+                steps.push(Step::Key(k));
+                let found = type_problem(v, of, steps);
+                if found.is_none() {
+                    steps.pop();
+                }
+                found
+            })
+        }
         _ => None,
     }
 }

@@ -94,7 +94,11 @@ pub(super) fn apply_user_env(o: &mut PlatformOverride, user: &[EnvVar]) {
                         && let Value::Array(items) = child
                     {
                         for item in items.iter_mut() {
-                            let name = item.get("name").and_then(Value::as_str).map(str::to_string);
+                            let name = item
+                                .as_object()
+                                .and_then(|m| nvcre_engine::json_field(m, "name"))
+                                .and_then(Value::as_str)
+                                .map(str::to_string);
                             if let Some(user) = name.and_then(|n| find(&n)) {
                                 *item = user;
                             }
