@@ -848,17 +848,22 @@ pub(crate) struct TableCache {
     /// `(entry index, include honoured, key)` → the rendered body, `None` when `include` left
     /// the entry out. Bounded: params that differ per render (a run name some entries read)
     /// must not grow it without limit.
-    entries: Mutex<HashMap<(usize, bool, String), Option<Value>>>,
+    entries: Mutex<FastMap<EntryKey, Option<Value>>>,
     /// Key of the params the fragments read → the rendered fragments, and as CEL.
-    fragments: Mutex<HashMap<String, Arc<RenderedFragments>>>,
+    fragments: Mutex<FastMap<String, Arc<RenderedFragments>>>,
     /// What callers built from the table's rows ([`Table::derived`]), by key and type.
     derived: Derived,
     /// Rows decoded by [`Table::render_decoded`]: `(type, entry key)` → `Option<Arc<T>>`.
-    typed: Mutex<HashMap<(TypeId, EntryKey), DerivedValue>>,
+    typed: Mutex<FastMap<(TypeId, EntryKey), DerivedValue>>,
 }
 
-/// `(entry index, include honoured, key of the params the entry reads)`.
-type EntryKey = (usize, bool, String);
+/// A map the table caches keep: looked up for every entry of every render, with keys no input
+/// chooses freely (the params a render reads, as JSON), so a fast hasher is enough.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
+/// `(entry index, include honoured, key of the params the entry reads)`; entries that read the
+/// same params share the key's text.
+type EntryKey = (usize, bool, Arc<str>);
 
 /// A render's substitutions, params and entry keys ([`Table::prepare`]).
 struct Prepared<'p> {
@@ -891,6 +896,9 @@ struct TableReads {
     fragments: FieldReads,
     /// Each entry's `include` and body, with the fragments' reads added.
     entries: Vec<FieldReads>,
+    /// For each entry, the first entry that reads the same params (its key is computed once
+    /// per render for all of them).
+    same_reads: Vec<usize>,
     /// The params whose strings the table only carries into its output unchanged (see
     /// [`Table::render`]); empty when the table's text holds [`PARAM_MARK`].
     substituted: BTreeSet<String>,
@@ -976,17 +984,26 @@ fn substitutions<'a>(names: &BTreeSet<String>, params: &'a Value) -> Vec<(String
 /// How many entry renders a [`TableCache`] keeps before it starts over.
 const TABLE_CACHE_ENTRIES: usize = 4096;
 
-/// The cache key of `params` for a part that reads `reads`: only those params, as JSON text.
+/// The cache key of `params` for a part that reads `reads`: only those params, as JSON text
+/// (written directly, without building the object they form).
 fn params_key(reads: &FieldReads, params: &Value) -> String {
     match (reads, params.as_object()) {
         // Absent and null stay apart: `params.?x` tells them apart.
-        (FieldReads::Fields(names), Some(map)) => Value::Object(
-            names
-                .iter()
-                .filter_map(|n| map.get(n).map(|v| (n.clone(), v.clone())))
-                .collect(),
-        )
-        .to_string(),
+        (FieldReads::Fields(names), Some(map)) => {
+            let mut out = Vec::with_capacity(64);
+            out.push(b'{');
+            for (name, v) in names.iter().filter_map(|n| Some((n, map.get(n)?))) {
+                if out.len() > 1 {
+                    out.push(b',');
+                }
+                // Writing JSON into a Vec cannot fail.
+                let _ = serde_json::to_writer(&mut out, name);
+                out.push(b':');
+                let _ = serde_json::to_writer(&mut out, v);
+            }
+            out.push(b'}');
+            String::from_utf8(out).unwrap_or_default()
+        }
         _ => params.to_string(),
     }
 }
@@ -1110,10 +1127,14 @@ impl Table {
                     with_used(&mut r, used, &by_fragment);
                     r
                 })
+                .collect::<Vec<_>>();
+            let same_reads = (0..entries.len())
+                .map(|i| (0..i).find(|&j| entries[j] == entries[i]).unwrap_or(i))
                 .collect();
             TableReads {
                 fragments,
                 entries,
+                same_reads,
                 substituted: self.substituted_params(),
             }
         })
@@ -1321,11 +1342,20 @@ impl Table {
             }
             Cow::Owned(p)
         };
-        let keys = reads
-            .entries
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (i, honor_include, params_key(r, &params)))
+        let mut texts: Vec<Option<Arc<str>>> = vec![None; reads.entries.len()];
+        let keys = (0..reads.entries.len())
+            .map(|i| {
+                let first = reads.same_reads[i];
+                let text = match &texts[first] {
+                    Some(t) => t.clone(),
+                    None => {
+                        let t: Arc<str> = Arc::from(params_key(&reads.entries[first], &params));
+                        texts[first] = Some(t.clone());
+                        t
+                    }
+                };
+                (i, honor_include, text)
+            })
             .collect();
         Prepared { subs, params, keys }
     }

@@ -53,6 +53,17 @@ impl FieldPath {
         self
     }
 
+    /// Appends `segment` in place (a walk over a document goes down with this and back up with
+    /// [`FieldPath::pop`] instead of copying the path at every node).
+    pub fn push(&mut self, segment: Segment) {
+        self.segments.push(segment);
+    }
+
+    /// Removes the last segment, if any.
+    pub fn pop(&mut self) -> Option<Segment> {
+        self.segments.pop()
+    }
+
     /// The RFC 6901 JSON Pointer of this path (`""` for the root).
     pub fn pointer(&self) -> String {
         let mut out = String::new();

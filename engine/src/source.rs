@@ -98,7 +98,9 @@ struct NodeSpan {
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(from = "SpanIndexForm", into = "SpanIndexForm")]
 pub struct SpanIndex {
-    spans: HashMap<String, NodeSpan>,
+    /// Looked up by pointers the documents' keys spell; the hasher is seeded per process, and
+    /// the per-document node budget bounds what one document holds.
+    spans: HashMap<String, NodeSpan, foldhash::fast::RandomState>,
     /// JSON pointer and source text of each integer written with a redundant leading zero
     /// (`010`), in document order: YAML 1.1 tools read such a number as octal.
     leading_zeros: Vec<(String, String)>,
@@ -812,9 +814,14 @@ fn into_value(
     }
 }
 
-/// RFC 6901 escaping of one reference token.
-pub(crate) fn escape_pointer(token: &str) -> String {
-    token.replace('~', "~0").replace('/', "~1")
+/// RFC 6901 escaping of one reference token (borrowed as it is when it holds neither `~` nor
+/// `/`, as nearly every key does).
+pub(crate) fn escape_pointer(token: &str) -> std::borrow::Cow<'_, str> {
+    if token.bytes().any(|b| b == b'~' || b == b'/') {
+        std::borrow::Cow::Owned(token.replace('~', "~0").replace('/', "~1"))
+    } else {
+        std::borrow::Cow::Borrowed(token)
+    }
 }
 
 /// The source text of the plain scalar at `at` in `text` (the part of the stream parsed), if

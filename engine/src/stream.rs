@@ -133,6 +133,10 @@ impl<R: BufRead> ChunkReader<R> {
 /// line in YAML (`# note\rkey: v` is a comment, then content), so each part it separates is
 /// judged on its own.
 fn blank_or_comment(line: &str) -> bool {
+    if !line.contains('\r') {
+        let t = line.trim_start();
+        return t.is_empty() || t.starts_with('#');
+    }
     line.split('\r').all(|part| {
         let p = part.trim();
         p.is_empty() || p.starts_with('#')

@@ -6,7 +6,7 @@
 //! value is never rewritten. So is a label, annotation or data key YAML 1.1 reads as a boolean
 //! (`on:`), and an integer in YAML 1.2's octal form (`0o17`, a string to YAML 1.1).
 
-use nvcre_engine::{Document, FieldPath, Finding, Severity};
+use nvcre_engine::{Document, FieldPath, Finding, Segment, Severity};
 use serde_json::Value;
 
 use crate::check::built_in_finding;
@@ -86,7 +86,7 @@ struct Fields<'a> {
 
 fn fields(doc: &Value) -> Fields<'_> {
     let mut out = Fields::default();
-    walk(&mut out, FieldPath::root(), doc);
+    walk(&mut out, &mut FieldPath::root(), doc);
     if let Some(kind) = doc.get("kind").and_then(Value::as_str)
         && matches!(kind, "ConfigMap" | "Secret")
     {
@@ -100,15 +100,15 @@ fn fields(doc: &Value) -> Fields<'_> {
     out
 }
 
-fn walk<'a>(out: &mut Fields<'a>, path: FieldPath, v: &'a Value) {
+fn walk<'a>(out: &mut Fields<'a>, path: &mut FieldPath, v: &'a Value) {
     match v {
         Value::Object(map) => {
             for (k, child) in map {
-                let at = path.clone().key(k.clone());
+                path.push(Segment::Key(k.clone()));
                 match (k.as_str(), child) {
                     ("metadata" | "workloadMetadata", Value::Object(meta)) => {
                         for field in ["labels", "annotations"] {
-                            string_entries(out, at.clone().key(field), meta.get(field));
+                            string_entries(out, path.clone().key(field), meta.get(field));
                         }
                     }
                     ("env", Value::Array(items)) => {
@@ -116,23 +116,27 @@ fn walk<'a>(out: &mut Fields<'a>, path: FieldPath, v: &'a Value) {
                             if let Some(value) = item.get("value")
                                 && item.get("name").is_some()
                             {
-                                out.strings.push((at.clone().index(i).key("value"), value));
+                                out.strings
+                                    .push((path.clone().index(i).key("value"), value));
                             }
                         }
                     }
                     ("resources", Value::Object(res)) => {
                         for field in ["limits", "requests"] {
-                            entries(&mut out.quantities, at.clone().key(field), res.get(field));
+                            entries(&mut out.quantities, path.clone().key(field), res.get(field));
                         }
                     }
                     _ => {}
                 }
-                walk(out, at, child);
+                walk(out, path, child);
+                path.pop();
             }
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                walk(out, path.clone().index(i), item);
+                path.push(Segment::Index(i));
+                walk(out, path, item);
+                path.pop();
             }
         }
         _ => {}

@@ -4,7 +4,7 @@
 //! `nvidia.com/gpu` request a Workflow makes, which the capacity filter of [`super::place`]
 //! compares with each node's allocatable.
 
-use nvcre_engine::FieldPath;
+use nvcre_engine::{FieldPath, Segment};
 use serde_json::Value;
 
 use super::GPU_RESOURCE;
@@ -75,28 +75,31 @@ pub fn gpu_need(workflow: &Workflow) -> Result<Option<i64>, PlacementError> {
 
 /// Every `nvidia.com/gpu` entry of a `requests` or `limits` mapping in `value` (at `at`), in
 /// document order, with its field path.
-pub fn gpu_quantities(value: &Value, at: FieldPath) -> Vec<(FieldPath, &Value)> {
+pub fn gpu_quantities(value: &Value, mut at: FieldPath) -> Vec<(FieldPath, &Value)> {
     let mut out = Vec::new();
-    collect_gpu(value, at, &mut out);
+    collect_gpu(value, &mut at, &mut out);
     out
 }
 
-fn collect_gpu<'a>(value: &'a Value, at: FieldPath, out: &mut Vec<(FieldPath, &'a Value)>) {
+fn collect_gpu<'a>(value: &'a Value, at: &mut FieldPath, out: &mut Vec<(FieldPath, &'a Value)>) {
     match value {
         Value::Object(map) => {
             for (key, val) in map {
-                let here = at.clone().key(key.clone());
+                at.push(Segment::Key(key.clone()));
                 if (key == "requests" || key == "limits")
                     && let Some(q) = val.get(GPU_RESOURCE)
                 {
-                    out.push((here.clone().key(GPU_RESOURCE), q));
+                    out.push((at.clone().key(GPU_RESOURCE), q));
                 }
-                collect_gpu(val, here, out);
+                collect_gpu(val, at, out);
+                at.pop();
             }
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                collect_gpu(item, at.clone().index(i), out);
+                at.push(Segment::Index(i));
+                collect_gpu(item, at, out);
+                at.pop();
             }
         }
         _ => {}
