@@ -276,6 +276,25 @@ impl CompiledPack {
         })
     }
 
+    /// Runs the pack on `doc` for its findings alone: the document is read in place, where the
+    /// caller shares it (no copy), and a rule's write goes to a copy that is dropped. Findings
+    /// are those of [`CompiledPack::evaluate_in`].
+    ///
+    /// # Errors
+    /// As [`CompiledPack::evaluate_in`].
+    pub fn findings_in(
+        &self,
+        doc: &Arc<Value>,
+        origin: Origin<'_>,
+        params: &Value,
+        objects: Option<&Objects>,
+    ) -> Result<Vec<Finding>, Error> {
+        let mut doc = Doc::Borrowed(doc, Some(doc.clone()));
+        Ok(self
+            .evaluate_shared(&mut doc, origin, params, objects, &mut None)?
+            .findings)
+    }
+
     /// Runs the pack on `doc` (taken and handed back in the [`Outcome`]), reusing the CEL
     /// bindings of `object`, `params` and `objects` that an earlier pack left in `base`. A pack
     /// that mutates the document clears `base`, so the next one binds the new document.
@@ -334,8 +353,34 @@ pub fn run_packs<'p, 'd>(
     params: &Value,
     objects: Option<&Objects>,
 ) -> Result<(Cow<'d, Value>, Vec<Finding>), Error> {
+    run_packs_on(packs, Doc::new(doc), origin, params, objects)
+}
+
+/// Runs `packs` as [`run_packs`] does, over the document the caller shares, for the findings
+/// alone: the document is bound where it is (no copy); a rule's write goes to a copy, which the
+/// later packs see and which is then dropped.
+///
+/// # Errors
+/// As [`run_packs`].
+pub fn run_packs_findings<'p>(
+    packs: impl IntoIterator<Item = &'p CompiledPack>,
+    doc: &Arc<Value>,
+    origin: Origin<'_>,
+    params: &Value,
+    objects: Option<&Objects>,
+) -> Result<Vec<Finding>, Error> {
+    let shared = Doc::Borrowed(doc, Some(doc.clone()));
+    Ok(run_packs_on(packs, shared, origin, params, objects)?.1)
+}
+
+fn run_packs_on<'p, 'd>(
+    packs: impl IntoIterator<Item = &'p CompiledPack>,
+    mut doc: Doc<'d>,
+    origin: Origin<'_>,
+    params: &Value,
+    objects: Option<&Objects>,
+) -> Result<(Cow<'d, Value>, Vec<Finding>), Error> {
     let mut base = None;
-    let mut doc = Doc::new(doc);
     let mut findings = Vec::new();
     for pack in packs {
         let out = pack.evaluate_shared(&mut doc, origin, params, objects, &mut base)?;
@@ -1893,6 +1938,72 @@ mod tests {
             ]
         );
         assert_eq!(value["spec"], json!({"image": "x"}));
+    }
+
+    /// Findings over a shared document are those of the copying runs, a write goes to a copy
+    /// (the later rules and packs see it, the caller's document does not change), and the
+    /// scopes let go of the document when they are done.
+    #[test]
+    fn findings_over_a_shared_document_leave_it_as_it_was() {
+        let body = concat!(
+            "rules:\n",
+            "- id: label\n  mutate:\n",
+            "  - merge: {path: metadata.labels, value: {team: \"${{ object.spec.team }}\"}}\n",
+            "- id: sees\n  validate:\n",
+            "    expression: object.metadata.labels.team == 'x'\n",
+            "    messageExpression: \"'team ' + object.metadata.labels.team\"\n",
+        );
+        let set = RuleSet::from_sources(&[
+            Source::new("rules/p.yaml", format!("{HEAD}{body}")),
+            Source::new(
+                "rules/q.yaml",
+                format!("{HEAD}{body}")
+                    .replace("name: p", "name: q")
+                    .replace("id: ", "id: q-"),
+            ),
+        ])
+        .expect("packs load");
+        let doc = json!({"metadata": {"name": "a"}, "spec": {"team": "ml"}});
+        let origin = Origin {
+            file: "in.yaml",
+            document: 0,
+            spans: None,
+        };
+        let messages = |f: Vec<Finding>| f.into_iter().map(|f| f.message).collect::<Vec<_>>();
+        let shared = Arc::new(doc.clone());
+        let (_, copied) = run_packs(
+            set.packs.iter().map(|p| &**p),
+            Cow::Borrowed(&doc),
+            origin,
+            &Value::Null,
+            None,
+        )
+        .expect("runs");
+        let found = run_packs_findings(
+            set.packs.iter().map(|p| &**p),
+            &shared,
+            origin,
+            &Value::Null,
+            None,
+        )
+        .expect("runs");
+        assert_eq!(messages(found), messages(copied));
+        assert_eq!(
+            messages(run_packs_findings([], &shared, origin, &Value::Null, None).expect("runs")),
+            Vec::<String>::new()
+        );
+        for pack in &set.packs {
+            let alone = pack
+                .findings_in(&shared, origin, &Value::Null, None)
+                .expect("runs");
+            let copied = pack
+                .evaluate_in(&doc, origin, &Value::Null, None)
+                .expect("runs");
+            assert_eq!(messages(alone), vec!["team ml".to_string()]);
+            assert_eq!(messages(copied.findings), vec!["team ml".to_string()]);
+        }
+        assert_eq!(*shared, doc);
+        assert_eq!(Arc::strong_count(&shared), 1);
     }
 
     /// A rule without `forEach` whose writes are all sure to apply (merges along paths of

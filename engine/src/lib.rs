@@ -107,7 +107,9 @@ pub use contract::{
 pub use error::{
     CompileError, ContractViolation, ConversionError, Error, EvaluationError, LoadErrors, PathError,
 };
-pub use eval::{OBJECTS, OBJECTS_BY_KIND, Objects, Origin, Outcome, each_string, run_packs};
+pub use eval::{
+    OBJECTS, OBJECTS_BY_KIND, Objects, Origin, Outcome, each_string, run_packs, run_packs_findings,
+};
 pub use expr::type_name as cel_type_name;
 pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel, json_type as json_type_name};
 pub use files::{WalkOptions, read_files, walk_files, walk_files_noting};

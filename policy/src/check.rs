@@ -33,7 +33,7 @@ fn admit(
     doc: &Document,
     kind: &str,
 ) -> Result<(Document, Vec<Finding>), PolicyError> {
-    let (doc, notes) = prepare_document(doc, kind)?;
+    let (mut doc, notes) = prepare_document(doc, kind)?;
     let mut findings = legacy_findings(&doc, &notes);
     // The overrides' `when` values, checked once here (the renders that follow are told the
     // document is admitted), whether or not a node context follows.
@@ -53,16 +53,18 @@ fn admit(
         document: doc.index,
         spans: Some(&doc.spans),
     };
-    findings.extend(
-        run_stage(
-            rules,
-            contract::ADMISSION,
-            Cow::Borrowed(&doc.value),
-            origin,
-            &Value::Null,
-        )?
-        .findings,
+    // The prepared document is this function's own: shared with the packs as it is, and taken
+    // back whole (no rule's write reaches it).
+    let shared = std::sync::Arc::new(std::mem::take(&mut doc.value));
+    let admitted = nvcre_engine::run_packs_findings(
+        rules.stage(contract::ADMISSION).map(|p| &**p),
+        &shared,
+        origin,
+        &Value::Null,
+        None,
     );
+    doc.value = std::sync::Arc::try_unwrap(shared).unwrap_or_else(|v| (*v).clone());
+    findings.extend(admitted?);
     Ok((doc, findings))
 }
 
@@ -382,9 +384,14 @@ pub fn check_document_in(
             let mut alone = None;
             let objects = objects_or_alone(objects, &doc.value, &mut alone);
             let mut findings = Vec::new();
+            // One copy the packs share, made when the first pack selects the document.
+            let mut shared: Option<std::sync::Arc<Value>> = None;
             for pack in &rules.packs {
-                let out = pack.evaluate_in(&doc.value, origin, &Value::Null, Some(objects))?;
-                findings.extend(out.findings);
+                if !pack.matches_resource(&doc.value) {
+                    continue;
+                }
+                let shared = shared.get_or_insert_with(|| std::sync::Arc::new(doc.value.clone()));
+                findings.extend(pack.findings_in(shared, origin, &Value::Null, Some(objects))?);
             }
             Ok(findings)
         }
