@@ -150,6 +150,7 @@ pub fn decide_workload_run(rules: &RuleSet, obs: RunObservation<'_>) -> RunDecis
                 if status.resolved_gpus_per_node.is_none() {
                     status.resolved_gpus_per_node = gpus_per_node(&existing.spec.job_template);
                 }
+                detection_from_annotations(&mut status, existing.meta());
                 set_execution(
                     &mut status.conditions,
                     IN_PROGRESS,
@@ -272,6 +273,42 @@ fn gpus_per_node(job_template: &Value) -> Option<i32> {
         .and_then(|n| i32::try_from(n).ok())
 }
 
+/// The platform and GPU architecture the render detected, read back from the annotations it
+/// wrote on the Workflow, where the status lost them (a status written from a read older than
+/// the one that named the Workflow); the Workflow's own status, mirrored later, wins.
+/// Every render writes the architecture annotation, and the platform one only with a platform:
+/// without the latter the status says `unknown`, as the build's own status does. A Workflow
+/// without the architecture annotation tells nothing.
+fn detection_from_annotations(status: &mut WorkloadRunStatus, meta: &ObjectMeta) {
+    let Some(annotations) = meta
+        .annotations
+        .as_ref()
+        .filter(|a| a.contains_key(nvcre_domain::ANNOTATION_ARCH))
+    else {
+        return;
+    };
+    let annotation = |key: &str| {
+        Some(or_unknown(
+            annotations.get(key).cloned().unwrap_or_default(),
+        ))
+    };
+    if status.detected_platform.is_none() {
+        status.detected_platform = annotation(nvcre_domain::ANNOTATION_PLATFORM);
+    }
+    if status.detected_gpu_architecture.is_none() {
+        status.detected_gpu_architecture = annotation(nvcre_domain::ANNOTATION_ARCH);
+    }
+}
+
+/// A detected platform or architecture as the status reports it: `unknown` when none was.
+fn or_unknown(detected: String) -> String {
+    if detected.is_empty() {
+        "unknown".to_string()
+    } else {
+        detected
+    }
+}
+
 /// Mirrors the Workflow into the run's status: the resolved GPUs per node when the status lost
 /// them, detection, node ConfigMap refs, ValidationFailed
 /// (before the terminal conditions), Succeeded / Failed; a vanished Workflow fails the run.
@@ -295,6 +332,7 @@ fn mirror(
     if status.resolved_gpus_per_node.is_none() {
         status.resolved_gpus_per_node = gpus_per_node(&wf.spec.job_template);
     }
+    detection_from_annotations(status, wf.meta());
     let Some(ws) = &wf.status else { return };
     if let Some(o) = &ws.orchestration {
         if o.detected_platform.is_some() {
@@ -427,13 +465,6 @@ pub fn build_workflow(
         .get("spec")
         .and_then(|s| s.get("jobTemplate"))
         .and_then(gpus_per_node);
-    let or_unknown = |s: String| {
-        if s.is_empty() {
-            "unknown".to_string()
-        } else {
-            s
-        }
-    };
     Ok(BuiltWorkflow {
         workflow,
         platform: or_unknown(rendered.platform),

@@ -398,29 +398,64 @@ fn an_unchanged_mirror_writes_nothing() {
 }
 
 /// A reconcile that finds its own Workflow but a status without it (the status write after the
-/// create failed, or the read was stale) reads the resolved GPUs per node back from the
-/// Workflow, and every later mirror restores them if a stale write dropped them.
+/// create failed, or the read was stale) reads the resolved GPUs per node and the detected
+/// platform and architecture back from the Workflow, and every later mirror restores them if a
+/// stale write dropped them (before the Workflow's own status reports detection).
 #[test]
-fn adopting_or_mirroring_its_own_workflow_keeps_the_resolved_gpus_per_node() {
+fn adopting_or_mirroring_its_own_workflow_keeps_what_the_build_resolved() {
     let mut wf = workflow_named("nccl", Some("run-uid"), "nccl");
     wf.spec.job_template = serde_json::json!({
         "spec": {"workload": {"trainJob": {"trainer": {"numProcPerNode": 8}}}}
     });
+    wf.metadata.annotations = Some(
+        [
+            (nvcre_domain::ANNOTATION_PLATFORM, "aws"),
+            (nvcre_domain::ANNOTATION_ARCH, "h100"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+    );
+    let resolved = |s: &WorkloadRunStatus| {
+        (
+            s.resolved_gpus_per_node,
+            s.detected_platform.clone(),
+            s.detected_gpu_architecture.clone(),
+        )
+    };
+    let want = (Some(8), Some("aws".to_string()), Some("h100".to_string()));
     let run = run("nccl", MPI_SPEC);
     let adopted = decide(&run, Some(&wf), &aws_h100(2))
         .status
         .expect("status");
     assert_eq!(
-        (
-            adopted.workflow_ref.map(|r| r.name),
-            adopted.resolved_gpus_per_node
-        ),
-        (Some("nccl".to_string()), Some(8))
+        adopted.workflow_ref.as_ref().map(|r| r.name.as_str()),
+        Some("nccl")
     );
+    assert_eq!(resolved(&adopted), want);
     let mut run = run;
     running(&mut run);
     let mirrored = decide(&run, Some(&wf), &aws_h100(2))
         .status
         .expect("status");
-    assert_eq!(mirrored.resolved_gpus_per_node, Some(8));
+    assert_eq!(resolved(&mirrored), want);
+    // A render without a platform wrote no platform annotation: `unknown`, as a build says.
+    wf.metadata.annotations = Some(
+        [(nvcre_domain::ANNOTATION_ARCH.to_string(), String::new())]
+            .into_iter()
+            .collect(),
+    );
+    let mut run = run;
+    run.status = None;
+    let adopted = decide(&run, Some(&wf), &aws_h100(2))
+        .status
+        .expect("status");
+    assert_eq!(
+        resolved(&adopted),
+        (
+            Some(8),
+            Some("unknown".to_string()),
+            Some("unknown".to_string())
+        )
+    );
 }

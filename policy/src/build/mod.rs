@@ -153,6 +153,17 @@ fn label_map<'a>(pairs: impl IntoIterator<Item = (&'a str, &'a str)>) -> Value {
     )
 }
 
+/// A JSON mapping of `fields`, in order, each value moved in (`json!` serializes every value it
+/// is given, a deep copy of a `Value`).
+fn object<const N: usize>(fields: [(&str, Value); N]) -> Value {
+    Value::Object(
+        fields
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+    )
+}
+
 /// The queue label `(key, queue)` when gang scheduling is on.
 fn queue_label(gang: Option<&GangSchedulerSpec>) -> Option<(&str, &str)> {
     gang.map(|g| (g.queue_label_key(), g.queue()))
@@ -216,11 +227,14 @@ fn job_spec(run: &WorkloadRun, params: &BuildParams, merged_env: &[EnvVar], npj:
     );
     train_job.insert("trainer".to_string(), Value::Object(trainer));
     if let Some(patch) = controller_runtime_patch(spec) {
-        train_job.insert("runtimePatches".to_string(), json!([patch]));
+        train_job.insert("runtimePatches".to_string(), Value::Array(vec![patch]));
     }
 
     let mut job = Map::new();
-    job.insert("workload".to_string(), json!({"trainJob": train_job}));
+    job.insert(
+        "workload".to_string(),
+        object([("trainJob", Value::Object(train_job))]),
+    );
     if let Some(meta) = spec
         .workload_metadata
         .as_ref()

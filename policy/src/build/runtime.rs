@@ -6,7 +6,7 @@ use serde_json::{Map, Value, json};
 
 use super::{
     ANCESTOR_STEP_LABEL, BuildParams, FRAMEWORK_LABEL, GPU_RESOURCE, TRAINER_API_VERSION,
-    label_map, queue_label,
+    label_map, object, queue_label,
 };
 use crate::api::{EnvVar, FrameworkType, GangSchedulerSpec, WorkloadRun};
 
@@ -35,10 +35,13 @@ pub fn build_runtime(
 
 /// Runtime metadata: `<run>-runtime`, labels `app` and the framework label.
 pub(super) fn runtime_metadata(run_name: &str, framework: &str) -> Value {
-    json!({
-        "name": format!("{run_name}-runtime"),
-        "labels": label_map([(FRAMEWORK_LABEL, framework), ("app", run_name)]),
-    })
+    object([
+        ("name", Value::String(format!("{run_name}-runtime"))),
+        (
+            "labels",
+            label_map([(FRAMEWORK_LABEL, framework), ("app", run_name)]),
+        ),
+    ])
 }
 
 /// The torch/exec TrainingRuntime: one replicated job `node`.
@@ -56,13 +59,16 @@ pub(super) fn torch_runtime(
     volumes.extend(user_vols);
     let mut mounts = vec![t.shared_memory.mount.clone()];
     mounts.extend(user_mounts);
-    let container = json!({
-        "name": "node",
-        "image": run.spec.image,
-        "env": merged_env,
-        "resources": worker_resources(run.spec.resources.as_ref(), params.gpus_per_node),
-        "volumeMounts": mounts,
-    });
+    let container = object([
+        ("name", Value::from("node")),
+        ("image", Value::from(run.spec.image.as_str())),
+        ("env", json!(merged_env)),
+        (
+            "resources",
+            worker_resources(run.spec.resources.as_ref(), params.gpus_per_node),
+        ),
+        ("volumeMounts", Value::Array(mounts)),
+    ]);
     let mut fields = vec![
         (
             "terminationGracePeriodSeconds",
@@ -71,28 +77,43 @@ pub(super) fn torch_runtime(
         ("securityContext", t.torch.security_context.clone()),
     ];
     if !run.spec.init_containers.is_empty() {
-        fields.push(("initContainers", json!(run.spec.init_containers)));
+        fields.push((
+            "initContainers",
+            Value::Array(run.spec.init_containers.clone()),
+        ));
     }
-    fields.push(("containers", json!([container])));
-    fields.push(("volumes", json!(volumes)));
+    fields.push(("containers", Value::Array(vec![container])));
+    fields.push(("volumes", Value::Array(volumes)));
     let job_labels = label_map(
         [(ANCESTOR_STEP_LABEL, "trainer"), ("app", name)]
             .into_iter()
             .chain(queue_label(gang)),
     );
     let node = replicated_job("node", None, Some(job_labels), pod_template(gang, fields));
-    json!({
-        "apiVersion": TRAINER_API_VERSION,
-        "kind": "TrainingRuntime",
-        "metadata": runtime_metadata(name, "torch"),
-        "spec": {
-            "mlPolicy": {
-                "numNodes": nodes_per_job,
-                "torch": {"numProcPerNode": params.gpus_per_node},
-            },
-            "template": {"spec": {"replicatedJobs": [node]}},
-        },
-    })
+    object([
+        ("apiVersion", Value::from(TRAINER_API_VERSION)),
+        ("kind", Value::from("TrainingRuntime")),
+        ("metadata", runtime_metadata(name, "torch")),
+        (
+            "spec",
+            object([
+                (
+                    "mlPolicy",
+                    json!({
+                        "numNodes": nodes_per_job,
+                        "torch": {"numProcPerNode": params.gpus_per_node},
+                    }),
+                ),
+                (
+                    "template",
+                    object([(
+                        "spec",
+                        object([("replicatedJobs", Value::Array(vec![node]))]),
+                    )]),
+                ),
+            ]),
+        ),
+    ])
 }
 
 /// The launcher's `fix-ssh-permissions` script: the table's launcher script, then its wait for
@@ -126,24 +147,30 @@ pub(super) fn mpi_runtime(
     worker_volumes.extend(user_vols);
     let mut worker_mounts = vec![ssh_auth_mount.clone(), t.shared_memory.mount.clone()];
     worker_mounts.extend(user_mounts);
-    let worker_container = json!({
-        "name": "node",
-        "image": image,
-        "command": ["sh", "-c", t.mpi.worker_script],
-        "env": merged_env,
-        "resources": worker_resources(run.spec.resources.as_ref(), params.gpus_per_node),
-        "securityContext": t.mpi.worker_security_context,
-        "readinessProbe": t.mpi.worker_readiness_probe,
-        "volumeMounts": worker_mounts,
-    });
+    let worker_container = object([
+        ("name", Value::from("node")),
+        ("image", Value::from(image)),
+        ("command", json!(["sh", "-c", t.mpi.worker_script])),
+        ("env", json!(merged_env)),
+        (
+            "resources",
+            worker_resources(run.spec.resources.as_ref(), params.gpus_per_node),
+        ),
+        ("securityContext", t.mpi.worker_security_context.clone()),
+        ("readinessProbe", t.mpi.worker_readiness_probe.clone()),
+        ("volumeMounts", Value::Array(worker_mounts)),
+    ]);
     // The user's init containers run on the workers, where the binary runs (the launcher only
     // runs mpirun); the original drops them for MPI.
     let mut worker_fields = vec![("restartPolicy", json!("OnFailure"))];
     if !run.spec.init_containers.is_empty() {
-        worker_fields.push(("initContainers", json!(run.spec.init_containers)));
+        worker_fields.push((
+            "initContainers",
+            Value::Array(run.spec.init_containers.clone()),
+        ));
     }
-    worker_fields.push(("containers", json!([worker_container])));
-    worker_fields.push(("volumes", json!(worker_volumes)));
+    worker_fields.push(("containers", Value::Array(vec![worker_container])));
+    worker_fields.push(("volumes", Value::Array(worker_volumes)));
     let worker = replicated_job(
         "node",
         None,
@@ -155,19 +182,22 @@ pub(super) fn mpi_runtime(
     if let Some(w) = wait {
         init_mounts.push(w.hostfile_mount.clone());
     }
-    let init = json!({
-        "name": "fix-ssh-permissions",
-        "image": image,
-        "command": ["sh", "-c", launcher_init_script(params)],
-        "volumeMounts": init_mounts,
-    });
-    let launcher_container = json!({
-        "name": "node",
-        "image": image,
-        "env": merged_env,
-        "resources": t.mpi.launcher_resources,
-        "volumeMounts": [ssh_auth_mount, ssh_keys_mount],
-    });
+    let init = object([
+        ("name", Value::from("fix-ssh-permissions")),
+        ("image", Value::from(image)),
+        ("command", json!(["sh", "-c", launcher_init_script(params)])),
+        ("volumeMounts", Value::Array(init_mounts)),
+    ]);
+    let launcher_container = object([
+        ("name", Value::from("node")),
+        ("image", Value::from(image)),
+        ("env", json!(merged_env)),
+        ("resources", t.mpi.launcher_resources.clone()),
+        (
+            "volumeMounts",
+            Value::Array(vec![ssh_auth_mount, ssh_keys_mount]),
+        ),
+    ]);
     let launcher = replicated_job(
         "launcher",
         wait.is_none()
@@ -179,32 +209,47 @@ pub(super) fn mpi_runtime(
             gang,
             vec![
                 ("restartPolicy", json!("OnFailure")),
-                ("initContainers", json!([init])),
-                ("containers", json!([launcher_container])),
+                ("initContainers", Value::Array(vec![init])),
+                ("containers", Value::Array(vec![launcher_container])),
                 ("volumes", json!([{"name": "ssh-keys", "emptyDir": {}}])),
             ],
         ),
     );
-    json!({
-        "apiVersion": TRAINER_API_VERSION,
-        "kind": "TrainingRuntime",
-        "metadata": runtime_metadata(name, "mpi"),
-        "spec": {
-            "mlPolicy": {
-                "numNodes": 1,
-                "mpi": {
-                    "mpiImplementation": "OpenMPI",
-                    "numProcPerNode": params.gpus_per_node,
-                    "sshAuthMountPath": t.mpi.ssh_auth_mount_path,
-                },
-            },
-            "template": {"spec": {
-                "network": {"publishNotReadyAddresses": true},
-                "successPolicy": {"operator": "All", "targetReplicatedJobs": ["launcher"]},
-                "replicatedJobs": [worker, launcher],
-            }},
-        },
-    })
+    object([
+        ("apiVersion", Value::from(TRAINER_API_VERSION)),
+        ("kind", Value::from("TrainingRuntime")),
+        ("metadata", runtime_metadata(name, "mpi")),
+        (
+            "spec",
+            object([
+                (
+                    "mlPolicy",
+                    json!({
+                        "numNodes": 1,
+                        "mpi": {
+                            "mpiImplementation": "OpenMPI",
+                            "numProcPerNode": params.gpus_per_node,
+                            "sshAuthMountPath": t.mpi.ssh_auth_mount_path,
+                        },
+                    }),
+                ),
+                (
+                    "template",
+                    object([(
+                        "spec",
+                        object([
+                            ("network", json!({"publishNotReadyAddresses": true})),
+                            (
+                                "successPolicy",
+                                json!({"operator": "All", "targetReplicatedJobs": ["launcher"]}),
+                            ),
+                            ("replicatedJobs", Value::Array(vec![worker, launcher])),
+                        ]),
+                    )]),
+                ),
+            ]),
+        ),
+    ])
 }
 
 /// Worker container resources: `nvidia.com/gpu: "<gpus>"` in limits
@@ -254,9 +299,9 @@ pub(super) fn replicated_job(
 ) -> Value {
     let mut job_template = Map::new();
     if let Some(labels) = job_labels {
-        job_template.insert("metadata".to_string(), json!({"labels": labels}));
+        job_template.insert("metadata".to_string(), object([("labels", labels)]));
     }
-    job_template.insert("spec".to_string(), json!({"template": pod_template}));
+    job_template.insert("spec".to_string(), object([("template", pod_template)]));
     let mut job = Map::new();
     job.insert("name".to_string(), Value::String(name.to_string()));
     if let Some(d) = depends_on {
@@ -281,7 +326,7 @@ pub(super) fn pod_template(gang: Option<&GangSchedulerSpec>, fields: Vec<(&str, 
     if let Some(queue) = queue_label(gang) {
         template.insert(
             "metadata".to_string(),
-            json!({"labels": label_map([queue])}),
+            object([("labels", label_map([queue]))]),
         );
     }
     template.insert("spec".to_string(), Value::Object(spec));
