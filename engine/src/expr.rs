@@ -906,9 +906,12 @@ fn template_close(s: &str, from: usize) -> Option<usize> {
 /// that reads one fails with that one's message instead of running (fail closed).
 #[derive(Default, Clone)]
 pub struct Scope {
-    bound: BTreeMap<String, Bound>,
-    /// Failed bindings (`objects`, `fragments.<name>`, a value CEL cannot hold) → why.
-    failed: BTreeMap<String, EvalError>,
+    /// Shared with the scopes cloned from this one until one of them binds (a rule's scope is
+    /// a clone of its pack's, and most rules bind nothing here).
+    bound: Arc<BTreeMap<String, Bound>>,
+    /// Failed bindings (`objects`, `fragments.<name>`, a value CEL cannot hold) → why; shared as
+    /// `bound` is.
+    failed: Arc<BTreeMap<String, EvalError>>,
     /// The variables and `variables` maps bound, newest first: shared with the scopes they were
     /// bound in, so binding one or cloning the scope copies no other.
     vars: Option<Arc<VarNode>>,
@@ -1188,16 +1191,15 @@ impl Scope {
 
     /// Binds `name` to a shared JSON value, read in place.
     pub fn bind_shared(&mut self, name: &str, value: Arc<Value>) {
-        self.failed.remove(name);
-        self.bound.insert(name.to_string(), Bound::Json(value));
+        self.unfail(name);
+        Arc::make_mut(&mut self.bound).insert(name.to_string(), Bound::Json(value));
     }
 
     /// Binds `name` to the value at `path` below the shared JSON document `root` (mapping keys,
     /// and decimal indexes into lists), read in place.
     pub(crate) fn bind_at(&mut self, name: &str, root: Arc<Value>, path: Arc<[String]>) {
-        self.failed.remove(name);
-        self.bound
-            .insert(name.to_string(), Bound::At { root, path });
+        self.unfail(name);
+        Arc::make_mut(&mut self.bound).insert(name.to_string(), Bound::At { root, path });
     }
 
     /// Binds `name` to a CEL value. A value the interpreter cannot hold (a function value)
@@ -1206,13 +1208,12 @@ impl Scope {
         let kind = type_name(&value);
         match Box::<dyn Val>::try_from(value) {
             Ok(v) => {
-                self.failed.remove(name);
-                self.bound
-                    .insert(name.to_string(), Bound::Val(Arc::from(v)));
+                self.unfail(name);
+                Arc::make_mut(&mut self.bound).insert(name.to_string(), Bound::Val(Arc::from(v)));
             }
             Err(_) => {
-                self.bound.remove(name);
-                self.failed.insert(
+                self.unbind(name);
+                Arc::make_mut(&mut self.failed).insert(
                     name.to_string(),
                     EvalError::Upstream(Arc::from(format!(
                         "{name} holds a {kind} value, which CEL cannot read"
@@ -1297,18 +1298,31 @@ impl Scope {
         None
     }
 
+    /// Forgets that binding `name` failed (copying the shared map only when it did).
+    fn unfail(&mut self, name: &str) {
+        if self.failed.contains_key(name) {
+            Arc::make_mut(&mut self.failed).remove(name);
+        }
+    }
+
+    /// Removes binding `name` (copying the shared map only when it is bound).
+    fn unbind(&mut self, name: &str) {
+        if self.bound.contains_key(name) {
+            Arc::make_mut(&mut self.bound).remove(name);
+        }
+    }
+
     /// Marks binding `name` as unavailable: expressions that read it, and the variables that
     /// read those, fail with `reason` as it is ([`EvalError::Unavailable`]).
     pub(crate) fn bind_unavailable(&mut self, name: &str, reason: Arc<str>) {
-        self.bound.remove(name);
-        self.failed
-            .insert(name.to_string(), EvalError::Unavailable(reason));
+        self.unbind(name);
+        Arc::make_mut(&mut self.failed).insert(name.to_string(), EvalError::Unavailable(reason));
     }
 
     /// Marks fragment `name` as failed: expressions and templates that read it fail with
     /// `message`.
     pub(crate) fn fail_fragment(&mut self, name: &str, message: Arc<str>) {
-        self.failed.insert(
+        Arc::make_mut(&mut self.failed).insert(
             format!("{FRAGMENT_FAILURE_PREFIX}{name}"),
             EvalError::Upstream(message),
         );
