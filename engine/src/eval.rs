@@ -591,9 +591,16 @@ impl Run<'_, '_> {
             },
         };
         let mut mutated = false;
-        let mut scope = pack.scope.clone();
+        let scope = pack.scope.clone();
         for (item, index) in items {
             let mut s = scope.clone();
+            if mutated {
+                // Later items see the document as the earlier ones wrote it. Only the item's
+                // scope binds that one, and lets go of it before the item's writes: after the
+                // first write (which copies the document the pack's scopes share), each item
+                // writes into it in place, not into a copy per item.
+                s.bind_shared("object", self.shared_doc());
+            }
             if let (Some((_, var, idx_var)), Some(item)) = (&rule.for_each, item) {
                 match item {
                     Item::Cel(v) => s.bind_local(var, v),
@@ -677,13 +684,8 @@ impl Run<'_, '_> {
             if rule.for_each.is_none() {
                 return Ok((mutated, Some(Pending { writes, reported })));
             }
+            drop(s);
             mutated |= self.apply(rule, writes, &mut reported);
-            if mutated {
-                // Later items and rules see the mutated document.
-                let doc = self.shared_doc();
-                s.bind_shared("object", doc.clone());
-                scope.bind_shared("object", doc);
-            }
         }
         Ok((mutated, None))
     }
@@ -1938,6 +1940,28 @@ mod tests {
             ]
         );
         assert_eq!(value["spec"], json!({"image": "x"}));
+    }
+
+    /// Each item of a `forEach` that writes sees the document as the earlier items wrote it,
+    /// and so do the later rules; the items write into one document (not a copy per item).
+    #[test]
+    fn for_each_writes_see_the_earlier_items_writes() {
+        let body = concat!(
+            "rules:\n",
+            "- id: each\n  forEach: {in: object.spec.l, as: x}\n",
+            "  variables: [{name: n, expression: \"size(object.metadata.?labels.orValue({}))\"}]\n",
+            "  mutate:\n",
+            "  - merge: {path: metadata.labels, value: {\"k${{ string(x) }}\": \"${{ string(variables.n) }}\"}}\n",
+            "- id: after\n  validate:\n",
+            "    expression: size(object.metadata.labels) == 0\n",
+            "    messageExpression: \"string(size(object.metadata.labels)) + ' labels'\"\n",
+        );
+        let (findings, value) = run(body, "metadata: {name: a}\nspec: {l: [1, 2, 3]}\n");
+        assert_eq!(
+            value["metadata"]["labels"],
+            json!({"k1": "0", "k2": "1", "k3": "2"})
+        );
+        assert_eq!(findings, vec!["error after 3 labels".to_string()]);
     }
 
     /// Findings over a shared document are those of the copying runs, a write goes to a copy
