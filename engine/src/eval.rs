@@ -989,7 +989,10 @@ fn substitute(v: &mut Value, subs: &[(String, &str)]) {
 
 /// Replaces every placeholder of `subs` (placeholder, value) in `s`.
 fn substitute_str(s: &mut String, subs: &[(String, &str)]) {
-    if s.contains(PARAM_MARK) {
+    // Nearly every string is ASCII: one scan for the mark's first UTF-8 byte rules it out.
+    let mut lead = [0u8; 4];
+    let lead = PARAM_MARK.encode_utf8(&mut lead).as_bytes()[0];
+    if s.as_bytes().contains(&lead) && s.contains(PARAM_MARK) {
         for (from, to) in subs {
             if s.contains(from.as_str()) {
                 *s = s.replace(from.as_str(), to);
