@@ -439,6 +439,23 @@ fn adopting_or_mirroring_its_own_workflow_keeps_what_the_build_resolved() {
         .status
         .expect("status");
     assert_eq!(resolved(&mirrored), want);
+    // The Workflow's own status, once it reports detection, wins over the annotations.
+    wf.status = Some(WorkflowStatus {
+        orchestration: Some(OrchestrationStatus {
+            detected_platform: Some("gcp".into()),
+            detected_gpu_architecture: Some("gb200".into()),
+            ..OrchestrationStatus::default()
+        }),
+        ..WorkflowStatus::default()
+    });
+    let mirrored = decide(&run, Some(&wf), &aws_h100(2))
+        .status
+        .expect("status");
+    assert_eq!(
+        resolved(&mirrored),
+        (Some(8), Some("gcp".to_string()), Some("gb200".to_string()))
+    );
+    wf.status = None;
     // A render without a platform wrote no platform annotation: `unknown`, as a build says.
     wf.metadata.annotations = Some(
         [(nvcre_domain::ANNOTATION_ARCH.to_string(), String::new())]

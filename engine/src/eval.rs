@@ -1972,19 +1972,22 @@ mod tests {
     /// scopes let go of the document when they are done.
     #[test]
     fn findings_over_a_shared_document_leave_it_as_it_was() {
-        let body = concat!(
-            "rules:\n",
-            "- id: label\n  mutate:\n",
-            "  - merge: {path: metadata.labels, value: {team: \"${{ object.spec.team }}\"}}\n",
+        let sees = concat!(
             "- id: sees\n  validate:\n",
             "    expression: object.metadata.labels.team == 'x'\n",
             "    messageExpression: \"'team ' + object.metadata.labels.team\"\n",
         );
+        let writes = concat!(
+            "rules:\n",
+            "- id: label\n  mutate:\n",
+            "  - merge: {path: metadata.labels, value: {team: \"${{ object.spec.team }}\"}}\n",
+        );
+        // `q` only reads: its finding can only come from `p`'s write.
         let set = RuleSet::from_sources(&[
-            Source::new("rules/p.yaml", format!("{HEAD}{body}")),
+            Source::new("rules/p.yaml", format!("{HEAD}{writes}{sees}")),
             Source::new(
                 "rules/q.yaml",
-                format!("{HEAD}{body}")
+                format!("{HEAD}rules:\n{sees}")
                     .replace("name: p", "name: q")
                     .replace("id: ", "id: q-"),
             ),
@@ -2014,20 +2017,23 @@ mod tests {
             None,
         )
         .expect("runs");
-        assert_eq!(messages(found), messages(copied));
+        assert_eq!(messages(copied), vec!["team ml", "team ml"]);
+        assert_eq!(messages(found), vec!["team ml", "team ml"]);
         assert_eq!(
             messages(run_packs_findings([], &shared, origin, &Value::Null, None).expect("runs")),
             Vec::<String>::new()
         );
-        for pack in &set.packs {
+        // Each pack alone: `p` sees its own write, `q` a document without the label.
+        for (pack, want) in set.packs.iter().zip(["team ml", "No such key: labels"]) {
             let alone = pack
                 .findings_in(&shared, origin, &Value::Null, None)
                 .expect("runs");
             let copied = pack
                 .evaluate_in(&doc, origin, &Value::Null, None)
                 .expect("runs");
-            assert_eq!(messages(alone), vec!["team ml".to_string()]);
-            assert_eq!(messages(copied.findings), vec!["team ml".to_string()]);
+            let alone = messages(alone);
+            assert_eq!(alone, messages(copied.findings));
+            assert!(alone[0].contains(want), "{alone:?}");
         }
         assert_eq!(*shared, doc);
         assert_eq!(Arc::strong_count(&shared), 1);

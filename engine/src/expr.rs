@@ -2750,6 +2750,7 @@ mod tests {
             "big": {"k0": 0, "k1": 1, "k2": 2, "k3": 3, "k4": 4, "k5": 5, "k6": 6, "k7": 7,
                     "k8": {"x": "deep"}},
             "dotted.key": 1,
+            "items": [{"sub": {"v": 1}}, 2],
         });
         let mut s = Scope::new();
         s.bind("object", &doc);
@@ -2761,6 +2762,10 @@ mod tests {
         s.bind_variable("v", &Expr::compile("{'f': {'g': 2}}").expect("compiles"));
         s.bind_variable("j", &Expr::compile("object.a").expect("compiles"));
         s.bind_cel("c", Cel::Int(4));
+        // Bound as a `forEach` item is: a place that steps into a list.
+        let at = |path: &[&str]| Arc::from(path.iter().map(|p| p.to_string()).collect::<Vec<_>>());
+        s.bind_at("item", Arc::new(doc.clone()), at(&["items", "0"]));
+        s.bind_at("other", Arc::new(doc.clone()), at(&["items", "1"]));
         let paths = [
             "a",
             "a.b",
@@ -2810,6 +2815,19 @@ mod tests {
         assert_eq!(eval("variables.v.f.g"), Ok(json!(2)));
         assert_eq!(eval("variables.j.b.c"), Ok(json!(1)));
         assert_eq!(eval("variables.v.f.x"), eval("[variables.v][0].f.x"));
+        for path in ["b.c", "missing", "b.c.d", "b.l.x", "e.x"] {
+            let text = format!("variables.j.{path}");
+            assert_eq!(
+                eval(&text),
+                eval(&format!("[variables.j][0].{path}")),
+                "{text}"
+            );
+        }
+        for path in ["item.sub.v", "item.sub.missing", "item.sub.v.x", "other.x"] {
+            let (name, rest) = path.split_once('.').expect("dotted");
+            assert_eq!(eval(path), eval(&format!("[{name}][0].{rest}")), "{path}");
+        }
+        assert_eq!(eval("item.sub.v"), Ok(json!(1)));
         assert_eq!(eval("c.x"), eval("[c][0].x"));
         // A comprehension's variable shadows the binding of the same name.
         assert_eq!(
