@@ -474,16 +474,158 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
             .into_iter()
             .map(|(file, message)| InputError::new(file, message)),
     );
-    for file in &files {
-        match open(file) {
-            Ok((name, reader)) => checker.input(&name, reader),
-            Err(message) => checker
-                .out
-                .errors
-                .push(InputError::new(file.clone(), message)),
+    let mut rest = files.as_slice();
+    while let Some(first) = rest.first() {
+        // Small files (a directory of manifests) are read and parsed a group at a time on
+        // every core, then checked in order; a large file or standard input is streamed.
+        let group = small_files(rest);
+        if group == 0 {
+            match open(first) {
+                Ok((name, reader)) => checker.input(&name, reader),
+                Err(message) => checker
+                    .out
+                    .errors
+                    .push(InputError::new(first.clone(), message)),
+            }
+            rest = &rest[1..];
+            continue;
         }
+        let read: Vec<Result<ReadInput, String>> = {
+            use rayon::prelude::*;
+            rest[..group]
+                .par_iter()
+                .map(|file| open(file).map(|(name, reader)| ReadInput::read(name, reader)))
+                .collect()
+        };
+        for (file, r) in rest[..group].iter().zip(read) {
+            match r {
+                Ok(r) => checker.input_read(r),
+                Err(message) => checker
+                    .out
+                    .errors
+                    .push(InputError::new(file.clone(), message)),
+            }
+        }
+        rest = &rest[group..];
     }
     checker.finish()
+}
+
+/// How many of the first `files` to read together: regular files (not standard input) of at
+/// most [`BATCH_BYTES`] together and [`PARSE_PIECES`] in number; `0` when the first is not one
+/// (it is then streamed on its own).
+fn small_files(files: &[String]) -> usize {
+    let mut bytes = 0u64;
+    let mut n = 0;
+    for file in files.iter().take(PARSE_PIECES) {
+        let size = match std::fs::metadata(file) {
+            Ok(m) if file != "-" && m.is_file() => m.len(),
+            _ => break,
+        };
+        if n > 0 && bytes + size > BATCH_BYTES as u64 {
+            break;
+        }
+        if size > BATCH_BYTES as u64 {
+            break;
+        }
+        bytes += size;
+        n += 1;
+    }
+    n
+}
+
+/// One piece of an input, read and parsed: its documents, or why they could not be parsed.
+type Parsed = (Arc<Chunk>, Result<Vec<Document>, nvcre_engine::Error>);
+
+/// Pieces (usually one document each) parsed together on every core, and small files read
+/// together.
+const PARSE_PIECES: usize = 64;
+
+/// Parses `pieces` of `source`'s stream, whose first document is number `first`, on every
+/// core. Each piece is parsed as if every piece before it held one document (nearly always
+/// so); a piece after one that held none or several is parsed again, in order, with its real
+/// first index, so the documents and messages are those of a parse in order.
+fn parse_pieces(source: &Arc<Source>, pieces: Vec<Arc<Chunk>>, first: usize) -> Vec<Parsed> {
+    use rayon::prelude::*;
+    let guessed: Vec<_> = pieces
+        .par_iter()
+        .enumerate()
+        .map(|(i, c)| parse_chunk(source, c, first + i))
+        .collect();
+    let mut next = first;
+    pieces
+        .into_iter()
+        .zip(guessed)
+        .enumerate()
+        .map(|(i, (chunk, parsed))| {
+            let parsed = if next == first + i {
+                parsed
+            } else {
+                parse_chunk(source, &chunk, next)
+            };
+            next += parsed.as_ref().map_or(1, Vec::len);
+            (chunk, parsed)
+        })
+        .collect()
+}
+
+/// A whole input read and parsed ahead of its check (a small file of a directory).
+struct ReadInput {
+    name: String,
+    pieces: Vec<Parsed>,
+    /// The reading error that ended the input early, after `pieces`.
+    error: Option<std::io::Error>,
+}
+
+impl ReadInput {
+    /// Reads every piece of `reader` and parses them in order.
+    fn read(name: String, reader: impl BufRead) -> ReadInput {
+        let source = Source::new(name.clone(), String::new());
+        let mut pieces = Vec::new();
+        let mut error = None;
+        let mut next = 0;
+        for chunk in ChunkReader::new(reader) {
+            match chunk {
+                Ok(c) => {
+                    let parsed = parse_chunk(&source, &c, next);
+                    next += parsed.as_ref().map_or(1, Vec::len);
+                    pieces.push((Arc::new(c), parsed));
+                }
+                Err(e) => {
+                    error = Some(e);
+                    break;
+                }
+            }
+        }
+        ReadInput {
+            name,
+            pieces,
+            error,
+        }
+    }
+}
+
+/// The state of the input being checked: its documents' rule lists, the documents held for
+/// `objects`, and the index of its next document.
+struct InputState {
+    name: String,
+    checked: CheckedFile,
+    held: Held,
+    next_index: usize,
+}
+
+impl InputState {
+    fn new(name: &str) -> InputState {
+        InputState {
+            name: name.to_string(),
+            checked: CheckedFile {
+                file: name.to_string(),
+                documents: Vec::new(),
+            },
+            held: Held::default(),
+            next_index: 0,
+        }
+    }
 }
 
 /// The `check` pipeline over inputs given one after the other: each is read as a stream of
@@ -527,58 +669,96 @@ impl<'a> Checker<'a> {
     pub fn input(&mut self, name: &str, reader: impl BufRead) {
         // The stream is not kept: documents share a source that names it.
         let source = Source::new(name.to_string(), String::new());
-        let mut checked = CheckedFile {
-            file: name.to_string(),
-            documents: Vec::new(),
-        };
-        let mut next_index = 0usize;
-        let mut held = Held::default();
-        for chunk in ChunkReader::new(reader) {
-            let chunk = match chunk {
-                Ok(c) => Arc::new(c),
-                Err(e) => {
-                    self.out.errors.push(InputError::new(
-                        name.to_string(),
-                        format!(
-                            "reading {name}: {}",
-                            nvcre_engine::limits::io_error_text(&e)
-                        ),
-                    ));
-                    break;
+        let mut state = InputState::new(name);
+        let mut pieces = Vec::new();
+        let mut bytes = 0usize;
+        let mut chunks = ChunkReader::new(reader);
+        loop {
+            // Pieces are read ahead up to a batch and parsed on every core, then taken in order.
+            let (end, error) = match chunks.next() {
+                Some(Ok(c)) => {
+                    bytes += c.text.len();
+                    pieces.push(Arc::new(c));
+                    (false, None)
                 }
+                Some(Err(e)) => (true, Some(e)),
+                None => (true, None),
             };
-            // A broken document does not hide the others of its file.
-            match parse_chunk(&source, &chunk, next_index) {
-                Ok(docs) => {
-                    next_index += docs.len();
-                    for doc in docs {
-                        checked.documents.push(CheckedDocument {
-                            index: doc.index,
-                            rules: applicable_rules(self.rules, &mut self.rule_ids, &doc),
-                        });
-                        for p in held.push(name, doc, chunk.clone()) {
-                            self.bytes += p.1.text.len();
-                            self.batch.push(p);
-                        }
+            if end || pieces.len() >= PARSE_PIECES || bytes >= BATCH_BYTES {
+                let first = state.next_index;
+                for piece in parse_pieces(&source, std::mem::take(&mut pieces), first) {
+                    self.take_piece(&mut state, piece);
+                }
+                bytes = 0;
+            }
+            if let Some(e) = error {
+                self.read_error(name, &e);
+            }
+            if end {
+                break;
+            }
+        }
+        self.end_input(state);
+    }
+
+    /// Checks an input read and parsed ahead ([`ReadInput`]), as [`Checker::input`] would.
+    fn input_read(&mut self, input: ReadInput) {
+        let mut state = InputState::new(&input.name);
+        for piece in input.pieces {
+            self.take_piece(&mut state, piece);
+        }
+        if let Some(e) = input.error {
+            self.read_error(&input.name, &e);
+        }
+        self.end_input(state);
+    }
+
+    /// The reading error that ended input `name`.
+    fn read_error(&mut self, name: &str, e: &std::io::Error) {
+        self.out.errors.push(InputError::new(
+            name.to_string(),
+            format!("reading {name}: {}", nvcre_engine::limits::io_error_text(e)),
+        ));
+    }
+
+    /// Takes one parsed piece of the input: its documents join the batch (held for `objects`
+    /// until the input ends); a piece that did not parse is an error of its own and does not
+    /// hide the others.
+    fn take_piece(&mut self, state: &mut InputState, (chunk, parsed): Parsed) {
+        match parsed {
+            Ok(docs) => {
+                state.next_index += docs.len();
+                for doc in docs {
+                    state.checked.documents.push(CheckedDocument {
+                        index: doc.index,
+                        rules: applicable_rules(self.rules, &mut self.rule_ids, &doc),
+                    });
+                    for p in state.held.push(&state.name, doc, chunk.clone()) {
+                        self.bytes += p.1.text.len();
+                        self.batch.push(p);
                     }
                 }
-                Err(e) => {
-                    next_index += 1;
-                    self.out.errors.push(InputError {
-                        file: name.to_string(),
-                        pos: e.location().and_then(|(_, p)| p),
-                        message: e.to_string(),
-                    });
-                }
             }
-            self.check_if_full();
+            Err(e) => {
+                state.next_index += 1;
+                self.out.errors.push(InputError {
+                    file: state.name.clone(),
+                    pos: e.location().and_then(|(_, p)| p),
+                    message: e.to_string(),
+                });
+            }
         }
-        for p in held.finish() {
+        self.check_if_full();
+    }
+
+    /// The input ended: its held documents join the batch.
+    fn end_input(&mut self, state: InputState) {
+        for p in state.held.finish() {
             self.bytes += p.1.text.len();
             self.batch.push(p);
         }
         self.check_if_full();
-        self.out.files.push(checked);
+        self.out.files.push(state.checked);
     }
 
     /// Checks the batch when it holds [`BATCH_DOCUMENTS`] documents or [`BATCH_BYTES`] bytes.
@@ -732,6 +912,55 @@ mod tests {
                 docs.into_iter().map(move |d| (d, c.clone()))
             })
             .collect()
+    }
+
+    /// Pieces parsed on every core give the documents, indexes and errors of a parse in order,
+    /// also after a piece that held no document, one that held two (a lone carriage return
+    /// before `---` starts a document the cutter does not cut at) and one that does not parse.
+    #[test]
+    fn pieces_parsed_together_are_those_parsed_in_order() {
+        let text = concat!(
+            "kind: A\nmetadata: {name: a}\n",
+            "---\n# nothing\n",
+            "---\nkind: B\r---\nkind: C\n",
+            "---\nkind: [\n",
+            "---\nkind: D\n",
+            "---\nkind: E\n",
+        );
+        let source = Source::new("s.yaml", String::new());
+        let chunks: Vec<Arc<Chunk>> = ChunkReader::new(std::io::Cursor::new(text))
+            .map(|c| Arc::new(c.expect("reads")))
+            .collect();
+        assert_eq!(chunks.len(), 6);
+        let show = |parsed: Vec<Parsed>| {
+            parsed
+                .into_iter()
+                .map(|(_, r)| match r {
+                    Ok(docs) => docs
+                        .iter()
+                        .map(|d| format!("{}:{}", d.index, d.value["kind"]))
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    Err(e) => e.to_string(),
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut next = 0;
+        let in_order: Vec<Parsed> = chunks
+            .iter()
+            .map(|c| {
+                let r = parse_chunk(&source, c, next);
+                next += r.as_ref().map_or(1, Vec::len);
+                (c.clone(), r)
+            })
+            .collect();
+        let want = show(in_order);
+        assert_eq!(want[2], "1:\"B\" 2:\"C\"");
+        assert_eq!(want[5], "5:\"E\"");
+        assert_eq!(show(parse_pieces(&source, chunks.clone(), 0)), want);
+        // From a later first index, as a batch in the middle of a stream is.
+        let shifted = show(parse_pieces(&source, chunks[1..].to_vec(), 1));
+        assert_eq!(shifted, want[1..].to_vec());
     }
 
     #[test]
