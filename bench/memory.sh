@@ -30,7 +30,9 @@ mkdir -p "$WORK"
 command -v python3 >/dev/null || { echo "bench: python3 is required (bench/real_nodes.py)" >&2; exit 2; }
 
 echo "# nvcre-policy memory benchmark: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(git -C "$ROOT" rev-parse --short HEAD)"
-(cd "$ROOT" && cargo build --quiet --release -p nvcre-policy --bin nvcre-policy --example bench_corpus)
+# The binary alone last, as `cargo build` gives it (see run.sh).
+(cd "$ROOT" && cargo build --quiet --release -p nvcre-policy --example bench_corpus &&
+  cargo build --quiet --release -p nvcre-policy --bin nvcre-policy)
 REL="$ROOT/target/release"
 BIN="$REL/nvcre-policy"
 
