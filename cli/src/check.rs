@@ -522,10 +522,7 @@ fn small_files(files: &[String]) -> usize {
             Ok(m) if file != "-" && m.is_file() => m.len(),
             _ => break,
         };
-        if n > 0 && bytes + size > BATCH_BYTES as u64 {
-            break;
-        }
-        if size > BATCH_BYTES as u64 {
+        if bytes + size > BATCH_BYTES as u64 {
             break;
         }
         bytes += size;
@@ -578,19 +575,14 @@ struct ReadInput {
 }
 
 impl ReadInput {
-    /// Reads every piece of `reader` and parses them in order.
+    /// Reads every piece of `reader` and parses them ([`parse_pieces`]).
     fn read(name: String, reader: impl BufRead) -> ReadInput {
         let source = Source::new(name.clone(), String::new());
-        let mut pieces = Vec::new();
+        let mut chunks = Vec::new();
         let mut error = None;
-        let mut next = 0;
         for chunk in ChunkReader::new(reader) {
             match chunk {
-                Ok(c) => {
-                    let parsed = parse_chunk(&source, &c, next);
-                    next += parsed.as_ref().map_or(1, Vec::len);
-                    pieces.push((Arc::new(c), parsed));
-                }
+                Ok(c) => chunks.push(Arc::new(c)),
                 Err(e) => {
                     error = Some(e);
                     break;
@@ -599,7 +591,7 @@ impl ReadInput {
         }
         ReadInput {
             name,
-            pieces,
+            pieces: parse_pieces(&source, chunks, 0),
             error,
         }
     }

@@ -90,27 +90,29 @@ pub(super) fn torch_runtime(
             .chain(queue_label(gang)),
     );
     let node = replicated_job("node", None, Some(job_labels), pod_template(gang, fields));
+    training_runtime(
+        name,
+        "torch",
+        json!({
+            "numNodes": nodes_per_job,
+            "torch": {"numProcPerNode": params.gpus_per_node},
+        }),
+        object([("replicatedJobs", Value::Array(vec![node]))]),
+    )
+}
+
+/// A TrainingRuntime named for run `run_name`: its metadata, `spec.mlPolicy` and
+/// `spec.template.spec`, each moved into place.
+fn training_runtime(run_name: &str, framework: &str, ml_policy: Value, template: Value) -> Value {
     object([
         ("apiVersion", Value::from(TRAINER_API_VERSION)),
         ("kind", Value::from("TrainingRuntime")),
-        ("metadata", runtime_metadata(name, "torch")),
+        ("metadata", runtime_metadata(run_name, framework)),
         (
             "spec",
             object([
-                (
-                    "mlPolicy",
-                    json!({
-                        "numNodes": nodes_per_job,
-                        "torch": {"numProcPerNode": params.gpus_per_node},
-                    }),
-                ),
-                (
-                    "template",
-                    object([(
-                        "spec",
-                        object([("replicatedJobs", Value::Array(vec![node]))]),
-                    )]),
-                ),
+                ("mlPolicy", ml_policy),
+                ("template", object([("spec", template)])),
             ]),
         ),
     ])
@@ -215,41 +217,26 @@ pub(super) fn mpi_runtime(
             ],
         ),
     );
-    object([
-        ("apiVersion", Value::from(TRAINER_API_VERSION)),
-        ("kind", Value::from("TrainingRuntime")),
-        ("metadata", runtime_metadata(name, "mpi")),
-        (
-            "spec",
-            object([
-                (
-                    "mlPolicy",
-                    json!({
-                        "numNodes": 1,
-                        "mpi": {
-                            "mpiImplementation": "OpenMPI",
-                            "numProcPerNode": params.gpus_per_node,
-                            "sshAuthMountPath": t.mpi.ssh_auth_mount_path,
-                        },
-                    }),
-                ),
-                (
-                    "template",
-                    object([(
-                        "spec",
-                        object([
-                            ("network", json!({"publishNotReadyAddresses": true})),
-                            (
-                                "successPolicy",
-                                json!({"operator": "All", "targetReplicatedJobs": ["launcher"]}),
-                            ),
-                            ("replicatedJobs", Value::Array(vec![worker, launcher])),
-                        ]),
-                    )]),
-                ),
-            ]),
-        ),
-    ])
+    training_runtime(
+        name,
+        "mpi",
+        json!({
+            "numNodes": 1,
+            "mpi": {
+                "mpiImplementation": "OpenMPI",
+                "numProcPerNode": params.gpus_per_node,
+                "sshAuthMountPath": t.mpi.ssh_auth_mount_path,
+            },
+        }),
+        object([
+            ("network", json!({"publishNotReadyAddresses": true})),
+            (
+                "successPolicy",
+                json!({"operator": "All", "targetReplicatedJobs": ["launcher"]}),
+            ),
+            ("replicatedJobs", Value::Array(vec![worker, launcher])),
+        ]),
+    )
 }
 
 /// Worker container resources: `nvidia.com/gpu: "<gpus>"` in limits
