@@ -45,6 +45,70 @@ pub struct Outcome {
     pub value: Value,
     /// Findings in rule order.
     pub findings: Vec<Finding>,
+    /// Where the pack's rules wrote.
+    pub written: Written,
+}
+
+/// Where the rules of a run wrote into the document: the path of every merge and insert that
+/// applied, in order, or anywhere once a JSON Patch applied (its operations name their own
+/// places, and `move` takes from one). A caller that keeps parts of a document in a typed form
+/// reads it to know whether those parts can have changed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Written {
+    places: Vec<FieldPath>,
+    anywhere: bool,
+}
+
+impl Written {
+    /// True when no write applied.
+    pub fn is_nothing(&self) -> bool {
+        !self.anywhere && self.places.is_empty()
+    }
+
+    /// The paths written (a merge or insert target; a write there may have created the
+    /// mappings and lists on its way), or `None` when a write may have changed anything.
+    pub fn places(&self) -> Option<&[FieldPath]> {
+        (!self.anywhere).then_some(self.places.as_slice())
+    }
+
+    /// True when every write landed strictly below the field `keys` (from the root): the
+    /// document outside that field is as it was, unless the field itself was missing (a write
+    /// below creates it).
+    pub fn only_below(&self, keys: &[&str]) -> bool {
+        self.places().is_some_and(|places| {
+            places.iter().all(|p| {
+                let segments = p.segments();
+                segments.len() > keys.len()
+                    && keys
+                        .iter()
+                        .zip(segments)
+                        .all(|(k, s)| matches!(s, crate::path::Segment::Key(name) if name == k))
+            })
+        })
+    }
+
+    /// Adds the writes of a later run.
+    pub fn extend(&mut self, later: Written) {
+        self.anywhere |= later.anywhere;
+        if !self.anywhere {
+            self.places.extend(later.places);
+        } else {
+            self.places.clear();
+        }
+    }
+
+    fn record(&mut self, mutation: &Mutation) {
+        match mutation {
+            Mutation::Merge { path, .. } | Mutation::Insert { path, .. } if !self.anywhere => {
+                self.places.push(path.clone());
+            }
+            Mutation::Merge { .. } | Mutation::Insert { .. } => {}
+            Mutation::JsonPatch(_) => {
+                self.anywhere = true;
+                self.places.clear();
+            }
+        }
+    }
 }
 
 impl Outcome {
@@ -152,6 +216,8 @@ struct Run<'a, 'd> {
     base: Option<Scope>,
     /// True once a rule of this run mutated `doc`.
     mutated: bool,
+    /// Where this run's writes landed.
+    written: Written,
 }
 
 /// The document a run of packs reads and mutates: the caller's value until a rule writes,
@@ -312,6 +378,7 @@ impl CompiledPack {
                 matched: false,
                 value: Value::Null,
                 findings: Vec::new(),
+                written: Written::default(),
             });
         }
         let mut run = Run {
@@ -323,6 +390,7 @@ impl CompiledPack {
             findings: Vec::new(),
             base: base.take(),
             mutated: false,
+            written: Written::default(),
         };
         let outcome = run.evaluate();
         if !run.mutated {
@@ -333,6 +401,7 @@ impl CompiledPack {
             matched,
             value: Value::Null,
             findings,
+            written: run.written,
         })
     }
 }
@@ -353,6 +422,21 @@ pub fn run_packs<'p, 'd>(
     params: &Value,
     objects: Option<&Objects>,
 ) -> Result<(Cow<'d, Value>, Vec<Finding>), Error> {
+    let (value, findings, _) = run_packs_written(packs, doc, origin, params, objects)?;
+    Ok((value, findings))
+}
+
+/// Runs `packs` as [`run_packs`] does, and also says where their rules wrote.
+///
+/// # Errors
+/// As [`run_packs`].
+pub fn run_packs_written<'p, 'd>(
+    packs: impl IntoIterator<Item = &'p CompiledPack>,
+    doc: Cow<'d, Value>,
+    origin: Origin<'_>,
+    params: &Value,
+    objects: Option<&Objects>,
+) -> Result<(Cow<'d, Value>, Vec<Finding>, Written), Error> {
     run_packs_on(packs, Doc::new(doc), origin, params, objects)
 }
 
@@ -379,17 +463,19 @@ fn run_packs_on<'p, 'd>(
     origin: Origin<'_>,
     params: &Value,
     objects: Option<&Objects>,
-) -> Result<(Cow<'d, Value>, Vec<Finding>), Error> {
+) -> Result<(Cow<'d, Value>, Vec<Finding>, Written), Error> {
     let mut base = None;
     let mut findings = Vec::new();
+    let mut written = Written::default();
     for pack in packs {
         let out = pack.evaluate_shared(&mut doc, origin, params, objects, &mut base)?;
         findings.extend(out.findings);
+        written.extend(out.written);
     }
     // The shared scope holds the document: let go of it first, so that a written document is
     // handed back without a copy.
     drop(base);
-    Ok((doc.into_cow(), findings))
+    Ok((doc.into_cow(), findings, written))
 }
 
 impl Run<'_, '_> {
@@ -722,7 +808,10 @@ impl Run<'_, '_> {
                 (Mutation::JsonPatch(_), v) => patch::json_patch(self.doc.to_mut(), &v),
             };
             match applied {
-                Ok(()) => mutated = true,
+                Ok(()) => {
+                    mutated = true;
+                    self.written.record(m);
+                }
                 Err(e) => {
                     let message = match e {
                         crate::Error::Patch(m) => m,
@@ -1965,6 +2054,93 @@ mod tests {
             json!({"k1": "0", "k2": "1", "k3": "2"})
         );
         assert_eq!(findings, vec!["error after 3 labels".to_string()]);
+    }
+
+    /// A run says where its writes landed: each merge and insert that applied, in order, across
+    /// the packs (a `forEach` once per item); anywhere once a JSON Patch applied; a write that
+    /// failed, or a rule whose `when` is false, adds nothing.
+    #[test]
+    fn a_run_says_where_its_writes_landed() {
+        let places = |body: &str, doc: Value| {
+            let set = RuleSet::from_sources(&[
+                Source::new("rules/p.yaml", format!("{HEAD}{body}")),
+                Source::new(
+                    "rules/q.yaml",
+                    format!(
+                        "{HEAD}rules:\n- id: q\n  mutate:\n  - append: {{path: spec.q, values: [1]}}\n"
+                    )
+                    .replace("name: p", "name: q"),
+                ),
+            ])
+            .expect("packs load");
+            let origin = Origin {
+                file: "in.yaml",
+                document: 0,
+                spans: None,
+            };
+            let (_, _, written) = run_packs_written(
+                set.packs.iter().map(|p| &**p),
+                Cow::Owned(doc),
+                origin,
+                &Value::Null,
+                None,
+            )
+            .expect("runs");
+            written
+        };
+        let paths = |w: &Written| {
+            w.places()
+                .map(|p| p.iter().map(ToString::to_string).collect::<Vec<_>>())
+        };
+        let doc = json!({"metadata": {"name": "a"}, "spec": {"l": [1, 2], "s": "x"}});
+        let merges = concat!(
+            "rules:\n",
+            "- id: each\n  forEach: {in: object.spec.l, as: x}\n  mutate:\n",
+            "  - merge: {path: spec.t.m, value: {a: 1}}\n",
+            "- id: never\n  when: \"false\"\n  mutate:\n  - merge: {path: metadata, value: {b: 1}}\n",
+            "- id: fails\n  mutate:\n  - merge: {path: spec.s.x, value: {c: 1}}\n",
+            "- id: front\n  mutate:\n  - prepend: {path: spec.l, values: [0]}\n",
+        );
+        let written = places(merges, doc.clone());
+        assert_eq!(
+            paths(&written),
+            Some(vec![
+                "spec.t.m".to_string(),
+                "spec.t.m".to_string(),
+                "spec.l".to_string(),
+                "spec.q".to_string(),
+            ])
+        );
+        assert!(!written.is_nothing());
+        assert!(written.only_below(&["spec"]));
+        assert!(!written.only_below(&["spec", "t"]));
+        assert!(!written.only_below(&["spec", "t", "m"]), "strictly below");
+        assert!(!written.only_below(&["metadata"]));
+        let patch = concat!(
+            "rules:\n",
+            "- id: patch\n  mutate:\n",
+            "  - jsonPatch: [{op: move, from: /metadata/name, path: /spec/t}]\n",
+        );
+        let written = places(patch, doc.clone());
+        assert_eq!(paths(&written), None);
+        assert!(!written.only_below(&["spec"]));
+        assert!(!written.is_nothing());
+        let nothing = "rules:\n- id: never\n  when: \"false\"\n  mutate:\n  - merge: {path: metadata, value: {b: 1}}\n";
+        let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{nothing}"))])
+            .expect("pack loads");
+        let out = set.packs[0]
+            .evaluate(
+                &doc,
+                Origin {
+                    file: "in.yaml",
+                    document: 0,
+                    spans: None,
+                },
+                &Value::Null,
+            )
+            .expect("evaluates");
+        assert!(out.written.is_nothing());
+        assert_eq!(out.written.places(), Some(&[][..]));
     }
 
     /// Findings over a shared document are those of the copying runs, a write goes to a copy

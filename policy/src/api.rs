@@ -707,6 +707,26 @@ impl Workflow {
 
 type JsonMap = serde_json::Map<String, Value>;
 
+/// Sets annotation `key` to `value` in a Workflow's JSON as [`Workflow::into_json`] writes it,
+/// exactly as setting it in the typed metadata and serializing again would: the annotations in
+/// key order, a missing `annotations` mapping added last in `metadata` (its place in
+/// [`ObjectMeta`]). A `metadata` that is not a mapping is left alone (`into_json` never writes
+/// one).
+pub fn set_annotation(workflow: &mut Value, key: &str, value: String) {
+    let Some(meta) = workflow.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let slot = meta
+        .entry("annotations")
+        .or_insert_with(|| Value::Object(JsonMap::new()));
+    let mut sorted: BTreeMap<String, Value> = match std::mem::take(slot) {
+        Value::Object(m) => m.into_iter().collect(),
+        _ => BTreeMap::new(),
+    };
+    sorted.insert(key.to_owned(), Value::String(value));
+    *slot = Value::Object(sorted.into_iter().collect());
+}
+
 /// Replaces the placeholder at `key` with `v`, where it stands.
 fn put_at(m: &mut JsonMap, key: &str, v: Option<Value>) {
     if let (Some(v), Some(slot)) = (v, nvcre_engine::json_field_mut(m, key)) {
@@ -1004,6 +1024,42 @@ mod tests {
             let expected = serde_json::to_string(&serde_json::to_value(&by_serde).expect("writes"))
                 .expect("text");
             assert_eq!(written, expected);
+        }
+    }
+
+    /// `set_annotation` on a Workflow's JSON gives what inserting into the typed annotations
+    /// and writing the JSON again gives: a new key in key order, a replaced key where it
+    /// stands, a missing `annotations` added after the labels.
+    #[test]
+    fn setting_an_annotation_in_json_matches_the_typed_insert() {
+        let mut values = rendered_workflows();
+        values.push(hand_written());
+        let mut bare = hand_written();
+        if let Some(m) = bare["metadata"].as_object_mut() {
+            m.shift_remove("annotations");
+            m.insert("labels".into(), json!({"l": "1"}));
+        }
+        values.push(bare);
+        for v in values {
+            for (key, value) in [("a", "new"), ("aa", "between"), ("zzz", "last"), ("b", "")] {
+                let mut typed = Workflow::from_json(v.clone()).expect("reads");
+                typed
+                    .metadata
+                    .annotations
+                    .insert(key.to_string(), value.to_string());
+                let expected =
+                    serde_json::to_string(&typed.into_json().expect("writes")).expect("text");
+                let canonical = Workflow::from_json(v.clone())
+                    .and_then(Workflow::into_json)
+                    .expect("round trip");
+                let mut json = canonical;
+                set_annotation(&mut json, key, value.to_string());
+                assert_eq!(
+                    serde_json::to_string(&json).expect("text"),
+                    expected,
+                    "{key}"
+                );
+            }
         }
     }
 

@@ -32,6 +32,8 @@ pub struct StageOutcome<'d> {
     pub value: Cow<'d, Value>,
     /// Findings of every pack of the stage.
     pub findings: Vec<Finding>,
+    /// Where the stage's rules wrote.
+    pub written: nvcre_engine::Written,
 }
 
 impl StageOutcome<'_> {
@@ -69,9 +71,18 @@ pub fn run_stage<'d>(
     } else {
         params
     };
-    let (value, findings) =
-        nvcre_engine::run_packs(rules.stage(stage).map(|p| &**p), doc, origin, params, None)?;
-    Ok(StageOutcome { value, findings })
+    let (value, findings, written) = nvcre_engine::run_packs_written(
+        rules.stage(stage).map(|p| &**p),
+        doc,
+        origin,
+        params,
+        None,
+    )?;
+    Ok(StageOutcome {
+        value,
+        findings,
+        written,
+    })
 }
 
 /// How many error findings a rejection carries.
@@ -101,6 +112,7 @@ pub fn enforce<'d>(
     let mut value = doc;
     let mut findings = Vec::new();
     let mut errors = Vec::new();
+    let mut written = nvcre_engine::Written::default();
     for stage in stages {
         let out = run_stage(rules, stage, value, origin, params)?;
         let stage_errors = out.errors();
@@ -110,9 +122,14 @@ pub fn enforce<'d>(
         errors.extend(stage_errors);
         value = out.value;
         findings.extend(out.findings);
+        written.extend(out.written);
     }
     if errors.is_empty() {
-        Ok(StageOutcome { value, findings })
+        Ok(StageOutcome {
+            value,
+            findings,
+            written,
+        })
     } else {
         Err(PolicyError::Rejected(errors))
     }

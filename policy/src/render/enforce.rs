@@ -17,6 +17,39 @@ use crate::resolve::{
 use super::RenderRequest;
 use super::parse::input_error;
 
+/// A Workflow's JSON after a stage's rules wrote into it, as [`Workflow::from_json`] then
+/// [`Workflow::into_json`] give it: handed back as it is when every write landed below
+/// `spec.jobTemplate` and that mapping was there before the stage (`template_was_there`; the
+/// typed Workflow keeps it as JSON, so reading and writing it again would change nothing), read
+/// and written again otherwise (a write elsewhere takes its typed place and order, or does not
+/// read as a Workflow at all: [`PolicyError::Build`]).
+///
+/// # Errors
+/// [`PolicyError::Build`] when the written document is no Workflow.
+pub(super) fn settle(
+    value: Value,
+    written: &nvcre_engine::Written,
+    template_was_there: bool,
+) -> Result<Value, PolicyError> {
+    if written.is_nothing() || (template_was_there && written.only_below(&JOB_TEMPLATE)) {
+        return Ok(value);
+    }
+    Workflow::from_json(value)
+        .and_then(Workflow::into_json)
+        .map_err(|e| PolicyError::Build(e.to_string()))
+}
+
+/// Where a Workflow's JSON holds its `spec.jobTemplate`.
+pub(super) const JOB_TEMPLATE: [&str; 2] = ["spec", "jobTemplate"];
+
+/// True when the Workflow JSON has a `spec.jobTemplate` mapping (see [`settle`]).
+pub(super) fn has_job_template(value: &Value) -> bool {
+    value
+        .get("spec")
+        .and_then(|s| s.get("jobTemplate"))
+        .is_some_and(Value::is_object)
+}
+
 /// What a WorkloadRun render knows of where its Workflow's values came from (empty for a
 /// Workflow, whose overrides are all the user's own).
 #[derive(Debug, Default)]
@@ -29,7 +62,8 @@ pub(super) struct Provenance {
 
 /// Resolves every matching override for the node context, clears `spec.overrides`, and enforces
 /// the post-override stages (placement, workload labels, gang contract) on the result: the
-/// Workflow, the overrides applied and the findings below error (warnings, info).
+/// Workflow's JSON (see [`settle`]), the overrides applied and the findings below error
+/// (warnings, info).
 ///
 /// # Errors
 /// [`PolicyError::Resolve`] for a failing override; [`PolicyError::Rejected`] for a failed check.
@@ -43,7 +77,7 @@ pub(super) fn resolve_and_enforce(
     doc: &Document,
     provenance: &Provenance,
     report: contract::Report,
-) -> Result<(Workflow, Vec<AppliedOverride>, Vec<nvcre_engine::Finding>), PolicyError> {
+) -> Result<(Value, Vec<AppliedOverride>, Vec<nvcre_engine::Finding>), PolicyError> {
     let user_offset = provenance.rows.len();
     let domains = domain_count(&workflow, nodes);
     let octx = OverrideContext::for_workflow(&workflow, platform, arch, domains);
@@ -67,6 +101,7 @@ pub(super) fn resolve_and_enforce(
         .into_json()
         .map_err(|e| PolicyError::Build(e.to_string()))?;
     let params = crate::packs::params::placement(displaced(provenance, &applied, doc, &value));
+    let template_was_there = has_job_template(&value);
     let checked = enforce(
         rules,
         &[
@@ -83,8 +118,11 @@ pub(super) fn resolve_and_enforce(
         &params,
         report,
     )?;
-    let workflow = Workflow::from_json(checked.value.into_owned())
-        .map_err(|e| PolicyError::Build(e.to_string()))?;
+    let workflow = settle(
+        checked.value.into_owned(),
+        &checked.written,
+        template_was_there,
+    )?;
     let below_error = checked
         .findings
         .into_iter()
@@ -178,5 +216,92 @@ pub(super) fn report_mode(req: &RenderRequest) -> contract::Report {
         contract::Report::All
     } else {
         contract::Report::First
+    }
+}
+
+#[cfg(test)]
+mod tests {
+
+    use nvcre_engine::{RuleSet, Source};
+    use serde_json::Value;
+
+    use crate::api::Workflow;
+    use crate::error::PolicyError;
+    use crate::{RenderRequest, render_workload_run};
+
+    const EXAMPLE: &str = include_str!("../../../examples/nccl-all-reduce.yaml");
+
+    /// The shipped rules and one more `workload-labels` pack with `rules` (a YAML list).
+    fn rules_with(rules: &str) -> RuleSet {
+        let pack = format!(
+            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {{name: extra-writes}}\nstage: workload-labels\nmatch:\n  resources:\n  - {{apiVersion: nvcre.nvidia.com/v1alpha1, kind: Workflow}}\nrules:\n{rules}"
+        );
+        let mut sources = crate::packs::embedded_sources();
+        sources.push(Source::new("rules/contract/extra.yaml", pack));
+        RuleSet::load(&sources, Some(&crate::packs::contract().expect("contract")))
+            .expect("rules load")
+    }
+
+    fn render(rules: &RuleSet, platform: Option<&str>) -> Result<Value, PolicyError> {
+        let source = Source::new("run.yaml", EXAMPLE);
+        let docs = nvcre_engine::parse_documents(&source).expect("parses");
+        let req = RenderRequest {
+            platform: platform.map(str::to_string),
+            gpu_arch: Some("h100".into()),
+            ..RenderRequest::default()
+        };
+        render_workload_run(rules, &docs[0], &req).map(|r| r.workflow)
+    }
+
+    fn text(v: &Value) -> String {
+        serde_json::to_string(v).expect("text")
+    }
+
+    /// What a stage's rules write reaches the render as reading and writing the Workflow again
+    /// gives it, whether the write went below the JSON-kept `spec.jobTemplate` (handed on as
+    /// it is) or into the typed part (put in its typed order: labels sorted), with and without
+    /// a platform; a write the Workflow cannot hold is the build error it always was.
+    #[test]
+    fn a_stage_write_reaches_the_render_as_the_typed_workflow_holds_it() {
+        let template = "- id: t\n  mutate:\n  - merge: {path: spec.jobTemplate.metadata.annotations, value: {zz: '1', aa: '2'}}\n";
+        let labels =
+            "- id: l\n  mutate:\n  - merge: {path: metadata.labels, value: {a-first: x}}\n";
+        for platform in [None, Some("aws")] {
+            let plain = render(&crate::default_rules().expect("rules"), platform).expect("renders");
+            for (rules, written) in [
+                (template, "/spec/jobTemplate/metadata/annotations"),
+                (labels, "/metadata/labels"),
+            ] {
+                let out = render(&rules_with(rules), platform).expect("renders");
+                let again = Workflow::from_json(out.clone())
+                    .and_then(Workflow::into_json)
+                    .expect("reads as a Workflow");
+                assert_eq!(text(&out), text(&again), "{written} {platform:?}");
+                assert_ne!(text(&out), text(&plain), "{written} {platform:?}");
+                let keys: Vec<&str> = out
+                    .pointer(written)
+                    .and_then(Value::as_object)
+                    .map(|m| m.keys().map(String::as_str).collect())
+                    .unwrap_or_default();
+                let expected: &[&str] = if written == "/metadata/labels" {
+                    &[
+                        "a-first",
+                        "app.kubernetes.io/managed-by",
+                        "nvcre.nvidia.com/workload-run",
+                    ]
+                } else {
+                    // The JSON-kept part keeps the order the merge wrote.
+                    &["zz", "aa"]
+                };
+                assert_eq!(keys, expected, "{platform:?}");
+            }
+            let unknown = "- id: u\n  mutate:\n  - merge: {path: spec, value: {foo: 1}}\n";
+            match render(&rules_with(unknown), platform) {
+                Err(PolicyError::Build(message)) => {
+                    assert!(message.starts_with("unknown field `foo`"), "{message}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }

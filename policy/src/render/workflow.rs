@@ -5,7 +5,7 @@
 use nvcre_engine::{Document, RuleSet};
 use serde_json::Value;
 
-use crate::api::{TargetSpec, Workflow};
+use crate::api::{TargetSpec, Workflow, set_annotation};
 use crate::detect;
 use crate::error::PolicyError;
 use crate::packs::params::OverrideParams;
@@ -75,17 +75,15 @@ pub fn render_workflow(
     findings.extend(locate_each(post_warnings, &doc, workflow_overrides));
     warnings.extend(findings.iter().map(warning_line));
     warnings.extend(build_time_rows_note(rules, &workflow, &platform, &arch)?);
-    let ann = &mut workflow.metadata.annotations;
-    ann.insert(ANNOTATION_PLATFORM.into(), platform.clone());
-    ann.insert(ANNOTATION_ARCH.into(), arch.clone());
-    ann.insert(
-        ANNOTATION_APPLIED.into(),
+    set_annotation(&mut workflow, ANNOTATION_PLATFORM, platform.clone());
+    set_annotation(&mut workflow, ANNOTATION_ARCH, arch.clone());
+    set_annotation(
+        &mut workflow,
+        ANNOTATION_APPLIED,
         serde_json::to_string(&applied).unwrap_or_default(),
     );
     Ok(Rendered {
-        workflow: workflow
-            .into_json()
-            .map_err(|e| PolicyError::Build(e.to_string()))?,
+        workflow,
         warnings,
         findings,
         applied,
@@ -100,14 +98,11 @@ pub fn render_workflow(
 /// platform cannot carry them, and resolving it later does not add them. Says so, naming them.
 fn build_time_rows_note(
     rules: &RuleSet,
-    workflow: &Workflow,
+    workflow: &Value,
     platform: &str,
     arch: &str,
 ) -> Result<Option<String>, PolicyError> {
-    let trainer = workflow
-        .spec
-        .job_template
-        .pointer("/spec/workload/trainJob/trainer");
+    let trainer = workflow.pointer("/spec/jobTemplate/spec/workload/trainJob/trainer");
     let wrapped = trainer
         .and_then(|t| t.pointer("/command/0"))
         .and_then(Value::as_str)
@@ -120,7 +115,10 @@ fn build_time_rows_note(
         return Ok(None);
     };
     let params = OverrideParams {
-        entry_name: &workflow.metadata.name,
+        entry_name: workflow
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
         nodes_per_job: 1,
         gpus_per_node: 0,
         mlnx_per_node: 0,

@@ -9,7 +9,7 @@ use serde_json::Value;
 use std::borrow::Cow;
 use std::sync::Arc;
 
-use crate::api::{FrameworkType, Workflow, WorkloadRun};
+use crate::api::{FrameworkType, Workflow, WorkloadRun, set_annotation};
 use crate::build::{BuildParams, build_workflow, runtime_templates};
 use crate::contract::{self, enforce};
 use crate::detect;
@@ -18,7 +18,9 @@ use crate::packs::params::OverrideParams;
 use crate::resolve::{AppliedOverride, OverrideContext, when_matches};
 
 use super::context::{NODES_FILE_EXCLUSIVE, NodeContext, detect_nic_resource, node_context};
-use super::enforce::{Provenance, report_mode, resolve_and_enforce, warning_line};
+use super::enforce::{
+    Provenance, has_job_template, report_mode, resolve_and_enforce, settle, warning_line,
+};
 use super::parse::{
     build_error, check_user_overrides, locate_each, locate_findings, origin, parse_typed,
     prepare_document,
@@ -412,16 +414,18 @@ fn build(
     Ok((workflow, provenance))
 }
 
-/// Construction-time label composition, reported at the WorkloadRun's own field paths.
+/// Construction-time label composition, reported at the WorkloadRun's own field paths; the
+/// Workflow's JSON from here on.
 fn compose_labels(
     rules: &RuleSet,
     doc: &Document,
     workflow: Workflow,
     req: &RenderRequest,
-) -> Result<Workflow, PolicyError> {
+) -> Result<Value, PolicyError> {
     let value = workflow
         .into_json()
         .map_err(|e| PolicyError::Build(e.to_string()))?;
+    let template_was_there = has_job_template(&value);
     let composed = enforce(
         rules,
         &[contract::WORKLOAD_LABELS],
@@ -431,7 +435,11 @@ fn compose_labels(
         &crate::packs::params::workload_labels("spec.workloadMetadata.labels"),
         report_mode(req),
     )?;
-    Workflow::from_json(composed.value.into_owned()).map_err(|e| PolicyError::Build(e.to_string()))
+    settle(
+        composed.value.into_owned(),
+        &composed.written,
+        template_was_there,
+    )
 }
 
 /// With a platform: resolves the overrides and runs the contract stages (workload labels, gang
@@ -440,7 +448,7 @@ fn compose_labels(
 #[allow(clippy::too_many_arguments)] // the pipeline's state, passed step to step
 fn resolve_for_platform(
     rules: &RuleSet,
-    workflow: Workflow,
+    workflow: Value,
     doc: &Document,
     run: &WorkloadRun,
     ctx: &NodeContext,
@@ -448,10 +456,11 @@ fn resolve_for_platform(
     provenance: &Provenance,
     req: &RenderRequest,
     (warnings, findings): (&mut Vec<String>, &mut Vec<nvcre_engine::Finding>),
-) -> Result<(Workflow, Vec<AppliedOverride>), PolicyError> {
+) -> Result<(Value, Vec<AppliedOverride>), PolicyError> {
     if ctx.platform.is_empty() {
         return Ok((workflow, Vec::new()));
     }
+    let workflow = Workflow::from_json(workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
     let (mut workflow, applied, post_warnings) = resolve_and_enforce(
         rules,
         workflow,
@@ -466,28 +475,19 @@ fn resolve_for_platform(
     let post = locate_each(post_warnings, doc, run.spec.overrides.len());
     warnings.extend(post.iter().map(warning_line));
     findings.extend(post);
-    workflow
-        .metadata
-        .annotations
-        .insert(ANNOTATION_PLATFORM.into(), ctx.platform.clone());
+    set_annotation(&mut workflow, ANNOTATION_PLATFORM, ctx.platform.clone());
     Ok((workflow, applied))
 }
 
 /// The output: the architecture annotation written, the Workflow as JSON.
 fn output(
-    mut workflow: Workflow,
+    mut workflow: Value,
     (warnings, findings): (Vec<String>, Vec<nvcre_engine::Finding>),
     applied: Vec<AppliedOverride>,
     ctx: NodeContext,
     arch: String,
 ) -> Result<Rendered, PolicyError> {
-    workflow
-        .metadata
-        .annotations
-        .insert(ANNOTATION_ARCH.into(), arch.clone());
-    let workflow = workflow
-        .into_json()
-        .map_err(|e| PolicyError::Build(e.to_string()))?;
+    set_annotation(&mut workflow, ANNOTATION_ARCH, arch.clone());
     Ok(Rendered {
         workflow,
         warnings,
