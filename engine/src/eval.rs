@@ -66,14 +66,16 @@ impl Written {
     }
 
     /// The paths written (a merge or insert target; a write there may have created the
-    /// mappings and lists on its way), or `None` when a write may have changed anything.
+    /// mappings on its way, and an insert its list), or `None` when a write may have changed
+    /// anything. A path written again right after itself (a `forEach` writing one place per
+    /// item) is listed once.
     pub fn places(&self) -> Option<&[FieldPath]> {
         (!self.anywhere).then_some(self.places.as_slice())
     }
 
     /// True when every write landed strictly below the field `keys` (from the root): the
-    /// document outside that field is as it was, unless the field itself was missing (a write
-    /// below creates it).
+    /// document outside that field is as it was, unless the field itself was missing or not a
+    /// mapping (a write below creates it, or replaces a null with a mapping).
     pub fn only_below(&self, keys: &[&str]) -> bool {
         self.places().is_some_and(|places| {
             places.iter().all(|p| {
@@ -100,7 +102,9 @@ impl Written {
     fn record(&mut self, mutation: &Mutation) {
         match mutation {
             Mutation::Merge { path, .. } | Mutation::Insert { path, .. } if !self.anywhere => {
-                self.places.push(path.clone());
+                if self.places.last() != Some(path) {
+                    self.places.push(path.clone());
+                }
             }
             Mutation::Merge { .. } | Mutation::Insert { .. } => {}
             Mutation::JsonPatch(_) => {
@@ -1389,10 +1393,49 @@ impl Table {
         T: Any + Send + Sync + Clone,
         E: From<Error>,
     {
+        self.render_decoded_as(params, decode, strings, None)
+    }
+
+    /// As [`Table::render_decoded`], for a caller that reads only part of each row: a row
+    /// that holds substituted params is filled in on `part(row)` (a copy of just that part)
+    /// instead of on a copy of the whole row. A row that holds none is handed out whole, shared
+    /// with the cache, as before. Every entry is rendered and decoded as by
+    /// [`Table::render_decoded`], so the errors are the same.
+    ///
+    /// # Errors
+    /// As [`Table::render_decoded`].
+    pub fn render_decoded_part<T, E>(
+        &self,
+        params: &Value,
+        decode: impl Fn(&str, &Value) -> Result<T, E>,
+        strings: impl Fn(&mut T, &mut dyn FnMut(&mut String)),
+        part: impl Fn(&T) -> T,
+    ) -> Result<Vec<(String, Arc<T>)>, E>
+    where
+        T: Any + Send + Sync + Clone,
+        E: From<Error>,
+    {
+        self.render_decoded_as(params, decode, strings, Some(&part))
+    }
+
+    fn render_decoded_as<T, E>(
+        &self,
+        params: &Value,
+        decode: impl Fn(&str, &Value) -> Result<T, E>,
+        strings: impl Fn(&mut T, &mut dyn FnMut(&mut String)),
+        part: Option<&dyn Fn(&T) -> T>,
+    ) -> Result<Vec<(String, Arc<T>)>, E>
+    where
+        T: Any + Send + Sync + Clone,
+        E: From<Error>,
+    {
         let prepared = self.prepare(params, true);
         let typed_key = |i: usize| (TypeId::of::<T>(), prepared.keys[i].clone());
         let fill = |row: &T| {
-            let mut row = row.clone();
+            let mut row = match part {
+                Some(part) => part(row),
+                None => row.clone(),
+            };
             strings(&mut row, &mut |s| substitute_str(s, &prepared.subs));
             Arc::new(row)
         };
@@ -2057,8 +2100,8 @@ mod tests {
     }
 
     /// A run says where its writes landed: each merge and insert that applied, in order, across
-    /// the packs (a `forEach` once per item); anywhere once a JSON Patch applied; a write that
-    /// failed, or a rule whose `when` is false, adds nothing.
+    /// the packs (a `forEach` writing one place for every item: listed once); anywhere once a
+    /// JSON Patch applied; a write that failed, or a rule whose `when` is false, adds nothing.
     #[test]
     fn a_run_says_where_its_writes_landed() {
         let places = |body: &str, doc: Value| {
@@ -2105,7 +2148,6 @@ mod tests {
         assert_eq!(
             paths(&written),
             Some(vec![
-                "spec.t.m".to_string(),
                 "spec.t.m".to_string(),
                 "spec.l".to_string(),
                 "spec.q".to_string(),

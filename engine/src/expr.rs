@@ -415,6 +415,13 @@ impl Expr {
         &self.refs
     }
 
+    /// True when the expression may observe the field at `keys` of the binding `name` (e.g.
+    /// `object`, `["spec", "overrides"]`): it selects that field, a field above it (a value
+    /// holding it) or below it, or uses `name` in any way this reading cannot follow.
+    pub(crate) fn may_observe(&self, name: &str, keys: &[&str]) -> bool {
+        may_observe(&self.ast, name, keys)
+    }
+
     /// Which params the expression reads.
     pub(crate) fn param_reads(&self) -> &FieldReads {
         &self.param_reads
@@ -640,6 +647,73 @@ fn field_reads(e: &IdedExpr, name: &str, out: &mut FieldReads) {
         }
         AstExpr::Map(m) => entry_reads(&m.entries, name, out),
         AstExpr::Struct(s) => entry_reads(&s.entries, name, out),
+    }
+}
+
+/// The literal field path `e` selects from identifier `name` (`name.a`, `name[?'a']`,
+/// `name['a'].b`: `["a", "b"]`), or `None` when `e` is no such selection.
+fn selection<'e>(e: &'e IdedExpr, name: &str) -> Option<Vec<&'e str>> {
+    match &e.expr {
+        AstExpr::Ident(n) if n == name => Some(Vec::new()),
+        AstExpr::Select(s) => {
+            let mut path = selection(&s.operand, name)?;
+            path.push(&s.field);
+            Some(path)
+        }
+        AstExpr::Call(c)
+            if c.target.is_none()
+                && (c.func_name == operators::INDEX || c.func_name == operators::OPT_INDEX) =>
+        {
+            let [operand, key] = c.args.as_slice() else {
+                return None;
+            };
+            let AstExpr::Literal(LiteralValue::String(k)) = &key.expr else {
+                return None;
+            };
+            let mut path = selection(operand, name)?;
+            path.push(k.inner());
+            Some(path)
+        }
+        _ => None,
+    }
+}
+
+/// True when `e` may observe the field at `keys` of identifier `name`: a selection of a field
+/// on that path (above it, it or below it), or any other use of `name` (passed whole, indexed
+/// by a computed key, shadowed by a comprehension variable: counted as a read too).
+fn may_observe(e: &IdedExpr, name: &str, keys: &[&str]) -> bool {
+    if let Some(path) = selection(e, name) {
+        return path.iter().zip(keys).all(|(a, b)| a == b);
+    }
+    let entries = |entries: &[IdedEntryExpr]| {
+        entries.iter().any(|entry| match &entry.expr {
+            EntryExpr::StructField(f) => may_observe(&f.value, name, keys),
+            EntryExpr::MapEntry(m) => {
+                may_observe(&m.key, name, keys) || may_observe(&m.value, name, keys)
+            }
+        })
+    };
+    match &e.expr {
+        AstExpr::Ident(_) | AstExpr::Literal(_) | AstExpr::Unspecified => false,
+        AstExpr::Select(s) => may_observe(&s.operand, name, keys),
+        AstExpr::Call(c) => {
+            c.target
+                .as_deref()
+                .is_some_and(|t| may_observe(t, name, keys))
+                || c.args.iter().any(|a| may_observe(a, name, keys))
+        }
+        AstExpr::Comprehension(c) => [
+            &c.iter_range,
+            &c.accu_init,
+            &c.loop_cond,
+            &c.loop_step,
+            &c.result,
+        ]
+        .into_iter()
+        .any(|x| may_observe(x, name, keys)),
+        AstExpr::List(l) => l.elements.iter().any(|x| may_observe(x, name, keys)),
+        AstExpr::Map(m) => entries(&m.entries),
+        AstExpr::Struct(s) => entries(&s.entries),
     }
 }
 

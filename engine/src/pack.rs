@@ -318,7 +318,12 @@ pub struct CompiledPack {
     pub(crate) spans: Arc<SpanIndex>,
     /// False when a part of the pack did not load (lints about unused names then stay quiet).
     pub(crate) complete: bool,
+    /// The answers of [`CompiledPack::may_touch`] so far, by path (the pack never changes).
+    pub(crate) touches: Arc<std::sync::Mutex<Vec<Touch>>>,
 }
+
+/// A path and whether a pack may touch it (see [`CompiledPack::may_touch`]).
+pub(crate) type Touch = (Vec<String>, bool);
 
 /// One entry of a [`Table`].
 #[derive(Debug, Clone)]
@@ -1169,6 +1174,7 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
         rules,
         spans: Arc::new(doc.spans.clone()),
         complete: true,
+        touches: Arc::default(),
     })
 }
 

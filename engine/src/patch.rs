@@ -333,11 +333,16 @@ pub fn parse_json_patch(ops: &Value) -> Result<json_patch::Patch, Error> {
 /// Applies an RFC 6902 JSON Patch given as a JSON array (or a string holding one).
 ///
 /// # Errors
-/// [`Error::Patch`] when the patch is malformed or an operation fails (the document is left
-/// unchanged: the library applies atomically).
+/// [`Error::Patch`] when the patch is malformed or an operation fails; the document is then
+/// left unchanged. The operations apply to a copy, swapped in when all of them applied: the
+/// library's own all-or-nothing `patch` undoes the operations before a failing one, and its undo
+/// panics where it cannot (an `add` whose value a failing `move` took).
 pub fn json_patch(doc: &mut Value, ops: &Value) -> Result<(), Error> {
     let patch = parse_json_patch(ops)?;
-    json_patch::patch(doc, &patch).map_err(|e| Error::Patch(e.to_string()))
+    let mut work = doc.clone();
+    json_patch::patch_unsafe(&mut work, &patch).map_err(|e| Error::Patch(e.to_string()))?;
+    *doc = work;
+    Ok(())
 }
 
 /// [`json_patch()`] of a document that sits at `at` in a larger one, recording in `log` every
@@ -873,6 +878,23 @@ mod tests {
         assert_eq!(doc, json!({"labels": {"a": "b"}}));
         let err = json_patch(&mut doc, &json!([{"op": "remove", "path": "/nope"}])).unwrap_err();
         assert!(err.to_string().starts_with("patch error:"), "{err}");
+    }
+
+    /// A patch whose later operation fails leaves the document as it was, also where undoing
+    /// the earlier operations cannot work (the library's undo panicked on this one).
+    #[test]
+    fn a_failing_patch_leaves_the_document_as_it_was() {
+        let mut doc = json!({"metadata": {"name": "a"}});
+        let ops = json!([
+            {"op": "add", "path": "/metadata/x", "value": 1},
+            {"op": "move", "from": "/metadata/x", "path": "/nope/y"}
+        ]);
+        let err = json_patch(&mut doc, &ops).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "patch error: operation '/1' failed at path '/nope/y': path is invalid"
+        );
+        assert_eq!(doc, json!({"metadata": {"name": "a"}}));
     }
 
     #[test]

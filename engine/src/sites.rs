@@ -344,6 +344,53 @@ pub(crate) fn pack_sites(pack: &CompiledPack) -> Vec<Site<'_>> {
     out
 }
 
+impl CompiledPack {
+    /// True when a run of the pack may read or write the document's field at `keys` (e.g.
+    /// `["spec", "overrides"]`), or a field above or below it: an expression of the pack that
+    /// may observe it ([`Expr`]'s reading of `object`: a selection on that path, or any use of
+    /// `object` it cannot follow), a merge or insert whose path meets it, or any JSON Patch.
+    /// A caller that would leave that field out of the document it hands the pack asks this
+    /// first: `false` means no rule's outcome can depend on the field.
+    pub fn may_touch(&self, keys: &[&str]) -> bool {
+        let known = |(path, answer): &(Vec<String>, bool)| {
+            (path.len() == keys.len() && path.iter().zip(keys).all(|(a, b)| a == b))
+                .then_some(*answer)
+        };
+        if let Some(answer) = self
+            .touches
+            .lock()
+            .ok()
+            .and_then(|t| t.iter().find_map(known))
+        {
+            return answer;
+        }
+        let answer = self.touch_of(keys);
+        // A caller asks about a few fixed paths; the list stays short whatever it asks.
+        if let Ok(mut t) = self.touches.lock()
+            && t.len() < 16
+        {
+            t.push((keys.iter().map(|k| (*k).to_string()).collect(), answer));
+        }
+        answer
+    }
+
+    fn touch_of(&self, keys: &[&str]) -> bool {
+        let meets = |p: &FieldPath| {
+            p.segments()
+                .iter()
+                .zip(keys)
+                .all(|(s, k)| !matches!(s, crate::path::Segment::Key(name) if name != k))
+        };
+        pack_sites(self)
+            .iter()
+            .any(|s| s.expr.may_observe("object", keys))
+            || self.rules.iter().flat_map(|r| &r.mutate).any(|m| match m {
+                Mutation::Merge { path, .. } | Mutation::Insert { path, .. } => meets(path),
+                Mutation::JsonPatch(_) => true,
+            })
+    }
+}
+
 /// Every compiled expression of a table: fragments, then entries.
 pub(crate) fn table_sites(table: &Table) -> Vec<Site<'_>> {
     let mut out = Vec::new();
@@ -381,5 +428,70 @@ mod tests {
         assert_eq!(r.variables, ["a", "b", "c", "d"]);
         assert_eq!(r.params, ["node", "x"]);
         assert_eq!(r.fragments, ["f"]);
+    }
+
+    /// What an expression may observe of `object.spec.overrides`: a selection on that path
+    /// (above it, it, below it; `.?`, `[...]`, `has()`) does, one beside it does not, and any
+    /// use the reading cannot follow (passed whole, a computed key, a shadowing comprehension
+    /// variable) counts as a read.
+    #[test]
+    fn an_expression_may_observe_a_field_it_selects_or_cannot_tell() {
+        let keys = ["spec", "overrides"];
+        for (text, observes) in [
+            ("object.spec.jobTemplate.spec.x == 1", false),
+            ("object.?spec.?gangScheduler.orValue({})", false),
+            ("object.metadata.name + 'x'", false),
+            ("has(object.spec.jobTemplate)", false),
+            ("object['spec']['jobTemplate'].size()", false),
+            ("params.spec.overrides", false),
+            ("object.spec.overrides.size()", true),
+            ("object.spec.?overrides.orValue([])", true),
+            ("object.spec[?'overrides']", true),
+            ("has(object.spec.overrides)", true),
+            ("object.spec.overrides[0].when", true),
+            ("object.spec", true),
+            ("size(object) > 0", true),
+            ("object.spec[params.key]", true),
+            ("[object][0].spec.jobTemplate", true),
+            ("[1].map(object, object)", true),
+            ("{'a': object.spec}.a.jobTemplate", true),
+        ] {
+            let e = Expr::compile(text).expect("compiles");
+            assert_eq!(e.may_observe("object", &keys), observes, "{text}");
+        }
+    }
+
+    /// A pack may touch a field when any of its expressions may observe it (variables,
+    /// conditions, `forEach`, messages, templates) or a merge or insert meets its path; any
+    /// JSON Patch may. The answer is kept per path.
+    #[test]
+    fn a_pack_may_touch_what_it_reads_or_writes() {
+        let pack = |rules: &str| {
+            let text = format!(
+                "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {{name: p}}\n{rules}"
+            );
+            let set = crate::RuleSet::from_sources(&[crate::Source::new("rules/p.yaml", text)])
+                .expect("pack loads");
+            set.packs[0].clone()
+        };
+        let keys = ["spec", "overrides"];
+        let quiet = "rules:\n- id: a\n  validate: {expression: \"object.spec.jobTemplate.x == 1\", message: m}\n- id: b\n  mutate:\n  - merge: {path: spec.jobTemplate.labels, value: {a: '${{ object.metadata.name }}'}}\n";
+        let p = pack(quiet);
+        assert!(!p.may_touch(&keys));
+        assert!(!p.may_touch(&keys), "kept");
+        assert!(p.may_touch(&["spec", "jobTemplate", "x"]));
+        assert!(p.may_touch(&["metadata"]));
+        for rules in [
+            "variables: [{name: v, expression: object.spec}]\nrules:\n- id: a\n  validate: {expression: \"true\", message: m}\n",
+            "match:\n  matchConditions: [{name: c, expression: \"has(object.spec.overrides)\"}]\nrules:\n- id: a\n  validate: {expression: \"true\", message: m}\n",
+            "rules:\n- id: a\n  forEach: {in: object.spec.overrides, as: o}\n  validate: {expression: \"true\", message: m}\n",
+            "rules:\n- id: a\n  validate: {expression: \"false\", messageExpression: \"string(size(object.spec.overrides))\"}\n",
+            "rules:\n- id: a\n  mutate:\n  - merge: {path: metadata.labels, value: {a: '${{ string(object.spec.?overrides.orValue([])) }}'}}\n",
+            "rules:\n- id: a\n  mutate:\n  - merge: {path: spec, value: {x: 1}}\n",
+            "rules:\n- id: a\n  mutate:\n  - append: {path: spec.overrides, values: [{}]}\n",
+            "rules:\n- id: a\n  mutate:\n  - jsonPatch: [{op: add, path: /metadata/x, value: 1}]\n",
+        ] {
+            assert!(pack(rules).may_touch(&keys), "{rules}");
+        }
     }
 }

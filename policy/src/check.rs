@@ -277,6 +277,8 @@ pub fn check_document_in(
         admitted: false,
         report_all: true,
         nodes: req.nodes.clone(),
+        // With nodes, the rendered Workflow is expanded to verify its placement.
+        findings_only: req.nodes.is_none(),
     };
     let api = doc
         .value

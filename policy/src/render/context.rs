@@ -34,6 +34,12 @@ pub struct RenderRequest {
     /// architecture are detected from the target nodes among them; exclusive with
     /// `platform` / `gpu_arch`.
     pub nodes: Option<std::sync::Arc<Vec<Node>>>,
+    /// The caller reads the render's findings and warnings, not the Workflow (`check` without
+    /// `--nodes-file`): a render without a platform then leaves the platform rows out of
+    /// `spec.overrides` when no rule of the construction `workload-labels` stage can read that
+    /// list, and fills in only the part of each row the build reads (its `when`, `preCommand`
+    /// and `mpiArgs`). Every row is still rendered and decoded, so its errors are the same.
+    pub findings_only: bool,
 }
 
 /// The node context a render resolved: from flags (one synthetic node per job slot, made on

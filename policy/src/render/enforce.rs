@@ -19,9 +19,10 @@ use super::parse::input_error;
 
 /// A Workflow's JSON after a stage's rules wrote into it, as [`Workflow::from_json`] then
 /// [`Workflow::into_json`] give it: handed back as it is when every write landed below
-/// `spec.jobTemplate` and that mapping was there before the stage (`template_was_there`; the
-/// typed Workflow keeps it as JSON, so reading and writing it again would change nothing), read
-/// and written again otherwise (a write elsewhere takes its typed place and order, or does not
+/// `spec.jobTemplate` and that was a mapping before the stage (`template_was_there`; the
+/// typed Workflow keeps it as JSON, so reading and writing it again would change nothing; a
+/// null there, which a write below replaces, is read back to be sure), read and written again
+/// otherwise (a write elsewhere takes its typed place and order, or does not
 /// read as a Workflow at all: [`PolicyError::Build`]).
 ///
 /// # Errors
@@ -242,6 +243,80 @@ mod tests {
             .expect("rules load")
     }
 
+    /// `check` renders for the findings alone: without a platform the platform rows stay out
+    /// of the Workflow, and the findings and warnings are those of the full render, for every
+    /// example under every architecture; a construction-stage rule that reads
+    /// `spec.overrides` gets the rows listed, and its finding is the same too.
+    #[test]
+    fn a_render_for_the_findings_alone_finds_what_the_full_render_finds() {
+        let mut docs = Vec::new();
+        for entry in std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/../examples"))
+            .expect("examples")
+        {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "yaml") {
+                let text = std::fs::read_to_string(&path).expect("reads");
+                let source = Source::new(path.display().to_string(), text);
+                docs.extend(nvcre_engine::parse_documents(&source).expect("parses"));
+            }
+        }
+        let counting = "- id: count\n  validate:\n    expression: size(object.spec.?overrides.orValue([])) == 0\n    messageExpression: string(size(object.spec.overrides)) + ' overrides'\n";
+        for (rules, reads) in [
+            (crate::default_rules().expect("rules"), false),
+            (rules_with(counting), true),
+        ] {
+            let mut compared = 0;
+            for doc in &docs {
+                for arch in [None, Some("h100"), Some("gb200"), Some("gb300")] {
+                    let req = |findings_only| RenderRequest {
+                        gpu_arch: arch.map(str::to_string),
+                        allow_unknown_arch: true,
+                        report_all: true,
+                        findings_only,
+                        ..RenderRequest::default()
+                    };
+                    let full = render_workload_run(&rules, doc, &req(false));
+                    let alone = render_workload_run(&rules, doc, &req(true));
+                    match (full, alone) {
+                        (Ok(full), Ok(alone)) => {
+                            assert_eq!(alone.findings, full.findings, "{arch:?}");
+                            assert_eq!(alone.warnings, full.warnings, "{arch:?}");
+                            let rows = |r: &crate::render::Rendered| {
+                                r.workflow["spec"]["overrides"]
+                                    .as_array()
+                                    .map_or(0, Vec::len)
+                            };
+                            let user = doc.value["spec"]["overrides"]
+                                .as_array()
+                                .map_or(0, Vec::len);
+                            assert!(rows(&full) > user);
+                            assert!(!reads, "the counting rule fails every render");
+                            assert_eq!(rows(&alone), user);
+                            compared += 1;
+                        }
+                        (Err(PolicyError::Rejected(full)), Err(PolicyError::Rejected(alone))) => {
+                            assert_eq!(alone, full, "{arch:?}");
+                            if reads {
+                                // The rows are listed for the rule that counts them.
+                                let count = full.iter().find(|f| f.rule_id == "count");
+                                let listed = count.and_then(|f| {
+                                    f.message.strip_suffix(" overrides")?.parse::<usize>().ok()
+                                });
+                                assert!(listed.is_some_and(|n| n > 5), "{full:?}");
+                                compared += 1;
+                            }
+                        }
+                        (Err(full), Err(alone)) => {
+                            assert_eq!(alone.to_string(), full.to_string());
+                        }
+                        (full, alone) => panic!("{full:?} / {alone:?}"),
+                    }
+                }
+            }
+            assert!(compared >= 20, "{compared} renders compared");
+        }
+    }
+
     fn render(rules: &RuleSet, platform: Option<&str>) -> Result<Value, PolicyError> {
         let source = Source::new("run.yaml", EXAMPLE);
         let docs = nvcre_engine::parse_documents(&source).expect("parses");
@@ -266,10 +341,15 @@ mod tests {
         let template = "- id: t\n  mutate:\n  - merge: {path: spec.jobTemplate.metadata.annotations, value: {zz: '1', aa: '2'}}\n";
         let labels =
             "- id: l\n  mutate:\n  - merge: {path: metadata.labels, value: {a-first: x}}\n";
+        // Anywhere (a JSON Patch) and at the part itself (not below it): read back, the same.
+        let patched = "- id: p\n  mutate:\n  - jsonPatch: [{op: add, path: /spec/jobTemplate/metadata, value: {annotations: {zz: '1', aa: '2'}}}]\n";
+        let replaced = "- id: r\n  mutate:\n  - merge: {path: spec.jobTemplate, value: {metadata: {annotations: {zz: '1', aa: '2'}}}}\n";
         for platform in [None, Some("aws")] {
             let plain = render(&crate::default_rules().expect("rules"), platform).expect("renders");
             for (rules, written) in [
                 (template, "/spec/jobTemplate/metadata/annotations"),
+                (patched, "/spec/jobTemplate/metadata/annotations"),
+                (replaced, "/spec/jobTemplate/metadata/annotations"),
                 (labels, "/metadata/labels"),
             ] {
                 let out = render(&rules_with(rules), platform).expect("renders");

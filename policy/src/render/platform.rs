@@ -65,6 +65,20 @@ impl PlatformOverride {
         }
     }
 
+    /// The part of the row a build reads (its `when`, `preCommand` and `mpiArgs`), without the
+    /// parts only its `spec.overrides` entry carries.
+    pub(super) fn build_time_part(&self) -> PlatformOverride {
+        PlatformOverride {
+            when: self.when.clone(),
+            pre_command: self.pre_command.clone(),
+            mpi_args: self.mpi_args.clone(),
+            job_template: None,
+            job_template_patch: None,
+            dependencies: None,
+            orchestration: None,
+        }
+    }
+
     /// The row's `spec.overrides` entry: moved out when this render holds the only reference
     /// (a row rendered for this run), copied when the table's cache shares it.
     pub(super) fn into_spec(row: std::sync::Arc<PlatformOverride>) -> OverrideSpec {

@@ -82,8 +82,17 @@ pub fn render_workload_run(
     // The findings so far are the input's: `render` prints them as it prints the later ones.
     warnings.extend(findings.iter().map(warning_line));
     let sizing = sizing(rules, &run, &ctx, &arch, &mut warnings)?;
-    let rows = platform_rows(rules, &run, &sizing)?;
-    let (workflow, provenance) = build(rules, &doc, &run, &sizing, rows, &ctx.platform, &arch)?;
+    let listed = rows_listed(rules, req, &ctx);
+    let rows = platform_rows(rules, &run, &sizing, listed)?;
+    let (workflow, provenance) = build(
+        rules,
+        &doc,
+        &run,
+        &sizing,
+        (rows, listed),
+        &ctx.platform,
+        &arch,
+    )?;
     let workflow = compose_labels(rules, &doc, workflow, req)?;
     let resolved = resolve_for_platform(
         rules,
@@ -306,12 +315,25 @@ fn sizing(
     })
 }
 
+/// Whether the platform rows go into the Workflow's `spec.overrides`: always, unless the
+/// caller wants the findings alone, no platform resolves them and no rule of the construction
+/// `workload-labels` stage (the one stage that then sees the Workflow) can read that list
+/// (see [`RenderRequest::findings_only`]).
+fn rows_listed(rules: &RuleSet, req: &RenderRequest, ctx: &NodeContext) -> bool {
+    !(req.findings_only && ctx.platform.is_empty())
+        || rules
+            .stage(contract::WORKLOAD_LABELS)
+            .any(|p| p.may_touch(&["spec", "overrides"]))
+}
+
 /// The rows of the platform override table, rendered for this run, with the user's `spec.env`
-/// written over their env entries.
+/// written over their env entries; when they are not `listed` in the Workflow, only the part
+/// the build reads ([`PlatformOverride::build_time_part`]).
 fn platform_rows(
     rules: &RuleSet,
     run: &WorkloadRun,
     sizing: &Sizing,
+    listed: bool,
 ) -> Result<Vec<(String, Arc<PlatformOverride>)>, PolicyError> {
     let table = rules
         .table(OVERRIDE_TABLE)
@@ -329,13 +351,23 @@ fn platform_rows(
     .to_value();
     // Decoded once per distinct row: most rows render the same for every run, and a row that
     // carries the run's name is filled in.
-    let mut rows = table.render_decoded(
-        &params,
-        |id, value| detect::decode_row::<PlatformOverride>(table, id, value),
-        PlatformOverride::each_string,
-    )?;
+    let decode = |id: &str, value: &Value| detect::decode_row::<PlatformOverride>(table, id, value);
+    let mut rows = if listed {
+        table.render_decoded(&params, decode, PlatformOverride::each_string)?
+    } else {
+        table.render_decoded_part(
+            &params,
+            decode,
+            PlatformOverride::each_string,
+            PlatformOverride::build_time_part,
+        )?
+    };
     if !run.spec.env.is_empty() {
         for (_, o) in &mut rows {
+            if !listed {
+                // A row shared with the table's cache is copied only as far as it is read.
+                *o = Arc::new(o.build_time_part());
+            }
             apply_user_env(Arc::make_mut(o), &run.spec.env);
         }
     }
@@ -376,7 +408,7 @@ fn build(
     doc: &Document,
     run: &WorkloadRun,
     sizing: &Sizing,
-    rows: Vec<(String, Arc<PlatformOverride>)>,
+    (rows, listed): (Vec<(String, Arc<PlatformOverride>)>, bool),
     platform: &str,
     arch: &str,
 ) -> Result<(Workflow, Provenance), PolicyError> {
@@ -398,11 +430,16 @@ fn build(
         gang_defaults: detect::gang_defaults(rules)?,
     };
     let mut workflow = build_workflow(run, &build_params).map_err(|e| build_error(doc, &e))?;
-    let (ids, overrides): (Vec<String>, Vec<_>) = rows
-        .into_iter()
-        .map(|(id, o)| (id, PlatformOverride::into_spec(o)))
-        .unzip();
-    workflow.spec.overrides = overrides;
+    let ids = if listed {
+        let (ids, overrides): (Vec<String>, Vec<_>) = rows
+            .into_iter()
+            .map(|(id, o)| (id, PlatformOverride::into_spec(o)))
+            .unzip();
+        workflow.spec.overrides = overrides;
+        ids
+    } else {
+        rows.into_iter().map(|(id, _)| id).collect()
+    };
     let provenance = Provenance {
         rows: ids,
         written: crate::build::written(run, &workflow),

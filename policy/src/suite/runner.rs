@@ -300,6 +300,7 @@ fn run_render(
         admitted: false,
         report_all: false,
         nodes: nodes.map(std::sync::Arc::new),
+        findings_only: false,
     };
     let mut out = CaseOutcome::default();
     let mut rendered = Vec::new();
