@@ -317,6 +317,48 @@ mod tests {
         }
     }
 
+    /// A warning of the `workload-labels` stage is reported once: by its construction run
+    /// when no platform makes it run again after the overrides (it was dropped there), by the
+    /// later run otherwise.
+    #[test]
+    fn a_workload_labels_warning_is_reported_once() {
+        let rules = rules_with(
+            "- id: team\n  severity: warning\n  validate:\n    expression: \"'team' in object.spec.jobTemplate.?spec.?workloadMetadata.?labels.orValue({})\"\n    message: no team label\n",
+        );
+        let source = Source::new("run.yaml", EXAMPLE);
+        let docs = nvcre_engine::parse_documents(&source).expect("parses");
+        for platform in [None, Some("aws")] {
+            for findings_only in [false, true] {
+                let req = RenderRequest {
+                    platform: platform.map(str::to_string),
+                    gpu_arch: Some("h100".into()),
+                    findings_only,
+                    ..RenderRequest::default()
+                };
+                let out = render_workload_run(&rules, &docs[0], &req).expect("renders");
+                let team: Vec<_> = out
+                    .findings
+                    .iter()
+                    .filter(|f| f.rule_id == "team")
+                    .map(|f| (f.severity, f.message.as_str()))
+                    .collect();
+                assert_eq!(
+                    team,
+                    [(nvcre_engine::Severity::Warning, "no team label")],
+                    "{platform:?}"
+                );
+                assert_eq!(
+                    out.warnings
+                        .iter()
+                        .filter(|w| w.ends_with("[team]"))
+                        .collect::<Vec<_>>(),
+                    ["no team label [team]"],
+                    "{platform:?}"
+                );
+            }
+        }
+    }
+
     fn render(rules: &RuleSet, platform: Option<&str>) -> Result<Value, PolicyError> {
         let source = Source::new("run.yaml", EXAMPLE);
         let docs = nvcre_engine::parse_documents(&source).expect("parses");

@@ -93,7 +93,13 @@ pub fn render_workload_run(
         &ctx.platform,
         &arch,
     )?;
-    let workflow = compose_labels(rules, &doc, workflow, req)?;
+    let (workflow, composed) = compose_labels(rules, &doc, workflow, req)?;
+    if ctx.platform.is_empty() {
+        // The stage runs again after the overrides only with a platform, and reports its
+        // warnings there; without one these are its last word.
+        warnings.extend(composed.iter().map(warning_line));
+        findings.extend(composed);
+    }
     let resolved = resolve_for_platform(
         rules,
         workflow,
@@ -451,14 +457,15 @@ fn build(
     Ok((workflow, provenance))
 }
 
-/// Construction-time label composition, reported at the WorkloadRun's own field paths; the
-/// Workflow's JSON from here on.
+/// Construction-time label composition, reported at the WorkloadRun's own field paths: the
+/// Workflow's JSON from here on, and the stage's findings below error (warnings, info; its
+/// errors reject the render).
 fn compose_labels(
     rules: &RuleSet,
     doc: &Document,
     workflow: Workflow,
     req: &RenderRequest,
-) -> Result<Value, PolicyError> {
+) -> Result<(Value, Vec<nvcre_engine::Finding>), PolicyError> {
     let value = workflow
         .into_json()
         .map_err(|e| PolicyError::Build(e.to_string()))?;
@@ -472,11 +479,12 @@ fn compose_labels(
         &crate::packs::params::workload_labels("spec.workloadMetadata.labels"),
         report_mode(req),
     )?;
-    settle(
+    let value = settle(
         composed.value.into_owned(),
         &composed.written,
         template_was_there,
-    )
+    )?;
+    Ok((value, composed.findings))
 }
 
 /// With a platform: resolves the overrides and runs the contract stages (workload labels, gang
