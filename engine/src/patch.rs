@@ -363,7 +363,7 @@ pub fn json_patch_logged(
     let patch = parse_json_patch(ops)?;
     let mut work = doc.clone();
     let mut found = Vec::new();
-    for op in &patch.0 {
+    for (i, op) in patch.0.iter().enumerate() {
         // (pointer, removed): what this operation takes away, read before it applies. `add`,
         // `move` and `copy` take a value only where they write over a mapping member (into a
         // list they insert).
@@ -392,8 +392,11 @@ pub fn json_patch_logged(
                 Some((pointer_path(&work, ptr, at), old, removed, ptr))
             })
             .collect();
-        json_patch::patch(&mut work, std::slice::from_ref(op))
-            .map_err(|e| Error::Patch(e.to_string()))?;
+        // Applied one at a time: the error names the operation's index in the whole patch.
+        json_patch::patch(&mut work, std::slice::from_ref(op)).map_err(|mut e| {
+            e.operation = i;
+            Error::Patch(e.to_string())
+        })?;
         for (path, old, removed, ptr) in before {
             if removed || work.pointer(ptr) != Some(&old) {
                 found.push(Displaced {

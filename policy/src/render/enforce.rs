@@ -91,8 +91,15 @@ pub(super) fn resolve_and_enforce(
         };
         match index.checked_sub(user_offset) {
             Some(k) => {
+                // Numbered as the user wrote them, not after the platform rows.
+                let own = match e {
+                    ResolveError::When { message, .. } => ResolveError::When { index: k, message },
+                    ResolveError::Patch { message, .. } => {
+                        ResolveError::Patch { index: k, message }
+                    }
+                };
                 let path = format!("spec.overrides[{k}]");
-                input_error(doc, &path, format!("applying overrides: {e} ({path})"))
+                input_error(doc, &path, format!("applying overrides: {own} ({path})"))
             }
             None => PolicyError::Resolve(e),
         }
@@ -356,6 +363,35 @@ mod tests {
                     "{platform:?}"
                 );
             }
+        }
+    }
+
+    /// A user's override that fails is named by its own index, and a JSON Patch by the
+    /// operation that failed (the platform rows come first in the Workflow's list, and the
+    /// patch applies one operation at a time).
+    #[test]
+    fn a_failing_user_override_is_named_as_the_user_wrote_it() {
+        let run = concat!(
+            "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: jtp}\n",
+            "spec:\n  image: img\n  framework: {mpi: {mpirunPath: /m, binary: /b}}\n  numNodes: 2\n",
+            "  overrides:\n  - when: {platform: {equals: aws}}\n    jobTemplatePatch:\n",
+            "    - {op: add, path: /spec/x, value: 1}\n",
+            "    - {op: move, from: /spec/x, path: /nope/y}\n",
+        );
+        let source = Source::new("run.yaml", run);
+        let docs = nvcre_engine::parse_documents(&source).expect("parses");
+        let req = RenderRequest {
+            platform: Some("aws".into()),
+            gpu_arch: Some("h100".into()),
+            ..RenderRequest::default()
+        };
+        let rules = crate::default_rules().expect("rules");
+        match render_workload_run(&rules, &docs[0], &req) {
+            Err(e) => assert_eq!(
+                e.to_string(),
+                "run.yaml:9:5: applying overrides: override[0]: jobTemplatePatch: patch error: operation '/1' failed at path '/nope/y': path is invalid (spec.overrides[0])"
+            ),
+            Ok(_) => panic!("renders"),
         }
     }
 
