@@ -1665,6 +1665,13 @@ mod tests {
     use crate::source::{Source, parse_documents};
     use serde_json::json;
 
+    /// A document with no spans, as the tests without source text give it.
+    const IN: Origin<'static> = Origin {
+        file: "in.yaml",
+        document: 0,
+        spans: None,
+    };
+
     const HEAD: &str =
         "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata:\n  name: p\n";
 
@@ -1945,11 +1952,7 @@ mod tests {
         let findings = std::thread::Builder::new()
             .stack_size(256 * 1024)
             .spawn(move || {
-                let origin = Origin {
-                    file: "in.yaml",
-                    document: 0,
-                    spans: None,
-                };
+                let origin = IN;
                 let out = set.packs[0]
                     .evaluate(&value, origin, &Value::Null)
                     .expect("evaluates");
@@ -2116,11 +2119,7 @@ mod tests {
                 ),
             ])
             .expect("packs load");
-            let origin = Origin {
-                file: "in.yaml",
-                document: 0,
-                spans: None,
-            };
+            let origin = IN;
             let (_, _, written) = run_packs_written(
                 set.packs.iter().map(|p| &**p),
                 Cow::Owned(doc),
@@ -2171,15 +2170,7 @@ mod tests {
         let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{nothing}"))])
             .expect("pack loads");
         let out = set.packs[0]
-            .evaluate(
-                &doc,
-                Origin {
-                    file: "in.yaml",
-                    document: 0,
-                    spans: None,
-                },
-                &Value::Null,
-            )
+            .evaluate(&doc, IN, &Value::Null)
             .expect("evaluates");
         assert!(out.written.is_nothing());
         assert_eq!(out.written.places(), Some(&[][..]));
@@ -2212,11 +2203,7 @@ mod tests {
         ])
         .expect("packs load");
         let doc = json!({"metadata": {"name": "a"}, "spec": {"team": "ml"}});
-        let origin = Origin {
-            file: "in.yaml",
-            document: 0,
-            spans: None,
-        };
+        let origin = IN;
         let messages = |f: Vec<Finding>| f.into_iter().map(|f| f.message).collect::<Vec<_>>();
         let shared = Arc::new(doc.clone());
         let (_, copied) = run_packs(
@@ -2286,11 +2273,7 @@ mod tests {
             let doc =
                 json!({"metadata": {"name": "a"}, "spec": {"team": "ml", "items": [1, 2, 3]}});
             let items = doc["spec"]["items"].as_array().map(|a| a.as_ptr());
-            let origin = Origin {
-                file: "in.yaml",
-                document: 0,
-                spans: None,
-            };
+            let origin = IN;
             let (value, findings) = run_packs(
                 set.packs.iter().map(|p| &**p),
                 Cow::Owned(doc),

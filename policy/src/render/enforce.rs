@@ -17,38 +17,40 @@ use crate::resolve::{
 use super::RenderRequest;
 use super::parse::input_error;
 
-/// A Workflow's JSON after a stage's rules wrote into it, as [`Workflow::from_json`] then
-/// [`Workflow::into_json`] give it: handed back as it is when every write landed below
-/// `spec.jobTemplate` and that was a mapping before the stage (`template_was_there`; the
-/// typed Workflow keeps it as JSON, so reading and writing it again would change nothing; a
-/// null there, which a write below replaces, is read back to be sure), read and written again
-/// otherwise (a write elsewhere takes its typed place and order, or does not
-/// read as a Workflow at all: [`PolicyError::Build`]).
+/// Runs `stages` ([`enforce`]) over a Workflow's JSON as [`Workflow::into_json`] wrote it and
+/// hands the result back as [`Workflow::from_json`] then [`Workflow::into_json`] would give it:
+/// as it is when every write landed below a `spec.jobTemplate` that was a mapping before the
+/// stages (the typed Workflow keeps that part as JSON, so reading and writing it again would
+/// change nothing; a null there, which a write below replaces, is read back to be sure), read
+/// and written again otherwise (a write elsewhere takes its typed place and order, or does not
+/// read as a Workflow at all). Also the findings below error.
 ///
 /// # Errors
-/// [`PolicyError::Build`] when the written document is no Workflow.
-pub(super) fn settle(
-    value: Value,
-    written: &nvcre_engine::Written,
-    template_was_there: bool,
-) -> Result<Value, PolicyError> {
-    if written.is_nothing() || (template_was_there && written.only_below(&JOB_TEMPLATE)) {
-        return Ok(value);
-    }
-    Workflow::from_json(value)
-        .and_then(Workflow::into_json)
-        .map_err(|e| PolicyError::Build(e.to_string()))
-}
-
-/// Where a Workflow's JSON holds its `spec.jobTemplate`.
-pub(super) const JOB_TEMPLATE: [&str; 2] = ["spec", "jobTemplate"];
-
-/// True when the Workflow JSON has a `spec.jobTemplate` mapping (see [`settle`]).
-pub(super) fn has_job_template(value: &Value) -> bool {
-    value
+/// As [`enforce`]; [`PolicyError::Build`] when the written document is no Workflow.
+pub(super) fn enforce_workflow(
+    rules: &RuleSet,
+    stages: &[&str],
+    workflow: Value,
+    origin: Origin<'_>,
+    params: &Value,
+    report: contract::Report,
+) -> Result<(Value, Vec<nvcre_engine::Finding>), PolicyError> {
+    let template_was_there = workflow
         .get("spec")
         .and_then(|s| s.get("jobTemplate"))
-        .is_some_and(Value::is_object)
+        .is_some_and(Value::is_object);
+    // Handed over, so a rule that writes writes into it instead of a copy.
+    let out = enforce(rules, stages, Cow::Owned(workflow), origin, params, report)?;
+    let written = &out.written;
+    let value = out.value.into_owned();
+    if written.is_nothing() || (template_was_there && written.only_below(&["spec", "jobTemplate"]))
+    {
+        return Ok((value, out.findings));
+    }
+    let value = Workflow::from_json(value)
+        .and_then(Workflow::into_json)
+        .map_err(|e| PolicyError::Build(e.to_string()))?;
+    Ok((value, out.findings))
 }
 
 /// What a WorkloadRun render knows of where its Workflow's values came from (empty for a
@@ -63,7 +65,7 @@ pub(super) struct Provenance {
 
 /// Resolves every matching override for the node context, clears `spec.overrides`, and enforces
 /// the post-override stages (placement, workload labels, gang contract) on the result: the
-/// Workflow's JSON (see [`settle`]), the overrides applied and the findings below error
+/// Workflow's JSON (see [`enforce_workflow`]), the overrides applied and the findings below error
 /// (warnings, info).
 ///
 /// # Errors
@@ -109,15 +111,14 @@ pub(super) fn resolve_and_enforce(
         .into_json()
         .map_err(|e| PolicyError::Build(e.to_string()))?;
     let params = crate::packs::params::placement(displaced(provenance, &applied, doc, &value));
-    let template_was_there = has_job_template(&value);
-    let checked = enforce(
+    let (workflow, findings) = enforce_workflow(
         rules,
         &[
             contract::PLACEMENT,
             contract::WORKLOAD_LABELS,
             contract::GANG_CONTRACT,
         ],
-        Cow::Owned(value),
+        value,
         Origin {
             file: &doc.source.name,
             document: doc.index,
@@ -126,13 +127,7 @@ pub(super) fn resolve_and_enforce(
         &params,
         report,
     )?;
-    let workflow = settle(
-        checked.value.into_owned(),
-        &checked.written,
-        template_was_there,
-    )?;
-    let below_error = checked
-        .findings
+    let below_error = findings
         .into_iter()
         .filter(|f| f.severity != nvcre_engine::Severity::Error)
         .collect();

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use crate::api::{FrameworkType, Workflow, WorkloadRun, set_annotation};
 use crate::build::{BuildParams, build_workflow, runtime_templates};
-use crate::contract::{self, enforce};
+use crate::contract;
 use crate::detect;
 use crate::error::PolicyError;
 use crate::packs::params::OverrideParams;
@@ -19,7 +19,7 @@ use crate::resolve::{AppliedOverride, OverrideContext, when_matches};
 
 use super::context::{NODES_FILE_EXCLUSIVE, NodeContext, detect_nic_resource, node_context};
 use super::enforce::{
-    Provenance, has_job_template, report_mode, resolve_and_enforce, settle, warning_line,
+    Provenance, enforce_workflow, report_mode, resolve_and_enforce, warning_line,
 };
 use super::parse::{
     build_error, check_user_overrides, locate_each, locate_findings, origin, parse_typed,
@@ -370,7 +370,7 @@ fn platform_rows(
     };
     if !run.spec.env.is_empty() {
         for (_, o) in &mut rows {
-            if !listed {
+            if !listed && Arc::get_mut(o).is_none() {
                 // A row shared with the table's cache is copied only as far as it is read.
                 *o = Arc::new(o.build_time_part());
             }
@@ -469,22 +469,14 @@ fn compose_labels(
     let value = workflow
         .into_json()
         .map_err(|e| PolicyError::Build(e.to_string()))?;
-    let template_was_there = has_job_template(&value);
-    let composed = enforce(
+    enforce_workflow(
         rules,
         &[contract::WORKLOAD_LABELS],
-        // Handed over, so a rule that writes writes into it instead of a copy.
-        Cow::Owned(value),
+        value,
         origin(doc),
         &crate::packs::params::workload_labels("spec.workloadMetadata.labels"),
         report_mode(req),
-    )?;
-    let value = settle(
-        composed.value.into_owned(),
-        &composed.written,
-        template_was_there,
-    )?;
-    Ok((value, composed.findings))
+    )
 }
 
 /// With a platform: resolves the overrides and runs the contract stages (workload labels, gang
