@@ -1,7 +1,7 @@
 //! `controller/deploy/`: the generated files equal their sources (CRDs from the API types, the
 //! rules ConfigMap from `rules/`), and every manifest reads as its typed Kubernetes object.
 //!
-//! `NVCRE_BLESS=1 cargo test -p nvcre-controller --test deploy` rewrites the generated files.
+//! `NVCRE_BLESS=1 cargo test -p nvcre-controller --test integration deploy::` rewrites the generated files.
 
 use std::path::{Path, PathBuf};
 
@@ -73,7 +73,7 @@ fn check_generated(file: &str, want: &str) {
     let have = std::fs::read_to_string(&path).unwrap_or_default();
     assert!(
         have == want,
-        "{file} is stale: run NVCRE_BLESS=1 cargo test -p nvcre-controller --test deploy"
+        "{file} is stale: run NVCRE_BLESS=1 cargo test -p nvcre-controller --test integration deploy::"
     );
 }
 

@@ -1,13 +1,11 @@
 //! Workflow reconcile decisions: placement, job creation within maxConcurrent, progress from
 //! TrainJob conditions, timeouts, iterations, node result ConfigMaps.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use nvcre_controller::workflow::{
     ChildRef, Execution, ObservedJob, WorkflowDecision, WorkflowObservation, attempt_job_name,
     decide_workflow, parse_go_duration,

@@ -1,11 +1,9 @@
 //! WorkloadRun reconcile decisions, case by case.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::ObjectMeta;
 use nvcre_controller::workloadrun::{EventNote, RunAction, RunObservation, decide_workload_run};

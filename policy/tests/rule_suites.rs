@@ -2,7 +2,7 @@
 //! checks that every pack, table and validating rule has a case.
 //!
 //! One file alone:
-//! `NVCRE_SUITE=rules/tests/gang-contract/scheduling.yaml cargo test -p nvcre-domain --test rule_suites one_suite -- --ignored`
+//! `NVCRE_SUITE=rules/tests/gang-contract/scheduling.yaml cargo test -p nvcre-domain --test integration rule_suites::one_suite -- --ignored`
 //! (a relative path is taken from the workspace root).
 
 use std::path::{Path, PathBuf};

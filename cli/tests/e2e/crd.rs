@@ -20,6 +20,6 @@ fn deployed_crds_are_the_generated_ones() {
         .expect("controller/deploy/crds.yaml");
     assert!(
         deployed == crd_output(),
-        "controller/deploy/crds.yaml differs from `nvcre-policy crd`: run NVCRE_BLESS=1 cargo test -p nvcre-controller --test deploy"
+        "controller/deploy/crds.yaml differs from `nvcre-policy crd`: run NVCRE_BLESS=1 cargo test -p nvcre-controller --test integration deploy::"
     );
 }

@@ -13,7 +13,7 @@ use nvcre_domain::crd::{WorkflowResource, WorkloadRunResource};
 use nvcre_domain::{RenderRequest, expand, render_workflow};
 use serde_json::{Value, json};
 
-use crate::env::{E2E_LABEL, Env, eventually};
+use super::env::{E2E_LABEL, Env, eventually};
 
 /// An MPI all-reduce run of 2-node groups on the scenario's nodes, with `extra` merged into
 /// its spec.

@@ -1,0 +1,8 @@
+//! The domain crate's integration tests, one binary (each test binary links the whole dependency
+//! tree).
+
+mod cel_cost;
+mod measure;
+mod placement_props;
+mod rule_suites;
+mod schemas;
