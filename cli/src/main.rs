@@ -428,7 +428,7 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         match render_document(rules, doc, &req) {
             Ok(rendered) => {
                 for w in &rendered.warnings {
-                    report::warning_line(w);
+                    report::render_note_line(w);
                 }
                 if args.expand {
                     let expanded = expand(rules, &rendered).map_err(|e| report_policy_error(&e))?;

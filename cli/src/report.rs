@@ -38,6 +38,18 @@ pub fn warning_line(message: &str) {
     ));
 }
 
+/// One of [`nvcre_domain::Rendered::warnings`] on stderr: `Info: <message>` for a line that
+/// reports an info finding, `Warning: <message>` for the others.
+pub fn render_note_line(line: &str) {
+    match line.strip_prefix(nvcre_domain::INFO_PREFIX) {
+        Some(message) => {
+            let prefix = color::paint("Info:", color::severity("info"), color::stderr());
+            stderr_line(&format!("{prefix} {message}"));
+        }
+        None => warning_line(line),
+    }
+}
+
 /// The one-line form of a finding on `render`'s stderr. Admission findings are API server
 /// messages about a line of the input: `file:line:col: <field path>: <message>`. The other
 /// stages' messages are the original's complete sentences and are printed exactly as it prints

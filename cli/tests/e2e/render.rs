@@ -605,3 +605,51 @@ fn a_type_error_is_an_input_error_with_its_line_in_every_format() {
         format!("Error: {message}\n")
     );
 }
+
+#[test]
+fn render_prints_an_info_finding_as_info_and_a_warning_as_warning() {
+    let (_dir, rules) = rules_copy();
+    std::fs::write(
+        rules.join("contract/notes.yaml"),
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: RulePack
+metadata:
+  name: operator-notes
+stage: placement
+match:
+  resources:
+    - apiVersion: nvcre.nvidia.com/v1alpha1
+      kind: Workflow
+rules:
+  - id: note-info
+    severity: info
+    validate:
+      expression: 'false'
+      message: this run is a benchmark
+  - id: note-warning
+    severity: warning
+    validate:
+      expression: 'false'
+      message: this run has no owner
+",
+    )
+    .expect("write");
+    let (code, _wf, stderr) = render(&[
+        "--rules",
+        rules.to_str().expect("utf8"),
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        &example("nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.contains("this run")).collect();
+    assert_eq!(
+        notes,
+        [
+            "Info: this run is a benchmark [note-info]",
+            "Warning: this run has no owner [note-warning]",
+        ]
+    );
+}

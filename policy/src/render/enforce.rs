@@ -190,10 +190,19 @@ fn displaced(
     out
 }
 
-/// A post-override finding below error as `render` prints it on stderr.
+/// A finding below error as `render` prints it on stderr: `<message> [<rule id>]`, led by
+/// [`INFO_PREFIX`] when the finding is an info (a warning's line has no prefix).
 pub(super) fn warning_line(f: &nvcre_engine::Finding) -> String {
-    format!("{} [{}]", f.message, f.rule_id)
+    let lead = match f.severity {
+        nvcre_engine::Severity::Info => INFO_PREFIX,
+        _ => "",
+    };
+    format!("{lead}{} [{}]", f.message, f.rule_id)
 }
+
+/// How a line of [`super::Rendered::warnings`] that reports an info finding starts; the CLI
+/// prints such a line as `Info:` rather than `Warning:`.
+pub const INFO_PREFIX: &str = "info: ";
 
 /// Distinct non-empty values of `orchestration.topology.topologyKey` among `nodes`.
 pub(super) fn domain_count(workflow: &Workflow, nodes: &[Node]) -> i64 {

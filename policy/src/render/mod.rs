@@ -29,6 +29,7 @@ use crate::resolve::AppliedOverride;
 
 pub(crate) use context::{NIC_TABLE, NicRow};
 pub use context::{RenderRequest, check_flags};
+pub use enforce::INFO_PREFIX;
 pub use expand::{Expanded, Verify, expand, expand_verifying};
 pub use parse::read_workload_run;
 pub(crate) use parse::{
@@ -55,7 +56,8 @@ pub const ANNOTATION_APPLIED: &str = "nvcrectl.nvidia.com/applied-overrides";
 pub struct Rendered {
     /// The Workflow document.
     pub workflow: Value,
-    /// Notes for stderr (legacy API group, warnings from rules).
+    /// Notes for stderr (legacy API group, warnings and info findings from rules); a line
+    /// reporting an info finding starts with [`INFO_PREFIX`].
     pub warnings: Vec<String>,
     /// The post-override findings below error (warnings, info), located in the input where
     /// their field was written: `check` reports them (`render` prints them in `warnings`).
