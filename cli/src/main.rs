@@ -435,6 +435,9 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                     for line in &expanded.summary {
                         report::stderr_line(line);
                     }
+                    for f in &expanded.findings {
+                        report::render_note_line(&nvcre_domain::note_line(f));
+                    }
                     outputs.extend(expanded.manifests);
                 } else {
                     outputs.push(rendered.workflow);
@@ -509,12 +512,17 @@ fn man(args: &ManArgs) -> ExitCode {
 }
 
 /// Prints a render failure: one line per error finding (with its source position when the
-/// finding has one), or the error message; returns the exit code.
+/// finding has one) and a `Warning:`/`Info:` line per finding below error that came with them,
+/// in the order the rules ran; or the error message. Returns the exit code.
 fn report_policy_error(e: &PolicyError) -> ExitCode {
     match e {
         PolicyError::Rejected(findings) => {
             for f in findings {
-                report::finding_line(f);
+                if f.severity == nvcre_engine::Severity::Error {
+                    report::finding_line(f);
+                } else {
+                    report::render_note_line(&nvcre_domain::note_line(f));
+                }
             }
         }
         // A fleet that cannot host the job is a policy outcome (exit 1): the message alone,

@@ -76,15 +76,32 @@ pub const BUILT_IN: &str = "<built-in>";
 pub const PLACEMENT_RULE: &str = "placement";
 
 /// With real nodes, places the groups as `render --expand` would: a placement failure (the
-/// exact NVCRE message) becomes an error finding; contract and manifest findings are kept.
+/// exact NVCRE message) becomes an error finding; contract and manifest findings (errors, and
+/// the `manifests` stage's warnings and info) are kept, as findings of `doc` whose message
+/// starts with the group's name.
 fn placement_findings(
     rules: &RuleSet,
     doc: &Document,
     rendered: &crate::render::Rendered,
 ) -> Result<Vec<Finding>, PolicyError> {
-    match crate::render::expand_verifying(rules, rendered, crate::render::Verify::FirstAndLast) {
-        Ok(_) => Ok(Vec::new()),
-        Err(PolicyError::Rejected(f)) => Ok(f),
+    let expanded =
+        crate::render::expand_verifying(rules, rendered, crate::render::Verify::FirstAndLast);
+    // The emitted objects are not in the input: their findings are the document's, led by the
+    // group (or Workflow) whose object they are about.
+    let on_doc = |findings: Vec<Finding>| {
+        findings
+            .into_iter()
+            .map(|mut f| {
+                f.message = format!("{}: {}", f.file, f.message);
+                f.file = doc.source.name.clone();
+                f.document = doc.index;
+                f
+            })
+            .collect()
+    };
+    match expanded {
+        Ok(expanded) => Ok(on_doc(expanded.findings)),
+        Err(PolicyError::Rejected(f)) => Ok(on_doc(f)),
         Err(PolicyError::Placement(message)) => Ok(vec![placement_finding(doc, message)]),
         Err(e) => Err(e),
     }

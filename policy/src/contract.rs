@@ -37,13 +37,11 @@ pub struct StageOutcome<'d> {
 }
 
 impl StageOutcome<'_> {
-    /// The error findings, if any.
-    pub fn errors(&self) -> Vec<Finding> {
+    /// Whether a finding of the stage is an error (the stage rejects the document).
+    pub fn rejects(&self) -> bool {
         self.findings
             .iter()
-            .filter(|f| f.severity == nvcre_engine::Severity::Error)
-            .cloned()
-            .collect()
+            .any(|f| f.severity == nvcre_engine::Severity::Error)
     }
 }
 
@@ -98,6 +96,10 @@ pub enum Report {
 
 /// Runs stages in order and fails when a rule does not hold.
 ///
+/// A rejection carries the warnings and info findings of the stages that ran (the rejecting one
+/// included) beside its errors, in stage and rule order: a warning is never lost because an
+/// error came with it.
+///
 /// # Errors
 /// [`PolicyError::Rejected`] with the first error finding ([`Report::First`]: no later stage
 /// runs), or with every error of every stage ([`Report::All`]).
@@ -111,26 +113,31 @@ pub fn enforce<'d>(
 ) -> Result<StageOutcome<'d>, PolicyError> {
     let mut value = doc;
     let mut findings = Vec::new();
-    let mut errors = Vec::new();
+    let mut rejected = false;
     let mut written = nvcre_engine::Written::default();
     for stage in stages {
         let out = run_stage(rules, stage, value, origin, params)?;
-        let stage_errors = out.errors();
-        if let (Report::First, Some(first)) = (report, stage_errors.first()) {
-            return Err(PolicyError::Rejected(vec![first.clone()]));
+        if out.rejects() {
+            rejected = true;
+            if report == Report::First {
+                let mut first = true;
+                findings.extend(out.findings.into_iter().filter(|f| {
+                    f.severity != nvcre_engine::Severity::Error || std::mem::take(&mut first)
+                }));
+                return Err(PolicyError::Rejected(findings));
+            }
         }
-        errors.extend(stage_errors);
         value = out.value;
         findings.extend(out.findings);
         written.extend(out.written);
     }
-    if errors.is_empty() {
+    if rejected {
+        Err(PolicyError::Rejected(findings))
+    } else {
         Ok(StageOutcome {
             value,
             findings,
             written,
         })
-    } else {
-        Err(PolicyError::Rejected(errors))
     }
 }

@@ -9,8 +9,10 @@ use nvcre_engine::{Finding, Pos};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum PolicyError {
-    /// The input violates rules: the findings say which and where.
-    #[error("{}", .0.first().map(|f| f.message.as_str()).unwrap_or("policy violation"))]
+    /// The input violates rules: the findings say which and where. At least one is an error;
+    /// the warnings and info findings of the same runs come with them. Displayed as the first
+    /// error's message.
+    #[error("{}", first_error(.0))]
     Rejected(Vec<Finding>),
     /// The fleet cannot host the workload as specified (shortfall, no capacity, partition
     /// errors): the exact NVCRE status message.
@@ -63,4 +65,13 @@ pub enum PolicyError {
         /// The deserialisation error.
         message: String,
     },
+}
+
+/// The message of a rejection's first error finding (of its first finding when none is one).
+fn first_error(findings: &[Finding]) -> &str {
+    findings
+        .iter()
+        .find(|f| f.severity == nvcre_engine::Severity::Error)
+        .or(findings.first())
+        .map_or("policy violation", |f| f.message.as_str())
 }

@@ -606,11 +606,11 @@ fn a_type_error_is_an_input_error_with_its_line_in_every_format() {
     );
 }
 
-#[test]
-fn render_prints_an_info_finding_as_info_and_a_warning_as_warning() {
-    let (_dir, rules) = rules_copy();
-    std::fs::write(
-        rules.join("contract/notes.yaml"),
+/// A rules copy with a `placement` pack of one info, one warning and, when `refuse`, two
+/// errors, all failing on every Workflow.
+fn rules_with_notes(refuse: bool) -> (tempfile::TempDir, std::path::PathBuf) {
+    let (dir, rules) = rules_copy();
+    let mut pack = String::from(
         "apiVersion: policy.nvcre.nvidia.com/v1alpha1
 kind: RulePack
 metadata:
@@ -632,8 +632,27 @@ rules:
       expression: 'false'
       message: this run has no owner
 ",
-    )
-    .expect("write");
+    );
+    if refuse {
+        pack.push_str(
+            "  - id: note-error
+    validate:
+      expression: 'false'
+      message: this run is refused
+  - id: note-second-error
+    validate:
+      expression: 'false'
+      message: this run is refused twice
+",
+        );
+    }
+    std::fs::write(rules.join("contract/notes.yaml"), pack).expect("write");
+    (dir, rules)
+}
+
+#[test]
+fn render_prints_an_info_finding_as_info_and_a_warning_as_warning() {
+    let (_dir, rules) = rules_with_notes(false);
     let (code, _wf, stderr) = render(&[
         "--rules",
         rules.to_str().expect("utf8"),
@@ -650,6 +669,145 @@ rules:
         [
             "Info: this run is a benchmark [note-info]",
             "Warning: this run has no owner [note-warning]",
+        ]
+    );
+}
+
+#[test]
+fn a_rejection_keeps_the_warnings_and_info_of_its_stage() {
+    let (_dir, rules) = rules_with_notes(true);
+    let rules = rules.to_str().expect("utf8");
+    let example = example("nccl-all-reduce.yaml");
+    let flags = ["--platform", "aws", "--gpu-arch", "h100"];
+    // render: the first error wins, the stage's notes are printed before it.
+    let out = bin()
+        .args(["--rules", rules, "render"])
+        .args(flags)
+        .arg(&example)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "Info: this run is a benchmark [note-info]\n\
+         Warning: this run has no owner [note-warning]\n\
+         this run is refused\n"
+    );
+    // check: every finding, the errors and the notes.
+    let out = bin()
+        .args(["--rules", rules, "check", "-o", "json"])
+        .args(flags)
+        .arg(&example)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let got: Vec<(String, String)> = report["results"][0]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|r| {
+            r["ruleId"]
+                .as_str()
+                .is_some_and(|id| id.starts_with("note-"))
+        })
+        .map(|r| {
+            (
+                r["ruleId"].as_str().unwrap_or_default().to_string(),
+                r["severity"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+        .collect();
+    let want = [
+        ("note-info", "info"),
+        ("note-warning", "warning"),
+        ("note-error", "error"),
+        ("note-second-error", "error"),
+    ];
+    assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())));
+}
+
+#[test]
+fn a_warning_on_an_emitted_object_is_printed_by_render_expand_and_reported_by_check() {
+    let (_dir, rules) = rules_copy();
+    std::fs::write(
+        rules.join("contract/manifest-notes.yaml"),
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: RulePack
+metadata:
+  name: manifest-notes
+stage: manifests
+match:
+  resources:
+    - apiVersion: trainer.kubeflow.org/v1alpha1
+      kind: TrainJob
+rules:
+  - id: trainjob-owner
+    severity: warning
+    validate:
+      expression: 'false'
+      message: this TrainJob has no owner
+",
+    )
+    .expect("write");
+    let rules = rules.to_str().expect("utf8");
+    let example = example("nccl-all-reduce.yaml");
+    let out = bin()
+        .args([
+            "--rules",
+            rules,
+            "render",
+            "--expand",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+        ])
+        .arg(&example)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        stderr.lines().last(),
+        Some("Warning: this TrainJob has no owner [trainjob-owner]"),
+        "{stderr}"
+    );
+    // check --nodes-file: the first and the last group's TrainJob, as findings of the input.
+    let out = bin()
+        .args(["--rules", rules, "check", "-o", "json", "--nodes-file"])
+        .arg(root().join("examples/nodes/aws-h100-18.yaml"))
+        .arg(&example)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["results"].as_array().map(Vec::len), Some(1));
+    let got: Vec<(&str, &str, &str)> = report["results"][0]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .map(|f| {
+            (
+                f["ruleId"].as_str().unwrap_or_default(),
+                f["severity"].as_str().unwrap_or_default(),
+                f["message"].as_str().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        got,
+        [
+            (
+                "trainjob-owner",
+                "warning",
+                "group-0: this TrainJob has no owner"
+            ),
+            (
+                "trainjob-owner",
+                "warning",
+                "group-4-overflow: this TrainJob has no owner"
+            ),
         ]
     );
 }

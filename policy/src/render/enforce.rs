@@ -190,9 +190,9 @@ fn displaced(
     out
 }
 
-/// A finding below error as `render` prints it on stderr: `<message> [<rule id>]`, led by
+/// A finding below error as `render` prints it on stderr (a line of [`super::Rendered::warnings`]): `<message> [<rule id>]`, led by
 /// [`INFO_PREFIX`] when the finding is an info (a warning's line has no prefix).
-pub(super) fn warning_line(f: &nvcre_engine::Finding) -> String {
+pub fn note_line(f: &nvcre_engine::Finding) -> String {
     let lead = match f.severity {
         nvcre_engine::Severity::Info => INFO_PREFIX,
         _ => "",

@@ -22,6 +22,9 @@ pub struct Expanded {
     /// `group-0: 2 node(s) [n1, n2]; domains [d]` lines; a list of more than ten names shows
     /// the first ten and `… and N more`.
     pub summary: Vec<String>,
+    /// The `manifests` stage's findings below error (warnings, info) on the emitted objects,
+    /// in emission order; each finding's file is the Workflow's or the group's name.
+    pub findings: Vec<nvcre_engine::Finding>,
 }
 
 /// Partitions the target nodes into groups and emits each group's TrainJob and dependencies
@@ -130,9 +133,10 @@ pub fn expand_verifying(
     let mut out = Expanded {
         manifests: placement.workflow_dependencies.clone(),
         summary: Vec::new(),
+        findings: Vec::new(),
     };
     for m in &placement.workflow_dependencies {
-        check_manifest(rules, m, &workflow.metadata.name)?;
+        check_manifest(rules, m, &workflow.metadata.name, &mut out.findings)?;
     }
     if synthetic {
         out.summary.push(format!(
@@ -150,7 +154,7 @@ pub fn expand_verifying(
         if verify == Verify::EveryGroup || i == 0 || i == last {
             check_group(rules, &workflow, &placement.workflow_dependencies, group)?;
             for m in &group.manifests {
-                check_manifest(rules, m, &group.name)?;
+                check_manifest(rules, m, &group.name, &mut out.findings)?;
             }
         }
         out.manifests.extend(group.manifests.iter().cloned());
@@ -187,8 +191,14 @@ fn abridged(names: &[String]) -> String {
     )
 }
 
-/// The `manifests` stage on one emitted object.
-fn check_manifest(rules: &RuleSet, manifest: &Value, group: &str) -> Result<(), PolicyError> {
+/// The `manifests` stage on one emitted object: its findings below error are added to `notes`;
+/// an error rejects with every finding so far (`notes` taken).
+fn check_manifest(
+    rules: &RuleSet,
+    manifest: &Value,
+    group: &str,
+    notes: &mut Vec<nvcre_engine::Finding>,
+) -> Result<(), PolicyError> {
     let out = contract::run_stage(
         rules,
         contract::MANIFESTS,
@@ -200,11 +210,12 @@ fn check_manifest(rules: &RuleSet, manifest: &Value, group: &str) -> Result<(), 
         },
         &Value::Null,
     )?;
-    let errors = out.errors();
-    if errors.is_empty() {
-        Ok(())
+    let rejects = out.rejects();
+    notes.extend(out.findings);
+    if rejects {
+        Err(PolicyError::Rejected(std::mem::take(notes)))
     } else {
-        Err(PolicyError::Rejected(errors))
+        Ok(())
     }
 }
 
@@ -235,7 +246,9 @@ fn check_group(
     copy.spec.dependencies = deps;
     let value = serde_json::to_value(&copy).map_err(|e| PolicyError::Build(e.to_string()))?;
     let name = format!("{} {}", workflow.metadata.name, group.name);
-    enforce(
+    // The Workflow's own run of these stages reported their warnings: a group's copy adds
+    // only its errors.
+    match enforce(
         rules,
         &[contract::WORKLOAD_LABELS, contract::GANG_CONTRACT],
         Cow::Borrowed(&value),
@@ -246,6 +259,14 @@ fn check_group(
         },
         &Value::Null,
         contract::Report::First,
-    )?;
-    Ok(())
+    ) {
+        Ok(_) => Ok(()),
+        Err(PolicyError::Rejected(findings)) => Err(PolicyError::Rejected(
+            findings
+                .into_iter()
+                .filter(|f| f.severity == nvcre_engine::Severity::Error)
+                .collect(),
+        )),
+        Err(e) => Err(e),
+    }
 }

@@ -29,7 +29,7 @@ use crate::resolve::AppliedOverride;
 
 pub(crate) use context::{NIC_TABLE, NicRow};
 pub use context::{RenderRequest, check_flags};
-pub use enforce::INFO_PREFIX;
+pub use enforce::{INFO_PREFIX, note_line};
 pub use expand::{Expanded, Verify, expand, expand_verifying};
 pub use parse::read_workload_run;
 pub(crate) use parse::{

@@ -12,7 +12,7 @@ use crate::packs::params::OverrideParams;
 use crate::resolve::{OverrideContext, when_matches};
 
 use super::context::node_context;
-use super::enforce::{report_mode, resolve_and_enforce, warning_line};
+use super::enforce::{note_line, report_mode, resolve_and_enforce};
 use super::parse::{
     check_user_overrides, locate_each, locate_findings, parse_typed, prepare_document,
 };
@@ -73,7 +73,7 @@ pub fn render_workflow(
     .map_err(|e| locate_findings(prefix_resolved(e), &doc, workflow_overrides))?;
     let mut warnings = warnings;
     findings.extend(locate_each(post_warnings, &doc, workflow_overrides));
-    warnings.extend(findings.iter().map(warning_line));
+    warnings.extend(findings.iter().map(note_line));
     warnings.extend(build_time_rows_note(rules, &workflow, &platform, &arch)?);
     set_annotation(&mut workflow, ANNOTATION_PLATFORM, platform.clone());
     set_annotation(&mut workflow, ANNOTATION_ARCH, arch.clone());

@@ -18,9 +18,7 @@ use crate::packs::params::OverrideParams;
 use crate::resolve::{AppliedOverride, OverrideContext, when_matches};
 
 use super::context::{NODES_FILE_EXCLUSIVE, NodeContext, detect_nic_resource, node_context};
-use super::enforce::{
-    Provenance, enforce_workflow, report_mode, resolve_and_enforce, warning_line,
-};
+use super::enforce::{Provenance, enforce_workflow, note_line, report_mode, resolve_and_enforce};
 use super::parse::{
     build_error, check_user_overrides, locate_each, locate_findings, origin, parse_typed,
     prepare_document,
@@ -80,7 +78,7 @@ pub fn render_workload_run(
         ));
     }
     // The findings so far are the input's: `render` prints them as it prints the later ones.
-    warnings.extend(findings.iter().map(warning_line));
+    warnings.extend(findings.iter().map(note_line));
     let sizing = sizing(rules, &run, &ctx, &arch, &mut warnings)?;
     let listed = rows_listed(rules, req, &ctx);
     let rows = platform_rows(rules, &run, &sizing, listed)?;
@@ -97,7 +95,7 @@ pub fn render_workload_run(
     if ctx.platform.is_empty() {
         // The stage runs again after the overrides only with a platform, and reports its
         // warnings there; without one these are its last word.
-        warnings.extend(composed.iter().map(warning_line));
+        warnings.extend(composed.iter().map(note_line));
         findings.extend(composed);
     }
     let resolved = resolve_for_platform(
@@ -161,16 +159,10 @@ fn parse_and_admit(
             origin(&doc),
             &Value::Null,
         )?;
-        let errors = admission.errors();
-        if !errors.is_empty() {
-            return Err(PolicyError::Rejected(errors));
+        if admission.rejects() {
+            return Err(PolicyError::Rejected(admission.findings));
         }
-        warnings.extend(
-            admission
-                .findings
-                .iter()
-                .map(|f| format!("warning: {}", f.message)),
-        );
+        warnings.extend(admission.findings.iter().map(note_line));
     }
     // The admission stage reads the document and never changes it: the typed run read above
     // stands.
@@ -510,7 +502,7 @@ fn resolve_for_platform(
     )
     .map_err(|e| locate_findings(e, doc, run.spec.overrides.len()))?;
     let post = locate_each(post_warnings, doc, run.spec.overrides.len());
-    warnings.extend(post.iter().map(warning_line));
+    warnings.extend(post.iter().map(note_line));
     findings.extend(post);
     set_annotation(&mut workflow, ANNOTATION_PLATFORM, ctx.platform.clone());
     Ok((workflow, applied))

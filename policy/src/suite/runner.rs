@@ -311,6 +311,7 @@ fn run_render(
                 out.error = Some(
                     findings
                         .iter()
+                        .filter(|f| f.severity == nvcre_engine::Severity::Error)
                         .map(|f| f.message.as_str())
                         .collect::<Vec<_>>()
                         .join("\n"),
