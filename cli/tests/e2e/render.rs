@@ -811,3 +811,47 @@ rules:
         ]
     );
 }
+
+#[test]
+fn a_workload_labels_finding_is_located_alike_with_and_without_a_platform() {
+    let (_dir, rules) = rules_copy();
+    std::fs::write(
+        rules.join("contract/label-notes.yaml"),
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: RulePack
+metadata:
+  name: label-notes
+stage: workload-labels
+match:
+  resources:
+    - apiVersion: nvcre.nvidia.com/v1alpha1
+      kind: Workflow
+rules:
+  - id: labels-team
+    severity: warning
+    validate:
+      expression: \"'team' in object.spec.jobTemplate.?spec.?workloadMetadata.?labels.orValue({})\"
+      message: workload labels name no team
+      fieldPath: spec.jobTemplate.spec.workloadMetadata.labels
+",
+    )
+    .expect("write");
+    let rules = rules.to_str().expect("utf8");
+    let example = example("kueue-workload-metadata.yaml");
+    let located = |flags: &[&str]| {
+        let out = bin()
+            .args(["--rules", rules, "check", "-o", "json"])
+            .args(flags)
+            .arg(&example)
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(0));
+        let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+        let f = &report["results"][0]["findings"][0];
+        (f["ruleId"].clone(), f["line"].clone(), f["column"].clone())
+    };
+    // Where the WorkloadRun writes the labels: `spec.workloadMetadata.labels`, line 20.
+    let want = (json!("labels-team"), json!(20), json!(5));
+    assert_eq!(located(&[]), want);
+    assert_eq!(located(&["--platform", "aws", "--gpu-arch", "h100"]), want);
+}

@@ -4,7 +4,7 @@
 //! detection → platform override rows and their build-time part → build → construction label
 //! checks → with a platform: resolve overrides and the contract stages → the output document.
 
-use nvcre_engine::{Document, RuleSet};
+use nvcre_engine::{Document, Origin, RuleSet};
 use serde_json::Value;
 use std::borrow::Cow;
 use std::sync::Arc;
@@ -461,14 +461,46 @@ fn compose_labels(
     let value = workflow
         .into_json()
         .map_err(|e| PolicyError::Build(e.to_string()))?;
-    enforce_workflow(
+    // The findings name the Workflow's paths: located in the WorkloadRun as the run after
+    // overrides locates them (`spec.jobTemplate.spec.workloadMetadata.labels` where the user
+    // wrote `spec.workloadMetadata.labels`), else at the nearest part of the WorkloadRun.
+    let unlocated = Origin {
+        spans: None,
+        ..origin(doc)
+    };
+    let overrides = doc
+        .value
+        .pointer("/spec/overrides")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let locate = |findings: Vec<nvcre_engine::Finding>| {
+        let mut findings = locate_each(findings, doc, overrides);
+        for f in &mut findings {
+            if f.line.is_none()
+                && let Some(pos) = f
+                    .field_path
+                    .as_deref()
+                    .and_then(|p| nvcre_engine::FieldPath::parse(p).ok())
+                    .and_then(|p| doc.spans.lookup(&p))
+            {
+                f.line = Some(pos.line);
+                f.column = Some(pos.column);
+            }
+        }
+        findings
+    };
+    match enforce_workflow(
         rules,
         &[contract::WORKLOAD_LABELS],
         value,
-        origin(doc),
+        unlocated,
         &crate::packs::params::workload_labels("spec.workloadMetadata.labels"),
         report_mode(req),
-    )
+    ) {
+        Ok((value, findings)) => Ok((value, locate(findings))),
+        Err(PolicyError::Rejected(findings)) => Err(PolicyError::Rejected(locate(findings))),
+        Err(e) => Err(e),
+    }
 }
 
 /// With a platform: resolves the overrides and runs the contract stages (workload labels, gang
