@@ -551,6 +551,9 @@ async fn reconcile_run_inner(run: &WorkloadRunResource, ctx: &Ctx) -> Result<Act
             publish(ctx, run, &note).await;
             return Err(e);
         }
+        for note in &decision.notes {
+            publish(ctx, run, note).await;
+        }
     }
     if let Some(status) = &decision.status {
         let runs: Api<WorkloadRunResource> = Api::namespaced(ctx.client.clone(), &ns);

@@ -73,6 +73,11 @@ pub struct RunDecision {
     pub status: Option<WorkloadRunStatus>,
     /// The Event for a transition of the True execution condition.
     pub event: Option<EventNote>,
+    /// Events about the Workflow this decision creates, recorded once it is created (before
+    /// `event`): a Normal `NICResourceDetection` when detection requested no NIC resource,
+    /// and one per finding below error of the rules (Warning `PolicyWarning`, Normal
+    /// `PolicyInfo`; the message ends with the rule id in brackets).
+    pub notes: Vec<EventNote>,
     /// Requeue after this long (`None`: only on watch events).
     pub requeue_after: Option<Duration>,
 }
@@ -100,6 +105,7 @@ pub fn decide_workload_run(rules: &RuleSet, obs: RunObservation<'_>) -> RunDecis
             action: RunAction::None,
             status: None,
             event: None,
+            notes: Vec::new(),
             requeue_after: None,
         };
     }
@@ -110,6 +116,7 @@ pub fn decide_workload_run(rules: &RuleSet, obs: RunObservation<'_>) -> RunDecis
     let gen_ = run.metadata.generation;
     let mut action = RunAction::UpdateStatus;
     let mut requeue = Some(ACTIVE_REQUEUE);
+    let mut notes = Vec::new();
 
     if status.workflow_ref.is_some() {
         mirror(&mut status, obs.workflow, gen_, obs.now);
@@ -180,6 +187,7 @@ pub fn decide_workload_run(rules: &RuleSet, obs: RunObservation<'_>) -> RunDecis
                     obs.now,
                 );
                 action = RunAction::CreateWorkflow(Box::new(built.workflow));
+                notes = built.notes;
             }
             Err(message) => {
                 set_execution(
@@ -196,7 +204,10 @@ pub fn decide_workload_run(rules: &RuleSet, obs: RunObservation<'_>) -> RunDecis
     if is_terminal(&status.conditions) {
         requeue = None;
     }
-    finish(&old, status, action, requeue)
+    RunDecision {
+        notes,
+        ..finish(&old, status, action, requeue)
+    }
 }
 
 fn finish(
@@ -216,6 +227,7 @@ fn finish(
         action,
         status: changed.then_some(status),
         event,
+        notes: Vec::new(),
         requeue_after,
     }
 }
@@ -404,6 +416,8 @@ pub struct BuiltWorkflow {
     pub gpu_architecture: String,
     /// GPUs per node the build used (the trainer's `numProcPerNode`).
     pub gpus_per_node: Option<i32>,
+    /// The Events the render asks for (see [`RunDecision::notes`]).
+    pub notes: Vec<EventNote>,
 }
 
 /// Builds the run's Workflow with the rules: the target nodes among `nodes` give the platform and
@@ -465,10 +479,40 @@ pub fn build_workflow(
         .get("spec")
         .and_then(|s| s.get("jobTemplate"))
         .and_then(gpus_per_node);
+    let notes = render_notes(&rendered);
     Ok(BuiltWorkflow {
+        notes,
         workflow,
         platform: or_unknown(rendered.platform),
         gpu_architecture: or_unknown(rendered.gpu_architecture),
         gpus_per_node,
     })
+}
+
+/// The Events a render asks for: its NIC detection note, then its findings below error.
+fn render_notes(rendered: &nvcre_domain::Rendered) -> Vec<EventNote> {
+    let nic = rendered.warnings.iter().filter_map(|w| {
+        let message = w
+            .strip_prefix(nvcre_domain::NIC_DETECTION)?
+            .strip_prefix(": ")?;
+        Some(EventNote {
+            warning: false,
+            reason: nvcre_domain::NIC_DETECTION.to_string(),
+            message: message.to_string(),
+        })
+    });
+    let findings = rendered.findings.iter().map(|f| {
+        let warning = f.severity != nvcre_engine::Severity::Info;
+        EventNote {
+            warning,
+            reason: if warning {
+                "PolicyWarning"
+            } else {
+                "PolicyInfo"
+            }
+            .to_string(),
+            message: format!("{} [{}]", f.message, f.rule_id),
+        }
+    });
+    nic.chain(findings).collect()
 }

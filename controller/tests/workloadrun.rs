@@ -474,3 +474,38 @@ fn adopting_or_mirroring_its_own_workflow_keeps_what_the_build_resolved() {
         )
     );
 }
+
+#[test]
+fn the_render_notes_become_events_of_the_created_workflow() {
+    // Onprem GB200 nodes with no NIC resource allocatable: detection requests none.
+    let docs: Vec<serde_json::Value> = (0..2)
+        .map(|i| node_doc(&format!("node-{i}"), "NVIDIA-GB200", ""))
+        .collect();
+    let nodes = Arc::new(nvcre_domain::nodes_from_documents(&docs).expect("nodes"));
+    // Unpinned across nodes without a gang scheduler: the admission stage warns.
+    let spec = format!("{MPI_SPEC}orchestration: {{placement: Unpinned}}\n");
+    let d = decide(&run("nccl", &spec), None, &nodes);
+    assert!(
+        matches!(d.action, RunAction::CreateWorkflow(_)),
+        "{:?}",
+        d.action
+    );
+    assert_eq!(
+        d.notes,
+        [
+            EventNote {
+                warning: false,
+                reason: "NICResourceDetection".into(),
+                message: "no rdma/* or nvidia.com/mlnxnics resource is allocatable at 8 on every target node; no NIC resource is requested (set spec.nicResourceName)".into(),
+            },
+            EventNote {
+                warning: true,
+                reason: "PolicyWarning".into(),
+                message: "numNodes > 1 under placement Unpinned without spec.gangScheduler: on a contended cluster some pods can bind while the rest stay Pending; set spec.gangScheduler so the gang schedules whole or not at all [wr-unpinned-multi-node-gang]".into(),
+            },
+        ]
+    );
+    // Nothing to say: no notes.
+    let d = decide(&run("nccl", MPI_SPEC), None, &aws_h100(2));
+    assert_eq!(d.notes, []);
+}

@@ -40,7 +40,7 @@ fn catalog() -> Catalog {
 }
 
 /// Renders a document text for a node context: the Workflow, or the error (a rejection's
-/// messages joined by newlines).
+/// error messages joined by newlines; the warnings that come with it are left out).
 fn render_text(text: &str, platform: &str, arch: &str) -> Result<Value, String> {
     RULES.with(|rules| render_with(rules, text, platform, arch))
 }
@@ -58,6 +58,7 @@ fn render_with(rules: &RuleSet, text: &str, platform: &str, arch: &str) -> Resul
         Ok(r) => Ok(r.workflow),
         Err(nvcre_domain::PolicyError::Rejected(f)) => Err(f
             .iter()
+            .filter(|f| f.severity == Severity::Error)
             .map(|f| f.message.as_str())
             .collect::<Vec<_>>()
             .join("\n")),

@@ -27,8 +27,8 @@ use crate::error::PolicyError;
 use crate::nodes::Node;
 use crate::resolve::AppliedOverride;
 
+pub use context::{NIC_DETECTION, RenderRequest, check_flags};
 pub(crate) use context::{NIC_TABLE, NicRow};
-pub use context::{RenderRequest, check_flags};
 pub use enforce::{INFO_PREFIX, note_line};
 pub use expand::{Expanded, Verify, expand, expand_verifying};
 pub use parse::read_workload_run;
@@ -59,8 +59,10 @@ pub struct Rendered {
     /// Notes for stderr (legacy API group, warnings and info findings from rules); a line
     /// reporting an info finding starts with [`INFO_PREFIX`].
     pub warnings: Vec<String>,
-    /// The post-override findings below error (warnings, info), located in the input where
-    /// their field was written: `check` reports them (`render` prints them in `warnings`).
+    /// The findings below error (warnings, info) of the render: the admission stage's (when
+    /// the render ran it), the input's, and the stages' after construction and after the
+    /// overrides, located in the input where their field was written. `check` reports them;
+    /// `render` prints them in `warnings`; the controller records them as Events.
     pub findings: Vec<nvcre_engine::Finding>,
     /// Overrides applied (empty without a platform).
     pub applied: Vec<AppliedOverride>,

@@ -43,8 +43,13 @@ pub fn render_workload_run(
     let mut warnings = Vec::new();
     let mut findings = Vec::new();
     check_flags_first(rules, req)?;
-    let (doc, run) = parse_and_admit(rules, doc, req, &mut warnings)?;
+    let (doc, run, admitted) = parse_and_admit(rules, doc, req, &mut warnings)?;
+    warnings.extend(admitted.iter().map(note_line));
     let (ctx, arch) = resolve_node_context(rules, req, &doc, &run, &mut warnings)?;
+    // The admission stage's warnings are the run's findings too (a caller that admitted the
+    // document itself has them already).
+    let printed = admitted.len();
+    findings.extend(admitted);
     if !req.admitted {
         findings.extend(super::parse::override_when_findings(
             rules,
@@ -78,7 +83,7 @@ pub fn render_workload_run(
         ));
     }
     // The findings so far are the input's: `render` prints them as it prints the later ones.
-    warnings.extend(findings.iter().map(note_line));
+    warnings.extend(findings[printed..].iter().map(note_line));
     let sizing = sizing(rules, &run, &ctx, &arch, &mut warnings)?;
     let listed = rows_listed(rules, req, &ctx);
     let rows = platform_rows(rules, &run, &sizing, listed)?;
@@ -91,7 +96,15 @@ pub fn render_workload_run(
         &ctx.platform,
         &arch,
     )?;
-    let (workflow, composed) = compose_labels(rules, &doc, workflow, req)?;
+    let (workflow, composed) = match compose_labels(rules, &doc, workflow, req) {
+        Ok(composed) => composed,
+        // The findings so far belong with a rejection too.
+        Err(PolicyError::Rejected(rejected)) => {
+            findings.extend(rejected);
+            return Err(PolicyError::Rejected(findings));
+        }
+        Err(e) => return Err(e),
+    };
     if ctx.platform.is_empty() {
         // The stage runs again after the overrides only with a platform, and reports its
         // warnings there; without one these are its last word.
@@ -111,7 +124,8 @@ pub fn render_workload_run(
     );
     let (workflow, applied) = match resolved {
         Ok(r) => r,
-        // The findings so far (the unknown architecture) belong with a rejection too.
+        // The findings so far (admission warnings, the unknown architecture) belong with a
+        // rejection too.
         Err(PolicyError::Rejected(rejected)) => {
             findings.extend(rejected);
             return Err(PolicyError::Rejected(findings));
@@ -139,18 +153,20 @@ fn check_flags_first(rules: &RuleSet, req: &RenderRequest) -> Result<(), PolicyE
 }
 
 /// Readies the document, reads it as a WorkloadRun, runs the admission stage (unless the caller
-/// already did) and refuses user overrides that can never apply.
+/// already did) and refuses user overrides that can never apply. Returns the admission
+/// stage's findings below error beside the document and the run.
 fn parse_and_admit(
     rules: &RuleSet,
     doc: &Document,
     req: &RenderRequest,
     warnings: &mut Vec<String>,
-) -> Result<(Document, WorkloadRun), PolicyError> {
+) -> Result<(Document, WorkloadRun, Vec<nvcre_engine::Finding>), PolicyError> {
     let (doc, notes) = prepare_document(doc, "WorkloadRun")?;
     warnings.extend(notes);
     // Type errors (a string where a number belongs) are input errors with their line, found
     // before any rule reads the document.
     let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
+    let mut admitted = Vec::new();
     if !req.admitted {
         let admission = contract::run_stage(
             rules,
@@ -162,12 +178,12 @@ fn parse_and_admit(
         if admission.rejects() {
             return Err(PolicyError::Rejected(admission.findings));
         }
-        warnings.extend(admission.findings.iter().map(note_line));
+        admitted = admission.findings;
     }
     // The admission stage reads the document and never changes it: the typed run read above
     // stands.
     check_user_overrides(&doc, &run.spec.overrides)?;
-    Ok((doc, run))
+    Ok((doc, run, admitted))
 }
 
 /// The node context and the GPU architecture the render uses: from the nodes or `--gpu-arch`,
