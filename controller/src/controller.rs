@@ -485,7 +485,9 @@ async fn publish(ctx: &Ctx, obj: &impl Resource<DynamicType = ()>, note: &EventN
             EventType::Normal
         },
         reason: note.reason.clone(),
-        note: Some(note.message.clone()),
+        // Every Event, not only the reload's: a rule's message can be any length, and the API
+        // server refuses a longer note (the Event would be lost).
+        note: Some(event_note(&note.message)),
         action: "Reconcile".into(),
         secondary: None,
     };

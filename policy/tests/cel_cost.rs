@@ -3,7 +3,7 @@
 //! (`--cel-cost-limit`, `--cel-document-cost-limit`). Its own test binary, so the peaks are
 //! those of these runs only.
 //!
-//! The figures: `cargo test -p nvcre-domain --test integration cel_cost:: -- --nocapture`.
+//! The figures: `cargo test -p nvcre-domain --test cel_cost -- --nocapture`.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

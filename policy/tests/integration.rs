@@ -1,7 +1,6 @@
 //! The domain crate's integration tests, one binary (each test binary links the whole dependency
 //! tree).
 
-mod cel_cost;
 mod measure;
 mod placement_props;
 mod rule_suites;

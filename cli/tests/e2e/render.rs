@@ -838,11 +838,11 @@ rules:
     .expect("write");
     let rules = rules.to_str().expect("utf8");
     let example = example("kueue-workload-metadata.yaml");
-    let located = |flags: &[&str]| {
+    let located = |input: &str, flags: &[&str]| {
         let out = bin()
             .args(["--rules", rules, "check", "-o", "json"])
             .args(flags)
-            .arg(&example)
+            .arg(input)
             .output()
             .expect("runs");
         assert_eq!(out.status.code(), Some(0));
@@ -852,6 +852,38 @@ rules:
     };
     // Where the WorkloadRun writes the labels: `spec.workloadMetadata.labels`, line 20.
     let want = (json!("labels-team"), json!(20), json!(5));
-    assert_eq!(located(&[]), want);
-    assert_eq!(located(&["--platform", "aws", "--gpu-arch", "h100"]), want);
+    assert_eq!(located(&example, &[]), want);
+    assert_eq!(
+        located(&example, &["--platform", "aws", "--gpu-arch", "h100"]),
+        want
+    );
+    // An override that writes labels has not applied when the WorkloadRun is built: without a
+    // platform the finding is at the user's labels (line 14), not in the override (line 11).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("run.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: nvcre.nvidia.com/v1alpha1
+kind: WorkloadRun
+metadata:
+  name: labelled
+spec:
+  image: img
+  numNodes: 2
+  framework:
+    exec: {command: [run]}
+  overrides:
+    - when: {platform: {equals: aws}}
+      jobTemplate: {spec: {workloadMetadata: {labels: {cost: x}}}}
+  workloadMetadata:
+    labels:
+      owner: a
+",
+    )
+    .expect("write");
+    let file = file.to_str().expect("utf8").to_string();
+    assert_eq!(
+        located(&file, &[]),
+        (json!("labels-team"), json!(14), json!(5))
+    );
 }

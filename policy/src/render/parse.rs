@@ -334,6 +334,28 @@ pub(super) fn origin(doc: &Document) -> Origin<'_> {
     }
 }
 
+/// Runs the admission stage on `doc` (a render that admits its input itself): its findings
+/// below error; a rejection with every finding of the stage when one is an error.
+///
+/// # Errors
+/// [`PolicyError::Rejected`]; the engine's errors.
+pub(super) fn admit(
+    rules: &nvcre_engine::RuleSet,
+    doc: &Document,
+) -> Result<Vec<nvcre_engine::Finding>, PolicyError> {
+    let admission = crate::contract::run_stage(
+        rules,
+        crate::contract::ADMISSION,
+        std::borrow::Cow::Borrowed(&doc.value),
+        origin(doc),
+        &Value::Null,
+    )?;
+    if admission.rejects() {
+        return Err(PolicyError::Rejected(admission.findings));
+    }
+    Ok(admission.findings)
+}
+
 /// An input error about the field at `path` (field-path notation) of `doc`, at its line.
 pub(crate) fn input_error(doc: &Document, path: &str, message: String) -> PolicyError {
     PolicyError::Input {
@@ -529,6 +551,13 @@ pub(super) fn locate_each(
     }
 }
 
+/// The rest of field path `path` after `prefix` (`""`, `.key…` or `[…]…`) when `path` is
+/// `prefix` or a path below it.
+fn below<'p>(path: &'p str, prefix: &str) -> Option<&'p str> {
+    let rest = path.strip_prefix(prefix)?;
+    (rest.is_empty() || rest.starts_with('.') || rest.starts_with('[')).then_some(rest)
+}
+
 /// Gives post-override findings a line in the source when the field they name was written
 /// there: in the document itself, in one of its `spec.overrides[i].jobTemplate` (the last
 /// override that writes it), or, for a WorkloadRun, at `spec.workloadMetadata`.
@@ -544,13 +573,13 @@ pub(super) fn locate_findings(e: PolicyError, doc: &Document, overrides: usize) 
             continue;
         };
         let mut candidates = vec![path.clone()];
-        if let Some(rest) = path.strip_prefix("spec.jobTemplate.") {
+        if let Some(rest) = below(&path, "spec.jobTemplate") {
             for i in (0..overrides).rev() {
-                candidates.push(format!("spec.overrides[{i}].jobTemplate.{rest}"));
+                candidates.push(format!("spec.overrides[{i}].jobTemplate{rest}"));
             }
         }
-        if let Some(rest) = path.strip_prefix("spec.jobTemplate.spec.workloadMetadata.") {
-            candidates.push(format!("spec.workloadMetadata.{rest}"));
+        if let Some(rest) = below(&path, "spec.jobTemplate.spec.workloadMetadata") {
+            candidates.push(format!("spec.workloadMetadata{rest}"));
         }
         // A WorkloadRun writes no dependencies of its own: they come from its overrides, else
         // from what its spec asks (GPUs and NICs per node, resources), so its `spec`.
@@ -574,4 +603,26 @@ pub(super) fn locate_findings(e: PolicyError, doc: &Document, overrides: usize) 
         }
     }
     PolicyError::Rejected(findings)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::below;
+
+    #[test]
+    fn below_is_the_path_itself_or_a_key_or_index_under_it() {
+        let p = "spec.jobTemplate.spec.workloadMetadata";
+        assert_eq!(below(p, p), Some(""));
+        assert_eq!(below(&format!("{p}.labels"), p), Some(".labels"));
+        assert_eq!(
+            below(&format!("{p}.labels[\"a/b\"]"), p),
+            Some(".labels[\"a/b\"]")
+        );
+        assert_eq!(
+            below("spec.jobTemplate[\"x\"]", "spec.jobTemplate"),
+            Some("[\"x\"]")
+        );
+        assert_eq!(below("spec.jobTemplateX", "spec.jobTemplate"), None);
+        assert_eq!(below("spec", "spec.jobTemplate"), None);
+    }
 }

@@ -14,7 +14,7 @@ use crate::resolve::{OverrideContext, when_matches};
 use super::context::node_context;
 use super::enforce::{note_line, report_mode, resolve_and_enforce};
 use super::parse::{
-    check_user_overrides, locate_each, locate_findings, parse_typed, prepare_document,
+    admit, check_user_overrides, locate_each, locate_findings, parse_typed, prepare_document,
 };
 use super::platform::PlatformOverride;
 use super::{
@@ -39,6 +39,12 @@ pub fn render_workflow(
     let _budget = nvcre_engine::cost::DocumentBudget::open();
     let (doc, warnings) = prepare_document(doc, "Workflow")?;
     let workflow: Workflow = parse_typed(&doc, "Workflow")?;
+    // As a WorkloadRun's render: the admission stage first, unless the caller ran it.
+    let admitted = if req.admitted {
+        Vec::new()
+    } else {
+        admit(rules, &doc)?
+    };
     check_user_overrides(&doc, &workflow.spec.overrides)?;
     let target: Option<TargetSpec> = workflow
         .spec
@@ -55,12 +61,15 @@ pub fn render_workflow(
         }
     };
     let workflow_overrides = workflow.spec.overrides.len();
-    let mut findings = if req.admitted {
-        Vec::new()
-    } else {
-        super::parse::override_when_findings(rules, &doc, &workflow.spec.overrides)?
-    };
-    let (mut workflow, applied, post_warnings) = resolve_and_enforce(
+    let mut findings = admitted;
+    if !req.admitted {
+        findings.extend(super::parse::override_when_findings(
+            rules,
+            &doc,
+            &workflow.spec.overrides,
+        )?);
+    }
+    let resolved = resolve_and_enforce(
         rules,
         workflow,
         &platform,
@@ -69,8 +78,23 @@ pub fn render_workflow(
         &doc,
         &super::enforce::Provenance::default(),
         report_mode(req),
-    )
-    .map_err(|e| locate_findings(prefix_resolved(e), &doc, workflow_overrides))?;
+    );
+    let (mut workflow, applied, post_warnings) = match resolved {
+        Ok(r) => r,
+        // The findings so far (admission warnings, overrides that never apply) belong with a
+        // rejection too.
+        Err(e) => {
+            return Err(
+                match locate_findings(prefix_resolved(e), &doc, workflow_overrides) {
+                    PolicyError::Rejected(rejected) => {
+                        findings.extend(rejected);
+                        PolicyError::Rejected(findings)
+                    }
+                    other => other,
+                },
+            );
+        }
+    };
     let mut warnings = warnings;
     findings.extend(locate_each(post_warnings, &doc, workflow_overrides));
     warnings.extend(findings.iter().map(note_line));
@@ -146,11 +170,15 @@ fn build_time_rows_note(
     }))
 }
 
-/// Adds the `validate resolved job template: ` prefix of the Workflow render path.
+/// Adds the `validate resolved job template: ` prefix of the Workflow render path to a
+/// rejection's errors (the warnings beside them keep their own words).
 fn prefix_resolved(e: PolicyError) -> PolicyError {
     match e {
         PolicyError::Rejected(mut findings) => {
-            for f in &mut findings {
+            for f in findings
+                .iter_mut()
+                .filter(|f| f.severity == nvcre_engine::Severity::Error)
+            {
                 f.message = format!("validate resolved job template: {}", f.message);
             }
             PolicyError::Rejected(findings)

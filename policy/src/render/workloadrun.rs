@@ -6,7 +6,6 @@
 
 use nvcre_engine::{Document, Origin, RuleSet};
 use serde_json::Value;
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use crate::api::{FrameworkType, Workflow, WorkloadRun, set_annotation};
@@ -20,7 +19,7 @@ use crate::resolve::{AppliedOverride, OverrideContext, when_matches};
 use super::context::{NODES_FILE_EXCLUSIVE, NodeContext, detect_nic_resource, node_context};
 use super::enforce::{Provenance, enforce_workflow, note_line, report_mode, resolve_and_enforce};
 use super::parse::{
-    build_error, check_user_overrides, locate_each, locate_findings, origin, parse_typed,
+    admit, build_error, check_user_overrides, locate_each, locate_findings, origin, parse_typed,
     prepare_document,
 };
 use super::platform::{PlatformOverride, apply_user_env};
@@ -166,20 +165,11 @@ fn parse_and_admit(
     // Type errors (a string where a number belongs) are input errors with their line, found
     // before any rule reads the document.
     let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
-    let mut admitted = Vec::new();
-    if !req.admitted {
-        let admission = contract::run_stage(
-            rules,
-            contract::ADMISSION,
-            Cow::Borrowed(&doc.value),
-            origin(&doc),
-            &Value::Null,
-        )?;
-        if admission.rejects() {
-            return Err(PolicyError::Rejected(admission.findings));
-        }
-        admitted = admission.findings;
-    }
+    let admitted = if req.admitted {
+        Vec::new()
+    } else {
+        admit(rules, &doc)?
+    };
     // The admission stage reads the document and never changes it: the typed run read above
     // stands.
     check_user_overrides(&doc, &run.spec.overrides)?;
@@ -479,18 +469,14 @@ fn compose_labels(
         .map_err(|e| PolicyError::Build(e.to_string()))?;
     // The findings name the Workflow's paths: located in the WorkloadRun as the run after
     // overrides locates them (`spec.jobTemplate.spec.workloadMetadata.labels` where the user
-    // wrote `spec.workloadMetadata.labels`), else at the nearest part of the WorkloadRun.
+    // wrote `spec.workloadMetadata.labels`), else at the nearest part of the WorkloadRun. No
+    // override has applied yet, so none is where a value came from.
     let unlocated = Origin {
         spans: None,
         ..origin(doc)
     };
-    let overrides = doc
-        .value
-        .pointer("/spec/overrides")
-        .and_then(Value::as_array)
-        .map_or(0, Vec::len);
     let locate = |findings: Vec<nvcre_engine::Finding>| {
-        let mut findings = locate_each(findings, doc, overrides);
+        let mut findings = locate_each(findings, doc, 0);
         for f in &mut findings {
             if f.line.is_none()
                 && let Some(pos) = f
