@@ -887,3 +887,74 @@ spec:
         (json!("labels-team"), json!(14), json!(5))
     );
 }
+
+#[test]
+fn a_workflow_render_admits_its_input_and_keeps_warnings_with_a_rejection() {
+    // A Workflow rendered without a platform, resolved with one.
+    let (code, workflow, err) = run(&[
+        "render",
+        "--gpu-arch",
+        "h100",
+        &example("nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("wf.yaml");
+    // An override that never applies (a platform misspelt) warns before the render runs.
+    let with_override = workflow.replacen(
+        "  overrides:\n",
+        "  overrides:\n  - when:\n      platform:\n        equals: awss\n    orchestration:\n      placement: Pinned\n",
+        1,
+    );
+    assert_ne!(with_override, workflow, "the Workflow lists overrides");
+    std::fs::write(&file, &with_override).expect("write");
+    let f = file.to_str().expect("utf8");
+    let (_notes, rules) = rules_with_notes(true);
+    let out = bin()
+        .args([
+            "--rules",
+            rules.to_str().expect("utf8"),
+            "render",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            f,
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert_eq!(lines.len(), 4, "{stderr}");
+    assert!(
+        lines[0].starts_with(
+            "Warning: spec.overrides[0].when.platform.equals: \"awss\" is not a platform"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(
+        &lines[1..],
+        [
+            "Info: this run is a benchmark [note-info]",
+            "Warning: this run has no owner [note-warning]",
+            "validate resolved job template: this run is refused",
+        ]
+    );
+    // A Workflow the admission stage refuses is refused by the render too (it was rendered).
+    let refused = workflow.replacen("    iterations: 1\n", "    iterations: 0\n", 1);
+    let line = refused
+        .lines()
+        .position(|l| l == "    iterations: 0")
+        .expect("iterations")
+        + 1;
+    std::fs::write(&file, &refused).expect("write");
+    let (code, out, err) = run(&["render", "--platform", "aws", "--gpu-arch", "h100", f]);
+    assert_eq!((code, out.as_str()), (1, ""), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "{f}:{line}:17: spec.orchestration.iterations: Invalid value: 0: spec.orchestration.iterations in body should be greater than or equal to 1\n"
+        )
+    );
+}
