@@ -431,12 +431,16 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                     report::render_note_line(w);
                 }
                 if args.expand {
-                    let expanded = expand(rules, &rendered).map_err(|e| report_policy_error(&e))?;
+                    let expanded = expand(rules, &rendered)
+                        .map_err(|e| report_policy_error(&led_by_group(e)))?;
                     for line in &expanded.summary {
                         report::stderr_line(line);
                     }
+                    // Led by the group whose object each is about, as `check` reports them.
                     for f in &expanded.findings {
-                        report::render_note_line(&nvcre_domain::note_line(f));
+                        let mut led = f.clone();
+                        led.message = format!("{}: {}", f.file, f.message);
+                        report::render_note_line(&nvcre_domain::note_line(&led));
                     }
                     outputs.extend(expanded.manifests);
                 } else {
@@ -508,6 +512,23 @@ fn man(args: &ManArgs) -> ExitCode {
             print(&String::from_utf8_lossy(&out));
             ExitCode::SUCCESS
         }
+    }
+}
+
+/// An `--expand` rejection with its warnings and info led by the group (or Workflow) whose
+/// object each is about, as they are when the expansion succeeds; its errors print as they are.
+fn led_by_group(e: PolicyError) -> PolicyError {
+    match e {
+        PolicyError::Rejected(mut findings) => {
+            for f in findings
+                .iter_mut()
+                .filter(|f| f.severity != nvcre_engine::Severity::Error)
+            {
+                f.message = format!("{}: {}", f.file, f.message);
+            }
+            PolicyError::Rejected(findings)
+        }
+        other => other,
     }
 }
 

@@ -38,16 +38,16 @@ pub fn warning_line(message: &str) {
     ));
 }
 
-/// One of [`nvcre_domain::Rendered::warnings`] on stderr: `Info: <message>` for a line that
-/// reports an info finding, `Warning: <message>` for the others.
-pub fn render_note_line(line: &str) {
-    match line.strip_prefix(nvcre_domain::INFO_PREFIX) {
-        Some(message) => {
-            let prefix = color::paint("Info:", color::severity("info"), color::stderr());
-            stderr_line(&format!("{prefix} {message}"));
-        }
-        None => warning_line(line),
-    }
+/// One of [`nvcre_domain::Rendered::warnings`] on stderr: `Info: <text>` for an info note,
+/// `Warning: <text>` for the others.
+pub fn render_note_line(note: &nvcre_domain::Note) {
+    // The text as it is: a rule's message may itself start with `warning: ` or `info: `.
+    let (lead, style) = match note.severity {
+        Severity::Info => ("Info:", "info"),
+        _ => ("Warning:", "warning"),
+    };
+    let prefix = color::paint(lead, color::severity(style), color::stderr());
+    stderr_line(&format!("{prefix} {}", note.text));
 }
 
 /// The one-line form of a finding on `render`'s stderr. Admission findings are API server
@@ -581,15 +581,21 @@ pub fn sha256_hex(parts: &[&str]) -> String {
 }
 
 /// The key of a finding's `partialFingerprints`: the rule, the file, the document and the
-/// field path (the line when there is no path), not the message or the line, so code scanning
-/// follows an alert across runs when lines above it move.
+/// field path, not the message or the line, so code scanning follows an alert across runs when
+/// lines above it move. A finding without a path (one about an object `--nodes-file` emits,
+/// a rule that names none) is told apart by its line and its message instead.
 const FINGERPRINT_KEY: &str = "nvcreFinding/v1";
 
 fn sarif_fingerprint(f: &Finding) -> String {
     let document = f.document.to_string();
-    let line = f.line.map(|l| l.to_string()).unwrap_or_default();
-    let at = f.field_path.as_deref().unwrap_or(&line);
-    sha256_hex(&[&f.rule_id, &uri_reference(&f.file), &document, at])
+    let file = uri_reference(&f.file);
+    match f.field_path.as_deref() {
+        Some(path) => sha256_hex(&[&f.rule_id, &file, &document, path]),
+        None => {
+            let line = f.line.map(|l| l.to_string()).unwrap_or_default();
+            sha256_hex(&[&f.rule_id, &file, &document, &line, &f.message])
+        }
+    }
 }
 
 fn property_bag(pairs: &[(&str, Value)]) -> sarif::PropertyBag {

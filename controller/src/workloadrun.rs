@@ -491,15 +491,10 @@ pub fn build_workflow(
 
 /// The Events a render asks for: its NIC detection note, then its findings below error.
 fn render_notes(rendered: &nvcre_domain::Rendered) -> Vec<EventNote> {
-    let nic = rendered.warnings.iter().filter_map(|w| {
-        let message = w
-            .strip_prefix(nvcre_domain::NIC_DETECTION)?
-            .strip_prefix(": ")?;
-        Some(EventNote {
-            warning: false,
-            reason: nvcre_domain::NIC_DETECTION.to_string(),
-            message: message.to_string(),
-        })
+    let nic = rendered.nic_detection.iter().map(|message| EventNote {
+        warning: false,
+        reason: nvcre_domain::NIC_DETECTION.to_string(),
+        message: message.clone(),
     });
     let findings = rendered.findings.iter().map(|f| {
         let warning = f.severity != nvcre_engine::Severity::Info;

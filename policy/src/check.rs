@@ -87,14 +87,20 @@ fn placement_findings(
     let expanded =
         crate::render::expand_verifying(rules, rendered, crate::render::Verify::FirstAndLast);
     // The emitted objects are not in the input: their findings are the document's, led by the
-    // group (or Workflow) whose object they are about.
+    // group (or Workflow) whose object they are about and the path in that object, which is
+    // not a path of the input (so it names no line of it).
     let on_doc = |findings: Vec<Finding>| {
         findings
             .into_iter()
             .map(|mut f| {
-                f.message = format!("{}: {}", f.file, f.message);
+                f.message = match f.field_path.take() {
+                    Some(path) => format!("{}: {path}: {}", f.file, f.message),
+                    None => format!("{}: {}", f.file, f.message),
+                };
                 f.file = doc.source.name.clone();
                 f.document = doc.index;
+                f.line = None;
+                f.column = None;
                 f
             })
             .collect()

@@ -84,8 +84,8 @@ pub use placement::{
     Group, Placement, PlacementError, PlacementPolicy, SchedulingPolicy, place, place_groups,
 };
 pub use render::{
-    ANNOTATION_ARCH, ANNOTATION_PLATFORM, Expanded, INFO_PREFIX, NIC_DETECTION, RenderRequest,
-    Rendered, check_flags, expand, note_line, read_workload_run, render_document, render_workflow,
+    ANNOTATION_ARCH, ANNOTATION_PLATFORM, Expanded, NIC_DETECTION, Note, RenderRequest, Rendered,
+    check_flags, expand, note_line, read_workload_run, render_document, render_workflow,
     render_workload_run,
 };
 pub use suite::{

@@ -770,7 +770,7 @@ rules:
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         stderr.lines().last(),
-        Some("Warning: this TrainJob has no owner [trainjob-owner]"),
+        Some("Warning: group-0: this TrainJob has no owner [trainjob-owner]"),
         "{stderr}"
     );
     // check --nodes-file: the first and the last group's TrainJob, as findings of the input.
@@ -808,6 +808,108 @@ rules:
                 "warning",
                 "group-4-overflow: this TrainJob has no owner"
             ),
+        ]
+    );
+    // Two alerts in SARIF, not one: each has its own fingerprint.
+    let out = bin()
+        .args(["--rules", rules, "check", "-o", "sarif", "--nodes-file"])
+        .arg(root().join("examples/nodes/aws-h100-18.yaml"))
+        .arg(&example)
+        .output()
+        .expect("runs");
+    let sarif: Value = serde_json::from_slice(&out.stdout).expect("sarif");
+    let prints: std::collections::BTreeSet<&str> = sarif["runs"][0]["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter_map(|r| r["partialFingerprints"]["nvcreFinding/v1"].as_str())
+        .collect();
+    assert_eq!(prints.len(), 2, "{prints:?}");
+}
+
+#[test]
+fn a_group_that_fails_its_contract_keeps_the_warnings_of_the_groups_before_it() {
+    let (_dir, rules) = rules_copy();
+    std::fs::write(
+        rules.join("contract/manifest-notes.yaml"),
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: RulePack
+metadata:
+  name: manifest-notes
+stage: manifests
+match:
+  resources:
+    - apiVersion: trainer.kubeflow.org/v1alpha1
+      kind: TrainJob
+rules:
+  - id: trainjob-owner
+    severity: warning
+    validate:
+      expression: 'false'
+      message: this TrainJob has no owner
+---
+apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: RulePack
+metadata:
+  name: overflow-refused
+stage: gang-contract
+match:
+  resources:
+    - apiVersion: nvcre.nvidia.com/v1alpha1
+      kind: Workflow
+rules:
+  - id: no-overflow
+    validate:
+      expression: >-
+        !object.spec.?dependencies.orValue([]).exists(d,
+          d.?metadata.?name.orValue('').endsWith('overflow'))
+      message: the overflow group is refused
+",
+    )
+    .expect("write");
+    let rules = rules.to_str().expect("utf8");
+    let example = example("nccl-all-reduce.yaml");
+    let nodes = root().join("examples/nodes/aws-h100-18.yaml");
+    let out = bin()
+        .args(["--rules", rules, "render", "--expand", "--nodes-file"])
+        .arg(&nodes)
+        .arg(&example)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let tail: Vec<&str> = stderr.lines().rev().take(5).collect();
+    assert_eq!(
+        tail,
+        [
+            "the overflow group is refused",
+            "Warning: group-3: this TrainJob has no owner [trainjob-owner]",
+            "Warning: group-2: this TrainJob has no owner [trainjob-owner]",
+            "Warning: group-1: this TrainJob has no owner [trainjob-owner]",
+            "Warning: group-0: this TrainJob has no owner [trainjob-owner]",
+        ],
+        "{stderr}"
+    );
+    let out = bin()
+        .args(["--rules", rules, "check", "-o", "json", "--nodes-file"])
+        .arg(&nodes)
+        .arg(&example)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let report: Value = serde_json::from_slice(&out.stdout).expect("json");
+    let got: Vec<&str> = report["results"][0]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter_map(|f| f["message"].as_str())
+        .collect();
+    // check verifies the first and the last group.
+    assert_eq!(
+        got,
+        [
+            "group-0: this TrainJob has no owner",
+            "group-4-overflow: the overflow group is refused",
         ]
     );
 }
@@ -956,5 +1058,95 @@ fn a_workflow_render_admits_its_input_and_keeps_warnings_with_a_rejection() {
         format!(
             "{f}:{line}:17: spec.orchestration.iterations: Invalid value: 0: spec.orchestration.iterations in body should be greater than or equal to 1\n"
         )
+    );
+}
+
+#[test]
+fn a_placement_error_keeps_the_workload_labels_warnings_of_the_construction_run() {
+    let (_dir, rules) = rules_with_notes(true);
+    std::fs::write(
+        rules.join("contract/label-notes.yaml"),
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: RulePack
+metadata:
+  name: label-notes
+stage: workload-labels
+match:
+  resources:
+    - apiVersion: nvcre.nvidia.com/v1alpha1
+      kind: Workflow
+rules:
+  - id: labels-team
+    severity: warning
+    validate:
+      expression: 'false'
+      message: workload labels name no team
+",
+    )
+    .expect("write");
+    let out = bin()
+        .args([
+            "--rules",
+            rules.to_str().expect("utf8"),
+            "render",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+        ])
+        .arg(example("nccl-all-reduce.yaml"))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    // `placement` runs before `workload-labels` after the overrides: the render stops there,
+    // and the construction run's warning is reported once.
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        "Warning: workload labels name no team [labels-team]\n\
+         Info: this run is a benchmark [note-info]\n\
+         Warning: this run has no owner [note-warning]\n\
+         this run is refused\n"
+    );
+}
+
+#[test]
+fn a_warning_whose_message_reads_like_info_is_still_a_warning() {
+    let (_dir, rules) = rules_copy();
+    std::fs::write(
+        rules.join("contract/notes.yaml"),
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: RulePack
+metadata:
+  name: operator-notes
+stage: placement
+match:
+  resources:
+    - apiVersion: nvcre.nvidia.com/v1alpha1
+      kind: Workflow
+rules:
+  - id: quota
+    severity: warning
+    validate:
+      expression: 'false'
+      message: 'info: disk quota is nearly full'
+",
+    )
+    .expect("write");
+    let (code, _wf, stderr) = render(&[
+        "--rules",
+        rules.to_str().expect("utf8"),
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        &example("nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(
+        stderr
+            .lines()
+            .filter(|l| l.contains("quota"))
+            .collect::<Vec<_>>(),
+        ["Warning: info: disk quota is nearly full [quota]"]
     );
 }

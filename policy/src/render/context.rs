@@ -214,8 +214,8 @@ pub fn synthetic_nodes(
     Ok(out)
 }
 
-/// How a render note about NIC resource detection starts (`NICResourceDetection: …`): the
-/// reason of the Normal Event the controller records for it.
+/// How `render` leads its note about NIC resource detection (`NICResourceDetection: …`), and
+/// the reason of the Normal Event the controller records for it.
 pub const NIC_DETECTION: &str = "NICResourceDetection";
 
 /// Name of the NIC detection table.
@@ -294,13 +294,13 @@ pub(super) fn detect_nic_resource(
         [] => (
             None,
             Some(format!(
-                "{NIC_DETECTION}: no {described} resource is allocatable at {mlnx} on every target node; no NIC resource is requested (set spec.nicResourceName)"
+                "no {described} resource is allocatable at {mlnx} on every target node; no NIC resource is requested (set spec.nicResourceName)"
             )),
         ),
         many => (
             None,
             Some(format!(
-                "{NIC_DETECTION}: several NIC resources are allocatable on every target node ({}); no NIC resource is requested (set spec.nicResourceName)",
+                "several NIC resources are allocatable on every target node ({}); no NIC resource is requested (set spec.nicResourceName)",
                 many.iter()
                     .map(|s| s.as_str())
                     .collect::<Vec<_>>()

@@ -190,19 +190,14 @@ fn displaced(
     out
 }
 
-/// A finding below error as `render` prints it on stderr (a line of [`super::Rendered::warnings`]): `<message> [<rule id>]`, led by
-/// [`INFO_PREFIX`] when the finding is an info (a warning's line has no prefix).
-pub fn note_line(f: &nvcre_engine::Finding) -> String {
-    let lead = match f.severity {
-        nvcre_engine::Severity::Info => INFO_PREFIX,
-        _ => "",
-    };
-    format!("{lead}{} [{}]", f.message, f.rule_id)
+/// A finding below error as `render` prints it on stderr (one of
+/// [`super::Rendered::warnings`]): `<message> [<rule id>]`, with the finding's severity.
+pub fn note_line(f: &nvcre_engine::Finding) -> super::Note {
+    super::Note {
+        severity: f.severity,
+        text: format!("{} [{}]", f.message, f.rule_id),
+    }
 }
-
-/// How a line of [`super::Rendered::warnings`] that reports an info finding starts; the CLI
-/// prints such a line as `Info:` rather than `Warning:`.
-pub const INFO_PREFIX: &str = "info: ";
 
 /// Distinct non-empty values of `orchestration.topology.topologyKey` among `nodes`.
 pub(super) fn domain_count(workflow: &Workflow, nodes: &[Node]) -> i64 {
@@ -361,9 +356,10 @@ mod tests {
                 assert_eq!(
                     out.warnings
                         .iter()
-                        .filter(|w| w.ends_with("[team]"))
+                        .filter(|w| w.text.ends_with("[team]"))
+                        .map(|w| (w.severity, w.text.as_str()))
                         .collect::<Vec<_>>(),
-                    ["no team label [team]"],
+                    [(nvcre_engine::Severity::Warning, "no team label [team]")],
                     "{platform:?}"
                 );
             }

@@ -23,7 +23,9 @@ pub struct Expanded {
     /// the first ten and `… and N more`.
     pub summary: Vec<String>,
     /// The `manifests` stage's findings below error (warnings, info) on the emitted objects,
-    /// in emission order; each finding's file is the Workflow's or the group's name.
+    /// in emission order; each finding's file is the name of the group whose object it is
+    /// about (the Workflow's name for the Workflow's own dependencies), its field path a path
+    /// in that object.
     pub findings: Vec<nvcre_engine::Finding>,
 }
 
@@ -152,7 +154,13 @@ pub fn expand_verifying(
     let last = placement.groups.len().saturating_sub(1);
     for (i, group) in placement.groups.iter().enumerate() {
         if verify == Verify::EveryGroup || i == 0 || i == last {
-            check_group(rules, &workflow, &placement.workflow_dependencies, group)?;
+            check_group(
+                rules,
+                &workflow,
+                &placement.workflow_dependencies,
+                group,
+                &mut out.findings,
+            )?;
             for m in &group.manifests {
                 check_manifest(rules, m, &group.name, &mut out.findings)?;
             }
@@ -220,12 +228,14 @@ fn check_manifest(
 }
 
 /// The post-override contract on one group's working copy: the Workflow with the group's
-/// TrainJob spec and renamed dependencies.
+/// TrainJob spec and renamed dependencies. A rejection carries `notes` (taken) and the copy's
+/// errors.
 fn check_group(
     rules: &RuleSet,
     workflow: &Workflow,
     workflow_deps: &[Value],
     group: &crate::placement::Group,
+    notes: &mut Vec<nvcre_engine::Finding>,
 ) -> Result<(), PolicyError> {
     let mut copy = workflow.clone();
     let mut deps = workflow_deps.to_vec();
@@ -245,7 +255,6 @@ fn check_group(
     }
     copy.spec.dependencies = deps;
     let value = serde_json::to_value(&copy).map_err(|e| PolicyError::Build(e.to_string()))?;
-    let name = format!("{} {}", workflow.metadata.name, group.name);
     // The Workflow's own run of these stages reported their warnings: a group's copy adds
     // only its errors.
     match enforce(
@@ -253,7 +262,7 @@ fn check_group(
         &[contract::WORKLOAD_LABELS, contract::GANG_CONTRACT],
         Cow::Borrowed(&value),
         Origin {
-            file: &name,
+            file: &group.name,
             document: 0,
             spans: None,
         },
@@ -261,12 +270,15 @@ fn check_group(
         contract::Report::First,
     ) {
         Ok(_) => Ok(()),
-        Err(PolicyError::Rejected(findings)) => Err(PolicyError::Rejected(
-            findings
-                .into_iter()
-                .filter(|f| f.severity == nvcre_engine::Severity::Error)
-                .collect(),
-        )),
+        Err(PolicyError::Rejected(findings)) => {
+            let mut all = std::mem::take(notes);
+            all.extend(
+                findings
+                    .into_iter()
+                    .filter(|f| f.severity == nvcre_engine::Severity::Error),
+            );
+            Err(PolicyError::Rejected(all))
+        }
         Err(e) => Err(e),
     }
 }

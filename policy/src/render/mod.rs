@@ -29,7 +29,7 @@ use crate::resolve::AppliedOverride;
 
 pub use context::{NIC_DETECTION, RenderRequest, check_flags};
 pub(crate) use context::{NIC_TABLE, NicRow};
-pub use enforce::{INFO_PREFIX, note_line};
+pub use enforce::note_line;
 pub use expand::{Expanded, Verify, expand, expand_verifying};
 pub use parse::read_workload_run;
 pub(crate) use parse::{
@@ -51,14 +51,37 @@ pub const ANNOTATION_PLATFORM: &str = "nvcrectl.nvidia.com/detected-platform";
 /// Annotation listing the overrides applied (Workflow render).
 pub const ANNOTATION_APPLIED: &str = "nvcrectl.nvidia.com/applied-overrides";
 
+/// A line `render` prints on stderr about a render that went through.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Note {
+    /// How the line is led: `Warning:` for [`nvcre_engine::Severity::Warning`] (and error),
+    /// `Info:` for [`nvcre_engine::Severity::Info`].
+    pub severity: nvcre_engine::Severity,
+    /// The text after the lead.
+    pub text: String,
+}
+
+impl From<String> for Note {
+    /// A warning.
+    fn from(text: String) -> Self {
+        Note {
+            severity: nvcre_engine::Severity::Warning,
+            text,
+        }
+    }
+}
+
 /// A rendered Workflow and what the render decided.
 #[derive(Debug, Clone)]
 pub struct Rendered {
     /// The Workflow document.
     pub workflow: Value,
-    /// Notes for stderr (legacy API group, warnings and info findings from rules); a line
-    /// reporting an info finding starts with [`INFO_PREFIX`].
-    pub warnings: Vec<String>,
+    /// Notes for stderr, in the order the render made them: the legacy API group, NIC
+    /// detection, and the findings below error of the rules (see [`note_line`]).
+    pub warnings: Vec<Note>,
+    /// What NIC resource detection said when it requested no NIC resource (none, or several,
+    /// allocatable on every target node); also among `warnings`, led by [`NIC_DETECTION`].
+    pub nic_detection: Option<String>,
     /// The findings below error (warnings, info) of the render: the admission stage's (when
     /// the render ran it), the input's, and the stages' after construction and after the
     /// overrides, located in the input where their field was written. `check` reports them;

@@ -18,7 +18,7 @@ use super::parse::{
 };
 use super::platform::PlatformOverride;
 use super::{
-    ANNOTATION_APPLIED, ANNOTATION_ARCH, ANNOTATION_PLATFORM, OVERRIDE_TABLE, RenderRequest,
+    ANNOTATION_APPLIED, ANNOTATION_ARCH, ANNOTATION_PLATFORM, Note, OVERRIDE_TABLE, RenderRequest,
     Rendered,
 };
 
@@ -95,10 +95,10 @@ pub fn render_workflow(
             );
         }
     };
-    let mut warnings = warnings;
+    let mut warnings: Vec<Note> = warnings.into_iter().map(Note::from).collect();
     findings.extend(locate_each(post_warnings, &doc, workflow_overrides));
     warnings.extend(findings.iter().map(note_line));
-    warnings.extend(build_time_rows_note(rules, &workflow, &platform, &arch)?);
+    warnings.extend(build_time_rows_note(rules, &workflow, &platform, &arch)?.map(Note::from));
     set_annotation(&mut workflow, ANNOTATION_PLATFORM, platform.clone());
     set_annotation(&mut workflow, ANNOTATION_ARCH, arch.clone());
     set_annotation(
@@ -109,6 +109,7 @@ pub fn render_workflow(
     Ok(Rendered {
         workflow,
         warnings,
+        nic_detection: None,
         findings,
         applied,
         platform,

@@ -16,14 +16,16 @@ use crate::error::PolicyError;
 use crate::packs::params::OverrideParams;
 use crate::resolve::{AppliedOverride, OverrideContext, when_matches};
 
-use super::context::{NODES_FILE_EXCLUSIVE, NodeContext, detect_nic_resource, node_context};
+use super::context::{
+    NIC_DETECTION, NODES_FILE_EXCLUSIVE, NodeContext, detect_nic_resource, node_context,
+};
 use super::enforce::{Provenance, enforce_workflow, note_line, report_mode, resolve_and_enforce};
 use super::parse::{
     admit, build_error, check_user_overrides, locate_each, locate_findings, origin, parse_typed,
     prepare_document,
 };
 use super::platform::{PlatformOverride, apply_user_env};
-use super::{ANNOTATION_ARCH, ANNOTATION_PLATFORM, OVERRIDE_TABLE, RenderRequest, Rendered};
+use super::{ANNOTATION_ARCH, ANNOTATION_PLATFORM, Note, OVERRIDE_TABLE, RenderRequest, Rendered};
 
 /// Renders a WorkloadRun document into its Workflow.
 ///
@@ -104,12 +106,15 @@ pub fn render_workload_run(
         }
         Err(e) => return Err(e),
     };
-    if ctx.platform.is_empty() {
+    let composed = if ctx.platform.is_empty() {
         // The stage runs again after the overrides only with a platform, and reports its
         // warnings there; without one these are its last word.
         warnings.extend(composed.iter().map(note_line));
         findings.extend(composed);
-    }
+        Vec::new()
+    } else {
+        composed
+    };
     let resolved = resolve_for_platform(
         rules,
         workflow,
@@ -126,12 +131,25 @@ pub fn render_workload_run(
         // The findings so far (admission warnings, the unknown architecture) belong with a
         // rejection too.
         Err(PolicyError::Rejected(rejected)) => {
+            // A render stops at the first error: one of `placement`, the stage before
+            // `workload-labels` after the overrides, leaves the construction run's warnings of
+            // that stage as its last word.
+            let first_error = rejected
+                .iter()
+                .find(|f| f.severity == nvcre_engine::Severity::Error);
+            if report_mode(req) == contract::Report::First
+                && first_error.and_then(|f| f.stage.as_deref()) == Some(contract::PLACEMENT)
+            {
+                findings.extend(composed);
+            }
             findings.extend(rejected);
             return Err(PolicyError::Rejected(findings));
         }
         Err(e) => return Err(e),
     };
-    output(workflow, (warnings, findings), applied, ctx, arch)
+    let mut rendered = output(workflow, (warnings, findings), applied, ctx, arch)?;
+    rendered.nic_detection = sizing.nic_note;
+    Ok(rendered)
 }
 
 /// Checks the flags before the file is used (as nvcrectl does): their values first, then the
@@ -158,10 +176,10 @@ fn parse_and_admit(
     rules: &RuleSet,
     doc: &Document,
     req: &RenderRequest,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Note>,
 ) -> Result<(Document, WorkloadRun, Vec<nvcre_engine::Finding>), PolicyError> {
     let (doc, notes) = prepare_document(doc, "WorkloadRun")?;
-    warnings.extend(notes);
+    warnings.extend(notes.into_iter().map(Note::from));
     // Type errors (a string where a number belongs) are input errors with their line, found
     // before any rule reads the document.
     let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
@@ -183,10 +201,10 @@ fn resolve_node_context(
     req: &RenderRequest,
     doc: &Document,
     run: &WorkloadRun,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Note>,
 ) -> Result<(NodeContext, String), PolicyError> {
     let ctx = node_context(rules, req, run.spec.target.as_ref())?;
-    warnings.extend(ctx.notes.iter().cloned());
+    warnings.extend(ctx.notes.iter().cloned().map(Note::from));
     let arch = match (ctx.from_nodes, req.gpu_arch.is_some()) {
         (true, _) | (false, true) => ctx.gpu_architecture.clone(),
         (false, false) => {
@@ -279,6 +297,8 @@ struct Sizing {
     enable_mnnvl: bool,
     nodes_per_job: i64,
     nic_resource_name: String,
+    /// What NIC detection said when it requested no NIC resource.
+    nic_note: Option<String>,
     /// What the run's `testScale` means (the `test-scale` table).
     scale: detect::TestScale,
 }
@@ -289,7 +309,7 @@ fn sizing(
     run: &WorkloadRun,
     ctx: &NodeContext,
     arch: &str,
-    warnings: &mut Vec<String>,
+    warnings: &mut Vec<Note>,
 ) -> Result<Sizing, PolicyError> {
     let defaults = detect::node_defaults(rules, arch, &ctx.platform)?;
     let mlnx_per_node = run.spec.mlnx_per_node.unwrap_or(defaults.mlnx_per_node);
@@ -303,8 +323,13 @@ fn sizing(
         run.spec.num_nodes,
     )?;
     let (detected_nic, nic_note) = detect_nic_resource(rules, ctx, mlnx_per_node)?;
-    warnings.extend(nic_note);
+    warnings.extend(
+        nic_note
+            .iter()
+            .map(|n| Note::from(format!("{NIC_DETECTION}: {n}"))),
+    );
     Ok(Sizing {
+        nic_note,
         gpus_per_node: run.spec.gpus_per_node.unwrap_or(defaults.gpus_per_node),
         mlnx_per_node,
         enable_mnnvl: run.spec.enable_mnnvl.unwrap_or(defaults.enable_mnnvl),
@@ -518,7 +543,7 @@ fn resolve_for_platform(
     arch: &str,
     provenance: &Provenance,
     req: &RenderRequest,
-    (warnings, findings): (&mut Vec<String>, &mut Vec<nvcre_engine::Finding>),
+    (warnings, findings): (&mut Vec<Note>, &mut Vec<nvcre_engine::Finding>),
 ) -> Result<(Value, Vec<AppliedOverride>), PolicyError> {
     if ctx.platform.is_empty() {
         return Ok((workflow, Vec::new()));
@@ -545,7 +570,7 @@ fn resolve_for_platform(
 /// The output: the architecture annotation written, the Workflow as JSON.
 fn output(
     mut workflow: Value,
-    (warnings, findings): (Vec<String>, Vec<nvcre_engine::Finding>),
+    (warnings, findings): (Vec<Note>, Vec<nvcre_engine::Finding>),
     applied: Vec<AppliedOverride>,
     ctx: NodeContext,
     arch: String,
@@ -554,6 +579,7 @@ fn output(
     Ok(Rendered {
         workflow,
         warnings,
+        nic_detection: None,
         findings,
         applied,
         platform: ctx.platform,
