@@ -762,6 +762,9 @@ pub fn plan(
     let req = RenderRequest {
         nodes: Some(Arc::clone(nodes)),
         allow_unknown_arch: true,
+        // The API server admitted the object with the CRD's schema and rules, which the
+        // admission stage mirrors: a failure here would be reported as a contract conflict.
+        admitted: true,
         ..RenderRequest::default()
     };
     let rendered = render_workflow(rules, doc, &req).map_err(fail)?;
