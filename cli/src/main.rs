@@ -436,11 +436,9 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                     for line in &expanded.summary {
                         report::stderr_line(line);
                     }
-                    // Led by the group whose object each is about, as `check` reports them.
+                    // Led by the object each is about, as `check` reports them.
                     for f in &expanded.findings {
-                        let mut led = f.clone();
-                        led.message = format!("{}: {}", f.file, f.message);
-                        report::render_note_line(&nvcre_domain::note_line(&led));
+                        report::render_note_line(&nvcre_domain::note_line(&led_by_object(f)));
                     }
                     outputs.extend(expanded.manifests);
                 } else {
@@ -515,21 +513,24 @@ fn man(args: &ManArgs) -> ExitCode {
     }
 }
 
-/// An `--expand` rejection with its warnings and info led by the group (or Workflow) whose
-/// object each is about, as they are when the expansion succeeds; its errors print as they are.
+/// An `--expand` rejection with each finding led by the emitted object it is about, as the
+/// notes of an expansion that succeeds are.
 fn led_by_group(e: PolicyError) -> PolicyError {
     match e {
-        PolicyError::Rejected(mut findings) => {
-            for f in findings
-                .iter_mut()
-                .filter(|f| f.severity != nvcre_engine::Severity::Error)
-            {
-                f.message = format!("{}: {}", f.file, f.message);
-            }
-            PolicyError::Rejected(findings)
+        PolicyError::Rejected(findings) => {
+            PolicyError::Rejected(findings.iter().map(led_by_object).collect())
         }
         other => other,
     }
+}
+
+/// `f` with its message led by its `object` (`group-0 TrainJob x: …`), when it has one.
+fn led_by_object(f: &nvcre_engine::Finding) -> nvcre_engine::Finding {
+    let mut led = f.clone();
+    if let Some(object) = &f.object {
+        led.message = format!("{object}: {}", f.message);
+    }
+    led
 }
 
 /// Prints a render failure: one line per error finding (with its source position when the

@@ -580,21 +580,21 @@ pub fn sha256_hex(parts: &[&str]) -> String {
         .collect()
 }
 
-/// The key of a finding's `partialFingerprints`: the rule, the file, the document and the
-/// field path, not the message or the line, so code scanning follows an alert across runs when
-/// lines above it move. A finding without a path (one about an object `--nodes-file` emits,
-/// a rule that names none) is told apart by its line and its message instead.
+/// The key of a finding's `partialFingerprints`: the rule, the file, the document, the
+/// object an emitted-object finding is about, and the field path (the line when there is no
+/// path), not the message or the line, so code scanning follows an alert across runs when
+/// lines above it move.
 const FINGERPRINT_KEY: &str = "nvcreFinding/v1";
 
 fn sarif_fingerprint(f: &Finding) -> String {
     let document = f.document.to_string();
+    let line = f.line.map(|l| l.to_string()).unwrap_or_default();
+    let at = f.field_path.as_deref().unwrap_or(&line);
     let file = uri_reference(&f.file);
-    match f.field_path.as_deref() {
-        Some(path) => sha256_hex(&[&f.rule_id, &file, &document, path]),
-        None => {
-            let line = f.line.map(|l| l.to_string()).unwrap_or_default();
-            sha256_hex(&[&f.rule_id, &file, &document, &line, &f.message])
-        }
+    match &f.object {
+        // (Appended only when present: the other findings keep the fingerprints they had.)
+        Some(object) => sha256_hex(&[&f.rule_id, &file, &document, at, object]),
+        None => sha256_hex(&[&f.rule_id, &file, &document, at]),
     }
 }
 

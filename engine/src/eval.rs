@@ -910,6 +910,7 @@ impl Run<'_, '_> {
             message,
             file: self.origin.file.to_string(),
             document: self.origin.document,
+            object: None,
             field_path: path.map(|p| p.to_string()),
             line: pos.map(|p| p.line),
             column: pos.map(|p| p.column),

@@ -58,6 +58,11 @@ pub struct Finding {
     pub file: String,
     /// 0-based index of the document in its stream.
     pub document: usize,
+    /// The object the finding is about when it is not the input document but one the pipeline
+    /// emits from it (`group-0 TrainJob nccl-group-0`, for `--nodes-file` and `--expand`):
+    /// `field_path` is then a path in that object, and the finding has no line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub object: Option<String>,
     /// Field path in Kubernetes notation, when the rule names one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field_path: Option<String>,

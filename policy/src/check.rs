@@ -87,16 +87,14 @@ fn placement_findings(
     let expanded =
         crate::render::expand_verifying(rules, rendered, crate::render::Verify::FirstAndLast);
     // The emitted objects are not in the input: their findings are the document's, led by the
-    // group (or Workflow) whose object they are about and the path in that object, which is
-    // not a path of the input (so it names no line of it).
+    // object they are about (its `object`), with no line (their path is in that object).
     let on_doc = |findings: Vec<Finding>| {
         findings
             .into_iter()
             .map(|mut f| {
-                f.message = match f.field_path.take() {
-                    Some(path) => format!("{}: {path}: {}", f.file, f.message),
-                    None => format!("{}: {}", f.file, f.message),
-                };
+                if let Some(object) = &f.object {
+                    f.message = format!("{object}: {}", f.message);
+                }
                 f.file = doc.source.name.clone();
                 f.document = doc.index;
                 f.line = None;
@@ -130,6 +128,7 @@ pub(crate) fn built_in_finding(
         message,
         file: doc.source.name.clone(),
         document: doc.index,
+        object: None,
         field_path: path.map(ToString::to_string),
         line: pos.map(|p| p.line),
         column: pos.map(|p| p.column),
@@ -393,10 +392,13 @@ pub fn check_document_in(
                 let mut alone = None;
                 let objects = objects_or_alone(objects, &doc.value, &mut alone);
                 for mut f in check_document_in(rules, &sub, req, Some(objects))? {
-                    f.field_path = Some(match f.field_path {
-                        Some(p) => format!("{at}.{p}"),
-                        None => at.to_string(),
-                    });
+                    // A finding on an emitted object keeps its path in that object.
+                    if f.object.is_none() {
+                        f.field_path = Some(match f.field_path {
+                            Some(p) => format!("{at}.{p}"),
+                            None => at.to_string(),
+                        });
+                    }
                     findings.push(f);
                 }
             }

@@ -770,7 +770,9 @@ rules:
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(
         stderr.lines().last(),
-        Some("Warning: group-0: this TrainJob has no owner [trainjob-owner]"),
+        Some(
+            "Warning: group-0 TrainJob nccl-all-reduce-job: this TrainJob has no owner [trainjob-owner]"
+        ),
         "{stderr}"
     );
     // check --nodes-file: the first and the last group's TrainJob, as findings of the input.
@@ -801,14 +803,18 @@ rules:
             (
                 "trainjob-owner",
                 "warning",
-                "group-0: this TrainJob has no owner"
+                "group-0 TrainJob nccl-all-reduce-group-0: this TrainJob has no owner"
             ),
             (
                 "trainjob-owner",
                 "warning",
-                "group-4-overflow: this TrainJob has no owner"
+                "group-4-overflow TrainJob nccl-all-reduce-group-4-overflow: this TrainJob has no owner"
             ),
         ]
+    );
+    assert_eq!(
+        report["results"][0]["findings"][0]["object"],
+        json!("group-0 TrainJob nccl-all-reduce-group-0")
     );
     // Two alerts in SARIF, not one: each has its own fingerprint.
     let out = bin()
@@ -882,11 +888,11 @@ rules:
     assert_eq!(
         tail,
         [
-            "the overflow group is refused",
-            "Warning: group-3: this TrainJob has no owner [trainjob-owner]",
-            "Warning: group-2: this TrainJob has no owner [trainjob-owner]",
-            "Warning: group-1: this TrainJob has no owner [trainjob-owner]",
-            "Warning: group-0: this TrainJob has no owner [trainjob-owner]",
+            "group-4-overflow Workflow nccl-all-reduce: the overflow group is refused",
+            "Warning: group-3 TrainJob nccl-all-reduce-group-3: this TrainJob has no owner [trainjob-owner]",
+            "Warning: group-2 TrainJob nccl-all-reduce-group-2: this TrainJob has no owner [trainjob-owner]",
+            "Warning: group-1 TrainJob nccl-all-reduce-group-1: this TrainJob has no owner [trainjob-owner]",
+            "Warning: group-0 TrainJob nccl-all-reduce-group-0: this TrainJob has no owner [trainjob-owner]",
         ],
         "{stderr}"
     );
@@ -908,8 +914,8 @@ rules:
     assert_eq!(
         got,
         [
-            "group-0: this TrainJob has no owner",
-            "group-4-overflow: the overflow group is refused",
+            "group-0 TrainJob nccl-all-reduce-group-0: this TrainJob has no owner",
+            "group-4-overflow Workflow nccl-all-reduce: the overflow group is refused",
         ]
     );
 }
@@ -1051,6 +1057,13 @@ fn a_workflow_render_admits_its_input_and_keeps_warnings_with_a_rejection() {
         .expect("iterations")
         + 1;
     std::fs::write(&file, &refused).expect("write");
+    // Without a node context the flags are wrong whatever the document says: a usage error.
+    let (code, _, err) = run(&["render", f]);
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.starts_with("Error: specify --nodes-file <path> or --platform + --gpu-arch\n"),
+        "{err}"
+    );
     let (code, out, err) = run(&["render", "--platform", "aws", "--gpu-arch", "h100", f]);
     assert_eq!((code, out.as_str()), (1, ""), "{err}");
     assert_eq!(

@@ -23,9 +23,8 @@ pub struct Expanded {
     /// the first ten and `… and N more`.
     pub summary: Vec<String>,
     /// The `manifests` stage's findings below error (warnings, info) on the emitted objects,
-    /// in emission order; each finding's file is the name of the group whose object it is
-    /// about (the Workflow's name for the Workflow's own dependencies), its field path a path
-    /// in that object.
+    /// in emission order; each finding's `object` names the object (`group-0 TrainJob x`), its
+    /// field path a path in that object.
     pub findings: Vec<nvcre_engine::Finding>,
 }
 
@@ -199,6 +198,20 @@ fn abridged(names: &[String]) -> String {
     )
 }
 
+/// What a finding on an emitted object is about: `<group> <kind> <name>` (the group, or the
+/// Workflow's name for its own dependencies).
+fn about(group: &str, object: &Value) -> String {
+    let kind = object
+        .get("kind")
+        .and_then(Value::as_str)
+        .unwrap_or("object");
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    format!("{group} {kind} {name}").trim_end().to_string()
+}
+
 /// The `manifests` stage on one emitted object: its findings below error are added to `notes`;
 /// an error rejects with every finding so far (`notes` taken).
 fn check_manifest(
@@ -219,7 +232,11 @@ fn check_manifest(
         &Value::Null,
     )?;
     let rejects = out.rejects();
-    notes.extend(out.findings);
+    let object = about(group, manifest);
+    notes.extend(out.findings.into_iter().map(|mut f| {
+        f.object = Some(object.clone());
+        f
+    }));
     if rejects {
         Err(PolicyError::Rejected(std::mem::take(notes)))
     } else {
@@ -271,11 +288,16 @@ fn check_group(
     ) {
         Ok(_) => Ok(()),
         Err(PolicyError::Rejected(findings)) => {
+            let object = about(&group.name, &value);
             let mut all = std::mem::take(notes);
             all.extend(
                 findings
                     .into_iter()
-                    .filter(|f| f.severity == nvcre_engine::Severity::Error),
+                    .filter(|f| f.severity == nvcre_engine::Severity::Error)
+                    .map(|mut f| {
+                        f.object = Some(object.clone());
+                        f
+                    }),
             );
             Err(PolicyError::Rejected(all))
         }

@@ -39,13 +39,6 @@ pub fn render_workflow(
     let _budget = nvcre_engine::cost::DocumentBudget::open();
     let (doc, warnings) = prepare_document(doc, "Workflow")?;
     let workflow: Workflow = parse_typed(&doc, "Workflow")?;
-    // As a WorkloadRun's render: the admission stage first, unless the caller ran it.
-    let admitted = if req.admitted {
-        Vec::new()
-    } else {
-        admit(rules, &doc)?
-    };
-    check_user_overrides(&doc, &workflow.spec.overrides)?;
     let target: Option<TargetSpec> = workflow
         .spec
         .orchestration
@@ -60,8 +53,15 @@ pub fn render_workflow(
             _ => return Err(workflow_context_error(rules)?),
         }
     };
+    // As a WorkloadRun's render, once the flags are known good: the admission stage, unless
+    // the caller ran it.
+    let mut findings = if req.admitted {
+        Vec::new()
+    } else {
+        admit(rules, &doc)?
+    };
+    check_user_overrides(&doc, &workflow.spec.overrides)?;
     let workflow_overrides = workflow.spec.overrides.len();
-    let mut findings = admitted;
     if !req.admitted {
         findings.extend(super::parse::override_when_findings(
             rules,
