@@ -272,10 +272,15 @@ pub(crate) const EVENT_NOTE_MAX: usize = 1024;
 
 /// `text` cut to at most [`EVENT_NOTE_MAX`] bytes on a character boundary, `…` marking a cut.
 pub(crate) fn event_note(text: &str) -> String {
-    if text.len() <= EVENT_NOTE_MAX {
+    cut_to(text, EVENT_NOTE_MAX)
+}
+
+/// `text` cut to at most `max` bytes on a character boundary, `…` marking a cut.
+pub(crate) fn cut_to(text: &str, max: usize) -> String {
+    if text.len() <= max {
         return text.to_string();
     }
-    let mut end = EVENT_NOTE_MAX - '…'.len_utf8();
+    let mut end = max.saturating_sub('…'.len_utf8());
     while !text.is_char_boundary(end) {
         end -= 1;
     }

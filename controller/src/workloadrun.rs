@@ -506,8 +506,76 @@ fn render_notes(rendered: &nvcre_domain::Rendered) -> Vec<EventNote> {
                 "PolicyInfo"
             }
             .to_string(),
-            message: format!("{} [{}]", f.message, f.rule_id),
+            // Cut before the rule id, so a long message keeps it.
+            message: {
+                let rule = format!(" [{}]", f.rule_id);
+                let room = crate::controller::EVENT_NOTE_MAX.saturating_sub(rule.len());
+                format!("{}{rule}", crate::controller::cut_to(&f.message, room))
+            },
         }
     });
     nic.chain(findings).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn finding(severity: nvcre_engine::Severity, message: String) -> nvcre_engine::Finding {
+        nvcre_engine::Finding {
+            rule_id: "quota".into(),
+            pack: "p".into(),
+            severity,
+            message,
+            file: "f".into(),
+            document: 0,
+            object: None,
+            field_path: None,
+            line: None,
+            column: None,
+            rule_file: "r".into(),
+            rule_line: 1,
+            stage: None,
+            rule_error: false,
+        }
+    }
+
+    #[test]
+    fn a_long_rule_message_is_cut_before_its_rule_id() {
+        let rendered = nvcre_domain::Rendered {
+            workflow: Value::Null,
+            warnings: Vec::new(),
+            nic_detection: Some("no NIC".into()),
+            findings: vec![
+                finding(nvcre_engine::Severity::Warning, "é".repeat(600)),
+                finding(nvcre_engine::Severity::Info, "short".into()),
+            ],
+            applied: Vec::new(),
+            platform: String::new(),
+            gpu_architecture: String::new(),
+            nodes: Vec::new(),
+        };
+        let notes = render_notes(&rendered);
+        let reasons: Vec<(&str, bool)> = notes
+            .iter()
+            .map(|n| (n.reason.as_str(), n.warning))
+            .collect();
+        assert_eq!(
+            reasons,
+            [
+                ("NICResourceDetection", false),
+                ("PolicyWarning", true),
+                ("PolicyInfo", false)
+            ]
+        );
+        let long = &notes[1].message;
+        assert!(
+            long.len() <= crate::controller::EVENT_NOTE_MAX,
+            "{}",
+            long.len()
+        );
+        // 'é' is two bytes: 1,024 − " [quota]" (8) − '…' (3) leaves 1,013, so 506 of them.
+        assert_eq!(*long, format!("{}… [quota]", "é".repeat(506)));
+        assert_eq!(notes[2].message, "short [quota]");
+    }
 }

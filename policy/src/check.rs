@@ -87,7 +87,9 @@ fn placement_findings(
     let expanded =
         crate::render::expand_verifying(rules, rendered, crate::render::Verify::FirstAndLast);
     // The emitted objects are not in the input: their findings are the document's, led by the
-    // object they are about (its `object`), with no line (their path is in that object).
+    // object they are about (its `object`), at the document's start (their path is in that
+    // object, not in the input).
+    let start = doc.spans.lookup(&nvcre_engine::FieldPath::root());
     let on_doc = |findings: Vec<Finding>| {
         findings
             .into_iter()
@@ -97,8 +99,8 @@ fn placement_findings(
                 }
                 f.file = doc.source.name.clone();
                 f.document = doc.index;
-                f.line = None;
-                f.column = None;
+                f.line = start.map(|p| p.line);
+                f.column = start.map(|p| p.column);
                 f
             })
             .collect()

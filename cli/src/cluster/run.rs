@@ -240,7 +240,7 @@ fn edit_offline(doc: &mut Document, args: &RunArgs, nodes: Option<&[String]>) {
 }
 
 /// Runs the same checks as `check` on the document: findings printed (errors as errors,
-/// warnings as warnings); `Err(1)` when an error finding exists, `Err(2)` for input errors.
+/// warnings and info as `Warning:`/`Info:` lines); `Err(1)` when an error finding exists, `Err(2)` for input errors.
 fn validate(rules: &RuleSet, doc: &Document) -> Result<(), u8> {
     let findings = check_document(rules, doc, &CheckRequest::default()).map_err(|e| {
         error_line(&e.to_string());
@@ -251,8 +251,12 @@ fn validate(rules: &RuleSet, doc: &Document) -> Result<(), u8> {
         if f.severity >= Severity::Error {
             failed = true;
             finding_line(f);
-        } else if f.severity == Severity::Warning {
-            warning_line(&finding_text(f));
+        } else {
+            // `Warning:` or `Info:`, the finding's text as it is.
+            crate::report::render_note_line(&nvcre_domain::Note {
+                severity: f.severity,
+                text: finding_text(f),
+            });
         }
     }
     if failed { Err(EXIT_FAILED) } else { Ok(()) }
