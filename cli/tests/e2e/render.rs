@@ -966,7 +966,7 @@ rules:
         want
     );
     // An override that writes labels has not applied when the WorkloadRun is built: without a
-    // platform the finding is at the user's labels (line 14), not in the override (line 11).
+    // platform the finding is at the user's labels (line 14), not in the override (line 12).
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("run.yaml");
     std::fs::write(
@@ -993,6 +993,15 @@ spec:
     assert_eq!(
         located(&file, &[]),
         (json!("labels-team"), json!(14), json!(5))
+    );
+    // After the overrides: in the override only where it applied.
+    assert_eq!(
+        located(&file, &["--platform", "gcp", "--gpu-arch", "h100"]),
+        (json!("labels-team"), json!(14), json!(5))
+    );
+    assert_eq!(
+        located(&file, &["--platform", "aws", "--gpu-arch", "h100"]),
+        (json!("labels-team"), json!(12), json!(47))
     );
 }
 

@@ -15,7 +15,7 @@ use crate::resolve::{
 };
 
 use super::RenderRequest;
-use super::parse::input_error;
+use super::parse::{input_error, locate_each, locate_findings};
 
 /// Runs `stages` ([`enforce`]) over a Workflow's JSON as [`Workflow::into_json`] wrote it and
 /// hands the result back as [`Workflow::from_json`] then [`Workflow::into_json`] would give it:
@@ -66,7 +66,8 @@ pub(super) struct Provenance {
 /// Resolves every matching override for the node context, clears `spec.overrides`, and enforces
 /// the post-override stages (placement, workload labels, gang contract) on the result: the
 /// Workflow's JSON (see [`enforce_workflow`]), the overrides applied and the findings below error
-/// (warnings, info).
+/// (warnings, info). Findings, a rejection's included, are located in `doc` (see
+/// [`locate_findings`]).
 ///
 /// # Errors
 /// [`PolicyError::Resolve`] for a failing override; [`PolicyError::Rejected`] for a failed check.
@@ -107,6 +108,13 @@ pub(super) fn resolve_and_enforce(
         }
     })?;
     workflow.spec.overrides.clear();
+    // The user's overrides (numbered as written) that applied and changed something: the ones
+    // a finding's field can have come from.
+    let user_applied: Vec<usize> = applied
+        .iter()
+        .filter(|a| !a.no_op)
+        .filter_map(|a| a.index.checked_sub(user_offset))
+        .collect();
     let value = workflow
         .into_json()
         .map_err(|e| PolicyError::Build(e.to_string()))?;
@@ -126,12 +134,17 @@ pub(super) fn resolve_and_enforce(
         },
         &params,
         report,
-    )?;
+    )
+    .map_err(|e| locate_findings(e, doc, &user_applied))?;
     let below_error = findings
         .into_iter()
         .filter(|f| f.severity != nvcre_engine::Severity::Error)
         .collect();
-    Ok((workflow, applied, below_error))
+    Ok((
+        workflow,
+        applied,
+        locate_each(below_error, doc, &user_applied),
+    ))
 }
 
 /// The `displaced` param of the `placement` stage: one entry per override and WorkloadRun field

@@ -543,9 +543,9 @@ pub(crate) fn override_when_findings(
 pub(super) fn locate_each(
     findings: Vec<nvcre_engine::Finding>,
     doc: &Document,
-    overrides: usize,
+    applied: &[usize],
 ) -> Vec<nvcre_engine::Finding> {
-    match locate_findings(PolicyError::Rejected(findings), doc, overrides) {
+    match locate_findings(PolicyError::Rejected(findings), doc, applied) {
         PolicyError::Rejected(f) => f,
         _ => Vec::new(),
     }
@@ -559,9 +559,10 @@ fn below<'p>(path: &'p str, prefix: &str) -> Option<&'p str> {
 }
 
 /// Gives post-override findings a line in the source when the field they name was written
-/// there: in the document itself, in one of its `spec.overrides[i].jobTemplate` (the last
-/// override that writes it), or, for a WorkloadRun, at `spec.workloadMetadata`.
-pub(super) fn locate_findings(e: PolicyError, doc: &Document, overrides: usize) -> PolicyError {
+/// there: in the document itself, in one of its `spec.overrides[i].jobTemplate` (the last of
+/// `applied`, the user's overrides that applied and changed something, in the order they did,
+/// that writes it), or, for a WorkloadRun, at `spec.workloadMetadata`.
+pub(super) fn locate_findings(e: PolicyError, doc: &Document, applied: &[usize]) -> PolicyError {
     let PolicyError::Rejected(mut findings) = e else {
         return e;
     };
@@ -574,7 +575,7 @@ pub(super) fn locate_findings(e: PolicyError, doc: &Document, overrides: usize) 
         };
         let mut candidates = vec![path.clone()];
         if let Some(rest) = below(&path, "spec.jobTemplate") {
-            for i in (0..overrides).rev() {
+            for i in applied.iter().rev() {
                 candidates.push(format!("spec.overrides[{i}].jobTemplate{rest}"));
             }
         }
@@ -584,7 +585,7 @@ pub(super) fn locate_findings(e: PolicyError, doc: &Document, overrides: usize) 
         // A WorkloadRun writes no dependencies of its own: they come from its overrides, else
         // from what its spec asks (GPUs and NICs per node, resources), so its `spec`.
         if path == "spec.dependencies" || path.starts_with("spec.dependencies[") {
-            for i in (0..overrides).rev() {
+            for i in applied.iter().rev() {
                 candidates.push(format!("spec.overrides[{i}].dependencies"));
             }
             candidates.push("spec".to_string());

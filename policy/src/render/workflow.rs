@@ -13,9 +13,7 @@ use crate::resolve::{OverrideContext, when_matches};
 
 use super::context::node_context;
 use super::enforce::{note_line, report_mode, resolve_and_enforce};
-use super::parse::{
-    admit, check_user_overrides, locate_each, locate_findings, parse_typed, prepare_document,
-};
+use super::parse::{admit, check_user_overrides, parse_typed, prepare_document};
 use super::platform::PlatformOverride;
 use super::{
     ANNOTATION_APPLIED, ANNOTATION_ARCH, ANNOTATION_PLATFORM, Note, OVERRIDE_TABLE, RenderRequest,
@@ -61,7 +59,6 @@ pub fn render_workflow(
         admit(rules, &doc)?
     };
     check_user_overrides(&doc, &workflow.spec.overrides)?;
-    let workflow_overrides = workflow.spec.overrides.len();
     if !req.admitted {
         findings.extend(super::parse::override_when_findings(
             rules,
@@ -84,19 +81,17 @@ pub fn render_workflow(
         // The findings so far (admission warnings, overrides that never apply) belong with a
         // rejection too.
         Err(e) => {
-            return Err(
-                match locate_findings(prefix_resolved(e), &doc, workflow_overrides) {
-                    PolicyError::Rejected(rejected) => {
-                        findings.extend(rejected);
-                        PolicyError::Rejected(findings)
-                    }
-                    other => other,
-                },
-            );
+            return Err(match prefix_resolved(e) {
+                PolicyError::Rejected(rejected) => {
+                    findings.extend(rejected);
+                    PolicyError::Rejected(findings)
+                }
+                other => other,
+            });
         }
     };
     let mut warnings: Vec<Note> = warnings.into_iter().map(Note::from).collect();
-    findings.extend(locate_each(post_warnings, &doc, workflow_overrides));
+    findings.extend(post_warnings);
     warnings.extend(findings.iter().map(note_line));
     warnings.extend(build_time_rows_note(rules, &workflow, &platform, &arch)?.map(Note::from));
     set_annotation(&mut workflow, ANNOTATION_PLATFORM, platform.clone());

@@ -21,8 +21,7 @@ use super::context::{
 };
 use super::enforce::{Provenance, enforce_workflow, note_line, report_mode, resolve_and_enforce};
 use super::parse::{
-    admit, build_error, check_user_overrides, locate_each, locate_findings, origin, parse_typed,
-    prepare_document,
+    admit, build_error, check_user_overrides, locate_each, origin, parse_typed, prepare_document,
 };
 use super::platform::{PlatformOverride, apply_user_env};
 use super::{ANNOTATION_ARCH, ANNOTATION_PLATFORM, Note, OVERRIDE_TABLE, RenderRequest, Rendered};
@@ -119,7 +118,6 @@ pub fn render_workload_run(
         rules,
         workflow,
         &doc,
-        &run,
         &ctx,
         &arch,
         &provenance,
@@ -501,7 +499,7 @@ fn compose_labels(
         ..origin(doc)
     };
     let locate = |findings: Vec<nvcre_engine::Finding>| {
-        let mut findings = locate_each(findings, doc, 0);
+        let mut findings = locate_each(findings, doc, &[]);
         for f in &mut findings {
             if f.line.is_none()
                 && let Some(pos) = f
@@ -538,7 +536,6 @@ fn resolve_for_platform(
     rules: &RuleSet,
     workflow: Value,
     doc: &Document,
-    run: &WorkloadRun,
     ctx: &NodeContext,
     arch: &str,
     provenance: &Provenance,
@@ -558,9 +555,8 @@ fn resolve_for_platform(
         doc,
         provenance,
         report_mode(req),
-    )
-    .map_err(|e| locate_findings(e, doc, run.spec.overrides.len()))?;
-    let post = locate_each(post_warnings, doc, run.spec.overrides.len());
+    )?;
+    let post = post_warnings;
     warnings.extend(post.iter().map(note_line));
     findings.extend(post);
     set_annotation(&mut workflow, ANNOTATION_PLATFORM, ctx.platform.clone());
