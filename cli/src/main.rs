@@ -432,7 +432,7 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                 }
                 if args.expand {
                     let expanded = expand(rules, &rendered)
-                        .map_err(|e| report_policy_error(&led_by_group(e)))?;
+                        .map_err(|e| report_policy_error(&led_by_objects(e)))?;
                     for line in &expanded.summary {
                         report::stderr_line(line);
                     }
@@ -515,7 +515,7 @@ fn man(args: &ManArgs) -> ExitCode {
 
 /// An `--expand` rejection with each finding led by the emitted object it is about, as the
 /// notes of an expansion that succeeds are.
-fn led_by_group(e: PolicyError) -> PolicyError {
+fn led_by_objects(e: PolicyError) -> PolicyError {
     match e {
         PolicyError::Rejected(findings) => {
             PolicyError::Rejected(findings.iter().map(led_by_object).collect())
@@ -524,13 +524,12 @@ fn led_by_group(e: PolicyError) -> PolicyError {
     }
 }
 
-/// `f` with its message led by its `object` (`group-0 TrainJob x: …`), when it has one.
+/// `f` with its message led by its `object` ([`nvcre_engine::Finding::led_message`]).
 fn led_by_object(f: &nvcre_engine::Finding) -> nvcre_engine::Finding {
-    let mut led = f.clone();
-    if let Some(object) = &f.object {
-        led.message = format!("{object}: {}", f.message);
+    nvcre_engine::Finding {
+        message: f.led_message(),
+        ..f.clone()
     }
-    led
 }
 
 /// Prints a render failure: one line per error finding (with its source position when the

@@ -87,6 +87,15 @@ pub struct Finding {
 }
 
 impl Finding {
+    /// The message led by the emitted object it is about (`group-0 TrainJob x: <message>`),
+    /// or the message alone for a finding on the input itself.
+    pub fn led_message(&self) -> String {
+        match &self.object {
+            Some(object) => format!("{object}: {}", self.message),
+            None => self.message.clone(),
+        }
+    }
+
     /// The field position, when both line and column are known.
     pub fn pos(&self) -> Option<Pos> {
         Some(Pos {

@@ -77,8 +77,8 @@ pub const PLACEMENT_RULE: &str = "placement";
 
 /// With real nodes, places the groups as `render --expand` would: a placement failure (the
 /// exact NVCRE message) becomes an error finding; contract and manifest findings (errors, and
-/// the `manifests` stage's warnings and info) are kept, as findings of `doc` whose message
-/// starts with the group's name.
+/// the `manifests` stage's warnings and info) are kept, as findings of `doc` whose message is
+/// led by the emitted object they are about ([`Finding::led_message`]).
 fn placement_findings(
     rules: &RuleSet,
     doc: &Document,
@@ -94,9 +94,7 @@ fn placement_findings(
         findings
             .into_iter()
             .map(|mut f| {
-                if let Some(object) = &f.object {
-                    f.message = format!("{object}: {}", f.message);
-                }
+                f.message = f.led_message();
                 f.file = doc.source.name.clone();
                 f.document = doc.index;
                 f.line = start.map(|p| p.line);
@@ -345,11 +343,7 @@ pub fn check_document_in(
                 // applied, so nothing displaced).
                 let params = crate::packs::params::placement(Vec::new());
                 let mut value = Cow::Borrowed(&doc.value);
-                for stage in [
-                    contract::PLACEMENT,
-                    contract::WORKLOAD_LABELS,
-                    contract::GANG_CONTRACT,
-                ] {
+                for stage in contract::AFTER_OVERRIDES {
                     let out = run_stage(rules, stage, value, origin, &params)?;
                     value = out.value;
                     findings.extend(out.findings);

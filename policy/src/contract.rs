@@ -21,6 +21,9 @@ pub const WORKLOAD_LABELS: &str = "workload-labels";
 pub const PLACEMENT: &str = "placement";
 /// Post-override gang contract.
 pub const GANG_CONTRACT: &str = "gang-contract";
+/// The stages that run on a Workflow once its overrides are resolved, in the order they run.
+pub const AFTER_OVERRIDES: [&str; 3] = [PLACEMENT, WORKLOAD_LABELS, GANG_CONTRACT];
+
 /// Hand-written workload objects (`check` of kinds other than WorkloadRun and Workflow): the
 /// only stage whose packs see `objects`, the documents of the same input.
 pub const LINT: &str = "lint";

@@ -28,13 +28,7 @@ fn delete_rule(file: &Path, id: &str) {
 /// The Workflow `render` builds from `examples/unpinned-8-nodes.yaml` (overrides unresolved),
 /// with `extra` added under `spec.orchestration`, written to `dir`.
 fn unpinned_workflow(dir: &Path, extra: &str) -> PathBuf {
-    let (code, out, err) = run(&[
-        "render",
-        "--gpu-arch",
-        "h100",
-        &path("examples/unpinned-8-nodes.yaml"),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let out = workflow_of("examples/unpinned-8-nodes.yaml");
     assert!(out.contains("\n    placement: Unpinned\n"), "{out}");
     let file = dir.join("wf.yaml");
     std::fs::write(

@@ -727,12 +727,8 @@ fn a_rejection_keeps_the_warnings_and_info_of_its_stage() {
     assert_eq!(got, want.map(|(a, b)| (a.to_string(), b.to_string())));
 }
 
-#[test]
-fn a_warning_on_an_emitted_object_is_printed_by_render_expand_and_reported_by_check() {
-    let (_dir, rules) = rules_copy();
-    std::fs::write(
-        rules.join("contract/manifest-notes.yaml"),
-        "apiVersion: policy.nvcre.nvidia.com/v1alpha1
+/// A `manifests` pack warning on every TrainJob `render --expand` emits.
+const TRAINJOB_OWNER_PACK: &str = "apiVersion: policy.nvcre.nvidia.com/v1alpha1
 kind: RulePack
 metadata:
   name: manifest-notes
@@ -747,7 +743,14 @@ rules:
     validate:
       expression: 'false'
       message: this TrainJob has no owner
-",
+";
+
+#[test]
+fn a_warning_on_an_emitted_object_is_printed_by_render_expand_and_reported_by_check() {
+    let (_dir, rules) = rules_copy();
+    std::fs::write(
+        rules.join("contract/manifest-notes.yaml"),
+        TRAINJOB_OWNER_PACK,
     )
     .expect("write");
     let rules = rules.to_str().expect("utf8");
@@ -838,22 +841,8 @@ fn a_group_that_fails_its_contract_keeps_the_warnings_of_the_groups_before_it() 
     let (_dir, rules) = rules_copy();
     std::fs::write(
         rules.join("contract/manifest-notes.yaml"),
-        "apiVersion: policy.nvcre.nvidia.com/v1alpha1
-kind: RulePack
-metadata:
-  name: manifest-notes
-stage: manifests
-match:
-  resources:
-    - apiVersion: trainer.kubeflow.org/v1alpha1
-      kind: TrainJob
-rules:
-  - id: trainjob-owner
-    severity: warning
-    validate:
-      expression: 'false'
-      message: this TrainJob has no owner
----
+        format!(
+            "{TRAINJOB_OWNER_PACK}---
 apiVersion: policy.nvcre.nvidia.com/v1alpha1
 kind: RulePack
 metadata:
@@ -870,7 +859,8 @@ rules:
         !object.spec.?dependencies.orValue([]).exists(d,
           d.?metadata.?name.orValue('').endsWith('overflow'))
       message: the overflow group is refused
-",
+"
+        ),
     )
     .expect("write");
     let rules = rules.to_str().expect("utf8");
@@ -1008,13 +998,7 @@ spec:
 #[test]
 fn a_workflow_render_admits_its_input_and_keeps_warnings_with_a_rejection() {
     // A Workflow rendered without a platform, resolved with one.
-    let (code, workflow, err) = run(&[
-        "render",
-        "--gpu-arch",
-        "h100",
-        &example("nccl-all-reduce.yaml"),
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let workflow = workflow_of("examples/nccl-all-reduce.yaml");
     let dir = tempfile::tempdir().expect("tempdir");
     let file = dir.path().join("wf.yaml");
     // An override that never applies (a platform misspelt) warns before the render runs.

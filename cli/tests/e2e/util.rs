@@ -65,6 +65,14 @@ pub fn run(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// The Workflow `render --gpu-arch h100` builds from `rel` (a WorkloadRun, relative to the
+/// workspace root): no platform, so its overrides are left unresolved.
+pub fn workflow_of(rel: &str) -> String {
+    let (code, out, err) = run(&["render", "--gpu-arch", "h100", &path(rel)]);
+    assert_eq!(code, 0, "{err}");
+    out
+}
+
 /// `rel` (a path relative to the workspace root) as an absolute path string.
 pub fn path(rel: &str) -> String {
     root().join(rel).display().to_string()

@@ -121,11 +121,7 @@ pub(super) fn resolve_and_enforce(
     let params = crate::packs::params::placement(displaced(provenance, &applied, doc, &value));
     let (workflow, findings) = enforce_workflow(
         rules,
-        &[
-            contract::PLACEMENT,
-            contract::WORKLOAD_LABELS,
-            contract::GANG_CONTRACT,
-        ],
+        &contract::AFTER_OVERRIDES,
         value,
         Origin {
             file: &doc.source.name,

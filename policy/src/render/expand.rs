@@ -198,9 +198,13 @@ fn abridged(names: &[String]) -> String {
     )
 }
 
-/// What a finding on an emitted object is about: `<group> <kind> <name>` (the group, or the
-/// Workflow's name for its own dependencies).
-fn about(group: &str, object: &Value) -> String {
+/// `findings` on an emitted object, each naming it in its `object`: `<group> <kind> <name>`
+/// (the group, or the Workflow's name for its own dependencies).
+fn about(
+    group: &str,
+    object: &Value,
+    findings: Vec<nvcre_engine::Finding>,
+) -> impl Iterator<Item = nvcre_engine::Finding> {
     let kind = object
         .get("kind")
         .and_then(Value::as_str)
@@ -209,7 +213,11 @@ fn about(group: &str, object: &Value) -> String {
         .pointer("/metadata/name")
         .and_then(Value::as_str)
         .unwrap_or("");
-    format!("{group} {kind} {name}").trim_end().to_string()
+    let about = format!("{group} {kind} {name}").trim_end().to_string();
+    findings.into_iter().map(move |mut f| {
+        f.object = Some(about.clone());
+        f
+    })
 }
 
 /// The `manifests` stage on one emitted object: its findings below error are added to `notes`;
@@ -232,11 +240,7 @@ fn check_manifest(
         &Value::Null,
     )?;
     let rejects = out.rejects();
-    let object = about(group, manifest);
-    notes.extend(out.findings.into_iter().map(|mut f| {
-        f.object = Some(object.clone());
-        f
-    }));
+    notes.extend(about(group, manifest, out.findings));
     if rejects {
         Err(PolicyError::Rejected(std::mem::take(notes)))
     } else {
@@ -288,17 +292,12 @@ fn check_group(
     ) {
         Ok(_) => Ok(()),
         Err(PolicyError::Rejected(findings)) => {
-            let object = about(&group.name, &value);
+            let errors = findings
+                .into_iter()
+                .filter(|f| f.severity == nvcre_engine::Severity::Error)
+                .collect();
             let mut all = std::mem::take(notes);
-            all.extend(
-                findings
-                    .into_iter()
-                    .filter(|f| f.severity == nvcre_engine::Severity::Error)
-                    .map(|mut f| {
-                        f.object = Some(object.clone());
-                        f
-                    }),
-            );
+            all.extend(about(&group.name, &value, errors));
             Err(PolicyError::Rejected(all))
         }
         Err(e) => Err(e),

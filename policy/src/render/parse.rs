@@ -334,7 +334,7 @@ pub(super) fn origin(doc: &Document) -> Origin<'_> {
     }
 }
 
-/// Runs the admission stage on `doc` (a render that admits its input itself): its findings
+/// Runs the admission stage on `doc`, unless the caller did (`req.admitted`): its findings
 /// below error; a rejection with every finding of the stage when one is an error.
 ///
 /// # Errors
@@ -342,7 +342,11 @@ pub(super) fn origin(doc: &Document) -> Origin<'_> {
 pub(super) fn admit(
     rules: &nvcre_engine::RuleSet,
     doc: &Document,
+    req: &super::RenderRequest,
 ) -> Result<Vec<nvcre_engine::Finding>, PolicyError> {
+    if req.admitted {
+        return Ok(Vec::new());
+    }
     let admission = crate::contract::run_stage(
         rules,
         crate::contract::ADMISSION,

@@ -51,13 +51,8 @@ pub fn render_workflow(
             _ => return Err(workflow_context_error(rules)?),
         }
     };
-    // As a WorkloadRun's render, once the flags are known good: the admission stage, unless
-    // the caller ran it.
-    let mut findings = if req.admitted {
-        Vec::new()
-    } else {
-        admit(rules, &doc)?
-    };
+    // As a WorkloadRun's render, once the flags are known good.
+    let mut findings = admit(rules, &doc, req)?;
     check_user_overrides(&doc, &workflow.spec.overrides)?;
     if !req.admitted {
         findings.extend(super::parse::override_when_findings(

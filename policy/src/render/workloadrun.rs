@@ -129,14 +129,21 @@ pub fn render_workload_run(
         // The findings so far (admission warnings, the unknown architecture) belong with a
         // rejection too.
         Err(PolicyError::Rejected(rejected)) => {
-            // A render stops at the first error: one of `placement`, the stage before
-            // `workload-labels` after the overrides, leaves the construction run's warnings of
+            // A render stops at the first error: one of a stage that runs before
+            // `workload-labels` after the overrides leaves the construction run's warnings of
             // that stage as its last word.
+            let order = |stage: Option<&str>| {
+                contract::AFTER_OVERRIDES
+                    .iter()
+                    .position(|s| Some(*s) == stage)
+            };
             let first_error = rejected
                 .iter()
                 .find(|f| f.severity == nvcre_engine::Severity::Error);
+            let labels = order(Some(contract::WORKLOAD_LABELS));
             if report_mode(req) == contract::Report::First
-                && first_error.and_then(|f| f.stage.as_deref()) == Some(contract::PLACEMENT)
+                && order(first_error.and_then(|f| f.stage.as_deref()))
+                    .is_some_and(|i| Some(i) < labels)
             {
                 findings.extend(composed);
             }
@@ -181,11 +188,7 @@ fn parse_and_admit(
     // Type errors (a string where a number belongs) are input errors with their line, found
     // before any rule reads the document.
     let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
-    let admitted = if req.admitted {
-        Vec::new()
-    } else {
-        admit(rules, &doc)?
-    };
+    let admitted = admit(rules, &doc, req)?;
     // The admission stage reads the document and never changes it: the typed run read above
     // stands.
     check_user_overrides(&doc, &run.spec.overrides)?;
