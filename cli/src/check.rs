@@ -830,34 +830,41 @@ fn check_batch(
     let docs: Vec<(&Document, &Objects)> = batch.iter().map(|(d, _, o)| (d, o)).collect();
     let results = check_all(rules, &docs, req);
     for ((doc, chunk, _), result) in batch.iter().zip(results) {
-        match result {
+        let (mut f, error) = match result {
             Ok(mut f) => {
                 f.extend(nvcre_domain::yaml_quote_findings(doc, &|l| {
                     chunk.line(l).map(str::to_string)
                 }));
-                // Within a document, in source order (findings without a line last).
-                f.sort_by_key(|x| (x.line.unwrap_or(usize::MAX), x.column.unwrap_or(usize::MAX)));
-                for (file, line) in f.iter().filter_map(|x| Some((&x.file, x.line?))) {
-                    let key = (file.clone(), line);
-                    if !out.windows.contains_key(&key)
-                        && let Some(w) = Window::around(chunk, line)
-                    {
-                        out.windows.insert(key, w);
-                    }
-                }
-                out.findings.extend(f);
+                (f, None)
             }
+            // The findings made before an input error (admission's warnings) are reported
+            // beside it, never dropped.
             Err(e) => {
-                out.unchecked.insert((doc.source.name.clone(), doc.index));
-                errors.push(InputError {
-                    file: doc.source.name.clone(),
-                    pos: match &e {
-                        nvcre_domain::PolicyError::Input { pos, .. } => *pos,
-                        _ => None,
-                    },
-                    message: e.to_string(),
-                });
+                let (e, f, _) = e.into_parts();
+                (f, Some(e))
             }
+        };
+        // Within a document, in source order (findings without a line last).
+        f.sort_by_key(|x| (x.line.unwrap_or(usize::MAX), x.column.unwrap_or(usize::MAX)));
+        for (file, line) in f.iter().filter_map(|x| Some((&x.file, x.line?))) {
+            let key = (file.clone(), line);
+            if !out.windows.contains_key(&key)
+                && let Some(w) = Window::around(chunk, line)
+            {
+                out.windows.insert(key, w);
+            }
+        }
+        out.findings.extend(f);
+        if let Some(e) = error {
+            out.unchecked.insert((doc.source.name.clone(), doc.index));
+            errors.push(InputError {
+                file: doc.source.name.clone(),
+                pos: match &e {
+                    nvcre_domain::PolicyError::Input { pos, .. } => *pos,
+                    _ => None,
+                },
+                message: e.to_string(),
+            });
         }
     }
     batch.clear();

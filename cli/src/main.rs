@@ -534,9 +534,17 @@ fn led_by_object(f: &nvcre_engine::Finding) -> nvcre_engine::Finding {
 
 /// Prints a render failure: one line per error finding (with its source position when the
 /// finding has one) and a `Warning:`/`Info:` line per finding below error that came with them,
-/// in the order the rules ran; or the error message. Returns the exit code.
+/// in the order the rules ran; or the error message, after the lines of what the render noted
+/// before it. Returns the exit code.
 fn report_policy_error(e: &PolicyError) -> ExitCode {
     match e {
+        // What the render noted before the error, then the error.
+        PolicyError::Noted { error, notes, .. } => {
+            for n in notes {
+                report::render_note_line(n);
+            }
+            return report_policy_error(error);
+        }
         PolicyError::Rejected(findings) => {
             for f in findings {
                 if f.severity == nvcre_engine::Severity::Error {
@@ -557,7 +565,7 @@ fn report_policy_error(e: &PolicyError) -> ExitCode {
 /// 1 for policy violations (a rejection, a fleet that cannot host the job), 2 for everything
 /// else (usage, input, rules; a rejection that holds a rule error, as `check` exits).
 fn exit_code(e: &PolicyError) -> u8 {
-    match e {
+    match e.cause() {
         PolicyError::Rejected(findings) if findings.iter().any(|f| f.rule_error) => 2,
         PolicyError::Rejected(_) | PolicyError::Placement(_) => 1,
         _ => 2,

@@ -740,8 +740,8 @@ pub fn plan(
     wf: &WorkflowResource,
     nodes: &Arc<Vec<Node>>,
 ) -> Result<Plan, (&'static str, String)> {
-    let fail = |e: PolicyError| match e {
-        PolicyError::Rejected(_) => ("GangSchedulingConflict", e.to_string()),
+    let fail = |e: PolicyError| match e.into_parts().0 {
+        e @ PolicyError::Rejected(_) => ("GangSchedulingConflict", e.to_string()),
         PolicyError::Placement(m) => ("PartitionError", m),
         PolicyError::Resolve(r) => ("OverrideError", format!("Failed to apply overrides: {r}")),
         other => ("NodeDiscoveryError", other.to_string()),

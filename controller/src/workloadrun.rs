@@ -449,7 +449,9 @@ pub fn build_workflow(
         ..RenderRequest::default()
     };
     let rendered = match render_workload_run(rules, doc, &with_nodes) {
-        Err(PolicyError::Placement(m)) if m.starts_with("No target nodes found") => {
+        Err(e)
+            if matches!(e.cause(), PolicyError::Placement(m) if m.starts_with("No target nodes found")) =>
+        {
             let blind = RenderRequest {
                 allow_unknown_arch: true,
                 ..RenderRequest::default()

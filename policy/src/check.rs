@@ -37,17 +37,25 @@ fn admit(
     let mut findings = legacy_findings(&doc, &notes);
     // The overrides' `when` values, checked once here (the renders that follow are told the
     // document is admitted), whether or not a node context follows.
-    let overrides = if kind == "Workflow" {
-        let workflow: Workflow = parse_typed(&doc, "Workflow")?;
-        crate::render::check_user_overrides(&doc, &workflow.spec.overrides)?;
-        workflow.spec.overrides
-    } else {
-        let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
-        run.spec.overrides
+    let overrides = (|| {
+        Ok(if kind == "Workflow" {
+            let workflow: Workflow = parse_typed(&doc, "Workflow")?;
+            crate::render::check_user_overrides(&doc, &workflow.spec.overrides)?;
+            workflow.spec.overrides
+        } else {
+            let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
+            run.spec.overrides
+        })
+    })();
+    // The legacy-group note stays beside an input error.
+    let overrides = match overrides {
+        Ok(o) => o,
+        Err(e) => return Err(noted(e, findings)),
     };
-    findings.extend(crate::render::override_when_findings(
-        rules, &doc, &overrides,
-    )?);
+    match crate::render::override_when_findings(rules, &doc, &overrides) {
+        Ok(f) => findings.extend(f),
+        Err(e) => return Err(noted(e, findings)),
+    }
     let origin = Origin {
         file: &doc.source.name,
         document: doc.index,
@@ -64,8 +72,18 @@ fn admit(
         None,
     );
     doc.value = std::sync::Arc::try_unwrap(shared).unwrap_or_else(|v| (*v).clone());
-    findings.extend(admitted?);
+    match admitted {
+        Ok(f) => findings.extend(f),
+        Err(e) => return Err(noted(e.into(), findings)),
+    }
     Ok((doc, findings))
+}
+
+/// `e` with the findings `check` made before it (of this document below error, or it would not
+/// have gone on; of a List's earlier items, any).
+fn noted(e: PolicyError, findings: Vec<Finding>) -> PolicyError {
+    let notes = findings.iter().map(crate::render::note_line).collect();
+    e.noted(findings, notes)
 }
 
 /// `ruleFile` of findings that come from the pipeline itself rather than a rule file (the
@@ -344,17 +362,33 @@ pub fn check_document_in(
                 let params = crate::packs::params::placement(Vec::new());
                 let mut value = Cow::Borrowed(&doc.value);
                 for stage in contract::AFTER_OVERRIDES {
-                    let out = run_stage(rules, stage, value, origin, &params)?;
-                    value = out.value;
-                    findings.extend(out.findings);
+                    match run_stage(rules, stage, value, origin, &params) {
+                        Ok(out) => {
+                            value = out.value;
+                            findings.extend(out.findings);
+                        }
+                        Err(e) => return Err(noted(e, findings)),
+                    }
                 }
                 return Ok(findings);
+            };
+            let rendered = match rendered {
+                Ok(rendered) => Ok(rendered),
+                Err(e) => {
+                    // What the render noted before an error follows admission's findings.
+                    let (e, noted_by_render, _) = e.into_parts();
+                    findings.extend(noted_by_render);
+                    Err(e)
+                }
             };
             match rendered {
                 Ok(rendered) => {
                     findings.extend(rendered.findings.iter().cloned());
                     if req.nodes.is_some() {
-                        findings.extend(placement_findings(rules, &doc, &rendered)?);
+                        match placement_findings(rules, &doc, &rendered) {
+                            Ok(f) => findings.extend(f),
+                            Err(e) => return Err(noted(e, findings)),
+                        }
                     }
                 }
                 Err(PolicyError::Rejected(f)) => findings.extend(f),
@@ -362,9 +396,9 @@ pub fn check_document_in(
                 // A node context this document cannot use (a Workflow given half of one): an
                 // input error of the document, which names it.
                 Err(PolicyError::Usage(m)) => {
-                    return Err(crate::render::input_error(&doc, "", m));
+                    return Err(noted(crate::render::input_error(&doc, "", m), findings));
                 }
-                Err(e) => return Err(e),
+                Err(e) => return Err(noted(e, findings)),
             }
             Ok(findings)
         }
@@ -387,15 +421,24 @@ pub fn check_document_in(
                 };
                 let mut alone = None;
                 let objects = objects_or_alone(objects, &doc.value, &mut alone);
-                for mut f in check_document_in(rules, &sub, req, Some(objects))? {
-                    // A finding on an emitted object keeps its path in that object.
+                // A finding on an emitted object keeps its path in that object.
+                let in_list = |mut f: Finding| {
                     if f.object.is_none() {
                         f.field_path = Some(match f.field_path {
                             Some(p) => format!("{at}.{p}"),
                             None => at.to_string(),
                         });
                     }
-                    findings.push(f);
+                    f
+                };
+                match check_document_in(rules, &sub, req, Some(objects)) {
+                    Ok(f) => findings.extend(f.into_iter().map(in_list)),
+                    // The items before it, and what this item noted, stay beside its error.
+                    Err(e) => {
+                        let (e, noted_by_item, _) = e.into_parts();
+                        findings.extend(noted_by_item.into_iter().map(in_list));
+                        return Err(noted(e, findings));
+                    }
                 }
             }
             Ok(findings)

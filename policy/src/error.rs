@@ -53,6 +53,21 @@ pub enum PolicyError {
         /// What was looked up, e.g. `node (providerID "hcloud://1")`.
         subject: String,
     },
+    /// An error (`error`, displayed as itself, deciding the exit code) that stopped a render
+    /// or a check after it had noted findings: the admission stage's warnings, an unknown GPU
+    /// architecture, the findings of a List's earlier items. They are not dropped: `findings` in the order they were made
+    /// (`check` reports them), `notes` the lines `render` prints before the error (the same
+    /// findings, and the render's notes that are not findings). A rejection carries its
+    /// findings itself and is never wrapped. Take it apart with [`PolicyError::into_parts`].
+    #[error("{error}")]
+    Noted {
+        /// What stopped the render or check.
+        error: Box<PolicyError>,
+        /// The findings made before it.
+        findings: Vec<Finding>,
+        /// The lines `render` prints before the error.
+        notes: Vec<crate::render::Note>,
+    },
     /// A table entry does not have the expected shape.
     #[error("{location}: table {table}, entry {entry}: {message}")]
     TableEntry {
@@ -67,6 +82,61 @@ pub enum PolicyError {
     },
 }
 
+impl PolicyError {
+    /// This error with `findings` and `notes` (made before it) ahead of those it
+    /// carries. A rejection is returned as it is (it carries its findings itself), and so is
+    /// an error when both are empty.
+    #[must_use]
+    pub fn noted(self, findings: Vec<Finding>, notes: Vec<crate::render::Note>) -> PolicyError {
+        match self {
+            PolicyError::Rejected(_) => self,
+            _ if findings.is_empty() && notes.is_empty() => self,
+            PolicyError::Noted {
+                error,
+                findings: later,
+                notes: later_notes,
+            } => PolicyError::Noted {
+                error,
+                findings: findings.into_iter().chain(later).collect(),
+                notes: notes.into_iter().chain(later_notes).collect(),
+            },
+            error => PolicyError::Noted {
+                error: Box::new(error),
+                findings,
+                notes,
+            },
+        }
+    }
+
+    /// What stopped the render or check: this error, or the one a [`PolicyError::Noted`] holds.
+    pub fn cause(&self) -> &PolicyError {
+        match self {
+            PolicyError::Noted { error, .. } => error.cause(),
+            other => other,
+        }
+    }
+
+    /// The error that stopped the render or check, the findings made before it
+    /// and the lines `render` prints before it (both empty but for [`PolicyError::Noted`]).
+    pub fn into_parts(self) -> (PolicyError, Vec<Finding>, Vec<crate::render::Note>) {
+        match self {
+            PolicyError::Noted {
+                error,
+                findings,
+                notes,
+            } => {
+                let (error, inner, inner_notes) = error.into_parts();
+                (
+                    error,
+                    findings.into_iter().chain(inner).collect(),
+                    notes.into_iter().chain(inner_notes).collect(),
+                )
+            }
+            other => (other, Vec::new(), Vec::new()),
+        }
+    }
+}
+
 /// The message of a rejection's first error finding (of its first finding when none is one).
 fn first_error(findings: &[Finding]) -> &str {
     findings
@@ -74,4 +144,53 @@ fn first_error(findings: &[Finding]) -> &str {
         .find(|f| f.severity == nvcre_engine::Severity::Error)
         .or(findings.first())
         .map_or("policy violation", |f| f.message.as_str())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::render::Note;
+
+    fn warning(id: &str) -> Finding {
+        Finding {
+            rule_id: id.into(),
+            pack: "p".into(),
+            severity: nvcre_engine::Severity::Warning,
+            message: format!("{id} says"),
+            file: "f.yaml".into(),
+            document: 0,
+            object: None,
+            field_path: None,
+            line: None,
+            column: None,
+            rule_file: "r.yaml".into(),
+            rule_line: 1,
+            stage: None,
+            rule_error: false,
+        }
+    }
+
+    /// Notes made earlier come first, however deep the error that carries the later ones; the
+    /// error displays as itself; a rejection and an error with nothing noted stay as they are.
+    #[test]
+    fn noted_errors_keep_their_findings_in_the_order_they_were_made() {
+        let inner = PolicyError::Placement("No target nodes found".into()).noted(
+            vec![warning("later")],
+            vec![Note::from("later note".to_string())],
+        );
+        let outer = inner.noted(vec![warning("earlier")], Vec::new());
+        assert_eq!(outer.to_string(), "No target nodes found");
+        assert!(matches!(outer.cause(), PolicyError::Placement(m) if m == "No target nodes found"));
+        let (error, findings, notes) = outer.into_parts();
+        assert!(matches!(error, PolicyError::Placement(_)));
+        let ids: Vec<&str> = findings.iter().map(|f| f.rule_id.as_str()).collect();
+        assert_eq!(ids, ["earlier", "later"]);
+        assert_eq!(notes, [Note::from("later note".to_string())]);
+
+        let rejected =
+            PolicyError::Rejected(vec![warning("own")]).noted(vec![warning("x")], vec![]);
+        assert!(matches!(&rejected, PolicyError::Rejected(f) if f.len() == 1));
+        let bare = PolicyError::Usage("u".into()).noted(Vec::new(), Vec::new());
+        assert!(matches!(bare, PolicyError::Usage(_)));
+    }
 }

@@ -240,12 +240,17 @@ fn edit_offline(doc: &mut Document, args: &RunArgs, nodes: Option<&[String]>) {
 }
 
 /// Runs the same checks as `check` on the document: findings printed (errors as errors,
-/// warnings and info as `Warning:`/`Info:` lines); `Err(1)` when an error finding exists, `Err(2)` for input errors.
+/// warnings and info as `Warning:`/`Info:` lines); `Err(1)` when an error finding exists, `Err(2)`
+/// for input errors (printed after the findings made before them).
 fn validate(rules: &RuleSet, doc: &Document) -> Result<(), u8> {
-    let findings = check_document(rules, doc, &CheckRequest::default()).map_err(|e| {
-        error_line(&e.to_string());
-        EXIT_USAGE
-    })?;
+    let (findings, error) = match check_document(rules, doc, &CheckRequest::default()) {
+        Ok(f) => (f, None),
+        // The findings made before an input error are printed before it.
+        Err(e) => {
+            let (e, f, _) = e.into_parts();
+            (f, Some(e))
+        }
+    };
     let mut failed = false;
     for f in &findings {
         if f.severity >= Severity::Error {
@@ -258,6 +263,10 @@ fn validate(rules: &RuleSet, doc: &Document) -> Result<(), u8> {
                 text: finding_text(f),
             });
         }
+    }
+    if let Some(e) = error {
+        error_line(&e.to_string());
+        return Err(EXIT_USAGE);
     }
     if failed { Err(EXIT_FAILED) } else { Ok(()) }
 }

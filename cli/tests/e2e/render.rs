@@ -1156,3 +1156,105 @@ rules:
         ["Warning: info: disk quota is nearly full [quota]"]
     );
 }
+
+/// An input error after the admission stage keeps what was noted before it: `render` prints
+/// the admission warning before its error, `check` reports the findings beside its input error
+/// (also a List's earlier items, at their paths in the List).
+#[test]
+fn an_input_error_after_admission_keeps_the_findings_before_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let long_name = "nccl-all-reduce-with-a-rather-long-name-for-the-groups";
+    let run_text = std::fs::read_to_string(path("examples/nccl-all-reduce.yaml"))
+        .expect("example")
+        .replacen(
+            "  name: nccl-all-reduce\n",
+            &format!("  name: {long_name}\n"),
+            1,
+        );
+    let run_file = dir.path().join("long.yaml");
+    std::fs::write(&run_file, &run_text).expect("write");
+    let r = run_file.to_str().expect("utf8");
+    // No GPU architecture anywhere: an input error once the run is admitted.
+    let (code, out, err) = run(&["render", r]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "Warning: metadata.name is 54 characters: the TrainJobs of a multi-group run (\"{long_name}-group-<i>-overflow\") would exceed the 63-character limit; keep it at most 48 [wr-name-group-length]\n\
+             Error: {r}:20:5: cannot determine GPU architecture: nvidia.com/gpu.product label required in target.nodeSelector (or pass --gpu-arch ARCH, or --nodes-file FILE to detect it from the target nodes)\n"
+        )
+    );
+    // A Workflow in the older API group given half a node context: the group's note stays
+    // beside the input error.
+    let workflow = workflow_of("examples/nccl-all-reduce.yaml").replacen(
+        "apiVersion: nvcre.nvidia.com/v1alpha1",
+        "apiVersion: cre.nvidia.com/v1alpha1",
+        1,
+    );
+    let wf_file = dir.path().join("wf.yaml");
+    std::fs::write(&wf_file, &workflow).expect("write");
+    let w = wf_file.to_str().expect("utf8");
+    let (code, out, err) = run(&["check", "-o", "json", "--gpu-arch", "h100", w]);
+    assert_eq!(code, 2, "{err}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        located_rows(&report, "fieldPath"),
+        [(
+            "legacy-api-group".to_string(),
+            1,
+            13,
+            "apiVersion".to_string()
+        )]
+    );
+    let error = report["results"][0]["errors"][0]["message"]
+        .as_str()
+        .expect("error");
+    assert!(
+        error.starts_with(&format!(
+            "{w}:1:1: specify --nodes-file <path> or --platform + --gpu-arch\navailable: aws-a100, "
+        )),
+        "{error}"
+    );
+    // In a List, the item before the one that fails keeps its findings, and so does that item.
+    let indent = |text: &str| {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .enumerate()
+            .map(|(i, l)| format!("{}{l}\n", if i == 0 { "- " } else { "  " }))
+            .collect::<String>()
+    };
+    let list = format!(
+        "apiVersion: v1\nkind: List\nitems:\n{}{}",
+        indent(&run_text),
+        indent(&workflow)
+    );
+    let list_file = dir.path().join("list.yaml");
+    std::fs::write(&list_file, &list).expect("write");
+    let l = list_file.to_str().expect("utf8");
+    let (code, out, err) = run(&["check", "-o", "json", "--gpu-arch", "h100", l]);
+    assert_eq!(code, 2, "{err}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    let second = list
+        .lines()
+        .position(|l| l == "- apiVersion: cre.nvidia.com/v1alpha1")
+        .expect("second item")
+        + 1;
+    assert_eq!(
+        located_rows(&report, "fieldPath"),
+        [
+            (
+                "wr-name-group-length".to_string(),
+                7,
+                11,
+                "items[0].metadata.name".to_string()
+            ),
+            (
+                "legacy-api-group".to_string(),
+                second as u64,
+                15,
+                "items[1].apiVersion".to_string()
+            ),
+        ]
+    );
+    assert_eq!(report["summary"]["inputErrors"], 1, "{}", report["summary"]);
+}

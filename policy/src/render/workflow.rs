@@ -35,7 +35,22 @@ pub fn render_workflow(
 ) -> Result<Rendered, PolicyError> {
     // One CEL cost budget for the whole render (shared with an enclosing `check`).
     let _budget = nvcre_engine::cost::DocumentBudget::open();
-    let (doc, warnings) = prepare_document(doc, "Workflow")?;
+    let (mut warnings, mut findings) = (Vec::new(), Vec::new());
+    // An error that is not a rejection keeps what was noted before it.
+    render_noting(rules, doc, req, (&mut warnings, &mut findings))
+        .map_err(|e| e.noted(findings, warnings))
+}
+
+/// [`render_workflow`], noting into `warnings` (the lines `render` prints) and `findings`
+/// (those below error) as it goes.
+fn render_noting(
+    rules: &RuleSet,
+    doc: &Document,
+    req: &RenderRequest,
+    (warnings, findings): (&mut Vec<Note>, &mut Vec<nvcre_engine::Finding>),
+) -> Result<Rendered, PolicyError> {
+    let (doc, notes) = prepare_document(doc, "Workflow")?;
+    warnings.extend(notes.into_iter().map(Note::from));
     let workflow: Workflow = parse_typed(&doc, "Workflow")?;
     let target: Option<TargetSpec> = workflow
         .spec
@@ -52,14 +67,14 @@ pub fn render_workflow(
         }
     };
     // As a WorkloadRun's render, once the flags are known good.
-    let mut findings = admit(rules, &doc, req)?;
+    let admitted = admit(rules, &doc, req)?;
+    warnings.extend(admitted.iter().map(note_line));
+    findings.extend(admitted);
     check_user_overrides(&doc, &workflow.spec.overrides)?;
     if !req.admitted {
-        findings.extend(super::parse::override_when_findings(
-            rules,
-            &doc,
-            &workflow.spec.overrides,
-        )?);
+        let never = super::parse::override_when_findings(rules, &doc, &workflow.spec.overrides)?;
+        warnings.extend(never.iter().map(note_line));
+        findings.extend(never);
     }
     let resolved = resolve_and_enforce(
         rules,
@@ -79,15 +94,14 @@ pub fn render_workflow(
             return Err(match prefix_resolved(e) {
                 PolicyError::Rejected(rejected) => {
                     findings.extend(rejected);
-                    PolicyError::Rejected(findings)
+                    PolicyError::Rejected(std::mem::take(findings))
                 }
                 other => other,
             });
         }
     };
-    let mut warnings: Vec<Note> = warnings.into_iter().map(Note::from).collect();
+    warnings.extend(post_warnings.iter().map(note_line));
     findings.extend(post_warnings);
-    warnings.extend(findings.iter().map(note_line));
     warnings.extend(build_time_rows_note(rules, &workflow, &platform, &arch)?.map(Note::from));
     set_annotation(&mut workflow, ANNOTATION_PLATFORM, platform.clone());
     set_annotation(&mut workflow, ANNOTATION_ARCH, arch.clone());
@@ -98,9 +112,9 @@ pub fn render_workflow(
     );
     Ok(Rendered {
         workflow,
-        warnings,
+        warnings: std::mem::take(warnings),
         nic_detection: None,
-        findings,
+        findings: std::mem::take(findings),
         applied,
         platform,
         gpu_architecture: arch,

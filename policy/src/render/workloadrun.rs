@@ -40,16 +40,28 @@ pub fn render_workload_run(
 ) -> Result<Rendered, PolicyError> {
     // One CEL cost budget for the whole render (shared with an enclosing `check`).
     let _budget = nvcre_engine::cost::DocumentBudget::open();
-    let mut warnings = Vec::new();
-    let mut findings = Vec::new();
+    let (mut warnings, mut findings) = (Vec::new(), Vec::new());
+    // An error that is not a rejection keeps what was noted before it.
+    render_noting(rules, doc, req, (&mut warnings, &mut findings))
+        .map_err(|e| e.noted(findings, warnings))
+}
+
+/// [`render_workload_run`], noting into `warnings` (the lines `render` prints) and `findings`
+/// (those below error) as it goes.
+fn render_noting(
+    rules: &RuleSet,
+    doc: &Document,
+    req: &RenderRequest,
+    (warnings, findings): (&mut Vec<Note>, &mut Vec<nvcre_engine::Finding>),
+) -> Result<Rendered, PolicyError> {
     check_flags_first(rules, req)?;
-    let (doc, run, admitted) = parse_and_admit(rules, doc, req, &mut warnings)?;
+    let (doc, run, admitted) = parse_and_admit(rules, doc, req, warnings)?;
     warnings.extend(admitted.iter().map(note_line));
-    let (ctx, arch) = resolve_node_context(rules, req, &doc, &run, &mut warnings)?;
     // The admission stage's warnings are the run's findings too (a caller that admitted the
     // document itself has them already).
-    let printed = admitted.len();
     findings.extend(admitted);
+    let printed = findings.len();
+    let (ctx, arch) = resolve_node_context(rules, req, &doc, &run, warnings)?;
     if !req.admitted {
         findings.extend(super::parse::override_when_findings(
             rules,
@@ -84,7 +96,7 @@ pub fn render_workload_run(
     }
     // The findings so far are the input's: `render` prints them as it prints the later ones.
     warnings.extend(findings[printed..].iter().map(note_line));
-    let sizing = sizing(rules, &run, &ctx, &arch, &mut warnings)?;
+    let sizing = sizing(rules, &run, &ctx, &arch, warnings)?;
     let listed = rows_listed(rules, req, &ctx);
     let rows = platform_rows(rules, &run, &sizing, listed)?;
     let (workflow, provenance) = build(
@@ -101,7 +113,7 @@ pub fn render_workload_run(
         // The findings so far belong with a rejection too.
         Err(PolicyError::Rejected(rejected)) => {
             findings.extend(rejected);
-            return Err(PolicyError::Rejected(findings));
+            return Err(PolicyError::Rejected(std::mem::take(findings)));
         }
         Err(e) => return Err(e),
     };
@@ -122,7 +134,7 @@ pub fn render_workload_run(
         &arch,
         &provenance,
         req,
-        (&mut warnings, &mut findings),
+        (&mut *warnings, &mut *findings),
     );
     let (workflow, applied) = match resolved {
         Ok(r) => r,
@@ -148,11 +160,12 @@ pub fn render_workload_run(
                 findings.extend(composed);
             }
             findings.extend(rejected);
-            return Err(PolicyError::Rejected(findings));
+            return Err(PolicyError::Rejected(std::mem::take(findings)));
         }
         Err(e) => return Err(e),
     };
-    let mut rendered = output(workflow, (warnings, findings), applied, ctx, arch)?;
+    let noted = (std::mem::take(warnings), std::mem::take(findings));
+    let mut rendered = output(workflow, noted, applied, ctx, arch)?;
     rendered.nic_detection = sizing.nic_note;
     Ok(rendered)
 }

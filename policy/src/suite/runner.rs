@@ -205,6 +205,9 @@ fn run_check(
         match check_document_in(rules, doc, &req, Some(&objects)) {
             Ok(f) => out.findings.extend(f),
             Err(e) => {
+                // The findings made before the error are reported beside it.
+                let (e, findings, _) = e.into_parts();
+                out.findings.extend(findings);
                 out.error = Some(e.to_string());
                 out.exit = 2;
                 return out;
@@ -321,6 +324,9 @@ fn run_render(
                 return out;
             }
             Err(e) => {
+                // What the render noted before the error is the case's findings.
+                let (e, findings, _) = e.into_parts();
+                out.findings = findings;
                 out.error = Some(e.to_string());
                 out.exit = 2;
                 return out;
