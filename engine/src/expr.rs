@@ -33,6 +33,10 @@ pub(crate) type Cel = cel::Value;
 use crate::error::{CompileError, ConversionError, EvaluationError};
 use crate::view::{NodeRef, json_node};
 
+mod direct;
+use direct::Direct;
+pub use direct::set_direct_evaluation;
+
 /// The declarations (standard library, `strings` and `lists` extensions, macros), built once.
 /// A declaration that failed to register would leave its function undeclared, so calls to it
 /// fail: nothing passes for lack of it.
@@ -79,6 +83,8 @@ pub struct Expr {
     param_reads: Arc<FieldReads>,
     /// The expression as a selection into a bound document, when it is nothing else.
     path: Option<Arc<PathExpr>>,
+    /// The expression in direct form, when it is one of the plainest ([`Direct`]).
+    direct: Option<Arc<Direct>>,
 }
 
 /// An expression that only selects into a binding: `object.spec.?dependencies.orValue([])`,
@@ -380,6 +386,7 @@ impl Expr {
             return Err(why.to_string());
         }
         let path = PathExpr::of(&ast).map(Arc::new);
+        let direct = Direct::of(&ast).map(Arc::new);
         route_equality(&mut ast);
         crate::cost::instrument(&mut ast);
         let mut refs: Vec<String> = ast
@@ -401,6 +408,7 @@ impl Expr {
             ast: Arc::new(ast),
             refs: Arc::new(refs),
             path,
+            direct,
         })
     }
 
@@ -583,6 +591,15 @@ impl Expr {
 
     /// [`Expr::eval_bool`], keeping upstream failures apart.
     pub(crate) fn eval_bool_checked(&self, scope: &Scope) -> Result<bool, EvalError> {
+        if let Some(d) = &self.direct {
+            if let Some(e) = scope.upstream_failure(self) {
+                return Err(e);
+            }
+            let mut scans = Vec::new();
+            if let Some(b) = d.eval_bool(scope, &mut scans) {
+                return charge_scans(scans).map(|()| b);
+            }
+        }
         self.eval_with(scope, |v| match v.downcast_ref::<CelBool>() {
             Some(b) => Ok(*b.inner()),
             None => Err(format!(
@@ -599,6 +616,23 @@ impl Expr {
     pub fn eval_json(&self, scope: &Scope) -> Result<Value, EvaluationError> {
         Ok(cel_to_json(&self.eval(scope)?)?)
     }
+}
+
+/// Charges the regex scans of an expression evaluated in direct form (lengths in bytes, in the
+/// order it scanned them) as the interpreter charges them, as one evaluation: the spent budget's
+/// error when one ran out.
+fn charge_scans(scans: Vec<usize>) -> Result<(), EvalError> {
+    if scans.is_empty() {
+        return Ok(());
+    }
+    let ((), spent) = crate::cost::measure(|| {
+        for bytes in scans {
+            if crate::cost::charge_regex(bytes).is_err() {
+                break;
+            }
+        }
+    });
+    spent.map_or(Ok(()), |budget| Err(EvalError::Own(budget.message())))
 }
 
 /// Adds to `out` the fields of identifier `name` that `e` selects; any other use of `name`
@@ -1133,8 +1167,17 @@ impl Lazy {
                 if let Some(stored) = expr.path.as_ref().and_then(|p| p.walk(scope)) {
                     return Ok(stored);
                 }
-                let value = expr
-                    .eval_with(scope, |v| {
+                let direct = expr.direct.as_ref().and_then(|d| {
+                    if let Some(e) = scope.upstream_failure(expr) {
+                        return Some(Err(e));
+                    }
+                    let mut scans = Vec::new();
+                    let stored = d.eval_stored(scope, &mut scans, |v| expr.place_of(v, scope))?;
+                    Some(charge_scans(scans).map(|()| stored))
+                });
+                let value = match direct {
+                    Some(result) => result.map(Ok),
+                    None => expr.eval_with(scope, |v| {
                         Ok(match expr.place_of(v, scope) {
                             Some((root, path)) => Ok(Stored::Json { root, path }),
                             None => match crate::view::to_json(v) {
@@ -1142,14 +1185,15 @@ impl Lazy {
                                 None => Err(crate::view::to_cel(v)?),
                             },
                         })
-                    })
-                    .map_err(|e| match e {
-                        un @ EvalError::Unavailable(_) => un,
-                        e => EvalError::Upstream(Arc::from(format!(
-                            "variable {name:?} ({}) failed: {e}",
-                            expr.text()
-                        ))),
-                    })?;
+                    }),
+                }
+                .map_err(|e| match e {
+                    un @ EvalError::Unavailable(_) => un,
+                    e => EvalError::Upstream(Arc::from(format!(
+                        "variable {name:?} ({}) failed: {e}",
+                        expr.text()
+                    ))),
+                })?;
                 match value {
                     Ok(stored) => return Ok(stored),
                     Err(cel) => cel,

@@ -112,7 +112,10 @@ pub use eval::{
     run_packs_findings, run_packs_written,
 };
 pub use expr::type_name as cel_type_name;
-pub use expr::{Expr, Scope, Template, cel_to_json, json_to_cel, json_type as json_type_name};
+pub use expr::{
+    Expr, Scope, Template, cel_to_json, json_to_cel, json_type as json_type_name,
+    set_direct_evaluation,
+};
 pub use files::{WalkOptions, read_files, walk_files, walk_files_noting};
 pub use finding::{Finding, Severity};
 pub use lint::{Lint, LintFinding, lint};

@@ -318,6 +318,38 @@ proptest! {
         prop_assert_eq!(wf.pointer("/spec/jobTemplate/spec/workloadMetadata/labels").and_then(|l| l.get(&key)), Some(&json!(queue)), "\n{}", remove.counterexample());
     }
 
+    /// The direct evaluation of the plainest rule expressions changes no finding: checking a
+    /// run (with a generated label, valid or not), with and without a node context, and the
+    /// Workflow it renders gives the same findings, in order, as the CEL interpreter alone.
+    #[test]
+    fn direct_evaluation_changes_no_finding(
+        case in generate::workload_run(&catalog()),
+        key in generate::label_key(),
+        value in generate::label_value(),
+    ) {
+        let mut doc = case.document();
+        doc["spec"]["workloadMetadata"]["labels"][key.as_str()] = json!(value);
+        let text = yaml(&doc);
+        let mut texts = vec![(text.clone(), None), (text, Some((case.platform.as_str(), case.gpu_arch.as_str())))];
+        if let Ok(wf) = render(&case) {
+            texts.push((yaml(&wf), None));
+        }
+        for (text, context) in texts {
+            let check = || check_text(&text, context.map(|c| c.0), context.map(|c| c.1));
+            nvcre_engine::set_direct_evaluation(false);
+            let interpreted = check();
+            nvcre_engine::set_direct_evaluation(true);
+            let direct = check();
+            prop_assert_eq!(
+                format!("{direct:?}"),
+                format!("{interpreted:?}"),
+                "# nvcre-policy check{}\n{}",
+                context.map(|(p, a)| format!(" --platform {p} --gpu-arch {a}")).unwrap_or_default(),
+                text
+            );
+        }
+    }
+
     /// The workload label checks agree with apimachinery's patterns and limits: a reserved key
     /// is refused as reserved, an invalid key as an invalid key, an invalid value as an invalid
     /// value, anything else is accepted.

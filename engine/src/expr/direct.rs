@@ -1,0 +1,738 @@
+//! The direct form of the plainest expressions: most rule conditions select a few fields of
+//! the document and compare them with literals (`has(object.spec)`,
+//! `variables.spec.?image.orValue('') != ''`, `size(object.metadata.name) <= 63`). For those the
+//! interpreter's generic machinery (a context per evaluation, overload lookup, a boxed value per
+//! step) costs several times the work itself. [`Direct`] is such an expression compiled to a
+//! tree over the document in place.
+//!
+//! It answers only where its answer is certainly the interpreter's: every value it reads is a
+//! JSON scalar, mapping or list, or a variable holding one; a missing key under a plain
+//! select, a select into anything but a mapping, a comparison of values of two kinds, a
+//! number that is not an int, anything it does not know: it gives up (`None`) and the
+//! interpreter evaluates the expression, with its own value or error. It never charges the CEL
+//! cost meter, and need not: the expressions it takes have no comprehension and call no regex
+//! function, the only things charged. `engine/tests` holds it to the interpreter over every
+//! shipped rule expression and generated documents.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use cel::IdedExpr;
+use cel::common::ast::{Expr as AstExpr, LiteralValue, operators};
+use cel::common::types::{CelBool, CelInt, CelNull, CelString};
+use cel::common::value::Val;
+use serde_json::Value;
+
+use super::{Bound, Scope, Stored, at_path, is_lazy_name, literal_json};
+
+/// Whether [`Direct`] forms are used (tests turn it off to compare with the interpreter).
+static ENABLED: AtomicBool = AtomicBool::new(true);
+
+/// Turns the direct evaluation of the plainest expressions on or off for the whole process
+/// (on by default). Off, every expression runs in the CEL interpreter: only for comparing the
+/// two in tests and benchmarks; results are the same either way.
+#[doc(hidden)]
+pub fn set_direct_evaluation(on: bool) {
+    ENABLED.store(on, Ordering::Relaxed);
+}
+
+/// An expression in direct form (see the module docs).
+#[derive(Debug)]
+pub(crate) enum Direct {
+    /// A literal: null, bool, int, string, `[]` or `{}`.
+    Literal(Value),
+    /// An identifier, then selects: plain (`.key`) or optional (`.?key`, `[?'key']`).
+    Path {
+        root: String,
+        steps: Vec<(String, bool)>,
+    },
+    /// `has(<path>.key)`.
+    Has { operand: Box<Direct>, key: String },
+    /// `<optional>.orValue(<literal>)`.
+    OrValue(Box<Direct>, Value),
+    /// `<optional>.hasValue()`.
+    HasValue(Box<Direct>),
+    /// `!x`.
+    Not(Box<Direct>),
+    /// `a && b`.
+    And(Box<Direct>, Box<Direct>),
+    /// `a || b`.
+    Or(Box<Direct>, Box<Direct>),
+    /// `c ? a : b`.
+    Cond(Box<Direct>, Box<Direct>, Box<Direct>),
+    /// `a == b` (true) or `a != b` (false).
+    Equals(bool, Box<Direct>, Box<Direct>),
+    /// `a < b`, `a <= b`, `a > b`, `a >= b` of two ints: the operator's name.
+    Compare(&'static str, Box<Direct>, Box<Direct>),
+    /// `size(x)` or `x.size()` of a string, list or mapping.
+    Size(Box<Direct>),
+    /// `x in [literals]`.
+    InList(Box<Direct>, Vec<Value>),
+    /// `x in y`: a key of a mapping, an element of a list.
+    In(Box<Direct>, Box<Direct>),
+    /// `x[k]`: a mapping's key, a list's index.
+    Index(Box<Direct>, Box<Direct>),
+    /// `typeName(x)`.
+    TypeName(Box<Direct>),
+    /// `s.matches(re)`.
+    Matches(Box<Direct>, Box<Direct>),
+    /// `s.startsWith(t)` (0), `s.endsWith(t)` (1), `s.contains(t)` (2).
+    Text(u8, Box<Direct>, Box<Direct>),
+}
+
+/// A value met while evaluating a [`Direct`] form.
+enum V<'a> {
+    /// A JSON value (of the document, a variable or a literal).
+    Json(&'a Value),
+    Bool(bool),
+    Int(i64),
+    Str(&'a str),
+    /// An optional: with a value, or none.
+    Optional(Option<&'a Value>),
+}
+
+/// A scalar, for comparing.
+#[derive(PartialEq, PartialOrd)]
+enum Scalar<'a> {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Str(&'a str),
+}
+
+impl<'a> V<'a> {
+    fn scalar(&self) -> Option<Scalar<'a>> {
+        Some(match self {
+            V::Json(Value::Null) => Scalar::Null,
+            V::Json(Value::Bool(b)) | V::Bool(b) => Scalar::Bool(*b),
+            V::Json(Value::Number(n)) => Scalar::Int(n.as_i64()?),
+            V::Int(i) => Scalar::Int(*i),
+            V::Json(Value::String(s)) => Scalar::Str(s),
+            V::Str(s) => Scalar::Str(s),
+            _ => return None,
+        })
+    }
+
+    fn bool(&self) -> Option<bool> {
+        match self {
+            V::Bool(b) | V::Json(Value::Bool(b)) => Some(*b),
+            _ => None,
+        }
+    }
+}
+
+impl Direct {
+    /// `e` in direct form, when every part of it has one.
+    pub(crate) fn of(e: &IdedExpr) -> Option<Direct> {
+        Some(match &e.expr {
+            AstExpr::Literal(LiteralValue::Double(_) | LiteralValue::UInt(_)) => return None,
+            AstExpr::Literal(_) | AstExpr::List(_) | AstExpr::Map(_) => {
+                Direct::Literal(literal_json(e)?)
+            }
+            AstExpr::Ident(_) => Direct::path(e)?,
+            AstExpr::Select(s) if s.test => Direct::Has {
+                operand: Box::new(Direct::path(&s.operand)?),
+                key: s.field.clone(),
+            },
+            AstExpr::Select(_) => Direct::path(e)?,
+            AstExpr::Call(c) => {
+                let arg = |i: usize| Direct::of(c.args.get(i)?).map(Box::new);
+                match (c.func_name.as_str(), c.target.as_deref(), c.args.len()) {
+                    ("_?._" | "_[?_]", None, 2) => Direct::path(e)?,
+                    ("orValue", Some(t), 1) => {
+                        let default = match &c.args[0].expr {
+                            AstExpr::Literal(LiteralValue::Double(_) | LiteralValue::UInt(_)) => {
+                                return None;
+                            }
+                            _ => literal_json(&c.args[0])?,
+                        };
+                        Direct::OrValue(Box::new(Direct::of(t)?), default)
+                    }
+                    ("hasValue", Some(t), 0) => Direct::HasValue(Box::new(Direct::of(t)?)),
+                    ("size", Some(t), 0) => Direct::Size(Box::new(Direct::of(t)?)),
+                    ("size", None, 1) => Direct::Size(arg(0)?),
+                    (operators::LOGICAL_NOT, None, 1) => Direct::Not(arg(0)?),
+                    (operators::LOGICAL_AND, None, 2) => Direct::And(arg(0)?, arg(1)?),
+                    (operators::LOGICAL_OR, None, 2) => Direct::Or(arg(0)?, arg(1)?),
+                    (operators::CONDITIONAL, None, 3) => Direct::Cond(arg(0)?, arg(1)?, arg(2)?),
+                    (operators::EQUALS, None, 2) => Direct::Equals(true, arg(0)?, arg(1)?),
+                    (operators::NOT_EQUALS, None, 2) => Direct::Equals(false, arg(0)?, arg(1)?),
+                    (operators::IN, None, 2) => match &c.args[1].expr {
+                        AstExpr::List(l) if !l.elements.is_empty() => Direct::InList(
+                            arg(0)?,
+                            l.elements
+                                .iter()
+                                .map(|x| match &x.expr {
+                                    AstExpr::Literal(
+                                        LiteralValue::String(_)
+                                        | LiteralValue::Int(_)
+                                        | LiteralValue::Boolean(_),
+                                    ) => literal_json(x),
+                                    _ => None,
+                                })
+                                .collect::<Option<_>>()?,
+                        ),
+                        _ => Direct::In(arg(0)?, arg(1)?),
+                    },
+                    (operators::INDEX, None, 2) => Direct::Index(arg(0)?, arg(1)?),
+                    ("typeName", None, 1) => Direct::TypeName(arg(0)?),
+                    ("matches", Some(t), 1) => Direct::Matches(Box::new(Direct::of(t)?), arg(0)?),
+                    ("startsWith", Some(t), 1) => {
+                        Direct::Text(0, Box::new(Direct::of(t)?), arg(0)?)
+                    }
+                    ("endsWith", Some(t), 1) => Direct::Text(1, Box::new(Direct::of(t)?), arg(0)?),
+                    ("contains", Some(t), 1) => Direct::Text(2, Box::new(Direct::of(t)?), arg(0)?),
+                    (
+                        op @ (operators::LESS
+                        | operators::LESS_EQUALS
+                        | operators::GREATER
+                        | operators::GREATER_EQUALS),
+                        None,
+                        2,
+                    ) => Direct::Compare(
+                        [
+                            operators::LESS,
+                            operators::LESS_EQUALS,
+                            operators::GREATER,
+                            operators::GREATER_EQUALS,
+                        ]
+                        .into_iter()
+                        .find(|o| *o == op)?,
+                        arg(0)?,
+                        arg(1)?,
+                    ),
+                    _ => return None,
+                }
+            }
+            _ => return None,
+        })
+    }
+
+    /// `e` as an identifier followed by plain and optional selects.
+    fn path(e: &IdedExpr) -> Option<Direct> {
+        let mut steps = Vec::new();
+        let mut cur = e;
+        let root = loop {
+            match &cur.expr {
+                AstExpr::Ident(name) => break name.clone(),
+                AstExpr::Select(s) if !s.test => {
+                    steps.push((s.field.clone(), false));
+                    cur = &s.operand;
+                }
+                AstExpr::Call(c)
+                    if (c.func_name == "_?._" || c.func_name == "_[?_]") && c.target.is_none() =>
+                {
+                    let [operand, field] = c.args.as_slice() else {
+                        return None;
+                    };
+                    let AstExpr::Literal(LiteralValue::String(f)) = &field.expr else {
+                        return None;
+                    };
+                    steps.push((f.inner().to_string(), true));
+                    cur = operand;
+                }
+                _ => return None,
+            }
+        };
+        steps.reverse();
+        Some(Direct::Path { root, steps })
+    }
+
+    /// The boolean the expression gives in `scope`, when this form answers it (see the module
+    /// docs); `None` leaves it to the interpreter.
+    ///
+    /// `scans` receives the length in bytes of each text a regex function scanned, in order:
+    /// the interpreter charges those to the cost meter, and so must the caller, once this form
+    /// answered (charging as it goes would charge twice when it then gives up).
+    pub(crate) fn eval_bool(&self, scope: &Scope, scans: &mut Vec<usize>) -> Option<bool> {
+        if !ENABLED.load(Ordering::Relaxed) {
+            return None;
+        }
+        self.eval(scope, scans)?.bool()
+    }
+
+    /// The value the expression gives in `scope`, stored as the interpreter's value would be
+    /// stored for a variable (see `Lazy::compute`): a mapping or list of a bound document at its
+    /// place (`place_of`), any other JSON value as JSON; `None` leaves it to the interpreter.
+    /// `scans` as for [`Direct::eval_bool`].
+    pub(crate) fn eval_stored(
+        &self,
+        scope: &Scope,
+        scans: &mut Vec<usize>,
+        place_of: impl Fn(&dyn Val) -> Option<(std::sync::Arc<Value>, std::sync::Arc<[String]>)>,
+    ) -> Option<Stored> {
+        if !ENABLED.load(Ordering::Relaxed) {
+            return None;
+        }
+        Some(match self.eval(scope, scans)? {
+            V::Json(v @ (Value::Object(_) | Value::Array(_))) => {
+                match place_of(crate::view::view(v).as_ref()) {
+                    Some((root, path)) => Stored::Json { root, path },
+                    None => Stored::json(v.clone()),
+                }
+            }
+            // The interpreter's uint has no JSON form: it keeps it as its own value.
+            V::Json(Value::Number(n)) if n.as_i64().is_none() && n.as_u64().is_some() => {
+                return None;
+            }
+            V::Json(v) => Stored::json(v.clone()),
+            V::Bool(b) => Stored::json(Value::Bool(b)),
+            V::Int(i) => Stored::json(Value::from(i)),
+            V::Str(s) => Stored::json(Value::String(s.to_string())),
+            V::Optional(_) => return None,
+        })
+    }
+
+    fn eval<'a>(&'a self, scope: &'a Scope, scans: &mut Vec<usize>) -> Option<V<'a>> {
+        Some(match self {
+            Direct::Literal(v) => V::Json(v),
+            Direct::Path { root, steps } => {
+                let mut cur = match place(scope, root)? {
+                    Place::Json(v) => V::Json(v),
+                    Place::Bool(b) => V::Bool(b),
+                    Place::Int(i) => V::Int(i),
+                    Place::Str(s) => V::Str(s),
+                };
+                for (key, optional) in steps {
+                    cur = match (cur, optional) {
+                        (V::Json(Value::Object(m)), false) => {
+                            V::Json(crate::view::json_field(m, key)?)
+                        }
+                        (V::Json(Value::Object(m)), true) => {
+                            V::Optional(crate::view::json_field(m, key))
+                        }
+                        (V::Optional(None), true) => V::Optional(None),
+                        (V::Optional(Some(Value::Object(m))), true) => {
+                            V::Optional(crate::view::json_field(m, key))
+                        }
+                        _ => return None,
+                    };
+                }
+                cur
+            }
+            Direct::Has { operand, key } => match operand.eval(scope, scans)? {
+                V::Json(Value::Object(m)) => V::Bool(crate::view::json_field(m, key).is_some()),
+                _ => return None,
+            },
+            Direct::OrValue(o, default) => match o.eval(scope, scans)? {
+                V::Optional(Some(v)) => V::Json(v),
+                V::Optional(None) => V::Json(default),
+                _ => return None,
+            },
+            Direct::HasValue(o) => match o.eval(scope, scans)? {
+                V::Optional(v) => V::Bool(v.is_some()),
+                _ => return None,
+            },
+            Direct::Not(x) => V::Bool(!x.eval(scope, scans)?.bool()?),
+            Direct::And(a, b) => match a.eval(scope, scans)?.bool()? {
+                false => V::Bool(false),
+                true => V::Bool(b.eval(scope, scans)?.bool()?),
+            },
+            Direct::Or(a, b) => match a.eval(scope, scans)?.bool()? {
+                true => V::Bool(true),
+                false => V::Bool(b.eval(scope, scans)?.bool()?),
+            },
+            Direct::Cond(c, a, b) => match c.eval(scope, scans)?.bool()? {
+                true => a.eval(scope, scans)?,
+                false => b.eval(scope, scans)?,
+            },
+            Direct::Equals(equal, a, b) => {
+                let (a, b) = (
+                    a.eval(scope, scans)?.scalar()?,
+                    b.eval(scope, scans)?.scalar()?,
+                );
+                if std::mem::discriminant(&a) != std::mem::discriminant(&b) {
+                    return None;
+                }
+                V::Bool((a == b) == *equal)
+            }
+            Direct::Compare(op, a, b) => {
+                let (Scalar::Int(a), Scalar::Int(b)) = (
+                    a.eval(scope, scans)?.scalar()?,
+                    b.eval(scope, scans)?.scalar()?,
+                ) else {
+                    return None;
+                };
+                V::Bool(match *op {
+                    operators::LESS => a < b,
+                    operators::LESS_EQUALS => a <= b,
+                    operators::GREATER => a > b,
+                    _ => a >= b,
+                })
+            }
+            Direct::Size(x) => {
+                let n = match x.eval(scope, scans)? {
+                    V::Json(Value::String(s)) => s.chars().count(),
+                    V::Str(s) => s.chars().count(),
+                    V::Json(Value::Array(a)) => a.len(),
+                    V::Json(Value::Object(m)) => m.len(),
+                    _ => return None,
+                };
+                V::Int(i64::try_from(n).ok()?)
+            }
+            Direct::In(x, c) => {
+                let x = x.eval(scope, scans)?.scalar()?;
+                match c.eval(scope, scans)? {
+                    V::Json(Value::Object(m)) => match x {
+                        Scalar::Str(k) => V::Bool(crate::view::json_field(m, k).is_some()),
+                        _ => return None,
+                    },
+                    V::Json(Value::Array(items)) => {
+                        let mut found = false;
+                        for item in items {
+                            let item = V::Json(item).scalar()?;
+                            if std::mem::discriminant(&x) != std::mem::discriminant(&item) {
+                                return None;
+                            }
+                            found |= x == item;
+                        }
+                        V::Bool(found)
+                    }
+                    _ => return None,
+                }
+            }
+            Direct::Index(x, k) => {
+                let k = k.eval(scope, scans)?.scalar()?;
+                match (x.eval(scope, scans)?, k) {
+                    (V::Json(Value::Object(m)), Scalar::Str(k)) => {
+                        V::Json(crate::view::json_field(m, k)?)
+                    }
+                    (V::Json(Value::Array(items)), Scalar::Int(i)) => {
+                        V::Json(items.get(usize::try_from(i).ok()?)?)
+                    }
+                    _ => return None,
+                }
+            }
+            Direct::TypeName(x) => V::Str(match x.eval(scope, scans)? {
+                V::Json(Value::Null) => "null",
+                V::Json(Value::Bool(_)) | V::Bool(_) => "bool",
+                V::Json(Value::Number(n)) => match (n.as_i64(), n.as_u64()) {
+                    (Some(_), _) => "int",
+                    (None, Some(_)) => "uint",
+                    (None, None) => "double",
+                },
+                V::Int(_) => "int",
+                V::Json(Value::String(_)) | V::Str(_) => "string",
+                V::Json(Value::Array(_)) => "list",
+                V::Json(Value::Object(_)) => "map",
+                V::Optional(_) => return None,
+            }),
+            Direct::Matches(text, pattern) => {
+                let Scalar::Str(text) = text.eval(scope, scans)?.scalar()? else {
+                    return None;
+                };
+                let Scalar::Str(pattern) = pattern.eval(scope, scans)?.scalar()? else {
+                    return None;
+                };
+                let re = super::cached_regex(pattern).ok()?;
+                scans.push(text.len());
+                V::Bool(re.is_match(text))
+            }
+            Direct::Text(how, text, arg) => {
+                let (Scalar::Str(text), Scalar::Str(arg)) = (
+                    text.eval(scope, scans)?.scalar()?,
+                    arg.eval(scope, scans)?.scalar()?,
+                ) else {
+                    return None;
+                };
+                V::Bool(match how {
+                    0 => text.starts_with(arg),
+                    1 => text.ends_with(arg),
+                    _ => text.contains(arg),
+                })
+            }
+            Direct::InList(x, items) => {
+                let x = x.eval(scope, scans)?.scalar()?;
+                let mut found = false;
+                for item in items {
+                    let item = V::Json(item).scalar()?;
+                    if std::mem::discriminant(&x) != std::mem::discriminant(&item) {
+                        return None;
+                    }
+                    found |= x == item;
+                }
+                V::Bool(found)
+            }
+        })
+    }
+}
+
+/// What a binding holds, as [`Scope`]'s resolver reads it.
+enum Place<'a> {
+    Json(&'a Value),
+    Bool(bool),
+    Int(i64),
+    Str(&'a str),
+}
+
+/// The value of binding `name` in `scope`, looked up as the interpreter's resolver looks it up
+/// (a variable first, then a bound name), when it is JSON or a scalar.
+fn place<'a>(scope: &'a Scope, name: &str) -> Option<Place<'a>> {
+    if is_lazy_name(name)
+        && let Some(l) = scope.lazy(name)
+    {
+        return match l.force().as_ref().ok()? {
+            s @ Stored::Json { .. } => Some(Place::Json(s.value()?)),
+            Stored::Val(v) => scalar_val(v.as_ref()),
+        };
+    }
+    match scope.bound.get(name)? {
+        Bound::Json(v) => Some(Place::Json(v)),
+        Bound::At { root, path } => Some(Place::Json(at_path(root, path)?)),
+        Bound::Val(v) => scalar_val(v.as_ref()),
+    }
+}
+
+/// A bool, int or string the interpreter holds (a variable computed from literals).
+fn scalar_val(v: &dyn Val) -> Option<Place<'_>> {
+    if let Some(b) = v.downcast_ref::<CelBool>() {
+        return Some(Place::Bool(*b.inner()));
+    }
+    if let Some(i) = v.downcast_ref::<CelInt>() {
+        return Some(Place::Int(*i.inner()));
+    }
+    if let Some(s) = v.downcast_ref::<CelString>() {
+        return Some(Place::Str(s.inner()));
+    }
+    if v.downcast_ref::<CelNull>().is_some() {
+        return Some(Place::Json(&Value::Null));
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::Expr;
+    use proptest::prelude::*;
+
+    fn key() -> BoxedStrategy<&'static str> {
+        prop_oneof![Just("a"), Just("b"), Just("c")].boxed()
+    }
+
+    /// JSON documents over three keys, with every kind of value the interpreter tells apart
+    /// (a uint, doubles, text beyond ASCII).
+    fn json() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            (-2i64..70).prop_map(Value::from),
+            Just(Value::from(u64::MAX)),
+            Just(Value::from(2.5)),
+            Just(Value::from(3.0)),
+            prop_oneof![Just(""), Just("a"), Just("abc"), Just("é/x"), Just("a/b")]
+                .prop_map(|s| Value::String(s.into())),
+        ];
+        let value = leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                prop::collection::btree_map(key().prop_map(String::from), inner, 0..4)
+                    .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        });
+        // A mapping at the top, as a manifest is, so that most selects find something.
+        prop::collection::btree_map(key().prop_map(String::from), value, 1..4)
+            .prop_map(|m| Value::Object(m.into_iter().collect()))
+    }
+
+    /// Expressions over `object` and `other`, in the grammar the direct form takes and a little
+    /// beyond it (uint and double literals, `+`).
+    fn expr() -> impl Strategy<Value = String> {
+        let path = (
+            prop_oneof![Just("object"), Just("other")],
+            prop::collection::vec((key(), any::<bool>()), 0..3),
+        )
+            .prop_map(|(root, steps)| {
+                let mut s = root.to_string();
+                for (k, optional) in steps {
+                    s.push_str(if optional { ".?" } else { "." });
+                    s.push_str(k);
+                }
+                s
+            })
+            .boxed();
+        let literal = prop_oneof![
+            Just("null"),
+            Just("true"),
+            Just("false"),
+            Just("0"),
+            Just("1"),
+            Just("3"),
+            Just("''"),
+            Just("'a'"),
+            Just("'abc'"),
+            Just("'a/'"),
+            Just("[]"),
+            Just("{}"),
+            Just("2.5"),
+            Just("1u"),
+            Just("'^[a-c]+$'"),
+        ]
+        .prop_map(String::from)
+        .boxed();
+        let atom = prop_oneof![
+            3 => path.clone(),
+            2 => path.clone().prop_map(|p| format!("size({p})")),
+            2 => literal.clone(),
+            2 => (path.clone(), literal.clone()).prop_map(|(p, l)| format!("{p}.orValue({l})")),
+            1 => path.clone().prop_map(|p| format!("{p}.hasValue()")),
+            2 => (path.clone(), key()).prop_map(|(p, k)| format!("has({p}.{k})")),
+        ];
+        let compared = (
+            atom.clone(),
+            prop_oneof![Just("=="), Just("!="), Just("<"), Just(">="), Just("in")],
+            literal.clone(),
+        )
+            .prop_map(|(a, op, l)| format!("{a} {op} {l}"));
+        let atom = prop_oneof![2 => atom, 1 => compared];
+        atom.prop_recursive(2, 8, 3, |inner| {
+            let two = (inner.clone(), inner.clone());
+            prop_oneof![
+                inner.clone().prop_map(|x| format!("!({x})")),
+                inner.clone().prop_map(|x| format!("size({x})")),
+                inner.clone().prop_map(|x| format!("typeName({x})")),
+                (inner.clone(), inner.clone(), inner.clone())
+                    .prop_map(|(c, a, b)| format!("({c}) ? ({a}) : ({b})")),
+                (
+                    two,
+                    prop_oneof![
+                        Just("&&"),
+                        Just("||"),
+                        Just("=="),
+                        Just("!="),
+                        Just("<"),
+                        Just("<="),
+                        Just(">"),
+                        Just(">="),
+                        Just("in"),
+                        Just("+"),
+                    ]
+                )
+                    .prop_map(|((a, b), op)| format!("({a}) {op} ({b})")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("({a})[{b}]")),
+                (
+                    inner.clone(),
+                    inner.clone(),
+                    prop_oneof![
+                        Just("matches"),
+                        Just("startsWith"),
+                        Just("endsWith"),
+                        Just("contains")
+                    ]
+                )
+                    .prop_map(|(a, b, f)| format!("({a}).{f}({b})")),
+                inner.prop_map(|x| format!("({x}) in ['a', 1, true]")),
+            ]
+        })
+    }
+
+    fn has_uint(v: &Value) -> bool {
+        match v {
+            Value::Number(n) => n.as_i64().is_none() && n.as_u64().is_some(),
+            Value::Array(a) => a.iter().any(has_uint),
+            Value::Object(m) => m.values().any(has_uint),
+            _ => false,
+        }
+    }
+
+    fn as_json(v: V<'_>) -> Option<Value> {
+        Some(match v {
+            V::Json(v) => v.clone(),
+            V::Bool(b) => Value::Bool(b),
+            V::Int(i) => Value::from(i),
+            V::Str(s) => Value::String(s.to_string()),
+            V::Optional(_) => return None,
+        })
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig {
+            cases: 8192,
+            failure_persistence: None,
+            rng_seed: proptest::test_runner::RngSeed::Fixed(0),
+            ..ProptestConfig::default()
+        })]
+
+        /// Wherever the direct form answers, the interpreter gives the same value (and no
+        /// error); the regex scans it reports are the texts `matches` read.
+        #[test]
+        fn the_direct_form_answers_as_the_interpreter(
+            text in expr(),
+            object in json(),
+            other in json(),
+        ) {
+            let Ok(e) = Expr::compile(&text) else {
+                return Ok(());
+            };
+            let mut scope = Scope::new();
+            scope.bind("object", &object);
+            scope.bind("other", &other);
+            let Some(direct) = e.direct.as_ref() else {
+                return Ok(());
+            };
+            let mut scans = Vec::new();
+            let Some(answer) = direct.eval(&scope, &mut scans).and_then(as_json) else {
+                return Ok(());
+            };
+            let interpreted = e.eval_with(&scope, |v| Ok(crate::view::to_json(v)));
+            match interpreted {
+                Ok(Some(v)) => prop_assert_eq!(&answer, &v, "{} on {} / {}", text, object, other),
+                // A uint has no JSON form on the interpreter's side.
+                Ok(None) if has_uint(&answer) => {}
+                other => prop_assert!(
+                    false,
+                    "{text} on {object} / {other:?}: direct {answer}, interpreter {interpreted:?}",
+                    interpreted = other
+                ),
+            }
+        }
+    }
+
+    /// The forms the shipped rules use most are taken; what the interpreter decides with more
+    /// than JSON (a double, a uint, an error) is not.
+    #[test]
+    fn plain_conditions_are_taken_and_the_rest_is_left_to_the_interpreter() {
+        let taken = [
+            "has(object.spec)",
+            "object.?spec.?image.orValue('') != ''",
+            "size(object.metadata.name) <= 63",
+            "object.?spec.?framework.?torch.hasValue()",
+            "typeName(object.a) != 'int' || object.a <= 2147483647",
+            "object.k in object.labels && object.labels[object.k] == 'q'",
+            "object.metadata.name.matches('^[a-z]+$')",
+        ];
+        for t in taken {
+            let e = Expr::compile(t).expect("compiles");
+            assert!(e.direct.is_some(), "{t}");
+        }
+        let left = [
+            "object.a == 2.5",
+            "object.a == 1u",
+            "object.list.all(x, x > 1)",
+            "'a' + 'b' == 'ab'",
+        ];
+        for t in left {
+            let e = Expr::compile(t).expect("compiles");
+            assert!(e.direct.is_none(), "{t}");
+        }
+        // A number that is not an int, a key missing under a plain select: the interpreter's.
+        let doc = serde_json::json!({"a": 3.0, "metadata": {}});
+        let mut scope = Scope::new();
+        scope.bind("object", &doc);
+        for t in ["object.a <= 3", "size(object.metadata.name) <= 63"] {
+            let e = Expr::compile(t).expect("compiles");
+            let direct = e.direct.as_ref().expect("direct");
+            assert!(direct.eval(&scope, &mut Vec::new()).is_none(), "{t}");
+        }
+        let e =
+            Expr::compile("object.metadata.?name.orValue('x').matches('^x$')").expect("compiles");
+        let mut scans = Vec::new();
+        assert_eq!(
+            e.direct
+                .as_ref()
+                .expect("direct")
+                .eval_bool(&scope, &mut scans),
+            Some(true)
+        );
+        assert_eq!(scans, [1]);
+    }
+}
