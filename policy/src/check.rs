@@ -15,16 +15,14 @@ use serde_json::Value;
 use crate::api::{Workflow, WorkloadRun};
 use crate::contract::{self, run_stage};
 use crate::error::PolicyError;
-use crate::render::{
-    RenderRequest, parse_typed, prepare_document, render_workflow, render_workload_run,
-};
+use crate::render::{RenderRequest, parse_typed, prepare_document, render_workflow};
 
 /// Rule id of the note that a document uses the older `cre.nvidia.com` API group.
 pub const LEGACY_API_GROUP_RULE: &str = "legacy-api-group";
 
 /// Readies a WorkloadRun or Workflow (kind and API group, nulls, types, user overrides) and
-/// runs the admission stage: the prepared document and the findings so far (the legacy-group
-/// warning, then every admission finding).
+/// runs the admission stage: the prepared document, a WorkloadRun's typed run, and the findings
+/// so far (the legacy-group warning, then every admission finding).
 ///
 /// # Errors
 /// Input errors: a wrong kind or group, a type error, an override that can never apply.
@@ -32,27 +30,30 @@ fn admit(
     rules: &RuleSet,
     doc: &Document,
     kind: &str,
-) -> Result<(Document, Vec<Finding>), PolicyError> {
+) -> Result<(Document, Option<WorkloadRun>, Vec<Finding>), PolicyError> {
     let (mut doc, notes) = prepare_document(doc, kind)?;
     let mut findings = legacy_findings(&doc, &notes);
     // The overrides' `when` values, checked once here (the renders that follow are told the
     // document is admitted), whether or not a node context follows.
-    let overrides = (|| {
+    let typed = (|| {
         Ok(if kind == "Workflow" {
             let workflow: Workflow = parse_typed(&doc, "Workflow")?;
             crate::render::check_user_overrides(&doc, &workflow.spec.overrides)?;
-            workflow.spec.overrides
+            (workflow.spec.overrides, None)
         } else {
             let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
-            run.spec.overrides
+            (Vec::new(), Some(run))
         })
     })();
     // The legacy-group note stays beside an input error.
-    let overrides = match overrides {
-        Ok(o) => o,
+    let (workflow_overrides, run) = match typed {
+        Ok(t) => t,
         Err(e) => return Err(noted(e, findings)),
     };
-    match crate::render::override_when_findings(rules, &doc, &overrides) {
+    let overrides = run
+        .as_ref()
+        .map_or(&workflow_overrides, |r| &r.spec.overrides);
+    match crate::render::override_when_findings(rules, &doc, overrides) {
         Ok(f) => findings.extend(f),
         Err(e) => return Err(noted(e, findings)),
     }
@@ -76,7 +77,7 @@ fn admit(
         Ok(f) => findings.extend(f),
         Err(e) => return Err(noted(e.into(), findings)),
     }
-    Ok((doc, findings))
+    Ok((doc, run, findings))
 }
 
 /// `e` with the findings `check` made before it (of this document below error, or it would not
@@ -339,7 +340,7 @@ pub fn check_document_in(
     }
     match kind {
         "WorkloadRun" | "Workflow" => {
-            let (doc, mut findings) = admit(rules, doc, kind)?;
+            let (doc, run, mut findings) = admit(rules, doc, kind)?;
             if findings
                 .iter()
                 .any(|f| f.severity == nvcre_engine::Severity::Error)
@@ -350,8 +351,9 @@ pub fn check_document_in(
                 admitted: true,
                 ..render_req
             };
-            let rendered = if kind == "WorkloadRun" {
-                render_workload_run(rules, &doc, &admitted)
+            let rendered = if let Some(run) = run {
+                // Readied, read and admitted above: the render does neither again.
+                crate::render::render_admitted_run(rules, &doc, run, &admitted)
             } else if req.platform.is_some() || req.gpu_arch.is_some() || req.nodes.is_some() {
                 // A node context given in part (`--gpu-arch` without `--platform`) is refused
                 // as `render` refuses it, never ignored.

@@ -37,6 +37,7 @@ pub(crate) use parse::{
 };
 pub(crate) use platform::PlatformOverride;
 pub use workflow::render_workflow;
+pub(crate) use workloadrun::render_admitted_run;
 pub use workloadrun::render_workload_run;
 
 /// Name of the WorkloadRun platform override table.

@@ -42,20 +42,59 @@ pub fn render_workload_run(
     let _budget = nvcre_engine::cost::DocumentBudget::open();
     let (mut warnings, mut findings) = (Vec::new(), Vec::new());
     // An error that is not a rejection keeps what was noted before it.
-    render_noting(rules, doc, req, (&mut warnings, &mut findings))
+    render_noting(rules, Input::Raw(doc), req, (&mut warnings, &mut findings))
         .map_err(|e| e.noted(findings, warnings))
+}
+
+/// [`render_workload_run`] of a WorkloadRun the caller readied ([`prepare_document`]), read
+/// (`run`) and admitted, as `check` has (`req.admitted` is set): neither is done again.
+///
+/// # Errors
+/// As [`render_workload_run`].
+pub(crate) fn render_admitted_run(
+    rules: &RuleSet,
+    doc: &Document,
+    run: WorkloadRun,
+    req: &RenderRequest,
+) -> Result<Rendered, PolicyError> {
+    let _budget = nvcre_engine::cost::DocumentBudget::open();
+    let (mut warnings, mut findings) = (Vec::new(), Vec::new());
+    render_noting(
+        rules,
+        Input::Admitted(doc, Box::new(run)),
+        req,
+        (&mut warnings, &mut findings),
+    )
+    .map_err(|e| e.noted(findings, warnings))
+}
+
+/// The document a render starts from.
+enum Input<'a> {
+    /// As given.
+    Raw(&'a Document),
+    /// Readied, read as this run, and admitted by the caller.
+    Admitted(&'a Document, Box<WorkloadRun>),
 }
 
 /// [`render_workload_run`], noting into `warnings` (the lines `render` prints) and `findings`
 /// (those below error) as it goes.
 fn render_noting(
     rules: &RuleSet,
-    doc: &Document,
+    input: Input<'_>,
     req: &RenderRequest,
     (warnings, findings): (&mut Vec<Note>, &mut Vec<nvcre_engine::Finding>),
 ) -> Result<Rendered, PolicyError> {
     check_flags_first(rules, req)?;
-    let (doc, run, admitted) = parse_and_admit(rules, doc, req, warnings)?;
+    let (doc, run, admitted) = match input {
+        Input::Raw(doc) => {
+            let (doc, run, admitted) = parse_and_admit(rules, doc, req, warnings)?;
+            (std::borrow::Cow::Owned(doc), run, admitted)
+        }
+        Input::Admitted(doc, run) => {
+            check_user_overrides(doc, &run.spec.overrides)?;
+            (std::borrow::Cow::Borrowed(doc), *run, Vec::new())
+        }
+    };
     warnings.extend(admitted.iter().map(note_line));
     // The admission stage's warnings are the run's findings too (a caller that admitted the
     // document itself has them already).
