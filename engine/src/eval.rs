@@ -2005,6 +2005,45 @@ mod tests {
         assert_eq!(findings, Vec::<String>::new());
     }
 
+    /// A `forEach` item named so that no expression could read it as the item (`__variables__x`
+    /// is how `variables.x` is read) is refused when the pack loads, at the name.
+    #[test]
+    fn a_foreach_name_no_expression_can_read_is_refused_at_load() {
+        for (field, name, why) in [
+            (
+                "as",
+                "__variables__x",
+                "starts with __, which is reserved for the engine's own names",
+            ),
+            ("as", "variables", "names the rule's variables"),
+            (
+                "index",
+                "1x",
+                "is not a CEL identifier (a letter or _, then letters, digits or _)",
+            ),
+        ] {
+            let body = format!(
+                "variables: [{{name: x, expression: object}}]\nrules:\n- id: clash\n  forEach: {{in: \"[1]\", as: item, {field}: '{name}'}}\n  validate: {{expression: 'true'}}\n"
+            )
+            .replacen("as: item, as:", "as:", 1);
+            let err =
+                RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+            assert!(
+                err.contains(&format!(
+                    "rule clash: \"{name}\" {why}: choose another name for the item"
+                )),
+                "{name}: {err}"
+            );
+        }
+        run(
+            "rules:\n- id: fine\n  forEach: {in: \"[1]\", as: _item, index: i2}\n  validate: {expression: '_item == 1 && i2 == 0'}\n",
+            "kind: A\n",
+        );
+    }
+
     #[test]
     fn a_failed_variable_is_reported_once_per_rule_not_once_per_item() {
         let (findings, _) = run(

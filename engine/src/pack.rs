@@ -1329,6 +1329,10 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec, raw: &Value) -> Result<R
             .for_each
             .as_ref()
             .map(|f| {
+                binding_name(doc, &format!("{base}.forEach.as"), id, &f.var)?;
+                if let Some(index) = &f.index {
+                    binding_name(doc, &format!("{base}.forEach.index"), id, index)?;
+                }
                 Ok::<_, Problem>((
                     compile_expr(doc, &format!("{base}.forEach.in"), id, &f.items)?,
                     f.var.clone(),
@@ -1344,6 +1348,33 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec, raw: &Value) -> Result<R
             .cloned()
             .unwrap_or_default(),
     })
+}
+
+/// Refuses a `forEach` binding name (`as`, `index`) that an expression could not read as the
+/// item: not a CEL identifier, `variables` (the rule's variables), or a name starting with `__`
+/// (reserved: `variables.x` is read through one).
+fn binding_name(doc: &Document, path: &str, rule: Option<&str>, name: &str) -> Result<(), Problem> {
+    let identifier = name
+        .chars()
+        .next()
+        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
+        && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
+    let why = if !identifier {
+        "is not a CEL identifier (a letter or _, then letters, digits or _)"
+    } else if name == "variables" {
+        "names the rule's variables"
+    } else if name.starts_with("__") {
+        "starts with __, which is reserved for the engine's own names"
+    } else {
+        return Ok(());
+    };
+    Err(problem(
+        ProblemKind::Shape,
+        doc,
+        path,
+        rule,
+        format!("{name:?} {why}: choose another name for the item"),
+    ))
 }
 
 /// Compiles a `Table` document. Problems go to `problems`; the table is returned (with the
