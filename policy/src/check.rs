@@ -38,7 +38,6 @@ fn admit(
     let typed = (|| {
         Ok(if kind == "Workflow" {
             let workflow: Workflow = parse_typed(&doc, "Workflow")?;
-            crate::render::check_user_overrides(&doc, &workflow.spec.overrides)?;
             (workflow.spec.overrides, None)
         } else {
             let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
@@ -76,6 +75,17 @@ fn admit(
     match admitted {
         Ok(f) => findings.extend(f),
         Err(e) => return Err(noted(e.into(), findings)),
+    }
+    // A Workflow's overrides that can never apply are refused after the admission stage, as
+    // its render refuses them (a WorkloadRun's render refuses them itself): the stage's
+    // findings stay beside that error; an admission error is reported alone.
+    if run.is_none()
+        && !findings
+            .iter()
+            .any(|f| f.severity == nvcre_engine::Severity::Error)
+        && let Err(e) = crate::render::check_user_overrides(&doc, &workflow_overrides)
+    {
+        return Err(noted(e, findings));
     }
     Ok((doc, run, findings))
 }

@@ -17,10 +17,17 @@ pub const YAML_QUOTE_RULE: &str = "yaml-quote-it";
 /// Rule id of the warning for a `null` (or empty) resource quantity, which is dropped.
 pub const NULL_QUANTITY_RULE: &str = "null-quantity";
 
-/// True for a path under `spec.overrides`, where a `null` is a patch's "delete this key".
+/// True for a path under `spec.overrides`, where a `null` is a patch's "delete this key", also
+/// of an item of a `List` (`items[0].spec.overrides…`, at any depth of Lists).
 pub(crate) fn in_overrides(path: &FieldPath) -> bool {
     use nvcre_engine::Segment;
-    matches!(path.segments(), [Segment::Key(a), Segment::Key(b), ..] if a == "spec" && b == "overrides")
+    let mut segments = path.segments();
+    while let [Segment::Key(items), Segment::Index(_), rest @ ..] = segments
+        && items == "items"
+    {
+        segments = rest;
+    }
+    matches!(segments, [Segment::Key(a), Segment::Key(b), ..] if a == "spec" && b == "overrides")
 }
 
 /// The plain scalars YAML 1.1 reads as booleans (its `bool` type), beside YAML 1.2's `true` /
@@ -339,6 +346,17 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn overrides_are_found_in_a_document_and_in_the_items_of_lists() {
+        let at = |p: &str| in_overrides(&FieldPath::parse(p).expect("path"));
+        assert!(at("spec.overrides[0].dependencies[2]"));
+        assert!(at("items[1].spec.overrides[23].jobTemplate"));
+        assert!(at("items[0].items[3].spec.overrides[0]"));
+        assert!(!at("spec.dependencies[0]"));
+        assert!(!at("items[1].spec.dependencies[0]"));
+        assert!(!at("items.spec.overrides"));
+    }
 
     #[test]
     fn plain_tokens_end_at_comments_and_flow_separators() {

@@ -1257,4 +1257,52 @@ fn an_input_error_after_admission_keeps_the_findings_before_it() {
         ]
     );
     assert_eq!(report["summary"]["inputErrors"], 1, "{}", report["summary"]);
+    // A user override that can never apply is refused after the admission stage, by `render`
+    // as by `check`; the stage's warning stays beside it (and `render` notes the text as
+    // written).
+    let refused = run_text
+        .replacen(
+            &format!("  name: {long_name}\n"),
+            &format!("  name: {long_name}\n  labels: {{team: on}}\n"),
+            1,
+        )
+        .replacen(
+            "spec:\n",
+            "spec:\n  overrides:\n    - when: {expression: \"1 +\"}\n      jobTemplate: {spec: {}}\n",
+            1,
+        );
+    std::fs::write(&run_file, &refused).expect("write");
+    let (code, out, err) = run(&["render", "--gpu-arch", "h100", r]);
+    assert_eq!((code, out.as_str()), (2, ""), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert_eq!(lines.len(), 3, "{err}");
+    assert_eq!(
+        lines[0],
+        format!(
+            "Warning: {r}:8:18: metadata.labels.team: the unquoted value on is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"on\")"
+        )
+    );
+    assert!(
+        lines[1].ends_with("keep it at most 48 [wr-name-group-length]"),
+        "{err}"
+    );
+    assert!(
+        lines[2].starts_with(&format!(
+            "Error: {r}:11:26: spec.overrides[0].when.expression: CEL does not compile: "
+        )),
+        "{err}"
+    );
+    let (code, out, err) = run(&["check", "-o", "json", r]);
+    assert_eq!(code, 2, "{err}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        located_rows(&report, "severity"),
+        [(
+            "wr-name-group-length".to_string(),
+            7,
+            9,
+            "warning".to_string()
+        )]
+    );
+    assert_eq!(report["summary"]["inputErrors"], 1, "{}", report["summary"]);
 }

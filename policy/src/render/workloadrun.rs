@@ -90,15 +90,14 @@ fn render_noting(
             let (doc, run, admitted) = parse_and_admit(rules, doc, req, warnings)?;
             (std::borrow::Cow::Owned(doc), run, admitted)
         }
-        Input::Admitted(doc, run) => {
-            check_user_overrides(doc, &run.spec.overrides)?;
-            (std::borrow::Cow::Borrowed(doc), *run, Vec::new())
-        }
+        Input::Admitted(doc, run) => (std::borrow::Cow::Borrowed(doc), *run, Vec::new()),
     };
     warnings.extend(admitted.iter().map(note_line));
     // The admission stage's warnings are the run's findings too (a caller that admitted the
     // document itself has them already).
     findings.extend(admitted);
+    // After the admission stage, as `check` does: its warnings stay beside this error.
+    check_user_overrides(&doc, &run.spec.overrides)?;
     let printed = findings.len();
     let (ctx, arch) = resolve_node_context(rules, req, &doc, &run, warnings)?;
     if !req.admitted {
@@ -226,9 +225,9 @@ fn check_flags_first(rules: &RuleSet, req: &RenderRequest) -> Result<(), PolicyE
     Ok(())
 }
 
-/// Readies the document, reads it as a WorkloadRun, runs the admission stage (unless the caller
-/// already did) and refuses user overrides that can never apply. Returns the admission
-/// stage's findings below error beside the document and the run.
+/// Readies the document, reads it as a WorkloadRun and runs the admission stage (unless the
+/// caller already did). Returns the admission stage's findings below error beside the document
+/// and the run.
 fn parse_and_admit(
     rules: &RuleSet,
     doc: &Document,
@@ -240,10 +239,9 @@ fn parse_and_admit(
     // Type errors (a string where a number belongs) are input errors with their line, found
     // before any rule reads the document.
     let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
-    let admitted = admit(rules, &doc, req)?;
     // The admission stage reads the document and never changes it: the typed run read above
     // stands.
-    check_user_overrides(&doc, &run.spec.overrides)?;
+    let admitted = admit(rules, &doc, req)?;
     Ok((doc, run, admitted))
 }
 
