@@ -9,10 +9,12 @@
 //! JSON scalar, mapping or list, or a variable holding one; a missing key under a plain
 //! select, a select into anything but a mapping, a comparison of values of two kinds, a
 //! number that is not an int, anything it does not know: it gives up (`None`) and the
-//! interpreter evaluates the expression, with its own value or error. It never charges the CEL
-//! cost meter, and need not: the expressions it takes have no comprehension and call no regex
-//! function, the only things charged. `engine/tests` holds it to the interpreter over every
-//! shipped rule expression and generated documents.
+//! interpreter evaluates the expression, with its own value or error. The expressions it takes
+//! have no comprehension, so the only CEL cost they incur is a regex scan (`matches`): it
+//! reports each scan's length, and the caller charges them once it has answered, in the
+//! interpreter's order. The tests below hold it to the interpreter over generated expressions
+//! and documents; `tests/tests/properties.rs` holds the shipped rules' findings over generated
+//! WorkloadRuns and their Workflows to those of the interpreter alone.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
