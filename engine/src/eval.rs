@@ -2038,10 +2038,12 @@ mod tests {
                 "{name}: {err}"
             );
         }
-        run(
-            "rules:\n- id: fine\n  forEach: {in: \"[1]\", as: _item, index: i2}\n  validate: {expression: '_item == 1 && i2 == 0'}\n",
+        // Names that are identifiers load, and bind the item and its index.
+        let (findings, _) = run(
+            "rules:\n- id: fine\n  forEach: {in: \"[7]\", as: _item, index: i2}\n  validate: {expression: 'false', messageExpression: \"'item ' + string(_item) + ' at ' + string(i2)\"}\n",
             "kind: A\n",
         );
+        assert_eq!(findings, ["error fine item 7 at 0"]);
     }
 
     #[test]

@@ -113,33 +113,7 @@ impl PathExpr {
             }
             _ => (e, None),
         };
-        // Innermost first, after the reversal below.
-        let mut steps: Vec<(String, bool)> = Vec::new();
-        let mut cur = inner;
-        let root = loop {
-            match &cur.expr {
-                AstExpr::Ident(name) => break name.clone(),
-                AstExpr::Select(sel) if !sel.test => {
-                    steps.push((sel.field.clone(), false));
-                    cur = &sel.operand;
-                }
-                // `.?key` (compiled as `[?'key']`, see `rewrite_optional_select`) or `[?'key']`.
-                AstExpr::Call(c)
-                    if (c.func_name == "_?._" || c.func_name == "_[?_]") && c.target.is_none() =>
-                {
-                    let [operand, field] = c.args.as_slice() else {
-                        return None;
-                    };
-                    let AstExpr::Literal(LiteralValue::String(f)) = &field.expr else {
-                        return None;
-                    };
-                    steps.push((f.inner().to_string(), true));
-                    cur = operand;
-                }
-                _ => return None,
-            }
-        };
-        steps.reverse();
+        let (root, steps) = select_chain(inner)?;
         let optional_from = steps.iter().position(|(_, o)| *o).unwrap_or(steps.len());
         if steps.is_empty()
             || steps[optional_from..].iter().any(|(_, o)| !o)
@@ -181,6 +155,41 @@ impl PathExpr {
             path: path.into(),
         })
     }
+}
+
+/// `e` as an identifier followed by selects: the identifier and each selected key, outermost
+/// first, with whether the select is optional (`.?key`, compiled as `[?'key']`, see
+/// [`rewrite_optional_select`], or `[?'key']`). `None` for anything else.
+fn select_chain(e: &IdedExpr) -> Option<(String, Vec<(String, bool)>)> {
+    // Innermost first, until the reversal below.
+    let mut steps = Vec::new();
+    let mut cur = e;
+    let root = loop {
+        match &cur.expr {
+            AstExpr::Ident(name) => break name.clone(),
+            AstExpr::Select(sel) if !sel.test => {
+                steps.push((sel.field.clone(), false));
+                cur = &sel.operand;
+            }
+            AstExpr::Call(c)
+                if (c.func_name == operators::OPT_SELECT
+                    || c.func_name == operators::OPT_INDEX)
+                    && c.target.is_none() =>
+            {
+                let [operand, field] = c.args.as_slice() else {
+                    return None;
+                };
+                let AstExpr::Literal(LiteralValue::String(f)) = &field.expr else {
+                    return None;
+                };
+                steps.push((f.inner().to_string(), true));
+                cur = operand;
+            }
+            _ => return None,
+        }
+    };
+    steps.reverse();
+    Some((root, steps))
 }
 
 /// The value at `path` below `root`: each step a mapping's key, or, where the value is a list,
@@ -922,7 +931,7 @@ fn rewrite_optional_select(text: &str) -> String {
     out
 }
 
-fn is_ident_byte(c: u8) -> bool {
+pub(crate) fn is_ident_byte(c: u8) -> bool {
     c.is_ascii_alphanumeric() || c == b'_'
 }
 

@@ -1354,11 +1354,8 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec, raw: &Value) -> Result<R
 /// item: not a CEL identifier, `variables` (the rule's variables), or a name starting with `__`
 /// (reserved: `variables.x` is read through one).
 fn binding_name(doc: &Document, path: &str, rule: Option<&str>, name: &str) -> Result<(), Problem> {
-    let identifier = name
-        .chars()
-        .next()
-        .is_some_and(|c| c == '_' || c.is_ascii_alphabetic())
-        && name.chars().all(|c| c == '_' || c.is_ascii_alphanumeric());
+    let identifier = name.bytes().next().is_some_and(|c| !c.is_ascii_digit())
+        && name.bytes().all(crate::expr::is_ident_byte);
     let why = if !identifier {
         "is not a CEL identifier (a letter or _, then letters, digits or _)"
     } else if name == "variables" {

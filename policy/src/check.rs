@@ -35,15 +35,11 @@ fn admit(
     let mut findings = legacy_findings(&doc, &notes);
     // The overrides' `when` values, checked once here (the renders that follow are told the
     // document is admitted), whether or not a node context follows.
-    let typed = (|| {
-        Ok(if kind == "Workflow" {
-            let workflow: Workflow = parse_typed(&doc, "Workflow")?;
-            (workflow.spec.overrides, None)
-        } else {
-            let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
-            (Vec::new(), Some(run))
-        })
-    })();
+    let typed = if kind == "Workflow" {
+        parse_typed::<Workflow>(&doc, "Workflow").map(|w| (w.spec.overrides, None))
+    } else {
+        parse_typed::<WorkloadRun>(&doc, "WorkloadRun").map(|r| (Vec::new(), Some(r)))
+    };
     // The legacy-group note stays beside an input error.
     let (workflow_overrides, run) = match typed {
         Ok(t) => t,
@@ -384,15 +380,12 @@ pub fn check_document_in(
                 }
                 return Ok(findings);
             };
-            let rendered = match rendered {
-                Ok(rendered) => Ok(rendered),
-                Err(e) => {
-                    // What the render noted before an error follows admission's findings.
-                    let (e, noted_by_render, _) = e.into_parts();
-                    findings.extend(noted_by_render);
-                    Err(e)
-                }
-            };
+            // What the render noted before an error follows admission's findings.
+            let rendered = rendered.map_err(|e| {
+                let (e, noted_by_render, _) = e.into_parts();
+                findings.extend(noted_by_render);
+                e
+            });
             match rendered {
                 Ok(rendered) => {
                     findings.extend(rendered.findings.iter().cloned());

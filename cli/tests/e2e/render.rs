@@ -910,11 +910,10 @@ rules:
     );
 }
 
-#[test]
-fn a_workload_labels_finding_is_located_alike_with_and_without_a_platform() {
-    let (_dir, rules) = rules_copy();
-    std::fs::write(
-        rules.join("contract/label-notes.yaml"),
+/// A `workload-labels` pack with one warning, `labels-team` ("workload labels name no team"),
+/// whose `validate` holds `validate` (its `expression:` line and any more, indented 6).
+fn label_notes_pack(validate: &str) -> String {
+    format!(
         "apiVersion: policy.nvcre.nvidia.com/v1alpha1
 kind: RulePack
 metadata:
@@ -928,10 +927,21 @@ rules:
   - id: labels-team
     severity: warning
     validate:
-      expression: \"'team' in object.spec.jobTemplate.?spec.?workloadMetadata.?labels.orValue({})\"
+      {validate}
       message: workload labels name no team
-      fieldPath: spec.jobTemplate.spec.workloadMetadata.labels
-",
+"
+    )
+}
+
+#[test]
+fn a_workload_labels_finding_is_located_alike_with_and_without_a_platform() {
+    let (_dir, rules) = rules_copy();
+    std::fs::write(
+        rules.join("contract/label-notes.yaml"),
+        label_notes_pack(
+            "expression: \"'team' in object.spec.jobTemplate.?spec.?workloadMetadata.?labels.orValue({})\"
+      fieldPath: spec.jobTemplate.spec.workloadMetadata.labels",
+        ),
     )
     .expect("write");
     let rules = rules.to_str().expect("utf8");
@@ -1072,22 +1082,7 @@ fn a_placement_error_keeps_the_workload_labels_warnings_of_the_construction_run(
     let (_dir, rules) = rules_with_notes(true);
     std::fs::write(
         rules.join("contract/label-notes.yaml"),
-        "apiVersion: policy.nvcre.nvidia.com/v1alpha1
-kind: RulePack
-metadata:
-  name: label-notes
-stage: workload-labels
-match:
-  resources:
-    - apiVersion: nvcre.nvidia.com/v1alpha1
-      kind: Workflow
-rules:
-  - id: labels-team
-    severity: warning
-    validate:
-      expression: 'false'
-      message: workload labels name no team
-",
+        label_notes_pack("expression: 'false'"),
     )
     .expect("write");
     let out = bin()

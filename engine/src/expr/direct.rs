@@ -24,7 +24,7 @@ use cel::common::types::{CelBool, CelInt, CelNull, CelString};
 use cel::common::value::Val;
 use serde_json::Value;
 
-use super::{Bound, Scope, Stored, at_path, is_lazy_name, literal_json};
+use super::{Bound, Scope, Stored, at_path, is_lazy_name, literal_json, select_chain};
 
 /// Whether [`Direct`] forms are used (tests turn it off to compare with the interpreter).
 static ENABLED: AtomicBool = AtomicBool::new(true);
@@ -194,7 +194,7 @@ impl Direct {
             AstExpr::Call(c) => {
                 let arg = |i: usize| Direct::of(c.args.get(i)?).map(Box::new);
                 match (c.func_name.as_str(), c.target.as_deref(), c.args.len()) {
-                    ("_?._" | "_[?_]", None, 2) => Direct::path(e)?,
+                    (operators::OPT_SELECT | operators::OPT_INDEX, None, 2) => Direct::path(e)?,
                     ("orValue", Some(t), 1) => {
                         let default = match &c.args[0].expr {
                             AstExpr::Literal(LiteralValue::Double(_) | LiteralValue::UInt(_)) => {
@@ -272,31 +272,7 @@ impl Direct {
 
     /// `e` as an identifier followed by plain and optional selects.
     fn path(e: &IdedExpr) -> Option<Direct> {
-        let mut steps = Vec::new();
-        let mut cur = e;
-        let root = loop {
-            match &cur.expr {
-                AstExpr::Ident(name) => break name.clone(),
-                AstExpr::Select(s) if !s.test => {
-                    steps.push((s.field.clone(), false));
-                    cur = &s.operand;
-                }
-                AstExpr::Call(c)
-                    if (c.func_name == "_?._" || c.func_name == "_[?_]") && c.target.is_none() =>
-                {
-                    let [operand, field] = c.args.as_slice() else {
-                        return None;
-                    };
-                    let AstExpr::Literal(LiteralValue::String(f)) = &field.expr else {
-                        return None;
-                    };
-                    steps.push((f.inner().to_string(), true));
-                    cur = operand;
-                }
-                _ => return None,
-            }
-        };
-        steps.reverse();
+        let (root, steps) = select_chain(e)?;
         Some(Direct::Path { root, steps })
     }
 
@@ -825,29 +801,41 @@ mod tests {
     /// than JSON (a double, a uint, an error) is not.
     #[test]
     fn plain_conditions_are_taken_and_the_rest_is_left_to_the_interpreter() {
-        let taken = [
-            "has(object.spec)",
-            "object.?spec.?image.orValue('') != ''",
-            "size(object.metadata.name) <= 63",
-            "object.?spec.?framework.?torch.hasValue()",
-            "typeName(object.a) != 'int' || object.a <= 2147483647",
-            "object.k in object.labels && object.labels[object.k] == 'q'",
-            "object.metadata.name.matches('^[a-z]+$')",
+        // (expression, whether it has a direct form)
+        let cases = [
+            ("has(object.spec)", true),
+            ("object.?spec.?image.orValue('') != ''", true),
+            ("size(object.metadata.name) <= 63", true),
+            ("object.?spec.?framework.?torch.hasValue()", true),
+            (
+                "typeName(object.a) != 'int' || object.a <= 2147483647",
+                true,
+            ),
+            (
+                "object.k in object.labels && object.labels[object.k] == 'q'",
+                true,
+            ),
+            ("object.metadata.name.matches('^[a-z]+$')", true),
+            ("'a' + 'b' == 'ab'", true),
+            ("object.parts[size(object.parts) - 1]", true),
+            (
+                "(size(object.v) > 63 ? ['too long'] : []) + [object.e]",
+                true,
+            ),
+            (
+                "object.path + '[' + goQuote(object.k) + ']: ' + object.errors.join('; ')",
+                true,
+            ),
+            ("object.k.split('/')", true),
+            ("object.a == 2.5", false),
+            ("object.a == 1u", false),
+            ("object.list.all(x, x > 1)", false),
+            ("object.a * 2 == 4", false),
+            ("[object.a, ?object.?b]", false),
         ];
-        for t in taken {
+        for (t, direct) in cases {
             let e = Expr::compile(t).expect("compiles");
-            assert!(e.direct.is_some(), "{t}");
-        }
-        let left = [
-            "object.a == 2.5",
-            "object.a == 1u",
-            "object.list.all(x, x > 1)",
-            "object.a * 2 == 4",
-            "[object.a, ?object.?b]",
-        ];
-        for t in left {
-            let e = Expr::compile(t).expect("compiles");
-            assert!(e.direct.is_none(), "{t}");
+            assert_eq!(e.direct.is_some(), direct, "{t}");
         }
         // A number that is not an int, a key missing under a plain select: the interpreter's.
         let doc = serde_json::json!({"a": 3.0, "metadata": {}});

@@ -38,12 +38,7 @@ pub fn render_workload_run(
     doc: &Document,
     req: &RenderRequest,
 ) -> Result<Rendered, PolicyError> {
-    // One CEL cost budget for the whole render (shared with an enclosing `check`).
-    let _budget = nvcre_engine::cost::DocumentBudget::open();
-    let (mut warnings, mut findings) = (Vec::new(), Vec::new());
-    // An error that is not a rejection keeps what was noted before it.
-    render_noting(rules, Input::Raw(doc), req, (&mut warnings, &mut findings))
-        .map_err(|e| e.noted(findings, warnings))
+    render_input(rules, Input::Raw(doc), req)
 }
 
 /// [`render_workload_run`] of a WorkloadRun the caller readied ([`prepare_document`]), read
@@ -57,15 +52,20 @@ pub(crate) fn render_admitted_run(
     run: WorkloadRun,
     req: &RenderRequest,
 ) -> Result<Rendered, PolicyError> {
+    render_input(rules, Input::Admitted(doc, Box::new(run)), req)
+}
+
+/// Renders `input` in its own CEL cost budget (shared with an enclosing `check`); an error that
+/// is not a rejection keeps what was noted before it.
+fn render_input(
+    rules: &RuleSet,
+    input: Input<'_>,
+    req: &RenderRequest,
+) -> Result<Rendered, PolicyError> {
     let _budget = nvcre_engine::cost::DocumentBudget::open();
     let (mut warnings, mut findings) = (Vec::new(), Vec::new());
-    render_noting(
-        rules,
-        Input::Admitted(doc, Box::new(run)),
-        req,
-        (&mut warnings, &mut findings),
-    )
-    .map_err(|e| e.noted(findings, warnings))
+    render_noting(rules, input, req, (&mut warnings, &mut findings))
+        .map_err(|e| e.noted(findings, warnings))
 }
 
 /// The document a render starts from.
