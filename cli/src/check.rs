@@ -827,69 +827,91 @@ fn check_batch(
     out: &mut Checked,
     errors: &mut Vec<InputError>,
 ) {
-    let docs: Vec<(&Document, &Objects)> = batch.iter().map(|(d, _, o)| (d, o)).collect();
-    let results = check_all(rules, &docs, req);
-    for ((doc, chunk, _), result) in batch.iter().zip(results) {
-        let (mut f, error) = match result {
-            Ok(mut f) => {
-                f.extend(nvcre_domain::yaml_quote_findings(doc, &|l| {
-                    chunk.line(l).map(str::to_string)
-                }));
-                (f, None)
-            }
-            // The findings made before an input error (admission's warnings) are reported
-            // beside it, never dropped.
-            Err(e) => {
-                let (e, f, _) = e.into_parts();
-                (f, Some(e))
-            }
-        };
-        // Within a document, in source order (findings without a line last).
-        f.sort_by_key(|x| (x.line.unwrap_or(usize::MAX), x.column.unwrap_or(usize::MAX)));
-        for (file, line) in f.iter().filter_map(|x| Some((&x.file, x.line?))) {
-            let key = (file.clone(), line);
-            if !out.windows.contains_key(&key)
-                && let Some(w) = Window::around(chunk, line)
-            {
-                out.windows.insert(key, w);
-            }
+    for checked in check_all(rules, std::mem::take(batch), req) {
+        for (key, window) in checked.windows {
+            out.windows.entry(key).or_insert(window);
         }
-        out.findings.extend(f);
-        if let Some(e) = error {
-            out.unchecked.insert((doc.source.name.clone(), doc.index));
-            errors.push(InputError {
-                file: doc.source.name.clone(),
-                pos: match &e {
-                    nvcre_domain::PolicyError::Input { pos, .. } => *pos,
-                    _ => None,
-                },
-                message: e.to_string(),
-            });
+        out.findings.extend(checked.findings);
+        if let Some(e) = checked.error {
+            out.unchecked.insert((e.file.clone(), checked.index));
+            errors.push(e);
         }
     }
-    batch.clear();
 }
 
-/// Checks documents on every core (rayon's pool), keeping input order. Each document is
-/// independent; a document whose check panicked is an error of that document, not of the run.
-fn check_all(
-    rules: &RuleSet,
-    docs: &[(&Document, &Objects)],
-    req: &CheckRequest,
-) -> Vec<Result<Vec<Finding>, nvcre_domain::PolicyError>> {
+/// What checking one document gave: its findings in source order (those without a line last),
+/// the lines around them, and the input error that stopped its check.
+struct DocumentChecked {
+    index: usize,
+    findings: Vec<Finding>,
+    windows: Vec<((String, usize), Window)>,
+    error: Option<InputError>,
+}
+
+/// Checks `docs` on every core (rayon's pool), keeping input order. Everything a document's
+/// results need (its YAML quoting notes, the lines around its findings) is taken on the core
+/// that checked it, which also drops it: the thread reading the input only gathers results.
+/// Each document is independent; a document whose check panicked is an error of that
+/// document, not of the run.
+fn check_all(rules: &RuleSet, docs: Vec<Pending>, req: &CheckRequest) -> Vec<DocumentChecked> {
     use rayon::prelude::*;
-    docs.par_iter()
-        .map(|(d, o)| {
-            std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                check_document_in(rules, d, req, Some(o))
+    docs.into_par_iter()
+        .map(|(doc, chunk, objects)| {
+            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                check_document_in(rules, &doc, req, Some(&objects))
             }))
             .unwrap_or_else(|_| {
                 Err(nvcre_domain::PolicyError::Build(
                     "internal error: checking this document panicked".into(),
                 ))
-            })
+            });
+            document_checked(&doc, &chunk, result)
         })
         .collect()
+}
+
+/// The results of `doc`'s check (see [`DocumentChecked`]).
+fn document_checked(
+    doc: &Document,
+    chunk: &Chunk,
+    result: Result<Vec<Finding>, nvcre_domain::PolicyError>,
+) -> DocumentChecked {
+    let (mut findings, error) = match result {
+        Ok(mut f) => {
+            f.extend(nvcre_domain::yaml_quote_findings(doc, &|l| {
+                chunk.line(l).map(str::to_string)
+            }));
+            (f, None)
+        }
+        // The findings made before an input error (admission's warnings) are reported beside
+        // it, never dropped.
+        Err(e) => {
+            let (e, f, _) = e.into_parts();
+            (f, Some(e))
+        }
+    };
+    findings.sort_by_key(|x| (x.line.unwrap_or(usize::MAX), x.column.unwrap_or(usize::MAX)));
+    let mut windows: Vec<((String, usize), Window)> = Vec::new();
+    for (file, line) in findings.iter().filter_map(|x| Some((&x.file, x.line?))) {
+        if !windows.iter().any(|((f, l), _)| *l == line && f == file)
+            && let Some(w) = Window::around(chunk, line)
+        {
+            windows.push(((file.clone(), line), w));
+        }
+    }
+    DocumentChecked {
+        index: doc.index,
+        findings,
+        windows,
+        error: error.map(|e| InputError {
+            file: doc.source.name.clone(),
+            pos: match &e {
+                nvcre_domain::PolicyError::Input { pos, .. } => *pos,
+                _ => None,
+            },
+            message: e.to_string(),
+        }),
+    }
 }
 
 #[cfg(test)]

@@ -657,11 +657,14 @@ impl Run<'_, '_> {
                     .enumerate()
                     .map(|(i, v)| (Some(Item::Cel(v.clone())), index(i)))
                     .collect(),
+                // Maps iterate over their keys, sorted, so findings come in a stable order.
+                Ok(Listed::Keys(keys)) => keys
+                    .into_iter()
+                    .map(|k| (Some(Item::Cel(k)), None))
+                    .collect(),
                 Ok(Listed::Cel(Cel::Map(m))) => {
-                    // Maps iterate over their keys, sorted, so findings come in a stable order.
-                    let mut keys: Vec<Cel> = m.map.keys().map(|k| Cel::from(k.clone())).collect();
-                    keys.sort_by_key(|k| format!("{k:?}"));
-                    keys.into_iter()
+                    crate::expr::sorted_keys(m.map.keys().map(|k| Cel::from(k.clone())))
+                        .into_iter()
                         .map(|k| (Some(Item::Cel(k)), None))
                         .collect()
                 }

@@ -247,8 +247,18 @@ pub(crate) enum Listed {
         /// Its length.
         len: usize,
     },
+    /// The keys of a mapping, in iteration order ([`sorted_keys`]).
+    Keys(Vec<Cel>),
     /// Any other value, in the interpreter's form.
     Cel(Cel),
+}
+
+/// A mapping's keys in the order `forEach` visits them: sorted by their debug form, so findings
+/// come in the same order whatever order the mapping holds them in.
+pub(crate) fn sorted_keys(keys: impl Iterator<Item = Cel>) -> Vec<Cel> {
+    let mut keys: Vec<(String, Cel)> = keys.map(|k| (format!("{k:?}"), k)).collect();
+    keys.sort_by(|a, b| a.0.cmp(&b.0));
+    keys.into_iter().map(|(_, k)| k).collect()
 }
 
 /// A literal as JSON, when JSON holds it exactly.
@@ -261,8 +271,34 @@ fn literal_json(e: &IdedExpr) -> Option<Value> {
         }
         AstExpr::Literal(LiteralValue::Boolean(b)) => Value::Bool(*b.inner()),
         AstExpr::Literal(LiteralValue::Null) => Value::Null,
-        AstExpr::List(l) if l.elements.is_empty() => Value::Array(Vec::new()),
-        AstExpr::Map(m) if m.entries.is_empty() => Value::Object(Map::new()),
+        AstExpr::List(l) if l.optional_indices.is_empty() => Value::Array(
+            l.elements
+                .iter()
+                .map(literal_json)
+                .collect::<Option<_>>()?,
+        ),
+        // String keys, each once (a repeated key is the interpreter's to judge), in sorted
+        // order: a map CEL builds has no order of its own, and its JSON form is sorted.
+        AstExpr::Map(m) => {
+            let mut entries = Vec::with_capacity(m.entries.len());
+            for entry in &m.entries {
+                let EntryExpr::MapEntry(e) = &entry.expr else {
+                    return None;
+                };
+                let AstExpr::Literal(LiteralValue::String(key)) = &e.key.expr else {
+                    return None;
+                };
+                if e.optional {
+                    return None;
+                }
+                entries.push((key.inner().to_string(), literal_json(&e.value)?));
+            }
+            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            if entries.windows(2).any(|w| w[0].0 == w[1].0) {
+                return None;
+            }
+            Value::Object(entries.into_iter().collect())
+        }
         _ => return None,
     })
 }
@@ -494,6 +530,15 @@ impl Expr {
 
     /// Evaluates against `scope`; reading a failed variable or fragment fails without running.
     pub(crate) fn eval_checked(&self, scope: &Scope) -> Result<Cel, EvalError> {
+        if let Some(d) = &self.direct {
+            if let Some(e) = scope.upstream_failure(self) {
+                return Err(e);
+            }
+            let mut scans = Vec::new();
+            if let Some(v) = d.eval_scalar(scope, &mut scans) {
+                return charge_scans(scans).map(|()| v);
+            }
+        }
         self.eval_with(scope, crate::view::to_cel)
     }
 
@@ -550,14 +595,54 @@ impl Expr {
     /// its items are bound in place and no item is converted; anything else is converted as
     /// [`Expr::eval_checked`] converts it.
     pub(crate) fn eval_list(&self, scope: &Scope) -> Result<Listed, EvalError> {
-        if let Some(Stored::Json { root, path }) = self.path.as_ref().and_then(|p| p.walk(scope))
-            && let Some(Value::Array(items)) = at_path(&root, &path)
+        let place = match (&self.path, &self.ast.expr) {
+            (Some(p), _) => p.walk(scope),
+            // A variable or a bound name, whole (`variables.labels`).
+            (None, AstExpr::Ident(name)) => {
+                scope
+                    .json_place(name, true)
+                    .map(|(root, path)| Stored::Json {
+                        root: root.clone(),
+                        path: Arc::from(path),
+                    })
+            }
+            _ => None,
+        };
+        // A list the expression builds of scalars and lists of them, in direct form.
+        if place.is_none()
+            && let Some(d) = &self.direct
         {
-            return Ok(Listed::At {
-                len: items.len(),
-                root: root.clone(),
-                path,
-            });
+            if let Some(e) = scope.upstream_failure(self) {
+                return Err(e);
+            }
+            let mut scans = Vec::new();
+            if let Some(items) = d.eval_built_list(scope, &mut scans) {
+                charge_scans(scans)?;
+                return Ok(Listed::At {
+                    len: items.len(),
+                    root: Arc::new(Value::Array(items)),
+                    path: Arc::from(Vec::new()),
+                });
+            }
+        }
+        if let Some(Stored::Json { root, path }) = place {
+            match at_path(&root, &path) {
+                Some(Value::Array(items)) => {
+                    return Ok(Listed::At {
+                        len: items.len(),
+                        root: root.clone(),
+                        path,
+                    });
+                }
+                // A mapping is iterated over its keys: only those are made CEL values.
+                Some(Value::Object(m)) => {
+                    return Ok(Listed::Keys(sorted_keys(
+                        m.keys().map(|k| Cel::String(Arc::new(k.clone()))),
+                    )));
+                }
+                Some(Value::Null) => return Ok(Listed::Cel(Cel::Null)),
+                _ => {}
+            }
         }
         let value = self.eval_with(scope, |v| {
             Ok(match v.get_type().kind() {
@@ -2620,12 +2705,18 @@ mod tests {
             path("object.spec.gangScheduler").as_deref(),
             Some("object [\"spec\", \"gangScheduler\"] 2 None")
         );
+        // A literal mapping's keys in sorted order, as the JSON of a map CEL builds.
+        assert_eq!(
+            path("object.?spec.orValue({'b': 1, 'a': ['x']})").as_deref(),
+            Some("object [\"spec\"] 0 Some(Object {\"a\": Array [String(\"x\")], \"b\": Number(1)})")
+        );
         for not in [
             "object",
             "object.?spec",
             "object.?spec.name.orValue('')",
             "object.spec.orValue({})",
-            "object.?spec.orValue({'a': 1})",
+            "object.?spec.orValue({'a': 1, 'a': 2})",
+            "object.?spec.orValue({'a': object})",
             "object.?spec.orValue(1u)",
             "has(object.spec)",
             "object.spec['x']",

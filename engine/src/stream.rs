@@ -111,6 +111,8 @@ pub struct ChunkReader<R> {
     /// directive may follow, and starts the next piece.
     after_end: bool,
     done: bool,
+    /// The line being read (kept to reuse its allocation).
+    line: Vec<u8>,
 }
 
 impl<R: BufRead> ChunkReader<R> {
@@ -125,6 +127,7 @@ impl<R: BufRead> ChunkReader<R> {
             directive: false,
             after_end: true,
             done: false,
+            line: Vec::new(),
         }
     }
 }
@@ -179,24 +182,26 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
             // newlines cannot grow the buffer either.
             // `start <= limit` here; the limit may be as large as `usize::MAX`.
             let room = u64::try_from((limit - start).saturating_add(1)).unwrap_or(u64::MAX);
-            let mut line = Vec::new();
-            match std::io::Read::take(&mut self.reader, room).read_until(b'\n', &mut line) {
+            // One buffer for every line: a line is copied once, into the piece.
+            let line = &mut self.line;
+            line.clear();
+            match std::io::Read::take(&mut self.reader, room).read_until(b'\n', line) {
                 Ok(0) => {
                     self.done = true;
                     break;
                 }
                 Ok(n) => {
-                    match String::from_utf8(line) {
-                        Ok(l) => text.push_str(&l),
+                    match std::str::from_utf8(line) {
+                        Ok(l) => text.push_str(l),
                         // A line cut at the limit inside a character: the next round reports
                         // the piece oversized.
-                        Err(e) if start + n > limit => {
-                            text.push_str(&String::from_utf8_lossy(e.as_bytes()));
+                        Err(_) if start + n > limit => {
+                            text.push_str(&String::from_utf8_lossy(line));
                         }
                         Err(e) => {
                             self.done = true;
-                            let at = e.utf8_error().valid_up_to();
-                            let byte = e.as_bytes().get(at).copied().unwrap_or(0);
+                            let at = e.valid_up_to();
+                            let byte = line.get(at).copied().unwrap_or(0);
                             return Some(Err(std::io::Error::new(
                                 std::io::ErrorKind::InvalidData,
                                 format!(

@@ -22,6 +22,7 @@ use cel::IdedExpr;
 use cel::common::ast::{Expr as AstExpr, LiteralValue, operators};
 use cel::common::types::{CelBool, CelInt, CelNull, CelString};
 use cel::common::value::Val;
+use cel::Value as Cel;
 use serde_json::Value;
 
 use super::{Bound, Scope, Stored, at_path, is_lazy_name, literal_json, select_chain};
@@ -102,8 +103,12 @@ enum V<'a> {
     Str(&'a str),
     /// An optional: with a value, or none.
     Optional(Option<&'a Value>),
-    /// A JSON value the expression built (a list, a joined string).
+    /// A JSON value the expression built (a list, a joined string) that may hold mappings or
+    /// lists of a document.
     Owned(Value),
+    /// A JSON value the expression built in which every mapping and list is its own: a string,
+    /// a list of scalars, a list of such lists.
+    Pure(Value),
 }
 
 /// A scalar, for comparing.
@@ -120,7 +125,7 @@ impl V<'_> {
     fn json(&self) -> Option<&Value> {
         match self {
             V::Json(v) => Some(v),
-            V::Owned(v) => Some(v),
+            V::Owned(v) | V::Pure(v) => Some(v),
             _ => None,
         }
     }
@@ -158,11 +163,32 @@ impl V<'_> {
         }
     }
 
+    /// Whether the value, as an element of a list the expression builds, is no mapping or list
+    /// of a document (whose place the interpreter would keep).
+    fn is_own(&self) -> bool {
+        match self {
+            V::Pure(_) | V::Bool(_) | V::Int(_) | V::Str(_) => true,
+            V::Json(v) => !v.is_object() && !v.is_array(),
+            V::Owned(v) => !v.is_object() && !v.is_array(),
+            V::Optional(_) => false,
+        }
+    }
+
+    /// Whether every element of the list this value is, is [`V::is_own`].
+    fn holds_own(&self) -> bool {
+        match self {
+            V::Pure(_) => true,
+            V::Json(Value::Array(items)) => items.iter().all(|v| !v.is_object() && !v.is_array()),
+            V::Owned(Value::Array(items)) => items.iter().all(|v| !v.is_object() && !v.is_array()),
+            _ => false,
+        }
+    }
+
     /// The value as JSON to keep in a list the expression builds.
     fn into_json(self) -> Option<Value> {
         Some(match self {
             V::Json(v) => v.clone(),
-            V::Owned(v) => v,
+            V::Owned(v) | V::Pure(v) => v,
             V::Bool(b) => Value::Bool(b),
             V::Int(i) => Value::from(i),
             V::Str(s) => Value::String(s.to_string()),
@@ -287,6 +313,50 @@ impl Direct {
             return None;
         }
         self.eval(scope, scans)?.bool()
+    }
+
+    /// The value the expression gives in `scope` when it is a string, an int, a bool or null
+    /// (a message, a field path, a template's value), as the interpreter gives it; `None`
+    /// leaves it to the interpreter. `scans` as for [`Direct::eval_bool`].
+    pub(crate) fn eval_scalar(&self, scope: &Scope, scans: &mut Vec<usize>) -> Option<Cel> {
+        if !ENABLED.load(Ordering::Relaxed) {
+            return None;
+        }
+        let v = self.eval(scope, scans)?;
+        Some(match v.scalar()? {
+            Scalar::Null => Cel::Null,
+            Scalar::Bool(b) => Cel::Bool(b),
+            Scalar::Int(i) => Cel::Int(i),
+            Scalar::Str(s) => Cel::String(std::sync::Arc::new(s.to_string())),
+        })
+    }
+
+    /// The items of the list the expression gives in `scope`, when it builds one whose
+    /// mappings and lists are all its own (`[['a', object.x], ['b', object.y]]`): the
+    /// interpreter copies such a list to JSON as it is; `None` leaves it to the interpreter.
+    /// `scans` as for [`Direct::eval_bool`].
+    pub(crate) fn eval_built_list(
+        &self,
+        scope: &Scope,
+        scans: &mut Vec<usize>,
+    ) -> Option<Vec<Value>> {
+        if !ENABLED.load(Ordering::Relaxed) {
+            return None;
+        }
+        let items = match self.eval(scope, scans)? {
+            V::Pure(Value::Array(items)) => items,
+            V::Owned(Value::Array(items))
+                if items.iter().all(|x| !x.is_object() && !x.is_array()) =>
+            {
+                items
+            }
+            _ => return None,
+        };
+        // The interpreter's uint has no JSON form: a list holding one it keeps as its own.
+        if items.iter().any(holds_uint) {
+            return None;
+        }
+        Some(items)
     }
 
     /// The value the expression gives in `scope`, stored as the interpreter's value would be
@@ -441,6 +511,13 @@ impl Direct {
                         }
                         V::Owned(items.swap_remove(i))
                     }
+                    (V::Pure(Value::Array(mut items)), Scalar::Int(i)) => {
+                        let i = usize::try_from(i).ok()?;
+                        if i >= items.len() {
+                            return None;
+                        }
+                        V::Pure(items.swap_remove(i))
+                    }
                     _ => return None,
                 }
             }
@@ -477,27 +554,32 @@ impl Direct {
                     _ => text.contains(arg),
                 })
             }
-            Direct::List(items) => V::Owned(Value::Array(
-                items
-                    .iter()
-                    .map(|x| x.eval(scope, scans)?.into_json())
-                    .collect::<Option<_>>()?,
-            )),
+            Direct::List(items) => {
+                let mut pure = true;
+                let mut out = Vec::with_capacity(items.len());
+                for x in items {
+                    let x = x.eval(scope, scans)?;
+                    pure &= x.is_own();
+                    out.push(x.into_json()?);
+                }
+                built(Value::Array(out), pure)
+            }
             Direct::Add(a, b) => {
                 let (a, b) = (a.eval(scope, scans)?, b.eval(scope, scans)?);
                 if let (Some(x), Some(y)) = (a.str(), b.str()) {
-                    V::Owned(Value::String(format!("{x}{y}")))
+                    V::Pure(Value::String(format!("{x}{y}")))
                 } else if let (Some(x), Some(y)) = (a.int(), b.int()) {
                     V::Int(x.checked_add(y)?)
                 } else if let (Some(Value::Array(_)), Some(Value::Array(_))) = (a.json(), b.json())
                 {
+                    let pure = a.holds_own() && b.holds_own();
                     let (Some(Value::Array(mut x)), Some(Value::Array(y))) =
                         (a.into_json(), b.into_json())
                     else {
                         return None;
                     };
                     x.extend(y);
-                    V::Owned(Value::Array(x))
+                    built(Value::Array(x), pure)
                 } else {
                     return None;
                 }
@@ -512,7 +594,7 @@ impl Direct {
                 if sep.is_empty() {
                     return None;
                 }
-                V::Owned(Value::Array(
+                V::Pure(Value::Array(
                     text.split(sep)
                         .map(|p| Value::String(p.to_string()))
                         .collect(),
@@ -535,14 +617,19 @@ impl Direct {
                     .iter()
                     .map(Value::as_str)
                     .collect::<Option<Vec<_>>>()?;
-                V::Owned(Value::String(parts.join(sep)))
+                V::Pure(Value::String(parts.join(sep)))
             }
             Direct::GoQuote(x) => {
                 let x = x.eval(scope, scans)?;
-                V::Owned(Value::String(crate::quote::go_quote(x.str()?)))
+                V::Pure(Value::String(crate::quote::go_quote(x.str()?)))
             }
         })
     }
+}
+
+/// A value the expression built: [`V::Pure`] when `pure`, else [`V::Owned`].
+fn built(v: Value, pure: bool) -> V<'static> {
+    if pure { V::Pure(v) } else { V::Owned(v) }
 }
 
 /// Whether `x` is among `items`, when every one is a scalar of `x`'s kind (`None` otherwise:
@@ -680,6 +767,8 @@ mod tests {
             Just("2.5"),
             Just("1u"),
             Just("'^[a-c]+$'"),
+            Just("{'b': 1, 'a': ['x', 2]}"),
+            Just("{'a': {'c': null}}"),
         ]
         .prop_map(String::from)
         .boxed();
@@ -779,6 +868,13 @@ mod tests {
             let Some(direct) = e.direct.as_ref() else {
                 return Ok(());
             };
+            // A string, int, bool or null answered is the interpreter's CEL value.
+            if let Some(scalar) = direct.eval_scalar(&scope, &mut Vec::new()) {
+                match e.eval_with(&scope, crate::view::to_cel) {
+                    Ok(v) => prop_assert_eq!(&scalar, &v, "{} on {} / {}", text, object, other),
+                    Err(err) => prop_assert!(false, "{text}: direct {scalar:?}, interpreter {err}"),
+                }
+            }
             let mut scans = Vec::new();
             let Some(answer) = direct.eval(&scope, &mut scans).and_then(as_json) else {
                 return Ok(());
@@ -846,6 +942,25 @@ mod tests {
             let direct = e.direct.as_ref().expect("direct");
             assert!(direct.eval(&scope, &mut Vec::new()).is_none(), "{t}");
         }
+        // A list built of scalars (and lists of them) is listed as JSON; one holding a list of
+        // the document is left to the interpreter, which keeps that list's place.
+        let doc = serde_json::json!({"a": 3, "l": [1], "metadata": {}});
+        scope.bind("object", &doc);
+        let built = |t: &str| {
+            let e = Expr::compile(t).expect("compiles");
+            let direct = e.direct.as_ref().expect("direct");
+            direct.eval_built_list(&scope, &mut Vec::new())
+        };
+        assert_eq!(
+            built("[['a', object.a], ['b', object.?b.orValue(0)]] + [['c']]"),
+            Some(vec![
+                serde_json::json!(["a", 3]),
+                serde_json::json!(["b", 0]),
+                serde_json::json!(["c"])
+            ])
+        );
+        assert_eq!(built("[object.l]"), None);
+        assert_eq!(built("[object.a] + object.l"), Some(vec![3.into(), 1.into()]));
         let e =
             Expr::compile("object.metadata.?name.orValue('x').matches('^x$')").expect("compiles");
         let mut scans = Vec::new();
