@@ -213,14 +213,13 @@ pub(crate) fn charge(units: u64) -> Result<(), Budget> {
 
 /// Charges a regex scan of `bytes` bytes: one unit per started 64 bytes, at least one.
 pub(crate) fn charge_regex(bytes: usize) -> Result<(), Budget> {
-    let blocks = bytes.div_ceil(TEXT_BYTES_PER_UNIT).max(1);
-    charge(u64::try_from(blocks).unwrap_or(u64::MAX))
+    charge(regex_units(bytes))
 }
 
 /// Charges a string function's walk of `bytes` bytes inside a loop: one unit per started 64
 /// bytes (nothing for an empty string).
 pub(crate) fn charge_text(bytes: usize) -> Result<(), Budget> {
-    charge(u64::try_from(bytes.div_ceil(TEXT_BYTES_PER_UNIT)).unwrap_or(u64::MAX))
+    charge(text_units(bytes))
 }
 
 /// Runs one expression evaluation `f` with a fresh per-expression budget (its units also count
@@ -403,8 +402,7 @@ fn scanned_list(c: &CallExpr) -> Option<&IdedExpr> {
         (name, Some(l), _) if SCANNING_METHODS.contains(&name) => l,
         _ => return None,
     };
-    let literal = matches!(&list.expr, Ast::List(_) | Ast::Map(_));
-    (!literal && !has_comprehension(list)).then_some(list)
+    scans_list(list).then_some(list)
 }
 
 /// The string operand of a call that walks all of it ([`TEXT_METHODS`], `size(s)`), when the
@@ -415,8 +413,35 @@ fn scanned_text(c: &CallExpr) -> Option<&IdedExpr> {
         (name, Some(t), _) if TEXT_METHODS.contains(&name) => t,
         _ => return None,
     };
-    let literal = matches!(&text.expr, Ast::Literal(_) | Ast::List(_) | Ast::Map(_));
-    (!literal && !has_comprehension(text)).then_some(text)
+    scans_text(text).then_some(text)
+}
+
+/// Whether a list operand of `in`, `join`, `flatten`, … inside a loop is charged per element:
+/// it is neither a literal nor builds anything itself (see [`scanned_list`]).
+pub(crate) fn scans_list(operand: &IdedExpr) -> bool {
+    !matches!(&operand.expr, Ast::List(_) | Ast::Map(_)) && !has_comprehension(operand)
+}
+
+/// Whether a string operand of `size`, `contains`, `split`, … inside a loop is charged per 64
+/// bytes: it is neither a literal nor builds anything itself (see [`scanned_text`]).
+pub(crate) fn scans_text(operand: &IdedExpr) -> bool {
+    !matches!(&operand.expr, Ast::Literal(_) | Ast::List(_) | Ast::Map(_))
+        && !has_comprehension(operand)
+}
+
+/// Units one expression evaluation may use (`--cel-cost-limit`).
+pub(crate) fn expression_limit() -> u64 {
+    current_limits().cel_cost
+}
+
+/// Units of a regex scan of `bytes` bytes ([`charge_regex`]).
+pub(crate) fn regex_units(bytes: usize) -> u64 {
+    u64::try_from(bytes.div_ceil(TEXT_BYTES_PER_UNIT).max(1)).unwrap_or(u64::MAX)
+}
+
+/// Units of a string function's walk of `bytes` bytes inside a loop ([`charge_text`]).
+pub(crate) fn text_units(bytes: usize) -> u64 {
+    u64::try_from(bytes.div_ceil(TEXT_BYTES_PER_UNIT)).unwrap_or(u64::MAX)
 }
 
 fn has_comprehension(e: &IdedExpr) -> bool {

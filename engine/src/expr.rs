@@ -34,8 +34,8 @@ use crate::error::{CompileError, ConversionError, EvaluationError};
 use crate::view::{NodeRef, json_node};
 
 mod direct;
-use direct::Direct;
 pub use direct::set_direct_evaluation;
+use direct::{Charge, Charges, Direct};
 
 /// The declarations (standard library, `strings` and `lists` extensions, macros), built once.
 /// A declaration that failed to register would leave its function undeclared, so calls to it
@@ -271,12 +271,9 @@ fn literal_json(e: &IdedExpr) -> Option<Value> {
         }
         AstExpr::Literal(LiteralValue::Boolean(b)) => Value::Bool(*b.inner()),
         AstExpr::Literal(LiteralValue::Null) => Value::Null,
-        AstExpr::List(l) if l.optional_indices.is_empty() => Value::Array(
-            l.elements
-                .iter()
-                .map(literal_json)
-                .collect::<Option<_>>()?,
-        ),
+        AstExpr::List(l) if l.optional_indices.is_empty() => {
+            Value::Array(l.elements.iter().map(literal_json).collect::<Option<_>>()?)
+        }
         // String keys, each once (a repeated key is the interpreter's to judge), in sorted
         // order: a map CEL builds has no order of its own, and its JSON form is sorted.
         AstExpr::Map(m) => {
@@ -534,9 +531,9 @@ impl Expr {
             if let Some(e) = scope.upstream_failure(self) {
                 return Err(e);
             }
-            let mut scans = Vec::new();
-            if let Some(v) = d.eval_scalar(scope, &mut scans) {
-                return charge_scans(scans).map(|()| v);
+            let mut charges = Charges::new();
+            if let Some(v) = d.eval_scalar(scope, &mut charges) {
+                return charge_direct(charges).map(|()| v);
             }
         }
         self.eval_with(scope, crate::view::to_cel)
@@ -615,9 +612,9 @@ impl Expr {
             if let Some(e) = scope.upstream_failure(self) {
                 return Err(e);
             }
-            let mut scans = Vec::new();
-            if let Some(items) = d.eval_built_list(scope, &mut scans) {
-                charge_scans(scans)?;
+            let mut charges = Charges::new();
+            if let Some(items) = d.eval_built_list(scope, &mut charges) {
+                charge_direct(charges)?;
                 return Ok(Listed::At {
                     len: items.len(),
                     root: Arc::new(Value::Array(items)),
@@ -689,9 +686,9 @@ impl Expr {
             if let Some(e) = scope.upstream_failure(self) {
                 return Err(e);
             }
-            let mut scans = Vec::new();
-            if let Some(b) = d.eval_bool(scope, &mut scans) {
-                return charge_scans(scans).map(|()| b);
+            let mut charges = Charges::new();
+            if let Some(b) = d.eval_bool(scope, &mut charges) {
+                return charge_direct(charges).map(|()| b);
             }
         }
         self.eval_with(scope, |v| match v.downcast_ref::<CelBool>() {
@@ -712,16 +709,20 @@ impl Expr {
     }
 }
 
-/// Charges the regex scans of an expression evaluated in direct form (lengths in bytes, in the
-/// order it scanned them) as the interpreter charges them, as one evaluation: the spent budget's
-/// error when one ran out.
-fn charge_scans(scans: Vec<usize>) -> Result<(), EvalError> {
-    if scans.is_empty() {
+/// Makes the charges of an expression evaluated in direct form, in the interpreter's order, as
+/// one evaluation: the spent budget's error when one ran out.
+pub(crate) fn charge_direct(charges: Charges) -> Result<(), EvalError> {
+    let list = charges.into_list();
+    if list.is_empty() {
         return Ok(());
     }
     let ((), spent) = crate::cost::measure(|| {
-        for bytes in scans {
-            if crate::cost::charge_regex(bytes).is_err() {
+        for c in list {
+            let made = match c {
+                Charge::Regex(bytes) => crate::cost::charge_regex(bytes),
+                Charge::Units(units) => crate::cost::charge(units),
+            };
+            if made.is_err() {
                 break;
             }
         }
@@ -1265,9 +1266,9 @@ impl Lazy {
                     if let Some(e) = scope.upstream_failure(expr) {
                         return Some(Err(e));
                     }
-                    let mut scans = Vec::new();
-                    let stored = d.eval_stored(scope, &mut scans, |v| expr.place_of(v, scope))?;
-                    Some(charge_scans(scans).map(|()| stored))
+                    let mut charges = Charges::new();
+                    let stored = d.eval_stored(scope, &mut charges, |v| expr.place_of(v, scope))?;
+                    Some(charge_direct(charges).map(|()| stored))
                 });
                 let value = match direct {
                     Some(result) => result.map(Ok),
@@ -2708,7 +2709,9 @@ mod tests {
         // A literal mapping's keys in sorted order, as the JSON of a map CEL builds.
         assert_eq!(
             path("object.?spec.orValue({'b': 1, 'a': ['x']})").as_deref(),
-            Some("object [\"spec\"] 0 Some(Object {\"a\": Array [String(\"x\")], \"b\": Number(1)})")
+            Some(
+                "object [\"spec\"] 0 Some(Object {\"a\": Array [String(\"x\")], \"b\": Number(1)})"
+            )
         );
         for not in [
             "object",

@@ -9,23 +9,29 @@
 //! JSON scalar, mapping or list, or a variable holding one; a missing key under a plain
 //! select, a select into anything but a mapping, a comparison of values of two kinds, a
 //! number that is not an int, anything it does not know: it gives up (`None`) and the
-//! interpreter evaluates the expression, with its own value or error. The expressions it takes
-//! have no comprehension, so the only CEL cost they incur is a regex scan (`matches`): it
-//! reports each scan's length, and the caller charges them once it has answered, in the
-//! interpreter's order. The tests below hold it to the interpreter over generated expressions
-//! and documents; `tests/tests/properties.rs` holds the shipped rules' findings over generated
-//! WorkloadRuns and their Workflows to those of the interpreter alone.
+//! interpreter evaluates the expression, with its own value or error.
+//!
+//! It takes the comprehensions the macros write (`all`, `exists`, `exists_one`, `map`,
+//! `filter`) over a list's elements or a mapping's keys. The CEL cost meter is charged as the
+//! instrumented interpreter charges it (see `crate::cost`), in its order: each iteration, a
+//! regex scan, a walk of a list or string inside a loop. It records the charges as it goes
+//! ([`Charges`]) and the caller makes them once it has answered; it gives up once they pass
+//! the per-expression budget, so it never works past what the budget allows. The tests below
+//! hold its values and charges to the interpreter's over generated expressions and documents;
+//! `tests/tests/properties.rs` holds the shipped rules' findings over generated WorkloadRuns
+//! and their Workflows to those of the interpreter alone.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use cel::IdedExpr;
-use cel::common::ast::{Expr as AstExpr, LiteralValue, operators};
+use cel::Value as Cel;
+use cel::common::ast::{ComprehensionExpr, Expr as AstExpr, LiteralValue, operators};
 use cel::common::types::{CelBool, CelInt, CelNull, CelString};
 use cel::common::value::Val;
-use cel::Value as Cel;
 use serde_json::Value;
 
 use super::{Bound, Scope, Stored, at_path, is_lazy_name, literal_json, select_chain};
+use crate::cost::{scans_list, scans_text};
 
 /// Whether [`Direct`] forms are used (tests turn it off to compare with the interpreter).
 static ENABLED: AtomicBool = AtomicBool::new(true);
@@ -66,32 +72,177 @@ pub(crate) enum Direct {
     Equals(bool, Box<Direct>, Box<Direct>),
     /// `a < b`, `a <= b`, `a > b`, `a >= b` of two ints: the operator's name.
     Compare(&'static str, Box<Direct>, Box<Direct>),
-    /// `size(x)` or `x.size()` of a string, list or mapping.
-    Size(Box<Direct>),
+    /// `size(x)` or `x.size()` of a string, list or mapping; charged as a walk of the string
+    /// when it is inside a loop (see `crate::cost`).
+    Size(Box<Direct>, bool),
     /// `x in [literals]`.
     InList(Box<Direct>, Vec<Value>),
-    /// `x in y`: a key of a mapping, an element of a list.
-    In(Box<Direct>, Box<Direct>),
+    /// `x in y`: a key of a mapping, an element of a list; charged as a walk of the list when
+    /// it is inside a loop.
+    In(Box<Direct>, Box<Direct>, bool),
     /// `x[k]`: a mapping's key, a list's index.
     Index(Box<Direct>, Box<Direct>),
     /// `typeName(x)`.
     TypeName(Box<Direct>),
     /// `s.matches(re)`.
     Matches(Box<Direct>, Box<Direct>),
-    /// `s.startsWith(t)` (0), `s.endsWith(t)` (1), `s.contains(t)` (2).
-    Text(u8, Box<Direct>, Box<Direct>),
+    /// `s.startsWith(t)` (0), `s.endsWith(t)` (1), `s.contains(t)` (2); `contains` is charged
+    /// as a walk of `s` when it is inside a loop.
+    Text(u8, Box<Direct>, Box<Direct>, bool),
     /// A list literal with elements that are not all literals.
     List(Vec<Direct>),
     /// `a + b`: strings, lists, ints (an overflow is the interpreter's error).
     Add(Box<Direct>, Box<Direct>),
     /// `a - b` of ints.
     Subtract(Box<Direct>, Box<Direct>),
-    /// `s.split(sep)` with a separator that is not empty.
-    Split(Box<Direct>, Box<Direct>),
-    /// `list.join()` or `list.join(sep)` of a list of strings.
-    Join(Box<Direct>, Option<Box<Direct>>),
+    /// `s.split(sep)` with a separator that is not empty; charged as a walk of `s` inside a
+    /// loop.
+    Split(Box<Direct>, Box<Direct>, bool),
+    /// `list.join()` or `list.join(sep)` of a list of strings; charged as a walk of the list
+    /// inside a loop.
+    Join(Box<Direct>, Option<Box<Direct>>, bool),
+    /// `lists.range(n)`.
+    Range(Box<Direct>),
+    /// A comprehension the macros write (see [`Macro`]) over the elements of a list or the
+    /// keys of a mapping, bound as `var`: `test` is the predicate (of a `map`, its optional
+    /// filter), `value` a `map`'s element.
+    Comprehension {
+        kind: Macro,
+        range: Box<Direct>,
+        var: String,
+        test: Option<Box<Direct>>,
+        value: Option<Box<Direct>>,
+    },
     /// `goQuote(s)`.
     GoQuote(Box<Direct>),
+}
+
+/// The comprehension macros the direct form takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Macro {
+    /// `all(x, p)`.
+    All,
+    /// `exists(x, p)`.
+    Exists,
+    /// `exists_one(x, p)`.
+    ExistsOne,
+    /// `map(x, f)`, `map(x, p, f)` and `filter(x, p)` (a `map` of `x` filtered by `p`).
+    Map,
+}
+
+/// The longest `lists.range(n)` built in direct form (a longer one is the interpreter's).
+const MAX_RANGE: i64 = 100_000;
+
+/// A charge the interpreter makes to the CEL cost meter (see `crate::cost`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Charge {
+    /// A regex scan of this many bytes.
+    Regex(usize),
+    /// Units: a comprehension's iteration, a walk of a list or a string inside a loop.
+    Units(u64),
+}
+
+/// The charges an evaluation in direct form made, in the interpreter's order, to be charged
+/// once the form answered (charging as it goes would charge twice when it then gives up). The
+/// form gives up once they pass the per-expression budget: the interpreter then stops where
+/// the budget runs out, and a direct evaluation never does more work than the budget allows.
+#[derive(Debug)]
+pub(crate) struct Charges {
+    list: Vec<Charge>,
+    units: u64,
+    limit: u64,
+}
+
+impl Charges {
+    /// No charges yet, under the per-expression budget in force.
+    pub(crate) fn new() -> Charges {
+        Charges {
+            list: Vec::new(),
+            units: 0,
+            limit: crate::cost::expression_limit(),
+        }
+    }
+
+    /// The charges, in order.
+    pub(crate) fn into_list(self) -> Vec<Charge> {
+        self.list
+    }
+
+    fn len(&self) -> usize {
+        self.list.len()
+    }
+
+    /// Records `c`; `None` once the charges pass the per-expression budget.
+    fn push(&mut self, c: Charge) -> Option<()> {
+        let units = match c {
+            Charge::Regex(bytes) => crate::cost::regex_units(bytes),
+            Charge::Units(n) => n,
+        };
+        self.units = self.units.saturating_add(units);
+        self.list.push(c);
+        (self.units <= self.limit).then_some(())
+    }
+
+    /// Records again the charges made in `made`: an operand the interpreter evaluates twice
+    /// (once to charge its walk, once to walk it).
+    fn repeat(&mut self, made: std::ops::Range<usize>) -> Option<()> {
+        for i in made {
+            let c = *self.list.get(i)?;
+            self.push(c)?;
+        }
+        Some(())
+    }
+}
+
+/// A comprehension's variable, bound to the element it visits; inner ones first.
+struct Local<'a, 'l> {
+    name: &'a str,
+    value: Item<'a>,
+    next: Locals<'a, 'l>,
+}
+
+/// The comprehension variables in scope (innermost first).
+type Locals<'a, 'l> = Option<&'l Local<'a, 'l>>;
+
+/// An element a comprehension visits.
+enum Item<'a> {
+    /// An element of a list JSON holds.
+    Json(&'a Value),
+    /// A key of a mapping JSON holds.
+    Key(&'a str),
+    /// An element of a list the expression built.
+    Owned(Value),
+}
+
+/// The value of comprehension variable `name`, when one is in scope.
+fn local<'a>(locals: Locals<'a, '_>, name: &str) -> Option<V<'a>> {
+    let mut cur = locals;
+    while let Some(l) = cur {
+        if l.name == name {
+            return Some(match &l.value {
+                Item::Json(v) => V::Json(v),
+                Item::Key(k) => V::Str(k),
+                Item::Owned(v) => V::Owned(v.clone()),
+            });
+        }
+        cur = l.next;
+    }
+    None
+}
+
+/// Units of the interpreter's charge for a walk of the list `v` inside a loop: its length (a
+/// mapping's lookups, anything else: none).
+fn list_units(v: &V<'_>) -> u64 {
+    match v.json() {
+        Some(Value::Array(items)) => u64::try_from(items.len()).unwrap_or(u64::MAX),
+        _ => 0,
+    }
+}
+
+/// Units of the interpreter's charge for a walk of the string `v` inside a loop (anything
+/// else: none).
+fn text_units(v: &V<'_>) -> u64 {
+    v.str().map_or(0, |s| crate::cost::text_units(s.len()))
 }
 
 /// A value met while evaluating a [`Direct`] form.
@@ -200,13 +351,25 @@ impl V<'_> {
 impl Direct {
     /// `e` in direct form, when every part of it has one.
     pub(crate) fn of(e: &IdedExpr) -> Option<Direct> {
+        Direct::of_at(e, false)
+    }
+
+    /// `e` in direct form; `looped`: it is evaluated once per iteration of an enclosing
+    /// comprehension, where the interpreter charges walks of lists and strings.
+    fn of_at(e: &IdedExpr, looped: bool) -> Option<Direct> {
+        let of = |x: &IdedExpr| Direct::of_at(x, looped).map(Box::new);
         Some(match &e.expr {
             AstExpr::Literal(LiteralValue::Double(_) | LiteralValue::UInt(_)) => return None,
             AstExpr::List(l) if !l.elements.is_empty() => {
                 if !l.optional_indices.is_empty() {
                     return None;
                 }
-                Direct::List(l.elements.iter().map(Direct::of).collect::<Option<_>>()?)
+                Direct::List(
+                    l.elements
+                        .iter()
+                        .map(|x| Direct::of_at(x, looped))
+                        .collect::<Option<_>>()?,
+                )
             }
             AstExpr::Literal(_) | AstExpr::List(_) | AstExpr::Map(_) => {
                 Direct::Literal(literal_json(e)?)
@@ -217,8 +380,9 @@ impl Direct {
                 key: s.field.clone(),
             },
             AstExpr::Select(_) => Direct::path(e)?,
+            AstExpr::Comprehension(c) => Direct::comprehension(c, looped)?,
             AstExpr::Call(c) => {
-                let arg = |i: usize| Direct::of(c.args.get(i)?).map(Box::new);
+                let arg = |i: usize| of(c.args.get(i)?);
                 match (c.func_name.as_str(), c.target.as_deref(), c.args.len()) {
                     (operators::OPT_SELECT | operators::OPT_INDEX, None, 2) => Direct::path(e)?,
                     ("orValue", Some(t), 1) => {
@@ -228,11 +392,11 @@ impl Direct {
                             }
                             _ => literal_json(&c.args[0])?,
                         };
-                        Direct::OrValue(Box::new(Direct::of(t)?), default)
+                        Direct::OrValue(of(t)?, default)
                     }
-                    ("hasValue", Some(t), 0) => Direct::HasValue(Box::new(Direct::of(t)?)),
-                    ("size", Some(t), 0) => Direct::Size(Box::new(Direct::of(t)?)),
-                    ("size", None, 1) => Direct::Size(arg(0)?),
+                    ("hasValue", Some(t), 0) => Direct::HasValue(of(t)?),
+                    ("size", Some(t), 0) => Direct::Size(of(t)?, looped && scans_text(t)),
+                    ("size", None, 1) => Direct::Size(arg(0)?, looped && scans_text(&c.args[0])),
                     (operators::LOGICAL_NOT, None, 1) => Direct::Not(arg(0)?),
                     (operators::LOGICAL_AND, None, 2) => Direct::And(arg(0)?, arg(1)?),
                     (operators::LOGICAL_OR, None, 2) => Direct::Or(arg(0)?, arg(1)?),
@@ -254,22 +418,29 @@ impl Direct {
                                 })
                                 .collect::<Option<_>>()?,
                         ),
-                        _ => Direct::In(arg(0)?, arg(1)?),
+                        _ => Direct::In(arg(0)?, arg(1)?, looped && scans_list(&c.args[1])),
                     },
                     (operators::INDEX, None, 2) => Direct::Index(arg(0)?, arg(1)?),
                     ("typeName", None, 1) => Direct::TypeName(arg(0)?),
                     ("goQuote", None, 1) => Direct::GoQuote(arg(0)?),
                     (operators::ADD, None, 2) => Direct::Add(arg(0)?, arg(1)?),
                     (operators::SUBSTRACT, None, 2) => Direct::Subtract(arg(0)?, arg(1)?),
-                    ("split", Some(t), 1) => Direct::Split(Box::new(Direct::of(t)?), arg(0)?),
-                    ("join", Some(t), 0) => Direct::Join(Box::new(Direct::of(t)?), None),
-                    ("join", Some(t), 1) => Direct::Join(Box::new(Direct::of(t)?), Some(arg(0)?)),
-                    ("matches", Some(t), 1) => Direct::Matches(Box::new(Direct::of(t)?), arg(0)?),
-                    ("startsWith", Some(t), 1) => {
-                        Direct::Text(0, Box::new(Direct::of(t)?), arg(0)?)
+                    ("split", Some(t), 1) => {
+                        Direct::Split(of(t)?, arg(0)?, looped && scans_text(t))
                     }
-                    ("endsWith", Some(t), 1) => Direct::Text(1, Box::new(Direct::of(t)?), arg(0)?),
-                    ("contains", Some(t), 1) => Direct::Text(2, Box::new(Direct::of(t)?), arg(0)?),
+                    ("join", Some(t), 0) => Direct::Join(of(t)?, None, looped && scans_list(t)),
+                    ("join", Some(t), 1) => {
+                        Direct::Join(of(t)?, Some(arg(0)?), looped && scans_list(t))
+                    }
+                    ("range", Some(lists), 1) if matches!(&lists.expr, AstExpr::Ident(l) if l == "lists") => {
+                        Direct::Range(arg(0)?)
+                    }
+                    ("matches", Some(t), 1) => Direct::Matches(of(t)?, arg(0)?),
+                    ("startsWith", Some(t), 1) => Direct::Text(0, of(t)?, arg(0)?, false),
+                    ("endsWith", Some(t), 1) => Direct::Text(1, of(t)?, arg(0)?, false),
+                    ("contains", Some(t), 1) => {
+                        Direct::Text(2, of(t)?, arg(0)?, looped && scans_text(t))
+                    }
                     (
                         op @ (operators::LESS
                         | operators::LESS_EQUALS
@@ -296,6 +467,93 @@ impl Direct {
         })
     }
 
+    /// A comprehension of one of the [`Macro`]s, in the shape the parser expands it to.
+    fn comprehension(c: &ComprehensionExpr, looped: bool) -> Option<Direct> {
+        if c.iter_var2.is_some() {
+            return None;
+        }
+        let accu = c.accu_var.as_str();
+        let is_accu = |e: &IdedExpr| matches!(&e.expr, AstExpr::Ident(n) if n == accu);
+        let call = |e: &'_ IdedExpr, name: &str, n: usize| match &e.expr {
+            AstExpr::Call(x) if x.func_name == name && x.target.is_none() && x.args.len() == n => {
+                Some(x.args.clone())
+            }
+            _ => None,
+        };
+        let is_bool = |e: &IdedExpr, b: bool| matches!(&e.expr, AstExpr::Literal(LiteralValue::Boolean(x)) if *x.inner() == b);
+        let is_int = |e: &IdedExpr, i: i64| matches!(&e.expr, AstExpr::Literal(LiteralValue::Int(x)) if *x.inner() == i);
+        let body = |e: &IdedExpr| Direct::of_at(e, true).map(Box::new);
+        // `@result + [f]`: the element appended.
+        let appended = |e: &IdedExpr| match call(e, operators::ADD, 2)?.as_slice() {
+            [l, r] if is_accu(l) => match &r.expr {
+                AstExpr::List(list)
+                    if list.elements.len() == 1 && list.optional_indices.is_empty() =>
+                {
+                    Some(list.elements[0].clone())
+                }
+                _ => None,
+            },
+            _ => None,
+        };
+        let (kind, test, value) = if is_bool(&c.accu_init, true)
+            && is_accu(&c.result)
+            && call(&c.loop_cond, operators::NOT_STRICTLY_FALSE, 1).is_some_and(|a| is_accu(&a[0]))
+        {
+            match call(&c.loop_step, operators::LOGICAL_AND, 2)?.as_slice() {
+                [l, p] if is_accu(l) => (Macro::All, Some(body(p)?), None),
+                _ => return None,
+            }
+        } else if is_bool(&c.accu_init, false)
+            && is_accu(&c.result)
+            && call(&c.loop_cond, operators::NOT_STRICTLY_FALSE, 1)
+                .and_then(|a| call(&a[0], operators::LOGICAL_NOT, 1))
+                .is_some_and(|a| is_accu(&a[0]))
+        {
+            match call(&c.loop_step, operators::LOGICAL_OR, 2)?.as_slice() {
+                [l, p] if is_accu(l) => (Macro::Exists, Some(body(p)?), None),
+                _ => return None,
+            }
+        } else if is_int(&c.accu_init, 0) && is_bool(&c.loop_cond, true) {
+            match (
+                call(&c.loop_step, operators::CONDITIONAL, 3)?.as_slice(),
+                call(&c.result, operators::EQUALS, 2)?.as_slice(),
+            ) {
+                ([p, step, otherwise], [r, one])
+                    if is_accu(otherwise)
+                        && is_accu(r)
+                        && is_int(one, 1)
+                        && call(step, operators::ADD, 2)
+                            .is_some_and(|a| is_accu(&a[0]) && is_int(&a[1], 1)) =>
+                {
+                    (Macro::ExistsOne, Some(body(p)?), None)
+                }
+                _ => return None,
+            }
+        } else if matches!(&c.accu_init.expr, AstExpr::List(l) if l.elements.is_empty())
+            && is_bool(&c.loop_cond, true)
+            && is_accu(&c.result)
+        {
+            match appended(&c.loop_step) {
+                Some(f) => (Macro::Map, None, Some(body(&f)?)),
+                None => match call(&c.loop_step, operators::CONDITIONAL, 3)?.as_slice() {
+                    [g, step, otherwise] if is_accu(otherwise) => {
+                        (Macro::Map, Some(body(g)?), Some(body(&appended(step)?)?))
+                    }
+                    _ => return None,
+                },
+            }
+        } else {
+            return None;
+        };
+        Some(Direct::Comprehension {
+            kind,
+            range: Box::new(Direct::of_at(&c.iter_range, looped)?),
+            var: c.iter_var.clone(),
+            test,
+            value,
+        })
+    }
+
     /// `e` as an identifier followed by plain and optional selects.
     fn path(e: &IdedExpr) -> Option<Direct> {
         let (root, steps) = select_chain(e)?;
@@ -305,24 +563,24 @@ impl Direct {
     /// The boolean the expression gives in `scope`, when this form answers it (see the module
     /// docs); `None` leaves it to the interpreter.
     ///
-    /// `scans` receives the length in bytes of each text a regex function scanned, in order:
-    /// the interpreter charges those to the cost meter, and so must the caller, once this form
-    /// answered (charging as it goes would charge twice when it then gives up).
-    pub(crate) fn eval_bool(&self, scope: &Scope, scans: &mut Vec<usize>) -> Option<bool> {
+    /// `charges` receives the charges the interpreter makes to the cost meter (regex scans,
+    /// comprehension iterations, walks inside loops), in its order: the caller makes them once
+    /// this form answered ([`Charges`]).
+    pub(crate) fn eval_bool(&self, scope: &Scope, charges: &mut Charges) -> Option<bool> {
         if !ENABLED.load(Ordering::Relaxed) {
             return None;
         }
-        self.eval(scope, scans)?.bool()
+        self.eval(scope, None, charges)?.bool()
     }
 
     /// The value the expression gives in `scope` when it is a string, an int, a bool or null
     /// (a message, a field path, a template's value), as the interpreter gives it; `None`
-    /// leaves it to the interpreter. `scans` as for [`Direct::eval_bool`].
-    pub(crate) fn eval_scalar(&self, scope: &Scope, scans: &mut Vec<usize>) -> Option<Cel> {
+    /// leaves it to the interpreter. `charges` as for [`Direct::eval_bool`].
+    pub(crate) fn eval_scalar(&self, scope: &Scope, charges: &mut Charges) -> Option<Cel> {
         if !ENABLED.load(Ordering::Relaxed) {
             return None;
         }
-        let v = self.eval(scope, scans)?;
+        let v = self.eval(scope, None, charges)?;
         Some(match v.scalar()? {
             Scalar::Null => Cel::Null,
             Scalar::Bool(b) => Cel::Bool(b),
@@ -331,25 +589,20 @@ impl Direct {
         })
     }
 
-    /// The items of the list the expression gives in `scope`, when it builds one whose
-    /// mappings and lists are all its own (`[['a', object.x], ['b', object.y]]`): the
-    /// interpreter copies such a list to JSON as it is; `None` leaves it to the interpreter.
-    /// `scans` as for [`Direct::eval_bool`].
+    /// The items of the list the expression gives in `scope`, when it builds one
+    /// (`[['a', object.x], ['b', object.y]]`, `object.l.filter(x, …)`): the interpreter copies
+    /// such a list to JSON as it is; `None` leaves it to the interpreter. `charges` as for
+    /// [`Direct::eval_bool`].
     pub(crate) fn eval_built_list(
         &self,
         scope: &Scope,
-        scans: &mut Vec<usize>,
+        charges: &mut Charges,
     ) -> Option<Vec<Value>> {
         if !ENABLED.load(Ordering::Relaxed) {
             return None;
         }
-        let items = match self.eval(scope, scans)? {
-            V::Pure(Value::Array(items)) => items,
-            V::Owned(Value::Array(items))
-                if items.iter().all(|x| !x.is_object() && !x.is_array()) =>
-            {
-                items
-            }
+        let items = match self.eval(scope, None, charges)? {
+            V::Pure(Value::Array(items)) | V::Owned(Value::Array(items)) => items,
             _ => return None,
         };
         // The interpreter's uint has no JSON form: a list holding one it keeps as its own.
@@ -362,31 +615,25 @@ impl Direct {
     /// The value the expression gives in `scope`, stored as the interpreter's value would be
     /// stored for a variable (see `Lazy::compute`): a mapping or list of a bound document at its
     /// place (`place_of`), any other JSON value as JSON; `None` leaves it to the interpreter.
-    /// `scans` as for [`Direct::eval_bool`].
+    /// `charges` as for [`Direct::eval_bool`].
     pub(crate) fn eval_stored(
         &self,
         scope: &Scope,
-        scans: &mut Vec<usize>,
+        charges: &mut Charges,
         place_of: impl Fn(&dyn Val) -> Option<(std::sync::Arc<Value>, std::sync::Arc<[String]>)>,
     ) -> Option<Stored> {
         if !ENABLED.load(Ordering::Relaxed) {
             return None;
         }
-        let v = self.eval(scope, scans)?;
+        let v = self.eval(scope, None, charges)?;
         if let V::Json(v @ (Value::Object(_) | Value::Array(_))) = v
             && let Some((root, path)) = place_of(crate::view::view(v).as_ref())
         {
             return Some(Stored::Json { root, path });
         }
-        // A mapping or list the expression built from parts of a document (`[object.a][0]`) is,
-        // in the interpreter, views of those parts, which keep their places; a copy would not.
-        if let V::Owned(built) = &v
-            && match built {
-                Value::Object(_) => true,
-                Value::Array(items) => items.iter().any(|x| x.is_object() || x.is_array()),
-                _ => false,
-            }
-        {
+        // A list the expression built is copied, by the interpreter too, parts of a document
+        // and all (a part taken out of it again is left to the interpreter, see `Index`).
+        if let V::Owned(Value::Object(_)) = &v {
             return None;
         }
         let v = v.into_json()?;
@@ -397,15 +644,24 @@ impl Direct {
         Some(Stored::json(v))
     }
 
-    fn eval<'a>(&'a self, scope: &'a Scope, scans: &mut Vec<usize>) -> Option<V<'a>> {
+    fn eval<'a>(
+        &'a self,
+        scope: &'a Scope,
+        locals: Locals<'a, '_>,
+        charges: &mut Charges,
+    ) -> Option<V<'a>> {
         Some(match self {
             Direct::Literal(v) => V::Json(v),
             Direct::Path { root, steps } => {
-                let mut cur = match place(scope, root)? {
-                    Place::Json(v) => V::Json(v),
-                    Place::Bool(b) => V::Bool(b),
-                    Place::Int(i) => V::Int(i),
-                    Place::Str(s) => V::Str(s),
+                // A comprehension's variable shadows every other name, as in the interpreter.
+                let mut cur = match local(locals, root) {
+                    Some(v) => v,
+                    None => match place(scope, root)? {
+                        Place::Json(v) => V::Json(v),
+                        Place::Bool(b) => V::Bool(b),
+                        Place::Int(i) => V::Int(i),
+                        Place::Str(s) => V::Str(s),
+                    },
                 };
                 for (key, optional) in steps {
                     cur = match (cur, optional) {
@@ -424,34 +680,37 @@ impl Direct {
                 }
                 cur
             }
-            Direct::Has { operand, key } => match operand.eval(scope, scans)?.json()? {
+            Direct::Has { operand, key } => match operand.eval(scope, locals, charges)?.json()? {
                 Value::Object(m) => V::Bool(crate::view::json_field(m, key).is_some()),
                 _ => return None,
             },
-            Direct::OrValue(o, default) => match o.eval(scope, scans)? {
+            Direct::OrValue(o, default) => match o.eval(scope, locals, charges)? {
                 V::Optional(Some(v)) => V::Json(v),
                 V::Optional(None) => V::Json(default),
                 _ => return None,
             },
-            Direct::HasValue(o) => match o.eval(scope, scans)? {
+            Direct::HasValue(o) => match o.eval(scope, locals, charges)? {
                 V::Optional(v) => V::Bool(v.is_some()),
                 _ => return None,
             },
-            Direct::Not(x) => V::Bool(!x.eval(scope, scans)?.bool()?),
-            Direct::And(a, b) => match a.eval(scope, scans)?.bool()? {
+            Direct::Not(x) => V::Bool(!x.eval(scope, locals, charges)?.bool()?),
+            Direct::And(a, b) => match a.eval(scope, locals, charges)?.bool()? {
                 false => V::Bool(false),
-                true => V::Bool(b.eval(scope, scans)?.bool()?),
+                true => V::Bool(b.eval(scope, locals, charges)?.bool()?),
             },
-            Direct::Or(a, b) => match a.eval(scope, scans)?.bool()? {
+            Direct::Or(a, b) => match a.eval(scope, locals, charges)?.bool()? {
                 true => V::Bool(true),
-                false => V::Bool(b.eval(scope, scans)?.bool()?),
+                false => V::Bool(b.eval(scope, locals, charges)?.bool()?),
             },
-            Direct::Cond(c, a, b) => match c.eval(scope, scans)?.bool()? {
-                true => a.eval(scope, scans)?,
-                false => b.eval(scope, scans)?,
+            Direct::Cond(c, a, b) => match c.eval(scope, locals, charges)?.bool()? {
+                true => a.eval(scope, locals, charges)?,
+                false => b.eval(scope, locals, charges)?,
             },
             Direct::Equals(equal, a, b) => {
-                let (a, b) = (a.eval(scope, scans)?, b.eval(scope, scans)?);
+                let (a, b) = (
+                    a.eval(scope, locals, charges)?,
+                    b.eval(scope, locals, charges)?,
+                );
                 let (a, b) = (a.scalar()?, b.scalar()?);
                 if std::mem::discriminant(&a) != std::mem::discriminant(&b) {
                     return None;
@@ -459,7 +718,10 @@ impl Direct {
                 V::Bool((a == b) == *equal)
             }
             Direct::Compare(op, a, b) => {
-                let (a, b) = (a.eval(scope, scans)?.int()?, b.eval(scope, scans)?.int()?);
+                let (a, b) = (
+                    a.eval(scope, locals, charges)?.int()?,
+                    b.eval(scope, locals, charges)?.int()?,
+                );
                 V::Bool(match *op {
                     operators::LESS => a < b,
                     operators::LESS_EQUALS => a <= b,
@@ -467,8 +729,14 @@ impl Direct {
                     _ => a >= b,
                 })
             }
-            Direct::Size(x) => {
-                let x = x.eval(scope, scans)?;
+            Direct::Size(x, charged) => {
+                let from = charges.len();
+                let x = x.eval(scope, locals, charges)?;
+                if *charged {
+                    let made = from..charges.len();
+                    charges.push(Charge::Units(text_units(&x)))?;
+                    charges.repeat(made)?;
+                }
                 let n = match (x.str(), x.json()) {
                     (Some(s), _) => s.chars().count(),
                     (_, Some(Value::Array(a))) => a.len(),
@@ -477,8 +745,22 @@ impl Direct {
                 };
                 V::Int(i64::try_from(n).ok()?)
             }
-            Direct::In(x, c) => {
-                let (x, c) = (x.eval(scope, scans)?, c.eval(scope, scans)?);
+            Direct::In(x, c, charged) => {
+                let (x, c) = if *charged {
+                    // The interpreter walks `c` to charge it, then evaluates `x in c`.
+                    let from = charges.len();
+                    let c = c.eval(scope, locals, charges)?;
+                    let made = from..charges.len();
+                    charges.push(Charge::Units(list_units(&c)))?;
+                    let x = x.eval(scope, locals, charges)?;
+                    charges.repeat(made)?;
+                    (x, c)
+                } else {
+                    (
+                        x.eval(scope, locals, charges)?,
+                        c.eval(scope, locals, charges)?,
+                    )
+                };
                 let x = x.scalar()?;
                 match c.json()? {
                     Value::Object(m) => match x {
@@ -490,11 +772,14 @@ impl Direct {
                 }
             }
             Direct::InList(x, items) => {
-                let x = x.eval(scope, scans)?;
+                let x = x.eval(scope, locals, charges)?;
                 V::Bool(contains(&x.scalar()?, items)?)
             }
             Direct::Index(x, k) => {
-                let (x, k) = (x.eval(scope, scans)?, k.eval(scope, scans)?);
+                let (x, k) = (
+                    x.eval(scope, locals, charges)?,
+                    k.eval(scope, locals, charges)?,
+                );
                 let k = k.scalar()?;
                 match (x, k) {
                     (V::Json(Value::Object(m)), Scalar::Str(k)) => {
@@ -503,13 +788,26 @@ impl Direct {
                     (V::Json(Value::Array(items)), Scalar::Int(i)) => {
                         V::Json(items.get(usize::try_from(i).ok()?)?)
                     }
-                    (V::Owned(Value::Object(mut m)), Scalar::Str(k)) => V::Owned(m.remove(k)?),
+                    (V::Owned(Value::Object(mut m)), Scalar::Str(k)) => {
+                        let item = m.remove(k)?;
+                        if item.is_object() || item.is_array() {
+                            return None;
+                        }
+                        V::Owned(item)
+                    }
+                    // A mapping or list of a document taken out of a list the expression
+                    // built (`[object.a][0]`) is, in the interpreter, that part itself, which
+                    // keeps its place; a copy would not.
                     (V::Owned(Value::Array(mut items)), Scalar::Int(i)) => {
                         let i = usize::try_from(i).ok()?;
                         if i >= items.len() {
                             return None;
                         }
-                        V::Owned(items.swap_remove(i))
+                        let item = items.swap_remove(i);
+                        if item.is_object() || item.is_array() {
+                            return None;
+                        }
+                        V::Owned(item)
                     }
                     (V::Pure(Value::Array(mut items)), Scalar::Int(i)) => {
                         let i = usize::try_from(i).ok()?;
@@ -522,7 +820,7 @@ impl Direct {
                 }
             }
             Direct::TypeName(x) => {
-                let x = x.eval(scope, scans)?;
+                let x = x.eval(scope, locals, charges)?;
                 V::Str(match (&x, x.json()) {
                     (_, Some(Value::Null)) => "null",
                     (V::Bool(_), _) | (_, Some(Value::Bool(_))) => "bool",
@@ -539,14 +837,18 @@ impl Direct {
                 })
             }
             Direct::Matches(text, pattern) => {
-                let (text, pattern) = (text.eval(scope, scans)?, pattern.eval(scope, scans)?);
+                let (text, pattern) = (
+                    text.eval(scope, locals, charges)?,
+                    pattern.eval(scope, locals, charges)?,
+                );
                 let (text, pattern) = (text.str()?, pattern.str()?);
                 let re = super::cached_regex(pattern).ok()?;
-                scans.push(text.len());
+                charges.push(Charge::Regex(text.len()))?;
                 V::Bool(re.is_match(text))
             }
-            Direct::Text(how, text, arg) => {
-                let (text, arg) = (text.eval(scope, scans)?, arg.eval(scope, scans)?);
+            Direct::Text(how, text, arg, charged) => {
+                let text = text_charged(text, *charged, scope, locals, charges)?;
+                let arg = arg.eval(scope, locals, charges)?;
                 let (text, arg) = (text.str()?, arg.str()?);
                 V::Bool(match how {
                     0 => text.starts_with(arg),
@@ -558,14 +860,17 @@ impl Direct {
                 let mut pure = true;
                 let mut out = Vec::with_capacity(items.len());
                 for x in items {
-                    let x = x.eval(scope, scans)?;
+                    let x = x.eval(scope, locals, charges)?;
                     pure &= x.is_own();
                     out.push(x.into_json()?);
                 }
                 built(Value::Array(out), pure)
             }
             Direct::Add(a, b) => {
-                let (a, b) = (a.eval(scope, scans)?, b.eval(scope, scans)?);
+                let (a, b) = (
+                    a.eval(scope, locals, charges)?,
+                    b.eval(scope, locals, charges)?,
+                );
                 if let (Some(x), Some(y)) = (a.str(), b.str()) {
                     V::Pure(Value::String(format!("{x}{y}")))
                 } else if let (Some(x), Some(y)) = (a.int(), b.int()) {
@@ -585,11 +890,15 @@ impl Direct {
                 }
             }
             Direct::Subtract(a, b) => {
-                let (a, b) = (a.eval(scope, scans)?.int()?, b.eval(scope, scans)?.int()?);
+                let (a, b) = (
+                    a.eval(scope, locals, charges)?.int()?,
+                    b.eval(scope, locals, charges)?.int()?,
+                );
                 V::Int(a.checked_sub(b)?)
             }
-            Direct::Split(text, sep) => {
-                let (text, sep) = (text.eval(scope, scans)?, sep.eval(scope, scans)?);
+            Direct::Split(text, sep, charged) => {
+                let text = text_charged(text, *charged, scope, locals, charges)?;
+                let sep = sep.eval(scope, locals, charges)?;
                 let (text, sep) = (text.str()?, sep.str()?);
                 if sep.is_empty() {
                     return None;
@@ -600,10 +909,16 @@ impl Direct {
                         .collect(),
                 ))
             }
-            Direct::Join(list, sep) => {
-                let list = list.eval(scope, scans)?;
+            Direct::Join(list, sep, charged) => {
+                let from = charges.len();
+                let list = list.eval(scope, locals, charges)?;
+                if *charged {
+                    let made = from..charges.len();
+                    charges.push(Charge::Units(list_units(&list)))?;
+                    charges.repeat(made)?;
+                }
                 let sep = match sep {
-                    Some(sep) => Some(sep.eval(scope, scans)?),
+                    Some(sep) => Some(sep.eval(scope, locals, charges)?),
                     None => None,
                 };
                 let sep = match &sep {
@@ -619,8 +934,34 @@ impl Direct {
                     .collect::<Option<Vec<_>>>()?;
                 V::Pure(Value::String(parts.join(sep)))
             }
+            Direct::Range(n) => {
+                let n = n.eval(scope, locals, charges)?.int()?;
+                if !(0..=MAX_RANGE).contains(&n) {
+                    return None;
+                }
+                V::Pure(Value::Array((0..n).map(Value::from).collect()))
+            }
+            Direct::Comprehension {
+                kind,
+                range,
+                var,
+                test,
+                value,
+            } => {
+                let range = range.eval(scope, locals, charges)?;
+                comprehension(
+                    *kind,
+                    range,
+                    var,
+                    test.as_deref(),
+                    value.as_deref(),
+                    scope,
+                    locals,
+                    charges,
+                )?
+            }
             Direct::GoQuote(x) => {
-                let x = x.eval(scope, scans)?;
+                let x = x.eval(scope, locals, charges)?;
                 V::Pure(Value::String(crate::quote::go_quote(x.str()?)))
             }
         })
@@ -630,6 +971,95 @@ impl Direct {
 /// A value the expression built: [`V::Pure`] when `pure`, else [`V::Owned`].
 fn built(v: Value, pure: bool) -> V<'static> {
     if pure { V::Pure(v) } else { V::Owned(v) }
+}
+
+/// `text` evaluated as the operand of a string function: when the interpreter charges its walk
+/// (inside a loop), it evaluates `text` once to charge it and once to call the function.
+fn text_charged<'a>(
+    text: &'a Direct,
+    charged: bool,
+    scope: &'a Scope,
+    locals: Locals<'a, '_>,
+    charges: &mut Charges,
+) -> Option<V<'a>> {
+    let from = charges.len();
+    let v = text.eval(scope, locals, charges)?;
+    if charged {
+        let made = from..charges.len();
+        charges.push(Charge::Units(text_units(&v)))?;
+        charges.repeat(made)?;
+    }
+    Some(v)
+}
+
+/// A comprehension of `kind` over `range` (the elements of a list, the keys of a mapping), with
+/// the interpreter's charges: for `all`, `exists` and `exists_one`, one unit each time the loop
+/// condition is evaluated (before each element, until `all` meets a false or `exists` a true);
+/// for `map` and `filter`, one unit per element, made by the filter or the element appended.
+#[allow(clippy::too_many_arguments)]
+fn comprehension<'a>(
+    kind: Macro,
+    range: V<'a>,
+    var: &'a str,
+    test: Option<&'a Direct>,
+    value: Option<&'a Direct>,
+    scope: &'a Scope,
+    locals: Locals<'a, '_>,
+    charges: &mut Charges,
+) -> Option<V<'a>> {
+    let items: Vec<Item<'a>> = match range {
+        V::Json(Value::Array(items)) => items.iter().map(Item::Json).collect(),
+        V::Json(Value::Object(m)) => m.keys().map(|k| Item::Key(k.as_str())).collect(),
+        V::Pure(Value::Array(items)) | V::Owned(Value::Array(items)) => {
+            items.into_iter().map(Item::Owned).collect()
+        }
+        _ => return None,
+    };
+    // `all`: still true; `exists`: still false.
+    let mut going = true;
+    let mut found = 0u32;
+    let mut out = Vec::new();
+    let mut pure = true;
+    for item in items {
+        if kind != Macro::Map {
+            charges.push(Charge::Units(1))?;
+            if !going {
+                break;
+            }
+        }
+        let bound = Local {
+            name: var,
+            value: item,
+            next: locals,
+        };
+        let inner = Some(&bound);
+        match kind {
+            Macro::All => going = test?.eval(scope, inner, charges)?.bool()?,
+            Macro::Exists => going = !test?.eval(scope, inner, charges)?.bool()?,
+            Macro::ExistsOne => {
+                if test?.eval(scope, inner, charges)?.bool()? {
+                    found = found.saturating_add(1);
+                }
+            }
+            Macro::Map => {
+                charges.push(Charge::Units(1))?;
+                if let Some(t) = test
+                    && !t.eval(scope, inner, charges)?.bool()?
+                {
+                    continue;
+                }
+                let v = value?.eval(scope, inner, charges)?;
+                pure &= v.is_own();
+                out.push(v.into_json()?);
+            }
+        }
+    }
+    Some(match kind {
+        Macro::All => V::Bool(going),
+        Macro::Exists => V::Bool(!going),
+        Macro::ExistsOne => V::Bool(found == 1),
+        Macro::Map => built(Value::Array(out), pure),
+    })
 }
 
 /// Whether `x` is among `items`, when every one is a scalar of `x`'s kind (`None` otherwise:
@@ -834,13 +1264,178 @@ mod tests {
                     prop_oneof![Just("()"), Just("(',')"), Just("(1)")]
                 )
                     .prop_map(|(x, sep)| format!("({x}).join{sep}")),
-                (inner.clone(), inner).prop_map(|(a, b)| format!("[{a}, {b}]")),
+                (inner.clone(), inner.clone()).prop_map(|(a, b)| format!("[{a}, {b}]")),
+                // Comprehensions over a list or a mapping of the document, or a range; the
+                // variable is `x`, and `y` in one nested inside.
+                (
+                    comprehended(),
+                    prop_oneof![
+                        Just("all"),
+                        Just("exists"),
+                        Just("exists_one"),
+                        Just("filter"),
+                        Just("map")
+                    ],
+                    body(inner.clone(), "x"),
+                )
+                    .prop_map(|(range, m, b)| format!("({range}).{m}(x, {b})")),
+                (
+                    comprehended(),
+                    body(inner.clone(), "x"),
+                    body(inner.clone(), "x")
+                )
+                    .prop_map(|(range, p, f)| format!("({range}).map(x, {p}, {f})")),
+                (
+                    comprehended(),
+                    comprehended().prop_map(|r| r.replace("object", "x")),
+                    body(inner, "y")
+                )
+                    .prop_map(|(range, inner_range, b)| {
+                        format!("({range}).exists(x, ({inner_range}).all(y, {b}))")
+                    }),
             ]
         })
     }
 
+    /// What a comprehension visits: a list or mapping of the document, a range, a list built.
+    fn comprehended() -> impl Strategy<Value = String> {
+        prop_oneof![
+            3 => key().prop_map(|k| format!("object.{k}")),
+            1 => (key(), key()).prop_map(|(a, b)| format!("object.?{a}.?{b}.orValue([])")),
+            1 => (0i64..4).prop_map(|n| format!("lists.range({n})")),
+            1 => Just("lists.range(size(object.a))".to_string()),
+            1 => Just("['a', 'b/c', 'a']".to_string()),
+        ]
+    }
+
+    /// A comprehension's body over its variable `var`: the expression given, or one reading
+    /// `var` as the rules do (a select, a size, a walk charged inside a loop).
+    fn body(
+        inner: impl Strategy<Value = String> + Clone + 'static,
+        var: &'static str,
+    ) -> impl Strategy<Value = String> {
+        prop_oneof![
+            1 => inner.clone(),
+            1 => key().prop_map(move |k| format!("{var}.?{k}.orValue('') == 'a'")),
+            1 => Just(format!("typeName({var}) == 'string' && size({var}) > 1")),
+            1 => Just(format!("{var} in object.a")),
+            1 => key().prop_map(move |k| format!("{var}.{k}")),
+            1 => Just(format!("string({var}).contains('/')")),
+            1 => Just(format!("{var}.contains('/') ? {var}.split('/')[0].size() <= 1 : true")),
+            1 => Just(format!("{var}.matches('^[a-c]+$')")),
+            1 => Just(format!("[{var}, 'x'].join('-')")),
+            1 => inner.prop_map(move |x| format!("({x}) || {var} == 1")),
+        ]
+    }
+
     fn as_json(v: V<'_>) -> Option<Value> {
         v.into_json()
+    }
+
+    /// Wherever the direct form of `text` answers over `object` and `other`, the interpreter
+    /// gives the same value (and no error) and makes the same charges: their total, and, under
+    /// budgets they overrun, the same failure.
+    fn holds_to_the_interpreter(
+        text: &str,
+        object: &Value,
+        other: &Value,
+    ) -> Result<(), TestCaseError> {
+        let Ok(e) = Expr::compile(text) else {
+            return Ok(());
+        };
+        let mut scope = Scope::new();
+        scope.bind("object", object);
+        scope.bind("other", other);
+        let Some(direct) = e.direct.as_ref() else {
+            return Ok(());
+        };
+        // A string, int, bool or null answered is the interpreter's CEL value.
+        if let Some(scalar) = direct.eval_scalar(&scope, &mut Charges::new()) {
+            match e.eval_with(&scope, crate::view::to_cel) {
+                Ok(v) => prop_assert_eq!(&scalar, &v, "{} on {} / {}", text, object, other),
+                Err(err) => prop_assert!(false, "{text}: direct {scalar:?}, interpreter {err}"),
+            }
+        }
+        let mut charges = Charges::new();
+        let Some(answer) = direct.eval(&scope, None, &mut charges).and_then(as_json) else {
+            return Ok(());
+        };
+        // The charges it reports are the interpreter's: their total, and, under a budget
+        // they overrun, the same failure.
+        let interpreted_units = {
+            let _document = crate::cost::DocumentBudget::open();
+            let _ = e.eval_with(&scope, |v| Ok(crate::view::to_json(v)));
+            crate::cost::DocumentBudget::used().unwrap_or(0)
+        };
+        prop_assert_eq!(
+            charges.units,
+            interpreted_units,
+            "{} on {} / {}",
+            text,
+            object,
+            other
+        );
+        for limit in [0, 1, 2, 5, charges.units.saturating_sub(1)] {
+            let limits = crate::limits::Limits {
+                cel_cost: limit,
+                ..crate::limits::Limits::default()
+            };
+            let (direct_outcome, interpreted_outcome) =
+                crate::cost::with_test_limits(limits, || {
+                    let mut charges = Charges::new();
+                    let direct = direct
+                        .eval(&scope, None, &mut charges)
+                        .map(|_| crate::expr::charge_direct(charges).map_err(|e| e.to_string()));
+                    let interpreted = e.eval_with(&scope, |_| Ok(())).map_err(|e| e.to_string());
+                    (direct, interpreted)
+                });
+            // Past the budget the form gives up, and the interpreter's failure stands.
+            if let Some(direct_outcome) = direct_outcome {
+                prop_assert_eq!(
+                    direct_outcome,
+                    interpreted_outcome,
+                    "{} under {}",
+                    text,
+                    limit
+                );
+            }
+        }
+        let interpreted = e.eval_with(&scope, |v| Ok(crate::view::to_json(v)));
+        match interpreted {
+            Ok(Some(v)) => prop_assert_eq!(&answer, &v, "{} on {} / {}", text, object, other),
+            // A uint has no JSON form on the interpreter's side.
+            Ok(None) if holds_uint(&answer) => {}
+            other => prop_assert!(
+                false,
+                "{text} on {object} / {other:?}: direct {answer}, interpreter {interpreted:?}",
+                interpreted = other
+            ),
+        }
+        Ok(())
+    }
+
+    /// Documents whose fields are lists and mappings, as the comprehensions of the rules visit.
+    fn listed() -> impl Strategy<Value = Value> {
+        let text = prop_oneof![Just("a"), Just("a/b"), Just("abc"), Just(""), Just("c/")]
+            .prop_map(|s| Value::String(s.into()));
+        let item = prop_oneof![
+            2 => text.clone(),
+            1 => (-1i64..3).prop_map(Value::from),
+            2 => prop::collection::btree_map(
+                key().prop_map(String::from),
+                prop_oneof![text.clone(), prop::collection::vec(text.clone(), 0..3).prop_map(Value::Array)],
+                0..3,
+            )
+            .prop_map(|m| Value::Object(m.into_iter().collect())),
+        ];
+        (
+            prop::collection::vec(item.clone(), 0..5),
+            prop::collection::vec(item, 0..4),
+            prop::collection::btree_map(key().prop_map(String::from), text, 0..3),
+        )
+            .prop_map(|(a, b, c)| {
+                serde_json::json!({"a": a, "b": b, "c": Value::Object(c.into_iter().collect())})
+            })
     }
 
     proptest! {
@@ -851,45 +1446,25 @@ mod tests {
             ..ProptestConfig::default()
         })]
 
-        /// Wherever the direct form answers, the interpreter gives the same value (and no
-        /// error); the regex scans it reports are the texts `matches` read.
+        /// Over generated expressions and documents: see [`holds_to_the_interpreter`].
         #[test]
         fn the_direct_form_answers_as_the_interpreter(
             text in expr(),
             object in json(),
             other in json(),
         ) {
-            let Ok(e) = Expr::compile(&text) else {
-                return Ok(());
-            };
-            let mut scope = Scope::new();
-            scope.bind("object", &object);
-            scope.bind("other", &other);
-            let Some(direct) = e.direct.as_ref() else {
-                return Ok(());
-            };
-            // A string, int, bool or null answered is the interpreter's CEL value.
-            if let Some(scalar) = direct.eval_scalar(&scope, &mut Vec::new()) {
-                match e.eval_with(&scope, crate::view::to_cel) {
-                    Ok(v) => prop_assert_eq!(&scalar, &v, "{} on {} / {}", text, object, other),
-                    Err(err) => prop_assert!(false, "{text}: direct {scalar:?}, interpreter {err}"),
-                }
-            }
-            let mut scans = Vec::new();
-            let Some(answer) = direct.eval(&scope, &mut scans).and_then(as_json) else {
-                return Ok(());
-            };
-            let interpreted = e.eval_with(&scope, |v| Ok(crate::view::to_json(v)));
-            match interpreted {
-                Ok(Some(v)) => prop_assert_eq!(&answer, &v, "{} on {} / {}", text, object, other),
-                // A uint has no JSON form on the interpreter's side.
-                Ok(None) if holds_uint(&answer) => {}
-                other => prop_assert!(
-                    false,
-                    "{text} on {object} / {other:?}: direct {answer}, interpreter {interpreted:?}",
-                    interpreted = other
-                ),
-            }
+            holds_to_the_interpreter(&text, &object, &other)?;
+        }
+
+        /// Over documents of lists and mappings, which the comprehensions visit element by
+        /// element.
+        #[test]
+        fn comprehensions_answer_as_the_interpreter(
+            text in expr(),
+            object in listed(),
+            other in listed(),
+        ) {
+            holds_to_the_interpreter(&text, &object, &other)?;
         }
     }
 
@@ -925,7 +1500,10 @@ mod tests {
             ("object.k.split('/')", true),
             ("object.a == 2.5", false),
             ("object.a == 1u", false),
-            ("object.list.all(x, x > 1)", false),
+            ("object.list.all(x, x > 1)", true),
+            ("object.m.map(k, k.startsWith('a'), k + '/')", true),
+            ("object.list.all(x, x * 2 == 4)", false),
+            ("object.list.sortBy(x, x.n)", false),
             ("object.a * 2 == 4", false),
             ("[object.a, ?object.?b]", false),
         ];
@@ -940,7 +1518,10 @@ mod tests {
         for t in ["object.a <= 3", "size(object.metadata.name) <= 63"] {
             let e = Expr::compile(t).expect("compiles");
             let direct = e.direct.as_ref().expect("direct");
-            assert!(direct.eval(&scope, &mut Vec::new()).is_none(), "{t}");
+            assert!(
+                direct.eval(&scope, None, &mut Charges::new()).is_none(),
+                "{t}"
+            );
         }
         // A list built of scalars (and lists of them) is listed as JSON; one holding a list of
         // the document is left to the interpreter, which keeps that list's place.
@@ -949,7 +1530,7 @@ mod tests {
         let built = |t: &str| {
             let e = Expr::compile(t).expect("compiles");
             let direct = e.direct.as_ref().expect("direct");
-            direct.eval_built_list(&scope, &mut Vec::new())
+            direct.eval_built_list(&scope, &mut Charges::new())
         };
         assert_eq!(
             built("[['a', object.a], ['b', object.?b.orValue(0)]] + [['c']]"),
@@ -959,18 +1540,21 @@ mod tests {
                 serde_json::json!(["c"])
             ])
         );
-        assert_eq!(built("[object.l]"), None);
-        assert_eq!(built("[object.a] + object.l"), Some(vec![3.into(), 1.into()]));
+        assert_eq!(built("[object.l]"), Some(vec![serde_json::json!([1])]));
+        assert_eq!(
+            built("[object.a] + object.l"),
+            Some(vec![3.into(), 1.into()])
+        );
         let e =
             Expr::compile("object.metadata.?name.orValue('x').matches('^x$')").expect("compiles");
-        let mut scans = Vec::new();
+        let mut charges = Charges::new();
         assert_eq!(
             e.direct
                 .as_ref()
                 .expect("direct")
-                .eval_bool(&scope, &mut scans),
+                .eval_bool(&scope, &mut charges),
             Some(true)
         );
-        assert_eq!(scans, [1]);
+        assert_eq!(charges.into_list(), [Charge::Regex(1)]);
     }
 }
