@@ -115,6 +115,8 @@ pub(crate) enum Direct {
     },
     /// `goQuote(s)`.
     GoQuote(Box<Direct>),
+    /// `string(x)` of a string, an int or a bool.
+    ToString(Box<Direct>),
 }
 
 /// The comprehension macros the direct form takes.
@@ -314,6 +316,16 @@ impl V<'_> {
         }
     }
 
+    /// Whether the value is null (`None` for an optional, which is no value).
+    fn is_null(&self) -> Option<bool> {
+        match self {
+            V::Optional(_) => None,
+            V::Json(v) => Some(v.is_null()),
+            V::Owned(v) | V::Pure(v) => Some(v.is_null()),
+            V::Bool(_) | V::Int(_) | V::Str(_) => Some(false),
+        }
+    }
+
     /// Whether the value, as an element of a list the expression builds, is no mapping or list
     /// of a document (whose place the interpreter would keep).
     fn is_own(&self) -> bool {
@@ -423,6 +435,7 @@ impl Direct {
                     (operators::INDEX, None, 2) => Direct::Index(arg(0)?, arg(1)?),
                     ("typeName", None, 1) => Direct::TypeName(arg(0)?),
                     ("goQuote", None, 1) => Direct::GoQuote(arg(0)?),
+                    ("string", None, 1) => Direct::ToString(arg(0)?),
                     (operators::ADD, None, 2) => Direct::Add(arg(0)?, arg(1)?),
                     (operators::SUBSTRACT, None, 2) => Direct::Subtract(arg(0)?, arg(1)?),
                     ("split", Some(t), 1) => {
@@ -711,6 +724,11 @@ impl Direct {
                     a.eval(scope, locals, charges)?,
                     b.eval(scope, locals, charges)?,
                 );
+                // Null equals null only (`object.spec == null`, whatever the spec holds).
+                let (a_null, b_null) = (a.is_null()?, b.is_null()?);
+                if a_null || b_null {
+                    return Some(V::Bool((a_null && b_null) == *equal));
+                }
                 let (a, b) = (a.scalar()?, b.scalar()?);
                 if std::mem::discriminant(&a) != std::mem::discriminant(&b) {
                     return None;
@@ -963,6 +981,15 @@ impl Direct {
             Direct::GoQuote(x) => {
                 let x = x.eval(scope, locals, charges)?;
                 V::Pure(Value::String(crate::quote::go_quote(x.str()?)))
+            }
+            Direct::ToString(x) => {
+                let x = x.eval(scope, locals, charges)?;
+                V::Pure(Value::String(match x.scalar()? {
+                    Scalar::Str(s) => s.to_string(),
+                    Scalar::Int(i) => i.to_string(),
+                    Scalar::Bool(b) => b.to_string(),
+                    Scalar::Null => return None,
+                }))
             }
         })
     }
@@ -1258,6 +1285,8 @@ mod tests {
                     .clone()
                     .prop_map(|x| format!("({x}) in ['a', 1, true]")),
                 inner.clone().prop_map(|x| format!("goQuote({x})")),
+                inner.clone().prop_map(|x| format!("string({x})")),
+                inner.clone().prop_map(|x| format!("({x}) == null")),
                 inner.clone().prop_map(|x| format!("({x}).split('/')")),
                 (
                     inner.clone(),
