@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
-use nvcre_domain::{CheckRequest, check_document_in, input_objects};
+use nvcre_domain::{CheckRequest, check_document_in, input_objects, reads_objects};
 use nvcre_engine::{
     Chunk, ChunkReader, Document, Finding, Objects, RuleSet, Severity, Source, parse_chunk,
 };
@@ -411,14 +411,19 @@ struct Held {
     bytes: usize,
     /// The input outgrew the bounds: documents go straight to the batch.
     over: Option<Objects>,
+    /// A held document is checked by a pack that reads `objects` ([`reads_objects`]); without
+    /// one the view is not gathered (no copy of the input's documents).
+    reads: bool,
 }
 
 impl Held {
     /// Holds `doc` (or, past the bounds, passes it on); returns what may be checked now.
-    fn push(&mut self, name: &str, doc: Document, chunk: Arc<Chunk>) -> Vec<Pending> {
+    /// `reads`: whether checking `doc` reads `objects` ([`reads_objects`]).
+    fn push(&mut self, name: &str, doc: Document, chunk: Arc<Chunk>, reads: bool) -> Vec<Pending> {
         if let Some(o) = &self.over {
             return vec![(doc, chunk, o.clone())];
         }
+        self.reads |= reads;
         self.bytes += chunk.text.len();
         self.docs.push((doc, chunk));
         if self.docs.len() <= INPUT_DOCUMENTS && self.bytes <= INPUT_BYTES {
@@ -432,9 +437,16 @@ impl Held {
             .collect()
     }
 
-    /// The input ended: every held document, with the input's documents as `objects`.
-    fn finish(self) -> Vec<Pending> {
-        let objects = input_objects(self.docs.iter().map(|(d, _)| &d.value));
+    /// The input ended: every held document, with the input's documents as `objects` (when a
+    /// held document reads them).
+    fn finish(self, name: &str) -> Vec<Pending> {
+        let objects = if self.reads {
+            input_objects(self.docs.iter().map(|(d, _)| &d.value))
+        } else {
+            Objects::unavailable(&format!(
+                "objects: not gathered for {name}, since no rule that reads them checks its documents"
+            ))
+        };
         self.docs
             .into_iter()
             .map(|(d, c)| (d, c, objects.clone()))
@@ -725,7 +737,8 @@ impl<'a> Checker<'a> {
                         index: doc.index,
                         rules: applicable_rules(self.rules, &mut self.rule_ids, &doc),
                     });
-                    for p in state.held.push(&state.name, doc, chunk.clone()) {
+                    let reads = reads_objects(self.rules, &doc.value);
+                    for p in state.held.push(&state.name, doc, chunk.clone(), reads) {
                         self.bytes += p.1.text.len();
                         self.batch.push(p);
                     }
@@ -745,7 +758,7 @@ impl<'a> Checker<'a> {
 
     /// The input ended: its held documents join the batch.
     fn end_input(&mut self, state: InputState) {
-        for p in state.held.finish() {
+        for p in state.held.finish(&state.name) {
             self.bytes += p.1.text.len();
             self.batch.push(p);
         }
@@ -987,12 +1000,23 @@ mod tests {
     #[test]
     fn an_input_is_held_until_it_ends_and_its_documents_see_each_other() {
         let mut held = Held::default();
-        for (d, c) in pieces(3) {
-            assert_eq!(held.push("s.yaml", d, c).len(), 0);
+        for (i, (d, c)) in pieces(3).into_iter().enumerate() {
+            assert_eq!(held.push("s.yaml", d, c, i == 1).len(), 0);
         }
-        let out = held.finish();
+        let out = held.finish("s.yaml");
         let sizes: Vec<Option<usize>> = out.iter().map(|(_, _, o)| o.len()).collect();
         assert_eq!(sizes, [Some(3), Some(3), Some(3)]);
+    }
+
+    #[test]
+    fn an_input_no_document_of_which_reads_objects_gathers_none() {
+        let mut held = Held::default();
+        for (d, c) in pieces(3) {
+            assert_eq!(held.push("s.yaml", d, c, false).len(), 0);
+        }
+        let out = held.finish("s.yaml");
+        let sizes: Vec<Option<usize>> = out.iter().map(|(_, _, o)| o.len()).collect();
+        assert_eq!(sizes, [None, None, None]);
     }
 
     #[test]
@@ -1000,12 +1024,12 @@ mod tests {
         let mut held = Held::default();
         let mut released = Vec::new();
         for (d, c) in pieces(INPUT_DOCUMENTS + 2) {
-            released.push(held.push("s.yaml", d, c).len());
+            released.push(held.push("s.yaml", d, c, true).len());
         }
         // Held until the bound is passed, then all at once, then one by one.
         assert_eq!(released[..INPUT_DOCUMENTS], vec![0; INPUT_DOCUMENTS][..]);
         assert_eq!(released[INPUT_DOCUMENTS..], [INPUT_DOCUMENTS + 1, 1]);
-        assert_eq!(held.finish().len(), 0);
+        assert_eq!(held.finish("s.yaml").len(), 0);
     }
 
     #[test]

@@ -305,8 +305,6 @@ enum Item {
 
 struct PackScope {
     scope: Scope,
-    /// The names of the pack variables (bound lazily in `scope`).
-    vars: BTreeSet<String>,
     /// The fragments that rendered, for `{$fragment: name}` in mutations.
     fragments: Fragments,
 }
@@ -602,8 +600,7 @@ impl Run<'_, '_> {
     /// A variable or fragment that fails is recorded as failed in the scope (see [`eval_vars`]).
     fn pack_scope(&mut self) -> PackScope {
         let mut s = self.base_scope();
-        let mut vars = BTreeSet::new();
-        bind_vars(&mut s, &self.pack.variables, &mut vars);
+        s.bind_variables(&self.pack.var_bindings);
         let mut frags = Fragments::new();
         let none = Fragments::new();
         for (name, t) in &self.pack.fragments {
@@ -622,7 +619,6 @@ impl Run<'_, '_> {
         );
         PackScope {
             scope: s,
-            vars,
             fragments: frags,
         }
     }
@@ -703,9 +699,8 @@ impl Run<'_, '_> {
                     s.bind_local(iv, index);
                 }
             }
-            if !rule.variables.is_empty() {
-                let mut vars = pack.vars.clone();
-                bind_vars(&mut s, &rule.variables, &mut vars);
+            if let Some(b) = &rule.var_bindings {
+                s.bind_variables(b);
             }
             if let Some(when) = &rule.when {
                 match when.eval_bool_checked(&s) {
@@ -959,20 +954,6 @@ fn a_type(value: &Cel) -> String {
         "a"
     };
     format!("{article} {name}")
-}
-
-/// Binds `vars` in order into `scope` (each sees the earlier ones), adds their names to
-/// `names`, and binds `variables` to the map of all of `names`.
-///
-/// A variable is evaluated when an expression first reads it (see [`Scope::bind_variable`]),
-/// so a pack's variables cost only what its rules read; one that cannot be evaluated fails
-/// every expression that reads it with `variable "name" (expression) failed: error`.
-fn bind_vars(scope: &mut Scope, vars: &[(String, Expr)], names: &mut BTreeSet<String>) {
-    for (name, expr) in vars {
-        scope.bind_variable(name, expr);
-        names.insert(name.clone());
-    }
-    scope.bind_variables_map(names.iter().cloned().collect());
 }
 
 /// A table's rendered fragments: by name, and as the JSON map `fragments` reads in place.

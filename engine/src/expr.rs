@@ -1120,10 +1120,43 @@ pub struct Scope {
     vars: Option<Arc<VarNode>>,
 }
 
+/// A pack's or a rule's variables as [`Scope::bind_variables`] binds them, made once when the
+/// rules compile: each variable's name, binding (`__variables__<name>`) and expression, in
+/// declaration order, and the sorted names the `variables` map holds (a rule's own and its
+/// pack's).
+#[derive(Debug, Clone)]
+pub(crate) struct VarBindings {
+    vars: Vec<(Arc<str>, Arc<str>, Expr)>,
+    names: Arc<[String]>,
+    map: Arc<str>,
+}
+
+impl VarBindings {
+    /// `vars` in order, with a `variables` map of their names and the names in `visible`.
+    pub(crate) fn new<'a>(
+        vars: &[(String, Expr)],
+        visible: impl IntoIterator<Item = &'a String>,
+    ) -> VarBindings {
+        let mut names: std::collections::BTreeSet<&String> = visible.into_iter().collect();
+        names.extend(vars.iter().map(|(n, _)| n));
+        VarBindings {
+            vars: vars
+                .iter()
+                .map(|(n, e)| {
+                    let binding = Arc::from(format!("{VARIABLE_PREFIX}{n}"));
+                    (Arc::from(n.as_str()), binding, e.clone())
+                })
+                .collect(),
+            names: names.into_iter().cloned().collect(),
+            map: Arc::from("variables"),
+        }
+    }
+}
+
 /// One lazy binding of a [`Scope`], and the ones bound before it.
 struct VarNode {
     /// `__variables__<name>`, or `variables` for the map.
-    binding: String,
+    binding: Arc<str>,
     lazy: Lazy,
     next: Option<Arc<VarNode>>,
 }
@@ -1198,12 +1231,12 @@ enum LazyHow {
     /// Variable `name`, evaluated in `scope`: the scope it was declared in (the earlier
     /// variables, the `forEach` item, `object`, `params`, …).
     Var {
-        name: String,
+        name: Arc<str>,
         expr: Expr,
         scope: Scope,
     },
     /// The `variables` map of the variables `names` (sorted), as `scope` binds them.
-    Map { names: Vec<String>, scope: Scope },
+    Map { names: Arc<[String]>, scope: Scope },
 }
 
 impl Lazy {
@@ -1245,7 +1278,7 @@ impl Lazy {
                 }
             }
             LazyHow::Map { names, scope } => {
-                for n in names {
+                for n in names.iter() {
                     if let Some(l) = scope.lazy(&format!("{VARIABLE_PREFIX}{n}")) {
                         f(l);
                     }
@@ -1297,7 +1330,7 @@ impl Lazy {
             LazyHow::Map { names, scope } => {
                 let mut map = HashMap::with_capacity(names.len());
                 // In name order, so the failure reported does not depend on which was read first.
-                for name in names {
+                for name in names.iter() {
                     if let Some(l) = scope.lazy(&format!("{VARIABLE_PREFIX}{name}")) {
                         let v = l.force().as_ref().map_err(Clone::clone)?;
                         map.insert(
@@ -1442,30 +1475,41 @@ impl Scope {
         self.bind_cel(name, value);
     }
 
-    /// Binds `variables.<name>` to `expr`, evaluated in this scope as it is now when an
-    /// expression first reads it (once for this scope and all its clones). An expression that
-    /// reads a variable that cannot be evaluated fails with `variable "name" (expression)
-    /// failed: error`, the error of a failed variable it reads being that one's message.
+    /// Binds `variables.<name>` to `expr` ([`Scope::bind_variables`] of one variable, with no
+    /// `variables` map).
+    #[cfg(test)]
     pub(crate) fn bind_variable(&mut self, name: &str, expr: &Expr) {
         let how = LazyHow::Var {
-            name: name.to_string(),
+            name: Arc::from(name),
             expr: expr.clone(),
             scope: self.clone(),
         };
-        self.push_lazy(format!("{VARIABLE_PREFIX}{name}"), how);
+        self.push_lazy(Arc::from(format!("{VARIABLE_PREFIX}{name}")), how);
     }
 
-    /// Binds `variables`, the map of the variables `names` (sorted, each bound by
-    /// [`Scope::bind_variable`]), built when an expression first reads it whole.
-    pub(crate) fn bind_variables_map(&mut self, names: Vec<String>) {
+    /// Binds each of `b`'s variables, in order, then the `variables` map of every name `b`
+    /// makes visible. A variable is evaluated in this scope as it is when the variable is bound
+    /// (the ones before it included) when an expression first reads it (once for this scope
+    /// and all its clones). An expression that reads a variable that cannot be evaluated fails
+    /// with `variable "name" (expression) failed: error`, the error of a failed variable it
+    /// reads being that one's message.
+    pub(crate) fn bind_variables(&mut self, b: &VarBindings) {
+        for (name, binding, expr) in &b.vars {
+            let how = LazyHow::Var {
+                name: name.clone(),
+                expr: expr.clone(),
+                scope: self.clone(),
+            };
+            self.push_lazy(binding.clone(), how);
+        }
         let how = LazyHow::Map {
-            names,
+            names: b.names.clone(),
             scope: self.clone(),
         };
-        self.push_lazy("variables".to_string(), how);
+        self.push_lazy(b.map.clone(), how);
     }
 
-    fn push_lazy(&mut self, binding: String, how: LazyHow) {
+    fn push_lazy(&mut self, binding: Arc<str>, how: LazyHow) {
         self.vars = Some(Arc::new(VarNode {
             binding,
             lazy: Lazy {
@@ -1503,7 +1547,7 @@ impl Scope {
     fn lazy(&self, binding: &str) -> Option<&Lazy> {
         let mut node = self.vars.as_deref();
         while let Some(n) = node {
-            if n.binding == binding {
+            if &*n.binding == binding {
                 return Some(&n.lazy);
             }
             node = n.next.as_deref();

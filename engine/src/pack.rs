@@ -30,7 +30,7 @@ use serde_json::Value;
 
 use crate::contract::Contract;
 use crate::error::{Error, LoadErrors};
-use crate::expr::{Expr, Template};
+use crate::expr::{Expr, Template, VarBindings};
 use crate::files::{WalkOptions, read_files};
 use crate::finding::Severity;
 use crate::patch::End;
@@ -240,6 +240,8 @@ pub struct Rule {
     pub(crate) index: usize,
     pub(crate) when: Option<Expr>,
     pub(crate) variables: Vec<(String, Expr)>,
+    /// `variables` as a scope binds them, beside its pack's (`None`: the rule has none).
+    pub(crate) var_bindings: Option<VarBindings>,
     pub(crate) for_each: Option<(Expr, String, Option<String>)>,
     pub(crate) validate: Option<Validate>,
     pub(crate) mutate: Vec<Mutation>,
@@ -307,6 +309,8 @@ pub struct CompiledPack {
     pub source: Arc<Source>,
     pub(crate) matcher: Matcher,
     pub(crate) variables: Vec<(String, Expr)>,
+    /// `variables` as a scope binds them.
+    pub(crate) var_bindings: VarBindings,
     /// Index in the file of each compiled variable.
     pub(crate) variable_at: Vec<usize>,
     /// The names of every pack variable as written (also those that did not compile).
@@ -320,6 +324,9 @@ pub struct CompiledPack {
     pub(crate) complete: bool,
     /// The answers of [`CompiledPack::may_touch`] so far, by path (the pack never changes).
     pub(crate) touches: Arc<std::sync::Mutex<Vec<Touch>>>,
+    /// Whether an expression of the pack reads [`OBJECTS`](crate::OBJECTS) or
+    /// [`OBJECTS_BY_KIND`](crate::OBJECTS_BY_KIND).
+    pub(crate) reads_objects: bool,
 }
 
 /// A path and whether a pack may touch it (see [`CompiledPack::may_touch`]).
@@ -373,6 +380,14 @@ impl CompiledPack {
     /// pack lists none). `matchConditions` are not evaluated.
     pub fn matches_resource(&self, doc: &Value) -> bool {
         self.matcher.matches_resource(doc)
+    }
+
+    /// True when an expression of the pack (a rule's, a variable's, a fragment's) reads the
+    /// other documents of the input ([`OBJECTS`](crate::OBJECTS) or
+    /// [`OBJECTS_BY_KIND`](crate::OBJECTS_BY_KIND)): a caller gathers them only for a document
+    /// some such pack checks.
+    pub fn reads_objects(&self) -> bool {
+        self.reads_objects
     }
 }
 
@@ -1161,6 +1176,14 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
     }
     let file = file?;
     let (variables, variable_at) = compile_vars(doc, "variables", None, &file.variables, problems);
+    // A rule's `variables` map holds its pack's variables and its own.
+    let pack_names: Vec<&String> = variables.iter().map(|(n, _)| n).collect();
+    for r in &mut rules {
+        if !r.variables.is_empty() {
+            r.var_bindings = Some(VarBindings::new(&r.variables, pack_names.iter().copied()));
+        }
+    }
+    let var_bindings = VarBindings::new(&variables, []);
     Some(CompiledPack {
         name: file.metadata.name,
         description: file.metadata.description,
@@ -1168,6 +1191,7 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
         source: doc.source.clone(),
         matcher,
         variables,
+        var_bindings,
         variable_at,
         declared_vars: file.variables.iter().map(|v| v.name.clone()).collect(),
         fragments: compile_fragments(doc, &file.fragments, problems),
@@ -1175,6 +1199,15 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
         spans: Arc::new(doc.spans.clone()),
         complete: true,
         touches: Arc::default(),
+        reads_objects: false,
+    })
+    .map(|mut pack| {
+        pack.reads_objects = pack_sites(&pack).iter().any(|site| {
+            crate::sites::free_identifiers(site.expr)
+                .iter()
+                .any(|i| i == crate::OBJECTS || i == crate::OBJECTS_BY_KIND)
+        });
+        pack
     })
 }
 
@@ -1325,6 +1358,7 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec, raw: &Value) -> Result<R
             .map(|w| compile_expr(doc, &format!("{base}.when"), id, w))
             .transpose()?,
         variables,
+        var_bindings: None,
         for_each: r
             .for_each
             .as_ref()

@@ -273,6 +273,25 @@ pub fn input_objects<'a>(docs: impl IntoIterator<Item = &'a Value>) -> Objects {
     Objects::new(values)
 }
 
+/// Whether checking `doc` ([`check_document_in`]) reads its input's `objects`: a List whose
+/// items do, or a document of another kind than WorkloadRun and Workflow (which are rendered,
+/// not linted) that a pack reading `objects` matches. An input none of whose documents reads
+/// them needs no [`input_objects`].
+pub fn reads_objects(rules: &RuleSet, doc: &Value) -> bool {
+    let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "" | "WorkloadRun" | "Workflow" => false,
+        _ if kind.ends_with("List") && doc.get("items").is_some_and(Value::is_array) => doc
+            .get("items")
+            .and_then(Value::as_array)
+            .is_some_and(|items| items.iter().any(|i| reads_objects(rules, i))),
+        _ => rules
+            .packs
+            .iter()
+            .any(|p| p.reads_objects() && p.matches_resource(doc)),
+    }
+}
+
 /// `objects`, or (without one) the view of `doc` as an input of its own, kept in `slot`.
 fn objects_or_alone<'a>(
     objects: Option<&'a Objects>,

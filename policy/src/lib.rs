@@ -66,7 +66,9 @@ assert_eq!(rendered.platform, "aws");
 pub use api::{Workflow, WorkloadRun};
 pub use build::shell_quote;
 pub use builtins::{BUILT_IN_RULES, BuiltInRule, built_in_rule};
-pub use check::{BUILT_IN, CheckRequest, check_document, check_document_in, input_objects};
+pub use check::{
+    BUILT_IN, CheckRequest, check_document, check_document_in, input_objects, reads_objects,
+};
 pub use detect::{
     GangDefaults, gang_defaults, gpu_products, placement_policy, scheduling_policy,
     selectable_platforms,

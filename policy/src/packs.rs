@@ -479,6 +479,30 @@ mod tests {
         assert_eq!(ids(&prepared), ids(&parsed));
     }
 
+    #[test]
+    fn only_documents_a_pack_reading_objects_checks_gather_them() {
+        let rules = default_rules().expect("loads");
+        let reading: Vec<&str> = rules
+            .packs
+            .iter()
+            .filter(|p| p.reads_objects())
+            .map(|p| p.name.as_str())
+            .collect();
+        assert_eq!(reading, ["workload-lint"]);
+        let doc = |api: &str, kind: &str| serde_json::json!({"apiVersion": api, "kind": kind});
+        let train_job = doc("trainer.kubeflow.org/v1alpha1", "TrainJob");
+        let run = doc(crate::api::API_VERSION, "WorkloadRun");
+        let reads = |v: &serde_json::Value| crate::check::reads_objects(&rules, v);
+        assert!(reads(&train_job));
+        assert!(!reads(&run));
+        assert!(!reads(&doc(crate::api::API_VERSION, "Workflow")));
+        assert!(!reads(&doc("v1", "ConfigMap")));
+        assert!(!reads(&serde_json::json!({"a": 1})));
+        let list = |items: Vec<serde_json::Value>| serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+        assert!(reads(&list(vec![run.clone(), train_job])));
+        assert!(!reads(&list(vec![run])));
+    }
+
     /// Clean but for the `cel-cost` warnings (estimates above the per-expression limit) the
     /// CLI test `the_shipped_rules_lint_clean_but_for_cost_estimates` lists.
     #[test]
