@@ -31,12 +31,12 @@ pub fn written(run: &WorkloadRun, workflow: &Workflow) -> Vec<Written> {
     let field = |name: &str| FieldPath::root().key("spec").key(name);
     let root = FieldPath::root().key("spec");
     // The runtime the TrainJob runs on, as the build named it.
-    let runtime_name = workflow
-        .spec
-        .job_template
-        .pointer("/spec/workload/trainJob/runtimeRef/name")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let runtime_name = get_path(
+        &workflow.spec.job_template,
+        &["spec", "workload", "trainJob", "runtimeRef", "name"],
+    )
+    .and_then(Value::as_str)
+    .unwrap_or_default();
     let job_template = root.clone().key("jobTemplate").key("spec");
     let trainer = job_template
         .clone()
@@ -68,17 +68,16 @@ pub fn written(run: &WorkloadRun, workflow: &Workflow) -> Vec<Written> {
         .enumerate()
         .find(|(_, d)| {
             d.get("kind").and_then(Value::as_str) == Some("TrainingRuntime")
-                && d.pointer("/metadata/name").and_then(Value::as_str) == Some(runtime_name)
+                && get_path(d, &["metadata", "name"]).and_then(Value::as_str) == Some(runtime_name)
         })
     else {
         return out;
     };
-    let jobs = runtime
-        .pointer("/spec/template/spec/replicatedJobs")
+    let jobs = get_path(runtime, &["spec", "template", "spec", "replicatedJobs"])
         .and_then(Value::as_array)
         .map_or(&[][..], Vec::as_slice);
     for (j, job) in jobs.iter().enumerate() {
-        let Some(pod) = job.pointer("/template/spec/template/spec") else {
+        let Some(pod) = get_path(job, &["template", "spec", "template", "spec"]) else {
             continue;
         };
         let worker = job.get("name").and_then(Value::as_str) == Some("node");
@@ -265,6 +264,12 @@ fn cut_after_index(mut segs: Vec<Segment>, from: usize) -> FieldPath {
         segs.truncate(from + i + 1);
     }
     FieldPath::from_segments(segs)
+}
+
+/// The value at `keys` below `v`, each a mapping's key: a lookup without the allocations of a
+/// JSON pointer's parse (the walk reads the same few fields of every rendered Workflow).
+fn get_path<'a>(v: &'a Value, keys: &[&str]) -> Option<&'a Value> {
+    keys.iter().try_fold(v, |v, k| v.get(*k))
 }
 
 #[cfg(test)]
