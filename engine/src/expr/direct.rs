@@ -16,7 +16,12 @@
 //! instrumented interpreter charges it (see `crate::cost`), in its order: each iteration, a
 //! regex scan, a walk of a list or string inside a loop. It records the charges as it goes
 //! ([`Charges`]) and the caller makes them once it has answered; it gives up once they pass
-//! the per-expression budget, so it never works past what the budget allows. The tests below
+//! the per-expression budget, so it never works past what the budget allows. The one answer it
+//! fixes where the interpreter's is not fixed: a comprehension over a mapping the expression
+//! writes (`{'b': 1, 'a': 2}.map(k, k)`) visits its keys sorted, as over a variable holding
+//! that mapping (stored as JSON, keys sorted); the interpreter visits them in its hash map's
+//! order, which CEL leaves unspecified and which changes between runs (and with it what an
+//! `exists` is charged). The tests below
 //! hold its values and charges to the interpreter's over generated expressions and documents;
 //! `tests/tests/properties.rs` holds the shipped rules' findings over generated WorkloadRuns
 //! and their Workflows to those of the interpreter alone.
@@ -1495,6 +1500,31 @@ mod tests {
         ) {
             holds_to_the_interpreter(&text, &object, &other)?;
         }
+    }
+
+    /// A comprehension over a mapping the expression writes visits its keys sorted, as over a
+    /// variable holding that mapping (stored as JSON, keys sorted): the same answer and charges
+    /// on every run, where the interpreter's own order there is its hash map's (unspecified by
+    /// CEL, and different between runs).
+    #[test]
+    fn a_mapping_the_expression_writes_is_visited_in_sorted_key_order() {
+        let scope = Scope::new();
+        let e = Expr::compile("{'b': 1, 'a': 2, 'c': 3}.map(k, k)").expect("compiles");
+        let direct = e.direct.as_ref().expect("direct");
+        assert_eq!(
+            direct.eval_built_list(&scope, &mut Charges::new()),
+            Some(vec!["a".into(), "b".into(), "c".into()])
+        );
+        // `exists` meets its true at the first key, `'a'`: the loop condition is charged before
+        // it and once more before `'b'`, where it stops.
+        let e = Expr::compile("{'b': 1, 'a': 2}.exists(k, k == 'a')").expect("compiles");
+        let direct = e.direct.as_ref().expect("direct");
+        let mut charges = Charges::new();
+        assert!(matches!(
+            direct.eval(&scope, None, &mut charges),
+            Some(V::Bool(true))
+        ));
+        assert_eq!(charges.into_list(), [Charge::Units(1), Charge::Units(1)]);
     }
 
     /// The forms the shipped rules use most are taken; what the interpreter decides with more

@@ -71,7 +71,7 @@ entries:
 "#;
 
 /// The fixture templates ([`FIXTURE_RUNTIME_TEMPLATES`]) for a gang scheduler name.
-pub(super) fn templates(scheduler_name: &str) -> RuntimeTemplates {
+pub(super) fn templates(scheduler_name: &str) -> std::sync::Arc<RuntimeTemplates> {
     let rules = nvcre_engine::RuleSet::load(
         &[nvcre_engine::Source::new(
             "fixture.yaml",

@@ -62,7 +62,7 @@ pub struct BuildParams {
     /// The scripts, mounts, resources and timings of the runtime and the Workflow (the
     /// `runtime-templates` row for the run's gang scheduler), including the default
     /// `execution.timeoutPerJob`.
-    pub templates: RuntimeTemplates,
+    pub templates: std::sync::Arc<RuntimeTemplates>,
     /// What the run's `testScale` means (the `test-scale` table row; default: `spec.numNodes`
     /// nodes per job, no topology).
     pub scale: crate::detect::TestScale,
@@ -664,7 +664,7 @@ mod tests {
     fn empty_timeout_uses_the_default() {
         let wr = all_reduce(json!({"orchestration": {"timeoutPerJob": ""}}));
         let mut p = params();
-        p.templates.default_timeout_per_job = "1h0m0s".to_string();
+        std::sync::Arc::make_mut(&mut p.templates).default_timeout_per_job = "1h0m0s".to_string();
         let wf = build_workflow(&wr, &p).unwrap();
         assert_eq!(
             wf.spec.orchestration["execution"],

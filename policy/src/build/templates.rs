@@ -2,6 +2,8 @@
 //! TrainingRuntime and Workflow a WorkloadRun builds. The build places these values; which
 //! values they are is the table's.
 
+use std::sync::Arc;
+
 use nvcre_engine::RuleSet;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -86,47 +88,114 @@ pub struct LauncherWait {
 }
 
 /// The first row of the `runtime-templates` table whose `include` holds for `scheduler_name`
-/// (`""` without a gang scheduler), its default timeout canonicalised.
+/// (`""` without a gang scheduler), its default timeout canonicalised; shared with the table's
+/// cache (decoded once per scheduler name and loaded rule set).
 ///
 /// # Errors
 /// A missing or malformed table, no matching row, or a default timeout that is not a Go
-/// duration.
+/// duration (of any row whose `include` holds: every such row is decoded).
 pub fn runtime_templates(
     rules: &RuleSet,
     scheduler_name: &str,
-) -> Result<RuntimeTemplates, PolicyError> {
+) -> Result<Arc<RuntimeTemplates>, PolicyError> {
     let table = rules
         .table(RUNTIME_TEMPLATES_TABLE)
         .ok_or_else(|| PolicyError::MissingTable(RUNTIME_TEMPLATES_TABLE.to_string()))?;
-    let Some((id, value)) = table
-        .render(&json!({"schedulerName": scheduler_name}))?
+    // Decoded once per scheduler name and shared (the table's typed cache).
+    let decode = |id: &str, value: &Value| -> Result<RuntimeTemplates, PolicyError> {
+        let mut row: RuntimeTemplates = crate::detect::decode_row(table, id, value)?;
+        row.default_timeout_per_job =
+            canonical_go_duration(&row.default_timeout_per_job).map_err(|reason| {
+                let pos = table.entries.iter().find(|e| e.id == id).map(|e| e.pos);
+                PolicyError::TableEntry {
+                    location: format!(
+                        "{}{}",
+                        table.source.name,
+                        pos.map(|p| format!(":{p}")).unwrap_or_default()
+                    ),
+                    table: table.name.clone(),
+                    entry: id.to_string(),
+                    message: format!(
+                        "defaultTimeoutPerJob: invalid duration {}: {reason}",
+                        crate::detect::quote(&row.default_timeout_per_job)
+                    ),
+                }
+            })?;
+        Ok(row)
+    };
+    table
+        .render_decoded(
+            &json!({"schedulerName": scheduler_name}),
+            decode,
+            RuntimeTemplates::each_string,
+        )?
         .into_iter()
         .next()
-    else {
-        return Err(PolicyError::NoMatchingRow {
+        .map(|(_, row)| row)
+        .ok_or_else(|| PolicyError::NoMatchingRow {
             table: RUNTIME_TEMPLATES_TABLE.to_string(),
             subject: format!("schedulerName {}", crate::detect::quote(scheduler_name)),
-        });
-    };
-    let mut row: RuntimeTemplates = crate::detect::decode_row(table, &id, &value)?;
-    row.default_timeout_per_job =
-        canonical_go_duration(&row.default_timeout_per_job).map_err(|reason| {
-            let pos = table.entries.iter().find(|e| e.id == id).map(|e| e.pos);
-            PolicyError::TableEntry {
-                location: format!(
-                    "{}{}",
-                    table.source.name,
-                    pos.map(|p| format!(":{p}")).unwrap_or_default()
-                ),
-                table: table.name.clone(),
-                entry: id.clone(),
-                message: format!(
-                    "defaultTimeoutPerJob: invalid duration {}: {reason}",
-                    crate::detect::quote(&row.default_timeout_per_job)
-                ),
-            }
-        })?;
-    Ok(row)
+        })
+}
+
+impl RuntimeTemplates {
+    /// Calls `f` with every string of the row (the strings a substituted param can appear in;
+    /// see `Table::render_decoded`). Every field is named, so a field added later must be
+    /// added here.
+    fn each_string(&mut self, f: &mut dyn FnMut(&mut String)) {
+        let RuntimeTemplates {
+            default_timeout_per_job,
+            node_health_expression,
+            shared_memory: SharedMemory { volume, mount },
+            torch:
+                TorchTemplates {
+                    termination_grace_period_seconds,
+                    security_context,
+                },
+            mpi:
+                MpiTemplates {
+                    timeout_seconds,
+                    plm_rsh_args,
+                    ssh_auth_mount_path,
+                    worker_script,
+                    worker_security_context,
+                    worker_readiness_probe,
+                    launcher_script,
+                    launcher_resources,
+                    launcher_wait,
+                },
+        } = self;
+        for s in [
+            default_timeout_per_job,
+            node_health_expression,
+            timeout_seconds,
+            plm_rsh_args,
+            ssh_auth_mount_path,
+            worker_script,
+            launcher_script,
+        ] {
+            f(s);
+        }
+        for v in [
+            volume,
+            mount,
+            termination_grace_period_seconds,
+            security_context,
+            worker_security_context,
+            worker_readiness_probe,
+            launcher_resources,
+        ] {
+            nvcre_engine::each_string(v, f);
+        }
+        if let Some(LauncherWait {
+            hostfile_mount,
+            script,
+        }) = launcher_wait
+        {
+            nvcre_engine::each_string(hostfile_mount, f);
+            f(script);
+        }
+    }
 }
 
 #[cfg(test)]
