@@ -18,7 +18,7 @@ use cel::Value as Cel;
 use serde_json::{Map, Value};
 
 use crate::error::Error;
-use crate::expr::{EvalError, Expr, FieldReads, Fragments, Listed, Scope, Template};
+use crate::expr::{EvalError, Expr, FieldReads, Fragments, Listed, Scope, Template, VarBindings};
 use crate::finding::{Finding, Severity};
 use crate::pack::{CompiledPack, FieldPathSpec, Message, Mutation, Rule, Table};
 use crate::patch::{self, ListPolicy};
@@ -600,7 +600,11 @@ impl Run<'_, '_> {
     /// A variable or fragment that fails is recorded as failed in the scope (see [`eval_vars`]).
     fn pack_scope(&mut self) -> PackScope {
         let mut s = self.base_scope();
-        s.bind_variables(&self.pack.var_bindings);
+        let pack = self.pack;
+        s.bind_variables(
+            pack.var_bindings
+                .get_or_init(|| VarBindings::new(&pack.variables, [])),
+        );
         let mut frags = Fragments::new();
         let none = Fragments::new();
         for (name, t) in &self.pack.fragments {
@@ -699,8 +703,12 @@ impl Run<'_, '_> {
                     s.bind_local(iv, index);
                 }
             }
-            if let Some(b) = &rule.var_bindings {
-                s.bind_variables(b);
+            if !rule.variables.is_empty() {
+                // A rule's `variables` map holds its pack's variables and its own.
+                let variables = &self.pack.variables;
+                s.bind_variables(rule.var_bindings.get_or_init(|| {
+                    VarBindings::new(&rule.variables, variables.iter().map(|(n, _)| n))
+                }));
             }
             if let Some(when) = &rule.when {
                 match when.eval_bool_checked(&s) {

@@ -1120,8 +1120,8 @@ pub struct Scope {
     vars: Option<Arc<VarNode>>,
 }
 
-/// A pack's or a rule's variables as [`Scope::bind_variables`] binds them, made once when the
-/// rules compile: each variable's name, binding (`__variables__<name>`) and expression, in
+/// A pack's or a rule's variables as [`Scope::bind_variables`] binds them, made once per loaded
+/// rule set (when the pack or rule is first evaluated): each variable's name, binding (`__variables__<name>`) and expression, in
 /// declaration order, and the sorted names the `variables` map holds (a rule's own and its
 /// pack's).
 #[derive(Debug, Clone)]

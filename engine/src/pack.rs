@@ -240,8 +240,8 @@ pub struct Rule {
     pub(crate) index: usize,
     pub(crate) when: Option<Expr>,
     pub(crate) variables: Vec<(String, Expr)>,
-    /// `variables` as a scope binds them, beside its pack's (`None`: the rule has none).
-    pub(crate) var_bindings: Option<VarBindings>,
+    /// `variables` as a scope binds them, beside its pack's; made when first bound.
+    pub(crate) var_bindings: std::sync::OnceLock<VarBindings>,
     pub(crate) for_each: Option<(Expr, String, Option<String>)>,
     pub(crate) validate: Option<Validate>,
     pub(crate) mutate: Vec<Mutation>,
@@ -309,8 +309,8 @@ pub struct CompiledPack {
     pub source: Arc<Source>,
     pub(crate) matcher: Matcher,
     pub(crate) variables: Vec<(String, Expr)>,
-    /// `variables` as a scope binds them.
-    pub(crate) var_bindings: VarBindings,
+    /// `variables` as a scope binds them; made when first bound (not at start-up).
+    pub(crate) var_bindings: std::sync::OnceLock<VarBindings>,
     /// Index in the file of each compiled variable.
     pub(crate) variable_at: Vec<usize>,
     /// The names of every pack variable as written (also those that did not compile).
@@ -325,8 +325,8 @@ pub struct CompiledPack {
     /// The answers of [`CompiledPack::may_touch`] so far, by path (the pack never changes).
     pub(crate) touches: Arc<std::sync::Mutex<Vec<Touch>>>,
     /// Whether an expression of the pack reads [`OBJECTS`](crate::OBJECTS) or
-    /// [`OBJECTS_BY_KIND`](crate::OBJECTS_BY_KIND).
-    pub(crate) reads_objects: bool,
+    /// [`OBJECTS_BY_KIND`](crate::OBJECTS_BY_KIND), found when first asked (not at start-up).
+    pub(crate) reads_objects: std::sync::OnceLock<bool>,
 }
 
 /// A path and whether a pack may touch it (see [`CompiledPack::may_touch`]).
@@ -387,7 +387,13 @@ impl CompiledPack {
     /// [`OBJECTS_BY_KIND`](crate::OBJECTS_BY_KIND)): a caller gathers them only for a document
     /// some such pack checks.
     pub fn reads_objects(&self) -> bool {
-        self.reads_objects
+        *self.reads_objects.get_or_init(|| {
+            pack_sites(self).iter().any(|site| {
+                crate::sites::free_identifiers(site.expr)
+                    .iter()
+                    .any(|i| i == crate::OBJECTS || i == crate::OBJECTS_BY_KIND)
+            })
+        })
     }
 }
 
@@ -1176,14 +1182,6 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
     }
     let file = file?;
     let (variables, variable_at) = compile_vars(doc, "variables", None, &file.variables, problems);
-    // A rule's `variables` map holds its pack's variables and its own.
-    let pack_names: Vec<&String> = variables.iter().map(|(n, _)| n).collect();
-    for r in &mut rules {
-        if !r.variables.is_empty() {
-            r.var_bindings = Some(VarBindings::new(&r.variables, pack_names.iter().copied()));
-        }
-    }
-    let var_bindings = VarBindings::new(&variables, []);
     Some(CompiledPack {
         name: file.metadata.name,
         description: file.metadata.description,
@@ -1191,7 +1189,7 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
         source: doc.source.clone(),
         matcher,
         variables,
-        var_bindings,
+        var_bindings: std::sync::OnceLock::new(),
         variable_at,
         declared_vars: file.variables.iter().map(|v| v.name.clone()).collect(),
         fragments: compile_fragments(doc, &file.fragments, problems),
@@ -1199,15 +1197,7 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
         spans: Arc::new(doc.spans.clone()),
         complete: true,
         touches: Arc::default(),
-        reads_objects: false,
-    })
-    .map(|mut pack| {
-        pack.reads_objects = pack_sites(&pack).iter().any(|site| {
-            crate::sites::free_identifiers(site.expr)
-                .iter()
-                .any(|i| i == crate::OBJECTS || i == crate::OBJECTS_BY_KIND)
-        });
-        pack
+        reads_objects: std::sync::OnceLock::new(),
     })
 }
 
@@ -1358,7 +1348,7 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec, raw: &Value) -> Result<R
             .map(|w| compile_expr(doc, &format!("{base}.when"), id, w))
             .transpose()?,
         variables,
-        var_bindings: None,
+        var_bindings: std::sync::OnceLock::new(),
         for_each: r
             .for_each
             .as_ref()

@@ -288,7 +288,7 @@ pub fn reads_objects(rules: &RuleSet, doc: &Value) -> bool {
         _ => rules
             .packs
             .iter()
-            .any(|p| p.reads_objects() && p.matches_resource(doc)),
+            .any(|p| p.matches_resource(doc) && p.reads_objects()),
     }
 }
 
