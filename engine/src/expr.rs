@@ -527,16 +527,27 @@ impl Expr {
 
     /// Evaluates against `scope`; reading a failed variable or fragment fails without running.
     pub(crate) fn eval_checked(&self, scope: &Scope) -> Result<Cel, EvalError> {
-        if let Some(d) = &self.direct {
-            if let Some(e) = scope.upstream_failure(self) {
-                return Err(e);
-            }
-            let mut charges = Charges::new();
-            if let Some(v) = d.eval_scalar(scope, &mut charges) {
-                return charge_direct(charges).map(|()| v);
-            }
+        if let Some(answer) = self.eval_direct(scope, |d, c| d.eval_scalar(scope, c)) {
+            return answer;
         }
         self.eval_with(scope, crate::view::to_cel)
+    }
+
+    /// The answer of the direct form through `eval`, charged to the cost meter, when the
+    /// expression has one and it answers; reading a failed variable or fragment fails first.
+    /// `None`: the interpreter evaluates the expression.
+    fn eval_direct<T>(
+        &self,
+        scope: &Scope,
+        eval: impl FnOnce(&Direct, &mut Charges) -> Option<T>,
+    ) -> Option<Result<T, EvalError>> {
+        let d = self.direct.as_ref()?;
+        if let Some(e) = scope.upstream_failure(self) {
+            return Some(Err(e));
+        }
+        let mut charges = Charges::new();
+        let answer = eval(d, &mut charges)?;
+        Some(charge_direct(charges).map(|()| answer))
     }
 
     /// Evaluates against `scope` and hands the result, still borrowing the scope's documents,
@@ -607,20 +618,14 @@ impl Expr {
         };
         // A list the expression builds of scalars and lists of them, in direct form.
         if place.is_none()
-            && let Some(d) = &self.direct
+            && let Some(answer) = self.eval_direct(scope, |d, c| d.eval_built_list(scope, c))
         {
-            if let Some(e) = scope.upstream_failure(self) {
-                return Err(e);
-            }
-            let mut charges = Charges::new();
-            if let Some(items) = d.eval_built_list(scope, &mut charges) {
-                charge_direct(charges)?;
-                return Ok(Listed::At {
-                    len: items.len(),
-                    root: Arc::new(Value::Array(items)),
-                    path: Arc::from(Vec::new()),
-                });
-            }
+            let items = answer?;
+            return Ok(Listed::At {
+                len: items.len(),
+                root: Arc::new(Value::Array(items)),
+                path: Arc::from(Vec::new()),
+            });
         }
         if let Some(Stored::Json { root, path }) = place {
             match at_path(&root, &path) {
@@ -682,14 +687,8 @@ impl Expr {
 
     /// [`Expr::eval_bool`], keeping upstream failures apart.
     pub(crate) fn eval_bool_checked(&self, scope: &Scope) -> Result<bool, EvalError> {
-        if let Some(d) = &self.direct {
-            if let Some(e) = scope.upstream_failure(self) {
-                return Err(e);
-            }
-            let mut charges = Charges::new();
-            if let Some(b) = d.eval_bool(scope, &mut charges) {
-                return charge_direct(charges).map(|()| b);
-            }
+        if let Some(answer) = self.eval_direct(scope, |d, c| d.eval_bool(scope, c)) {
+            return answer;
         }
         self.eval_with(scope, |v| match v.downcast_ref::<CelBool>() {
             Some(b) => Ok(*b.inner()),
@@ -1295,13 +1294,8 @@ impl Lazy {
                 if let Some(stored) = expr.path.as_ref().and_then(|p| p.walk(scope)) {
                     return Ok(stored);
                 }
-                let direct = expr.direct.as_ref().and_then(|d| {
-                    if let Some(e) = scope.upstream_failure(expr) {
-                        return Some(Err(e));
-                    }
-                    let mut charges = Charges::new();
-                    let stored = d.eval_stored(scope, &mut charges, |v| expr.place_of(v, scope))?;
-                    Some(charge_direct(charges).map(|()| stored))
+                let direct = expr.eval_direct(scope, |d, c| {
+                    d.eval_stored(scope, c, |v| expr.place_of(v, scope))
                 });
                 let value = match direct {
                     Some(result) => result.map(Ok),

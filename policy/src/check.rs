@@ -278,17 +278,35 @@ pub fn input_objects<'a>(docs: impl IntoIterator<Item = &'a Value>) -> Objects {
 /// not linted) that a pack reading `objects` matches. An input none of whose documents reads
 /// them needs no [`input_objects`].
 pub fn reads_objects(rules: &RuleSet, doc: &Value) -> bool {
-    let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
-    match kind {
-        "" | "WorkloadRun" | "Workflow" => false,
-        _ if kind.ends_with("List") && doc.get("items").is_some_and(Value::is_array) => doc
-            .get("items")
-            .and_then(Value::as_array)
-            .is_some_and(|items| items.iter().any(|i| reads_objects(rules, i))),
-        _ => rules
+    match route(doc) {
+        Route::Rendered | Route::NotAnObject => false,
+        Route::List(items) => items.iter().any(|i| reads_objects(rules, i)),
+        Route::Linted => rules
             .packs
             .iter()
             .any(|p| p.matches_resource(doc) && p.reads_objects()),
+    }
+}
+
+/// How [`check_document_in`] checks a document, by its kind.
+enum Route<'a> {
+    /// A WorkloadRun or Workflow: readied, admitted and rendered.
+    Rendered,
+    /// A `…List` with its `items`: each item checked at its own place.
+    List(&'a [Value]),
+    /// No kind: not a Kubernetes object, which no rule checks.
+    NotAnObject,
+    /// Any other kind: the packs whose resources match it.
+    Linted,
+}
+
+fn route(doc: &Value) -> Route<'_> {
+    let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
+    match (kind, doc.get("items").and_then(Value::as_array)) {
+        ("WorkloadRun" | "Workflow", _) => Route::Rendered,
+        ("", _) => Route::NotAnObject,
+        (_, Some(items)) if kind.ends_with("List") => Route::List(items),
+        _ => Route::Linted,
     }
 }
 
@@ -363,8 +381,8 @@ pub fn check_document_in(
             ),
         ));
     }
-    match kind {
-        "WorkloadRun" | "Workflow" => {
+    match route(&doc.value) {
+        Route::Rendered => {
             let (doc, run, mut findings) = admit(rules, doc, kind)?;
             if findings
                 .iter()
@@ -426,16 +444,10 @@ pub fn check_document_in(
             }
             Ok(findings)
         }
-        _ if kind.ends_with("List") && doc.value.get("items").is_some_and(Value::is_array) => {
+        Route::List(items) => {
             // `kubectl get workloadruns -o yaml` prints a List: check every item at its own line.
             let mut findings = Vec::new();
-            let items = doc
-                .value
-                .get("items")
-                .and_then(Value::as_array)
-                .cloned()
-                .unwrap_or_default();
-            for (i, item) in items.into_iter().enumerate() {
+            for (i, item) in items.iter().cloned().enumerate() {
                 let at = nvcre_engine::FieldPath::root().key("items").index(i);
                 let sub = Document {
                     source: doc.source.clone(),
@@ -469,8 +481,8 @@ pub fn check_document_in(
         }
         // Not a Kubernetes object (values files, kustomizations without kind, prose): no rule
         // checks it, and the report says so.
-        "" => Ok(vec![not_an_object_finding(doc)]),
-        _ => {
+        Route::NotAnObject => Ok(vec![not_an_object_finding(doc)]),
+        Route::Linted => {
             let mut alone = None;
             let objects = objects_or_alone(objects, &doc.value, &mut alone);
             let mut findings = Vec::new();

@@ -103,25 +103,14 @@ pub(crate) fn decode_row<T: for<'de> Deserialize<'de>>(
     value: &Value,
 ) -> Result<T, PolicyError> {
     nvcre_engine::read_mapping(value).map_err(|e| {
-        let pos = table.entries.iter().find(|x| x.id == id).map(|x| x.pos);
         let path = e.path().to_string();
-        PolicyError::TableEntry {
-            location: format!(
-                "{}{}",
-                table.source.name,
-                pos.map(|p| format!(":{p}")).unwrap_or_default()
-            ),
-            table: table.name.clone(),
-            entry: id.to_string(),
-            message: {
-                let inner = nvcre_engine::plain_type_words(&e.inner().to_string());
-                if path == "." {
-                    inner
-                } else {
-                    format!("{path}: {inner}")
-                }
-            },
-        }
+        let inner = nvcre_engine::plain_type_words(&e.inner().to_string());
+        let message = if path == "." {
+            inner
+        } else {
+            format!("{path}: {inner}")
+        };
+        PolicyError::table_entry(table, id, message)
     })
 }
 
@@ -303,19 +292,7 @@ pub fn gpu_products(rules: &RuleSet) -> Result<Arc<nodes::GpuProducts>, PolicyEr
 
 /// The rows of the `gpu-products` table, decoded and their regexes compiled.
 fn build_gpu_products(table: &Table) -> Result<nodes::GpuProducts, PolicyError> {
-    let entry_error = |id: &str, message: String| {
-        let pos = table.entries.iter().find(|x| x.id == id).map(|x| x.pos);
-        PolicyError::TableEntry {
-            location: format!(
-                "{}{}",
-                table.source.name,
-                pos.map(|p| format!(":{p}")).unwrap_or_default()
-            ),
-            table: table.name.clone(),
-            entry: id.to_string(),
-            message,
-        }
-    };
+    let entry_error = |id: &str, message: String| PolicyError::table_entry(table, id, message);
     let compile = |id: &str, p: &str| {
         regex::Regex::new(p).map_err(|_| entry_error(id, nvcre_engine::regex_problem(p)))
     };

@@ -83,6 +83,22 @@ pub enum PolicyError {
 }
 
 impl PolicyError {
+    /// [`PolicyError::TableEntry`] for entry `id` of `table`, located at the entry (the
+    /// table's file alone when no entry has that id).
+    pub fn table_entry(table: &nvcre_engine::Table, id: &str, message: String) -> PolicyError {
+        let pos = table.entries.iter().find(|e| e.id == id).map(|e| e.pos);
+        PolicyError::TableEntry {
+            location: format!(
+                "{}{}",
+                table.source.name,
+                pos.map(|p| format!(":{p}")).unwrap_or_default()
+            ),
+            table: table.name.clone(),
+            entry: id.to_string(),
+            message,
+        }
+    }
+
     /// This error with `findings` and `notes` (made before it) ahead of those it
     /// carries. A rejection is returned as it is (it carries its findings itself), and so is
     /// an error when both are empty.

@@ -332,17 +332,7 @@ pub fn list_policy(rules: &RuleSet) -> Result<ListPolicy, crate::error::PolicyEr
 }
 
 fn row_error(table: &nvcre_engine::Table, id: &str, message: &str) -> crate::error::PolicyError {
-    let pos = table.entries.iter().find(|e| e.id == id).map(|e| e.pos);
-    crate::error::PolicyError::TableEntry {
-        location: format!(
-            "{}{}",
-            table.source.name,
-            pos.map(|p| format!(":{p}")).unwrap_or_default()
-        ),
-        table: table.name.clone(),
-        entry: id.to_string(),
-        message: message.to_string(),
-    }
+    crate::error::PolicyError::table_entry(table, id, message.to_string())
 }
 
 fn dependency_identity(d: &Value) -> (Option<&str>, Option<&str>, Option<&str>) {

@@ -811,34 +811,16 @@ impl Direct {
                     (V::Json(Value::Array(items)), Scalar::Int(i)) => {
                         V::Json(items.get(usize::try_from(i).ok()?)?)
                     }
+                    // A mapping or list of a document taken out of a list or mapping the
+                    // expression built (`[object.a][0]`) is, in the interpreter, that part
+                    // itself, which keeps its place; a copy would not.
                     (V::Owned(Value::Object(mut m)), Scalar::Str(k)) => {
-                        let item = m.remove(k)?;
-                        if item.is_object() || item.is_array() {
-                            return None;
-                        }
-                        V::Owned(item)
+                        V::Owned(scalar_only(m.remove(k)?)?)
                     }
-                    // A mapping or list of a document taken out of a list the expression
-                    // built (`[object.a][0]`) is, in the interpreter, that part itself, which
-                    // keeps its place; a copy would not.
-                    (V::Owned(Value::Array(mut items)), Scalar::Int(i)) => {
-                        let i = usize::try_from(i).ok()?;
-                        if i >= items.len() {
-                            return None;
-                        }
-                        let item = items.swap_remove(i);
-                        if item.is_object() || item.is_array() {
-                            return None;
-                        }
-                        V::Owned(item)
+                    (V::Owned(Value::Array(items)), Scalar::Int(i)) => {
+                        V::Owned(scalar_only(take_item(items, i)?)?)
                     }
-                    (V::Pure(Value::Array(mut items)), Scalar::Int(i)) => {
-                        let i = usize::try_from(i).ok()?;
-                        if i >= items.len() {
-                            return None;
-                        }
-                        V::Pure(items.swap_remove(i))
-                    }
+                    (V::Pure(Value::Array(items)), Scalar::Int(i)) => V::Pure(take_item(items, i)?),
                     _ => return None,
                 }
             }
@@ -1022,6 +1004,17 @@ fn text_charged<'a>(
         charges.repeat(made)?;
     }
     Some(v)
+}
+
+/// Element `i` of `items`, taken out (`None` when `i` is negative or out of range).
+fn take_item(mut items: Vec<Value>, i: i64) -> Option<Value> {
+    let i = usize::try_from(i).ok()?;
+    (i < items.len()).then(|| items.swap_remove(i))
+}
+
+/// `item` when it is no mapping or list (`None`: the interpreter keeps such a part's place).
+fn scalar_only(item: Value) -> Option<Value> {
+    (!item.is_object() && !item.is_array()).then_some(item)
 }
 
 /// A comprehension of `kind` over `range` (the elements of a list, the keys of a mapping), with

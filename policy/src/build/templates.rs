@@ -106,20 +106,14 @@ pub fn runtime_templates(
         let mut row: RuntimeTemplates = crate::detect::decode_row(table, id, value)?;
         row.default_timeout_per_job =
             canonical_go_duration(&row.default_timeout_per_job).map_err(|reason| {
-                let pos = table.entries.iter().find(|e| e.id == id).map(|e| e.pos);
-                PolicyError::TableEntry {
-                    location: format!(
-                        "{}{}",
-                        table.source.name,
-                        pos.map(|p| format!(":{p}")).unwrap_or_default()
-                    ),
-                    table: table.name.clone(),
-                    entry: id.to_string(),
-                    message: format!(
+                PolicyError::table_entry(
+                    table,
+                    id,
+                    format!(
                         "defaultTimeoutPerJob: invalid duration {}: {reason}",
                         crate::detect::quote(&row.default_timeout_per_job)
                     ),
-                }
+                )
             })?;
         Ok(row)
     };
