@@ -15,6 +15,8 @@ use serde_saphyr::Spanned;
 use crate::error::Error;
 use crate::path::FieldPath;
 
+mod events;
+
 /// Largest input accepted by [`parse_documents`], in bytes (64 MiB). Larger inputs are refused
 /// with [`Error::TooLarge`] before parsing starts.
 pub const MAX_SOURCE_BYTES: usize = 64 * 1024 * 1024;
@@ -347,14 +349,48 @@ pub(crate) fn parse_text(
     scale: usize,
     limits: &crate::limits::Limits,
 ) -> Result<Vec<Document>, Error> {
+    let budget = limits.budget(scale);
+    // Plain manifests are read from the parser's events; anything else (and every error) by
+    // serde-saphyr, which reads those texts to the same documents.
+    let read = match events::read(text, line_offset, &budget) {
+        Some(read) => read,
+        None => read_serde(text, line_offset, budget).map_err(|e| match e {
+            SerdeError::Yaml(e) => yaml_error(source, text, &e, line_offset, scale, limits),
+            SerdeError::Duplicate(d) => d.into_error(source),
+        })?,
+    };
+    Ok(read
+        .into_iter()
+        .enumerate()
+        .map(|(i, (value, spans))| Document {
+            source: source.clone(),
+            index: first_index + i,
+            value,
+            spans,
+        })
+        .collect())
+}
+
+/// Why [`read_serde`] refused a text.
+enum SerdeError {
+    Yaml(serde_saphyr::Error),
+    Duplicate(Duplicate),
+}
+
+/// Reads `text` with serde-saphyr within `budget`: each non-empty document's value and spans.
+fn read_serde(
+    text: &str,
+    line_offset: usize,
+    budget: serde_saphyr::Budget,
+) -> Result<Vec<(Value, SpanIndex)>, SerdeError> {
     // YAML 1.2 core booleans only: `yes`, `on`, `y` stay the strings the user wrote.
     let mut options = serde_saphyr::Options::default();
     options.strict_booleans = true;
-    options.budget = Some(limits.budget(scale));
+    options.budget = Some(budget);
     // Duplicate keys reach the visitor, so the error can name both lines and the field path.
     options.duplicate_keys = serde_saphyr::options::DuplicateKeyPolicy::PassThrough;
-    let nodes: Vec<Option<Spanned<Node>>> = serde_saphyr::from_multiple_with_options(text, options)
-        .map_err(|e| yaml_error(source, text, &e, line_offset, scale, limits))?;
+    let nodes: Vec<Option<Spanned<Node>>> =
+        serde_saphyr::from_multiple_with_options(text, options).map_err(SerdeError::Yaml)?;
     let mut docs = Vec::new();
     for node in nodes.into_iter().flatten() {
         let mut spans = SpanIndex::default();
@@ -368,17 +404,11 @@ pub(crate) fn parse_text(
             &mut duplicate,
         );
         if let Some(d) = duplicate {
-            return Err(d.into_error(source));
+            return Err(SerdeError::Duplicate(d));
         }
-        if value.is_null() {
-            continue;
+        if !value.is_null() {
+            docs.push((value, spans));
         }
-        docs.push(Document {
-            source: source.clone(),
-            index: first_index + docs.len(),
-            value,
-            spans,
-        });
     }
     Ok(docs)
 }
