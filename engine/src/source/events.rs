@@ -29,11 +29,14 @@ pub(super) fn read(
     line_offset: usize,
     budget: &serde_saphyr::Budget,
 ) -> Option<Vec<(Value, SpanIndex)>> {
-    // Comment bytes are bounded by the text; a text that could reach the comment budget is
-    // left to the reader that enforces it.
-    if text.len() >= budget.max_total_comment_bytes {
+    // Comment and scalar bytes are bounded by the text (a decoded escape is at most 1.5 times
+    // its source): a text that could reach either budget is left to the reader that enforces
+    // it.
+    let bytes = text.len().saturating_mul(2);
+    if bytes >= budget.max_total_comment_bytes || bytes >= budget.max_total_scalar_bytes {
         return None;
     }
+    let mut documents = 0usize;
     let mut reader = Reader {
         docs: Vec::new(),
         stack: Vec::new(),
@@ -55,7 +58,9 @@ pub(super) fn read(
         match event {
             Event::StreamStart | Event::StreamEnd | Event::Comment(..) => {}
             Event::DocumentStart(_, version) => {
-                if version.is_some() || reader.docs.len() >= budget.max_documents {
+                // Every document counts against the budget, empty ones too.
+                documents += 1;
+                if version.is_some() || documents >= budget.max_documents {
                     return None;
                 }
                 reader.root = None;
@@ -511,6 +516,14 @@ kind: Second
         budget.max_nodes = 12;
         assert!(read("a: 1\nb: 2\n", 0, &budget).is_some());
         assert!(read("a: [1, 2, 3, 4, 5, 6, 7, 8]\n", 0, &budget).is_none());
+        let mut budget = crate::limits::Limits::default().budget(1);
+        budget.max_documents = 2;
+        assert!(read("a: 1\n", 0, &budget).is_some());
+        assert!(read("---\n---\na: 1\n", 0, &budget).is_none());
+        let mut budget = crate::limits::Limits::default().budget(1);
+        budget.max_total_scalar_bytes = 12;
+        assert!(read("a: b\n", 0, &budget).is_some());
+        assert!(read("a: \"bcd\\L\"\n", 0, &budget).is_none());
         let mut budget = crate::limits::Limits::default().budget(1);
         budget.max_depth = 3;
         assert!(read("a: {b: 1}\n", 0, &budget).is_some());
