@@ -88,8 +88,10 @@ pub(super) fn read(
     Some(reader.docs)
 }
 
-/// The parser options `serde-saphyr` gives the parser for `budget`, so both readers accept
-/// exactly the same texts.
+/// The parser options `serde-saphyr` gives the parser for `budget` (as its 2.2 releases build
+/// them from a budget), so both readers accept exactly the same texts. A release that builds
+/// them otherwise, or reads a scalar otherwise, fails this module's tests, which hold the two
+/// readers to the same answers.
 fn parser_options(budget: &serde_saphyr::Budget) -> Options {
     let mut options = Options::default();
     options.simple_key_max_lookahead = budget.simple_key_max_lookahead;
