@@ -64,7 +64,6 @@ pub(super) fn read(
                     return None;
                 }
                 reader.root = None;
-                reader.spans = SpanIndex::default();
             }
             Event::DocumentEnd => reader.end_document(),
             Event::Scalar(value, style, anchor, tag) => {
@@ -169,8 +168,9 @@ impl Reader {
     }
 
     /// Puts a finished node's value into its parent (or makes it the document) and takes the
-    /// pointer back to the parent's.
-    fn place(&mut self, value: Value) {
+    /// pointer back to the parent's. `None` when its key is already in the mapping: a
+    /// duplicate key is the serde reader's to report.
+    fn place(&mut self, value: Value) -> Option<()> {
         match self.stack.last_mut() {
             None => self.root = Some(value),
             Some(Frame::Seq { items, pointer }) => {
@@ -178,28 +178,26 @@ impl Reader {
                 self.pointer.truncate(*pointer);
             }
             Some(Frame::Map { map, pointer, key }) => {
-                if let Some((name, _)) = key.take() {
-                    map.insert(name, value);
+                let (name, _) = key.take()?;
+                if map.insert(name, value).is_some() {
+                    return None;
                 }
                 self.pointer.truncate(*pointer);
             }
         }
+        Some(())
     }
 
     fn scalar(&mut self, text: Cow<'_, str>, style: ScalarStyle, span: &Span) -> Option<()> {
         let plain = matches!(style, ScalarStyle::Plain);
         let at = self.pos(span);
         if let Some(Frame::Map {
-            map,
-            key: key @ None,
-            ..
+            key: key @ None, ..
         }) = self.stack.last_mut()
         {
-            // A key: only a string one, not a merge key, not one already in the mapping.
+            // A key: only a string one, not a merge key (one already in the mapping is found
+            // when its value is placed).
             if text == "<<" || (plain && !matches!(resolve_plain(&text)?, Plain::Str)) {
-                return None;
-            }
-            if map.contains_key(text.as_ref()) {
                 return None;
             }
             *key = Some((text.into_owned(), at));
@@ -216,8 +214,7 @@ impl Reader {
             Value::String(text.into_owned())
         };
         self.enter(span, true)?;
-        self.place(value);
-        Some(())
+        self.place(value)
     }
 
     fn start(&mut self, is_map: bool, span: &Span) -> Option<()> {
@@ -244,8 +241,7 @@ impl Reader {
             Frame::Map { map, key: None, .. } => Value::Object(map),
             Frame::Map { key: Some(_), .. } => return None,
         };
-        self.place(value);
-        Some(())
+        self.place(value)
     }
 
     fn end_document(&mut self) {
