@@ -1120,9 +1120,9 @@ pub struct Scope {
 }
 
 /// A pack's or a rule's variables as [`Scope::bind_variables`] binds them, made once per loaded
-/// rule set (when the pack or rule is first evaluated): each variable's name, binding (`__variables__<name>`) and expression, in
-/// declaration order, and the sorted names the `variables` map holds (a rule's own and its
-/// pack's).
+/// rule set (when the pack or rule is first evaluated): each variable's name, binding
+/// (`__variables__<name>`) and expression, in declaration order, and the sorted names the
+/// `variables` map holds (a rule's own and its pack's).
 #[derive(Debug, Clone)]
 pub(crate) struct VarBindings {
     vars: Vec<(Arc<str>, Arc<str>, Expr)>,

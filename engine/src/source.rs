@@ -1,8 +1,10 @@
 //! Source text and documents with spans kept from the first byte.
 //!
 //! A [`Source`] is one named text (a file or stdin). [`parse_documents`] reads it as a YAML (or
-//! JSON) multi-document stream with `serde-saphyr` and returns one [`Document`] per stream
-//! document: the plain JSON value plus a [`SpanIndex`] from every field path to its line:column.
+//! JSON) multi-document stream and returns one [`Document`] per stream document: the plain JSON
+//! value plus a [`SpanIndex`] from every field path to its line:column. Plain YAML is read
+//! straight from the parser's events (`events`); any other text, and every error, by
+//! `serde-saphyr`, which reads plain YAML to the same documents.
 
 use std::collections::HashMap;
 use std::fmt;

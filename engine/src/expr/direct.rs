@@ -21,8 +21,8 @@
 //! writes (`{'b': 1, 'a': 2}.map(k, k)`) visits its keys sorted, as over a variable holding
 //! that mapping (stored as JSON, keys sorted); the interpreter visits them in its hash map's
 //! order, which CEL leaves unspecified and which changes between runs (and with it what an
-//! `exists` is charged). The tests below
-//! hold its values and charges to the interpreter's over generated expressions and documents;
+//! `exists` is charged). The tests below hold its values and charges to the interpreter's
+//! over generated expressions and documents;
 //! `tests/tests/properties.rs` holds the shipped rules' findings over generated WorkloadRuns
 //! and their Workflows to those of the interpreter alone.
 

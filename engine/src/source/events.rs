@@ -112,6 +112,7 @@ enum Frame {
     },
     Map {
         map: Map<String, Value>,
+        /// Length of the reader's pointer at this node.
         pointer: usize,
         /// The key read, waiting for its value, with its position.
         key: Option<(String, Pos)>,
@@ -250,7 +251,6 @@ impl Reader {
             None | Some(Value::Null) => {}
             Some(value) => self.docs.push((value, spans)),
         }
-        self.pointer.clear();
     }
 }
 
@@ -623,11 +623,28 @@ kind: Second
         fn the_event_reader_reads_every_written_value_as_serde_does(
             values in proptest::collection::vec(json(), 1..3),
         ) {
-            let text: Vec<String> = values
+            let written: Vec<(String, &Value)> = values
                 .iter()
-                .filter_map(|v| super::super::to_yaml(v).ok())
+                .filter_map(|v| Some((super::super::to_yaml(v).ok()?, v)))
                 .collect();
-            agree(&text.join("---\n"));
+            let text: Vec<&str> = written.iter().map(|(t, _)| t.as_str()).collect();
+            let text = text.join("---\n");
+            if agree(&text) {
+                // Read back, every written document is the value written (a null one is an
+                // empty document, which is left out).
+                let budget = crate::limits::Limits::default().budget(1);
+                let read: Vec<Value> = read(&text, 0, &budget)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(v, _)| v)
+                    .collect();
+                let expected: Vec<Value> = written
+                    .iter()
+                    .map(|(_, v)| (*v).clone())
+                    .filter(|v| !v.is_null())
+                    .collect();
+                prop_assert_eq!(read, expected);
+            }
         }
 
         #[test]
