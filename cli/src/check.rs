@@ -13,6 +13,7 @@ use nvcre_engine::{
     Chunk, ChunkReader, Document, Finding, Objects, RuleSet, Severity, Source, parse_chunk,
 };
 
+use crate::findings::{Encoded, Findings};
 use crate::input;
 use crate::report::{
     self, CheckedDocument, CheckedFile, Format, InputError, Report, Summary, Window,
@@ -170,10 +171,9 @@ pub struct CheckArgs {
 /// What checking the inputs produced: what the reports are made of.
 #[derive(Debug, Default)]
 pub struct Checked {
-    /// Every finding, input by input, each document's in source order.
-    pub findings: Vec<Finding>,
-    /// The lines around every finding's line (the inputs themselves are not kept).
-    pub windows: HashMap<(String, usize), Window>,
+    /// Every finding, input by input, each document's in source order, each with the lines
+    /// around its line (the inputs themselves are not kept).
+    pub findings: Findings,
     /// One entry per input read, with its documents.
     pub files: Vec<CheckedFile>,
     /// Inputs (or documents) that could not be read or checked.
@@ -193,7 +193,6 @@ impl Checked {
         Report {
             rules,
             findings: &self.findings,
-            windows: &self.windows,
             files: &self.files,
             errors: &self.errors,
             fail_on,
@@ -205,9 +204,9 @@ impl Checked {
     /// could not be checked or a rule could not be evaluated (a rule-file error, not a
     /// violation), 1 when a finding is at or above `fail_on`, else 0.
     pub fn exit_code(&self, fail_on: Severity) -> u8 {
-        if !self.errors.is_empty() || self.findings.iter().any(|f| f.rule_error) {
+        if !self.errors.is_empty() || self.findings.rule_errors() > 0 {
             2
-        } else if self.findings.iter().any(|f| f.severity >= fail_on) {
+        } else if self.findings.at_or_above(fail_on) > 0 {
             1
         } else {
             0
@@ -841,10 +840,9 @@ fn check_batch(
     errors: &mut Vec<InputError>,
 ) {
     for checked in check_all(rules, std::mem::take(batch), req) {
-        for (key, window) in checked.windows {
-            out.windows.entry(key).or_insert(window);
+        for f in checked.findings {
+            out.findings.push(f);
         }
-        out.findings.extend(checked.findings);
         if let Some(e) = checked.error {
             out.unchecked.insert((e.file.clone(), checked.index));
             errors.push(e);
@@ -853,11 +851,10 @@ fn check_batch(
 }
 
 /// What checking one document gave: its findings in source order (those without a line last),
-/// the lines around them, and the input error that stopped its check.
+/// each encoded with the lines around it, and the input error that stopped its check.
 struct DocumentChecked {
     index: usize,
-    findings: Vec<Finding>,
-    windows: Vec<((String, usize), Window)>,
+    findings: Vec<Encoded>,
     error: Option<InputError>,
 }
 
@@ -904,18 +901,25 @@ fn document_checked(
         }
     };
     findings.sort_by_key(|x| (x.line.unwrap_or(usize::MAX), x.column.unwrap_or(usize::MAX)));
-    let mut windows: Vec<((String, usize), Window)> = Vec::new();
-    for (file, line) in findings.iter().filter_map(|x| Some((&x.file, x.line?))) {
-        if !windows.iter().any(|((f, l), _)| *l == line && f == file)
-            && let Some(w) = Window::around(chunk, line)
-        {
-            windows.push(((file.clone(), line), w));
-        }
+    // The lines around each line with findings, taken once per line.
+    let mut windows: Vec<(usize, Option<Window>)> = Vec::new();
+    let mut encoded = Vec::with_capacity(findings.len());
+    for f in &findings {
+        let at = f.line.map(|line| {
+            windows
+                .iter()
+                .position(|(l, _)| *l == line)
+                .unwrap_or_else(|| {
+                    windows.push((line, Window::around(chunk, line)));
+                    windows.len() - 1
+                })
+        });
+        let window = at.and_then(|i| windows[i].1.as_ref());
+        encoded.push(Encoded::new(f, window));
     }
     DocumentChecked {
         index: doc.index,
-        findings,
-        windows,
+        findings: encoded,
         error: error.map(|e| InputError {
             file: doc.source.name.clone(),
             pos: match &e {

@@ -27,6 +27,7 @@
 
 pub mod check;
 pub mod color;
+pub mod findings;
 pub mod input;
 pub mod report;
 pub mod ruleset;

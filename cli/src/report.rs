@@ -2,6 +2,7 @@
 //! ([`write_report`]), and errors and warnings on stderr.
 
 use std::collections::HashMap;
+use std::io::Write;
 use std::sync::Arc;
 
 use clap::ValueEnum;
@@ -14,6 +15,7 @@ use serde_json::{Map, Value, json};
 use serde_sarif::sarif;
 
 use crate::color;
+use crate::findings::Findings;
 use crate::ruleset::RulesInfo;
 
 /// One line on stderr; a stderr that cannot be written (closed, full) is ignored rather than
@@ -295,11 +297,9 @@ pub struct CheckedFile {
 pub struct Report<'a> {
     /// The rule set the check ran with (SARIF lists its rules).
     pub rules: &'a RuleSet,
-    /// The findings, in input order.
-    pub findings: &'a [Finding],
-    /// The lines around each finding's line, by file and line, for the text format's
-    /// snippets.
-    pub windows: &'a HashMap<(String, usize), Window>,
+    /// The findings, in input order, each with the lines around its line (the text format's
+    /// snippets).
+    pub findings: &'a Findings,
     /// The input files in order.
     pub files: &'a [CheckedFile],
     /// Inputs that could not be checked.
@@ -331,13 +331,12 @@ pub struct Summary {
 impl Summary {
     /// The counts of `report`.
     pub fn of(report: &Report<'_>) -> Summary {
-        let count = |s: Severity| report.findings.iter().filter(|f| f.severity == s).count();
         Summary {
             files: report.files.len(),
             documents: report.files.iter().map(|f| f.documents.len()).sum(),
-            errors: count(Severity::Error),
-            warnings: count(Severity::Warning),
-            info: count(Severity::Info),
+            errors: report.findings.count(Severity::Error),
+            warnings: report.findings.count(Severity::Warning),
+            info: report.findings.count(Severity::Info),
             input_errors: report.errors.len(),
         }
     }
@@ -376,12 +375,13 @@ pub fn render(format: Format, report: &Report<'_>, color: bool) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Writes `report` in `format` to `out`. The text and JSON reports are written as they are
-/// produced (a finding at a time), so a report of many findings is not built in memory
-/// first; the other formats are rendered whole, then written.
+/// Writes `report` in `format` to `out`. The text, JSON, SARIF and GitHub reports are written
+/// as they are produced, a finding at a time as read back from [`Findings`], so a report of
+/// many findings is not built in memory first; a JUnit report is built whole (its suites
+/// open with their counts), then written.
 ///
 /// # Errors
-/// The writer's.
+/// The writer's, or reading back the findings ([`Findings::iter`]).
 pub fn write_report(
     format: Format,
     report: &Report<'_>,
@@ -391,20 +391,30 @@ pub fn write_report(
     match format {
         Format::Text => text(report, color, out),
         Format::Json => json_report(report, out),
-        Format::Sarif => out.write_all(sarif(report).as_bytes()),
-        Format::Junit => out.write_all(junit(report).as_bytes()),
-        Format::Github => out.write_all(github(report).as_bytes()),
+        Format::Sarif => sarif(report, out),
+        Format::Junit => out.write_all(junit(report)?.as_bytes()),
+        Format::Github => github(report, out),
     }
 }
 
 fn text(report: &Report<'_>, color: bool, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-    for f in report.findings {
-        let window = f
-            .line
-            .and_then(|l| report.windows.get(&(f.file.clone(), l)));
-        out.write_all(finding_block(f, window, color).as_bytes())?;
+    for stored in report.findings.iter() {
+        let stored = stored?;
+        out.write_all(finding_block(&stored.finding, stored.window.as_ref(), color).as_bytes())?;
     }
     Ok(())
+}
+
+/// Writes `value` as pretty JSON and a line break to `out`, through a buffer; an error of the
+/// writer keeps its kind (a closed pipe is told apart).
+fn write_pretty(
+    value: &impl serde::Serialize,
+    out: &mut dyn std::io::Write,
+) -> std::io::Result<()> {
+    let mut buffered = std::io::BufWriter::new(out);
+    serde_json::to_writer_pretty(&mut buffered, value).map_err(std::io::Error::from)?;
+    buffered.write_all(b"\n")?;
+    buffered.flush()
 }
 
 /// The `apiVersion` of the JSON reports (`check -o json`, `test -o json`); a change that
@@ -427,16 +437,29 @@ fn input_error_json(e: &InputError) -> Value {
     Value::Object(o)
 }
 
-/// The findings of one file in the JSON report: each as the [`Finding`] serializes, without
-/// its `file` (the result names it). Converted one at a time as they are written.
-struct FileFindings<'a>(Vec<&'a Finding>);
+/// The findings of a report read back once, in order, shared by the parts of a report that
+/// take them one run at a time (the JSON report's files).
+type Cursor<'a> = std::cell::RefCell<std::iter::Peekable<crate::findings::Iter<'a>>>;
 
-impl serde::Serialize for FileFindings<'_> {
+/// The findings of one file in the JSON report: the next findings of the cursor that name this
+/// file, each as the [`Finding`] serializes, without its `file` (the result names it). They
+/// are read back and converted one at a time as they are written. (Findings come input by
+/// input, so one file's are one run.)
+struct FileFindings<'f, 'a> {
+    file: &'f str,
+    cursor: &'f Cursor<'a>,
+}
+
+impl serde::Serialize for FileFindings<'_, '_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::{Error, SerializeSeq};
-        let mut seq = s.serialize_seq(Some(self.0.len()))?;
-        for f in &self.0 {
-            let mut v = serde_json::to_value(f).map_err(S::Error::custom)?;
+        let mut cursor = self.cursor.borrow_mut();
+        let mut seq = s.serialize_seq(None)?;
+        while let Some(next) =
+            cursor.next_if(|n| n.as_ref().map_or(true, |n| n.finding.file == self.file))
+        {
+            let f = next.map_err(S::Error::custom)?.finding;
+            let mut v = serde_json::to_value(&f).map_err(S::Error::custom)?;
             if let Value::Object(o) = &mut v {
                 o.shift_remove("file");
             }
@@ -448,11 +471,59 @@ impl serde::Serialize for FileFindings<'_> {
 
 /// One entry of the JSON report's `results`.
 #[derive(serde::Serialize)]
-struct FileResult<'a> {
-    file: &'a str,
+struct FileResult<'f, 'a> {
+    file: &'f str,
     documents: usize,
-    findings: FileFindings<'a>,
+    findings: FileFindings<'f, 'a>,
     errors: Vec<Value>,
+}
+
+/// The JSON report's `results`: one entry per file, then (never expected: every finding names
+/// the input it was found in) an entry for each run of findings no file took, so none is lost.
+struct FileResults<'a> {
+    files: Vec<(&'a str, usize, Vec<Value>)>,
+    cursor: &'a Cursor<'a>,
+}
+
+impl serde::Serialize for FileResults<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = s.serialize_seq(None)?;
+        for (file, documents, errors) in &self.files {
+            seq.serialize_element(&FileResult {
+                file,
+                documents: *documents,
+                findings: FileFindings {
+                    file,
+                    cursor: self.cursor,
+                },
+                errors: errors.clone(),
+            })?;
+        }
+        loop {
+            let file = match self.cursor.borrow_mut().peek() {
+                None => break,
+                Some(Err(_)) => None,
+                Some(Ok(next)) => Some(next.finding.file.clone()),
+            };
+            let Some(file) = file else {
+                let e = self.cursor.borrow_mut().next().and_then(Result::err);
+                return Err(S::Error::custom(
+                    e.map(|e| e.to_string()).unwrap_or_default(),
+                ));
+            };
+            seq.serialize_element(&FileResult {
+                file: &file,
+                documents: 0,
+                findings: FileFindings {
+                    file: &file,
+                    cursor: self.cursor,
+                },
+                errors: Vec::new(),
+            })?;
+        }
+        seq.end()
+    }
 }
 
 /// The JSON report's `summary`.
@@ -477,19 +548,15 @@ struct JsonEnvelope<'a> {
     kind: &'static str,
     tool: Value,
     rules: &'a RulesInfo,
-    results: Vec<FileResult<'a>>,
+    results: FileResults<'a>,
     summary: JsonSummary,
 }
 
 /// `check -o json`: a versioned envelope with the results grouped by file (in input order;
 /// a path that could not be read comes after them), each with its document count, findings and
-/// input errors, and the summary. Written to `out` as it is serialized: the findings are not
-/// copied into a JSON tree first.
+/// input errors, and the summary. Written to `out` as it is serialized: the findings are read
+/// back one at a time, not copied into a JSON tree first.
 fn json_report(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-    let mut by_file: HashMap<&str, Vec<&Finding>> = HashMap::new();
-    for f in report.findings {
-        by_file.entry(f.file.as_str()).or_default().push(f);
-    }
     let mut files: Vec<(&str, usize)> = report
         .files
         .iter()
@@ -500,20 +567,22 @@ fn json_report(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Re
             files.push((e.file.as_str(), 0));
         }
     }
-    let results: Vec<FileResult<'_>> = files
-        .iter()
-        .map(|(file, documents)| FileResult {
-            file,
-            documents: *documents,
-            findings: FileFindings(by_file.remove(file).unwrap_or_default()),
-            errors: report
-                .errors
-                .iter()
-                .filter(|e| e.file == *file)
-                .map(input_error_json)
-                .collect(),
-        })
-        .collect();
+    let cursor: Cursor<'_> = std::cell::RefCell::new(report.findings.iter().peekable());
+    let results = FileResults {
+        files: files
+            .iter()
+            .map(|(file, documents)| {
+                let errors = report
+                    .errors
+                    .iter()
+                    .filter(|e| e.file == *file)
+                    .map(input_error_json)
+                    .collect();
+                (*file, *documents, errors)
+            })
+            .collect(),
+        cursor: &cursor,
+    };
     let summary = Summary::of(report);
     let envelope = JsonEnvelope {
         api_version: REPORT_API_VERSION,
@@ -529,14 +598,10 @@ fn json_report(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Re
             info: summary.info,
             input_errors: summary.input_errors,
             fail_on: report.fail_on.to_string(),
-            passed: summary.input_errors == 0
-                && !report.findings.iter().any(|f| f.severity >= report.fail_on),
+            passed: summary.input_errors == 0 && report.findings.at_or_above(report.fail_on) == 0,
         },
     };
-    let mut buffered = std::io::BufWriter::new(out);
-    serde_json::to_writer_pretty(&mut buffered, &envelope).map_err(std::io::Error::other)?;
-    std::io::Write::write_all(&mut buffered, b"\n")?;
-    std::io::Write::flush(&mut buffered)
+    write_pretty(&envelope, out)
 }
 
 /// The SARIF level of a severity.
@@ -670,7 +735,108 @@ fn sarif_rule(
         .build()
 }
 
-fn sarif(report: &Report<'_>) -> String {
+/// `value` serialized as it is, except the value at `path` (object keys, array indexes in
+/// decimal), which is `with`'s serialization: a report's envelope built as JSON with its
+/// findings written in place as they are read back.
+struct Spliced<'a, T> {
+    value: &'a Value,
+    path: &'a [&'a str],
+    with: &'a T,
+}
+
+impl<T: serde::Serialize> serde::Serialize for Spliced<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{SerializeMap, SerializeSeq};
+        let Some((at, rest)) = self.path.split_first() else {
+            return self.with.serialize(s);
+        };
+        let inner = |value| Spliced {
+            value,
+            path: rest,
+            with: self.with,
+        };
+        match self.value {
+            Value::Object(map) => {
+                let mut m = s.serialize_map(Some(map.len()))?;
+                for (k, v) in map {
+                    if k == at {
+                        m.serialize_entry(k, &inner(v))?;
+                    } else {
+                        m.serialize_entry(k, v)?;
+                    }
+                }
+                m.end()
+            }
+            Value::Array(items) => {
+                let mut seq = s.serialize_seq(Some(items.len()))?;
+                for (i, v) in items.iter().enumerate() {
+                    if at.parse() == Ok(i) {
+                        seq.serialize_element(&inner(v))?;
+                    } else {
+                        seq.serialize_element(v)?;
+                    }
+                }
+                seq.end()
+            }
+            v => v.serialize(s),
+        }
+    }
+}
+
+/// The SARIF results of a report's findings, made and written one at a time.
+struct SarifResults<'a> {
+    report: &'a Report<'a>,
+    /// Rule indexes by id.
+    index: &'a HashMap<String, usize>,
+}
+
+impl serde::Serialize for SarifResults<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::{Error, SerializeSeq};
+        let mut seq = s.serialize_seq(Some(self.report.findings.len()))?;
+        for stored in self.report.findings.iter() {
+            let f = stored.map_err(S::Error::custom)?.finding;
+            seq.serialize_element(&sarif_result(&f, self.index))?;
+        }
+        seq.end()
+    }
+}
+
+/// One finding as a SARIF result.
+fn sarif_result(f: &Finding, index: &HashMap<String, usize>) -> sarif::Result {
+    let physical = physical_location(&f.file, f.line.zip(f.column));
+    let location = match &f.field_path {
+        Some(p) => sarif::Location::builder()
+            .physical_location(physical)
+            .logical_locations(vec![
+                sarif::LogicalLocation::builder()
+                    .fully_qualified_name(p)
+                    .kind("member")
+                    .build(),
+            ])
+            .build(),
+        None => sarif::Location::builder()
+            .physical_location(physical)
+            .build(),
+    };
+    sarif::Result::builder()
+        .rule_id(&f.rule_id)
+        .rule_index(index.get(&f.rule_id).copied().unwrap_or(0) as i64)
+        .level(sarif_level(f.severity))
+        .message(text_message(&f.message))
+        .locations(vec![location])
+        .partial_fingerprints(std::collections::BTreeMap::from([(
+            FINGERPRINT_KEY.to_string(),
+            sarif_fingerprint(f),
+        )]))
+        .properties(property_bag(&[("document", json!(f.document))]))
+        .build()
+}
+
+/// `check -o sarif`: one run, the rules as reportingDescriptors (also those of findings whose
+/// id is not a rule of the set), the input errors as notifications; the results are written
+/// as the findings are read back.
+fn sarif(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
     let mut rules: Vec<sarif::ReportingDescriptor> = Vec::new();
     let mut index: HashMap<String, usize> = HashMap::new();
     for (pack, rule) in report.rules.rules() {
@@ -685,7 +851,8 @@ fn sarif(report: &Report<'_>) -> String {
     }
     // Findings whose id is not a rule: the pipeline's own (described), or a match condition
     // that could not be evaluated.
-    for f in report.findings {
+    for stored in report.findings.iter() {
+        let f = stored?.finding;
         if !index.contains_key(&f.rule_id) {
             index.insert(f.rule_id.clone(), rules.len());
             let built_in = nvcre_domain::built_in_rule(&f.rule_id);
@@ -702,39 +869,6 @@ fn sarif(report: &Report<'_>) -> String {
             ));
         }
     }
-    let results: Vec<sarif::Result> = report
-        .findings
-        .iter()
-        .map(|f| {
-            let physical = physical_location(&f.file, f.line.zip(f.column));
-            let location = match &f.field_path {
-                Some(p) => sarif::Location::builder()
-                    .physical_location(physical)
-                    .logical_locations(vec![
-                        sarif::LogicalLocation::builder()
-                            .fully_qualified_name(p)
-                            .kind("member")
-                            .build(),
-                    ])
-                    .build(),
-                None => sarif::Location::builder()
-                    .physical_location(physical)
-                    .build(),
-            };
-            sarif::Result::builder()
-                .rule_id(&f.rule_id)
-                .rule_index(index.get(&f.rule_id).copied().unwrap_or(0) as i64)
-                .level(sarif_level(f.severity))
-                .message(text_message(&f.message))
-                .locations(vec![location])
-                .partial_fingerprints(std::collections::BTreeMap::from([(
-                    FINGERPRINT_KEY.to_string(),
-                    sarif_fingerprint(f),
-                )]))
-                .properties(property_bag(&[("document", json!(f.document))]))
-                .build()
-        })
-        .collect();
     let notifications: Vec<sarif::Notification> = report
         .errors
         .iter()
@@ -772,16 +906,25 @@ fn sarif(report: &Report<'_>) -> String {
                 .build(),
         ])
         .column_kind(json!("unicodeCodePoints"))
-        .results(results)
+        .results(Vec::new())
         .build();
     let log = sarif::Sarif::builder()
         .schema("https://json.schemastore.org/sarif-2.1.0.json")
         .version(json!("2.1.0"))
         .runs(vec![run])
         .build();
-    let mut s = serde_json::to_string_pretty(&log).unwrap_or_default();
-    s.push('\n');
-    s
+    // The log without results (a few kilobytes: the rules), its results written in place.
+    let log = serde_json::to_value(&log).map_err(std::io::Error::from)?;
+    let results = SarifResults {
+        report,
+        index: &index,
+    };
+    let spliced = Spliced {
+        value: &log,
+        path: &["runs", "0", "results"],
+        with: &results,
+    };
+    write_pretty(&spliced, out)
 }
 
 /// True when a message already starts with the field path (as the original's label and gang
@@ -842,9 +985,9 @@ struct Case {
 }
 
 /// Findings by file and document.
-type FindingIndex<'a> = HashMap<&'a str, HashMap<usize, Vec<&'a Finding>>>;
+type FindingIndex = HashMap<String, HashMap<usize, Vec<Finding>>>;
 
-fn junit_cases(report: &Report<'_>, index: &FindingIndex<'_>, file: &CheckedFile) -> Vec<Case> {
+fn junit_cases(report: &Report<'_>, index: &FindingIndex, file: &CheckedFile) -> Vec<Case> {
     let mut cases = Vec::new();
     for e in report.errors.iter().filter(|e| e.file == file.file) {
         cases.push(Case {
@@ -892,7 +1035,8 @@ fn junit_cases(report: &Report<'_>, index: &FindingIndex<'_>, file: &CheckedFile
     cases
 }
 
-fn junit(report: &Report<'_>) -> String {
+/// `check -o junit`, as a string (see [`write_report`]).
+fn junit(report: &Report<'_>) -> std::io::Result<String> {
     let mut files: Vec<CheckedFile> = report.files.to_vec();
     // Errors about paths that never became files (a missing path) get a suite of their own.
     for e in report.errors {
@@ -904,10 +1048,11 @@ fn junit(report: &Report<'_>) -> String {
         }
     }
     // Findings grouped once, not searched once per document.
-    let mut index: FindingIndex<'_> = HashMap::new();
-    for f in report.findings {
+    let mut index: FindingIndex = HashMap::new();
+    for stored in report.findings.iter() {
+        let f = stored?.finding;
         index
-            .entry(f.file.as_str())
+            .entry(f.file.clone())
             .or_default()
             .entry(f.document)
             .or_default()
@@ -941,7 +1086,7 @@ fn junit(report: &Report<'_>) -> String {
         }
         out.add_test_suite(suite);
     }
-    out.to_string().unwrap_or_default()
+    Ok(out.to_string().unwrap_or_default())
 }
 
 /// GitHub's escaping of a workflow command's message.
@@ -956,9 +1101,11 @@ fn github_property(s: &str) -> String {
     github_data(s).replace(':', "%3A").replace(',', "%2C")
 }
 
-fn github(report: &Report<'_>) -> String {
-    let mut out = String::new();
-    for f in report.findings {
+/// `check -o github`: one workflow command per finding, then one per input error.
+fn github(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let mut out = std::io::BufWriter::new(out);
+    for stored in report.findings.iter() {
+        let f = stored?.finding;
         let level = match f.severity {
             Severity::Error => "error",
             Severity::Warning => "warning",
@@ -970,29 +1117,124 @@ fn github(report: &Report<'_>) -> String {
             props.push(format!("col={c}"));
         }
         props.push(format!("title={}", github_property(&f.rule_id)));
-        out.push_str(&format!(
-            "::{level} {}::{}\n",
+        writeln!(
+            out,
+            "::{level} {}::{}",
             props.join(","),
             github_data(&f.message)
-        ));
+        )?;
     }
     for e in report.errors {
         let at = e
             .pos
             .map(|p| format!(",line={},col={}", p.line, p.column))
             .unwrap_or_default();
-        out.push_str(&format!(
-            "::error file={}{at},title=nvcre-policy::{}\n",
+        writeln!(
+            out,
+            "::error file={}{at},title=nvcre-policy::{}",
             github_property(&e.file),
             github_data(&e.message)
-        ));
+        )?;
     }
-    out
+    out.flush()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn finding(file: &str, document: usize, line: Option<usize>, severity: Severity) -> Finding {
+        Finding {
+            rule_id: format!("r-{document}"),
+            pack: "p".into(),
+            severity,
+            message: format!("message of {file} {document}"),
+            file: file.into(),
+            document,
+            object: None,
+            field_path: Some("spec.x".into()),
+            line,
+            column: line.map(|_| 3),
+            rule_file: "rules/p.yaml".into(),
+            rule_line: 4,
+            stage: None,
+            rule_error: false,
+        }
+    }
+
+    /// Findings kept in memory and findings gone to the temporary file give the same report
+    /// in every format; a finding naming no checked file still has a result of its own.
+    #[test]
+    fn every_report_is_the_same_when_findings_went_to_a_file() {
+        let rules = nvcre_domain::default_rules().expect("the rules load");
+        let info = RulesInfo::of(None).expect("the rules' identity");
+        let files: Vec<CheckedFile> = ["a.yaml", "b.yaml"]
+            .iter()
+            .map(|f| CheckedFile {
+                file: f.to_string(),
+                documents: (0..40)
+                    .map(|index| CheckedDocument {
+                        index,
+                        rules: Arc::new(vec![format!("r-{index}")]),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let window = Window {
+            first_line: 1,
+            text: "a: 1\nb: 2\nc: 3\n".into(),
+        };
+        let (mut memory, mut file) = (Findings::default(), Findings::with_limit(500));
+        for (name, n) in [("a.yaml", 40), ("b.yaml", 40), ("elsewhere.yaml", 2)] {
+            for d in 0..n {
+                let sev = [Severity::Error, Severity::Warning, Severity::Info][d % 3];
+                let f = finding(name, d, d.is_multiple_of(2).then_some(2), sev);
+                let w = f.line.map(|_| &window);
+                memory.push_finding(&f, w);
+                file.push_finding(&f, w);
+            }
+        }
+        assert!(file.spilled() && !memory.spilled());
+        let errors = vec![InputError::new("b.yaml".into(), "b.yaml: bad".into())];
+        let report = |findings| Report {
+            rules: &rules,
+            findings,
+            files: &files,
+            errors: &errors,
+            fail_on: Severity::Warning,
+            rules_info: &info,
+        };
+        for format in [
+            Format::Text,
+            Format::Json,
+            Format::Sarif,
+            Format::Junit,
+            Format::Github,
+        ] {
+            assert_eq!(
+                render(format, &report(&file), false),
+                render(format, &report(&memory), false),
+                "{format:?}"
+            );
+        }
+        let json: Value =
+            serde_json::from_str(&render(Format::Json, &report(&file), false)).expect("JSON");
+        let results: Vec<(&str, usize)> = json["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .map(|r| {
+                let n = r["findings"].as_array().map_or(0, Vec::len);
+                (r["file"].as_str().unwrap_or_default(), n)
+            })
+            .collect();
+        assert_eq!(
+            results,
+            [("a.yaml", 40), ("b.yaml", 40), ("elsewhere.yaml", 2)]
+        );
+        assert_eq!(json["summary"]["errors"], 29);
+        assert_eq!(json["summary"]["passed"], false);
+    }
 
     #[test]
     fn github_escapes_data_and_properties() {

@@ -108,7 +108,12 @@ pub fn check_pipeline(data: &[u8]) {
         }
         let _ = report::render(Format::Github, &report, false);
     }
-    for f in &checked.findings {
-        let _ = report::finding_text(f);
+    for stored in checked.findings.iter() {
+        match stored {
+            Ok(s) => {
+                let _ = report::finding_text(&s.finding);
+            }
+            Err(e) => panic!("a kept finding does not read back: {e}"),
+        }
     }
 }
