@@ -915,3 +915,38 @@ fn junit_lists_no_passing_cases_for_a_document_that_could_not_be_checked() {
         .collect();
     assert_eq!(cases, [("read", false)]);
 }
+
+/// `check -o FORMAT | head`: a reader that closes standard output early is not an error of the
+/// report, in any format (the JSON report's write error used to lose its kind and be printed as
+/// `Error: writing the report: broken pipe`).
+#[test]
+fn a_closed_standard_output_is_not_a_report_error() {
+    use std::process::{Command, Stdio};
+    let dir = TempDir::new().expect("tmp");
+    // Thousands of findings: every report is far larger than a pipe's buffer.
+    let stream: String = (0..3000)
+        .map(|i| format!("---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: Bad_{i}}}\n"))
+        .collect();
+    write(dir.path(), "in.yaml", &stream);
+    for format in ["text", "json", "sarif", "junit", "github"] {
+        let mut child = Command::new(assert_cmd::cargo::cargo_bin("nvcre-policy"))
+            .current_dir(dir.path())
+            .args(["check", "-o", format, "in.yaml"])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("runs");
+        // Closed before the report is written: every write to it fails.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().expect("waits");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = stderr.lines().collect();
+        assert_eq!(out.status.code(), Some(1), "{format}: {stderr}");
+        assert_eq!(lines.len(), 1, "{format}: only the summary: {stderr}");
+        assert!(
+            lines[0].starts_with("Summary: 3000 documents in 1 file checked in ")
+                && lines[0].ends_with("s: 3000 errors, 0 warnings, 0 info"),
+            "{format}: {stderr}"
+        );
+    }
+}
