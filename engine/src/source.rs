@@ -18,6 +18,10 @@ use crate::error::Error;
 use crate::path::FieldPath;
 
 mod events;
+mod spans;
+
+use spans::NodeSpan;
+pub use spans::SpanIndex;
 
 /// Largest input accepted by [`parse_documents`], in bytes (64 MiB). Larger inputs are refused
 /// with [`Error::TooLarge`] before parsing starts.
@@ -78,144 +82,6 @@ pub struct Pos {
 impl fmt::Display for Pos {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}:{}", self.line, self.column)
-    }
-}
-
-/// Where one node sits: the key of its mapping entry (if any) and the value itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct NodeSpan {
-    key: Option<Pos>,
-    value: Pos,
-    scalar: bool,
-}
-
-/// Field path → source position, for every node of one document.
-///
-/// Lookups take a [`FieldPath`]; a path that does not exist (a missing field) falls back to its
-/// nearest existing ancestor, so a finding about an absent key points at the mapping that lacks it.
-///
-/// Serializable (for [`PreparedDocument`]): as a two-element sequence, `[spans, leading_zeros]`,
-/// where `spans` is a sequence of `[pointer, key, value, scalar]` sorted by JSON pointer (`key`
-/// is `null` or `[line, column]`, `value` is `[line, column]`, `scalar` a boolean) and
-/// `leading_zeros` a sequence of `[pointer, source text]` in document order. Sorted, so the same
-/// index always serializes to the same text.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(from = "SpanIndexForm", into = "SpanIndexForm")]
-pub struct SpanIndex {
-    /// Looked up by pointers the documents' keys spell; the hasher is seeded per process, and
-    /// the per-document node budget bounds what one document holds.
-    spans: HashMap<String, NodeSpan, foldhash::fast::RandomState>,
-    /// JSON pointer and source text of each integer written with a redundant leading zero
-    /// (`010`), in document order: YAML 1.1 tools read such a number as octal.
-    leading_zeros: Vec<(String, String)>,
-}
-
-/// One entry of a serialized [`SpanIndex`]: pointer, key position, value position, scalar.
-type SpanEntry = (String, Option<(usize, usize)>, (usize, usize), bool);
-
-/// The serialized shape of a [`SpanIndex`] (see there).
-#[derive(serde::Serialize, serde::Deserialize)]
-struct SpanIndexForm(Vec<SpanEntry>, Vec<(String, String)>);
-
-impl From<SpanIndex> for SpanIndexForm {
-    fn from(index: SpanIndex) -> SpanIndexForm {
-        let pair = |p: Pos| (p.line, p.column);
-        let mut spans: Vec<SpanEntry> = index
-            .spans
-            .into_iter()
-            .map(|(k, s)| (k, s.key.map(pair), pair(s.value), s.scalar))
-            .collect();
-        spans.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        SpanIndexForm(spans, index.leading_zeros)
-    }
-}
-
-impl From<SpanIndexForm> for SpanIndex {
-    fn from(form: SpanIndexForm) -> SpanIndex {
-        let pos = |(line, column): (usize, usize)| Pos { line, column };
-        SpanIndex {
-            spans: form
-                .0
-                .into_iter()
-                .map(|(k, key, value, scalar)| {
-                    (
-                        k,
-                        NodeSpan {
-                            key: key.map(pos),
-                            value: pos(value),
-                            scalar,
-                        },
-                    )
-                })
-                .collect(),
-            leading_zeros: form.1,
-        }
-    }
-}
-
-impl SpanIndex {
-    /// The position of `path`: the value for scalars, the key for mappings and lists written in
-    /// block style (the value of those starts on a later line). Missing paths fall back to the
-    /// nearest ancestor. `None` only when the index is empty.
-    pub fn lookup(&self, path: &FieldPath) -> Option<Pos> {
-        let mut segments = path.segments().to_vec();
-        loop {
-            let key = FieldPath::from_segments(segments.clone()).pointer();
-            if let Some(span) = self.spans.get(&key) {
-                return Some(if span.scalar {
-                    span.value
-                } else {
-                    span.key.unwrap_or(span.value)
-                });
-            }
-            segments.pop()?;
-        }
-    }
-
-    /// The position of the key of `path`'s mapping entry (the name of a field rather than its
-    /// value); falls back to [`SpanIndex::lookup`].
-    pub fn lookup_key(&self, path: &FieldPath) -> Option<Pos> {
-        self.spans
-            .get(&path.pointer())
-            .and_then(|s| s.key)
-            .or_else(|| self.lookup(path))
-    }
-
-    /// The spans below `prefix`, re-rooted there (for an item of a `List` checked as a document
-    /// of its own).
-    pub fn sub(&self, prefix: &FieldPath) -> SpanIndex {
-        let p = prefix.pointer();
-        let below = |k: &str| -> Option<String> {
-            let rest = k.strip_prefix(&p)?;
-            (rest.is_empty() || rest.starts_with('/')).then(|| rest.to_string())
-        };
-        SpanIndex {
-            leading_zeros: self
-                .leading_zeros
-                .iter()
-                .filter_map(|(k, raw)| Some((below(k)?, raw.clone())))
-                .collect(),
-            spans: self
-                .spans
-                .iter()
-                .filter_map(|(k, v)| {
-                    let rest = k.strip_prefix(&p)?;
-                    (rest.is_empty() || rest.starts_with('/')).then(|| (rest.to_string(), *v))
-                })
-                .collect(),
-        }
-    }
-
-    /// The integers written with a redundant leading zero (`010`, read as 10) or in YAML 1.2's
-    /// octal form (`0o17`, read as 15): each one's JSON pointer and source text, in document
-    /// order.
-    pub fn leading_zero_integers(&self) -> &[(String, String)] {
-        &self.leading_zeros
-    }
-
-    /// True when `path` itself (not an ancestor) was present in the source.
-    pub fn contains(&self, path: &FieldPath) -> bool {
-        self.spans.contains_key(&path.pointer())
     }
 }
 
@@ -400,7 +266,7 @@ fn read_serde(
         let value = into_value(
             node,
             None,
-            String::new(),
+            (None, ""),
             &mut spans,
             (text, line_offset),
             &mut duplicate,
@@ -764,12 +630,13 @@ impl Duplicate {
     }
 }
 
-/// Converts a read node into JSON, recording every node's span. `at` is the text parsed and the
-/// lines of the stream before it.
+/// Converts a read node into JSON, recording every node's span: the node at `segment` under
+/// node `parent` of `spans` (`None`: the root, at `""`). `at` is the text parsed and the lines
+/// of the stream before it.
 fn into_value(
     node: Spanned<Node>,
     key: Option<Pos>,
-    pointer: String,
+    (parent, segment): (Option<u32>, &str),
     spans: &mut SpanIndex,
     at: (&str, usize),
     duplicate: &mut Option<Duplicate>,
@@ -777,8 +644,9 @@ fn into_value(
     let (text, line_offset) = at;
     let value_pos = pos_of(&node.referenced, line_offset);
     let scalar = !matches!(node.value, Node::Seq(_) | Node::Map(_));
-    spans.spans.insert(
-        pointer.clone(),
+    let id = spans.push(
+        parent,
+        segment,
         NodeSpan {
             key,
             value: value_pos,
@@ -790,12 +658,12 @@ fn into_value(
         Node::Bool(b) => Value::Bool(b),
         Node::Num(n) => match leading_zero_integer(&n, &node.defined, text) {
             Some((integer, raw)) => {
-                spans.leading_zeros.push((pointer, raw));
+                spans.push_leading_zero(id, raw);
                 Value::Number(integer)
             }
             None => {
                 if let Some(raw) = yaml12_octal(&n, &node.defined, text) {
-                    spans.leading_zeros.push((pointer, raw));
+                    spans.push_leading_zero(id, raw);
                 }
                 Value::Number(n)
             }
@@ -810,7 +678,7 @@ fn into_value(
                     into_value(
                         item,
                         Some(pos),
-                        format!("{pointer}/{i}"),
+                        (Some(id), &i.to_string()),
                         spans,
                         at,
                         duplicate,
@@ -829,16 +697,23 @@ fn into_value(
                     _ => None,
                 };
                 let key_text = written.unwrap_or_else(|| k.value.into_key());
-                let child = format!("{pointer}/{}", escape_pointer(&key_text));
                 if duplicate.is_none() && map.contains_key(&key_text) {
+                    let first = spans.child_of(Some(id), &key_text);
                     *duplicate = Some(Duplicate {
                         key: key_text.clone(),
-                        pointer: child.clone(),
-                        first: spans.spans.get(&child).and_then(|s| s.key),
+                        pointer: format!("{}/{}", spans.pointer(id), escape_pointer(&key_text)),
+                        first: first.and_then(|c| spans.span(c).key),
                         again: key_pos,
                     });
                 }
-                let value = into_value(v, Some(key_pos), child, spans, at, duplicate);
+                let value = into_value(
+                    v,
+                    Some(key_pos),
+                    (Some(id), &key_text),
+                    spans,
+                    at,
+                    duplicate,
+                );
                 map.insert(key_text, value);
             }
             Value::Object(map)

@@ -319,7 +319,7 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
         if octal.is_none() && !yaml12_octal {
             continue;
         }
-        let Some(path) = path_of_pointer(&doc.value, pointer) else {
+        let Some(path) = path_of_pointer(&doc.value, &pointer) else {
             continue;
         };
         if warned.contains(&path.to_string()) {
@@ -329,7 +329,7 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
             .get(&doc.value)
             .and_then(Value::as_number)
             .map(number_text)
-            .unwrap_or_else(|| token.clone());
+            .unwrap_or_else(|| token.to_string());
         let message = match octal {
             Some(octal) => format!(
                 "{path}: the unquoted value {token} is the number {here} here, but YAML 1.1 tools (kubectl among them) read it as octal {octal}: write the number without the leading zero"

@@ -19,7 +19,7 @@ use std::fmt::Write as _;
 use serde_json::{Map, Number, Value};
 use serde_saphyr::granit_parser::{Event, Options, Parser, ScalarStyle, Span};
 
-use super::{NodeSpan, Pos, SpanIndex, escape_pointer};
+use super::{NodeSpan, Pos, SpanIndex};
 
 /// The documents of `text` with their spans (empty documents left out, as the serde reader
 /// leaves them out), or `None` when the serde reader must read it (see the module docs).
@@ -42,7 +42,7 @@ pub(super) fn read(
         stack: Vec::new(),
         root: None,
         spans: SpanIndex::default(),
-        pointer: String::new(),
+        index: String::new(),
         line_offset,
     };
     // Every node is at least one event: a text of fewer events than the node budget is within
@@ -107,13 +107,13 @@ fn parser_options(budget: &serde_saphyr::Budget) -> Options {
 enum Frame {
     Seq {
         items: Vec<Value>,
-        /// Length of the reader's pointer at this node.
-        pointer: usize,
+        /// This node's id in the spans.
+        node: u32,
     },
     Map {
         map: Map<String, Value>,
-        /// Length of the reader's pointer at this node.
-        pointer: usize,
+        /// This node's id in the spans.
+        node: u32,
         /// The key read, waiting for its value, with its position.
         key: Option<(String, Pos)>,
     },
@@ -125,8 +125,8 @@ struct Reader {
     /// The current document's value, once read.
     root: Option<Value>,
     spans: SpanIndex,
-    /// The JSON pointer of the node being read (its parent's while a key is awaited).
-    pointer: String,
+    /// An index written in decimal, the segment of a list item.
+    index: String,
     line_offset: usize,
 }
 
@@ -141,49 +141,43 @@ impl Reader {
         }
     }
 
-    /// Enters the node that starts at `span`: extends the pointer to it and records its span.
-    /// `None` when its parent is a mapping that awaits a key (a key that is a mapping or list).
-    fn enter(&mut self, span: &Span, scalar: bool) -> Option<()> {
+    /// Enters the node that starts at `span`: records its span under its parent; returns its
+    /// id. `None` when its parent is a mapping that awaits a key (a key that is a mapping or
+    /// list).
+    fn enter(&mut self, span: &Span, scalar: bool) -> Option<u32> {
         let value = self.pos(span);
-        let key = match self.stack.last() {
-            None => None,
-            Some(Frame::Seq { items, .. }) => {
+        let (parent, segment, key) = match self.stack.last() {
+            None => (None, "", None),
+            Some(Frame::Seq { items, node }) => {
+                self.index.clear();
                 // Writing to a String cannot fail.
-                let _ = write!(self.pointer, "/{}", items.len());
-                Some(value)
+                let _ = write!(self.index, "{}", items.len());
+                (Some(*node), self.index.as_str(), Some(value))
             }
             Some(Frame::Map { key: None, .. }) => return None,
             Some(Frame::Map {
                 key: Some((name, at)),
+                node,
                 ..
-            }) => {
-                self.pointer.push('/');
-                self.pointer.push_str(&escape_pointer(name));
-                Some(*at)
-            }
+            }) => (Some(*node), name.as_str(), Some(*at)),
         };
-        self.spans
-            .spans
-            .insert(self.pointer.clone(), NodeSpan { key, value, scalar });
-        Some(())
+        Some(
+            self.spans
+                .push(parent, segment, NodeSpan { key, value, scalar }),
+        )
     }
 
-    /// Puts a finished node's value into its parent (or makes it the document) and takes the
-    /// pointer back to the parent's. `None` when its key is already in the mapping: a
-    /// duplicate key is the serde reader's to report.
+    /// Puts a finished node's value into its parent (or makes it the document). `None` when its
+    /// key is already in the mapping: a duplicate key is the serde reader's to report.
     fn place(&mut self, value: Value) -> Option<()> {
         match self.stack.last_mut() {
             None => self.root = Some(value),
-            Some(Frame::Seq { items, pointer }) => {
-                items.push(value);
-                self.pointer.truncate(*pointer);
-            }
-            Some(Frame::Map { map, pointer, key }) => {
+            Some(Frame::Seq { items, .. }) => items.push(value),
+            Some(Frame::Map { map, key, .. }) => {
                 let (name, _) = key.take()?;
                 if map.insert(name, value).is_some() {
                     return None;
                 }
-                self.pointer.truncate(*pointer);
             }
         }
         Some(())
@@ -219,18 +213,17 @@ impl Reader {
     }
 
     fn start(&mut self, is_map: bool, span: &Span) -> Option<()> {
-        self.enter(span, false)?;
-        let pointer = self.pointer.len();
+        let node = self.enter(span, false)?;
         self.stack.push(if is_map {
             Frame::Map {
                 map: Map::new(),
-                pointer,
+                node,
                 key: None,
             }
         } else {
             Frame::Seq {
                 items: Vec::new(),
-                pointer,
+                node,
             }
         });
         Some(())
@@ -389,10 +382,27 @@ kind: Second
             serde_json::json!("2024-01-01")
         );
         assert_eq!(value["spec"]["nothing"], Value::Null);
-        let at = spans.spans.get("/spec/hosts/1/when").copied();
+        let path = crate::path::FieldPath::parse("spec.hosts[1].when").expect("a path");
+        let at = spans
+            .contains(&path)
+            .then(|| (spans.lookup_key(&path), spans.lookup(&path)));
         assert_eq!(
             at,
-            Some(NodeSpan {
+            Some((
+                Some(Pos {
+                    line: 26,
+                    column: 7
+                }),
+                Some(Pos {
+                    line: 26,
+                    column: 13
+                })
+            ))
+        );
+        let at = spans.sub(&path).span(0);
+        assert_eq!(
+            at,
+            NodeSpan {
                 key: Some(Pos {
                     line: 26,
                     column: 7
@@ -402,7 +412,7 @@ kind: Second
                     column: 13
                 },
                 scalar: true,
-            })
+            }
         );
         assert_eq!(docs[1].0, serde_json::json!({"kind": "Second"}));
     }
