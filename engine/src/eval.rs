@@ -146,19 +146,124 @@ pub struct Objects(Arc<ObjectsView>);
 
 #[derive(Debug)]
 enum ObjectsView {
-    /// The documents, as one JSON array, and (built when first bound) the same documents by
-    /// kind for [`OBJECTS_BY_KIND`].
-    Documents(Arc<Value>, OnceLock<Arc<Value>>),
+    Documents(Gathered),
     Unavailable(Arc<str>),
+}
+
+/// The documents of an input and their two views, [`OBJECTS`] and [`OBJECTS_BY_KIND`], each
+/// built when a pack that reads it first binds it (once per input, shared by its documents).
+/// The first view built takes the documents; the other, if a pack reads it too, is copied from
+/// it. The shipped packs read only the map by kind, so the documents are held once.
+#[derive(Debug)]
+struct Gathered {
+    len: usize,
+    /// The documents, until a view takes them.
+    documents: std::sync::Mutex<Option<Vec<Value>>>,
+    list: OnceLock<Arc<Value>>,
+    by_kind: OnceLock<ByKind>,
+}
+
+/// The view by kind, and where each document went (to copy the list back in input order).
+#[derive(Debug)]
+struct ByKind {
+    map: Arc<Value>,
+    /// In input order: the place of each document in its kind's list (kind's index in the
+    /// map, index in the list), or (`None`, index in `rest`) for a document without a string
+    /// `kind`.
+    order: Vec<(Option<usize>, usize)>,
+    rest: Vec<Value>,
+}
+
+impl Gathered {
+    /// The documents, when no view has taken them yet.
+    fn take(&self) -> Option<Vec<Value>> {
+        self.documents
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take()
+    }
+
+    fn list(&self) -> Arc<Value> {
+        self.list
+            .get_or_init(|| {
+                let documents = self.take().unwrap_or_else(|| {
+                    // The map took them (or is taking them: this waits for it).
+                    let by_kind = self.by_kind();
+                    let lists: Vec<&Vec<Value>> = by_kind
+                        .map
+                        .as_object()
+                        .into_iter()
+                        .flat_map(|m| m.values())
+                        .filter_map(Value::as_array)
+                        .collect();
+                    by_kind
+                        .order
+                        .iter()
+                        .filter_map(|&(kind, at)| match kind {
+                            Some(k) => lists.get(k).and_then(|l| l.get(at)),
+                            None => by_kind.rest.get(at),
+                        })
+                        .cloned()
+                        .collect()
+                });
+                Arc::new(Value::Array(documents))
+            })
+            .clone()
+    }
+
+    fn by_kind(&self) -> &ByKind {
+        self.by_kind.get_or_init(|| {
+            // The documents, or (the list took them) a copy from the list.
+            let documents = self
+                .take()
+                .unwrap_or_else(|| self.list().as_array().cloned().unwrap_or_default());
+            // Kinds in the order first seen, as the map keeps them.
+            let mut kinds: HashMap<String, usize> = HashMap::new();
+            let mut lists: Vec<(String, Vec<Value>)> = Vec::new();
+            let mut order = Vec::with_capacity(documents.len());
+            let mut rest = Vec::new();
+            for doc in documents {
+                match doc.get("kind").and_then(Value::as_str) {
+                    Some(kind) => {
+                        let k = match kinds.get(kind) {
+                            Some(&k) => k,
+                            None => {
+                                kinds.insert(kind.to_string(), lists.len());
+                                lists.push((kind.to_string(), Vec::new()));
+                                lists.len() - 1
+                            }
+                        };
+                        order.push((Some(k), lists[k].1.len()));
+                        lists[k].1.push(doc);
+                    }
+                    None => {
+                        order.push((None, rest.len()));
+                        rest.push(doc);
+                    }
+                }
+            }
+            let map: serde_json::Map<String, Value> = lists
+                .into_iter()
+                .map(|(kind, list)| (kind, Value::Array(list)))
+                .collect();
+            ByKind {
+                map: Arc::new(Value::Object(map)),
+                order,
+                rest,
+            }
+        })
+    }
 }
 
 impl Objects {
     /// The documents `values`, in input order.
     pub fn new(values: Vec<Value>) -> Objects {
-        Objects(Arc::new(ObjectsView::Documents(
-            Arc::new(Value::Array(values)),
-            OnceLock::new(),
-        )))
+        Objects(Arc::new(ObjectsView::Documents(Gathered {
+            len: values.len(),
+            documents: std::sync::Mutex::new(Some(values)),
+            list: OnceLock::new(),
+            by_kind: OnceLock::new(),
+        })))
     }
 
     /// No view: reading `objects` fails with `reason`.
@@ -169,7 +274,7 @@ impl Objects {
     /// How many documents the view holds (`None` when unavailable).
     pub fn len(&self) -> Option<usize> {
         match &*self.0 {
-            ObjectsView::Documents(v, _) => Some(v.as_array().map_or(0, Vec::len)),
+            ObjectsView::Documents(g) => Some(g.len),
             ObjectsView::Unavailable(_) => None,
         }
     }
@@ -179,26 +284,17 @@ impl Objects {
         self.len().unwrap_or(0) == 0
     }
 
-    /// Binds the view into `scope` as [`OBJECTS`] and [`OBJECTS_BY_KIND`], or marks both
-    /// failed. The map by kind is built once per input, when a pack first binds it (one copy of
-    /// the documents, shared by every document of the input).
-    fn bind(&self, scope: &mut Scope) {
+    /// Binds the views a pack reads into `scope`: [`OBJECTS`] when `list`, [`OBJECTS_BY_KIND`]
+    /// when `by_kind` (a pack that reads neither binds neither), or marks them failed.
+    fn bind(&self, scope: &mut Scope, (list, by_kind): (bool, bool)) {
         match &*self.0 {
-            ObjectsView::Documents(values, by_kind) => {
-                scope.bind_shared(OBJECTS, values.clone());
-                let by_kind = by_kind.get_or_init(|| {
-                    let mut map = serde_json::Map::new();
-                    for doc in values.as_array().into_iter().flatten() {
-                        if let Some(kind) = doc.get("kind").and_then(Value::as_str)
-                            && let Value::Array(list) =
-                                map.entry(kind).or_insert_with(|| Value::Array(Vec::new()))
-                        {
-                            list.push(doc.clone());
-                        }
-                    }
-                    Arc::new(Value::Object(map))
-                });
-                scope.bind_shared(OBJECTS_BY_KIND, by_kind.clone());
+            ObjectsView::Documents(g) => {
+                if list {
+                    scope.bind_shared(OBJECTS, g.list());
+                }
+                if by_kind {
+                    scope.bind_shared(OBJECTS_BY_KIND, g.by_kind().map.clone());
+                }
             }
             ObjectsView::Unavailable(reason) => {
                 scope.bind_unavailable(OBJECTS, reason.clone());
@@ -591,7 +687,7 @@ impl Run<'_, '_> {
             s.bind("params", self.params);
         }
         if let Some(o) = self.objects {
-            o.bind(&mut s);
+            o.bind(&mut s, self.pack.objects_read());
         }
         s
     }
@@ -1775,6 +1871,48 @@ mod tests {
                 "chained rule chained could not be evaluated on document 1: objects: in.yaml is too large (a rule error, not a policy violation)"
             ]
         );
+    }
+
+    /// Whichever view a pack binds first takes the documents and the other is copied from it:
+    /// both read the same, in input order, documents without a kind included in the list.
+    #[test]
+    fn objects_and_objects_by_kind_read_alike_whichever_is_built_first() {
+        const LIST: &str = "rules:\n- id: list\n  validate:\n    expression: 'false'\n    messageExpression: \"objects.map(o, o.?metadata.?name.orValue('-')).join(',')\"\n";
+        const BY_KIND: &str = "rules:\n- id: by-kind\n  validate:\n    expression: 'false'\n    messageExpression: \"objectsByKind.map(k, k + '=' + objectsByKind[k].map(o, o.metadata.name).join(',')).join(' ')\"\n";
+        const BOTH: &str = "rules:\n- id: both\n  validate:\n    expression: 'false'\n    messageExpression: \"string(size(objects)) + ' ' + string(size(objectsByKind))\"\n";
+        let docs = "kind: Job\nmetadata: {name: j}\n---\nkind: Target\nmetadata: {name: t1}\n---\nmetadata: {name: no-kind}\n---\nkind: Target\nmetadata: {name: t2}\n";
+        let values = || -> Vec<Value> {
+            parse_documents(&Source::new("in.yaml", docs))
+                .expect("parses")
+                .into_iter()
+                .map(|d| d.value)
+                .collect()
+        };
+        let list = ["list j,t1,no-kind,t2"];
+        let by_kind = ["by-kind Job=j Target=t1,t2"];
+        // The map first (it takes the documents), then the list copied back from it.
+        let o = Objects::new(values());
+        assert_eq!(run_in(BY_KIND, docs, Some(&o)), by_kind);
+        assert_eq!(run_in(LIST, docs, Some(&o)), list);
+        assert_eq!(run_in(BY_KIND, docs, Some(&o)), by_kind);
+        // The list first, then the map copied from it.
+        let o = Objects::new(values());
+        assert_eq!(run_in(LIST, docs, Some(&o)), list);
+        assert_eq!(run_in(BY_KIND, docs, Some(&o)), by_kind);
+        // Both in one pack; and on every core at once.
+        let o = Objects::new(values());
+        assert_eq!(run_in(BOTH, docs, Some(&o)), ["both 4 2"]);
+        let o = Objects::new(values());
+        std::thread::scope(|t| {
+            for body in [LIST, BY_KIND, LIST, BY_KIND] {
+                let o = &o;
+                t.spawn(move || {
+                    let want: &[&str] = if body == LIST { &list } else { &by_kind };
+                    assert_eq!(run_in(body, docs, Some(o)), want);
+                });
+            }
+        });
+        assert_eq!(o.len(), Some(4));
     }
 
     #[test]

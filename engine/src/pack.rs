@@ -326,7 +326,9 @@ pub struct CompiledPack {
     pub(crate) touches: Arc<std::sync::Mutex<Vec<Touch>>>,
     /// Whether an expression of the pack reads [`OBJECTS`](crate::OBJECTS) or
     /// [`OBJECTS_BY_KIND`](crate::OBJECTS_BY_KIND), found when first asked (not at start-up).
-    pub(crate) reads_objects: std::sync::OnceLock<bool>,
+    /// Whether the pack's expressions read [`OBJECTS`](crate::OBJECTS) and
+    /// [`OBJECTS_BY_KIND`](crate::OBJECTS_BY_KIND), found once.
+    pub(crate) reads_objects: std::sync::OnceLock<(bool, bool)>,
 }
 
 /// A path and whether a pack may touch it (see [`CompiledPack::may_touch`]).
@@ -387,12 +389,22 @@ impl CompiledPack {
     /// [`OBJECTS_BY_KIND`](crate::OBJECTS_BY_KIND)): a caller gathers them only for a document
     /// some such pack checks.
     pub fn reads_objects(&self) -> bool {
+        let (list, by_kind) = self.objects_read();
+        list || by_kind
+    }
+
+    /// Whether an expression of the pack reads [`OBJECTS`](crate::OBJECTS), and whether one
+    /// reads [`OBJECTS_BY_KIND`](crate::OBJECTS_BY_KIND): the views a run of the pack binds.
+    pub(crate) fn objects_read(&self) -> (bool, bool) {
         *self.reads_objects.get_or_init(|| {
-            pack_sites(self).iter().any(|site| {
-                crate::sites::free_identifiers(site.expr)
-                    .iter()
-                    .any(|i| i == crate::OBJECTS || i == crate::OBJECTS_BY_KIND)
-            })
+            let (mut list, mut by_kind) = (false, false);
+            for site in pack_sites(self) {
+                for i in crate::sites::free_identifiers(site.expr) {
+                    list |= i == crate::OBJECTS;
+                    by_kind |= i == crate::OBJECTS_BY_KIND;
+                }
+            }
+            (list, by_kind)
         })
     }
 }

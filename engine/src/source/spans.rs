@@ -64,6 +64,9 @@ pub struct SpanIndex {
     /// The node and source text of each integer written with a redundant leading zero (`010`),
     /// in document order: YAML 1.1 tools read such a number as octal.
     leading_zeros: Vec<(u32, String)>,
+    /// The nodes are not in document order (read back from the serialized form, by pointer):
+    /// a subtree is then not one run of nodes.
+    unordered: bool,
 }
 
 impl SpanIndex {
@@ -199,22 +202,28 @@ impl SpanIndex {
         let Some(top) = self.find(prefix, true) else {
             return out;
         };
-        // The new id of each node below `top` (nodes come after their parents).
-        let mut new_id: Vec<u32> = vec![NO_PARENT; self.nodes.len()];
-        new_id[top as usize] = out.push(None, "", self.span(top));
+        // The new id of each node from `top` on (`new_id[id - top]`; nodes come after their
+        // parents). In document order a subtree is one run of nodes: the first node outside it
+        // ends it, so the items of a `List` cost their own size, not the List's each.
+        let mapped = |new_id: &[u32], id: u32| {
+            id.checked_sub(top)
+                .and_then(|i| new_id.get(i as usize))
+                .copied()
+                .filter(|&m| m != NO_PARENT)
+        };
+        let mut new_id: Vec<u32> = vec![out.push(None, "", self.span(top))];
         for id in top + 1..self.nodes.len() as u32 {
-            let parent = self.nodes[id as usize].parent;
-            if parent != NO_PARENT && new_id[parent as usize] != NO_PARENT {
-                new_id[id as usize] = out.push(
-                    Some(new_id[parent as usize]),
-                    self.segment(id),
-                    self.span(id),
-                );
+            match mapped(&new_id, self.nodes[id as usize].parent) {
+                Some(parent) => {
+                    new_id.push(out.push(Some(parent), self.segment(id), self.span(id)));
+                }
+                None if !self.unordered => break,
+                None => new_id.push(NO_PARENT),
             }
         }
         for (id, raw) in &self.leading_zeros {
-            if new_id[*id as usize] != NO_PARENT {
-                out.leading_zeros.push((new_id[*id as usize], raw.clone()));
+            if let Some(new) = mapped(&new_id, *id) {
+                out.leading_zeros.push((new, raw.clone()));
             }
         }
         out
@@ -293,7 +302,10 @@ fn unescape_token(token: &str) -> std::borrow::Cow<'_, str> {
 impl From<SpanIndexForm> for SpanIndex {
     fn from(form: SpanIndexForm) -> SpanIndex {
         let pos = |(line, column): (usize, usize)| Pos { line, column };
-        let mut index = SpanIndex::default();
+        let mut index = SpanIndex {
+            unordered: true,
+            ..SpanIndex::default()
+        };
         // Sorted by pointer, a node's parent (a prefix of its pointer) comes before it; the
         // rule files' documents are read this way at every start, so each parent is found by
         // its pointer, once.
@@ -393,6 +405,31 @@ mod tests {
         assert_eq!(sub.leading_zero_integers(), [("/1".to_string(), "010")]);
         assert_eq!(sub.nodes.len(), 3);
         assert_eq!(s.sub(&path("missing")).nodes.len(), 0);
+        // The same below the root: every node; and read back from the serialized form (nodes
+        // by pointer, where `/a` and its subtree are not one run), the same subtrees.
+        assert_eq!(s.sub(&FieldPath::root()), s);
+        let back: SpanIndex =
+            serde_json::from_str(&serde_json::to_string(&s).expect("serializes")).expect("reads");
+        assert!(back.unordered);
+        for p in ["a", "a[\"b/c\"]", "a[\"b/c\"][1]", "[\"0\"]"] {
+            assert_eq!(back.sub(&path(p)), s.sub(&path(p)), "{p}");
+        }
+        // `/a-b` sorts between `/a` and `/a/x`.
+        let mut t = SpanIndex::default();
+        let root = t.push(None, "", span(1, false));
+        let a = t.push(Some(root), "a", span(2, false));
+        t.push(Some(a), "x", span(3, true));
+        t.push(Some(root), "a-b", span(4, true));
+        let back: SpanIndex =
+            serde_json::from_str(&serde_json::to_string(&t).expect("serializes")).expect("reads");
+        assert_eq!(
+            back.sub(&path("a")).lookup(&path("x")).map(|p| p.line),
+            Some(3)
+        );
+        assert_eq!(back.sub(&path("a")), t.sub(&path("a")));
+        let a = s.sub(&path("a"));
+        assert_eq!(a.nodes.len(), 4);
+        assert_eq!(a.lookup(&path("[\"b/c\"][0]")).map(|p| p.line), Some(4));
     }
 
     #[test]
