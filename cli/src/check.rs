@@ -400,14 +400,49 @@ fn unavailable_reason(name: &str) -> String {
     )
 }
 
-/// A document waiting to be checked, with the lines around it and its input's `objects`.
-type Pending = (Document, Arc<Chunk>, Objects);
+/// A document of the batch: waiting to be checked, with the lines around it and its input's
+/// `objects`, or checked already (ahead of its input's end, see [`Held`]).
+enum Pending {
+    Check(Document, Arc<Chunk>, Objects),
+    Done(DocumentChecked, Arc<Chunk>),
+}
 
-/// The documents of the current input, held until it ends (see [`INPUT_DOCUMENTS`]).
+impl Pending {
+    /// The input bytes it stands for (the batch's bound).
+    fn bytes(&self) -> usize {
+        match self {
+            Pending::Check(_, c, _) | Pending::Done(_, c) => c.text.len(),
+        }
+    }
+}
+
+/// A document held until its input ends.
+enum HeldDoc {
+    /// Its check reads `objects`: it waits for them.
+    Waiting(Document, Arc<Chunk>),
+    /// Its check does not read `objects`: checked with the next [`BATCH_DOCUMENTS`] such. The
+    /// document at `.2` among those of its piece.
+    Ready(Document, Arc<Chunk>, usize),
+    /// Checked ahead; its piece of the input is kept to read its value again, should a
+    /// document of the input read `objects`.
+    Done(DocumentChecked, Arc<Chunk>, Arc<Source>, usize),
+}
+
+/// Why `objects` is not bound for a document checked ahead of its input's end: its rules do
+/// not read it (never shown).
+const NOT_READ: &str = "objects: not read by the rules that check this document";
+
+/// The documents of the current input, held until it ends (see [`INPUT_DOCUMENTS`]). Only the
+/// documents whose check reads `objects` wait whole: the others are checked as soon as
+/// [`BATCH_DOCUMENTS`] of them are held, and only their results and text are kept (their values
+/// are read again from the text for `objects`, when a document of the input reads it), so a
+/// held input is mostly text. Results still come out in input order.
 #[derive(Default)]
 struct Held {
-    docs: Vec<(Document, Arc<Chunk>)>,
+    docs: Vec<HeldDoc>,
     bytes: usize,
+    /// Documents [`HeldDoc::Ready`].
+    ready: usize,
     /// The input outgrew the bounds: documents go straight to the batch.
     over: Option<Objects>,
     /// A held document is checked by a pack that reads `objects` ([`reads_objects`]); without
@@ -416,31 +451,79 @@ struct Held {
 }
 
 impl Held {
-    /// Holds `doc` (or, past the bounds, passes it on); returns what may be checked now.
-    /// `reads`: whether checking `doc` reads `objects` ([`reads_objects`]).
-    fn push(&mut self, name: &str, doc: Document, chunk: Arc<Chunk>, reads: bool) -> Vec<Pending> {
+    /// Holds `doc`, the document at `position` among those of its piece `chunk` (or, past the
+    /// bounds, passes it on); returns what may be checked now. `reads`: whether checking `doc`
+    /// reads `objects` ([`reads_objects`]).
+    fn push(
+        &mut self,
+        name: &str,
+        (doc, chunk, position): (Document, Arc<Chunk>, usize),
+        reads: bool,
+    ) -> Vec<Pending> {
         if let Some(o) = &self.over {
-            return vec![(doc, chunk, o.clone())];
+            return vec![Pending::Check(doc, chunk, o.clone())];
         }
         self.reads |= reads;
         self.bytes += chunk.text.len();
-        self.docs.push((doc, chunk));
+        if reads {
+            self.docs.push(HeldDoc::Waiting(doc, chunk));
+        } else {
+            self.ready += 1;
+            self.docs.push(HeldDoc::Ready(doc, chunk, position));
+        }
         if self.docs.len() <= INPUT_DOCUMENTS && self.bytes <= INPUT_BYTES {
             return Vec::new();
         }
         let o = Objects::unavailable(&unavailable_reason(name));
         self.over = Some(o.clone());
+        self.ready = 0;
         std::mem::take(&mut self.docs)
             .into_iter()
-            .map(|(d, c)| (d, c, o.clone()))
+            .map(|h| match h {
+                HeldDoc::Waiting(d, c) | HeldDoc::Ready(d, c, _) => {
+                    Pending::Check(d, c, o.clone())
+                }
+                HeldDoc::Done(checked, chunk, ..) => Pending::Done(checked, chunk),
+            })
             .collect()
+    }
+
+    /// Checks the held documents that do not read `objects` (on every core), once
+    /// [`BATCH_DOCUMENTS`] of them are held; their results are held in their place.
+    fn check_ready(&mut self, rules: &RuleSet, req: &CheckRequest) {
+        if self.ready < BATCH_DOCUMENTS || self.over.is_some() {
+            return;
+        }
+        self.ready = 0;
+        let not_read = Objects::unavailable(NOT_READ);
+        let mut kept: Vec<Option<HeldDoc>> = Vec::with_capacity(self.docs.len());
+        // Where each checked one goes back, with what its `Done` keeps.
+        let mut places = Vec::new();
+        let mut batch = Vec::new();
+        for h in std::mem::take(&mut self.docs) {
+            match h {
+                HeldDoc::Ready(d, c, position) => {
+                    places.push((kept.len(), c.clone(), d.source.clone(), position));
+                    batch.push(Pending::Check(d, c, not_read.clone()));
+                    kept.push(None);
+                }
+                other => kept.push(Some(other)),
+            }
+        }
+        for (checked, (at, chunk, source, position)) in check_all(rules, batch, req)
+            .into_iter()
+            .zip(places)
+        {
+            kept[at] = Some(HeldDoc::Done(checked, chunk, source, position));
+        }
+        self.docs = kept.into_iter().flatten().collect();
     }
 
     /// The input ended: every held document, with the input's documents as `objects` (when a
     /// held document reads them).
     fn finish(self, name: &str) -> Vec<Pending> {
         let objects = if self.reads {
-            input_objects(self.docs.iter().map(|(d, _)| &d.value))
+            objects_of(&self.docs, name)
         } else {
             Objects::unavailable(&format!(
                 "objects: not gathered for {name}, since no rule that reads them checks its documents"
@@ -448,9 +531,45 @@ impl Held {
         };
         self.docs
             .into_iter()
-            .map(|(d, c)| (d, c, objects.clone()))
+            .map(|h| match h {
+                HeldDoc::Waiting(d, c) | HeldDoc::Ready(d, c, _) => {
+                    Pending::Check(d, c, objects.clone())
+                }
+                HeldDoc::Done(checked, chunk, ..) => Pending::Done(checked, chunk),
+            })
             .collect()
     }
+}
+
+/// The `objects` of an input's held documents, in input order: the values of those that wait,
+/// and the values of those checked ahead read again from their text (on every core).
+fn objects_of(docs: &[HeldDoc], name: &str) -> Objects {
+    use rayon::prelude::*;
+    let again: Vec<Option<Option<serde_json::Value>>> = docs
+        .par_iter()
+        .map(|h| match h {
+            HeldDoc::Done(_, chunk, source, position) => Some(
+                parse_chunk(source, chunk, 0)
+                    .ok()
+                    .and_then(|mut d| (*position < d.len()).then(|| d.swap_remove(*position).value)),
+            ),
+            _ => None,
+        })
+        .collect();
+    if again.iter().any(|v| matches!(v, Some(None))) {
+        // Read once, a piece reads again alike; fail closed all the same.
+        return Objects::unavailable(&format!(
+            "objects: a document of {name} could not be read again"
+        ));
+    }
+    input_objects(
+        docs.iter()
+            .zip(&again)
+            .filter_map(|(h, again)| match h {
+                HeldDoc::Waiting(d, _) | HeldDoc::Ready(d, _, _) => Some(&d.value),
+                HeldDoc::Done(..) => again.as_ref().and_then(Option::as_ref),
+            }),
+    )
 }
 
 /// Opens a file, or standard input for `-`, as a buffered reader; the name findings use.
@@ -731,16 +850,18 @@ impl<'a> Checker<'a> {
         match parsed {
             Ok(docs) => {
                 state.next_index += docs.len();
-                for doc in docs {
+                for (position, doc) in docs.into_iter().enumerate() {
                     state.checked.documents.push(CheckedDocument {
                         index: doc.index,
                         rules: applicable_rules(self.rules, &mut self.rule_ids, &doc),
                     });
                     let reads = reads_objects(self.rules, &doc.value);
-                    for p in state.held.push(&state.name, doc, chunk.clone(), reads) {
-                        self.bytes += p.1.text.len();
+                    let held = (doc, chunk.clone(), position);
+                    for p in state.held.push(&state.name, held, reads) {
+                        self.bytes += p.bytes();
                         self.batch.push(p);
                     }
+                    state.held.check_ready(self.rules, self.req);
                 }
             }
             Err(e) => {
@@ -758,7 +879,7 @@ impl<'a> Checker<'a> {
     /// The input ended: its held documents join the batch.
     fn end_input(&mut self, state: InputState) {
         for p in state.held.finish(&state.name) {
-            self.bytes += p.1.text.len();
+            self.bytes += p.bytes();
             self.batch.push(p);
         }
         self.check_if_full();
@@ -866,7 +987,11 @@ struct DocumentChecked {
 fn check_all(rules: &RuleSet, docs: Vec<Pending>, req: &CheckRequest) -> Vec<DocumentChecked> {
     use rayon::prelude::*;
     docs.into_par_iter()
-        .map(|(doc, chunk, objects)| {
+        .map(|p| {
+            let (doc, chunk, objects) = match p {
+                Pending::Check(doc, chunk, objects) => (doc, chunk, objects),
+                Pending::Done(checked, _) => return checked,
+            };
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
                 check_document_in(rules, &doc, req, Some(&objects))
             }))
@@ -1005,10 +1130,10 @@ mod tests {
     fn an_input_is_held_until_it_ends_and_its_documents_see_each_other() {
         let mut held = Held::default();
         for (i, (d, c)) in pieces(3).into_iter().enumerate() {
-            assert_eq!(held.push("s.yaml", d, c, i == 1).len(), 0);
+            assert_eq!(held.push("s.yaml", (d, c, 0), i == 1).len(), 0);
         }
         let out = held.finish("s.yaml");
-        let sizes: Vec<Option<usize>> = out.iter().map(|(_, _, o)| o.len()).collect();
+        let sizes: Vec<Option<usize>> = out.iter().map(objects_len).collect();
         assert_eq!(sizes, [Some(3), Some(3), Some(3)]);
     }
 
@@ -1016,11 +1141,59 @@ mod tests {
     fn an_input_no_document_of_which_reads_objects_gathers_none() {
         let mut held = Held::default();
         for (d, c) in pieces(3) {
-            assert_eq!(held.push("s.yaml", d, c, false).len(), 0);
+            assert_eq!(held.push("s.yaml", (d, c, 0), false).len(), 0);
         }
         let out = held.finish("s.yaml");
-        let sizes: Vec<Option<usize>> = out.iter().map(|(_, _, o)| o.len()).collect();
+        let sizes: Vec<Option<usize>> = out.iter().map(objects_len).collect();
         assert_eq!(sizes, [None, None, None]);
+    }
+
+    /// The size of a pending document's `objects` (`None`: unavailable, or checked ahead).
+    fn objects_len(p: &Pending) -> Option<usize> {
+        match p {
+            Pending::Check(_, _, o) => o.len(),
+            Pending::Done(..) => None,
+        }
+    }
+
+    /// The documents that do not read `objects` are checked once a batch of them is held;
+    /// `objects` still holds every document of the input, theirs read again from the text, in
+    /// input order.
+    #[test]
+    fn documents_that_do_not_read_objects_are_checked_ahead() {
+        let rules = nvcre_domain::default_rules().expect("the rules load");
+        let req = CheckRequest::default();
+        let mut held = Held::default();
+        let docs = pieces(BATCH_DOCUMENTS + 2);
+        let n = docs.len();
+        for (i, (d, c)) in docs.into_iter().enumerate() {
+            // The last document reads `objects`.
+            assert_eq!(held.push("s.yaml", (d, c, 0), i == n - 1).len(), 0);
+            held.check_ready(&rules, &req);
+        }
+        let kinds: Vec<&str> = held
+            .docs
+            .iter()
+            .map(|h| match h {
+                HeldDoc::Waiting(..) => "waiting",
+                HeldDoc::Ready(..) => "ready",
+                HeldDoc::Done(..) => "done",
+            })
+            .collect();
+        let mut want = vec!["done"; BATCH_DOCUMENTS];
+        want.extend(["ready", "waiting"]);
+        assert_eq!(kinds, want);
+        let Some(HeldDoc::Waiting(..)) = held.docs.last() else {
+            panic!("the reader waits");
+        };
+        let objects = objects_of(&held.docs, "s.yaml");
+        assert_eq!(objects.len(), Some(n));
+        let out = held.finish("s.yaml");
+        let done: Vec<bool> = out.iter().map(|p| matches!(p, Pending::Done(..))).collect();
+        let mut want = vec![true; BATCH_DOCUMENTS];
+        want.extend([false, false]);
+        assert_eq!(done, want);
+        assert_eq!(out.last().and_then(objects_len), Some(n));
     }
 
     #[test]
@@ -1028,7 +1201,7 @@ mod tests {
         let mut held = Held::default();
         let mut released = Vec::new();
         for (d, c) in pieces(INPUT_DOCUMENTS + 2) {
-            released.push(held.push("s.yaml", d, c, true).len());
+            released.push(held.push("s.yaml", (d, c, 0), true).len());
         }
         // Held until the bound is passed, then all at once, then one by one.
         assert_eq!(released[..INPUT_DOCUMENTS], vec![0; INPUT_DOCUMENTS][..]);
