@@ -404,6 +404,8 @@ fn unavailable_reason(name: &str) -> String {
 /// `objects`, or checked already (ahead of its input's end, see [`Held`]).
 enum Pending {
     Check(Document, Arc<Chunk>, Objects),
+    /// Held as text: parsed again by the core that checks it.
+    Text(AsText, Objects),
     Done(DocumentChecked, Arc<Chunk>),
 }
 
@@ -412,14 +414,55 @@ impl Pending {
     fn bytes(&self) -> usize {
         match self {
             Pending::Check(_, c, _) | Pending::Done(_, c) => c.text.len(),
+            Pending::Text(t, _) => t.chunk.text.len(),
         }
     }
 }
+
+/// A document held as its piece of the input: the document at `position` of the piece, `index`
+/// in the input.
+struct AsText {
+    chunk: Arc<Chunk>,
+    source: Arc<Source>,
+    position: usize,
+    index: usize,
+}
+
+impl AsText {
+    /// The document, parsed again; or (never expected: its piece parsed once, alike) an input
+    /// error of its own.
+    fn parse(&self) -> Result<Document, DocumentChecked> {
+        let first = self.index.saturating_sub(self.position);
+        match parse_chunk(&self.source, &self.chunk, first) {
+            Ok(mut d) if self.position < d.len() => Ok(d.swap_remove(self.position)),
+            _ => Err(DocumentChecked {
+                index: self.index,
+                findings: Vec::new(),
+                error: Some(InputError::new(
+                    self.source.name.clone(),
+                    format!(
+                        "{}: document {} could not be read again after it was held",
+                        self.source.name,
+                        self.index + 1
+                    ),
+                )),
+            }),
+        }
+    }
+}
+
+/// Bytes of input whose documents that read `objects` are held parsed while they wait; the
+/// later ones wait as text and are parsed again when their input ends (a parsed document takes
+/// 10–20 times its text).
+const HELD_PARSED_BYTES: usize = 512 * 1024;
 
 /// A document held until its input ends.
 enum HeldDoc {
     /// Its check reads `objects`: it waits for them.
     Waiting(Document, Arc<Chunk>),
+    /// Its check reads `objects`, and [`HELD_PARSED_BYTES`] of such wait parsed already: it
+    /// waits as its piece of the input.
+    Text(AsText),
     /// Its check does not read `objects`: checked with the next [`BATCH_DOCUMENTS`] such. The
     /// document at `.2` among those of its piece.
     Ready(Document, Arc<Chunk>, usize),
@@ -441,6 +484,8 @@ const NOT_READ: &str = "objects: not read by the rules that check this document"
 struct Held {
     docs: Vec<HeldDoc>,
     bytes: usize,
+    /// Input bytes of the [`HeldDoc::Waiting`] documents.
+    parsed: usize,
     /// Documents [`HeldDoc::Ready`].
     ready: usize,
     /// The input outgrew the bounds: documents go straight to the batch.
@@ -465,8 +510,16 @@ impl Held {
         }
         self.reads |= reads;
         self.bytes += chunk.text.len();
-        if reads {
+        if reads && self.parsed < HELD_PARSED_BYTES {
+            self.parsed += chunk.text.len();
             self.docs.push(HeldDoc::Waiting(doc, chunk));
+        } else if reads {
+            self.docs.push(HeldDoc::Text(AsText {
+                source: doc.source.clone(),
+                index: doc.index,
+                chunk,
+                position,
+            }));
         } else {
             self.ready += 1;
             self.docs.push(HeldDoc::Ready(doc, chunk, position));
@@ -477,15 +530,11 @@ impl Held {
         let o = Objects::unavailable(&unavailable_reason(name));
         self.over = Some(o.clone());
         self.ready = 0;
-        std::mem::take(&mut self.docs)
-            .into_iter()
-            .map(|h| match h {
-                HeldDoc::Waiting(d, c) | HeldDoc::Ready(d, c, _) => {
-                    Pending::Check(d, c, o.clone())
-                }
-                HeldDoc::Done(checked, chunk, ..) => Pending::Done(checked, chunk),
-            })
-            .collect()
+        // Those held as text are parsed again one by one as they are checked.
+        pending(
+            std::mem::take(&mut self.docs).into_iter().map(Ok).collect(),
+            &o,
+        )
     }
 
     /// Checks the held documents that do not read `objects` (on every core), once
@@ -510,9 +559,8 @@ impl Held {
                 other => kept.push(Some(other)),
             }
         }
-        for (checked, (at, chunk, source, position)) in check_all(rules, batch, req)
-            .into_iter()
-            .zip(places)
+        for (checked, (at, chunk, source, position)) in
+            check_all(rules, batch, req).into_iter().zip(places)
         {
             kept[at] = Some(HeldDoc::Done(checked, chunk, source, position));
         }
@@ -522,54 +570,79 @@ impl Held {
     /// The input ended: every held document, with the input's documents as `objects` (when a
     /// held document reads them).
     fn finish(self, name: &str) -> Vec<Pending> {
+        // `objects` holds them all: those held as text are parsed again now (only a document
+        // that reads `objects` is held so, so `reads` is set).
+        let docs = parse_again(self.docs);
         let objects = if self.reads {
-            objects_of(&self.docs, name)
+            objects_of(&docs, name)
         } else {
             Objects::unavailable(&format!(
                 "objects: not gathered for {name}, since no rule that reads them checks its documents"
             ))
         };
-        self.docs
-            .into_iter()
-            .map(|h| match h {
-                HeldDoc::Waiting(d, c) | HeldDoc::Ready(d, c, _) => {
-                    Pending::Check(d, c, objects.clone())
-                }
-                HeldDoc::Done(checked, chunk, ..) => Pending::Done(checked, chunk),
-            })
-            .collect()
+        pending(docs, &objects)
     }
+}
+
+/// The documents waiting as text, parsed again (on every core): each becomes
+/// [`HeldDoc::Waiting`], or an input error of its own ([`AsText::parse`]).
+fn parse_again(docs: Vec<HeldDoc>) -> Vec<Result<HeldDoc, (DocumentChecked, Arc<Chunk>)>> {
+    use rayon::prelude::*;
+    docs.into_par_iter()
+        .map(|h| match h {
+            HeldDoc::Text(t) => match t.parse() {
+                Ok(d) => Ok(HeldDoc::Waiting(d, t.chunk)),
+                Err(checked) => Err((checked, t.chunk)),
+            },
+            other => Ok(other),
+        })
+        .collect()
+}
+
+/// The held documents as the batch takes them, the waiting ones with `objects`.
+fn pending(
+    docs: Vec<Result<HeldDoc, (DocumentChecked, Arc<Chunk>)>>,
+    objects: &Objects,
+) -> Vec<Pending> {
+    docs.into_iter()
+        .map(|h| match h {
+            Ok(HeldDoc::Waiting(d, c) | HeldDoc::Ready(d, c, _)) => {
+                Pending::Check(d, c, objects.clone())
+            }
+            Ok(HeldDoc::Text(t)) => Pending::Text(t, objects.clone()),
+            Ok(HeldDoc::Done(checked, chunk, ..)) | Err((checked, chunk)) => {
+                Pending::Done(checked, chunk)
+            }
+        })
+        .collect()
 }
 
 /// The `objects` of an input's held documents, in input order: the values of those that wait,
 /// and the values of those checked ahead read again from their text (on every core).
-fn objects_of(docs: &[HeldDoc], name: &str) -> Objects {
+fn objects_of(docs: &[Result<HeldDoc, (DocumentChecked, Arc<Chunk>)>], name: &str) -> Objects {
     use rayon::prelude::*;
     let again: Vec<Option<Option<serde_json::Value>>> = docs
         .par_iter()
         .map(|h| match h {
-            HeldDoc::Done(_, chunk, source, position) => Some(
-                parse_chunk(source, chunk, 0)
-                    .ok()
-                    .and_then(|mut d| (*position < d.len()).then(|| d.swap_remove(*position).value)),
-            ),
+            Ok(HeldDoc::Done(_, chunk, source, position)) => {
+                Some(parse_chunk(source, chunk, 0).ok().and_then(|mut d| {
+                    (*position < d.len()).then(|| d.swap_remove(*position).value)
+                }))
+            }
             _ => None,
         })
         .collect();
-    if again.iter().any(|v| matches!(v, Some(None))) {
+    if again.iter().any(|v| matches!(v, Some(None))) || docs.iter().any(Result::is_err) {
         // Read once, a piece reads again alike; fail closed all the same.
         return Objects::unavailable(&format!(
             "objects: a document of {name} could not be read again"
         ));
     }
-    input_objects(
-        docs.iter()
-            .zip(&again)
-            .filter_map(|(h, again)| match h {
-                HeldDoc::Waiting(d, _) | HeldDoc::Ready(d, _, _) => Some(&d.value),
-                HeldDoc::Done(..) => again.as_ref().and_then(Option::as_ref),
-            }),
-    )
+    input_objects(docs.iter().zip(&again).filter_map(|(h, again)| match h {
+        Ok(HeldDoc::Waiting(d, _) | HeldDoc::Ready(d, _, _)) => Some(&d.value),
+        Ok(HeldDoc::Done(..)) => again.as_ref().and_then(Option::as_ref),
+        Ok(HeldDoc::Text(_)) | Err(_) => None,
+    }))
 }
 
 /// Opens a file, or standard input for `-`, as a buffered reader; the name findings use.
@@ -990,6 +1063,10 @@ fn check_all(rules: &RuleSet, docs: Vec<Pending>, req: &CheckRequest) -> Vec<Doc
         .map(|p| {
             let (doc, chunk, objects) = match p {
                 Pending::Check(doc, chunk, objects) => (doc, chunk, objects),
+                Pending::Text(t, objects) => match t.parse() {
+                    Ok(doc) => (doc, t.chunk, objects),
+                    Err(checked) => return checked,
+                },
                 Pending::Done(checked, _) => return checked,
             };
             let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
@@ -1151,7 +1228,7 @@ mod tests {
     /// The size of a pending document's `objects` (`None`: unavailable, or checked ahead).
     fn objects_len(p: &Pending) -> Option<usize> {
         match p {
-            Pending::Check(_, _, o) => o.len(),
+            Pending::Check(_, _, o) | Pending::Text(_, o) => o.len(),
             Pending::Done(..) => None,
         }
     }
@@ -1178,22 +1255,107 @@ mod tests {
                 HeldDoc::Waiting(..) => "waiting",
                 HeldDoc::Ready(..) => "ready",
                 HeldDoc::Done(..) => "done",
+                HeldDoc::Text(_) => "text",
             })
             .collect();
         let mut want = vec!["done"; BATCH_DOCUMENTS];
         want.extend(["ready", "waiting"]);
         assert_eq!(kinds, want);
-        let Some(HeldDoc::Waiting(..)) = held.docs.last() else {
-            panic!("the reader waits");
-        };
-        let objects = objects_of(&held.docs, "s.yaml");
-        assert_eq!(objects.len(), Some(n));
         let out = held.finish("s.yaml");
         let done: Vec<bool> = out.iter().map(|p| matches!(p, Pending::Done(..))).collect();
         let mut want = vec![true; BATCH_DOCUMENTS];
         want.extend([false, false]);
         assert_eq!(done, want);
         assert_eq!(out.last().and_then(objects_len), Some(n));
+    }
+
+    /// Past [`HELD_PARSED_BYTES`], the documents that read `objects` wait as text and are
+    /// parsed again, to the same documents, when the input ends (or passes the bounds).
+    #[test]
+    fn documents_that_read_objects_wait_as_text_past_a_bound() {
+        let big = "x".repeat(200 * 1024);
+        let text: String = (0..5)
+            .map(|i| {
+                format!("---\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata: {{k: {big}}}\n")
+            })
+            .collect();
+        let source = Arc::new(Source::new("s.yaml", String::new()));
+        let mut next = 0;
+        let mut held = Held::default();
+        let mut originals = Vec::new();
+        for c in ChunkReader::new(std::io::Cursor::new(text)) {
+            let c = Arc::new(c.expect("reads"));
+            let docs = parse_chunk(&source, &c, next).expect("parses");
+            next += docs.len();
+            for (position, d) in docs.into_iter().enumerate() {
+                originals.push((d.index, d.value.clone(), d.spans.clone()));
+                assert_eq!(held.push("s.yaml", (d, c.clone(), position), true).len(), 0);
+            }
+        }
+        let text_held = held
+            .docs
+            .iter()
+            .filter(|h| matches!(h, HeldDoc::Text(_)))
+            .count();
+        assert_eq!(text_held, 2);
+        let out = held.finish("s.yaml");
+        let again: Vec<_> = out
+            .iter()
+            .filter_map(|p| match p {
+                Pending::Check(d, _, o) => {
+                    assert_eq!(o.len(), Some(5));
+                    Some((d.index, d.value.clone(), d.spans.clone()))
+                }
+                Pending::Text(..) | Pending::Done(..) => None,
+            })
+            .collect();
+        assert!(
+            again == originals,
+            "the documents parsed again are those held"
+        );
+    }
+
+    /// Past the input's bounds, the documents held as text go to the batch as text, each
+    /// parsed again by the core that checks it.
+    #[test]
+    fn past_the_bound_documents_held_as_text_are_checked_from_their_text() {
+        let big = "x".repeat(300 * 1024);
+        let mut held = Held::default();
+        let source = Arc::new(Source::new("s.yaml", String::new()));
+        let mut released = Vec::new();
+        let mut next = 0;
+        // 30 documents of 300 KiB pass the 8 MiB bound at the 28th.
+        let text: String = (0..30)
+            .map(|i| {
+                format!("---\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata: {{k: {big}}}\n")
+            })
+            .collect();
+        for c in ChunkReader::new(std::io::Cursor::new(text)) {
+            let c = Arc::new(c.expect("reads"));
+            let docs = parse_chunk(&source, &c, next).expect("parses");
+            next += docs.len();
+            for (position, d) in docs.into_iter().enumerate() {
+                released.extend(held.push("s.yaml", (d, c.clone(), position), true));
+            }
+        }
+        let kinds: Vec<&str> = released
+            .iter()
+            .map(|p| match p {
+                Pending::Check(..) => "parsed",
+                Pending::Text(..) => "text",
+                Pending::Done(..) => "done",
+            })
+            .collect();
+        // Two held parsed (512 KiB), the rest of the held as text; past the bound, parsed.
+        let mut want = vec!["parsed"; 2];
+        want.extend(vec!["text"; 26]);
+        want.extend(vec!["parsed"; 2]);
+        assert_eq!(kinds, want);
+        let rules = nvcre_domain::default_rules().expect("the rules load");
+        let checked = check_all(&rules, released, &CheckRequest::default());
+        let indexes: Vec<usize> = checked.iter().map(|c| c.index).collect();
+        assert_eq!(indexes, (0..30).collect::<Vec<_>>());
+        assert!(checked.iter().all(|c| c.error.is_none()));
     }
 
     #[test]

@@ -191,10 +191,12 @@ impl Findings {
         self.len += 1;
         self.counts[severity_index(e.severity)] += 1;
         self.rule_errors += usize::from(e.rule_error);
-        self.memory.extend_from_slice(&e.bytes);
-        if self.memory.len() > self.limit && !self.memory_only {
+        // Spilled before the buffer would outgrow the limit, so it never grows past it (a
+        // buffer doubled past the limit would hold twice it for the rest of the run).
+        if self.memory.len() + e.bytes.len() > self.limit && !self.memory_only {
             self.spill();
         }
+        self.memory.extend_from_slice(&e.bytes);
     }
 
     /// Moves the findings in memory to the temporary file (created on first use). When that

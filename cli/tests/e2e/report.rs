@@ -950,3 +950,59 @@ fn a_closed_standard_output_is_not_a_report_error() {
         );
     }
 }
+
+/// A file given twice (not one after the other) is checked twice, and each of its JSON
+/// results lists the findings of its own check (before, the first listed both checks' and the
+/// second none).
+#[test]
+fn json_results_of_a_file_given_twice_each_list_their_own_findings() {
+    let dir = TempDir::new().expect("tmp");
+    write(
+        dir.path(),
+        "one.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Bad_Name}\n",
+    );
+    write(
+        dir.path(),
+        "two.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Also_Bad}\n",
+    );
+    let (code, out, _) = run(
+        dir.path(),
+        &["check", "-o", "json", "one.yaml", "two.yaml", "one.yaml"],
+    );
+    assert_eq!(code, 1);
+    let report: Value = serde_json::from_str(&out).expect("JSON");
+    let results: Vec<(String, u64, Vec<String>)> = report["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            let names = r["findings"]
+                .as_array()
+                .expect("findings")
+                .iter()
+                .map(|f| f["message"].as_str().unwrap_or_default().to_string())
+                .collect();
+            (
+                r["file"].as_str().unwrap_or_default().to_string(),
+                r["documents"].as_u64().unwrap_or(0),
+                names,
+            )
+        })
+        .collect();
+    let bad = |name: &str| {
+        vec![format!(
+            "ConfigMap name \"{name}\" is not a lowercase RFC 1123 subdomain of at most 253 characters"
+        )]
+    };
+    assert_eq!(
+        results,
+        [
+            ("one.yaml".to_string(), 1, bad("Bad_Name")),
+            ("two.yaml".to_string(), 1, bad("Also_Bad")),
+            ("one.yaml".to_string(), 1, bad("Bad_Name")),
+        ]
+    );
+    assert_eq!(report["summary"]["errors"], 3);
+}
