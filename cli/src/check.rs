@@ -451,10 +451,11 @@ impl AsText {
     }
 }
 
-/// Bytes of input whose documents that read `objects` are held parsed while they wait; the
-/// later ones wait as text and are parsed again when their input ends (a parsed document takes
-/// 10–20 times its text).
-const HELD_PARSED_BYTES: usize = 512 * 1024;
+/// Bytes of an input held parsed: the documents that read `objects`, waiting, and the values of
+/// the documents checked ahead (for `objects`). Past it they are held as text and parsed again
+/// when needed (a parsed document takes 10–20 times its text), so an input of up to this size
+/// is parsed once.
+const HELD_PARSED_BYTES: usize = 1024 * 1024;
 
 /// A document held until its input ends.
 enum HeldDoc {
@@ -466,9 +467,15 @@ enum HeldDoc {
     /// Its check does not read `objects`: checked with the next [`BATCH_DOCUMENTS`] such. The
     /// document at `.2` among those of its piece.
     Ready(Document, Arc<Chunk>, usize),
-    /// Checked ahead; its piece of the input is kept to read its value again, should a
-    /// document of the input read `objects`.
-    Done(DocumentChecked, Arc<Chunk>, Arc<Source>, usize),
+    /// Checked ahead: its results, and its value for `objects` (within [`HELD_PARSED_BYTES`])
+    /// or its piece of the input to read the value again from (the document at `.3`).
+    Done(
+        DocumentChecked,
+        Arc<Chunk>,
+        Arc<Source>,
+        usize,
+        Option<serde_json::Value>,
+    ),
 }
 
 /// Why `objects` is not bound for a document checked ahead of its input's end: its rules do
@@ -484,7 +491,7 @@ const NOT_READ: &str = "objects: not read by the rules that check this document"
 struct Held {
     docs: Vec<HeldDoc>,
     bytes: usize,
-    /// Input bytes of the [`HeldDoc::Waiting`] documents.
+    /// Input bytes of the documents held parsed ([`HELD_PARSED_BYTES`]).
     parsed: usize,
     /// Documents [`HeldDoc::Ready`].
     ready: usize,
@@ -546,23 +553,34 @@ impl Held {
         self.ready = 0;
         let not_read = Objects::unavailable(NOT_READ);
         let mut kept: Vec<Option<HeldDoc>> = Vec::with_capacity(self.docs.len());
-        // Where each checked one goes back, with what its `Done` keeps.
-        let mut places = Vec::new();
+        // Each one to check, where it goes back, and whether its value is kept.
         let mut batch = Vec::new();
         for h in std::mem::take(&mut self.docs) {
             match h {
                 HeldDoc::Ready(d, c, position) => {
-                    places.push((kept.len(), c.clone(), d.source.clone(), position));
-                    batch.push(Pending::Check(d, c, not_read.clone()));
+                    let keep = self.parsed + c.text.len() <= HELD_PARSED_BYTES;
+                    if keep {
+                        self.parsed += c.text.len();
+                    }
+                    batch.push((kept.len(), d, c, position, keep));
                     kept.push(None);
                 }
                 other => kept.push(Some(other)),
             }
         }
-        for (checked, (at, chunk, source, position)) in
-            check_all(rules, batch, req).into_iter().zip(places)
-        {
-            kept[at] = Some(HeldDoc::Done(checked, chunk, source, position));
+        let done: Vec<(usize, HeldDoc)> = {
+            use rayon::prelude::*;
+            batch
+                .into_par_iter()
+                .map(|(at, d, c, position, keep)| {
+                    let checked = check_one(rules, req, &d, &c, &not_read);
+                    let value = keep.then_some(d.value);
+                    (at, HeldDoc::Done(checked, c, d.source, position, value))
+                })
+                .collect()
+        };
+        for (at, h) in done {
+            kept[at] = Some(h);
         }
         self.docs = kept.into_iter().flatten().collect();
     }
@@ -617,14 +635,15 @@ fn pending(
         .collect()
 }
 
-/// The `objects` of an input's held documents, in input order: the values of those that wait,
-/// and the values of those checked ahead read again from their text (on every core).
+/// The `objects` of an input's held documents, in input order: the values of those that wait
+/// and those kept of the ones checked ahead, and the others' read again from their text (on
+/// every core).
 fn objects_of(docs: &[Result<HeldDoc, (DocumentChecked, Arc<Chunk>)>], name: &str) -> Objects {
     use rayon::prelude::*;
     let again: Vec<Option<Option<serde_json::Value>>> = docs
         .par_iter()
         .map(|h| match h {
-            Ok(HeldDoc::Done(_, chunk, source, position)) => {
+            Ok(HeldDoc::Done(_, chunk, source, position, None)) => {
                 Some(parse_chunk(source, chunk, 0).ok().and_then(|mut d| {
                     (*position < d.len()).then(|| d.swap_remove(*position).value)
                 }))
@@ -640,7 +659,8 @@ fn objects_of(docs: &[Result<HeldDoc, (DocumentChecked, Arc<Chunk>)>], name: &st
     }
     input_objects(docs.iter().zip(&again).filter_map(|(h, again)| match h {
         Ok(HeldDoc::Waiting(d, _) | HeldDoc::Ready(d, _, _)) => Some(&d.value),
-        Ok(HeldDoc::Done(..)) => again.as_ref().and_then(Option::as_ref),
+        Ok(HeldDoc::Done(.., Some(value))) => Some(value),
+        Ok(HeldDoc::Done(.., None)) => again.as_ref().and_then(Option::as_ref),
         Ok(HeldDoc::Text(_)) | Err(_) => None,
     }))
 }
@@ -1069,17 +1089,28 @@ fn check_all(rules: &RuleSet, docs: Vec<Pending>, req: &CheckRequest) -> Vec<Doc
                 },
                 Pending::Done(checked, _) => return checked,
             };
-            let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                check_document_in(rules, &doc, req, Some(&objects))
-            }))
-            .unwrap_or_else(|_| {
-                Err(nvcre_domain::PolicyError::Build(
-                    "internal error: checking this document panicked".into(),
-                ))
-            });
-            document_checked(&doc, &chunk, result)
+            check_one(rules, req, &doc, &chunk, &objects)
         })
         .collect()
+}
+
+/// Checks one document (see [`check_all`]); a check that panicked is an error of the document.
+fn check_one(
+    rules: &RuleSet,
+    req: &CheckRequest,
+    doc: &Document,
+    chunk: &Chunk,
+    objects: &Objects,
+) -> DocumentChecked {
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        check_document_in(rules, doc, req, Some(objects))
+    }))
+    .unwrap_or_else(|_| {
+        Err(nvcre_domain::PolicyError::Build(
+            "internal error: checking this document panicked".into(),
+        ))
+    });
+    document_checked(doc, chunk, result)
 }
 
 /// The results of `doc`'s check (see [`DocumentChecked`]).
@@ -1267,14 +1298,50 @@ mod tests {
         want.extend([false, false]);
         assert_eq!(done, want);
         assert_eq!(out.last().and_then(objects_len), Some(n));
+        // Past 1 MiB the values of those checked ahead are not kept: `objects` reads them
+        // again from their text, and still holds every document.
+        let big = "x".repeat(20 * 1024);
+        let text: String = (0..BATCH_DOCUMENTS + 1)
+            .map(|i| {
+                format!("---\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata: {{k: {big}}}\n")
+            })
+            .collect();
+        let source = Arc::new(Source::new("s.yaml", String::new()));
+        let mut held = Held::default();
+        let mut next = 0;
+        for c in ChunkReader::new(std::io::Cursor::new(text)) {
+            let c = Arc::new(c.expect("reads"));
+            let docs = parse_chunk(&source, &c, next).expect("parses");
+            next += docs.len();
+            for (position, d) in docs.into_iter().enumerate() {
+                let reads = d.index == BATCH_DOCUMENTS;
+                assert_eq!(
+                    held.push("s.yaml", (d, c.clone(), position), reads).len(),
+                    0
+                );
+                held.check_ready(&rules, &req);
+            }
+        }
+        let kept: Vec<bool> = held
+            .docs
+            .iter()
+            .filter_map(|h| match h {
+                HeldDoc::Done(.., value) => Some(value.is_some()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kept.len(), BATCH_DOCUMENTS);
+        assert!(kept[0] && !kept[BATCH_DOCUMENTS - 1]);
+        let out = held.finish("s.yaml");
+        assert_eq!(out.last().and_then(objects_len), Some(BATCH_DOCUMENTS + 1));
     }
 
     /// Past [`HELD_PARSED_BYTES`], the documents that read `objects` wait as text and are
     /// parsed again, to the same documents, when the input ends (or passes the bounds).
     #[test]
     fn documents_that_read_objects_wait_as_text_past_a_bound() {
-        let big = "x".repeat(200 * 1024);
-        let text: String = (0..5)
+        let big = "x".repeat(300 * 1024);
+        let text: String = (0..6)
             .map(|i| {
                 format!("---\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata: {{k: {big}}}\n")
             })
@@ -1303,7 +1370,7 @@ mod tests {
             .iter()
             .filter_map(|p| match p {
                 Pending::Check(d, _, o) => {
-                    assert_eq!(o.len(), Some(5));
+                    assert_eq!(o.len(), Some(6));
                     Some((d.index, d.value.clone(), d.spans.clone()))
                 }
                 Pending::Text(..) | Pending::Done(..) => None,
@@ -1346,9 +1413,9 @@ mod tests {
                 Pending::Done(..) => "done",
             })
             .collect();
-        // Two held parsed (512 KiB), the rest of the held as text; past the bound, parsed.
-        let mut want = vec!["parsed"; 2];
-        want.extend(vec!["text"; 26]);
+        // Four held parsed (1 MiB), the rest of the held as text; past the bound, parsed.
+        let mut want = vec!["parsed"; 4];
+        want.extend(vec!["text"; 24]);
         want.extend(vec!["parsed"; 2]);
         assert_eq!(kinds, want);
         let rules = nvcre_domain::default_rules().expect("the rules load");
