@@ -467,15 +467,9 @@ enum HeldDoc {
     /// Its check does not read `objects`: checked with the next [`BATCH_DOCUMENTS`] such. The
     /// document at `.2` among those of its piece.
     Ready(Document, Arc<Chunk>, usize),
-    /// Checked ahead: its results, and its value for `objects` (within [`HELD_PARSED_BYTES`])
-    /// or its piece of the input to read the value again from (the document at `.3`).
-    Done(
-        DocumentChecked,
-        Arc<Chunk>,
-        Arc<Source>,
-        usize,
-        Option<serde_json::Value>,
-    ),
+    /// Checked ahead (or held as text and not read again: its error): its results, its text,
+    /// and its value for `objects` when kept (within [`HELD_PARSED_BYTES`]; else read again).
+    Done(DocumentChecked, AsText, Option<serde_json::Value>),
 }
 
 /// Why `objects` is not bound for a document checked ahead of its input's end: its rules do
@@ -483,10 +477,10 @@ enum HeldDoc {
 const NOT_READ: &str = "objects: not read by the rules that check this document";
 
 /// The documents of the current input, held until it ends (see [`INPUT_DOCUMENTS`]). Only the
-/// documents whose check reads `objects` wait whole: the others are checked as soon as
-/// [`BATCH_DOCUMENTS`] of them are held, and only their results and text are kept (their values
-/// are read again from the text for `objects`, when a document of the input reads it), so a
-/// held input is mostly text. Results still come out in input order.
+/// documents whose check reads `objects` wait: the others are checked as soon as
+/// [`BATCH_DOCUMENTS`] of them are held, and only their results, text and (within
+/// [`HELD_PARSED_BYTES`]) value are kept; past that budget the waiting ones are held as text
+/// too, so a large held input is mostly text. Results still come out in input order.
 #[derive(Default)]
 struct Held {
     docs: Vec<HeldDoc>,
@@ -538,10 +532,7 @@ impl Held {
         self.over = Some(o.clone());
         self.ready = 0;
         // Those held as text are parsed again one by one as they are checked.
-        pending(
-            std::mem::take(&mut self.docs).into_iter().map(Ok).collect(),
-            &o,
-        )
+        pending(std::mem::take(&mut self.docs), &o)
     }
 
     /// Checks the held documents that do not read `objects` (on every core), once
@@ -574,8 +565,13 @@ impl Held {
                 .into_par_iter()
                 .map(|(at, d, c, position, keep)| {
                     let checked = check_one(rules, req, &d, &c, &not_read);
-                    let value = keep.then_some(d.value);
-                    (at, HeldDoc::Done(checked, c, d.source, position, value))
+                    let text = AsText {
+                        chunk: c,
+                        source: d.source,
+                        position,
+                        index: d.index,
+                    };
+                    (at, HeldDoc::Done(checked, text, keep.then_some(d.value)))
                 })
                 .collect()
         };
@@ -603,34 +599,30 @@ impl Held {
 }
 
 /// The documents waiting as text, parsed again (on every core): each becomes
-/// [`HeldDoc::Waiting`], or an input error of its own ([`AsText::parse`]).
-fn parse_again(docs: Vec<HeldDoc>) -> Vec<Result<HeldDoc, (DocumentChecked, Arc<Chunk>)>> {
+/// [`HeldDoc::Waiting`], or [`HeldDoc::Done`] with an input error of its own
+/// ([`AsText::parse`]).
+fn parse_again(docs: Vec<HeldDoc>) -> Vec<HeldDoc> {
     use rayon::prelude::*;
     docs.into_par_iter()
         .map(|h| match h {
             HeldDoc::Text(t) => match t.parse() {
-                Ok(d) => Ok(HeldDoc::Waiting(d, t.chunk)),
-                Err(checked) => Err((checked, t.chunk)),
+                Ok(d) => HeldDoc::Waiting(d, t.chunk),
+                Err(checked) => HeldDoc::Done(checked, t, None),
             },
-            other => Ok(other),
+            other => other,
         })
         .collect()
 }
 
 /// The held documents as the batch takes them, the waiting ones with `objects`.
-fn pending(
-    docs: Vec<Result<HeldDoc, (DocumentChecked, Arc<Chunk>)>>,
-    objects: &Objects,
-) -> Vec<Pending> {
+fn pending(docs: Vec<HeldDoc>, objects: &Objects) -> Vec<Pending> {
     docs.into_iter()
         .map(|h| match h {
-            Ok(HeldDoc::Waiting(d, c) | HeldDoc::Ready(d, c, _)) => {
+            HeldDoc::Waiting(d, c) | HeldDoc::Ready(d, c, _) => {
                 Pending::Check(d, c, objects.clone())
             }
-            Ok(HeldDoc::Text(t)) => Pending::Text(t, objects.clone()),
-            Ok(HeldDoc::Done(checked, chunk, ..)) | Err((checked, chunk)) => {
-                Pending::Done(checked, chunk)
-            }
+            HeldDoc::Text(t) => Pending::Text(t, objects.clone()),
+            HeldDoc::Done(checked, t, _) => Pending::Done(checked, t.chunk),
         })
         .collect()
 }
@@ -638,30 +630,26 @@ fn pending(
 /// The `objects` of an input's held documents, in input order: the values of those that wait
 /// and those kept of the ones checked ahead, and the others' read again from their text (on
 /// every core).
-fn objects_of(docs: &[Result<HeldDoc, (DocumentChecked, Arc<Chunk>)>], name: &str) -> Objects {
+fn objects_of(docs: &[HeldDoc], name: &str) -> Objects {
     use rayon::prelude::*;
     let again: Vec<Option<Option<serde_json::Value>>> = docs
         .par_iter()
         .map(|h| match h {
-            Ok(HeldDoc::Done(_, chunk, source, position, None)) => {
-                Some(parse_chunk(source, chunk, 0).ok().and_then(|mut d| {
-                    (*position < d.len()).then(|| d.swap_remove(*position).value)
-                }))
-            }
+            HeldDoc::Done(_, t, None) => Some(t.parse().ok().map(|d| d.value)),
             _ => None,
         })
         .collect();
-    if again.iter().any(|v| matches!(v, Some(None))) || docs.iter().any(Result::is_err) {
+    if again.iter().any(|v| matches!(v, Some(None))) {
         // Read once, a piece reads again alike; fail closed all the same.
         return Objects::unavailable(&format!(
             "objects: a document of {name} could not be read again"
         ));
     }
     input_objects(docs.iter().zip(&again).filter_map(|(h, again)| match h {
-        Ok(HeldDoc::Waiting(d, _) | HeldDoc::Ready(d, _, _)) => Some(&d.value),
-        Ok(HeldDoc::Done(.., Some(value))) => Some(value),
-        Ok(HeldDoc::Done(.., None)) => again.as_ref().and_then(Option::as_ref),
-        Ok(HeldDoc::Text(_)) | Err(_) => None,
+        HeldDoc::Waiting(d, _) | HeldDoc::Ready(d, _, _) => Some(&d.value),
+        HeldDoc::Done(.., Some(value)) => Some(value),
+        HeldDoc::Done(.., None) => again.as_ref().and_then(Option::as_ref),
+        HeldDoc::Text(_) => None,
     }))
 }
 

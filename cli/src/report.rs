@@ -487,7 +487,7 @@ struct FileResults<'a> {
 
 impl serde::Serialize for FileResults<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::{Error, SerializeSeq};
+        use serde::ser::SerializeSeq;
         let mut seq = s.serialize_seq(None)?;
         for (file, documents, errors) in &self.files {
             seq.serialize_element(&FileResult {
@@ -500,17 +500,15 @@ impl serde::Serialize for FileResults<'_> {
                 errors: errors.clone(),
             })?;
         }
+        // (A finding that cannot be read back is taken by the next entry, whose findings then
+        // fail with its error.)
         loop {
             let file = match self.cursor.borrow_mut().peek() {
                 None => break,
-                Some(Err(_)) => None,
-                Some(Ok(next)) => Some(next.finding.file.clone()),
-            };
-            let Some(file) = file else {
-                let e = self.cursor.borrow_mut().next().and_then(Result::err);
-                return Err(S::Error::custom(
-                    e.map(|e| e.to_string()).unwrap_or_default(),
-                ));
+                Some(next) => next
+                    .as_ref()
+                    .map(|n| n.finding.file.clone())
+                    .unwrap_or_default(),
             };
             seq.serialize_element(&FileResult {
                 file: &file,

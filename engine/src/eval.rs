@@ -128,10 +128,9 @@ pub const OBJECTS: &str = "objects";
 /// The name rules read the documents of the same input by kind: a map from each `kind` to
 /// the documents of that kind, in input order (documents without a string `kind` are in no
 /// list). Available exactly when [`OBJECTS`] is (a pack binds each of the two it reads). A rule
-/// that looks for documents of
-/// one kind reads `objectsByKind[?'ComputeDomain'].orValue([])` and visits only those, where
-/// `objects.filter(o, o.kind == …)` visits every document of the input for every document
-/// checked.
+/// that looks for documents of one kind reads `objectsByKind[?'ComputeDomain'].orValue([])` and
+/// visits only those, where `objects.filter(o, o.kind == …)` visits every document of the input
+/// for every document checked.
 pub const OBJECTS_BY_KIND: &str = "objectsByKind";
 
 /// The documents of the input a document came from, as packs of a stage declared with

@@ -324,10 +324,8 @@ pub struct CompiledPack {
     pub(crate) complete: bool,
     /// The answers of [`CompiledPack::may_touch`] so far, by path (the pack never changes).
     pub(crate) touches: Arc<std::sync::Mutex<Vec<Touch>>>,
-    /// Whether an expression of the pack reads [`OBJECTS`](crate::OBJECTS) or
+    /// Whether the pack's expressions read [`OBJECTS`](crate::OBJECTS), and whether they read
     /// [`OBJECTS_BY_KIND`](crate::OBJECTS_BY_KIND), found when first asked (not at start-up).
-    /// Whether the pack's expressions read [`OBJECTS`](crate::OBJECTS) and
-    /// [`OBJECTS_BY_KIND`](crate::OBJECTS_BY_KIND), found once.
     pub(crate) reads_objects: std::sync::OnceLock<(bool, bool)>,
 }
 

@@ -429,7 +429,7 @@ fn pointer_path(doc: &Value, ptr: &str, at: &FieldPath) -> FieldPath {
     let mut path = at.clone();
     let mut cur = Some(doc);
     for raw in ptr.split('/').skip(1) {
-        let token = raw.replace("~1", "/").replace("~0", "~");
+        let token = crate::source::unescape_pointer(raw);
         match cur {
             Some(Value::Array(items)) => match token.parse::<usize>() {
                 Ok(i) => {
@@ -442,7 +442,7 @@ fn pointer_path(doc: &Value, ptr: &str, at: &FieldPath) -> FieldPath {
                 }
             },
             Some(v) => {
-                cur = v.get(&token);
+                cur = v.get(token.as_ref());
                 path = path.key(token);
             }
             None => path = path.key(token),

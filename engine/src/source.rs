@@ -605,7 +605,7 @@ impl Duplicate {
     fn into_error(self, source: &Source) -> Error {
         let mut path = FieldPath::root();
         for token in self.pointer.split('/').skip(1) {
-            let token = token.replace("~1", "/").replace("~0", "~");
+            let token = unescape_pointer(token);
             path = match token.parse::<usize>() {
                 Ok(i) if !token.starts_with('+') => path.index(i),
                 _ => path.key(token),
@@ -698,7 +698,7 @@ fn into_value(
                 };
                 let key_text = written.unwrap_or_else(|| k.value.into_key());
                 if duplicate.is_none() && map.contains_key(&key_text) {
-                    let first = spans.child_of(Some(id), &key_text);
+                    let first = spans.child(Some(id), &key_text);
                     *duplicate = Some(Duplicate {
                         key: key_text.clone(),
                         pointer: format!("{}/{}", spans.pointer(id), escape_pointer(&key_text)),
@@ -718,6 +718,15 @@ fn into_value(
             }
             Value::Object(map)
         }
+    }
+}
+
+/// RFC 6901 unescaping of one reference token (borrowed as it is when it holds no `~`).
+pub(crate) fn unescape_pointer(token: &str) -> std::borrow::Cow<'_, str> {
+    if token.contains('~') {
+        std::borrow::Cow::Owned(token.replace("~1", "/").replace("~0", "~"))
+    } else {
+        std::borrow::Cow::Borrowed(token)
     }
 }
 

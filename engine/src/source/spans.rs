@@ -82,8 +82,8 @@ impl SpanIndex {
         &self.segments[start..end]
     }
 
-    /// The node under `parent` (`None`: the root) whose segment is `segment`.
-    fn child(&self, parent: Option<u32>, segment: &str) -> Option<u32> {
+    /// The node under `parent` (`None`: the root) whose segment is `segment`, when recorded.
+    pub(super) fn child(&self, parent: Option<u32>, segment: &str) -> Option<u32> {
         let parent = parent.unwrap_or(NO_PARENT);
         let (hash, short) = self.hash(parent, segment);
         self.children
@@ -146,11 +146,6 @@ impl SpanIndex {
             }
         }
         Some(at)
-    }
-
-    /// The node under `parent` at `segment`, when recorded.
-    pub(super) fn child_of(&self, parent: Option<u32>, segment: &str) -> Option<u32> {
-        self.child(parent, segment)
     }
 
     /// The JSON pointer of node `id`.
@@ -290,15 +285,6 @@ impl From<SpanIndex> for SpanIndexForm {
     }
 }
 
-/// One reference token of a JSON pointer, unescaped (borrowed when it holds no `~`).
-fn unescape_token(token: &str) -> std::borrow::Cow<'_, str> {
-    if token.contains('~') {
-        std::borrow::Cow::Owned(token.replace("~1", "/").replace("~0", "~"))
-    } else {
-        std::borrow::Cow::Borrowed(token)
-    }
-}
-
 impl From<SpanIndexForm> for SpanIndex {
     fn from(form: SpanIndexForm) -> SpanIndex {
         let pos = |(line, column): (usize, usize)| Pos { line, column };
@@ -325,9 +311,11 @@ impl From<SpanIndexForm> for SpanIndex {
                 None => index.push(None, "", span),
                 // A pointer whose parent is not in the form (never written so) is left out.
                 Some(cut) => match ids.get(&pointer[..cut]) {
-                    Some(&parent) => {
-                        index.push(Some(parent), &unescape_token(&pointer[cut + 1..]), span)
-                    }
+                    Some(&parent) => index.push(
+                        Some(parent),
+                        &super::unescape_pointer(&pointer[cut + 1..]),
+                        span,
+                    ),
                     None => continue,
                 },
             };
@@ -466,7 +454,8 @@ mod tests {
         for i in 0..20_000 {
             s.push(Some(at), &format!("a{i}"), span(100 + i, true));
         }
-        assert!(s.segments.len() < 60 * 1000 + 20_000 * 6);
+        let leaves: usize = (0..20_000).map(|i: usize| format!("a{i}").len()).sum();
+        assert_eq!(s.segments.len(), 60 * 1000 + leaves);
         let deep = std::iter::repeat_n(key.as_str(), 60)
             .fold(FieldPath::root(), |p, k| p.key(k))
             .key("a19999");
