@@ -939,8 +939,7 @@ impl<'a> Checker<'a> {
                     let reads = reads_objects(self.rules, &doc.value);
                     let held = (doc, chunk.clone(), position);
                     for p in state.held.push(&state.name, held, reads) {
-                        self.bytes += p.bytes();
-                        self.batch.push(p);
+                        self.add(p);
                     }
                     state.held.check_ready(self.rules, self.req);
                 }
@@ -960,11 +959,18 @@ impl<'a> Checker<'a> {
     /// The input ended: its held documents join the batch.
     fn end_input(&mut self, state: InputState) {
         for p in state.held.finish(&state.name) {
-            self.bytes += p.bytes();
-            self.batch.push(p);
+            self.add(p);
         }
-        self.check_if_full();
         self.out.files.push(state.checked);
+    }
+
+    /// Adds a document to the batch, and checks the batch once it is full: the documents an
+    /// input held (up to [`INPUT_DOCUMENTS`]) are checked a batch at a time, so their results
+    /// reach the findings store, and their values are dropped, as they go.
+    fn add(&mut self, p: Pending) {
+        self.bytes += p.bytes();
+        self.batch.push(p);
+        self.check_if_full();
     }
 
     /// Checks the batch when it holds [`BATCH_DOCUMENTS`] documents or [`BATCH_BYTES`] bytes.

@@ -16,7 +16,7 @@ use crate::report::Window;
 /// Bytes of encoded findings kept in memory; past this they go to a temporary file (in the
 /// directory `TMPDIR` names), which is removed when the check ends. When no temporary file can
 /// be created or written, the findings stay in memory.
-pub const IN_MEMORY: usize = 8 * 1024 * 1024;
+pub const IN_MEMORY: usize = 2 * 1024 * 1024;
 
 /// One finding as kept: every field of [`Finding`] and the lines around its line.
 #[derive(Serialize, Deserialize)]
@@ -84,6 +84,9 @@ impl Encoded {
         // Serializing strings and integers into a Vec cannot fail.
         let mut bytes = serde_json::to_vec(&record).unwrap_or_default();
         bytes.push(b'\n');
+        // Grown by doubling, the buffer may be twice the record; the findings of held documents
+        // wait in memory (up to 2,048 documents' worth), so they keep only their bytes.
+        bytes.shrink_to_fit();
         Encoded {
             bytes,
             severity: finding.severity,

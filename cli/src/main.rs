@@ -150,6 +150,13 @@ struct RenderArgs {
 }
 
 fn main() -> ExitCode {
+    // A transparent huge page is resident as soon as one byte of its 2 MiB is touched: with
+    // them, 12 MB of a one-file `check` and about 25 MB of a stream's peak were such pages, for
+    // no measured speed (BENCHMARKS.md). mimalloc is built not to ask for them (`no_thp`); this
+    // also keeps a kernel that gives them to every mapping (`enabled=always`) from doing so.
+    // Best effort: a kernel without the prctl leaves them as they are.
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
     let command = with_platform_help(Cli::command(), &argv).color(clap_color(&argv));
     let cli = match command
