@@ -30,11 +30,12 @@ mkdir -p "$WORK"
 command -v python3 >/dev/null || { echo "bench: python3 is required (bench/real_nodes.py)" >&2; exit 2; }
 
 echo "# nvcre-policy memory benchmark: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(git -C "$ROOT" rev-parse --short HEAD)"
-# The binary alone last, as `cargo build` gives it (see run.sh).
+# The binary alone last, as `cargo build` gives it, with PROFILE (default dist; see run.sh).
+PROFILE=${PROFILE:-dist}
 (cd "$ROOT" && cargo build --quiet --release -p nvcre-policy --example bench_corpus &&
-  cargo build --quiet --release -p nvcre-policy --bin nvcre-policy)
+  cargo build --quiet --profile "$PROFILE" -p nvcre-policy --bin nvcre-policy)
 REL="$ROOT/target/release"
-BIN="$REL/nvcre-policy"
+BIN="$ROOT/target/$PROFILE/nvcre-policy"
 
 # name, then the command; its stdin is this function's. Prints peak RSS, wall time, exit code.
 measure() {

@@ -6,6 +6,7 @@
 # Environment: SEED (corpus seed, default 1), RUNS (hyperfine runs per measurement, default 3),
 # BENCH_DIR (where the corpus and the peers' installs go; default a fresh temporary directory),
 # BIG_MB (size of the stream of the peak-RSS stream measurement, default 200; 0 skips it),
+# PROFILE (the cargo profile of the binary and the parse floor, default dist),
 # REUSE_CORPUS=1 keeps the corpus already in BENCH_DIR, PEERS=0 skips the CEL peers, BASELINE=/path/to/an/older/nvcre-policy adds the same `check` and
 # one-file measurements with that binary, each with its ratio to this tree's (before/after in
 # one run).
@@ -26,6 +27,7 @@ RUNS=${RUNS:-3}
 BIG_MB=${BIG_MB:-200}
 PEERS=${PEERS:-1}
 BASELINE=${BASELINE:-}
+PROFILE=${PROFILE:-dist}
 WORK=${BENCH_DIR:-$(mktemp -d /tmp/nvcre-bench.XXXXXX)}
 mkdir -p "$WORK"
 
@@ -35,16 +37,20 @@ need python3 "for the result arithmetic and the cel-python peer"
 [ -x /usr/bin/time ] || { echo "bench: /usr/bin/time is required (apt-get install time)" >&2; exit 2; }
 
 echo "# nvcre-policy benchmark: $(date -u +%Y-%m-%dT%H:%MZ), $(nproc) cores, $(git -C "$ROOT" rev-parse --short HEAD)"
-echo "# corpus: $DOCS documents, seed $SEED, in $WORK"
+echo "# corpus: $DOCS documents, seed $SEED, in $WORK; binary and floor built with --profile $PROFILE"
 # The examples first, the binary alone last: built together with the examples, the binary
 # would get the features the dev-dependencies enable (a regex build that compiles full DFAs,
 # about 15 M more instructions at start-up), which `cargo build`/`cargo install` do not give it.
-(cd "$ROOT" && cargo build --quiet --release -p nvcre-policy \
-    --example bench_corpus --example parse_floor &&
+# The binary and the floor are built with PROFILE (default `dist`, the shipped binary: LTO in
+# one codegen unit, so the first build takes several minutes longer); the corpus generator and
+# the CEL expressions with `release`.
+(cd "$ROOT" && cargo build --quiet --release -p nvcre-policy --example bench_corpus &&
+  cargo build --quiet --profile "$PROFILE" -p nvcre-policy --example parse_floor &&
   cargo build --quiet --release -p nvcre-engine --example cel_expressions &&
-  cargo build --quiet --release -p nvcre-policy --bin nvcre-policy)
+  cargo build --quiet --profile "$PROFILE" -p nvcre-policy --bin nvcre-policy)
 REL="$ROOT/target/release"
-BIN="$REL/nvcre-policy"
+OUT="$ROOT/target/$PROFILE"
+BIN="$OUT/nvcre-policy"
 if [ -z "${REUSE_CORPUS:-}" ]; then
   "$REL/examples/bench_corpus" "$WORK" "$DOCS" "$SEED" | sed 's/^/# corpus: /'
 else
@@ -82,9 +88,9 @@ run() { # key runs docs command [floor-key]
 }
 
 echo "## throughput (mean of $RUNS runs)"
-run floor-mixed-file "$RUNS" "$DOCS" "$REL/examples/parse_floor $C/mixed.yaml"
-run floor-mixed-dir "$RUNS" "$DOCS" "$REL/examples/parse_floor $C/mixed"
-run floor-workloadruns "$RUNS" "$WR_DOCS" "$REL/examples/parse_floor $C/workloadruns.yaml"
+run floor-mixed-file "$RUNS" "$DOCS" "$OUT/examples/parse_floor $C/mixed.yaml"
+run floor-mixed-dir "$RUNS" "$DOCS" "$OUT/examples/parse_floor $C/mixed"
+run floor-workloadruns "$RUNS" "$WR_DOCS" "$OUT/examples/parse_floor $C/workloadruns.yaml"
 run check-mixed-file "$RUNS" "$DOCS" "$BIN check -o json $C/mixed.yaml" floor-mixed-file
 run check-mixed-dir "$RUNS" "$DOCS" "$BIN check -o json $C/mixed" floor-mixed-dir
 run check-mixed-file-text "$RUNS" "$DOCS" "$BIN check --no-color $C/mixed.yaml" floor-mixed-file
@@ -130,7 +136,7 @@ rss() { # name command...
   local status; status=$(sed -n 's/.*Exit status: //p' "$WORK/time.txt")
   printf '%-44s %10.1f MB   exit %s\n' "$name" "$(awk -v k="$kb" 'BEGIN{print k/1024}')" "$status"
 }
-rss rss-floor-mixed-file "$REL/examples/parse_floor" "$C/mixed.yaml"
+rss rss-floor-mixed-file "$OUT/examples/parse_floor" "$C/mixed.yaml"
 rss rss-check-mixed-file "$BIN" check -o json "$C/mixed.yaml"
 rss rss-check-mixed-dir "$BIN" check -o json "$C/mixed"
 if [ -n "$BASELINE" ]; then

@@ -42,7 +42,7 @@ pub struct Chunk {
 /// or scalar of a long document would otherwise rescan it from its start each time. Not part
 /// of a chunk's identity (equal chunks compare equal whether or not one has been indexed).
 #[derive(Clone, Default)]
-struct LineStarts(std::sync::OnceLock<Vec<usize>>);
+struct LineStarts(std::sync::OnceLock<Box<[usize]>>);
 
 impl PartialEq for LineStarts {
     fn eq(&self, _: &Self) -> bool {
@@ -70,7 +70,8 @@ impl Chunk {
             std::iter::once(0)
                 .chain(self.text.match_indices('\n').map(|(i, _)| i + 1))
                 .filter(|&i| i < self.text.len())
-                .collect()
+                .collect::<Vec<_>>()
+                .into_boxed_slice()
         });
         match (starts.get(rel), starts.get(rel + 1)) {
             (Some(&a), Some(&b)) => self.text.get(a..b),
@@ -256,6 +257,9 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
         let line_before = self.last_line.take();
         self.last_line = Some(text[last_start..].to_string());
         let line_after = self.pending.clone();
+        // Grown line by line, the buffer may be up to twice the text; a piece can be held
+        // until its input ends (`check`), so it keeps only its text.
+        text.shrink_to_fit();
         Some(Ok(Chunk {
             first_line,
             text,
