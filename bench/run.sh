@@ -45,7 +45,7 @@ echo "# corpus: $DOCS documents, seed $SEED, in $WORK; binary and floor built wi
 # one codegen unit, so the first build takes several minutes longer); the corpus generator and
 # the CEL expressions with `release`.
 (cd "$ROOT" && cargo build --quiet --release -p nvcre-policy --example bench_corpus &&
-  cargo build --quiet --profile "$PROFILE" -p nvcre-policy --example parse_floor &&
+  cargo build --quiet --profile "$PROFILE" -p nvcre-engine --example parse_floor &&
   cargo build --quiet --release -p nvcre-engine --example cel_expressions &&
   cargo build --quiet --profile "$PROFILE" -p nvcre-policy --bin nvcre-policy)
 REL="$ROOT/target/release"

@@ -3,7 +3,7 @@
 //! core booleans) into plain JSON values, and does nothing else. `check` cannot be faster than
 //! this; `bench/run.sh` reports `check` as a multiple of it.
 //!
-//! `cargo run --release -p nvcre-policy --example parse_floor -- PATH...`
+//! `cargo run --release -p nvcre-engine --example parse_floor -- PATH...`
 
 use std::process::ExitCode;
 
