@@ -151,7 +151,7 @@ struct RenderArgs {
 
 fn main() -> ExitCode {
     // A transparent huge page is resident as soon as one byte of its 2 MiB is touched: with
-    // them, 12 MB of a one-file `check` and about 25 MB of a stream's peak were such pages, for
+    // them, 12 MB of a one-file `check` and about 20 MB of a stream's peak were such pages, for
     // no measured speed (BENCHMARKS.md). mimalloc is built not to ask for them (`no_thp`); this
     // also keeps a kernel that gives them to every mapping (`enabled=always`) from doing so.
     // Best effort: a kernel without the prctl leaves them as they are.
