@@ -412,6 +412,15 @@ mod tests {
     }
 
     #[test]
+    fn an_encoded_finding_keeps_only_its_bytes() {
+        for i in [0, 7, 300] {
+            let e = Encoded::new(&finding(i, Severity::Warning), window(i).as_ref());
+            assert_eq!(e.bytes.capacity(), e.bytes.len());
+            assert_eq!(e.bytes.last(), Some(&b'\n'));
+        }
+    }
+
+    #[test]
     fn no_findings_read_back_as_none() {
         let store = Findings::default();
         assert!(store.is_empty());

@@ -340,6 +340,18 @@ mod tests {
     }
 
     #[test]
+    fn a_piece_keeps_only_its_text() {
+        // 1,000 lines read one by one: the buffer grew by doubling past the text's length.
+        let body: String = (0..1000).map(|i| format!("k{i}: {i}\n")).collect();
+        let c = chunks(&format!("{body}---\n{body}"));
+        assert_eq!(c.len(), 2);
+        for piece in &c {
+            assert_eq!(piece.text.capacity(), piece.text.len());
+        }
+        assert_eq!(c[1].text.len(), body.len() + 4);
+    }
+
+    #[test]
     fn lines_are_found_by_number_in_the_piece_and_around_it() {
         let c = chunks("a: 1\n---\nb: 2\r\nc: 3\n---\nd: 4");
         assert_eq!(c.len(), 3);
