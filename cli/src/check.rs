@@ -429,6 +429,16 @@ struct AsText {
 }
 
 impl AsText {
+    /// `doc`, the document at `position` among those of its piece `chunk`, as text.
+    fn of(doc: &Document, chunk: Arc<Chunk>, position: usize) -> AsText {
+        AsText {
+            chunk,
+            source: doc.source.clone(),
+            position,
+            index: doc.index,
+        }
+    }
+
     /// The document, parsed again; or (never expected: its piece parsed once, alike) an input
     /// error of its own.
     fn parse(&self) -> Result<Document, DocumentChecked> {
@@ -515,12 +525,8 @@ impl Held {
             self.parsed += chunk.text.len();
             self.docs.push(HeldDoc::Waiting(doc, chunk));
         } else if reads {
-            self.docs.push(HeldDoc::Text(AsText {
-                source: doc.source.clone(),
-                index: doc.index,
-                chunk,
-                position,
-            }));
+            self.docs
+                .push(HeldDoc::Text(AsText::of(&doc, chunk, position)));
         } else {
             self.ready += 1;
             self.docs.push(HeldDoc::Ready(doc, chunk, position));
@@ -565,12 +571,7 @@ impl Held {
                 .into_par_iter()
                 .map(|(at, d, c, position, keep)| {
                     let checked = check_one(rules, req, &d, &c, &not_read);
-                    let text = AsText {
-                        chunk: c,
-                        source: d.source,
-                        position,
-                        index: d.index,
-                    };
+                    let text = AsText::of(&d, c, position);
                     (at, HeldDoc::Done(checked, text, keep.then_some(d.value)))
                 })
                 .collect()
@@ -1163,9 +1164,23 @@ mod tests {
     use super::*;
 
     /// One small document per chunk, as `check` reads a stream.
-    fn pieces(n: usize) -> Vec<(Document, Arc<Chunk>)> {
+    fn pieces(n: usize) -> Vec<(Document, Arc<Chunk>, usize)> {
+        config_maps(n, 0)
+    }
+
+    /// `n` ConfigMaps read as `check` reads a stream, each with its piece and its position in
+    /// it, and (`data` > 0) a data value of `data` bytes.
+    fn config_maps(n: usize, data: usize) -> Vec<(Document, Arc<Chunk>, usize)> {
+        let value = "x".repeat(data);
         let text: String = (0..n)
-            .map(|i| format!("---\nkind: ConfigMap\nmetadata: {{name: c{i}}}\n"))
+            .map(|i| {
+                let data = if data > 0 {
+                    format!("data: {{k: {value}}}\n")
+                } else {
+                    String::new()
+                };
+                format!("---\nkind: ConfigMap\nmetadata: {{name: c{i}}}\n{data}")
+            })
             .collect();
         let source = Source::new("s.yaml", String::new());
         let mut next = 0;
@@ -1174,7 +1189,9 @@ mod tests {
             .flat_map(|c| {
                 let docs = parse_chunk(&source, &c, next).expect("parses");
                 next += docs.len();
-                docs.into_iter().map(move |d| (d, c.clone()))
+                docs.into_iter()
+                    .enumerate()
+                    .map(move |(position, d)| (d, c.clone(), position))
             })
             .collect()
     }
@@ -1231,8 +1248,8 @@ mod tests {
     #[test]
     fn an_input_is_held_until_it_ends_and_its_documents_see_each_other() {
         let mut held = Held::default();
-        for (i, (d, c)) in pieces(3).into_iter().enumerate() {
-            assert_eq!(held.push("s.yaml", (d, c, 0), i == 1).len(), 0);
+        for (i, p) in pieces(3).into_iter().enumerate() {
+            assert_eq!(held.push("s.yaml", p, i == 1).len(), 0);
         }
         let out = held.finish("s.yaml");
         let sizes: Vec<Option<usize>> = out.iter().map(objects_len).collect();
@@ -1242,8 +1259,8 @@ mod tests {
     #[test]
     fn an_input_no_document_of_which_reads_objects_gathers_none() {
         let mut held = Held::default();
-        for (d, c) in pieces(3) {
-            assert_eq!(held.push("s.yaml", (d, c, 0), false).len(), 0);
+        for p in pieces(3) {
+            assert_eq!(held.push("s.yaml", p, false).len(), 0);
         }
         let out = held.finish("s.yaml");
         let sizes: Vec<Option<usize>> = out.iter().map(objects_len).collect();
@@ -1268,9 +1285,9 @@ mod tests {
         let mut held = Held::default();
         let docs = pieces(BATCH_DOCUMENTS + 2);
         let n = docs.len();
-        for (i, (d, c)) in docs.into_iter().enumerate() {
+        for (i, p) in docs.into_iter().enumerate() {
             // The last document reads `objects`.
-            assert_eq!(held.push("s.yaml", (d, c, 0), i == n - 1).len(), 0);
+            assert_eq!(held.push("s.yaml", p, i == n - 1).len(), 0);
             held.check_ready(&rules, &req);
         }
         let kinds: Vec<&str> = held
@@ -1294,27 +1311,21 @@ mod tests {
         assert_eq!(out.last().and_then(objects_len), Some(n));
         // Past 1 MiB the values of those checked ahead are not kept: `objects` reads them
         // again from their text, and still holds every document.
-        let big = "x".repeat(20 * 1024);
-        let text: String = (0..BATCH_DOCUMENTS + 1)
-            .map(|i| {
-                format!("---\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata: {{k: {big}}}\n")
+        let mut held = Held::default();
+        let docs = config_maps(BATCH_DOCUMENTS + 1, 20 * 1024);
+        // Kept while the texts so far fit in the budget.
+        let mut sum = 0;
+        let want: Vec<bool> = docs[..BATCH_DOCUMENTS]
+            .iter()
+            .map(|(_, c, _)| {
+                sum += c.text.len();
+                sum <= HELD_PARSED_BYTES
             })
             .collect();
-        let source = Arc::new(Source::new("s.yaml", String::new()));
-        let mut held = Held::default();
-        let mut next = 0;
-        for c in ChunkReader::new(std::io::Cursor::new(text)) {
-            let c = Arc::new(c.expect("reads"));
-            let docs = parse_chunk(&source, &c, next).expect("parses");
-            next += docs.len();
-            for (position, d) in docs.into_iter().enumerate() {
-                let reads = d.index == BATCH_DOCUMENTS;
-                assert_eq!(
-                    held.push("s.yaml", (d, c.clone(), position), reads).len(),
-                    0
-                );
-                held.check_ready(&rules, &req);
-            }
+        for p in docs {
+            let reads = p.0.index == BATCH_DOCUMENTS;
+            assert_eq!(held.push("s.yaml", p, reads).len(), 0);
+            held.check_ready(&rules, &req);
         }
         let kept: Vec<bool> = held
             .docs
@@ -1324,8 +1335,8 @@ mod tests {
                 _ => None,
             })
             .collect();
-        assert_eq!(kept.len(), BATCH_DOCUMENTS);
-        assert!(kept[0] && !kept[BATCH_DOCUMENTS - 1]);
+        assert_eq!(kept, want);
+        assert_eq!(want.iter().filter(|k| **k).count(), 51);
         let out = held.finish("s.yaml");
         assert_eq!(out.last().and_then(objects_len), Some(BATCH_DOCUMENTS + 1));
     }
@@ -1334,24 +1345,11 @@ mod tests {
     /// parsed again, to the same documents, when the input ends (or passes the bounds).
     #[test]
     fn documents_that_read_objects_wait_as_text_past_a_bound() {
-        let big = "x".repeat(300 * 1024);
-        let text: String = (0..6)
-            .map(|i| {
-                format!("---\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata: {{k: {big}}}\n")
-            })
-            .collect();
-        let source = Arc::new(Source::new("s.yaml", String::new()));
-        let mut next = 0;
         let mut held = Held::default();
         let mut originals = Vec::new();
-        for c in ChunkReader::new(std::io::Cursor::new(text)) {
-            let c = Arc::new(c.expect("reads"));
-            let docs = parse_chunk(&source, &c, next).expect("parses");
-            next += docs.len();
-            for (position, d) in docs.into_iter().enumerate() {
-                originals.push((d.index, d.value.clone(), d.spans.clone()));
-                assert_eq!(held.push("s.yaml", (d, c.clone(), position), true).len(), 0);
-            }
+        for p in config_maps(6, 300 * 1024) {
+            originals.push((p.0.index, p.0.value.clone(), p.0.spans.clone()));
+            assert_eq!(held.push("s.yaml", p, true).len(), 0);
         }
         let text_held = held
             .docs
@@ -1380,24 +1378,11 @@ mod tests {
     /// parsed again by the core that checks it.
     #[test]
     fn past_the_bound_documents_held_as_text_are_checked_from_their_text() {
-        let big = "x".repeat(300 * 1024);
         let mut held = Held::default();
-        let source = Arc::new(Source::new("s.yaml", String::new()));
         let mut released = Vec::new();
-        let mut next = 0;
         // 30 documents of 300 KiB pass the 8 MiB bound at the 28th.
-        let text: String = (0..30)
-            .map(|i| {
-                format!("---\nkind: ConfigMap\nmetadata: {{name: c{i}}}\ndata: {{k: {big}}}\n")
-            })
-            .collect();
-        for c in ChunkReader::new(std::io::Cursor::new(text)) {
-            let c = Arc::new(c.expect("reads"));
-            let docs = parse_chunk(&source, &c, next).expect("parses");
-            next += docs.len();
-            for (position, d) in docs.into_iter().enumerate() {
-                released.extend(held.push("s.yaml", (d, c.clone(), position), true));
-            }
+        for p in config_maps(30, 300 * 1024) {
+            released.extend(held.push("s.yaml", p, true));
         }
         let kinds: Vec<&str> = released
             .iter()
@@ -1423,8 +1408,8 @@ mod tests {
     fn past_the_bound_an_input_streams_without_objects() {
         let mut held = Held::default();
         let mut released = Vec::new();
-        for (d, c) in pieces(INPUT_DOCUMENTS + 2) {
-            released.push(held.push("s.yaml", (d, c, 0), true).len());
+        for p in pieces(INPUT_DOCUMENTS + 2) {
+            released.push(held.push("s.yaml", p, true).len());
         }
         // Held until the bound is passed, then all at once, then one by one.
         assert_eq!(released[..INPUT_DOCUMENTS], vec![0; INPUT_DOCUMENTS][..]);
