@@ -982,10 +982,14 @@ struct Case {
     error: Option<String>,
 }
 
-/// Findings by file and document.
-type FindingIndex = HashMap<String, HashMap<usize, Vec<Finding>>>;
+/// The findings of one check of a file, by document.
+type FileFindingIndex = HashMap<usize, Vec<Finding>>;
 
-fn junit_cases(report: &Report<'_>, index: &FindingIndex, file: &CheckedFile) -> Vec<Case> {
+fn junit_cases(
+    report: &Report<'_>,
+    by_document: Option<&FileFindingIndex>,
+    file: &CheckedFile,
+) -> Vec<Case> {
     let mut cases = Vec::new();
     for e in report.errors.iter().filter(|e| e.file == file.file) {
         cases.push(Case {
@@ -997,7 +1001,6 @@ fn junit_cases(report: &Report<'_>, index: &FindingIndex, file: &CheckedFile) ->
             error: Some(e.message.clone()),
         });
     }
-    let by_document = index.get(file.file.as_str());
     for doc in &file.documents {
         let findings = by_document
             .and_then(|d| d.get(&doc.index))
@@ -1045,21 +1048,27 @@ fn junit(report: &Report<'_>) -> std::io::Result<String> {
             });
         }
     }
-    // Findings grouped once, not searched once per document.
-    let mut index: FindingIndex = HashMap::new();
+    // Findings grouped once, not searched once per document: one group per run of a file's
+    // findings, in the order the files were checked, so a file given twice has the findings
+    // of each of its checks in its own suite (as the JSON report's results).
+    let mut runs: Vec<(String, FileFindingIndex)> = Vec::new();
     for stored in report.findings.iter() {
         let f = stored?.finding;
-        index
-            .entry(f.file.clone())
-            .or_default()
-            .entry(f.document)
-            .or_default()
-            .push(f);
+        if runs.last().is_none_or(|(file, _)| *file != f.file) {
+            runs.push((f.file.clone(), HashMap::new()));
+        }
+        if let Some((_, by_document)) = runs.last_mut() {
+            by_document.entry(f.document).or_default().push(f);
+        }
     }
+    let mut runs = runs.into_iter().peekable();
     let mut out = quick_junit::Report::new("nvcre-policy");
     for file in &files {
         let mut suite = quick_junit::TestSuite::new(file.file.as_str());
-        for c in junit_cases(report, &index, file) {
+        let own = runs
+            .next_if(|(name, _)| *name == file.file)
+            .map(|(_, by_document)| by_document);
+        for c in junit_cases(report, own.as_ref(), file) {
             let status = if let Some(e) = &c.error {
                 let mut st =
                     quick_junit::TestCaseStatus::non_success(quick_junit::NonSuccessKind::Error);

@@ -1006,3 +1006,56 @@ fn json_results_of_a_file_given_twice_each_list_their_own_findings() {
     );
     assert_eq!(report["summary"]["errors"], 3);
 }
+
+/// A file given twice (not one after the other) has a JUnit suite per check, each failing with
+/// its own check's findings (before, each suite listed both checks').
+#[test]
+fn junit_suites_of_a_file_given_twice_each_list_their_own_failures() {
+    let dir = TempDir::new().expect("tmp");
+    write(
+        dir.path(),
+        "one.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Bad_Name}\n",
+    );
+    write(
+        dir.path(),
+        "two.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Also_Bad}\n",
+    );
+    let (code, out, _) = run(
+        dir.path(),
+        &["check", "-o", "junit", "one.yaml", "two.yaml", "one.yaml"],
+    );
+    assert_eq!(code, 1);
+    let report = quick_junit::Report::deserialize_from_str(&out).expect("JUnit");
+    let suites: Vec<(String, usize, Vec<String>)> = report
+        .test_suites
+        .iter()
+        .map(|s| {
+            let failures = s
+                .test_cases
+                .iter()
+                .filter_map(|c| match &c.status {
+                    quick_junit::TestCaseStatus::NonSuccess { description, .. } => {
+                        description.as_ref().map(|d| d.to_string())
+                    }
+                    _ => None,
+                })
+                .collect();
+            (s.name.to_string(), s.failures, failures)
+        })
+        .collect();
+    let bad = |file: &str, name: &str| {
+        vec![format!(
+            "{file}:3:18: error[object-name]: ConfigMap name \"{name}\" is not a lowercase RFC 1123 subdomain of at most 253 characters (metadata.name)"
+        )]
+    };
+    assert_eq!(
+        suites,
+        [
+            ("one.yaml".to_string(), 1, bad("one.yaml", "Bad_Name")),
+            ("two.yaml".to_string(), 1, bad("two.yaml", "Also_Bad")),
+            ("one.yaml".to_string(), 1, bad("one.yaml", "Bad_Name")),
+        ]
+    );
+}
