@@ -178,8 +178,8 @@ pub struct Checked {
     pub files: Vec<CheckedFile>,
     /// Inputs (or documents) that could not be read or checked.
     pub errors: Vec<InputError>,
-    /// The documents (file, index) whose check failed with an input error, while checking.
-    unchecked: std::collections::HashSet<(String, usize)>,
+    /// The documents (input, index) whose check failed with an input error, while checking.
+    unchecked: std::collections::HashSet<(usize, usize)>,
 }
 
 impl Checked {
@@ -281,6 +281,7 @@ pub fn run_unloaded(
                     file: file.to_string(),
                     message: e.to_string(),
                     pos,
+                    input: None,
                 }
             })
             .collect(),
@@ -809,9 +810,10 @@ impl ReadInput {
     }
 }
 
-/// The state of the input being checked: its documents' rule lists, the documents held for
-/// `objects`, and the index of its next document.
+/// The state of the input being checked: its place among the inputs, its documents' rule
+/// lists, the documents held for `objects`, and the index of its next document.
 struct InputState {
+    input: usize,
     name: String,
     checked: CheckedFile,
     held: Held,
@@ -819,8 +821,9 @@ struct InputState {
 }
 
 impl InputState {
-    fn new(name: &str) -> InputState {
+    fn new(input: usize, name: &str) -> InputState {
         InputState {
+            input,
             name: name.to_string(),
             checked: CheckedFile {
                 file: name.to_string(),
@@ -846,8 +849,8 @@ pub struct Checker<'a> {
     /// The rule ids that apply, by apiVersion and kind, shared by the documents.
     rule_ids: HashMap<(String, String), Arc<Vec<String>>>,
     /// Documents waiting to be checked, across inputs (a directory of one-document files still
-    /// fills every core).
-    batch: Vec<Pending>,
+    /// fills every core), each with its input's place among the inputs.
+    batch: Vec<(usize, Pending)>,
     /// Input bytes in `batch`.
     bytes: usize,
 }
@@ -873,7 +876,7 @@ impl<'a> Checker<'a> {
     pub fn input(&mut self, name: &str, reader: impl BufRead) {
         // The stream is not kept: documents share a source that names it.
         let source = Source::new(name.to_string(), String::new());
-        let mut state = InputState::new(name);
+        let mut state = InputState::new(self.out.files.len(), name);
         let mut pieces = Vec::new();
         let mut bytes = 0usize;
         let mut chunks = ChunkReader::new(reader);
@@ -896,7 +899,7 @@ impl<'a> Checker<'a> {
                 bytes = 0;
             }
             if let Some(e) = error {
-                self.read_error(name, &e);
+                self.read_error(&state, &e);
             }
             if end {
                 break;
@@ -907,22 +910,26 @@ impl<'a> Checker<'a> {
 
     /// Checks an input read and parsed ahead ([`ReadInput`]), as [`Checker::input`] would.
     fn input_read(&mut self, input: ReadInput) {
-        let mut state = InputState::new(&input.name);
+        let mut state = InputState::new(self.out.files.len(), &input.name);
         for piece in input.pieces {
             self.take_piece(&mut state, piece);
         }
         if let Some(e) = input.error {
-            self.read_error(&input.name, &e);
+            self.read_error(&state, &e);
         }
         self.end_input(state);
     }
 
-    /// The reading error that ended input `name`.
-    fn read_error(&mut self, name: &str, e: &std::io::Error) {
-        self.out.errors.push(InputError::new(
-            name.to_string(),
-            format!("reading {name}: {}", nvcre_engine::limits::io_error_text(e)),
-        ));
+    /// The reading error that ended the input of `state`.
+    fn read_error(&mut self, state: &InputState, e: &std::io::Error) {
+        let name = &state.name;
+        self.out.errors.push(InputError {
+            input: Some(state.input),
+            ..InputError::new(
+                name.clone(),
+                format!("reading {name}: {}", nvcre_engine::limits::io_error_text(e)),
+            )
+        });
     }
 
     /// Takes one parsed piece of the input: its documents join the batch (held for `objects`
@@ -940,7 +947,7 @@ impl<'a> Checker<'a> {
                     let reads = reads_objects(self.rules, &doc.value);
                     let held = (doc, chunk.clone(), position);
                     for p in state.held.push(&state.name, held, reads) {
-                        self.add(p);
+                        self.add(state.input, p);
                     }
                     state.held.check_ready(self.rules, self.req);
                 }
@@ -951,6 +958,7 @@ impl<'a> Checker<'a> {
                     file: state.name.clone(),
                     pos: e.location().and_then(|(_, p)| p),
                     message: e.to_string(),
+                    input: Some(state.input),
                 });
             }
         }
@@ -960,7 +968,7 @@ impl<'a> Checker<'a> {
     /// The input ended: its held documents join the batch.
     fn end_input(&mut self, state: InputState) {
         for p in state.held.finish(&state.name) {
-            self.add(p);
+            self.add(state.input, p);
         }
         self.out.files.push(state.checked);
     }
@@ -968,9 +976,9 @@ impl<'a> Checker<'a> {
     /// Adds a document to the batch, and checks the batch once it is full: the documents an
     /// input held (up to [`INPUT_DOCUMENTS`]) are checked a batch at a time, so their results
     /// reach the findings store, and their values are dropped, as they go.
-    fn add(&mut self, p: Pending) {
+    fn add(&mut self, input: usize, p: Pending) {
         self.bytes += p.bytes();
-        self.batch.push(p);
+        self.batch.push((input, p));
         self.check_if_full();
     }
 
@@ -1000,9 +1008,9 @@ impl<'a> Checker<'a> {
         // A document that could not be checked ran no rule: no report lists its rules as
         // passed (JUnit test cases), only its error.
         let unchecked = std::mem::take(&mut self.out.unchecked);
-        for file in &mut self.out.files {
+        for (input, file) in self.out.files.iter_mut().enumerate() {
             for doc in &mut file.documents {
-                if unchecked.contains(&(file.file.clone(), doc.index)) {
+                if unchecked.contains(&(input, doc.index)) {
                     doc.rules = Arc::new(Vec::new());
                 }
             }
@@ -1044,17 +1052,21 @@ fn applicable_rules(
 fn check_batch(
     rules: &RuleSet,
     req: &CheckRequest,
-    batch: &mut Vec<Pending>,
+    batch: &mut Vec<(usize, Pending)>,
     out: &mut Checked,
     errors: &mut Vec<InputError>,
 ) {
-    for checked in check_all(rules, std::mem::take(batch), req) {
+    let (inputs, docs): (Vec<usize>, Vec<Pending>) = std::mem::take(batch).into_iter().unzip();
+    for (input, checked) in inputs.into_iter().zip(check_all(rules, docs, req)) {
         for f in checked.findings {
-            out.findings.push(f);
+            out.findings.push(input, f);
         }
         if let Some(e) = checked.error {
-            out.unchecked.insert((e.file.clone(), checked.index));
-            errors.push(e);
+            out.unchecked.insert((input, checked.index));
+            errors.push(InputError {
+                input: Some(input),
+                ..e
+            });
         }
     }
 }
@@ -1155,6 +1167,8 @@ fn document_checked(
                 _ => None,
             },
             message: e.to_string(),
+            // Set by the checker, which knows the input (`check_batch`).
+            input: None,
         }),
     }
 }

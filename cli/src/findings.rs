@@ -98,6 +98,9 @@ impl Encoded {
 /// A finding read back, with the lines around its line when they were kept.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Stored {
+    /// Which input it was found in: its place among the inputs checked (a file given twice is
+    /// two inputs of one name).
+    pub input: usize,
     /// The finding, every field as it was pushed.
     pub finding: Finding,
     /// The lines around `finding.line`, when known.
@@ -105,7 +108,7 @@ pub struct Stored {
 }
 
 impl Stored {
-    fn decode(line: &[u8]) -> std::io::Result<Stored> {
+    fn decode(input: usize, line: &[u8]) -> std::io::Result<Stored> {
         let r: Record<'_> = serde_json::from_slice(line).map_err(|e| {
             std::io::Error::new(
                 std::io::ErrorKind::InvalidData,
@@ -114,6 +117,7 @@ impl Stored {
         })?;
         let o = Cow::into_owned;
         Ok(Stored {
+            input,
             finding: Finding {
                 rule_id: o(r.rule_id),
                 pack: o(r.pack),
@@ -154,6 +158,9 @@ pub struct Findings {
     /// Findings by severity: info, warning, error.
     counts: [usize; 3],
     rule_errors: usize,
+    /// The input of each run of findings and the run's length, in the order pushed: one entry
+    /// per input with findings, however many findings it has.
+    inputs: Vec<(usize, usize)>,
 }
 
 impl Default for Findings {
@@ -181,16 +188,23 @@ impl Findings {
             len: 0,
             counts: [0; 3],
             rule_errors: 0,
+            inputs: Vec::new(),
         }
     }
 
-    /// Keeps `finding` (with the lines around its line when known) after the others.
-    pub fn push_finding(&mut self, finding: &Finding, window: Option<&Window>) {
-        self.push(Encoded::new(finding, window));
+    /// Keeps `finding` of input `input` (with the lines around its line when known) after the
+    /// others.
+    pub fn push_finding(&mut self, input: usize, finding: &Finding, window: Option<&Window>) {
+        self.push(input, Encoded::new(finding, window));
     }
 
-    /// Keeps an encoded finding after the others.
-    pub fn push(&mut self, e: Encoded) {
+    /// Keeps an encoded finding of input `input` (its place among the inputs checked) after
+    /// the others.
+    pub fn push(&mut self, input: usize, e: Encoded) {
+        match self.inputs.last_mut() {
+            Some((last, n)) if *last == input => *n += 1,
+            _ => self.inputs.push((input, 1)),
+        }
         self.len += 1;
         self.counts[severity_index(e.severity)] += 1;
         self.rule_errors += usize::from(e.rule_error);
@@ -270,6 +284,9 @@ impl Findings {
             file,
             memory: &self.memory,
             line: Vec::new(),
+            inputs: &self.inputs,
+            left: 0,
+            input: 0,
         }
     }
 }
@@ -297,6 +314,24 @@ pub struct Iter<'a> {
     file: Option<BufReader<std::io::Take<At<'a>>>>,
     memory: &'a [u8],
     line: Vec<u8>,
+    /// The runs of inputs not yet entered, and how many findings are left of the current one.
+    inputs: &'a [(usize, usize)],
+    left: usize,
+    input: usize,
+}
+
+impl Iter<'_> {
+    /// The input of the next finding read.
+    fn next_input(&mut self) -> usize {
+        while self.left == 0 {
+            let Some(((input, n), rest)) = self.inputs.split_first() else {
+                break;
+            };
+            (self.input, self.left, self.inputs) = (*input, *n, rest);
+        }
+        self.left = self.left.saturating_sub(1);
+        self.input
+    }
 }
 
 impl Iterator for Iter<'_> {
@@ -307,7 +342,10 @@ impl Iterator for Iter<'_> {
             self.line.clear();
             match reader.read_until(b'\n', &mut self.line) {
                 Ok(0) => self.file = None,
-                Ok(_) => return Some(Stored::decode(&self.line)),
+                Ok(_) => {
+                    let input = self.next_input();
+                    return Some(Stored::decode(input, &self.line));
+                }
                 Err(e) => {
                     self.file = None;
                     self.memory = &[];
@@ -325,7 +363,8 @@ impl Iterator for Iter<'_> {
             .map_or(self.memory.len(), |i| i + 1);
         let (line, rest) = self.memory.split_at(end);
         self.memory = rest;
-        Some(Stored::decode(line))
+        let input = self.next_input();
+        Some(Stored::decode(input, line))
     }
 }
 
@@ -365,8 +404,11 @@ mod tests {
         for i in 0..n {
             let severity = [Severity::Info, Severity::Warning, Severity::Error][i % 3];
             let f = finding(i, severity);
-            store.push_finding(&f, window(i).as_ref());
+            // Runs of inputs of several lengths, one input coming back after another.
+            let input = [0, 0, 0, 1, 2, 2, 1][i % 7] + 3 * (i / 7);
+            store.push_finding(input, &f, window(i).as_ref());
             want.push(Stored {
+                input,
                 finding: f,
                 window: window(i),
             });
@@ -387,6 +429,8 @@ mod tests {
         assert!(!store.spilled());
         assert_eq!(read(&store), want);
         assert_eq!(store.len(), 50);
+        // One entry per run of an input's findings: four runs in each seven findings, and one.
+        assert_eq!(store.inputs.len(), 29);
         assert_eq!(
             [Severity::Info, Severity::Warning, Severity::Error].map(|s| store.count(s)),
             [17, 17, 16]

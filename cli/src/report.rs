@@ -260,15 +260,20 @@ pub struct InputError {
     pub message: String,
     /// Where in the file, when known.
     pub pos: Option<nvcre_engine::Pos>,
+    /// The checked input it is an error of (its place in [`Report::files`]), or `None` for a
+    /// path that was never read (a missing file) and for a rules or nodes file. A file given
+    /// twice is two inputs: each keeps its own errors.
+    pub input: Option<usize>,
 }
 
 impl InputError {
-    /// An input error without a position.
+    /// An input error without a position, of no checked input.
     pub fn new(file: String, message: String) -> InputError {
         InputError {
             file,
             message,
             pos: None,
+            input: None,
         }
     }
 }
@@ -441,12 +446,12 @@ fn input_error_json(e: &InputError) -> Value {
 /// take them one run at a time (the JSON report's files).
 type Cursor<'a> = std::cell::RefCell<std::iter::Peekable<crate::findings::Iter<'a>>>;
 
-/// The findings of one file in the JSON report: the next findings of the cursor that name this
-/// file, each as the [`Finding`] serializes, without its `file` (the result names it). They
-/// are read back and converted one at a time as they are written. (Findings come input by
-/// input, so one file's are one run.)
+/// The findings of one input in the JSON report: the next findings of the cursor found in
+/// `input` (none for a path never read), each as the [`Finding`] serializes, without its `file`
+/// (the result names it). They are read back and converted one at a time as they are written.
+/// (Findings come input by input, so one input's are one run.)
 struct FileFindings<'f, 'a> {
-    file: &'f str,
+    input: Option<usize>,
     cursor: &'f Cursor<'a>,
 }
 
@@ -456,7 +461,7 @@ impl serde::Serialize for FileFindings<'_, '_> {
         let mut cursor = self.cursor.borrow_mut();
         let mut seq = s.serialize_seq(None)?;
         while let Some(next) =
-            cursor.next_if(|n| n.as_ref().map_or(true, |n| n.finding.file == self.file))
+            cursor.next_if(|n| n.as_ref().map_or(true, |n| Some(n.input) == self.input))
         {
             let f = next.map_err(S::Error::custom)?.finding;
             let mut v = serde_json::to_value(&f).map_err(S::Error::custom)?;
@@ -469,6 +474,53 @@ impl serde::Serialize for FileFindings<'_, '_> {
     }
 }
 
+/// One entry of the reports that group by input (the JSON report's `results`, the JUnit
+/// suites): a checked input with its errors, or a path never read with its own.
+struct Entry<'a> {
+    file: &'a str,
+    /// The input's place among the checked inputs; `None` for a path never read.
+    input: Option<usize>,
+    /// The documents checked (none for a path never read).
+    documents: &'a [CheckedDocument],
+    errors: Vec<&'a InputError>,
+}
+
+/// The entries of `report`: every checked input in order (a file given twice is two entries,
+/// each with its own errors), then one per path that was never read, by name. An error of no
+/// input (a missing path, a nodes file) goes to the first entry of its name.
+fn entries<'a>(report: &Report<'a>) -> Vec<Entry<'a>> {
+    let mut out: Vec<Entry<'a>> = report
+        .files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Entry {
+            file: f.file.as_str(),
+            input: Some(i),
+            documents: &f.documents,
+            errors: Vec::new(),
+        })
+        .collect();
+    for e in report.errors {
+        let at = match e.input {
+            Some(i) if i < report.files.len() => i,
+            _ => match out.iter().position(|x| x.file == e.file) {
+                Some(at) => at,
+                None => {
+                    out.push(Entry {
+                        file: e.file.as_str(),
+                        input: None,
+                        documents: &[],
+                        errors: Vec::new(),
+                    });
+                    out.len() - 1
+                }
+            },
+        };
+        out[at].errors.push(e);
+    }
+    out
+}
+
 /// One entry of the JSON report's `results`.
 #[derive(serde::Serialize)]
 struct FileResult<'f, 'a> {
@@ -478,10 +530,11 @@ struct FileResult<'f, 'a> {
     errors: Vec<Value>,
 }
 
-/// The JSON report's `results`: one entry per file, then (never expected: every finding names
-/// the input it was found in) an entry for each run of findings no file took, so none is lost.
+/// The JSON report's `results`: one entry per input ([`entries`]), then (never expected: every
+/// finding names the input it was found in) an entry for each run of findings no input took,
+/// so none is lost.
 struct FileResults<'a> {
-    files: Vec<(&'a str, usize, Vec<Value>)>,
+    entries: Vec<(&'a str, Option<usize>, usize, Vec<Value>)>,
     cursor: &'a Cursor<'a>,
 }
 
@@ -489,12 +542,12 @@ impl serde::Serialize for FileResults<'_> {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeSeq;
         let mut seq = s.serialize_seq(None)?;
-        for (file, documents, errors) in &self.files {
+        for (file, input, documents, errors) in &self.entries {
             seq.serialize_element(&FileResult {
                 file,
                 documents: *documents,
                 findings: FileFindings {
-                    file,
+                    input: *input,
                     cursor: self.cursor,
                 },
                 errors: errors.clone(),
@@ -503,18 +556,16 @@ impl serde::Serialize for FileResults<'_> {
         // (A finding that cannot be read back is taken by the next entry, whose findings then
         // fail with its error.)
         loop {
-            let file = match self.cursor.borrow_mut().peek() {
+            let (file, input) = match self.cursor.borrow_mut().peek() {
                 None => break,
-                Some(next) => next
-                    .as_ref()
-                    .map(|n| n.finding.file.clone())
-                    .unwrap_or_default(),
+                Some(Ok(next)) => (next.finding.file.clone(), Some(next.input)),
+                Some(Err(_)) => (String::new(), None),
             };
             seq.serialize_element(&FileResult {
                 file: &file,
                 documents: 0,
                 findings: FileFindings {
-                    file: &file,
+                    input,
                     cursor: self.cursor,
                 },
                 errors: Vec::new(),
@@ -555,28 +606,13 @@ struct JsonEnvelope<'a> {
 /// input errors, and the summary. Written to `out` as it is serialized: the findings are read
 /// back one at a time, not copied into a JSON tree first.
 fn json_report(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
-    let mut files: Vec<(&str, usize)> = report
-        .files
-        .iter()
-        .map(|f| (f.file.as_str(), f.documents.len()))
-        .collect();
-    for e in report.errors {
-        if !files.iter().any(|(f, _)| *f == e.file) {
-            files.push((e.file.as_str(), 0));
-        }
-    }
     let cursor: Cursor<'_> = std::cell::RefCell::new(report.findings.iter().peekable());
     let results = FileResults {
-        files: files
-            .iter()
-            .map(|(file, documents)| {
-                let errors = report
-                    .errors
-                    .iter()
-                    .filter(|e| e.file == *file)
-                    .map(input_error_json)
-                    .collect();
-                (*file, *documents, errors)
+        entries: entries(report)
+            .into_iter()
+            .map(|e| {
+                let errors = e.errors.into_iter().map(input_error_json).collect();
+                (e.file, e.input, e.documents.len(), errors)
             })
             .collect(),
         cursor: &cursor,
@@ -988,20 +1024,20 @@ type FileFindingIndex = HashMap<usize, Vec<Finding>>;
 fn junit_cases(
     report: &Report<'_>,
     by_document: Option<&FileFindingIndex>,
-    file: &CheckedFile,
+    file: &Entry<'_>,
 ) -> Vec<Case> {
     let mut cases = Vec::new();
-    for e in report.errors.iter().filter(|e| e.file == file.file) {
+    for e in &file.errors {
         cases.push(Case {
             name: "read".into(),
-            classname: file.file.clone(),
+            classname: file.file.to_string(),
             failures: Vec::new(),
             failure_message: None,
             output: Vec::new(),
             error: Some(e.message.clone()),
         });
     }
-    for doc in &file.documents {
+    for doc in file.documents {
         let findings = by_document
             .and_then(|d| d.get(&doc.index))
             .cloned()
@@ -1038,35 +1074,28 @@ fn junit_cases(
 
 /// `check -o junit`, as a string (see [`write_report`]).
 fn junit(report: &Report<'_>) -> std::io::Result<String> {
-    let mut files: Vec<CheckedFile> = report.files.to_vec();
-    // Errors about paths that never became files (a missing path) get a suite of their own.
-    for e in report.errors {
-        if !files.iter().any(|f| f.file == e.file) {
-            files.push(CheckedFile {
-                file: e.file.clone(),
-                documents: Vec::new(),
-            });
-        }
-    }
-    // Findings grouped once, not searched once per document: one group per run of a file's
-    // findings, in the order the files were checked, so a file given twice has the findings
-    // of each of its checks in its own suite (as the JSON report's results).
-    let mut runs: Vec<(String, FileFindingIndex)> = Vec::new();
+    // Findings grouped once, not searched once per document: one group per run of an input's
+    // findings, in check order, so a file given twice has the findings of each of its checks
+    // in its own suite (as the JSON report's results).
+    let mut runs: Vec<(usize, FileFindingIndex)> = Vec::new();
     for stored in report.findings.iter() {
-        let f = stored?.finding;
-        if runs.last().is_none_or(|(file, _)| *file != f.file) {
-            runs.push((f.file.clone(), HashMap::new()));
+        let stored = stored?;
+        if runs.last().is_none_or(|(input, _)| *input != stored.input) {
+            runs.push((stored.input, HashMap::new()));
         }
         if let Some((_, by_document)) = runs.last_mut() {
-            by_document.entry(f.document).or_default().push(f);
+            by_document
+                .entry(stored.finding.document)
+                .or_default()
+                .push(stored.finding);
         }
     }
     let mut runs = runs.into_iter().peekable();
     let mut out = quick_junit::Report::new("nvcre-policy");
-    for file in &files {
-        let mut suite = quick_junit::TestSuite::new(file.file.as_str());
+    for file in &entries(report) {
+        let mut suite = quick_junit::TestSuite::new(file.file);
         let own = runs
-            .next_if(|(name, _)| *name == file.file)
+            .next_if(|(input, _)| Some(*input) == file.input)
             .map(|(_, by_document)| by_document);
         for c in junit_cases(report, own.as_ref(), file) {
             let status = if let Some(e) = &c.error {
@@ -1192,13 +1221,14 @@ mod tests {
             text: "a: 1\nb: 2\nc: 3\n".into(),
         };
         let (mut memory, mut file) = (Findings::default(), Findings::with_limit(500));
-        for (name, n) in [("a.yaml", 40), ("b.yaml", 40), ("elsewhere.yaml", 2)] {
+        let inputs = [("a.yaml", 40), ("b.yaml", 40), ("elsewhere.yaml", 2)];
+        for (input, (name, n)) in inputs.into_iter().enumerate() {
             for d in 0..n {
                 let sev = [Severity::Error, Severity::Warning, Severity::Info][d % 3];
                 let f = finding(name, d, d.is_multiple_of(2).then_some(2), sev);
                 let w = f.line.map(|_| &window);
-                memory.push_finding(&f, w);
-                file.push_finding(&f, w);
+                memory.push_finding(input, &f, w);
+                file.push_finding(input, &f, w);
             }
         }
         assert!(file.spilled() && !memory.spilled());

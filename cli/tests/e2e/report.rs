@@ -951,9 +951,8 @@ fn a_closed_standard_output_is_not_a_report_error() {
     }
 }
 
-/// A file given twice (not one after the other) is checked twice, and each of its JSON
-/// results lists the findings of its own check (before, the first listed both checks' and the
-/// second none).
+/// A file given twice, in a row or not, is checked twice, and each of its JSON results lists
+/// the findings of its own check (before, the first listed both checks' and the second none).
 #[test]
 fn json_results_of_a_file_given_twice_each_list_their_own_findings() {
     let dir = TempDir::new().expect("tmp");
@@ -969,7 +968,9 @@ fn json_results_of_a_file_given_twice_each_list_their_own_findings() {
     );
     let (code, out, _) = run(
         dir.path(),
-        &["check", "-o", "json", "one.yaml", "two.yaml", "one.yaml"],
+        &[
+            "check", "-o", "json", "one.yaml", "one.yaml", "two.yaml", "one.yaml",
+        ],
     );
     assert_eq!(code, 1);
     let report: Value = serde_json::from_str(&out).expect("JSON");
@@ -1000,15 +1001,16 @@ fn json_results_of_a_file_given_twice_each_list_their_own_findings() {
         results,
         [
             ("one.yaml".to_string(), 1, bad("Bad_Name")),
+            ("one.yaml".to_string(), 1, bad("Bad_Name")),
             ("two.yaml".to_string(), 1, bad("Also_Bad")),
             ("one.yaml".to_string(), 1, bad("Bad_Name")),
         ]
     );
-    assert_eq!(report["summary"]["errors"], 3);
+    assert_eq!(report["summary"]["errors"], 4);
 }
 
-/// A file given twice (not one after the other) has a JUnit suite per check, each failing with
-/// its own check's findings (before, each suite listed both checks').
+/// A file given twice, in a row or not, has a JUnit suite per check, each failing with its own
+/// check's findings (before, each suite listed both checks').
 #[test]
 fn junit_suites_of_a_file_given_twice_each_list_their_own_failures() {
     let dir = TempDir::new().expect("tmp");
@@ -1024,7 +1026,9 @@ fn junit_suites_of_a_file_given_twice_each_list_their_own_failures() {
     );
     let (code, out, _) = run(
         dir.path(),
-        &["check", "-o", "junit", "one.yaml", "two.yaml", "one.yaml"],
+        &[
+            "check", "-o", "junit", "one.yaml", "one.yaml", "two.yaml", "one.yaml",
+        ],
     );
     assert_eq!(code, 1);
     let report = quick_junit::Report::deserialize_from_str(&out).expect("JUnit");
@@ -1054,8 +1058,65 @@ fn junit_suites_of_a_file_given_twice_each_list_their_own_failures() {
         suites,
         [
             ("one.yaml".to_string(), 1, bad("one.yaml", "Bad_Name")),
+            ("one.yaml".to_string(), 1, bad("one.yaml", "Bad_Name")),
             ("two.yaml".to_string(), 1, bad("two.yaml", "Also_Bad")),
             ("one.yaml".to_string(), 1, bad("one.yaml", "Bad_Name")),
+        ]
+    );
+}
+
+/// A file that does not parse, given twice, is two inputs with one error each, in the JSON
+/// results and the JUnit suites (before, each listed both errors); a missing path given twice
+/// is one entry with both.
+#[test]
+fn errors_of_a_file_given_twice_are_each_their_own_inputs() {
+    let dir = TempDir::new().expect("tmp");
+    write(dir.path(), "bad.yaml", "a: [1\n");
+    let args = ["bad.yaml", "bad.yaml", "missing.yaml", "missing.yaml"];
+    let (code, out, _) = run(dir.path(), &[&["check", "-o", "json"][..], &args].concat());
+    assert_eq!(code, 2);
+    let report: Value = serde_json::from_str(&out).expect("JSON");
+    let results: Vec<(String, Vec<String>)> = report["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| {
+            let errors = r["errors"]
+                .as_array()
+                .expect("errors")
+                .iter()
+                .map(|e| e["message"].as_str().unwrap_or_default().to_string())
+                .collect();
+            (r["file"].as_str().unwrap_or_default().to_string(), errors)
+        })
+        .collect();
+    let unclosed = || vec!["bad.yaml:1:4: unclosed bracket '['".to_string()];
+    let missing = "reading missing.yaml: no such file or directory".to_string();
+    assert_eq!(
+        results,
+        [
+            ("bad.yaml".to_string(), unclosed()),
+            ("bad.yaml".to_string(), unclosed()),
+            (
+                "missing.yaml".to_string(),
+                vec![missing.clone(), missing.clone()]
+            ),
+        ]
+    );
+    let (code, out, _) = run(dir.path(), &[&["check", "-o", "junit"][..], &args].concat());
+    assert_eq!(code, 2);
+    let report = quick_junit::Report::deserialize_from_str(&out).expect("JUnit");
+    let suites: Vec<(String, usize, usize)> = report
+        .test_suites
+        .iter()
+        .map(|s| (s.name.to_string(), s.test_cases.len(), s.errors))
+        .collect();
+    assert_eq!(
+        suites,
+        [
+            ("bad.yaml".to_string(), 1, 1),
+            ("bad.yaml".to_string(), 1, 1),
+            ("missing.yaml".to_string(), 2, 2),
         ]
     );
 }
