@@ -287,6 +287,24 @@ impl Findings {
             inputs: &self.inputs,
             left: 0,
             input: 0,
+            offset: 0,
+        }
+    }
+
+    /// A reader of single findings at the offsets [`Iter::offset`] gives, for a report that
+    /// takes them in another order than pushed (JUnit, by document).
+    pub fn reader(&self) -> Reader<'_> {
+        let file = self.file.as_ref().filter(|(_, n)| *n > 0);
+        Reader {
+            file: file.map(|(file, _)| {
+                // Small reads: the findings of one document are a few records, mostly near
+                // each other.
+                BufReader::with_capacity(1 << 13, At { file, offset: 0 })
+            }),
+            in_file: file.map_or(0, |(_, n)| *n),
+            at: None,
+            memory: &self.memory,
+            line: Vec::new(),
         }
     }
 }
@@ -308,6 +326,24 @@ impl Read for At<'_> {
     }
 }
 
+impl Seek for At<'_> {
+    /// Moves only this reader's offset (the file is sought before each read).
+    fn seek(&mut self, to: SeekFrom) -> std::io::Result<u64> {
+        let to = match to {
+            SeekFrom::Start(n) => Some(n),
+            SeekFrom::Current(d) => self.offset.checked_add_signed(d),
+            SeekFrom::End(_) => None,
+        };
+        self.offset = to.ok_or_else(|| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "seeking the kept findings out of range",
+            )
+        })?;
+        Ok(self.offset)
+    }
+}
+
 /// The iterator of [`Findings::iter`]: the findings in the file, then those in memory. After
 /// an error it ends.
 pub struct Iter<'a> {
@@ -318,6 +354,8 @@ pub struct Iter<'a> {
     inputs: &'a [(usize, usize)],
     left: usize,
     input: usize,
+    /// Where the next finding is kept.
+    offset: u64,
 }
 
 impl Iter<'_> {
@@ -332,6 +370,11 @@ impl Iter<'_> {
         self.left = self.left.saturating_sub(1);
         self.input
     }
+
+    /// Where the next finding is kept, for [`Reader::read`].
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
 }
 
 impl Iterator for Iter<'_> {
@@ -342,7 +385,8 @@ impl Iterator for Iter<'_> {
             self.line.clear();
             match reader.read_until(b'\n', &mut self.line) {
                 Ok(0) => self.file = None,
-                Ok(_) => {
+                Ok(n) => {
+                    self.offset += n as u64;
                     let input = self.next_input();
                     return Some(Stored::decode(input, &self.line));
                 }
@@ -363,8 +407,59 @@ impl Iterator for Iter<'_> {
             .map_or(self.memory.len(), |i| i + 1);
         let (line, rest) = self.memory.split_at(end);
         self.memory = rest;
+        self.offset += end as u64;
         let input = self.next_input();
         Some(Stored::decode(input, line))
+    }
+}
+
+/// The reader of [`Findings::reader`]: one finding at a time, at any offset an [`Iter`] gave.
+/// Reads in order are read through its buffer.
+pub struct Reader<'a> {
+    file: Option<BufReader<At<'a>>>,
+    /// Bytes of findings in the file; offsets past them are in memory.
+    in_file: u64,
+    /// Where the file's buffered reader is, once it has read.
+    at: Option<u64>,
+    memory: &'a [u8],
+    line: Vec<u8>,
+}
+
+impl Reader<'_> {
+    /// The finding kept at `offset` (as [`Iter::offset`] gave it before reading it), of input
+    /// `input`.
+    ///
+    /// # Errors
+    /// Reading the temporary file, or an offset where no finding starts.
+    pub fn read(&mut self, offset: u64, input: usize) -> std::io::Result<Stored> {
+        match &mut self.file {
+            Some(reader) if offset < self.in_file => {
+                match self.at {
+                    Some(at) if at == offset => {}
+                    // Within the buffer this only moves in it.
+                    Some(at) => reader.seek_relative(offset as i64 - at as i64)?,
+                    None => {
+                        reader.seek(SeekFrom::Start(offset))?;
+                    }
+                }
+                self.at = None;
+                self.line.clear();
+                let n = reader.read_until(b'\n', &mut self.line)?;
+                self.at = Some(offset + n as u64);
+                Stored::decode(input, &self.line)
+            }
+            _ => {
+                let start = usize::try_from(offset.saturating_sub(self.in_file))
+                    .unwrap_or(usize::MAX)
+                    .min(self.memory.len());
+                let rest = &self.memory[start..];
+                let end = rest
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(rest.len(), |i| i + 1);
+                Stored::decode(input, &rest[..end])
+            }
+        }
     }
 }
 
@@ -453,6 +548,35 @@ mod tests {
             assert_eq!(b.next().and_then(Result::ok).as_ref(), Some(w));
         }
         assert!(a.next().is_none() && b.next().is_none());
+    }
+
+    /// Each finding reads back at the offset the iterator gave for it, in any order, whether
+    /// it went to the file or stayed in memory.
+    #[test]
+    fn findings_read_back_one_at_a_time_at_their_offsets() {
+        for limit in [IN_MEMORY, 1_000, 100_000] {
+            let (store, want) = kept(limit, 500);
+            let mut iter = store.iter();
+            let mut offsets = Vec::new();
+            loop {
+                let at = iter.offset();
+                if iter.next().is_none() {
+                    break;
+                }
+                offsets.push(at);
+            }
+            assert_eq!(offsets.len(), 500);
+            let mut reader = store.reader();
+            // In order, backwards, then striding across the file and memory.
+            let order: Vec<usize> = (0..500)
+                .chain((0..500).rev())
+                .chain((0..500).map(|i| i * 137 % 500))
+                .collect();
+            for i in order {
+                let got = reader.read(offsets[i], want[i].input).expect("reads back");
+                assert_eq!(got, want[i], "finding {i}, limit {limit}");
+            }
+        }
     }
 
     #[test]

@@ -380,10 +380,10 @@ pub fn render(format: Format, report: &Report<'_>, color: bool) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-/// Writes `report` in `format` to `out`. The text, JSON, SARIF and GitHub reports are written
-/// as they are produced, a finding at a time as read back from [`Findings`], so a report of
-/// many findings is not built in memory first; a JUnit report is built whole (its suites
-/// open with their counts), then written.
+/// Writes `report` in `format` to `out`. Every report is written as it is produced, a finding
+/// at a time as read back from [`Findings`], so a report of many findings is not built in
+/// memory first (a JUnit report reads them twice: its suites open with their counts, and holds
+/// one input's findings at a time).
 ///
 /// # Errors
 /// The writer's, or reading back the findings ([`Findings::iter`]).
@@ -397,7 +397,7 @@ pub fn write_report(
         Format::Text => text(report, color, out),
         Format::Json => json_report(report, out),
         Format::Sarif => sarif(report, out),
-        Format::Junit => out.write_all(junit(report)?.as_bytes()),
+        Format::Junit => junit(report, out),
         Format::Github => github(report, out),
     }
 }
@@ -1009,6 +1009,8 @@ fn finding_summary_styled(f: &Finding, color: bool) -> String {
     }
 }
 
+/// One JUnit test case: a rule on a document, or the reading of an input.
+#[derive(Debug)]
 struct Case {
     name: String,
     classname: String,
@@ -1018,40 +1020,50 @@ struct Case {
     error: Option<String>,
 }
 
-/// The findings of one check of a file, by document.
-type FileFindingIndex = HashMap<usize, Vec<Finding>>;
+/// Where the findings of one input are kept ([`crate::findings::Iter::offset`]), by document,
+/// each document's in the order found.
+type FileFindingIndex = HashMap<usize, Vec<u64>>;
 
+/// The test cases of `file` in order, each handed to `each` as it is made: one per error of
+/// the input (`read`), then, for each document, one per rule that applies to it and per other
+/// rule with a finding there. Each document's findings are read back (`findings`) when its
+/// cases are made.
 fn junit_cases(
     report: &Report<'_>,
-    by_document: Option<&FileFindingIndex>,
+    by_document: &FileFindingIndex,
+    findings: &mut crate::findings::Reader<'_>,
     file: &Entry<'_>,
-) -> Vec<Case> {
-    let mut cases = Vec::new();
+    each: &mut dyn FnMut(&Case) -> std::io::Result<()>,
+) -> std::io::Result<()> {
     for e in &file.errors {
-        cases.push(Case {
+        each(&Case {
             name: "read".into(),
             classname: file.file.to_string(),
             failures: Vec::new(),
             failure_message: None,
             output: Vec::new(),
             error: Some(e.message.clone()),
-        });
+        })?;
     }
     for doc in file.documents {
-        let findings = by_document
-            .and_then(|d| d.get(&doc.index))
-            .cloned()
-            .unwrap_or_default();
-        let mut ids: Vec<String> = doc.rules.as_ref().clone();
+        let findings: Vec<Finding> = match (by_document.get(&doc.index), file.input) {
+            (Some(at), Some(input)) => at
+                .iter()
+                .map(|at| findings.read(*at, input).map(|s| s.finding))
+                .collect::<std::io::Result<_>>()?,
+            _ => Vec::new(),
+        };
+        let mut extra: Vec<&str> = Vec::new();
         for f in &findings {
-            if !ids.contains(&f.rule_id) {
-                ids.push(f.rule_id.clone());
+            if !doc.rules.contains(&f.rule_id) && !extra.contains(&f.rule_id.as_str()) {
+                extra.push(&f.rule_id);
             }
         }
-        for id in ids {
+        let classname = format!("{} document {}", file.file, doc.index);
+        for id in doc.rules.iter().map(String::as_str).chain(extra) {
             let mut case = Case {
-                name: id.clone(),
-                classname: format!("{} document {}", file.file, doc.index),
+                name: id.to_string(),
+                classname: classname.clone(),
                 failures: Vec::new(),
                 failure_message: None,
                 output: Vec::new(),
@@ -1066,63 +1078,222 @@ fn junit_cases(
                     case.output.push(finding_summary(f));
                 }
             }
-            cases.push(case);
+            each(&case)?;
         }
     }
-    cases
+    Ok(())
 }
 
-/// `check -o junit`, as a string (see [`write_report`]).
-fn junit(report: &Report<'_>) -> std::io::Result<String> {
-    // Findings grouped once, not searched once per document: one group per run of an input's
-    // findings, in check order, so a file given twice has the findings of each of its checks
-    // in its own suite (as the JSON report's results).
-    let mut runs: Vec<(usize, FileFindingIndex)> = Vec::new();
-    for stored in report.findings.iter() {
-        let stored = stored?;
-        if runs.last().is_none_or(|(input, _)| *input != stored.input) {
-            runs.push((stored.input, HashMap::new()));
-        }
-        if let Some((_, by_document)) = runs.last_mut() {
-            by_document
-                .entry(stored.finding.document)
-                .or_default()
-                .push(stored.finding);
+/// The counts that open a JUnit suite, and the report (`testsuites`).
+#[derive(Debug, Clone, Copy, Default)]
+struct JunitCounts {
+    tests: usize,
+    failures: usize,
+    errors: usize,
+}
+
+impl JunitCounts {
+    fn add(&mut self, case: &Case) {
+        self.tests += 1;
+        self.errors += usize::from(case.error.is_some());
+        self.failures += usize::from(case.error.is_none() && case.failure_message.is_some());
+    }
+}
+
+/// The findings of a report read back an input at a time, in order, to learn where each
+/// document's are kept.
+struct InputFindings<'a> {
+    iter: crate::findings::Iter<'a>,
+    /// The finding read after the last input's, and where it is kept.
+    next: Option<(u64, std::io::Result<crate::findings::Stored>)>,
+}
+
+impl<'a> InputFindings<'a> {
+    fn new(findings: &'a Findings) -> InputFindings<'a> {
+        InputFindings {
+            iter: findings.iter(),
+            next: None,
         }
     }
-    let mut runs = runs.into_iter().peekable();
-    let mut out = quick_junit::Report::new("nvcre-policy");
-    for file in &entries(report) {
-        let mut suite = quick_junit::TestSuite::new(file.file);
-        let own = runs
-            .next_if(|(input, _)| Some(*input) == file.input)
-            .map(|(_, by_document)| by_document);
-        for c in junit_cases(report, own.as_ref(), file) {
-            let status = if let Some(e) = &c.error {
-                let mut st =
-                    quick_junit::TestCaseStatus::non_success(quick_junit::NonSuccessKind::Error);
-                st.set_message(e.as_str()).set_type("input");
-                st
-            } else if let Some((message, severity)) = &c.failure_message {
-                let mut st =
-                    quick_junit::TestCaseStatus::non_success(quick_junit::NonSuccessKind::Failure);
-                st.set_message(message.as_str())
-                    .set_type(severity.to_string())
-                    .set_description(c.failures.join("\n"));
-                st
-            } else {
-                quick_junit::TestCaseStatus::success()
+
+    /// Where the next findings of `input` (none for a path never read) are kept, by document.
+    fn take(&mut self, input: Option<usize>) -> std::io::Result<FileFindingIndex> {
+        let mut by_document = FileFindingIndex::new();
+        loop {
+            let (at, next) = match self.next.take() {
+                Some(next) => next,
+                None => {
+                    let at = self.iter.offset();
+                    match self.iter.next() {
+                        Some(next) => (at, next),
+                        None => break,
+                    }
+                }
             };
-            let mut case = quick_junit::TestCase::new(c.name.as_str(), status);
-            case.set_classname(c.classname.as_str());
-            if !c.output.is_empty() {
-                case.set_system_out(c.output.join("\n"));
+            match next {
+                Ok(n) if Some(n.input) == input => {
+                    by_document.entry(n.finding.document).or_default().push(at);
+                }
+                Ok(n) => {
+                    self.next = Some((at, Ok(n)));
+                    break;
+                }
+                Err(e) => return Err(e),
             }
-            suite.add_test_case(case);
         }
-        out.add_test_suite(suite);
+        Ok(by_document)
     }
-    Ok(out.to_string().unwrap_or_default())
+}
+
+/// A JUnit report written one element at a time, as quick-junit writes a whole `Report` (the
+/// same events through quick-xml's indenting writer, every text through quick-junit's
+/// `XmlString`, which drops ANSI escapes and the characters XML cannot hold), so that a report
+/// of millions of test cases is not held in memory.
+struct JunitXml<W: std::io::Write>(quick_xml::Writer<W>);
+
+impl<W: std::io::Write> JunitXml<W> {
+    fn start(out: W, name: &str, totals: JunitCounts) -> std::io::Result<Self> {
+        use quick_xml::events::{BytesDecl, BytesStart, Event};
+        let mut w = quick_xml::Writer::new_with_indent(out, b' ', 4);
+        w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
+        let mut tag = BytesStart::new("testsuites");
+        tag.push_attribute(("name", xml_text(name).as_str()));
+        tag.extend_attributes([
+            ("tests", totals.tests.to_string().as_str()),
+            ("skipped", "0"),
+            ("failures", totals.failures.to_string().as_str()),
+            ("errors", totals.errors.to_string().as_str()),
+        ]);
+        w.write_event(Event::Start(tag))?;
+        Ok(JunitXml(w))
+    }
+
+    /// Opens a suite of `counts.tests` cases; a suite of none is one empty element.
+    fn suite(&mut self, name: &str, counts: JunitCounts) -> std::io::Result<()> {
+        use quick_xml::events::{BytesStart, Event};
+        let mut tag = BytesStart::new("testsuite");
+        tag.extend_attributes([
+            ("name", xml_text(name).as_str()),
+            ("tests", counts.tests.to_string().as_str()),
+            ("skipped", "0"),
+            ("errors", counts.errors.to_string().as_str()),
+            ("failures", counts.failures.to_string().as_str()),
+        ]);
+        self.0.write_event(if counts.tests == 0 {
+            Event::Empty(tag)
+        } else {
+            Event::Start(tag)
+        })
+    }
+
+    fn case(&mut self, c: &Case) -> std::io::Result<()> {
+        use quick_xml::events::{BytesStart, Event};
+        let mut tag = BytesStart::new("testcase");
+        tag.push_attribute(("name", xml_text(&c.name).as_str()));
+        tag.push_attribute(("classname", xml_text(&c.classname).as_str()));
+        let status = if let Some(e) = &c.error {
+            Some(("error", e.clone(), "input".to_string(), None))
+        } else {
+            c.failure_message.as_ref().map(|(message, severity)| {
+                let description = Some(c.failures.join("\n"));
+                (
+                    "failure",
+                    message.clone(),
+                    severity.to_string(),
+                    description,
+                )
+            })
+        };
+        if status.is_none() && c.output.is_empty() {
+            return self.0.write_event(Event::Empty(tag));
+        }
+        self.0.write_event(Event::Start(tag))?;
+        if let Some((name, message, ty, description)) = status {
+            let mut tag = BytesStart::new(name);
+            tag.push_attribute(("message", xml_text(&message).as_str()));
+            tag.push_attribute(("type", xml_text(&ty).as_str()));
+            match description {
+                Some(d) => self.text_element(tag, &d)?,
+                None => self.0.write_event(Event::Empty(tag))?,
+            }
+        }
+        if !c.output.is_empty() {
+            self.text_element(BytesStart::new("system-out"), &c.output.join("\n"))?;
+        }
+        self.end("testcase")
+    }
+
+    /// An element holding only `text`.
+    fn text_element(
+        &mut self,
+        tag: quick_xml::events::BytesStart<'_>,
+        text: &str,
+    ) -> std::io::Result<()> {
+        use quick_xml::events::{BytesText, Event};
+        let name = String::from_utf8_lossy(tag.name().as_ref()).into_owned();
+        self.0.write_event(Event::Start(tag))?;
+        self.0
+            .write_event(Event::Text(BytesText::new(xml_text(text).as_str())))?;
+        self.end(&name)
+    }
+
+    fn end(&mut self, name: &str) -> std::io::Result<()> {
+        use quick_xml::events::{BytesEnd, Event};
+        self.0.write_event(Event::End(BytesEnd::new(name)))
+    }
+
+    /// Closes the suite opened with `counts` ([`JunitXml::suite`]).
+    fn suite_end(&mut self, counts: JunitCounts) -> std::io::Result<()> {
+        if counts.tests == 0 {
+            return Ok(());
+        }
+        self.end("testsuite")
+    }
+
+    /// Closes the report and ends it with a line break; returns the writer.
+    fn finish(mut self) -> std::io::Result<W> {
+        self.end("testsuites")?;
+        self.0.write_event(quick_xml::events::Event::Eof)?;
+        self.0.write_indent()?;
+        Ok(self.0.into_inner())
+    }
+}
+
+/// `check -o junit`, written to `out` one test case at a time. The counts that open the report
+/// and each suite come from a first pass over the findings; both passes hold the findings of
+/// one input at a time, never the report.
+fn junit(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    let entries = entries(report);
+    let mut reader = report.findings.reader();
+    let mut findings = InputFindings::new(report.findings);
+    let mut counts = Vec::with_capacity(entries.len());
+    let mut totals = JunitCounts::default();
+    for file in &entries {
+        let by_document = findings.take(file.input)?;
+        let mut c = JunitCounts::default();
+        junit_cases(report, &by_document, &mut reader, file, &mut |case| {
+            c.add(case);
+            totals.add(case);
+            Ok(())
+        })?;
+        counts.push(c);
+    }
+    let mut xml = JunitXml::start(std::io::BufWriter::new(out), "nvcre-policy", totals)?;
+    let mut findings = InputFindings::new(report.findings);
+    for (file, c) in entries.iter().zip(counts) {
+        let by_document = findings.take(file.input)?;
+        xml.suite(file.file, c)?;
+        junit_cases(report, &by_document, &mut reader, file, &mut |case| {
+            xml.case(case)
+        })?;
+        xml.suite_end(c)?;
+    }
+    xml.finish()?.flush()
+}
+
+/// `text` as quick-junit keeps it ([`quick_junit::XmlString`]).
+fn xml_text(text: &str) -> quick_junit::XmlString {
+    quick_junit::XmlString::new(text)
 }
 
 /// GitHub's escaping of a workflow command's message.
@@ -1271,6 +1442,135 @@ mod tests {
         );
         assert_eq!(json["summary"]["errors"], 29);
         assert_eq!(json["summary"]["passed"], false);
+    }
+
+    /// The JUnit report as quick-junit writes a whole `Report` of `suites`.
+    fn junit_whole(suites: &[(String, Vec<Case>)]) -> String {
+        let mut out = quick_junit::Report::new("nvcre-policy");
+        for (name, cases) in suites {
+            let mut suite = quick_junit::TestSuite::new(name.as_str());
+            for c in cases {
+                let status = if let Some(e) = &c.error {
+                    let mut st = quick_junit::TestCaseStatus::non_success(
+                        quick_junit::NonSuccessKind::Error,
+                    );
+                    st.set_message(e.as_str()).set_type("input");
+                    st
+                } else if let Some((message, severity)) = &c.failure_message {
+                    let mut st = quick_junit::TestCaseStatus::non_success(
+                        quick_junit::NonSuccessKind::Failure,
+                    );
+                    st.set_message(message.as_str())
+                        .set_type(severity.to_string())
+                        .set_description(c.failures.join("\n"));
+                    st
+                } else {
+                    quick_junit::TestCaseStatus::success()
+                };
+                let mut case = quick_junit::TestCase::new(c.name.as_str(), status);
+                case.set_classname(c.classname.as_str());
+                if !c.output.is_empty() {
+                    case.set_system_out(c.output.join("\n"));
+                }
+                suite.add_test_case(case);
+            }
+            out.add_test_suite(suite);
+        }
+        out.to_string().expect("serializes")
+    }
+
+    /// The JUnit report written a case at a time ([`JunitXml`]).
+    fn junit_streamed(suites: &[(String, Vec<Case>)]) -> String {
+        let mut totals = JunitCounts::default();
+        for c in suites.iter().flat_map(|(_, cases)| cases) {
+            totals.add(c);
+        }
+        let mut xml = JunitXml::start(Vec::new(), "nvcre-policy", totals).expect("writes");
+        for (name, cases) in suites {
+            let mut counts = JunitCounts::default();
+            cases.iter().for_each(|c| counts.add(c));
+            xml.suite(name, counts).expect("writes");
+            for c in cases {
+                xml.case(c).expect("writes");
+            }
+            xml.suite_end(counts).expect("writes");
+        }
+        String::from_utf8(xml.finish().expect("writes")).expect("UTF-8")
+    }
+
+    /// Text with what XML and JUnit readers trip on: markup characters, line breaks, ANSI
+    /// escapes, control characters XML cannot hold, and non-ASCII.
+    fn tricky() -> impl proptest::strategy::Strategy<Value = String> {
+        use proptest::strategy::Strategy;
+        proptest::collection::vec(
+            proptest::prop_oneof![
+                proptest::string::string_regex("[a-z0-9 .:_-]{0,8}").expect("regex"),
+                proptest::sample::select(vec![
+                    "<",
+                    ">",
+                    "&",
+                    "\"",
+                    "'",
+                    "\n",
+                    "\r\n",
+                    "\t",
+                    "\u{1b}[31m",
+                    "\u{1b}[0m",
+                    "\u{0}",
+                    "\u{7}",
+                    "\u{b}",
+                    "\u{1f}",
+                    "\u{7f}",
+                    "é",
+                    "→",
+                    "]]>",
+                ])
+                .prop_map(str::to_string),
+            ],
+            0..6,
+        )
+        .prop_map(|parts| parts.concat())
+    }
+
+    fn case() -> impl proptest::strategy::Strategy<Value = Case> {
+        use proptest::prelude::*;
+        let severity = prop_oneof![
+            Just(Severity::Info),
+            Just(Severity::Warning),
+            Just(Severity::Error)
+        ];
+        (
+            tricky(),
+            tricky(),
+            proptest::collection::vec(tricky(), 0..3),
+            proptest::option::of((tricky(), severity)),
+            proptest::collection::vec(tricky(), 0..3),
+            proptest::option::of(tricky()),
+        )
+            .prop_map(
+                |(name, classname, failures, failure_message, output, error)| Case {
+                    name,
+                    classname,
+                    failures,
+                    failure_message,
+                    output,
+                    error,
+                },
+            )
+    }
+
+    proptest::proptest! {
+        /// The JUnit report written a test case at a time is byte for byte the report
+        /// quick-junit writes whole, for any names, messages and outputs.
+        #[test]
+        fn junit_written_a_case_at_a_time_is_quick_junits_report(
+            suites in proptest::collection::vec(
+                (tricky(), proptest::collection::vec(case(), 0..4)),
+                0..4,
+            )
+        ) {
+            proptest::prop_assert_eq!(junit_streamed(&suites), junit_whole(&suites));
+        }
     }
 
     #[test]
