@@ -16,7 +16,7 @@ use nvcre_engine::{
 use crate::findings::{Encoded, Findings};
 use crate::input;
 use crate::report::{
-    self, CheckedDocument, CheckedFile, Format, InputError, Report, Summary, Window,
+    self, CheckedDocument, CheckedFile, Format, InputError, Place, Report, Summary, Window,
 };
 use crate::ruleset::RulesInfo;
 
@@ -281,7 +281,7 @@ pub fn run_unloaded(
                     file: file.to_string(),
                     message: e.to_string(),
                     pos,
-                    input: None,
+                    place: Place::Other,
                 }
             })
             .collect(),
@@ -681,24 +681,34 @@ fn open(path: &str) -> Result<(String, Box<dyn BufRead>), String> {
 /// (bounded by [`INPUT_DOCUMENTS`] and [`INPUT_BYTES`]).
 fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checked {
     let mut checker = Checker::new(rules, req);
-    let (files, errors) = input::expand(paths);
-    checker.out.errors.extend(
-        errors
-            .into_iter()
-            .map(|(file, message)| InputError::new(file, message)),
-    );
-    let mut rest = files.as_slice();
+    let expanded = input::expand_in_order(paths);
+    // The files between two paths that could not be read, checked as before; each such path
+    // is an error where it was given.
+    for run in expanded.split_inclusive(Result::is_err) {
+        let (files, unread) = match run.split_last() {
+            Some((Err(e), files)) => (files, Some(e)),
+            _ => (run, None),
+        };
+        let files: Vec<String> = files.iter().filter_map(|f| f.clone().ok()).collect();
+        check_files(&mut checker, &files);
+        if let Some((file, message)) = unread {
+            checker.unread(file.clone(), message.clone());
+        }
+    }
+    checker.finish()
+}
+
+/// Checks `files` in order: small files (a directory of manifests) are read and parsed a
+/// group at a time on every core, then checked in order; a large file or standard input is
+/// streamed.
+fn check_files(checker: &mut Checker<'_>, files: &[String]) {
+    let mut rest = files;
     while let Some(first) = rest.first() {
-        // Small files (a directory of manifests) are read and parsed a group at a time on
-        // every core, then checked in order; a large file or standard input is streamed.
         let group = small_files(rest);
         if group == 0 {
             match open(first) {
                 Ok((name, reader)) => checker.input(&name, reader),
-                Err(message) => checker
-                    .out
-                    .errors
-                    .push(InputError::new(first.clone(), message)),
+                Err(message) => checker.unread(first.clone(), message),
             }
             rest = &rest[1..];
             continue;
@@ -713,15 +723,11 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
         for (file, r) in rest[..group].iter().zip(read) {
             match r {
                 Ok(r) => checker.input_read(r),
-                Err(message) => checker
-                    .out
-                    .errors
-                    .push(InputError::new(file.clone(), message)),
+                Err(message) => checker.unread(file.clone(), message),
             }
         }
         rest = &rest[group..];
     }
-    checker.finish()
 }
 
 /// How many of the first `files` to read together: regular files (not standard input) of at
@@ -920,11 +926,20 @@ impl<'a> Checker<'a> {
         self.end_input(state);
     }
 
+    /// A path that could not be read (or opened): an error where it was given, after the
+    /// inputs checked so far.
+    fn unread(&mut self, file: String, message: String) {
+        self.out.errors.push(InputError {
+            place: Place::Unread(self.out.files.len()),
+            ..InputError::new(file, message)
+        });
+    }
+
     /// The reading error that ended the input of `state`.
     fn read_error(&mut self, state: &InputState, e: &std::io::Error) {
         let name = &state.name;
         self.out.errors.push(InputError {
-            input: Some(state.input),
+            place: Place::Input(state.input),
             ..InputError::new(
                 name.clone(),
                 format!("reading {name}: {}", nvcre_engine::limits::io_error_text(e)),
@@ -958,7 +973,7 @@ impl<'a> Checker<'a> {
                     file: state.name.clone(),
                     pos: e.location().and_then(|(_, p)| p),
                     message: e.to_string(),
-                    input: Some(state.input),
+                    place: Place::Input(state.input),
                 });
             }
         }
@@ -1064,7 +1079,7 @@ fn check_batch(
         if let Some(e) = checked.error {
             out.unchecked.insert((input, checked.index));
             errors.push(InputError {
-                input: Some(input),
+                place: Place::Input(input),
                 ..e
             });
         }
@@ -1168,7 +1183,7 @@ fn document_checked(
             },
             message: e.to_string(),
             // Set by the checker, which knows the input (`check_batch`).
-            input: None,
+            place: Place::Other,
         }),
     }
 }

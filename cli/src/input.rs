@@ -47,9 +47,22 @@ pub fn read_source(path: &str) -> Result<std::sync::Arc<Source>, String> {
 pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
     let mut files = Vec::new();
     let mut errors = Vec::new();
+    for item in expand_in_order(paths) {
+        match item {
+            Ok(f) => files.push(f),
+            Err(e) => errors.push(e),
+        }
+    }
+    (files, errors)
+}
+
+/// As [`expand`], the files and the errors in the order of `paths` (a missing path between
+/// two files stays between them).
+pub fn expand_in_order(paths: &[String]) -> Vec<Result<String, (String, String)>> {
+    let mut out = Vec::new();
     for p in paths {
         if p == "-" {
-            files.push(p.clone());
+            out.push(Ok(p.clone()));
             continue;
         }
         let path = Path::new(p);
@@ -58,20 +71,37 @@ pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
             for note in notes {
                 eprintln!("note: {note}");
             }
-            for e in errs {
-                let at = e
-                    .location()
-                    .map_or_else(|| p.clone(), |(f, _)| f.to_string());
-                errors.push((at, e.to_string()));
+            // Each entry that could not be read goes among the files in path order (the walk's
+            // order: each directory's entries by name, depth first), before the first file
+            // after it; the files keep their order.
+            let mut errs: Vec<(String, String)> = errs
+                .into_iter()
+                .map(|e| {
+                    let at = e
+                        .location()
+                        .map_or_else(|| p.clone(), |(f, _)| f.to_string());
+                    (at, e.to_string())
+                })
+                .collect();
+            errs.sort_by(|a, b| Path::new(&a.0).cmp(Path::new(&b.0)));
+            let mut errs = errs.into_iter().peekable();
+            for f in found {
+                while let Some(e) = errs.next_if(|(at, _)| Path::new(at) < f.as_path()) {
+                    out.push(Err(e));
+                }
+                out.push(Ok(f.display().to_string()));
             }
-            files.extend(found.into_iter().map(|f| f.display().to_string()));
+            out.extend(errs.map(Err));
         } else if path.exists() {
-            files.push(p.clone());
+            out.push(Ok(p.clone()));
         } else {
-            errors.push((p.clone(), format!("reading {p}: no such file or directory")));
+            out.push(Err((
+                p.clone(),
+                format!("reading {p}: no such file or directory"),
+            )));
         }
     }
-    (files, errors)
+    out
 }
 
 /// The node-context flags `render` and `check` share.

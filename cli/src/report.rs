@@ -260,20 +260,34 @@ pub struct InputError {
     pub message: String,
     /// Where in the file, when known.
     pub pos: Option<nvcre_engine::Pos>,
-    /// The checked input it is an error of (its place in [`Report::files`]), or `None` for a
-    /// path that was never read (a missing file) and for a rules or nodes file. A file given
-    /// twice is two inputs: each keeps its own errors.
-    pub input: Option<usize>,
+    /// Which entry of the reports it belongs to.
+    pub place: Place,
+}
+
+/// Where an [`InputError`] is reported among the inputs (the JSON report's results, the JUnit
+/// suites), in the order the paths were given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Place {
+    /// An error of checked input `i` (its place in [`Report::files`]): a file given twice is
+    /// two inputs, each with its own errors.
+    Input(usize),
+    /// A path that could not be read, given (or found in a directory) after `n` checked
+    /// inputs: an entry of its own there.
+    Unread(usize),
+    /// A file that is not an input (a rules or nodes file): after the inputs, an entry per
+    /// file name.
+    #[default]
+    Other,
 }
 
 impl InputError {
-    /// An input error without a position, of no checked input.
+    /// An input error without a position, of a file that is not an input ([`Place::Other`]).
     pub fn new(file: String, message: String) -> InputError {
         InputError {
             file,
             message,
             pos: None,
-            input: None,
+            place: Place::Other,
         }
     }
 }
@@ -475,48 +489,57 @@ impl serde::Serialize for FileFindings<'_, '_> {
 }
 
 /// One entry of the reports that group by input (the JSON report's `results`, the JUnit
-/// suites): a checked input with its errors, or a path never read with its own.
+/// suites): a checked input with its errors, or a path that was not read with its own.
 struct Entry<'a> {
     file: &'a str,
-    /// The input's place among the checked inputs; `None` for a path never read.
+    /// The input's place among the checked inputs; `None` for a path that was not read.
     input: Option<usize>,
-    /// The documents checked (none for a path never read).
+    /// The documents checked (none for a path that was not read).
     documents: &'a [CheckedDocument],
     errors: Vec<&'a InputError>,
 }
 
-/// The entries of `report`: every checked input in order (a file given twice is two entries,
-/// each with its own errors), then one per path that was never read, by name. An error of no
-/// input (a missing path, a nodes file) goes to the first entry of its name.
+/// The entries of `report`, in the order the paths were given: every checked input (a file
+/// given twice is two entries, each with its own errors) and every path that could not be
+/// read, each where it was given ([`Place`]); then one per other file with errors (rules,
+/// nodes), by name.
 fn entries<'a>(report: &Report<'a>) -> Vec<Entry<'a>> {
-    let mut out: Vec<Entry<'a>> = report
-        .files
-        .iter()
-        .enumerate()
-        .map(|(i, f)| Entry {
-            file: f.file.as_str(),
-            input: Some(i),
-            documents: &f.documents,
-            errors: Vec::new(),
-        })
-        .collect();
+    let entry = |file: &'a str, input, documents, errors| Entry {
+        file,
+        input,
+        documents,
+        errors,
+    };
+    let unread = |n: usize| {
+        report
+            .errors
+            .iter()
+            .filter(move |e| e.place == Place::Unread(n))
+            .map(|e| entry(&e.file, None, &[], vec![e]))
+    };
+    let mut out: Vec<Entry<'a>> = Vec::new();
+    for (i, f) in report.files.iter().enumerate() {
+        out.extend(unread(i));
+        let errors = report
+            .errors
+            .iter()
+            .filter(|e| e.place == Place::Input(i))
+            .collect();
+        out.push(entry(&f.file, Some(i), &f.documents, errors));
+    }
+    out.extend(unread(report.files.len()));
+    let inputs = out.len();
     for e in report.errors {
-        let at = match e.input {
-            Some(i) if i < report.files.len() => i,
-            _ => match out.iter().position(|x| x.file == e.file) {
-                Some(at) => at,
-                None => {
-                    out.push(Entry {
-                        file: e.file.as_str(),
-                        input: None,
-                        documents: &[],
-                        errors: Vec::new(),
-                    });
-                    out.len() - 1
-                }
-            },
+        let past = match e.place {
+            Place::Input(i) if i < report.files.len() => continue,
+            Place::Unread(n) if n <= report.files.len() => continue,
+            // (An error of an input the report does not list is not lost.)
+            _ => &mut out[inputs..],
         };
-        out[at].errors.push(e);
+        match past.iter_mut().find(|x| x.file == e.file) {
+            Some(x) => x.errors.push(e),
+            None => out.push(entry(&e.file, None, &[], vec![e])),
+        }
     }
     out
 }
@@ -1291,9 +1314,16 @@ fn junit(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Result<(
     xml.finish()?.flush()
 }
 
-/// `text` as quick-junit keeps it ([`quick_junit::XmlString`]).
+/// `text` as quick-junit keeps it ([`quick_junit::XmlString`]: without ANSI escapes and the
+/// control characters XML 1.0 cannot hold), and without the two other characters it cannot
+/// hold, U+FFFE and U+FFFF, which quick-junit keeps (a file name with one made a report no XML
+/// reader would parse).
 fn xml_text(text: &str) -> quick_junit::XmlString {
-    quick_junit::XmlString::new(text)
+    if text.contains(['\u{fffe}', '\u{ffff}']) {
+        quick_junit::XmlString::new(text.replace(['\u{fffe}', '\u{ffff}'], ""))
+    } else {
+        quick_junit::XmlString::new(text)
+    }
 }
 
 /// GitHub's escaping of a workflow command's message.
@@ -1403,7 +1433,10 @@ mod tests {
             }
         }
         assert!(file.spilled() && !memory.spilled());
-        let errors = vec![InputError::new("b.yaml".into(), "b.yaml: bad".into())];
+        let errors = vec![InputError {
+            place: Place::Input(1),
+            ..InputError::new("b.yaml".into(), "b.yaml: bad".into())
+        }];
         let report = |findings| Report {
             rules: &rules,
             findings,
@@ -1570,6 +1603,43 @@ mod tests {
             )
         ) {
             proptest::prop_assert_eq!(junit_streamed(&suites), junit_whole(&suites));
+        }
+    }
+
+    /// U+FFFE and U+FFFF, which XML cannot hold and quick-junit keeps, are dropped like the
+    /// control characters: the report parses.
+    #[test]
+    fn junit_drops_the_characters_xml_cannot_hold() {
+        let case = Case {
+            name: "r\u{fffe}1".into(),
+            classname: "x\u{ffff}.yaml\u{7} document 0".into(),
+            failures: vec!["x\u{fffe}.yaml:1:1: bad".into()],
+            failure_message: Some(("bad \u{ffff}".into(), Severity::Error)),
+            output: Vec::new(),
+            error: None,
+        };
+        let xml = junit_streamed(&[("x\u{fffe}.yaml".to_string(), vec![case])]);
+        let report = quick_junit::Report::deserialize_from_str(&xml).expect("parses");
+        let suite = &report.test_suites[0];
+        assert_eq!(suite.name.as_str(), "x.yaml");
+        assert_eq!(suite.test_cases[0].name.as_str(), "r1");
+        assert_eq!(
+            suite.test_cases[0].classname.as_ref().map(|c| c.as_str()),
+            Some("x.yaml document 0")
+        );
+        match &suite.test_cases[0].status {
+            quick_junit::TestCaseStatus::NonSuccess {
+                message,
+                description,
+                ..
+            } => {
+                assert_eq!(message.as_ref().map(|m| m.as_str()), Some("bad "));
+                assert_eq!(
+                    description.as_ref().map(|d| d.as_str()),
+                    Some("x.yaml:1:1: bad")
+                );
+            }
+            other => panic!("a failure, not {other:?}"),
         }
     }
 

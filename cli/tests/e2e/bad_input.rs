@@ -580,8 +580,8 @@ fn a_directory_walk_skips_pipes_and_reports_every_other_file() {
     assert_eq!(
         without_summary(&["check"], &String::from_utf8_lossy(&out.stderr)),
         "note: skipping d/pipe.yaml: a named pipe (FIFO), not a regular file\n\
-         Error: reading d/broken.yaml: no such file or directory\n\
-         Error: d/b.yaml:1:4: unclosed bracket '['\n"
+         Error: d/b.yaml:1:4: unclosed bracket '['\n\
+         Error: reading d/broken.yaml: no such file or directory\n"
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     let rows: Vec<(String, String)> = findings(&report)
@@ -602,7 +602,8 @@ fn a_directory_walk_skips_pipes_and_reports_every_other_file() {
             "d/sub/c.yaml".to_string()
         )]
     );
-    // Each input error is reported with its file; the other files are still checked.
+    // Each input error is reported with its file, in path order (stderr too); the other files
+    // are still checked.
     let errors: Vec<(String, usize)> = report["results"]
         .as_array()
         .expect("results")
