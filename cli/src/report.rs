@@ -504,41 +504,42 @@ struct Entry<'a> {
 /// read, each where it was given ([`Place`]); then one per other file with errors (rules,
 /// nodes), by name.
 fn entries<'a>(report: &Report<'a>) -> Vec<Entry<'a>> {
-    let entry = |file: &'a str, input, documents, errors| Entry {
-        file,
-        input,
-        documents,
-        errors,
-    };
-    let unread = |n: usize| {
-        report
-            .errors
-            .iter()
-            .filter(move |e| e.place == Place::Unread(n))
-            .map(|e| entry(&e.file, None, &[], vec![e]))
+    let n = report.files.len();
+    // The errors by place, in one pass (a directory of files that all fail has as many
+    // errors as inputs).
+    let mut of_input: Vec<Vec<&InputError>> = vec![Vec::new(); n];
+    let mut unread: Vec<Vec<&InputError>> = vec![Vec::new(); n + 1];
+    let mut other: Vec<&InputError> = Vec::new();
+    for e in report.errors {
+        match e.place {
+            Place::Input(i) if i < n => of_input[i].push(e),
+            Place::Unread(k) if k <= n => unread[k].push(e),
+            // (An error of an input the report does not list is not lost.)
+            _ => other.push(e),
+        }
+    }
+    let of_path = |e: &'a InputError| Entry {
+        file: &e.file,
+        input: None,
+        documents: &[],
+        errors: vec![e],
     };
     let mut out: Vec<Entry<'a>> = Vec::new();
-    for (i, f) in report.files.iter().enumerate() {
-        out.extend(unread(i));
-        let errors = report
-            .errors
-            .iter()
-            .filter(|e| e.place == Place::Input(i))
-            .collect();
-        out.push(entry(&f.file, Some(i), &f.documents, errors));
+    for (i, (f, errors)) in report.files.iter().zip(of_input).enumerate() {
+        out.extend(std::mem::take(&mut unread[i]).into_iter().map(of_path));
+        out.push(Entry {
+            file: &f.file,
+            input: Some(i),
+            documents: &f.documents,
+            errors,
+        });
     }
-    out.extend(unread(report.files.len()));
+    out.extend(std::mem::take(&mut unread[n]).into_iter().map(of_path));
     let inputs = out.len();
-    for e in report.errors {
-        let past = match e.place {
-            Place::Input(i) if i < report.files.len() => continue,
-            Place::Unread(n) if n <= report.files.len() => continue,
-            // (An error of an input the report does not list is not lost.)
-            _ => &mut out[inputs..],
-        };
-        match past.iter_mut().find(|x| x.file == e.file) {
+    for e in other {
+        match out[inputs..].iter_mut().find(|x| x.file == e.file) {
             Some(x) => x.errors.push(e),
-            None => out.push(entry(&e.file, None, &[], vec![e])),
+            None => out.push(of_path(e)),
         }
     }
     out
@@ -1253,11 +1254,11 @@ impl<W: std::io::Write> JunitXml<W> {
         text: &str,
     ) -> std::io::Result<()> {
         use quick_xml::events::{BytesText, Event};
-        let name = String::from_utf8_lossy(tag.name().as_ref()).into_owned();
+        let end = tag.to_end().into_owned();
         self.0.write_event(Event::Start(tag))?;
         self.0
             .write_event(Event::Text(BytesText::new(xml_text(text).as_str())))?;
-        self.end(&name)
+        self.0.write_event(Event::End(end))
     }
 
     fn end(&mut self, name: &str) -> std::io::Result<()> {
@@ -1475,6 +1476,65 @@ mod tests {
         );
         assert_eq!(json["summary"]["errors"], 29);
         assert_eq!(json["summary"]["passed"], false);
+    }
+
+    /// Entries follow the order the paths were given: paths that could not be read where they
+    /// were, each input with its own errors (a file given twice too), then the other files'
+    /// errors by name; an error of an input the report does not list still has an entry.
+    #[test]
+    fn entries_are_the_inputs_and_unread_paths_in_order() {
+        let rules = nvcre_domain::default_rules().expect("the rules load");
+        let info = RulesInfo::of(None).expect("the rules' identity");
+        let files: Vec<CheckedFile> = ["a.yaml", "a.yaml"]
+            .iter()
+            .map(|f| CheckedFile {
+                file: f.to_string(),
+                documents: Vec::new(),
+            })
+            .collect();
+        let at = |place, file: &str, message: &str| InputError {
+            place,
+            ..InputError::new(file.into(), message.into())
+        };
+        let errors = vec![
+            at(Place::Other, "rules/x.yaml", "x 1"),
+            at(Place::Input(1), "a.yaml", "second a"),
+            at(Place::Unread(1), "gone.yaml", "gone 1"),
+            at(Place::Unread(0), "first.yaml", "first"),
+            at(Place::Unread(1), "gone.yaml", "gone 2"),
+            at(Place::Unread(2), "last.yaml", "last"),
+            at(Place::Other, "rules/x.yaml", "x 2"),
+            at(Place::Input(7), "a.yaml", "of no input"),
+        ];
+        let findings = Findings::default();
+        let report = Report {
+            rules: &rules,
+            findings: &findings,
+            files: &files,
+            errors: &errors,
+            fail_on: Severity::Error,
+            rules_info: &info,
+        };
+        let got: Vec<(&str, Option<usize>, Vec<&str>)> = entries(&report)
+            .iter()
+            .map(|e| {
+                let messages = e.errors.iter().map(|x| x.message.as_str()).collect();
+                (e.file, e.input, messages)
+            })
+            .collect();
+        assert_eq!(
+            got,
+            [
+                ("first.yaml", None, vec!["first"]),
+                ("a.yaml", Some(0), vec![]),
+                ("gone.yaml", None, vec!["gone 1"]),
+                ("gone.yaml", None, vec!["gone 2"]),
+                ("a.yaml", Some(1), vec!["second a"]),
+                ("last.yaml", None, vec!["last"]),
+                ("rules/x.yaml", None, vec!["x 1", "x 2"]),
+                ("a.yaml", None, vec!["of no input"]),
+            ]
+        );
     }
 
     /// The JUnit report as quick-junit writes a whole `Report` of `suites`.

@@ -951,10 +951,9 @@ fn a_closed_standard_output_is_not_a_report_error() {
     }
 }
 
-/// A file given twice, in a row or not, is checked twice, and each of its JSON results lists
-/// the findings of its own check (before, the first listed both checks' and the second none).
-#[test]
-fn json_results_of_a_file_given_twice_each_list_their_own_findings() {
+/// `check -o FORMAT one.yaml one.yaml two.yaml one.yaml`, each file a ConfigMap with a bad
+/// name: its report (exit 1).
+fn check_a_file_given_twice(format: &str) -> String {
     let dir = TempDir::new().expect("tmp");
     write(
         dir.path(),
@@ -966,13 +965,19 @@ fn json_results_of_a_file_given_twice_each_list_their_own_findings() {
         "two.yaml",
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Also_Bad}\n",
     );
-    let (code, out, _) = run(
-        dir.path(),
-        &[
-            "check", "-o", "json", "one.yaml", "one.yaml", "two.yaml", "one.yaml",
-        ],
-    );
-    assert_eq!(code, 1);
+    let args = [
+        "check", "-o", format, "one.yaml", "one.yaml", "two.yaml", "one.yaml",
+    ];
+    let (code, out, _) = run(dir.path(), &args);
+    assert_eq!(code, 1, "{format}");
+    out
+}
+
+/// A file given twice, in a row or not, is checked twice, and each of its JSON results lists
+/// the findings of its own check (before, the first listed both checks' and the second none).
+#[test]
+fn json_results_of_a_file_given_twice_each_list_their_own_findings() {
+    let out = check_a_file_given_twice("json");
     let report: Value = serde_json::from_str(&out).expect("JSON");
     let results: Vec<(String, u64, Vec<String>)> = report["results"]
         .as_array()
@@ -1013,24 +1018,7 @@ fn json_results_of_a_file_given_twice_each_list_their_own_findings() {
 /// check's findings (before, each suite listed both checks').
 #[test]
 fn junit_suites_of_a_file_given_twice_each_list_their_own_failures() {
-    let dir = TempDir::new().expect("tmp");
-    write(
-        dir.path(),
-        "one.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Bad_Name}\n",
-    );
-    write(
-        dir.path(),
-        "two.yaml",
-        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: Also_Bad}\n",
-    );
-    let (code, out, _) = run(
-        dir.path(),
-        &[
-            "check", "-o", "junit", "one.yaml", "one.yaml", "two.yaml", "one.yaml",
-        ],
-    );
-    assert_eq!(code, 1);
+    let out = check_a_file_given_twice("junit");
     let report = quick_junit::Report::deserialize_from_str(&out).expect("JUnit");
     let suites: Vec<(String, usize, Vec<String>)> = report
         .test_suites
