@@ -952,7 +952,7 @@ fn sarif(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Result<(
         .rules(rules)
         .properties(property_bag(&[
             ("rulesSource", json!(report.rules_info.source)),
-            ("rulesDigest", json!(report.rules_info.digest)),
+            ("rulesDigest", json!(report.rules_info.digest())),
         ]))
         .build();
     let run = sarif::Run::builder()

@@ -2,19 +2,25 @@
 //! set or a `--rules DIR`, with a SHA-256 digest of its files.
 
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
-use serde::Serialize;
+use nvcre_engine::Source;
+use serde::ser::SerializeStruct;
 
-/// The rule set's identity.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// The rule set's identity: serialized as `{source, digest, files}`.
+///
+/// The digest is computed on first use ([`RulesInfo::digest`]): only `--version` and the JSON
+/// and SARIF reports show it, and hashing every rule file was about a tenth of a one-file
+/// `check`'s start-up.
+#[derive(Debug)]
 pub struct RulesInfo {
     /// `embedded`, or the `--rules` directory as given.
     pub source: String,
-    /// `sha256:<hex>` over the files' paths relative to the set's root and their contents, in
-    /// path order: a `--rules` copy of the shipped `rules/` has the embedded set's digest.
-    pub digest: String,
     /// How many rule files the set has.
     pub files: usize,
+    /// The files by their path relative to the set's root, in path order.
+    sources: Vec<(String, Arc<Source>)>,
+    digest: OnceLock<String>,
 }
 
 impl RulesInfo {
@@ -23,8 +29,9 @@ impl RulesInfo {
     pub fn unreadable(dir: Option<&Path>) -> RulesInfo {
         RulesInfo {
             source: dir.map_or_else(|| "embedded".to_string(), |d| d.display().to_string()),
-            digest: "none".to_string(),
             files: 0,
+            sources: Vec::new(),
+            digest: OnceLock::from("none".to_string()),
         }
     }
 
@@ -41,35 +48,47 @@ impl RulesInfo {
             )
         })?;
         let root = dir.map_or_else(|| Path::new("rules").to_path_buf(), Path::to_path_buf);
-        let mut files: Vec<(String, &str)> = sources
-            .iter()
+        let mut sources: Vec<(String, Arc<Source>)> = sources
+            .into_iter()
             .map(|s| {
                 let rel = Path::new(&s.name)
                     .strip_prefix(&root)
                     .map_or_else(|_| s.name.clone(), |p| p.display().to_string())
                     .replace('\\', "/");
-                (rel, s.text.as_str())
+                (rel, s)
             })
             .collect();
-        files.sort();
-        let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
-        for (name, text) in &files {
-            // Length-prefixed, so no two different sets hash the same bytes.
-            ctx.update(&(name.len() as u64).to_be_bytes());
-            ctx.update(name.as_bytes());
-            ctx.update(&(text.len() as u64).to_be_bytes());
-            ctx.update(text.as_bytes());
-        }
-        let hex: String = ctx
-            .finish()
-            .as_ref()
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        sources.sort_by(|a, b| {
+            (a.0.as_str(), a.1.text.as_str()).cmp(&(b.0.as_str(), b.1.text.as_str()))
+        });
         Ok(RulesInfo {
             source: dir.map_or_else(|| "embedded".to_string(), |d| d.display().to_string()),
-            digest: format!("sha256:{hex}"),
-            files: files.len(),
+            files: sources.len(),
+            sources,
+            digest: OnceLock::new(),
+        })
+    }
+
+    /// `sha256:<hex>` over the files' paths relative to the set's root and their contents, in
+    /// path order (a `--rules` copy of the shipped `rules/` has the embedded set's digest), or
+    /// `none` for a set that could not be read.
+    pub fn digest(&self) -> &str {
+        self.digest.get_or_init(|| {
+            let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+            for (name, source) in &self.sources {
+                // Length-prefixed, so no two different sets hash the same bytes.
+                ctx.update(&(name.len() as u64).to_be_bytes());
+                ctx.update(name.as_bytes());
+                ctx.update(&(source.text.len() as u64).to_be_bytes());
+                ctx.update(source.text.as_bytes());
+            }
+            let hex: String = ctx
+                .finish()
+                .as_ref()
+                .iter()
+                .map(|b| format!("{b:02x}"))
+                .collect();
+            format!("sha256:{hex}")
         })
     }
 
@@ -81,7 +100,17 @@ impl RulesInfo {
             self.source,
             self.files,
             if self.files == 1 { "" } else { "s" },
-            self.digest
+            self.digest()
         )
+    }
+}
+
+impl serde::Serialize for RulesInfo {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let mut s = serializer.serialize_struct("RulesInfo", 3)?;
+        s.serialize_field("source", &self.source)?;
+        s.serialize_field("digest", self.digest())?;
+        s.serialize_field("files", &self.files)?;
+        s.end()
     }
 }
