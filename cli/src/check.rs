@@ -14,7 +14,7 @@ use nvcre_engine::{
 };
 
 use crate::findings::{Encoded, Findings};
-use crate::input;
+use crate::input::{self, InputFile};
 use crate::report::{
     self, CheckedDocument, CheckedFile, Format, InputError, Place, Report, Summary, Window,
 };
@@ -656,18 +656,19 @@ fn objects_of(docs: &[HeldDoc], name: &str) -> Objects {
 }
 
 /// Opens a file, or standard input for `-`, as a buffered reader; the name findings use.
-fn open(path: &str) -> Result<(String, Box<dyn BufRead>), String> {
-    if path == "-" {
+fn open(input: &InputFile) -> Result<(String, Box<dyn BufRead>), String> {
+    if input.is_stdin() {
         return Ok(("<stdin>".to_string(), Box::new(std::io::stdin().lock())));
     }
-    let file = std::fs::File::open(path).map_err(|e| {
+    let file = std::fs::File::open(&input.path).map_err(|e| {
         format!(
-            "reading {path}: {}",
+            "reading {}: {}",
+            input.name,
             nvcre_engine::limits::io_error_text(&e)
         )
     })?;
     Ok((
-        path.to_string(),
+        input.name.clone(),
         Box::new(std::io::BufReader::with_capacity(1 << 16, file)),
     ))
 }
@@ -689,7 +690,7 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
             Some((Err(e), files)) => (files, Some(e)),
             _ => (run, None),
         };
-        let files: Vec<String> = files.iter().filter_map(|f| f.clone().ok()).collect();
+        let files: Vec<InputFile> = files.iter().filter_map(|f| f.clone().ok()).collect();
         check_files(&mut checker, &files);
         if let Some((file, message)) = unread {
             checker.unread(file.clone(), message.clone());
@@ -701,14 +702,14 @@ fn check_inputs(rules: &RuleSet, paths: &[String], req: &CheckRequest) -> Checke
 /// Checks `files` in order: small files (a directory of manifests) are read and parsed a
 /// group at a time on every core, then checked in order; a large file or standard input is
 /// streamed.
-fn check_files(checker: &mut Checker<'_>, files: &[String]) {
+fn check_files(checker: &mut Checker<'_>, files: &[InputFile]) {
     let mut rest = files;
     while let Some(first) = rest.first() {
         let group = small_files(rest);
         if group == 0 {
             match open(first) {
                 Ok((name, reader)) => checker.input(&name, reader),
-                Err(message) => checker.unread(first.clone(), message),
+                Err(message) => checker.unread(first.name.clone(), message),
             }
             rest = &rest[1..];
             continue;
@@ -723,7 +724,7 @@ fn check_files(checker: &mut Checker<'_>, files: &[String]) {
         for (file, r) in rest[..group].iter().zip(read) {
             match r {
                 Ok(r) => checker.input_read(r),
-                Err(message) => checker.unread(file.clone(), message),
+                Err(message) => checker.unread(file.name.clone(), message),
             }
         }
         rest = &rest[group..];
@@ -733,12 +734,12 @@ fn check_files(checker: &mut Checker<'_>, files: &[String]) {
 /// How many of the first `files` to read together: regular files (not standard input) of at
 /// most [`BATCH_BYTES`] together and [`PARSE_PIECES`] in number; `0` when the first is not one
 /// (it is then streamed on its own).
-fn small_files(files: &[String]) -> usize {
+fn small_files(files: &[InputFile]) -> usize {
     let mut bytes = 0u64;
     let mut n = 0;
     for file in files.iter().take(PARSE_PIECES) {
-        let size = match std::fs::metadata(file) {
-            Ok(m) if file != "-" && m.is_file() => m.len(),
+        let size = match std::fs::metadata(&file.path) {
+            Ok(m) if !file.is_stdin() && m.is_file() => m.len(),
             _ => break,
         };
         if bytes + size > BATCH_BYTES as u64 {

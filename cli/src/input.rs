@@ -2,17 +2,52 @@
 //! walker: hidden entries skipped, symlinked files read, symlinked directories not followed) and
 //! standard input.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use nvcre_engine::limits::read_text_limited;
 
 use nvcre_engine::{ChunkReader, Document, Source, WalkOptions, parse_chunk, walk_files_noting};
 
+/// A file to read: the name findings and errors give it, and the path it is opened at.
+///
+/// They differ only for a file found in a directory whose path is not valid UTF-8: it is read
+/// at its own path and named with U+FFFD in place of each byte sequence that is not UTF-8.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InputFile {
+    /// The path as given, `-` for standard input, or a found file's path made UTF-8.
+    pub name: String,
+    /// Where it is opened.
+    pub path: PathBuf,
+}
+
+impl InputFile {
+    /// A path as given on the command line (or `-`).
+    pub fn given(path: &str) -> InputFile {
+        InputFile {
+            name: path.to_string(),
+            path: PathBuf::from(path),
+        }
+    }
+
+    /// A file found in a directory.
+    fn found(path: PathBuf) -> InputFile {
+        InputFile {
+            name: path.to_string_lossy().into_owned(),
+            path,
+        }
+    }
+
+    /// Whether this is standard input.
+    pub fn is_stdin(&self) -> bool {
+        self.name == "-"
+    }
+}
+
 /// Reads one file (or `-`) as a document stream, each document parsed on its own as `check`
 /// reads it: the per-document budgets (`--max-document-bytes` among them) apply to each, and a
 /// `render` of a file reads the same documents as a `check` of it.
-pub fn read_one(path: &str) -> Result<Vec<Document>, String> {
-    let source = read_source(path)?;
+pub fn read_one(file: &InputFile) -> Result<Vec<Document>, String> {
+    let source = read_source(file)?;
     let mut docs = Vec::new();
     for piece in ChunkReader::new(source.text.as_bytes()) {
         let piece = piece.map_err(|e| format!("{}: {e}", source.name))?;
@@ -23,28 +58,29 @@ pub fn read_one(path: &str) -> Result<Vec<Document>, String> {
 
 /// Reads the text of a file, or of stdin for `-`, at most `MAX_SOURCE_BYTES` of it (checked
 /// while reading).
-pub fn read_source(path: &str) -> Result<std::sync::Arc<Source>, String> {
+pub fn read_source(file: &InputFile) -> Result<std::sync::Arc<Source>, String> {
     const WHOLE_FILE: &str = "a file that render reads whole; split it";
     let limit = nvcre_engine::MAX_SOURCE_BYTES;
-    if path == "-" {
+    if file.is_stdin() {
         let text = read_text_limited(std::io::stdin().lock(), "<stdin>", limit, WHOLE_FILE)?;
         return Ok(Source::new("<stdin>", text));
     }
-    let file = std::fs::File::open(path).map_err(|e| {
+    let name = &file.name;
+    let opened = std::fs::File::open(&file.path).map_err(|e| {
         format!(
-            "reading {path}: {}",
+            "reading {name}: {}",
             nvcre_engine::limits::io_error_text(&e)
         )
     })?;
-    let text = read_text_limited(file, path, limit, WHOLE_FILE)?;
-    Ok(Source::new(path, text))
+    let text = read_text_limited(opened, name, limit, WHOLE_FILE)?;
+    Ok(Source::new(name.as_str(), text))
 }
 
 /// Expands paths: files as given, directories recursively to their manifest files in path
 /// order, `-` kept. Missing paths and unreadable entries are reported as `(path, message)`
 /// errors; the other files are still listed. A special file below a directory (a named pipe,
 /// socket or device) is skipped with a note on stderr.
-pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
+pub fn expand(paths: &[String]) -> (Vec<InputFile>, Vec<(String, String)>) {
     let mut files = Vec::new();
     let mut errors = Vec::new();
     for item in expand_in_order(paths) {
@@ -58,11 +94,11 @@ pub fn expand(paths: &[String]) -> (Vec<String>, Vec<(String, String)>) {
 
 /// As [`expand`], the files and the errors in the order of `paths` (a missing path between
 /// two files stays between them).
-pub fn expand_in_order(paths: &[String]) -> Vec<Result<String, (String, String)>> {
+pub fn expand_in_order(paths: &[String]) -> Vec<Result<InputFile, (String, String)>> {
     let mut out = Vec::new();
     for p in paths {
         if p == "-" {
-            out.push(Ok(p.clone()));
+            out.push(Ok(InputFile::given(p)));
             continue;
         }
         let path = Path::new(p);
@@ -89,11 +125,11 @@ pub fn expand_in_order(paths: &[String]) -> Vec<Result<String, (String, String)>
                 while let Some(e) = errs.next_if(|(at, _)| Path::new(at) < f.as_path()) {
                     out.push(Err(e));
                 }
-                out.push(Ok(f.display().to_string()));
+                out.push(Ok(InputFile::found(f)));
             }
             out.extend(errs.map(Err));
         } else if path.exists() {
-            out.push(Ok(p.clone()));
+            out.push(Ok(InputFile::given(p)));
         } else {
             out.push(Err((
                 p.clone(),

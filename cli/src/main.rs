@@ -411,7 +411,11 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
             ExitCode::from(2)
         })?;
         if read.is_empty() {
-            let name = if file == "-" { "<stdin>" } else { file };
+            let name = if file.is_stdin() {
+                "<stdin>"
+            } else {
+                &file.name
+            };
             report::error_line(&format!(
                 "{name}: no document to render (the input is empty); give a WorkloadRun or Workflow manifest"
             ));

@@ -350,7 +350,7 @@ fn mapping(
 }
 
 fn file_thresholds(path: &str) -> Result<BTreeMap<String, String>, String> {
-    let docs = input::read_one(path)?;
+    let docs = input::read_one(&input::InputFile::given(path))?;
     let name = if path == "-" { "<stdin>" } else { path };
     match docs.as_slice() {
         [doc] => mapping(doc, "", name),
@@ -364,7 +364,7 @@ fn file_thresholds(path: &str) -> Result<BTreeMap<String, String>, String> {
 
 /// `(metadata.name, spec.thresholds)` of the WorkloadRun in `path`.
 fn run_thresholds(path: &str) -> Result<(String, BTreeMap<String, String>), String> {
-    let docs = input::read_one(path)?;
+    let docs = input::read_one(&input::InputFile::given(path))?;
     let name = if path == "-" { "<stdin>" } else { path };
     let runs: Vec<_> = docs
         .iter()

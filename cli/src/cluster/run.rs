@@ -768,7 +768,7 @@ pub async fn run(rules: &RuleSet, args: RunArgs) -> u8 {
 
 /// Reads the file: exactly one WorkloadRun document.
 fn read_run(file: &str) -> Result<Document, String> {
-    let mut docs = crate::input::read_one(file)?;
+    let mut docs = crate::input::read_one(&crate::input::InputFile::given(file))?;
     let shown = if file == "-" { "<stdin>" } else { file };
     if docs.len() != 1 {
         return Err(format!(

@@ -622,6 +622,83 @@ fn a_directory_walk_skips_pipes_and_reports_every_other_file() {
     );
 }
 
+#[test]
+fn a_file_whose_name_is_not_utf8_is_read_in_a_directory_and_named_with_u_fffd() {
+    use std::os::unix::ffi::OsStrExt;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().join("d");
+    std::fs::create_dir_all(&d).expect("mkdir");
+    // `café.yaml` in Latin-1: the 0xE9 byte is not UTF-8.
+    let latin1 = std::ffi::OsStr::from_bytes(b"caf\xe9.yaml");
+    std::fs::copy(
+        root().join("examples/override-rejected.yaml"),
+        d.join(latin1),
+    )
+    .expect("copy");
+    let out = bin()
+        .args([
+            "check",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            "-o",
+            "json",
+            "d",
+        ])
+        .current_dir(dir.path())
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        without_summary(&["check"], &String::from_utf8_lossy(&out.stderr)),
+        ""
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let findings = findings(&report);
+    let rows: Vec<(&str, &str)> = findings
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|f| {
+            (
+                f["ruleId"].as_str().unwrap_or(""),
+                f["file"].as_str().unwrap_or(""),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [("workload-queue-label-conflict", "d/caf\u{FFFD}.yaml")]
+    );
+
+    // `render` of the directory reads it too: the same Workflow as the file it is a copy of.
+    std::fs::remove_file(d.join(latin1)).expect("rm");
+    std::fs::copy(root().join("examples/nccl-all-reduce.yaml"), d.join(latin1)).expect("copy");
+    let render = |path: &std::path::Path| {
+        bin()
+            .args(["render", "--gpu-arch", "h100"])
+            .arg(path)
+            .current_dir(dir.path())
+            .timeout(std::time::Duration::from_secs(60))
+            .output()
+            .expect("runs")
+    };
+    let from_dir = render(&d);
+    let from_file = render(&root().join("examples/nccl-all-reduce.yaml"));
+    assert_eq!(
+        from_dir.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&from_dir.stderr)
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&from_dir.stdout),
+        String::from_utf8_lossy(&from_file.stdout)
+    );
+}
+
 // ---- YAML hazards -------------------------------------------------------------------------
 
 refused!(
