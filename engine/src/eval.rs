@@ -1076,8 +1076,9 @@ pub(crate) struct TableCache {
     reads: OnceLock<TableReads>,
     /// `(entry index, include honoured, key)` → the rendered body, `None` when `include` left
     /// the entry out. Bounded: params that differ per render (a run name some entries read)
-    /// must not grow it without limit.
-    entries: Mutex<FastMap<EntryKey, Option<Value>>>,
+    /// must not grow it without limit. Shared, so that neither a hit nor keeping a fresh body
+    /// copies it.
+    entries: Mutex<FastMap<EntryKey, Option<Arc<Value>>>>,
     /// Key of the params the fragments read → the rendered fragments, and as CEL.
     fragments: Mutex<FastMap<String, Arc<RenderedFragments>>>,
     /// What callers built from the table's rows ([`Table::derived`]), by key and type.
@@ -1450,7 +1451,8 @@ impl Table {
             .iter()
             .zip(bodies)
             .filter_map(|(e, body)| {
-                body.flatten().map(|mut b| {
+                body.flatten().map(|b| {
+                    let mut b = Arc::unwrap_or_clone(b);
                     if !prepared.subs.is_empty() {
                         substitute(&mut b, &prepared.subs);
                     }
@@ -1559,7 +1561,7 @@ impl Table {
                         rows[i] = Some(Some(row));
                         continue;
                     }
-                    Some(mut b) => match decode(&self.entries[i].id, &b) {
+                    Some(b) => match decode(&self.entries[i].id, &b) {
                         Ok(row) => {
                             let filled = fill(&row);
                             fresh.push((i, Arc::new(Marked(Arc::new(row)))));
@@ -1567,6 +1569,7 @@ impl Table {
                             continue;
                         }
                         Err(_) => {
+                            let mut b = Arc::unwrap_or_clone(b);
                             substitute(&mut b, &prepared.subs);
                             Some(Arc::new(decode(&self.entries[i].id, &b)?))
                         }
@@ -1639,9 +1642,9 @@ impl Table {
         prepared: &Prepared<'_>,
         honor_include: bool,
         wanted: &[bool],
-    ) -> Result<Vec<Option<Option<Value>>>, Error> {
+    ) -> Result<Vec<Option<Option<Arc<Value>>>>, Error> {
         let keys = &prepared.keys;
-        let mut rendered: Vec<Option<Option<Value>>> = match self.cache.entries.lock() {
+        let mut rendered: Vec<Option<Option<Arc<Value>>>> = match self.cache.entries.lock() {
             Ok(c) => keys
                 .iter()
                 .zip(wanted)
@@ -1649,15 +1652,16 @@ impl Table {
                 .collect(),
             Err(_) => vec![None; keys.len()],
         };
-        let missing = |r: &[Option<Option<Value>>], i: usize| wanted[i] && r[i].is_none();
+        let missing = |r: &[Option<Option<Arc<Value>>>], i: usize| wanted[i] && r[i].is_none();
         // Always: a fragment that fails for these params fails the render (see `reads`).
         let (scope, frags) = self.render_fragments(&prepared.params)?;
         if (0..keys.len()).any(|i| missing(&rendered, i)) {
             let mut fresh = Vec::new();
             for i in 0..keys.len() {
                 if missing(&rendered, i) {
-                    let body =
-                        self.render_entry(&self.entries[i], &scope, &frags.0, honor_include)?;
+                    let body = self
+                        .render_entry(&self.entries[i], &scope, &frags.0, honor_include)?
+                        .map(Arc::new);
                     fresh.push((i, body.clone()));
                     rendered[i] = Some(body);
                 }
@@ -1691,11 +1695,20 @@ impl Table {
             None => {
                 let mut frags = Fragments::new();
                 for (name, t) in &self.fragments {
-                    // A later fragment may read the earlier ones.
-                    scope.bind_shared(
-                        "fragments",
-                        Arc::new(Value::Object(frags.clone().into_iter().collect())),
-                    );
+                    // A later fragment may read the earlier ones as `fragments` in CEL: bound
+                    // (a copy of those rendered so far) only for one that does, since copying
+                    // them for each fragment grew with the square of their number.
+                    let mut reads_fragments = false;
+                    t.for_each_expr(&mut |e: &Expr| {
+                        reads_fragments |=
+                            !matches!(e.fragment_reads(), FieldReads::Fields(f) if f.is_empty());
+                    });
+                    if reads_fragments {
+                        scope.bind_shared(
+                            "fragments",
+                            Arc::new(Value::Object(frags.clone().into_iter().collect())),
+                        );
+                    }
                     let v = t.render(&scope, &frags).map_err(|message| Error::Pack {
                         file: self.source.name.clone(),
                         pos: None,
@@ -2680,6 +2693,27 @@ mod tests {
         // one that fails fails the render.
         let err = rows(2, 0).expect_err("a fragment fails");
         assert!(err.to_string().contains("fragment bad"), "{err}");
+    }
+
+    #[test]
+    fn a_fragment_reads_the_fragments_before_it_in_cel() {
+        // `fragments` is bound only for a fragment whose CEL reads it: by field, by index, and
+        // whole; a fragment that reads none (b) does not hide the earlier ones from a later one.
+        let t = table(concat!(
+            "fragments:\n",
+            "  a: \"${{ params.n * 2 }}\"\n",
+            "  b: [x, y]\n",
+            "  c: \"${{ fragments.a + 1 }}\"\n",
+            "  d: \"${{ fragments['c'] + size(fragments.b) }}\"\n",
+            "  e: \"${{ size(fragments) }}\"\n",
+            "  f: \"${{ fragments.?e.orValue(0) + 0 }}\"\n",
+            "entries:\n",
+            "- id: all\n  v: [{$fragment: a}, {$fragment: c}, {$fragment: d}, {$fragment: e}, {$fragment: f}]\n",
+        ));
+        for (n, want) in [(1, json!([2, 3, 5, 4, 4])), (5, json!([10, 11, 13, 4, 4]))] {
+            let rows = t.render(&json!({"n": n})).expect("renders");
+            assert_eq!(rows, [("all".to_string(), json!({"v": want}))]);
+        }
     }
 
     #[test]
