@@ -1085,6 +1085,56 @@ pub(crate) struct TableCache {
     derived: Derived,
     /// Rows decoded by [`Table::render_decoded`]: `(type, entry key)` → `Option<Arc<T>>`.
     typed: Mutex<FastMap<(TypeId, EntryKey), DerivedValue>>,
+    /// Whole renders of [`Table::render_decoded`]: type → [`render_key`] → `Vec<Kept<T>>`,
+    /// each entry's row as the typed cache keeps it. Bounded like the others.
+    renders: Mutex<FastMap<TypeId, FastMap<String, DerivedValue>>>,
+}
+
+/// An entry's decoded row in one render: left out by its `include`, kept as rendered, kept
+/// with placeholders to fill in, or decoded for this render alone (not kept).
+enum Kept<T> {
+    Out,
+    Row(Arc<T>),
+    Marked(Arc<T>),
+    Filled,
+}
+
+impl<T> Clone for Kept<T> {
+    fn clone(&self) -> Self {
+        match self {
+            Kept::Out => Kept::Out,
+            Kept::Row(r) => Kept::Row(r.clone()),
+            Kept::Marked(r) => Kept::Marked(r.clone()),
+            Kept::Filled => Kept::Filled,
+        }
+    }
+}
+
+/// The key of a whole render with `params`: their JSON text, each substituted param (`subs`
+/// not empty: the string params of `substituted`) written as its placeholder, as
+/// [`Table::prepare`] renders with them.
+fn render_key(params: &Value, subs: &[(String, &str)], substituted: &BTreeSet<String>) -> String {
+    let map = match params.as_object() {
+        Some(map) if !subs.is_empty() => map,
+        _ => return params.to_string(),
+    };
+    let mut out = Vec::with_capacity(128);
+    out.push(b'{');
+    for (name, v) in map {
+        if out.len() > 1 {
+            out.push(b',');
+        }
+        // Writing JSON into a Vec cannot fail.
+        let _ = serde_json::to_writer(&mut out, name);
+        out.push(b':');
+        if substituted.contains(name) && v.is_string() {
+            let _ = serde_json::to_writer(&mut out, &placeholder(name));
+        } else {
+            let _ = serde_json::to_writer(&mut out, v);
+        }
+    }
+    out.push(b'}');
+    String::from_utf8(out).unwrap_or_default()
 }
 
 /// A map the table caches keep: looked up for every entry of every render, with keys no input
@@ -1520,31 +1570,64 @@ impl Table {
         T: Any + Send + Sync + Clone,
         E: From<Error>,
     {
-        let prepared = self.prepare(params, true);
-        let typed_key = |i: usize| (TypeId::of::<T>(), prepared.keys[i].clone());
+        let reads = self.reads();
+        let subs = substitutions(&reads.substituted, params);
         let fill = |row: &T| {
             let mut row = match part {
                 Some(part) => part(row),
                 None => row.clone(),
             };
-            strings(&mut row, &mut |s| substitute_str(s, &prepared.subs));
+            strings(&mut row, &mut |s| substitute_str(s, &subs));
             Arc::new(row)
         };
-        let mut rows: Vec<Option<Option<Arc<T>>>> = match self.cache.typed.lock() {
+        let out = |kept: &[Kept<T>], extra: &mut dyn FnMut(usize) -> Option<Arc<T>>| {
+            self.entries
+                .iter()
+                .zip(kept)
+                .enumerate()
+                .filter_map(|(i, (e, k))| {
+                    let row = match k {
+                        Kept::Out => None,
+                        Kept::Row(row) => Some(row.clone()),
+                        Kept::Marked(row) => Some(fill(row)),
+                        Kept::Filled => extra(i),
+                    };
+                    row.map(|r| (e.id.clone(), r))
+                })
+                .collect()
+        };
+        // Every row of a render with the same params (the substituted ones as placeholders)
+        // decoded before: nothing to key, look up or render, fragments included (they rendered
+        // for these params then).
+        let whole = render_key(params, &subs, &reads.substituted);
+        let found = self.cache.renders.lock().ok().and_then(|c| {
+            c.get(&TypeId::of::<T>())
+                .and_then(|m| m.get(&whole))
+                .cloned()
+        });
+        if let Some(kept) = found.and_then(|v| v.downcast::<Vec<Kept<T>>>().ok()) {
+            return Ok(out(&kept, &mut |_| None));
+        }
+        let prepared = self.prepare(params, true);
+        let typed_key = |i: usize| (TypeId::of::<T>(), prepared.keys[i].clone());
+        let mut kept: Vec<Option<Kept<T>>> = match self.cache.typed.lock() {
             Ok(c) => (0..self.entries.len())
                 .map(|i| {
-                    let kept = c.get(&typed_key(i))?;
-                    match kept.downcast_ref::<Option<Arc<T>>>() {
-                        Some(row) => Some(row.clone()),
-                        None => kept
+                    let v = c.get(&typed_key(i))?;
+                    match v.downcast_ref::<Option<Arc<T>>>() {
+                        Some(Some(row)) => Some(Kept::Row(row.clone())),
+                        Some(None) => Some(Kept::Out),
+                        None => v
                             .downcast_ref::<Marked<T>>()
-                            .map(|Marked(row)| Some(fill(row))),
+                            .map(|Marked(row)| Kept::Marked(row.clone())),
                     }
                 })
                 .collect(),
             Err(_) => vec![None; self.entries.len()],
         };
-        let wanted: Vec<bool> = rows.iter().map(Option::is_none).collect();
+        // Rows that decode only once filled in, decoded for this render alone.
+        let mut filled: Vec<Option<Arc<T>>> = Vec::new();
+        let wanted: Vec<bool> = kept.iter().map(Option::is_none).collect();
         if !wanted.iter().any(|w| *w) {
             // Every row decoded already; the fragments still render (see `reads`).
             self.render_fragments(&prepared.params)?;
@@ -1553,32 +1636,33 @@ impl Table {
             let mut fresh: Vec<(usize, DerivedValue)> = Vec::new();
             for (i, body) in bodies.into_iter().enumerate() {
                 let Some(body) = body else { continue };
-                let row = match body {
-                    None => None,
+                let k = match body {
+                    None => {
+                        fresh.push((i, Arc::new(None::<Arc<T>>)));
+                        Kept::Out
+                    }
                     Some(b) if prepared.subs.is_empty() || !holds_mark(&b) => {
                         let row = Arc::new(decode(&self.entries[i].id, &b)?);
                         fresh.push((i, Arc::new(Some(row.clone()))));
-                        rows[i] = Some(Some(row));
-                        continue;
+                        Kept::Row(row)
                     }
                     Some(b) => match decode(&self.entries[i].id, &b) {
                         Ok(row) => {
-                            let filled = fill(&row);
-                            fresh.push((i, Arc::new(Marked(Arc::new(row)))));
-                            rows[i] = Some(Some(filled));
-                            continue;
+                            let row = Arc::new(row);
+                            fresh.push((i, Arc::new(Marked(row.clone()))));
+                            Kept::Marked(row)
                         }
                         Err(_) => {
                             let mut b = Arc::unwrap_or_clone(b);
                             substitute(&mut b, &prepared.subs);
-                            Some(Arc::new(decode(&self.entries[i].id, &b)?))
+                            let row = Arc::new(decode(&self.entries[i].id, &b)?);
+                            filled.resize(self.entries.len(), None);
+                            filled[i] = Some(row);
+                            Kept::Filled
                         }
                     },
                 };
-                if row.is_none() {
-                    fresh.push((i, Arc::new(None::<Arc<T>>)));
-                }
-                rows[i] = Some(row);
+                kept[i] = Some(k);
             }
             if let Ok(mut c) = self.cache.typed.lock() {
                 if c.len() + fresh.len() > TABLE_CACHE_ENTRIES {
@@ -1589,12 +1673,18 @@ impl Table {
                 }
             }
         }
-        Ok(self
-            .entries
-            .iter()
-            .zip(rows)
-            .filter_map(|(e, row)| row.flatten().map(|r| (e.id.clone(), r)))
-            .collect())
+        let kept: Vec<Kept<T>> = kept.into_iter().map(|k| k.unwrap_or(Kept::Out)).collect();
+        let rows = out(&kept, &mut |i| filled.get_mut(i).and_then(Option::take));
+        if filled.is_empty()
+            && let Ok(mut c) = self.cache.renders.lock()
+        {
+            let m = c.entry(TypeId::of::<T>()).or_default();
+            if m.len() >= TABLE_CACHE_ENTRIES {
+                m.clear();
+            }
+            m.insert(whole, Arc::new(kept));
+        }
+        Ok(rows)
     }
 
     /// The substitutions for `params`, the params rendered with (placeholders in place of the
@@ -2769,6 +2859,51 @@ mod tests {
             failed.expect_err("decode fails").to_string(),
             Error::Patch("no fixed".into()).to_string()
         );
+    }
+
+    #[test]
+    fn a_render_with_the_same_params_reuses_the_whole_render() {
+        let t = table(concat!(
+            "entries:\n",
+            "- id: fixed\n  v: \"${{ params.n }}\"\n",
+            "- id: named\n  v: \"${{ params.entryName }}-runtime\"\n",
+            "- id: gated\n  include: params.n > 1\n  v: big\n",
+        ));
+        let decodes = std::sync::atomic::AtomicUsize::new(0);
+        let decode = |_: &str, v: &Value| -> Result<String, Error> {
+            decodes.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let v = &v["v"];
+            Ok(v.as_str().map_or_else(|| v.to_string(), str::to_string))
+        };
+        let strings = |row: &mut String, f: &mut dyn FnMut(&mut String)| f(row);
+        let render = |name: &str, n: i64| -> Vec<String> {
+            t.render_decoded(&json!({"entryName": name, "n": n}), decode, strings)
+                .expect("renders")
+                .iter()
+                .map(|(id, v)| format!("{id}={v}"))
+                .collect()
+        };
+        assert_eq!(render("a", 1), ["fixed=1", "named=a-runtime"]);
+        let renders = |t: &Table| {
+            t.cache
+                .renders
+                .lock()
+                .map(|c| c.values().map(FastMap::len).sum::<usize>())
+                .unwrap_or(usize::MAX)
+        };
+        assert_eq!(renders(&t), 1);
+        // Another name, the same params otherwise: the whole render is reused and the name
+        // filled in; nothing is decoded or rendered again.
+        let entries = cached(&t);
+        assert_eq!(render("b", 1), ["fixed=1", "named=b-runtime"]);
+        assert_eq!(decodes.load(std::sync::atomic::Ordering::Relaxed), 2);
+        assert_eq!((renders(&t), cached(&t)), (1, entries));
+        // Other params: a render of its own, reusing the rows that read the same params.
+        assert_eq!(render("c", 2), ["fixed=2", "named=c-runtime", "gated=big"]);
+        assert_eq!(decodes.load(std::sync::atomic::Ordering::Relaxed), 4);
+        assert_eq!(renders(&t), 2);
+        assert_eq!(render("d", 1), ["fixed=1", "named=d-runtime"]);
+        assert_eq!(decodes.load(std::sync::atomic::Ordering::Relaxed), 4);
     }
 
     #[test]
