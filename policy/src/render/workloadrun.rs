@@ -136,7 +136,7 @@ fn render_noting(
     warnings.extend(findings[printed..].iter().map(note_line));
     let sizing = sizing(rules, &run, &ctx, &arch, warnings)?;
     let listed = rows_listed(rules, req, &ctx);
-    let rows = platform_rows(rules, &run, &sizing, listed)?;
+    let rows = platform_rows(rules, &run, &sizing, (listed, &ctx.platform, &arch))?;
     let (workflow, provenance) = build(
         rules,
         &doc,
@@ -408,12 +408,13 @@ fn rows_listed(rules: &RuleSet, req: &RenderRequest, ctx: &NodeContext) -> bool 
 
 /// The rows of the platform override table, rendered for this run, with the user's `spec.env`
 /// written over their env entries; when they are not `listed` in the Workflow, only the part
-/// the build reads ([`PlatformOverride::build_time_part`]).
+/// the build reads ([`PlatformOverride::build_time_part`]), and the env written only over the
+/// rows that match the build's `platform` and `arch` (the build reads no other).
 fn platform_rows(
     rules: &RuleSet,
     run: &WorkloadRun,
     sizing: &Sizing,
-    listed: bool,
+    (listed, platform, arch): (bool, &str, &str),
 ) -> Result<Vec<(String, Arc<PlatformOverride>)>, PolicyError> {
     let table = rules
         .table(OVERRIDE_TABLE)
@@ -443,7 +444,12 @@ fn platform_rows(
         )?
     };
     if !run.spec.env.is_empty() {
+        let build_ctx = OverrideContext::build_time(platform, arch);
         for (_, o) in &mut rows {
+            // A `when` that fails to evaluate fails the build, which evaluates it again.
+            if !listed && when_matches(&o.when, &build_ctx) == Ok(false) {
+                continue;
+            }
             if !listed && Arc::get_mut(o).is_none() {
                 // A row shared with the table's cache is copied only as far as it is read.
                 *o = Arc::new(o.build_time_part());
