@@ -47,7 +47,9 @@ impl RulesInfo {
                 ToString::to_string,
             )
         })?;
-        let root = dir.map_or_else(|| Path::new("rules").to_path_buf(), Path::to_path_buf);
+        // The files are named as read, made UTF-8: so is the root they are taken relative to
+        // (a copy of the rules under a name that is not UTF-8 has the same digest).
+        let root = dir.map_or_else(|| "rules".to_string(), |d| d.to_string_lossy().into_owned());
         let mut sources: Vec<(String, Arc<Source>)> = sources
             .into_iter()
             .map(|s| {

@@ -631,6 +631,26 @@ fn version_names_the_rules_in_force() {
         stdout,
         format!("nvcre-policy 0.1.0\nrules: {c} (25 files, {digest})\n")
     );
+    // So is a copy in a directory whose name is not UTF-8 (shown with U+FFFD).
+    {
+        use std::os::unix::ffi::OsStrExt;
+        let latin1 = copy.with_file_name(std::ffi::OsStr::from_bytes(b"r\xe8gles"));
+        copy_dir(&copy, &latin1);
+        let out = bin()
+            .arg("--rules")
+            .arg(&latin1)
+            .arg("--version")
+            .output()
+            .expect("runs");
+        assert_eq!(out.status.code(), Some(0));
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            format!(
+                "nvcre-policy 0.1.0\nrules: {} (25 files, {digest})\n",
+                latin1.to_string_lossy()
+            )
+        );
+    }
     // An edited copy is not; NVCRE_RULES names it as --rules does.
     edit(&copy.join("contract/gang.yaml"), "\n", "\n# edited\n");
     let (_, stdout, _) = run_in(&root(), &[("NVCRE_RULES", c)], &["-V"]);
