@@ -1198,6 +1198,12 @@ fn merge_uses(all: &mut crate::expr::ParamUses, u: crate::expr::ParamUses) {
     all.fragments_embedded.extend(u.fragments_embedded);
 }
 
+/// True when `s` holds a substituted param's placeholder: a string of a row that
+/// [`Table::render_decoded_part`]'s `part` sees before the param is filled in.
+pub fn holds_placeholder(s: &str) -> bool {
+    s.contains(PARAM_MARK)
+}
+
 /// The placeholder rendered in place of the substituted param `name`.
 fn placeholder(name: &str) -> String {
     format!("{PARAM_MARK}{name}{PARAM_MARK_END}")

@@ -108,8 +108,8 @@ pub use error::{
     CompileError, ContractViolation, ConversionError, Error, EvaluationError, LoadErrors, PathError,
 };
 pub use eval::{
-    OBJECTS, OBJECTS_BY_KIND, Objects, Origin, Outcome, Written, each_string, run_packs,
-    run_packs_findings, run_packs_written,
+    OBJECTS, OBJECTS_BY_KIND, Objects, Origin, Outcome, Written, each_string, holds_placeholder,
+    run_packs, run_packs_findings, run_packs_written,
 };
 pub use expr::type_name as cel_type_name;
 pub use expr::{

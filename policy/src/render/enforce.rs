@@ -259,9 +259,11 @@ mod tests {
     }
 
     /// `check` renders for the findings alone: without a platform the platform rows stay out
-    /// of the Workflow, and the findings and warnings are those of the full render, for every
-    /// example under every architecture; a construction-stage rule that reads
-    /// `spec.overrides` gets the rows listed, and its finding is the same too.
+    /// of the Workflow, with one the rows that cannot match it are listed by their `when`
+    /// alone, and the findings, warnings, applied overrides and resolved Workflow are those of
+    /// the full render, for every example under every architecture and platform; a
+    /// construction-stage rule that reads `spec.overrides` gets the rows listed, and its
+    /// finding is the same too.
     #[test]
     fn a_render_for_the_findings_alone_finds_what_the_full_render_finds() {
         let mut docs = Vec::new();
@@ -281,9 +283,17 @@ mod tests {
             (rules_with(counting), true),
         ] {
             let mut compared = 0;
-            for doc in &docs {
+            let platforms = [
+                None,
+                Some("aws"),
+                Some("gcp"),
+                Some("oci"),
+                Some("togetherai"),
+            ];
+            for (doc, platform) in docs.iter().flat_map(|d| platforms.map(|p| (d, p))) {
                 for arch in [None, Some("h100"), Some("gb200"), Some("gb300")] {
                     let req = |findings_only| RenderRequest {
+                        platform: platform.map(str::to_string),
                         gpu_arch: arch.map(str::to_string),
                         allow_unknown_arch: true,
                         report_all: true,
@@ -293,6 +303,14 @@ mod tests {
                     let full = render_workload_run(&rules, doc, &req(false));
                     let alone = render_workload_run(&rules, doc, &req(true));
                     match (full, alone) {
+                        (Ok(full), Ok(alone)) if platform.is_some() => {
+                            assert_eq!(alone.findings, full.findings, "{platform:?} {arch:?}");
+                            assert_eq!(alone.warnings, full.warnings, "{platform:?} {arch:?}");
+                            assert_eq!(alone.applied, full.applied, "{platform:?} {arch:?}");
+                            assert_eq!(alone.workflow, full.workflow, "{platform:?} {arch:?}");
+                            assert!(!reads, "the counting rule fails every render");
+                            compared += 1;
+                        }
                         (Ok(full), Ok(alone)) => {
                             assert_eq!(alone.findings, full.findings, "{arch:?}");
                             assert_eq!(alone.warnings, full.warnings, "{arch:?}");
@@ -328,7 +346,7 @@ mod tests {
                     }
                 }
             }
-            assert!(compared >= 20, "{compared} renders compared");
+            assert!(compared >= 100, "{compared} renders compared");
         }
     }
 

@@ -6,7 +6,8 @@
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
-use crate::api::{EnvVar, OverrideSpec, WhenSpec};
+use crate::api::{EnvVar, OverrideSpec, StringMatch, WhenSpec};
+use crate::resolve::string_matches;
 
 /// One row of the platform override table, with the WorkloadRun-only keys.
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
@@ -79,6 +80,21 @@ impl PlatformOverride {
         }
     }
 
+    /// The row's `when` alone: what a render that only resolves the overrides needs of a row
+    /// that [`may_match`] rules out (resolution matches its `when`, false, and reads nothing
+    /// else).
+    pub(super) fn when_only(&self) -> PlatformOverride {
+        PlatformOverride {
+            when: self.when.clone(),
+            pre_command: Vec::new(),
+            mpi_args: Vec::new(),
+            job_template: None,
+            job_template_patch: None,
+            dependencies: None,
+            orchestration: None,
+        }
+    }
+
     /// The row's `spec.overrides` entry: moved out when this render holds the only reference
     /// (a row rendered for this run), copied when the table's cache shares it.
     pub(super) fn into_spec(row: std::sync::Arc<PlatformOverride>) -> OverrideSpec {
@@ -91,6 +107,27 @@ impl PlatformOverride {
             orchestration: row.orchestration,
         }
     }
+}
+
+/// False when `when` names a platform or GPU architecture other than `platform` and `arch`:
+/// then it matches no context of a render for them, whatever the rest of the context (an
+/// override's `when` is matched on its platform and architecture before anything else). True
+/// when either match holds a param placeholder (it is judged once filled in).
+pub(super) fn may_match(when: &WhenSpec, platform: &str, arch: &str) -> bool {
+    let judged = |m: &StringMatch, v: &str| {
+        let placeholder = m
+            .equals
+            .iter()
+            .chain(m.in_.iter().flatten())
+            .chain(m.not_in.iter().flatten())
+            .any(|s| nvcre_engine::holds_placeholder(s));
+        placeholder || string_matches(m, v)
+    };
+    when.platform.as_ref().is_none_or(|m| judged(m, platform))
+        && when
+            .gpu_architecture
+            .as_ref()
+            .is_none_or(|m| judged(m, arch))
 }
 
 /// Replaces, in place, every env entry and `-x` operand of the platform overrides whose name the
@@ -151,5 +188,51 @@ pub(super) fn apply_user_env(o: &mut PlatformOverride, user: &[EnvVar]) {
         } else {
             i += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn when(text: &str) -> WhenSpec {
+        serde_json::from_str(text).expect("a when")
+    }
+
+    #[test]
+    fn a_row_may_match_unless_its_platform_or_architecture_rules_it_out() {
+        let cases = [
+            (r#"{}"#, true),
+            (r#"{"platform": {"equals": "aws"}}"#, true),
+            (r#"{"platform": {"equals": "gcp"}}"#, false),
+            (r#"{"gpuArchitecture": {"in": ["h100", "h200"]}}"#, true),
+            (r#"{"gpuArchitecture": {"in": ["gb200"]}}"#, false),
+            (r#"{"gpuArchitecture": {"notIn": ["h100"]}}"#, false),
+            (
+                r#"{"platform": {"equals": "aws"}, "gpuArchitecture": {"equals": "gb300"}}"#,
+                false,
+            ),
+            // The rest of a `when` is the Workflow's, known only after the build.
+            (
+                r#"{"platform": {"equals": "aws"}, "workloadKind": "Other"}"#,
+                true,
+            ),
+            (r#"{"expression": "false"}"#, true),
+            // A param not yet filled in is judged once it is.
+            (
+                "{\"platform\": {\"equals\": \"\u{FDD0}entryName\u{FDD1}\"}}",
+                true,
+            ),
+            (
+                "{\"gpuArchitecture\": {\"notIn\": [\"h100\", \"\u{FDD0}x\u{FDD1}\"]}}",
+                true,
+            ),
+        ];
+        let got: Vec<(&str, bool)> = cases
+            .iter()
+            .map(|(w, _)| (*w, may_match(&when(w), "aws", "h100")))
+            .collect();
+        let want: Vec<(&str, bool)> = cases.iter().map(|(w, m)| (*w, *m)).collect();
+        assert_eq!(got, want);
     }
 }

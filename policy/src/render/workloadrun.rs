@@ -23,7 +23,7 @@ use super::enforce::{Provenance, enforce_workflow, note_line, report_mode, resol
 use super::parse::{
     admit, build_error, check_user_overrides, locate_each, origin, parse_typed, prepare_document,
 };
-use super::platform::{PlatformOverride, apply_user_env};
+use super::platform::{PlatformOverride, apply_user_env, may_match};
 use super::{ANNOTATION_ARCH, ANNOTATION_PLATFORM, Note, OVERRIDE_TABLE, RenderRequest, Rendered};
 
 /// Renders a WorkloadRun document into its Workflow.
@@ -136,7 +136,12 @@ fn render_noting(
     warnings.extend(findings[printed..].iter().map(note_line));
     let sizing = sizing(rules, &run, &ctx, &arch, warnings)?;
     let listed = rows_listed(rules, req, &ctx);
-    let rows = platform_rows(rules, &run, &sizing, (listed, &ctx.platform, &arch))?;
+    let rows = platform_rows(
+        rules,
+        &run,
+        &sizing,
+        (listed, rows_pruned(rules, req, &ctx), &ctx.platform, &arch),
+    )?;
     let (workflow, provenance) = build(
         rules,
         &doc,
@@ -406,15 +411,28 @@ fn rows_listed(rules: &RuleSet, req: &RenderRequest, ctx: &NodeContext) -> bool 
             .any(|p| p.may_touch(&["spec", "overrides"]))
 }
 
+/// Whether the listed platform rows that cannot match the platform and architecture are listed
+/// by their `when` alone: when the caller wants the findings alone and no rule of the
+/// construction `workload-labels` stage can read the list (the overrides are resolved, which
+/// skips such a row, and the list is then cleared; see [`rows_listed`]).
+fn rows_pruned(rules: &RuleSet, req: &RenderRequest, ctx: &NodeContext) -> bool {
+    req.findings_only
+        && !ctx.platform.is_empty()
+        && !rules
+            .stage(contract::WORKLOAD_LABELS)
+            .any(|p| p.may_touch(&["spec", "overrides"]))
+}
+
 /// The rows of the platform override table, rendered for this run, with the user's `spec.env`
 /// written over their env entries; when they are not `listed` in the Workflow, only the part
 /// the build reads ([`PlatformOverride::build_time_part`]), and the env written only over the
-/// rows that match the build's `platform` and `arch` (the build reads no other).
+/// rows that match the build's `platform` and `arch` (the build reads no other). When `pruned`
+/// ([`rows_pruned`]), a row that cannot match `platform` and `arch` is its `when` alone.
 fn platform_rows(
     rules: &RuleSet,
     run: &WorkloadRun,
     sizing: &Sizing,
-    (listed, platform, arch): (bool, &str, &str),
+    (listed, pruned, platform, arch): (bool, bool, &str, &str),
 ) -> Result<Vec<(String, Arc<PlatformOverride>)>, PolicyError> {
     let table = rules
         .table(OVERRIDE_TABLE)
@@ -433,7 +451,25 @@ fn platform_rows(
     // Decoded once per distinct row: most rows render the same for every run, and a row that
     // carries the run's name is filled in.
     let decode = |id: &str, value: &Value| detect::decode_row::<PlatformOverride>(table, id, value);
-    let mut rows = if listed {
+    let may_match = |o: &PlatformOverride| !pruned || may_match(&o.when, platform, arch);
+    let mut rows = if listed && pruned {
+        // Only the rows that may match are copied whole to be filled in.
+        let part = |o: &PlatformOverride| {
+            if may_match(o) {
+                o.clone()
+            } else {
+                o.when_only()
+            }
+        };
+        let mut rows =
+            table.render_decoded_part(&params, decode, PlatformOverride::each_string, part)?;
+        for (_, o) in &mut rows {
+            if !may_match(o) && Arc::get_mut(o).is_none() {
+                *o = Arc::new(o.when_only());
+            }
+        }
+        rows
+    } else if listed {
         table.render_decoded(&params, decode, PlatformOverride::each_string)?
     } else {
         table.render_decoded_part(
@@ -447,7 +483,7 @@ fn platform_rows(
         let build_ctx = OverrideContext::build_time(platform, arch);
         for (_, o) in &mut rows {
             // A `when` that fails to evaluate fails the build, which evaluates it again.
-            if !listed && when_matches(&o.when, &build_ctx) == Ok(false) {
+            if !listed && when_matches(&o.when, &build_ctx) == Ok(false) || !may_match(o) {
                 continue;
             }
             if !listed && Arc::get_mut(o).is_none() {
