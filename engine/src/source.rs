@@ -27,14 +27,25 @@ pub use spans::SpanIndex;
 /// with [`Error::TooLarge`] before parsing starts.
 pub const MAX_SOURCE_BYTES: usize = 64 * 1024 * 1024;
 
-/// One named input text: a file, a rule pack or standard input (`<stdin>`).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// One named input text: a file, a rule pack or standard input (`<stdin>`). Two sources are
+/// equal when their names and texts are.
+#[derive(Debug, Clone)]
 pub struct Source {
     /// Display name used in findings and errors (a path as given, or `<stdin>`).
     pub name: String,
     /// The full text.
     pub text: String,
+    /// Byte offset of each line's start, found on the first [`Source::line_text`].
+    line_starts: std::sync::OnceLock<Vec<usize>>,
 }
+
+impl PartialEq for Source {
+    fn eq(&self, other: &Source) -> bool {
+        self.name == other.name && self.text == other.text
+    }
+}
+
+impl Eq for Source {}
 
 impl Source {
     /// Wraps a name and text into a shareable source.
@@ -42,12 +53,29 @@ impl Source {
         Arc::new(Source {
             name: name.into(),
             text: text.into(),
+            line_starts: std::sync::OnceLock::new(),
         })
     }
 
-    /// Returns the text of 1-based `line`, without its line terminator, if it exists.
+    /// Returns the text of 1-based `line`, without its line terminator (`\n` or `\r\n`), if
+    /// it exists: `text.lines().nth(line - 1)`, found through the line starts (computed once),
+    /// so that looking up every finding's line of a long file is not quadratic.
     pub fn line_text(&self, line: usize) -> Option<&str> {
-        self.text.lines().nth(line.checked_sub(1)?)
+        let starts = self.line_starts.get_or_init(|| {
+            std::iter::once(0)
+                .chain(newline_offsets(&self.text).map(|i| i + 1))
+                .collect()
+        });
+        let start = *starts.get(line.checked_sub(1)?)?;
+        if start >= self.text.len() {
+            return None;
+        }
+        let end = starts.get(line).copied().unwrap_or(self.text.len());
+        let raw = self.text.get(start..end)?;
+        Some(
+            raw.strip_suffix('\n')
+                .map_or(raw, |l| l.strip_suffix('\r').unwrap_or(l)),
+        )
     }
 
     /// Byte offset of a 1-based `line` / 1-based character `column`, clamped to the text.
@@ -901,9 +929,40 @@ pub fn to_yaml(value: &Value) -> Result<String, Error> {
         .map_err(|e| Error::Serialize(e.to_string()))
 }
 
+/// Byte offsets of the `\n`s of `text`.
+fn newline_offsets(text: &str) -> impl Iterator<Item = usize> + '_ {
+    text.bytes()
+        .enumerate()
+        .filter_map(|(i, b)| (b == b'\n').then_some(i))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_line_is_what_lines_gives() {
+        let texts = [
+            "",
+            "\n",
+            "\n\n",
+            "a",
+            "a\n",
+            "a\nb",
+            "a\r\nb\r\n",
+            "a\rb\n\r",
+            "x\n\ny\n",
+            "é\n日本\r\n\r\n",
+        ];
+        for text in texts {
+            let source = Source::new("t", text);
+            let got: Vec<Option<&str>> = (0..6usize).map(|l| source.line_text(l)).collect();
+            let want: Vec<Option<&str>> = (0..6usize)
+                .map(|l| text.lines().nth(l.checked_sub(1)?))
+                .collect();
+            assert_eq!(got, want, "{text:?}");
+        }
+    }
 
     fn parse(text: &str) -> Vec<Document> {
         parse_documents(&Source::new("t.yaml", text)).expect("parses")
