@@ -766,10 +766,9 @@ fn locate(source: &Source, start: Pos, needle: &str) -> Pos {
     // A scalar holding the needle spans at most a few lines more than the needle's length.
     let window_end = source
         .text
-        .char_indices()
-        .skip_while(|(i, _)| *i < from)
-        .nth(needle.len() * 4 + 512)
-        .map_or(source.text.len(), |(i, _)| i);
+        .get(from..)
+        .and_then(|rest| rest.char_indices().nth(needle.len() * 4 + 512))
+        .map_or(source.text.len(), |(i, _)| from + i);
     let Some(found) = source
         .text
         .get(from..window_end)

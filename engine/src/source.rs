@@ -61,6 +61,28 @@ impl Source {
     /// it exists: `text.lines().nth(line - 1)`, found through the line starts (computed once),
     /// so that looking up every finding's line of a long file is not quadratic.
     pub fn line_text(&self, line: usize) -> Option<&str> {
+        let raw = self.raw_line(line)?.1;
+        Some(
+            raw.strip_suffix('\n')
+                .map_or(raw, |l| l.strip_suffix('\r').unwrap_or(l)),
+        )
+    }
+
+    /// Byte offset of a 1-based `line` / 1-based character `column`, clamped to the text.
+    pub fn offset_of(&self, pos: Pos) -> usize {
+        let Some((start, l)) = self.raw_line(pos.line) else {
+            return self.text.len();
+        };
+        let col_bytes: usize = l
+            .chars()
+            .take(pos.column.saturating_sub(1))
+            .map(char::len_utf8)
+            .sum();
+        start + col_bytes
+    }
+
+    /// The byte offset and text, terminator included, of 1-based `line`, if it exists.
+    fn raw_line(&self, line: usize) -> Option<(usize, &str)> {
         let starts = self.line_starts.get_or_init(|| {
             std::iter::once(0)
                 .chain(newline_offsets(&self.text).map(|i| i + 1))
@@ -71,28 +93,7 @@ impl Source {
             return None;
         }
         let end = starts.get(line).copied().unwrap_or(self.text.len());
-        let raw = self.text.get(start..end)?;
-        Some(
-            raw.strip_suffix('\n')
-                .map_or(raw, |l| l.strip_suffix('\r').unwrap_or(l)),
-        )
-    }
-
-    /// Byte offset of a 1-based `line` / 1-based character `column`, clamped to the text.
-    pub fn offset_of(&self, pos: Pos) -> usize {
-        let mut offset = 0usize;
-        for (i, l) in self.text.split_inclusive('\n').enumerate() {
-            if i + 1 == pos.line {
-                let col_bytes: usize = l
-                    .chars()
-                    .take(pos.column.saturating_sub(1))
-                    .map(char::len_utf8)
-                    .sum();
-                return offset + col_bytes;
-            }
-            offset += l.len();
-        }
-        self.text.len()
+        Some((start, self.text.get(start..end)?))
     }
 }
 
@@ -961,6 +962,25 @@ mod tests {
                 .map(|l| text.lines().nth(l.checked_sub(1)?))
                 .collect();
             assert_eq!(got, want, "{text:?}");
+            // Offsets as a walk over the lines gives them.
+            for line in 0..6usize {
+                for column in [1, 2, 5] {
+                    let mut want = text.len();
+                    let mut offset = 0;
+                    for (i, l) in text.split_inclusive('\n').enumerate() {
+                        if i + 1 == line {
+                            want = offset
+                                + l.chars()
+                                    .take(column - 1)
+                                    .map(char::len_utf8)
+                                    .sum::<usize>();
+                            break;
+                        }
+                        offset += l.len();
+                    }
+                    assert_eq!(source.offset_of(Pos { line, column }), want, "{text:?}");
+                }
+            }
         }
     }
 
