@@ -135,6 +135,8 @@ struct Meter {
     document: Option<u64>,
     /// The budget the current evaluation spent, if it spent one.
     exceeded: Option<Budget>,
+    /// Units charged on this thread, ever (for [`counted`]).
+    total: u64,
 }
 
 thread_local! {
@@ -143,6 +145,7 @@ thread_local! {
             expression: 0,
             document: None,
             exceeded: None,
+            total: 0,
         })
     };
 }
@@ -197,6 +200,7 @@ pub(crate) fn charge(units: u64) -> Result<(), Budget> {
             return Err(spent);
         }
         let limits = current_limits();
+        m.total = m.total.saturating_add(units);
         m.expression = m.expression.saturating_add(units);
         if m.expression > limits.cel_cost {
             m.exceeded = Some(Budget::Expression);
@@ -209,6 +213,36 @@ pub(crate) fn charge(units: u64) -> Result<(), Budget> {
         m.exceeded.map_or(Ok(()), Err)
     })
     .unwrap_or(Ok(()))
+}
+
+/// Runs `f` and returns what it charged (to its expressions, and to the open document if one
+/// is), also through [`charge_document`]: the cost a cache keeps beside what `f` computed.
+pub(crate) fn counted<T>(f: impl FnOnce() -> T) -> (T, u64) {
+    let before = with_meter(|m| m.total).unwrap_or(0);
+    let out = f();
+    let after = with_meter(|m| m.total).unwrap_or(0);
+    (out, after.saturating_sub(before))
+}
+
+/// Charges the open document `units` that a cached result cost when it was computed, so that
+/// a document is charged the same whether the result was computed or taken from a cache.
+/// Returns false, charging nothing, when the document has no room for them: the caller then
+/// computes the result again, and the budget is spent where that computation spends it.
+pub(crate) fn charge_document(units: u64) -> bool {
+    with_meter(|m| {
+        let Some(d) = m.document else {
+            m.total = m.total.saturating_add(units);
+            return true;
+        };
+        let now = d.saturating_add(units);
+        if now > current_limits().cel_document_cost {
+            return false;
+        }
+        m.document = Some(now);
+        m.total = m.total.saturating_add(units);
+        true
+    })
+    .unwrap_or(true)
 }
 
 /// Charges a regex scan of `bytes` bytes: one unit per started 64 bytes, at least one.

@@ -1070,6 +1070,11 @@ type RenderedFragments = (Fragments, Arc<Value>);
 /// the params that entry reads (its `include`, its body, and what the table's fragments read),
 /// so a parameter only some entries read (a run name) re-renders only those entries; a
 /// parameter no expression reads never defeats the cache.
+///
+/// Each cached result keeps the CEL cost its computation charged; a hit charges the document
+/// that cost again ([`cost::charge_document`]), and is not used when the document has no room
+/// for it (the result is then computed, and spends the budget where the computation does), so
+/// a document's budget does not depend on what the documents before it left in the cache.
 #[derive(Debug, Default)]
 pub(crate) struct TableCache {
     /// The params each part reads, found on first use.
@@ -1078,17 +1083,27 @@ pub(crate) struct TableCache {
     /// the entry out. Bounded: params that differ per render (a run name some entries read)
     /// must not grow it without limit. Shared, so that neither a hit nor keeping a fresh body
     /// copies it.
-    entries: Mutex<FastMap<EntryKey, Option<Arc<Value>>>>,
+    entries: Mutex<FastMap<EntryKey, Body>>,
     /// Key of the params the fragments read → the rendered fragments, and as CEL.
-    fragments: Mutex<FastMap<String, Arc<RenderedFragments>>>,
+    fragments: Mutex<FastMap<String, Costed<Arc<RenderedFragments>>>>,
     /// What callers built from the table's rows ([`Table::derived`]), by key and type.
     derived: Derived,
     /// Rows decoded by [`Table::render_decoded`]: `(type, entry key)` → `Option<Arc<T>>`.
-    typed: Mutex<FastMap<(TypeId, EntryKey), DerivedValue>>,
+    typed: Mutex<FastMap<(TypeId, EntryKey), Costed<DerivedValue>>>,
     /// Whole renders of [`Table::render_decoded`]: type → [`render_key`] → `Vec<Kept<T>>`,
     /// each entry's row as the typed cache keeps it. Bounded like the others.
-    renders: Mutex<FastMap<TypeId, FastMap<String, DerivedValue>>>,
+    renders: Mutex<FastMap<TypeId, FastMap<String, Costed<DerivedValue>>>>,
 }
+
+/// A cached result and the CEL cost its computation charged.
+type Costed<T> = (T, u64);
+
+/// An entry's rendered body (`None` when its `include` left it out) and its cost.
+type Body = Costed<Option<Arc<Value>>>;
+
+/// Each entry's row of a decoded render, and the rows decoded for it alone by entry index
+/// ([`Table::decoded_rows`]).
+type DecodedRows<T> = (Vec<Kept<T>>, Vec<Option<Arc<T>>>);
 
 /// An entry's decoded row in one render: left out by its `include`, kept as rendered, kept
 /// with placeholders to fill in, or decoded for this render alone (not kept).
@@ -1507,7 +1522,7 @@ impl Table {
             .iter()
             .zip(bodies)
             .filter_map(|(e, body)| {
-                body.flatten().map(|b| {
+                body.and_then(|(b, _)| b).map(|b| {
                     let mut b = Arc::unwrap_or_clone(b);
                     if !prepared.subs.is_empty() {
                         substitute(&mut b, &prepared.subs);
@@ -1611,15 +1626,48 @@ impl Table {
                 .and_then(|m| m.get(&whole))
                 .cloned()
         });
-        if let Some(kept) = found.and_then(|v| v.downcast::<Vec<Kept<T>>>().ok()) {
+        if let Some((v, cost)) = found
+            && let Ok(kept) = v.downcast::<Vec<Kept<T>>>()
+            && crate::cost::charge_document(cost)
+        {
             return Ok(out(&kept, &mut |_| None));
         }
+        let (kept, cost) = crate::cost::counted(|| self.decoded_rows(params, &decode));
+        let (kept, filled) = kept?;
+        let rows = out(&kept, &mut |i| filled.get(i).cloned().flatten());
+        if filled.is_empty()
+            && let Ok(mut c) = self.cache.renders.lock()
+        {
+            let m = c.entry(TypeId::of::<T>()).or_default();
+            if m.len() >= TABLE_CACHE_ENTRIES {
+                m.clear();
+            }
+            m.insert(whole, (Arc::new(kept), cost));
+        }
+        Ok(rows)
+    }
+
+    /// Each entry's decoded row for `params` ([`Table::render_decoded_as`]), from the typed
+    /// cache or rendered, and the rows that decode only once filled in (by entry index; empty
+    /// when there are none).
+    fn decoded_rows<T, E>(
+        &self,
+        params: &Value,
+        decode: &impl Fn(&str, &Value) -> Result<T, E>,
+    ) -> Result<DecodedRows<T>, E>
+    where
+        T: Any + Send + Sync + Clone,
+        E: From<Error>,
+    {
         let prepared = self.prepare(params, true);
         let typed_key = |i: usize| (TypeId::of::<T>(), prepared.keys[i].clone());
         let mut kept: Vec<Option<Kept<T>>> = match self.cache.typed.lock() {
             Ok(c) => (0..self.entries.len())
                 .map(|i| {
-                    let v = c.get(&typed_key(i))?;
+                    let (v, cost) = c.get(&typed_key(i))?;
+                    if !crate::cost::charge_document(*cost) {
+                        return None;
+                    }
                     match v.downcast_ref::<Option<Arc<T>>>() {
                         Some(Some(row)) => Some(Kept::Row(row.clone())),
                         Some(None) => Some(Kept::Out),
@@ -1639,23 +1687,23 @@ impl Table {
             self.render_fragments(&prepared.params)?;
         } else {
             let bodies = self.raw_bodies(&prepared, true, &wanted)?;
-            let mut fresh: Vec<(usize, DerivedValue)> = Vec::new();
+            let mut fresh: Vec<(usize, (DerivedValue, u64))> = Vec::new();
             for (i, body) in bodies.into_iter().enumerate() {
-                let Some(body) = body else { continue };
+                let Some((body, cost)) = body else { continue };
                 let k = match body {
                     None => {
-                        fresh.push((i, Arc::new(None::<Arc<T>>)));
+                        fresh.push((i, (Arc::new(None::<Arc<T>>), cost)));
                         Kept::Out
                     }
                     Some(b) if prepared.subs.is_empty() || !holds_mark(&b) => {
                         let row = Arc::new(decode(&self.entries[i].id, &b)?);
-                        fresh.push((i, Arc::new(Some(row.clone()))));
+                        fresh.push((i, (Arc::new(Some(row.clone())), cost)));
                         Kept::Row(row)
                     }
                     Some(b) => match decode(&self.entries[i].id, &b) {
                         Ok(row) => {
                             let row = Arc::new(row);
-                            fresh.push((i, Arc::new(Marked(row.clone()))));
+                            fresh.push((i, (Arc::new(Marked(row.clone())), cost)));
                             Kept::Marked(row)
                         }
                         Err(_) => {
@@ -1680,17 +1728,7 @@ impl Table {
             }
         }
         let kept: Vec<Kept<T>> = kept.into_iter().map(|k| k.unwrap_or(Kept::Out)).collect();
-        let rows = out(&kept, &mut |i| filled.get_mut(i).and_then(Option::take));
-        if filled.is_empty()
-            && let Ok(mut c) = self.cache.renders.lock()
-        {
-            let m = c.entry(TypeId::of::<T>()).or_default();
-            if m.len() >= TABLE_CACHE_ENTRIES {
-                m.clear();
-            }
-            m.insert(whole, Arc::new(kept));
-        }
-        Ok(rows)
+        Ok((kept, filled))
     }
 
     /// The substitutions for `params`, the params rendered with (placeholders in place of the
@@ -1738,28 +1776,32 @@ impl Table {
         prepared: &Prepared<'_>,
         honor_include: bool,
         wanted: &[bool],
-    ) -> Result<Vec<Option<Option<Arc<Value>>>>, Error> {
+    ) -> Result<Vec<Option<Body>>, Error> {
         let keys = &prepared.keys;
-        let mut rendered: Vec<Option<Option<Arc<Value>>>> = match self.cache.entries.lock() {
+        // Always: a fragment that fails for these params fails the render (see `reads`).
+        let (scope, frags) = self.render_fragments(&prepared.params)?;
+        let mut rendered: Vec<Option<(Option<Arc<Value>>, u64)>> = match self.cache.entries.lock() {
             Ok(c) => keys
                 .iter()
                 .zip(wanted)
-                .map(|(k, w)| if *w { c.get(k).cloned() } else { None })
+                .map(|(k, w)| {
+                    let (body, cost) = c.get(k).filter(|_| *w)?;
+                    crate::cost::charge_document(*cost).then(|| (body.clone(), *cost))
+                })
                 .collect(),
             Err(_) => vec![None; keys.len()],
         };
-        let missing = |r: &[Option<Option<Arc<Value>>>], i: usize| wanted[i] && r[i].is_none();
-        // Always: a fragment that fails for these params fails the render (see `reads`).
-        let (scope, frags) = self.render_fragments(&prepared.params)?;
+        let missing = |r: &[Option<Body>], i: usize| wanted[i] && r[i].is_none();
         if (0..keys.len()).any(|i| missing(&rendered, i)) {
             let mut fresh = Vec::new();
             for i in 0..keys.len() {
                 if missing(&rendered, i) {
-                    let body = self
-                        .render_entry(&self.entries[i], &scope, &frags.0, honor_include)?
-                        .map(Arc::new);
-                    fresh.push((i, body.clone()));
-                    rendered[i] = Some(body);
+                    let (body, cost) = crate::cost::counted(|| {
+                        self.render_entry(&self.entries[i], &scope, &frags.0, honor_include)
+                    });
+                    let body = body?.map(Arc::new);
+                    fresh.push((i, (body.clone(), cost)));
+                    rendered[i] = Some((body, cost));
                 }
             }
             if let Ok(mut c) = self.cache.entries.lock() {
@@ -1783,12 +1825,32 @@ impl Table {
             .fragments
             .lock()
             .ok()
-            .and_then(|c| c.get(&key).cloned());
+            .and_then(|c| c.get(&key).cloned())
+            .filter(|(_, cost)| crate::cost::charge_document(*cost));
         let mut scope = Scope::new();
         scope.bind("params", params);
         let rendered = match cached {
-            Some(r) => r,
+            Some((r, _)) => r,
             None => {
+                let (frags, cost) = crate::cost::counted(|| self.fragments_rendered(&mut scope));
+                let r = Arc::new(frags?);
+                if let Ok(mut c) = self.cache.fragments.lock() {
+                    if c.len() >= TABLE_CACHE_ENTRIES {
+                        c.clear();
+                    }
+                    c.insert(key, (r.clone(), cost));
+                }
+                r
+            }
+        };
+        scope.bind_shared("fragments", rendered.1.clone());
+        Ok((scope, rendered))
+    }
+
+    /// The table's fragments rendered in `scope` (which binds `params`), in order.
+    fn fragments_rendered(&self, scope: &mut Scope) -> Result<RenderedFragments, Error> {
+        {
+            {
                 let mut frags = Fragments::new();
                 for (name, t) in &self.fragments {
                     // A later fragment may read the earlier ones as `fragments` in CEL: bound
@@ -1805,7 +1867,7 @@ impl Table {
                             Arc::new(Value::Object(frags.clone().into_iter().collect())),
                         );
                     }
-                    let v = t.render(&scope, &frags).map_err(|message| Error::Pack {
+                    let v = t.render(scope, &frags).map_err(|message| Error::Pack {
                         file: self.source.name.clone(),
                         pos: None,
                         rule: None,
@@ -1814,18 +1876,9 @@ impl Table {
                     frags.insert(name.clone(), v);
                 }
                 let shared = Arc::new(Value::Object(frags.clone().into_iter().collect()));
-                let r = Arc::new((frags, shared));
-                if let Ok(mut c) = self.cache.fragments.lock() {
-                    if c.len() >= TABLE_CACHE_ENTRIES {
-                        c.clear();
-                    }
-                    c.insert(key, r.clone());
-                }
-                r
+                Ok((frags, shared))
             }
-        };
-        scope.bind_shared("fragments", rendered.1.clone());
-        Ok((scope, rendered))
+        }
     }
 
     /// One entry's body, or `None` when its `include` (honoured) is false.
@@ -2910,6 +2963,52 @@ mod tests {
         assert_eq!(renders(&t), 2);
         assert_eq!(render("d", 1), ["fixed=1", "named=d-runtime"]);
         assert_eq!(decodes.load(std::sync::atomic::Ordering::Relaxed), 4);
+    }
+
+    #[test]
+    fn a_document_is_charged_a_table_render_alike_from_the_cache_or_not() {
+        use crate::cost::{DocumentBudget, with_test_limits};
+        use crate::limits::Limits;
+        let t = table(concat!(
+            "fragments:\n  f: \"${{ [1, 2, 3].filter(x, x > params.n) }}\"\n",
+            "entries:\n",
+            "- id: costly\n  include: \"[1, 2, 3, 4, 5, 6, 7, 8].all(x, x > 0)\"\n  v: \"${{ params.n }}\"\n",
+            "- id: named\n  v: \"${{ params.entryName }}\"\n",
+        ));
+        let decode = |_: &str, v: &Value| -> Result<String, Error> { Ok(v["v"].to_string()) };
+        let strings = |row: &mut String, f: &mut dyn FnMut(&mut String)| f(row);
+        // Each render is a document of its own: what it used, or its error.
+        let document = |name: &str, limit: u64| {
+            let limits = Limits {
+                cel_document_cost: limit,
+                ..Limits::default()
+            };
+            with_test_limits(limits, || {
+                let _budget = DocumentBudget::open();
+                let rendered =
+                    t.render_decoded(&json!({"entryName": name, "n": 1}), decode, strings);
+                rendered
+                    .map(|_| DocumentBudget::used().unwrap_or(0))
+                    .map_err(|e| e.to_string())
+            })
+        };
+        let cold = document("a", u64::MAX).expect("renders");
+        assert!(cold > 8, "{cold}");
+        // From the whole render, the typed rows and the bodies kept: charged the same.
+        assert_eq!(document("b", u64::MAX), Ok(cold));
+        t.cache.renders.lock().expect("lock").clear();
+        assert_eq!(document("c", u64::MAX), Ok(cold));
+        t.cache.typed.lock().expect("lock").clear();
+        assert_eq!(document("d", u64::MAX), Ok(cold));
+        // A budget the render does not fit in is spent by it, cached or not.
+        let refused = document("e", cold - 1).expect_err("over the budget");
+        assert!(refused.contains("per-document limit"), "{refused}");
+        t.cache.renders.lock().expect("lock").clear();
+        t.cache.typed.lock().expect("lock").clear();
+        t.cache.entries.lock().expect("lock").clear();
+        t.cache.fragments.lock().expect("lock").clear();
+        assert_eq!(document("f", cold - 1), Err(refused));
+        assert_eq!(document("g", cold), Ok(cold));
     }
 
     #[test]
