@@ -1107,22 +1107,12 @@ type DecodedRows<T> = (Vec<Kept<T>>, Vec<Option<Arc<T>>>);
 
 /// An entry's decoded row in one render: left out by its `include`, kept as rendered, kept
 /// with placeholders to fill in, or decoded for this render alone (not kept).
+#[derive(Clone)]
 enum Kept<T> {
     Out,
     Row(Arc<T>),
     Marked(Arc<T>),
     Filled,
-}
-
-impl<T> Clone for Kept<T> {
-    fn clone(&self) -> Self {
-        match self {
-            Kept::Out => Kept::Out,
-            Kept::Row(r) => Kept::Row(r.clone()),
-            Kept::Marked(r) => Kept::Marked(r.clone()),
-            Kept::Filled => Kept::Filled,
-        }
-    }
 }
 
 /// The key of a whole render with `params`: their JSON text, each substituted param (`subs`
@@ -1133,20 +1123,27 @@ fn render_key(params: &Value, subs: &[(String, &str)], substituted: &BTreeSet<St
         Some(map) if !subs.is_empty() => map,
         _ => return params.to_string(),
     };
+    object_text(map.iter().map(|(name, v)| {
+        if substituted.contains(name) && v.is_string() {
+            (name, Cow::Owned(Value::String(placeholder(name))))
+        } else {
+            (name, Cow::Borrowed(v))
+        }
+    }))
+}
+
+/// `fields` as the text of a JSON object, written directly, without building the object.
+fn object_text<'a>(fields: impl Iterator<Item = (&'a String, Cow<'a, Value>)>) -> String {
     let mut out = Vec::with_capacity(128);
     out.push(b'{');
-    for (name, v) in map {
+    for (name, v) in fields {
         if out.len() > 1 {
             out.push(b',');
         }
         // Writing JSON into a Vec cannot fail.
         let _ = serde_json::to_writer(&mut out, name);
         out.push(b':');
-        if substituted.contains(name) && v.is_string() {
-            let _ = serde_json::to_writer(&mut out, &placeholder(name));
-        } else {
-            let _ = serde_json::to_writer(&mut out, v);
-        }
+        let _ = serde_json::to_writer(&mut out, &*v);
     }
     out.push(b'}');
     String::from_utf8(out).unwrap_or_default()
@@ -1293,21 +1290,11 @@ const TABLE_CACHE_ENTRIES: usize = 4096;
 fn params_key(reads: &FieldReads, params: &Value) -> String {
     match (reads, params.as_object()) {
         // Absent and null stay apart: `params.?x` tells them apart.
-        (FieldReads::Fields(names), Some(map)) => {
-            let mut out = Vec::with_capacity(64);
-            out.push(b'{');
-            for (name, v) in names.iter().filter_map(|n| Some((n, map.get(n)?))) {
-                if out.len() > 1 {
-                    out.push(b',');
-                }
-                // Writing JSON into a Vec cannot fail.
-                let _ = serde_json::to_writer(&mut out, name);
-                out.push(b':');
-                let _ = serde_json::to_writer(&mut out, v);
-            }
-            out.push(b'}');
-            String::from_utf8(out).unwrap_or_default()
-        }
+        (FieldReads::Fields(names), Some(map)) => object_text(
+            names
+                .iter()
+                .filter_map(|n| Some((n, Cow::Borrowed(map.get(n)?)))),
+        ),
         _ => params.to_string(),
     }
 }
@@ -1780,7 +1767,7 @@ impl Table {
         let keys = &prepared.keys;
         // Always: a fragment that fails for these params fails the render (see `reads`).
         let (scope, frags) = self.render_fragments(&prepared.params)?;
-        let mut rendered: Vec<Option<(Option<Arc<Value>>, u64)>> = match self.cache.entries.lock() {
+        let mut rendered: Vec<Option<Body>> = match self.cache.entries.lock() {
             Ok(c) => keys
                 .iter()
                 .zip(wanted)
@@ -1849,36 +1836,32 @@ impl Table {
 
     /// The table's fragments rendered in `scope` (which binds `params`), in order.
     fn fragments_rendered(&self, scope: &mut Scope) -> Result<RenderedFragments, Error> {
-        {
-            {
-                let mut frags = Fragments::new();
-                for (name, t) in &self.fragments {
-                    // A later fragment may read the earlier ones as `fragments` in CEL: bound
-                    // (a copy of those rendered so far) only for one that does, since copying
-                    // them for each fragment grew with the square of their number.
-                    let mut reads_fragments = false;
-                    t.for_each_expr(&mut |e: &Expr| {
-                        reads_fragments |=
-                            !matches!(e.fragment_reads(), FieldReads::Fields(f) if f.is_empty());
-                    });
-                    if reads_fragments {
-                        scope.bind_shared(
-                            "fragments",
-                            Arc::new(Value::Object(frags.clone().into_iter().collect())),
-                        );
-                    }
-                    let v = t.render(scope, &frags).map_err(|message| Error::Pack {
-                        file: self.source.name.clone(),
-                        pos: None,
-                        rule: None,
-                        message: format!("fragment {name}: {message}"),
-                    })?;
-                    frags.insert(name.clone(), v);
-                }
-                let shared = Arc::new(Value::Object(frags.clone().into_iter().collect()));
-                Ok((frags, shared))
+        let mut frags = Fragments::new();
+        for (name, t) in &self.fragments {
+            // A later fragment may read the earlier ones as `fragments` in CEL: bound
+            // (a copy of those rendered so far) only for one that does, since copying
+            // them for each fragment grew with the square of their number.
+            let mut reads_fragments = false;
+            t.for_each_expr(&mut |e: &Expr| {
+                reads_fragments |=
+                    !matches!(e.fragment_reads(), FieldReads::Fields(f) if f.is_empty());
+            });
+            if reads_fragments {
+                scope.bind_shared(
+                    "fragments",
+                    Arc::new(Value::Object(frags.clone().into_iter().collect())),
+                );
             }
+            let v = t.render(scope, &frags).map_err(|message| Error::Pack {
+                file: self.source.name.clone(),
+                pos: None,
+                rule: None,
+                message: format!("fragment {name}: {message}"),
+            })?;
+            frags.insert(name.clone(), v);
         }
+        let shared = Arc::new(Value::Object(frags.clone().into_iter().collect()));
+        Ok((frags, shared))
     }
 
     /// One entry's body, or `None` when its `include` (honoured) is false.

@@ -540,6 +540,40 @@ fn a_nodes_file_of_full_node_objects_is_read() {
 
 // ---- files and streams --------------------------------------------------------------------
 
+/// `check --platform aws --gpu-arch h100 -o json d`, run in `dir`.
+fn check_d_as_json(dir: &std::path::Path) -> std::process::Output {
+    bin()
+        .args([
+            "check",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            "-o",
+            "json",
+            "d",
+        ])
+        .current_dir(dir)
+        .timeout(std::time::Duration::from_secs(60))
+        .output()
+        .expect("runs")
+}
+
+/// `(ruleId, file)` of each finding of a JSON report, in report order.
+fn rule_and_file(report: &serde_json::Value) -> Vec<(String, String)> {
+    findings(report)
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|f| {
+            (
+                f["ruleId"].as_str().unwrap_or("").to_string(),
+                f["file"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect()
+}
+
 /// A directory with a named pipe, a broken symlink, an unparseable file and a file with a
 /// finding: the pipe is skipped with a note (it would block forever), every other file is
 /// reported, exit 2.
@@ -561,21 +595,7 @@ fn a_directory_walk_skips_pipes_and_reports_every_other_file() {
         d.join("sub/c.yaml"),
     )
     .expect("copy");
-    let out = bin()
-        .args([
-            "check",
-            "--platform",
-            "aws",
-            "--gpu-arch",
-            "h100",
-            "-o",
-            "json",
-            "d",
-        ])
-        .current_dir(dir.path())
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .expect("runs");
+    let out = check_d_as_json(dir.path());
     assert_eq!(out.status.code(), Some(2));
     assert_eq!(
         without_summary(&["check"], &String::from_utf8_lossy(&out.stderr)),
@@ -584,19 +604,8 @@ fn a_directory_walk_skips_pipes_and_reports_every_other_file() {
          Error: reading d/broken.yaml: no such file or directory\n"
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let rows: Vec<(String, String)> = findings(&report)
-        .as_array()
-        .expect("list")
-        .iter()
-        .map(|f| {
-            (
-                f["ruleId"].as_str().unwrap_or("").to_string(),
-                f["file"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect();
     assert_eq!(
-        rows,
+        rule_and_file(&report),
         [(
             "workload-queue-label-conflict".to_string(),
             "d/sub/c.yaml".to_string()
@@ -635,42 +644,19 @@ fn a_file_whose_name_is_not_utf8_is_read_in_a_directory_and_named_with_u_fffd() 
         d.join(latin1),
     )
     .expect("copy");
-    let out = bin()
-        .args([
-            "check",
-            "--platform",
-            "aws",
-            "--gpu-arch",
-            "h100",
-            "-o",
-            "json",
-            "d",
-        ])
-        .current_dir(dir.path())
-        .timeout(std::time::Duration::from_secs(60))
-        .output()
-        .expect("runs");
+    let out = check_d_as_json(dir.path());
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         without_summary(&["check"], &String::from_utf8_lossy(&out.stderr)),
         ""
     );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let findings = findings(&report);
-    let rows: Vec<(&str, &str)> = findings
-        .as_array()
-        .expect("list")
-        .iter()
-        .map(|f| {
-            (
-                f["ruleId"].as_str().unwrap_or(""),
-                f["file"].as_str().unwrap_or(""),
-            )
-        })
-        .collect();
     assert_eq!(
-        rows,
-        [("workload-queue-label-conflict", "d/caf\u{FFFD}.yaml")]
+        rule_and_file(&report),
+        [(
+            "workload-queue-label-conflict".to_string(),
+            "d/caf\u{FFFD}.yaml".to_string()
+        )]
     );
 
     // `render` of the directory reads it too: the same Workflow as the file it is a copy of.

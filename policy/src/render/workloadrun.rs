@@ -405,10 +405,14 @@ fn sizing(
 /// `workload-labels` stage (the one stage that then sees the Workflow) can read that list
 /// (see [`RenderRequest::findings_only`]).
 fn rows_listed(rules: &RuleSet, req: &RenderRequest, ctx: &NodeContext) -> bool {
-    !(req.findings_only && ctx.platform.is_empty())
-        || rules
-            .stage(contract::WORKLOAD_LABELS)
-            .any(|p| p.may_touch(&["spec", "overrides"]))
+    !(req.findings_only && ctx.platform.is_empty()) || labels_read_rows(rules)
+}
+
+/// Whether a rule of the construction `workload-labels` stage may read `spec.overrides`.
+fn labels_read_rows(rules: &RuleSet) -> bool {
+    rules
+        .stage(contract::WORKLOAD_LABELS)
+        .any(|p| p.may_touch(&["spec", "overrides"]))
 }
 
 /// Whether the listed platform rows that cannot match the platform and architecture are listed
@@ -416,11 +420,7 @@ fn rows_listed(rules: &RuleSet, req: &RenderRequest, ctx: &NodeContext) -> bool 
 /// construction `workload-labels` stage can read the list (the overrides are resolved, which
 /// skips such a row, and the list is then cleared; see [`rows_listed`]).
 fn rows_pruned(rules: &RuleSet, req: &RenderRequest, ctx: &NodeContext) -> bool {
-    req.findings_only
-        && !ctx.platform.is_empty()
-        && !rules
-            .stage(contract::WORKLOAD_LABELS)
-            .any(|p| p.may_touch(&["spec", "overrides"]))
+    req.findings_only && !ctx.platform.is_empty() && !labels_read_rows(rules)
 }
 
 /// The rows of the platform override table, rendered for this run, with the user's `spec.env`
@@ -451,20 +451,16 @@ fn platform_rows(
     // Decoded once per distinct row: most rows render the same for every run, and a row that
     // carries the run's name is filled in.
     let decode = |id: &str, value: &Value| detect::decode_row::<PlatformOverride>(table, id, value);
-    let may_match = |o: &PlatformOverride| !pruned || may_match(&o.when, platform, arch);
+    let read = |o: &PlatformOverride| !pruned || may_match(&o.when, platform, arch);
     let mut rows = if listed && pruned {
         // Only the rows that may match are copied whole to be filled in.
         let part = |o: &PlatformOverride| {
-            if may_match(o) {
-                o.clone()
-            } else {
-                o.when_only()
-            }
+            if read(o) { o.clone() } else { o.when_only() }
         };
         let mut rows =
             table.render_decoded_part(&params, decode, PlatformOverride::each_string, part)?;
         for (_, o) in &mut rows {
-            if !may_match(o) && Arc::get_mut(o).is_none() {
+            if !read(o) && Arc::get_mut(o).is_none() {
                 *o = Arc::new(o.when_only());
             }
         }
@@ -483,7 +479,7 @@ fn platform_rows(
         let build_ctx = OverrideContext::build_time(platform, arch);
         for (_, o) in &mut rows {
             // A `when` that fails to evaluate fails the build, which evaluates it again.
-            if !listed && when_matches(&o.when, &build_ctx) == Ok(false) || !may_match(o) {
+            if !listed && when_matches(&o.when, &build_ctx) == Ok(false) || !read(o) {
                 continue;
             }
             if !listed && Arc::get_mut(o).is_none() {
