@@ -236,6 +236,23 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
             };
             return emit(rules, rules_info, args, &outputs, &checked, started);
         }
+        // A flag refused by the rule set itself (a table it needs is missing or fails) is an
+        // error of the rules, reported as `run_unloaded` reports a set that does not load.
+        Err(input::NodeArgsError::Flags(e))
+            if !matches!(e.cause(), nvcre_domain::PolicyError::Usage(_)) =>
+        {
+            let checked = Checked {
+                errors: vec![InputError {
+                    place: Place::Other,
+                    ..InputError::new(
+                        rules_info.source.clone(),
+                        format!("{}: {e}", rules_info.source),
+                    )
+                }],
+                ..Checked::default()
+            };
+            return emit(rules, rules_info, args, &outputs, &checked, started);
+        }
         Err(e) => {
             report::error_line(&e.to_string());
             return ExitCode::from(2);
@@ -1178,11 +1195,13 @@ fn document_checked(
         findings: encoded,
         error: error.map(|e| InputError {
             file: doc.source.name.clone(),
+            // An error of the whole document is reported at its start, and names it.
             pos: match &e {
                 nvcre_domain::PolicyError::Input { pos, .. } => *pos,
+                e if !e.names_place() => doc.spans.lookup(&nvcre_engine::FieldPath::root()),
                 _ => None,
             },
-            message: e.to_string(),
+            message: e.located(&nvcre_domain::document_place(doc)).to_string(),
             // Set by the checker, which knows the input (`check_batch`).
             place: Place::Other,
         }),

@@ -442,8 +442,14 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                     report::render_note_line(w);
                 }
                 if args.expand {
-                    let expanded = expand(rules, &rendered)
-                        .map_err(|e| report_policy_error(&led_by_objects(e)))?;
+                    let expanded = expand(rules, &rendered).map_err(|e| {
+                        let e = led_by_objects(e);
+                        report_policy_error(&if docs.len() > 1 {
+                            e.located(&nvcre_domain::document_place(doc))
+                        } else {
+                            e
+                        })
+                    })?;
                     for line in &expanded.summary {
                         report::stderr_line(line);
                     }
@@ -455,6 +461,13 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                 } else {
                     outputs.push(rendered.workflow);
                 }
+            }
+            // Among several documents, an error that names no place names the document's; one
+            // document's keeps the original message alone.
+            Err(e) if docs.len() > 1 => {
+                return Err(report_policy_error(
+                    &e.located(&nvcre_domain::document_place(doc)),
+                ));
             }
             Err(e) => return Err(report_policy_error(&e)),
         }

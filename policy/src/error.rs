@@ -82,6 +82,15 @@ pub enum PolicyError {
     },
 }
 
+/// `file:line:col` of `doc`'s first node (`file` alone for an empty document): the place an
+/// error of the whole document is reported at ([`PolicyError::located`]).
+pub fn document_place(doc: &nvcre_engine::Document) -> String {
+    match doc.spans.lookup(&nvcre_engine::FieldPath::root()) {
+        Some(p) => format!("{}:{p}", doc.source.name),
+        None => doc.source.name.clone(),
+    }
+}
+
 impl PolicyError {
     /// [`PolicyError::TableEntry`] for entry `id` of `table`, located at the entry (the
     /// table's file alone when no entry has that id).
@@ -96,6 +105,53 @@ impl PolicyError {
             table: table.name.clone(),
             entry: id.to_string(),
             message,
+        }
+    }
+
+    /// This error led by `at` (`file:line:col` of the document it stopped, see
+    /// [`document_place`]) when its message names no place of its own: a placement, a build
+    /// or resolution error, a missing or undecided table, an engine error without a location.
+    /// Among several documents, the message alone would not say which one failed. An error
+    /// that names its place (an input error, a rejection's findings, a rule file's error, a
+    /// table entry) or is about the flags is returned as it is. The variant, and so the exit
+    /// code, is kept for a placement; every other located error becomes [`PolicyError::Build`]
+    /// (exit 2, as before).
+    #[must_use]
+    pub fn located(self, at: &str) -> PolicyError {
+        if self.names_place() {
+            return self;
+        }
+        match self {
+            PolicyError::Noted {
+                error,
+                findings,
+                notes,
+            } => PolicyError::Noted {
+                error: Box::new(error.located(at)),
+                findings,
+                notes,
+            },
+            PolicyError::Placement(m) => PolicyError::Placement(format!("{at}: {m}")),
+            other => PolicyError::Build(format!("{at}: {other}")),
+        }
+    }
+
+    /// True when the message names its own place or needs none ([`PolicyError::located`]
+    /// leaves it as it is): an input error, a rejection (its findings are located), a table
+    /// entry's or a rule file's error, a usage error.
+    pub fn names_place(&self) -> bool {
+        match self {
+            PolicyError::Noted { error, .. } => error.names_place(),
+            PolicyError::Placement(_)
+            | PolicyError::Build(_)
+            | PolicyError::Resolve(_)
+            | PolicyError::MissingTable(_)
+            | PolicyError::NoMatchingRow { .. } => false,
+            PolicyError::Engine(e) => e.location().is_some(),
+            PolicyError::Rejected(_)
+            | PolicyError::Usage(_)
+            | PolicyError::Input { .. }
+            | PolicyError::TableEntry { .. } => true,
         }
     }
 
@@ -166,6 +222,41 @@ fn first_error(findings: &[Finding]) -> &str {
 mod tests {
     use super::*;
     use crate::render::Note;
+
+    /// Only an error that names no place of its own is led by the document's; a placement
+    /// stays a placement (exit 1), the others become build errors (exit 2), and a noted
+    /// error keeps its findings.
+    #[test]
+    fn located_leads_only_errors_without_a_place() {
+        let at = "in.yaml:10:1";
+        let placed = PolicyError::Placement("No target nodes found".into()).located(at);
+        assert!(
+            matches!(&placed, PolicyError::Placement(m) if m == "in.yaml:10:1: No target nodes found")
+        );
+        let table = PolicyError::MissingTable("gpu-products".into()).located(at);
+        assert!(
+            matches!(&table, PolicyError::Build(m) if m == "in.yaml:10:1: rule set has no table \"gpu-products\"")
+        );
+        let noted = PolicyError::Build("b".into())
+            .noted(vec![warning("w")], Vec::new())
+            .located(at);
+        assert_eq!(noted.to_string(), "in.yaml:10:1: b");
+        let (_, findings, _) = noted.into_parts();
+        assert_eq!(findings.len(), 1);
+        for kept in [
+            PolicyError::Usage("u".into()),
+            PolicyError::Input {
+                file: "f".into(),
+                pos: None,
+                message: "m".into(),
+            },
+            PolicyError::Rejected(vec![warning("w")]),
+        ] {
+            assert!(kept.names_place());
+            let text = kept.to_string();
+            assert_eq!(kept.located(at).to_string(), text);
+        }
+    }
 
     fn warning(id: &str) -> Finding {
         Finding {

@@ -73,7 +73,7 @@ pub use detect::{
     GangDefaults, gang_defaults, gpu_products, placement_policy, scheduling_policy,
     selectable_platforms,
 };
-pub use error::PolicyError;
+pub use error::{PolicyError, document_place};
 pub use hazards::{NULL_QUANTITY_RULE, YAML_QUOTE_RULE, yaml_quote_findings};
 pub use nodes::{Discovery, detect_gpu_architecture, discover_targets};
 pub use nodes::{GpuProductRule, GpuProducts, Node, NodeError, nodes_from_documents};

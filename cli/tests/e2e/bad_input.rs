@@ -2388,3 +2388,115 @@ refused!(
     2,
     "Error: in.yaml:6:17: parsing Workflow: spec.orchestration.execution.timeoutPerJob: invalid type: list, expected a string\n"
 );
+
+/// The working directory of [`run_with_rules`]: `in.yaml` = `input` and a copy of the rules
+/// without `removed` (a rule file, relative to `rules/`).
+fn rules_without(removed: &str, input: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(&root().join("rules"), &dir.path().join("rules"));
+    std::fs::remove_file(dir.path().join("rules").join(removed)).expect("remove");
+    std::fs::write(dir.path().join("in.yaml"), input).expect("write input");
+    dir
+}
+
+/// `(code, stdout, stderr)` of `--rules rules ARGS` run in `dir`, stderr without the summary.
+fn run_with_rules(dir: &tempfile::TempDir, args: &[&str]) -> (i32, String, String) {
+    let out = bin()
+        .args(["--rules", "rules"])
+        .args(args)
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        without_summary(args, &stderr),
+    )
+}
+
+/// A flag the rule set cannot serve (`--platform` without the platform-detection table) is an
+/// error of the rules, in every report asked for: a CI job reading `-o json` gets the envelope,
+/// not an empty stdout.
+#[test]
+fn a_flag_the_rules_cannot_serve_is_an_error_of_the_rules_in_the_report() {
+    let dir = rules_without("detect/platforms.yaml", &gpu_run(""));
+    let args = ["check", "-o", "json", "--platform", "aws", "in.yaml"];
+    let (code, stdout, stderr) = run_with_rules(&dir, &args);
+    let message = "rules: rule set has no table \"platform-detection\"";
+    assert_eq!(
+        (code, stderr.as_str()),
+        (2, format!("Error: {message}\n").as_str())
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(
+        report["results"],
+        serde_json::json!([{"file": "rules", "documents": 0, "findings": [], "errors": [{"message": message}]}])
+    );
+    assert_eq!(report["summary"]["inputErrors"], 1);
+    assert_eq!(report["summary"]["passed"], false);
+    // A usage error stays one: stderr alone, no summary.
+    let out = bin()
+        .args(["check", "-o", "json", "--gpu-arch", "z9", "in.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(
+        (out.status.code(), out.stdout.as_slice()),
+        (Some(2), &b""[..]),
+        "{stderr}"
+    );
+    assert!(
+        stderr.starts_with("Error: invalid --gpu-arch \"z9\""),
+        "{stderr}"
+    );
+}
+
+/// An error that stops one document's check and names no place (here a table the rules lack)
+/// is reported at the document's start, so that among several documents the one it stopped
+/// is named.
+#[test]
+fn a_document_error_without_a_place_names_the_document() {
+    let input = format!("{}---\n# second\n{}", gpu_run(""), gpu_run(""));
+    let dir = rules_without("defaults/gpu-products.yaml", &input);
+    let (code, stdout, stderr) = run_with_rules(&dir, &["check", "-o", "json", "in.yaml"]);
+    let want = |line: u64| format!("in.yaml:{line}:1: rule set has no table \"gpu-products\"");
+    assert_eq!(
+        (code, stderr),
+        (2, format!("Error: {}\nError: {}\n", want(1), want(10)))
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(
+        report["results"][0]["errors"],
+        serde_json::json!([
+            {"message": want(1), "line": 1, "column": 1},
+            {"message": want(10), "line": 10, "column": 1},
+        ])
+    );
+}
+
+/// `render` of several WorkloadRuns names the one a placement failure stopped; of one, the
+/// message stays the original's alone.
+#[test]
+fn render_names_the_document_a_placement_failure_stopped_among_several() {
+    let run = std::fs::read_to_string(root().join("examples/nccl-all-reduce.yaml")).expect("read");
+    let unplaceable = run.replace(
+        "nvidia.com/gpu.present: \"true\"",
+        "nvidia.com/gpu.present: \"false\"",
+    );
+    assert_ne!(run, unplaceable);
+    let nodes = path("examples/nodes/aws-h100-18.yaml");
+    let message = "No target nodes found matching orchestration target (18 node(s) given; a target node matches spec.target, carries nvidia.com/gpu.present=true and is schedulable)";
+    let (code, stdout, stderr) = run_in(
+        &["render", "--nodes-file", &nodes, "in.yaml"],
+        format!("{run}---\n{unplaceable}"),
+    );
+    let second = run.lines().count() + 2 + 3; // the `---` line, then the example's 3 comment lines
+    assert_eq!(
+        (code, stdout.as_str(), stderr),
+        (1, "", format!("in.yaml:{second}:1: {message}\n"))
+    );
+    let (code, _, stderr) = run_in(&["render", "--nodes-file", &nodes, "in.yaml"], unplaceable);
+    assert_eq!((code, stderr), (1, format!("{message}\n")));
+}
