@@ -315,3 +315,84 @@ fn a_threshold_that_cannot_be_evaluated_exits_2_in_words() {
         }])
     );
 }
+
+/// A row whose bandwidth is out of range (a 310-digit number, which the profile's pattern
+/// matches) or not a number is skipped: averaged in, it made its size's average `inf` and
+/// passed every `value >= N` threshold.
+#[test]
+fn a_bandwidth_out_of_range_is_skipped_not_averaged_in() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let row = |bus: &str| {
+        format!(
+            "        1024           256     float     sum      -1    10.0    5.00    {bus}      0    10.0    5.00    9.00      0\n"
+        )
+    };
+    let huge = "9".repeat(310);
+    let text = format!("{}{}", row("9.00"), row(&huge));
+    let log = dir.path().join("nccl.log");
+    std::fs::write(&log, text).expect("write");
+    let (code, out, err) = run(&[
+        "measure",
+        "bandwidth",
+        "--profile",
+        "nccl-bandwidth",
+        "--threshold",
+        "busBandwidthGBps=value >= 400",
+        "-o",
+        "json",
+        &log.display().to_string(),
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        doc["status"]["results"],
+        serde_json::json!([{"sizeBytes": 1024, "algBW": "5.00", "busBW": "9.00", "samples": 1}])
+    );
+    assert_eq!(doc["thresholds"][0]["passed"], false);
+    assert_eq!(doc["thresholds"][0]["value"], 9.0);
+}
+
+/// A log whose lines carry kubelet (UTC) times is measured over those times: Megatron's own
+/// bracketed times are the pod's local time without a zone, read as UTC, and once stretched
+/// the window by the pod's offset (7 hours here: a goodput of 1.0 over 25,225 s).
+#[test]
+fn the_goodput_window_of_a_kubelet_log_is_its_lines_times() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let step = |at: &str, local: &str, n: u32| {
+        format!(
+            "2026-03-25T{at}.000000000Z  [2026-03-25 {local}] iteration       {n}/  139100 | consumed samples:          360 | elapsed time per iteration (ms): 1238.2 | throughput per GPU (TFLOP/s/GPU): 602.6 | lm loss: 8.356363E+00 |\n"
+        )
+    };
+    let text = format!(
+        "2026-03-25T14:30:00.000000000Z using world size: 16, data-parallel size: 8, context-parallel size: 1, tensor-model-parallel size: 2, pipeline-model-parallel size: 1\n{}{}{}",
+        step("14:30:05", "07:30:05", 10),
+        step("14:30:17", "07:30:17", 20),
+        step("14:30:30", "07:30:30", 30),
+    );
+    let log = dir.path().join("train.log");
+    std::fs::write(&log, text).expect("write");
+    let (code, out, err) = run(&[
+        "measure",
+        "goodput",
+        "--profile",
+        "megatron-training",
+        "-o",
+        "json",
+        &log.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let status = &doc["status"];
+    assert_eq!(
+        (
+            &status["trainingTimeSec"],
+            &status["startTime"],
+            &status["completionTime"]
+        ),
+        (
+            &serde_json::json!("30.000000"),
+            &serde_json::json!("2026-03-25T14:30:00Z"),
+            &serde_json::json!("2026-03-25T14:30:30Z")
+        )
+    );
+}

@@ -81,13 +81,22 @@ impl<'p> BandwidthParser<'p> {
     }
 
     /// The result row on `line` (kubelet prefix already stripped), if any: `size` as a base-10
-    /// integer, `algBW` and `busBW` as floats; a row whose numbers do not parse is skipped.
+    /// integer, `algBW` and `busBW` as finite floats; a row whose numbers do not parse is
+    /// skipped, and so is one with a bandwidth out of range (`1e400`, a 310-digit number) or
+    /// not a number (`inf`, `NaN`): averaged in, it would make every later average of its size
+    /// `inf` and pass any `value >= N` threshold.
     pub fn data_point(&self, line: &[u8]) -> Option<DataPoint> {
         let caps = self.result.captures(line)?;
+        let bandwidth = |name| {
+            capture(&caps, name)?
+                .parse::<f64>()
+                .ok()
+                .filter(|v| v.is_finite())
+        };
         Some(DataPoint {
             size_bytes: capture(&caps, "size")?.parse().ok()?,
-            alg_bw: capture(&caps, "algBW")?.parse().ok()?,
-            bus_bw: capture(&caps, "busBW")?.parse().ok()?,
+            alg_bw: bandwidth("algBW")?,
+            bus_bw: bandwidth("busBW")?,
         })
     }
 

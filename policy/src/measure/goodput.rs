@@ -1,7 +1,8 @@
 //! Training goodput: steps, checkpoints and the application start parsed line by line with a
 //! LogProfile's goodput patterns; running sums only, so memory does not grow with the log.
 //!
-//! The log is one measured window: `t_w` runs from its first timestamp to its last, `t_rm` is
+//! The log is one measured window: `t_w` runs from its first timestamp to its last (its lines'
+//! kubelet times, or its events' own times in a log without them), `t_rm` is
 //! the startup (application start to the first step), `t_save` the checkpoint saves; no
 //! interruption is visible in a log alone, so `t_ch` and `t_re` are 0.
 
@@ -154,7 +155,13 @@ impl<'p> GoodputParser<'p> {
             .filter(|s| !s.is_empty())
             .and_then(|s| self.profile.layout.parse(&s))
             .or(line_ts);
-        self.seen(ts);
+        // The window is the log's own: its lines' kubelet times when they have them. An
+        // event's own time is often the pod's local time without a zone (Megatron's bracketed
+        // time), read as UTC: beside zoned kubelet times it would stretch the window by the
+        // pod's UTC offset.
+        if line_ts.is_none() {
+            self.seen(ts);
+        }
         ts
     }
 
