@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
@@ -334,7 +334,49 @@ fn outputs(args: &CheckArgs) -> Option<Vec<Output>> {
         );
         return None;
     }
+    // One report written over another (or over an input) would be lost without a word.
+    let mut seen: Vec<(PathBuf, &Path)> = Vec::new();
+    for path in outputs.iter().filter_map(|o| o.path.as_deref()) {
+        let key = same_file_key(path);
+        if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
+            report::error_line(&format!(
+                "-o: {} and {} are the same file; give each report its own path",
+                first.display(),
+                path.display()
+            ));
+            return None;
+        }
+        if let Some(input) = args
+            .paths
+            .iter()
+            .find(|p| *p != "-" && same_file_key(Path::new(p)) == key)
+        {
+            report::error_line(&format!(
+                "-o: {} is the input {input}; writing the report there would replace it, so give the report another path",
+                path.display()
+            ));
+            return None;
+        }
+        seen.push((key, path));
+    }
     Some(outputs)
+}
+
+/// What `path` names, for telling whether two paths are one file: its directory resolved
+/// (symbolic links, `.` and `..`) and its name; the path made absolute when its directory
+/// does not exist (writing there fails later, with its own message).
+fn same_file_key(path: &Path) -> PathBuf {
+    if let Ok(p) = std::fs::canonicalize(path) {
+        return p;
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match (std::fs::canonicalize(parent), path.file_name()) {
+        (Ok(dir), Some(name)) => dir.join(name),
+        _ => std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+    }
 }
 
 /// Writes `checked` in every output, the input errors and the summary line on stderr; returns

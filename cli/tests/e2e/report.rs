@@ -478,6 +478,29 @@ fn several_formats_in_one_run() {
     assert_eq!(stdout2, text_alone);
 }
 
+/// Two reports to one file, or a report over an input, would lose one without a word: a usage
+/// error, before anything is written.
+#[test]
+fn a_report_path_used_twice_or_naming_an_input_is_refused() {
+    let dir = widgets();
+    let before = std::fs::read(dir.path().join("bad.yaml")).expect("read");
+    for (args, message) in [
+        (
+            vec!["-o", "json=r.out", "-o", "sarif=./r.out", "bad.yaml"],
+            "Error: -o: r.out and ./r.out are the same file; give each report its own path\n",
+        ),
+        (
+            vec!["-o", "json=./bad.yaml", "bad.yaml"],
+            "Error: -o: ./bad.yaml is the input bad.yaml; writing the report there would replace it, so give the report another path\n",
+        ),
+    ] {
+        let (code, stdout, stderr) = check(dir.path(), &args);
+        assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", message));
+    }
+    assert!(!dir.path().join("r.out").exists());
+    assert_eq!(std::fs::read(dir.path().join("bad.yaml")).expect("read"), before);
+}
+
 #[test]
 fn at_most_one_format_may_use_standard_output() {
     let dir = widgets();
