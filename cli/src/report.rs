@@ -18,26 +18,55 @@ use crate::color;
 use crate::findings::Findings;
 use crate::ruleset::RulesInfo;
 
-/// One line on stderr; a stderr that cannot be written (closed, full) is ignored rather than
-/// turned into a panic.
-pub fn stderr_line(line: &str) {
+/// `text` safe to show on a terminal: each control character but the tab and, when
+/// `newlines`, the line feed, and each bidirectional formatting character, written as its Rust
+/// escape (`\u{1b}`, `\r`, `\u{202e}`). A manifest's value (a `\e` in a double-quoted name)
+/// or a file's name reaches the reports; written raw, it could clear or retitle the terminal
+/// of whoever reads them, or make a line read as another.
+pub fn printable(text: &str, newlines: bool) -> std::borrow::Cow<'_, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && c != '\t' && !(newlines && c == '\n'))
+            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    };
+    if !text.contains(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// `lead` (already styled) and `text` ([`printable`]) as one line on stderr; a stderr that
+/// cannot be written (closed, full) is ignored rather than turned into a panic.
+fn stderr_led(lead: &str, text: &str) {
     use std::io::Write;
-    let _ = writeln!(std::io::stderr().lock(), "{line}");
+    let _ = writeln!(std::io::stderr().lock(), "{lead}{}", printable(text, true));
+}
+
+/// One line on stderr, its control characters escaped ([`printable`]).
+pub fn stderr_line(line: &str) {
+    stderr_led("", line);
 }
 
 /// `Error: <message>` on stderr (the prefix coloured when stderr is, see [`crate::color`]).
 pub fn error_line(message: &str) {
     let prefix = color::paint("Error:", color::severity("error"), color::stderr());
-    stderr_line(&format!("{prefix} {message}"));
+    stderr_led(&format!("{prefix} "), message);
 }
 
 /// `Warning: <message>` on stderr.
 pub fn warning_line(message: &str) {
     let prefix = color::paint("Warning:", color::severity("warning"), color::stderr());
-    stderr_line(&format!(
-        "{prefix} {}",
-        message.strip_prefix("warning: ").unwrap_or(message)
-    ));
+    stderr_led(
+        &format!("{prefix} "),
+        message.strip_prefix("warning: ").unwrap_or(message),
+    );
 }
 
 /// One of [`nvcre_domain::Rendered::warnings`] on stderr: `Info: <text>` for an info note,
@@ -49,7 +78,7 @@ pub fn render_note_line(note: &nvcre_domain::Note) {
         _ => ("Warning:", "warning"),
     };
     let prefix = color::paint(lead, color::severity(style), color::stderr());
-    stderr_line(&format!("{prefix} {}", note.text));
+    stderr_led(&format!("{prefix} "), &note.text);
 }
 
 /// The one-line form of a finding on `render`'s stderr. Admission findings are API server
@@ -200,7 +229,7 @@ pub fn finding_block(f: &Finding, window: Option<&Window>, color: bool) -> Strin
         let snippet = Snippet {
             message: f.message.clone(),
             src: WindowSource {
-                name: f.file.clone(),
+                name: printable(&f.file, false).into_owned(),
                 text: w.text.clone(),
                 line_offset: w.first_line - 1,
             },
@@ -1011,7 +1040,11 @@ fn finding_summary(f: &Finding) -> String {
         .filter(|p| !message_names_path(&f.message, p))
         .map(|p| format!(" ({p})"))
         .unwrap_or_default();
-    format!("{loc}: {}[{}]: {}{path}", f.severity, f.rule_id, f.message)
+    printable(
+        &format!("{loc}: {}[{}]: {}{path}", f.severity, f.rule_id, f.message),
+        true,
+    )
+    .into_owned()
 }
 
 /// [`finding_summary`] with the severity coloured when `color`.
@@ -1315,11 +1348,12 @@ fn junit(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Result<(
     xml.finish()?.flush()
 }
 
-/// `text` as quick-junit keeps it ([`quick_junit::XmlString`]: without ANSI escapes and the
-/// control characters XML 1.0 cannot hold), and without the two other characters it cannot
-/// hold, U+FFFE and U+FFFF, which quick-junit keeps (a file name with one made a report no XML
-/// reader would parse).
+/// `text` as XML 1.0 can hold it: its control characters written as escapes ([`printable`];
+/// quick-junit's [`quick_junit::XmlString`] would drop them, and with an ESC the characters
+/// after it), and without U+FFFE and U+FFFF, which XML cannot hold either and quick-junit keeps
+/// (a file name with one made a report no XML reader would parse).
 fn xml_text(text: &str) -> quick_junit::XmlString {
+    let text = printable(text, true);
     if text.contains(['\u{fffe}', '\u{ffff}']) {
         quick_junit::XmlString::new(text.replace(['\u{fffe}', '\u{ffff}'], ""))
     } else {
@@ -1329,9 +1363,12 @@ fn xml_text(text: &str) -> quick_junit::XmlString {
 
 /// GitHub's escaping of a workflow command's message.
 fn github_data(s: &str) -> String {
-    s.replace('%', "%25")
+    let encoded = s
+        .replace('%', "%25")
         .replace('\r', "%0D")
-        .replace('\n', "%0A")
+        .replace('\n', "%0A");
+    // The other control characters as escapes: the Actions log shows ANSI sequences.
+    printable(&encoded, false).into_owned()
 }
 
 /// GitHub's escaping of a workflow command's property value.
@@ -1539,31 +1576,33 @@ mod tests {
 
     /// The JUnit report as quick-junit writes a whole `Report` of `suites`.
     fn junit_whole(suites: &[(String, Vec<Case>)]) -> String {
+        // The texts as the streamed report writes them: control characters escaped.
+        let p = |s: &str| printable(s, true).into_owned();
         let mut out = quick_junit::Report::new("nvcre-policy");
         for (name, cases) in suites {
-            let mut suite = quick_junit::TestSuite::new(name.as_str());
+            let mut suite = quick_junit::TestSuite::new(p(name));
             for c in cases {
                 let status = if let Some(e) = &c.error {
                     let mut st = quick_junit::TestCaseStatus::non_success(
                         quick_junit::NonSuccessKind::Error,
                     );
-                    st.set_message(e.as_str()).set_type("input");
+                    st.set_message(p(e)).set_type("input");
                     st
                 } else if let Some((message, severity)) = &c.failure_message {
                     let mut st = quick_junit::TestCaseStatus::non_success(
                         quick_junit::NonSuccessKind::Failure,
                     );
-                    st.set_message(message.as_str())
+                    st.set_message(p(message))
                         .set_type(severity.to_string())
-                        .set_description(c.failures.join("\n"));
+                        .set_description(p(&c.failures.join("\n")));
                     st
                 } else {
                     quick_junit::TestCaseStatus::success()
                 };
-                let mut case = quick_junit::TestCase::new(c.name.as_str(), status);
-                case.set_classname(c.classname.as_str());
+                let mut case = quick_junit::TestCase::new(p(&c.name), status);
+                case.set_classname(p(&c.classname));
                 if !c.output.is_empty() {
-                    case.set_system_out(c.output.join("\n"));
+                    case.set_system_out(p(&c.output.join("\n")));
                 }
                 suite.add_test_case(case);
             }
@@ -1666,8 +1705,9 @@ mod tests {
         }
     }
 
-    /// U+FFFE and U+FFFF, which XML cannot hold and quick-junit keeps, are dropped like the
-    /// control characters: the report parses.
+    /// U+FFFE and U+FFFF, which XML cannot hold and quick-junit keeps, are dropped; the
+    /// control characters are written as escapes (quick-junit dropped them, and with an ESC
+    /// the characters after it): the report parses.
     #[test]
     fn junit_drops_the_characters_xml_cannot_hold() {
         let case = Case {
@@ -1685,7 +1725,7 @@ mod tests {
         assert_eq!(suite.test_cases[0].name.as_str(), "r1");
         assert_eq!(
             suite.test_cases[0].classname.as_ref().map(|c| c.as_str()),
-            Some("x.yaml document 0")
+            Some("x.yaml\\u{7} document 0")
         );
         match &suite.test_cases[0].status {
             quick_junit::TestCaseStatus::NonSuccess {
@@ -1703,10 +1743,30 @@ mod tests {
         }
     }
 
+    /// Control characters (but the tab, and the line feed when kept) and bidirectional
+    /// formatting characters are written as escapes; the rest is borrowed as it is.
+    #[test]
+    fn printable_escapes_what_a_terminal_would_act_on() {
+        let text = "a\u{1b}]0;t\u{7}b\r\nc\td\u{202e}e\u{85}é";
+        assert_eq!(
+            printable(text, true),
+            "a\\u{1b}]0;t\\u{7}b\\r\nc\td\\u{202e}e\\u{85}é"
+        );
+        assert_eq!(
+            printable(text, false),
+            "a\\u{1b}]0;t\\u{7}b\\r\\nc\td\\u{202e}e\\u{85}é"
+        );
+        assert!(matches!(
+            printable("plain → text\twith tab", false),
+            std::borrow::Cow::Borrowed(_)
+        ));
+    }
+
     #[test]
     fn github_escapes_data_and_properties() {
         assert_eq!(github_data("100% a\r\nb: c, d"), "100%25 a%0D%0Ab: c, d");
         assert_eq!(github_property("a:b,c%\n"), "a%3Ab%2Cc%25%0A");
+        assert_eq!(github_data("a\u{1b}[2Jb\tc"), "a\\u{1b}[2Jb\tc");
     }
 
     #[test]

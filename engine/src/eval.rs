@@ -592,19 +592,27 @@ impl Run<'_, '_> {
             Some(p) => p.scope.clone(),
             None => self.base_scope(),
         };
-        for (name, cond) in &self.pack.matcher.conditions {
+        let matcher = &self.pack.matcher;
+        for (i, (name, cond)) in matcher.conditions.iter().enumerate() {
             match cond.eval_bool_checked(&base) {
                 Ok(true) => {}
                 Ok(false) => return Ok((false, Vec::new())),
+                // Whether the pack applies is unknown: fail closed, as a rule error (the rule
+                // file is at fault, not the document), at the condition's line.
                 Err(e) => {
                     let id = format!("{}/matchConditions/{name}", self.pack.name);
-                    let finding = self.finding(
+                    let mut finding = self.finding(
                         &id,
                         Severity::Error,
-                        0,
-                        format!("match condition {name:?} could not be evaluated: {e}"),
+                        matcher.condition_lines.get(i).copied().unwrap_or(0),
+                        format!(
+                            "match condition {name:?} could not be evaluated on document {}: {e} (expression: {}) (a rule error, not a policy violation)",
+                            self.origin.document + 1,
+                            cond.text()
+                        ),
                         None,
                     );
+                    finding.rule_error = true;
                     self.findings.push(finding);
                     return Ok((true, std::mem::take(&mut self.findings)));
                 }
@@ -2643,8 +2651,31 @@ mod tests {
         assert_eq!(
             findings,
             [
-                "error p/matchConditions/owned match condition \"owned\" could not be evaluated: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels"
+                "error p/matchConditions/owned match condition \"owned\" could not be evaluated on document 1: variable \"owner\" (object.metadata.labels['team']) failed: No such key: labels (expression: variables.owner != '') (a rule error, not a policy violation)"
             ]
+        );
+        // A rule error (check exits 2), at the condition's line in the rule file.
+        let body = "match:\n  matchConditions:\n  - {name: boom, expression: \"object.spec.nothing == 1\"}\nrules:\n- id: r\n  validate: {expression: 'true'}\n";
+        let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
+            .expect("pack loads");
+        let input = Source::new("in.yaml", NO_LABELS);
+        let docs = parse_documents(&input).expect("document parses");
+        let origin = Origin {
+            file: "in.yaml",
+            document: 0,
+            spans: Some(&docs[0].spans),
+        };
+        let out = set.packs[0]
+            .evaluate(&docs[0].value, origin, &Value::Null)
+            .expect("evaluates");
+        let f = &out.findings[0];
+        assert_eq!(
+            (f.rule_error, f.rule_line, f.message.as_str()),
+            (
+                true,
+                HEAD.lines().count() + 3,
+                "match condition \"boom\" could not be evaluated on document 1: No such key: nothing (expression: object.spec.nothing == 1) (a rule error, not a policy violation)"
+            )
         );
         let labelled = "kind: Job\nmetadata:\n  name: j\n  labels: {team: t}\n";
         assert_eq!(

@@ -159,6 +159,9 @@ pub struct Matcher {
     pub(crate) conditions: Vec<(String, Expr)>,
     /// Index in the file of each condition (conditions that do not compile are left out).
     pub(crate) condition_at: Vec<usize>,
+    /// 1-based line of each condition's expression in the rule file (0 when unknown), for the
+    /// rule error of one that cannot be evaluated.
+    pub(crate) condition_lines: Vec<usize>,
 }
 
 impl Matcher {
@@ -1168,7 +1171,19 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
                 &m.match_conditions,
                 problems,
             );
+            let condition_lines = condition_at
+                .iter()
+                .map(|&i| {
+                    let path = FieldPath::root()
+                        .key("match")
+                        .key("matchConditions")
+                        .index(i)
+                        .key("expression");
+                    doc.spans.lookup(&path).map_or(0, |p| p.line)
+                })
+                .collect();
             matcher = Matcher {
+                condition_lines,
                 resources: m
                     .resources
                     .iter()

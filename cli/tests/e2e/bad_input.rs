@@ -2500,3 +2500,32 @@ fn render_names_the_document_a_placement_failure_stopped_among_several() {
     let (code, _, stderr) = run_in(&["render", "--nodes-file", &nodes, "in.yaml"], unplaceable);
     assert_eq!((code, stderr), (1, format!("{message}\n")));
 }
+
+/// A value with terminal escapes (a `\e` in a double-quoted name) reaches the text report's
+/// message escaped: written raw, it could clear or retitle the terminal of whoever reads it.
+#[test]
+fn terminal_escapes_in_a_value_are_written_escaped_in_the_text_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run = dir.path().join("run.yaml");
+    std::fs::write(
+        &run,
+        gpu_run("").replace("{name: t}", "{name: \"\\e]0;pwned\\a\\e[2J\"}"),
+    )
+    .expect("write");
+    let out = bin()
+        .args(["check", "--color", "never", "run.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !stdout.contains('\u{1b}') && !stdout.contains('\u{7}'),
+        "{stdout:?}"
+    );
+    assert!(
+        stdout.starts_with(
+            "run.yaml:3:18: error[wr-name]: Invalid value: \"\\u{1b}]0;pwned\\u{7}\\u{1b}[2J\": "
+        ),
+        "{stdout}"
+    );
+}

@@ -498,7 +498,10 @@ fn a_report_path_used_twice_or_naming_an_input_is_refused() {
         assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", message));
     }
     assert!(!dir.path().join("r.out").exists());
-    assert_eq!(std::fs::read(dir.path().join("bad.yaml")).expect("read"), before);
+    assert_eq!(
+        std::fs::read(dir.path().join("bad.yaml")).expect("read"),
+        before
+    );
 }
 
 #[test]
