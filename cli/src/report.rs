@@ -701,11 +701,19 @@ fn sarif_level(s: Severity) -> sarif::ResultLevel {
 }
 
 /// A path as a URI reference: unreserved characters, `/` and a few sub-delimiters as written,
-/// everything else percent-encoded (`<stdin>` → `%3Cstdin%3E`), backslashes turned into `/`.
+/// everything else percent-encoded (`<stdin>` → `%3Cstdin%3E`, a backslash `%5C`; on
+/// Windows a backslash is a separator, `/`); `./` ahead of a first segment with a colon.
 fn uri_reference(path: &str) -> String {
-    let mut out = String::with_capacity(path.len());
+    let mut out = String::with_capacity(path.len() + 2);
+    // A relative reference whose first segment holds a colon reads as a scheme (`k8s:run.yaml`
+    // is scheme `k8s`); RFC 3986 (section 4.2) has it start with `./` instead.
+    let first = path.split(['/', '\\']).next().unwrap_or("");
+    if !path.starts_with('/') && first.contains(':') && !(cfg!(windows) && is_drive(first)) {
+        out.push_str("./");
+    }
     for c in path.chars() {
-        let c = if c == '\\' { '/' } else { c };
+        // A separator on Windows; elsewhere a character of the name like any other.
+        let c = if c == '\\' && cfg!(windows) { '/' } else { c };
         if c.is_ascii_alphanumeric() || "-._~/!$&'()*+,;=:@".contains(c) {
             out.push(c);
         } else {
@@ -716,6 +724,13 @@ fn uri_reference(path: &str) -> String {
         }
     }
     out
+}
+
+/// True for a Windows drive (`C:`).
+fn is_drive(segment: &str) -> bool {
+    segment.len() == 2
+        && segment.ends_with(':')
+        && segment.starts_with(|c: char| c.is_ascii_alphabetic())
 }
 
 /// SHA-256 of `parts` (each length-prefixed) as hex.
@@ -988,7 +1003,10 @@ fn sarif(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Result<(
         .tool(sarif::Tool::builder().driver(driver).build())
         .invocations(vec![
             sarif::Invocation::builder()
-                .execution_successful(report.errors.is_empty())
+                // False whenever `check` exits 2: an input not read, or a rule not evaluated.
+                .execution_successful(
+                    report.errors.is_empty() && report.findings.rule_errors() == 0,
+                )
                 .tool_execution_notifications(notifications)
                 .build(),
         ])
@@ -1776,6 +1794,14 @@ mod tests {
             "examples/run%20a.yaml"
         );
         assert_eq!(uri_reference("<stdin>"), "%3Cstdin%3E");
-        assert_eq!(uri_reference("C:\\x\\é.yaml"), "C:/x/%C3%A9.yaml");
+        assert_eq!(uri_reference("k8s:run.yaml"), "./k8s:run.yaml");
+        assert_eq!(uri_reference("a/k8s:run.yaml"), "a/k8s:run.yaml");
+        assert_eq!(uri_reference("/abs/k8s:run.yaml"), "/abs/k8s:run.yaml");
+        if cfg!(windows) {
+            assert_eq!(uri_reference("C:\\x\\é.yaml"), "C:/x/%C3%A9.yaml");
+        } else {
+            // A backslash is a character of a file's name, not a separator.
+            assert_eq!(uri_reference("a\\b.yaml"), "a%5Cb.yaml");
+        }
     }
 }

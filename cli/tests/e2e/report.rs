@@ -280,6 +280,34 @@ fn sarif_with_warnings_and_input_errors_validates_too() {
     );
 }
 
+/// A rule that cannot be evaluated makes `check` exit 2: the SARIF invocation says the run did
+/// not succeed, as it does for an input that could not be read.
+#[test]
+fn sarif_execution_fails_on_a_rule_error() {
+    let dir = widgets();
+    write(
+        dir.path(),
+        "rules/widgets/broken.yaml",
+        "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: broken}\nstage: manifests\nmatch: {resources: [{kind: Widget}]}\nrules:\n  - id: divides\n    validate: {expression: '1 / 0 == 1'}\n",
+    );
+    let (code, stdout, _) = check(dir.path(), &["-o", "sarif", "bad.yaml"]);
+    assert_eq!(code, 2);
+    let log: Value = serde_json::from_str(&stdout).expect("SARIF is JSON");
+    assert_valid_sarif(&log);
+    assert_eq!(
+        log["runs"][0]["invocations"][0]["executionSuccessful"],
+        false
+    );
+    std::fs::remove_file(dir.path().join("rules/widgets/broken.yaml")).expect("remove");
+    let (code, stdout, _) = check(dir.path(), &["-o", "sarif", "bad.yaml"]);
+    assert_eq!(code, 1);
+    let log: Value = serde_json::from_str(&stdout).expect("SARIF is JSON");
+    assert_eq!(
+        log["runs"][0]["invocations"][0]["executionSuccessful"],
+        true
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // check -o json | junit | github | text
 
