@@ -357,3 +357,38 @@ fn a_large_group_is_one_summary_line_with_the_first_ten_names() {
         "{err}"
     );
 }
+
+/// `--platform --expand` of a run whose target asks for a GPU product: the synthetic nodes
+/// carry that product (they carried none, so none was a target: "No target nodes found").
+#[test]
+fn synthetic_nodes_carry_the_product_the_target_asks_for() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("run.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: sel\nspec:\n  image: img\n  framework:\n    torch: {script: a.py}\n  numNodes: 2\n  target:\n    nodeSelector:\n      nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3\n",
+    )
+    .expect("write");
+    let file = file.display().to_string();
+    let (code, out, err) = run(&["render", "--platform", "aws", "--expand", &file]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        err,
+        "note: 2 synthetic aws/h100 node(s) stand in for the fleet; their hostnames are placeholders (give --nodes-file to place on real nodes)\ngroup-0: 2 node(s) [aws-h100-node-0, aws-h100-node-1]\n"
+    );
+    assert!(
+        out.contains("- key: nvidia.com/gpu.product\n                              operator: In\n                              values:\n                              - NVIDIA-H100-80GB-HBM3\n"),
+        "{out}"
+    );
+    // The architecture given or read from the product: the same manifests.
+    let (_, given, _) = run(&[
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "--expand",
+        &file,
+    ]);
+    assert_eq!(given, out);
+}

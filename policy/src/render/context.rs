@@ -153,8 +153,9 @@ pub fn check_flags(rules: &RuleSet, req: &RenderRequest) -> Result<(), PolicyErr
 /// that satisfy the target (nodeSelector values, the first value of each `In` requirement, a
 /// value for each `Exists`), so they are targets.
 ///
-/// They carry no `nvidia.com/gpu.product`: a synthesized product must not reach the required
-/// node affinity, where it would match no real node.
+/// They carry no `nvidia.com/gpu.product` but the one the target asks for: a synthesized
+/// product must not reach the required node affinity, where it would match no real node, and
+/// without the target's they would not be targets.
 ///
 /// # Errors
 /// A missing or malformed detection table.
@@ -191,7 +192,21 @@ pub fn synthetic_nodes(
             labels.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
         }
         labels.insert(nodes::GPU_PRESENT_LABEL.into(), "true".into());
-        labels.remove(nodes::GPU_PRODUCT_LABEL);
+        let asked = target.and_then(|t| {
+            t.node_selector
+                .get(nodes::GPU_PRODUCT_LABEL)
+                .cloned()
+                .or_else(|| {
+                    t.match_expressions
+                        .iter()
+                        .find(|r| r.key == nodes::GPU_PRODUCT_LABEL && r.operator == "In")
+                        .and_then(|r| r.values.first().cloned())
+                })
+        });
+        match asked {
+            Some(product) => labels.insert(nodes::GPU_PRODUCT_LABEL.into(), product),
+            None => labels.remove(nodes::GPU_PRODUCT_LABEL),
+        };
         out.push(Node {
             name,
             labels,
