@@ -1301,3 +1301,56 @@ fn an_input_error_after_admission_keeps_the_findings_before_it() {
     );
     assert_eq!(report["summary"]["inputErrors"], 1, "{}", report["summary"]);
 }
+
+/// The Workflow a user's override makes is held to the Workflow admission rules: `render`
+/// refused none of an unknown placement, zero iterations and a timeout that is no duration,
+/// and printed a Workflow its own `check` rejected. Each is located at the override's line.
+#[test]
+fn a_workflow_an_override_makes_invalid_is_refused_at_the_override() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("run.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: g\nspec:\n  image: img\n  framework:\n    torch: {script: a.py}\n  numNodes: 2\n  overrides:\n  - when: {platform: {equals: aws}}\n    orchestration:\n      placement: Bogus\n      iterations: 0\n      execution: {timeoutPerJob: forever}\n",
+    )
+    .expect("write");
+    let file = file.display().to_string();
+    let args = ["--platform", "aws", "--gpu-arch", "h100"];
+    let (code, out, err) = run(&[&["render"][..], &args, &[&file]].concat());
+    assert_eq!(
+        (code, out.as_str(), err),
+        (
+            1,
+            "",
+            format!(
+                "{file}:13:18: spec.orchestration.placement: Unsupported value: \"Bogus\": supported values: \"Pinned\", \"Unpinned\"\n"
+            )
+        )
+    );
+    let (code, out, _) = run(&[&["check", "-o", "json"][..], &args, &[&file]].concat());
+    assert_eq!(code, 1);
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        located_rows(&report, "fieldPath"),
+        [
+            (
+                "wf-placement-enum".to_string(),
+                13,
+                18,
+                "spec.orchestration.placement".to_string()
+            ),
+            (
+                "wf-minimums".to_string(),
+                14,
+                19,
+                "spec.orchestration.iterations".to_string()
+            ),
+            (
+                "wf-timeout-per-job".to_string(),
+                15,
+                34,
+                "spec.orchestration.execution.timeoutPerJob".to_string()
+            ),
+        ]
+    );
+}

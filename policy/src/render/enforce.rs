@@ -118,16 +118,47 @@ pub(super) fn resolve_and_enforce(
     let value = workflow
         .into_json()
         .map_err(|e| PolicyError::Build(e.to_string()))?;
+    let origin = Origin {
+        file: &doc.source.name,
+        document: doc.index,
+        spans: None,
+    };
+    // The Workflow the user's overrides made is held to the Workflow admission rules, as the
+    // API server holds what is submitted: an override can write what the input's own fields
+    // could not hold (an unknown placement, zero iterations, a timeout that is no duration).
+    // Its errors only: the stage's warnings are the input's, reported once already.
+    if !user_applied.is_empty() {
+        let admitted = contract::run_stage(
+            rules,
+            contract::ADMISSION,
+            Cow::Borrowed(&value),
+            origin,
+            &Value::Null,
+        )?;
+        if admitted.rejects() {
+            let errors: Vec<_> = admitted
+                .findings
+                .into_iter()
+                .filter(|f| f.severity == nvcre_engine::Severity::Error)
+                .take(if report == contract::Report::First {
+                    1
+                } else {
+                    usize::MAX
+                })
+                .collect();
+            return Err(locate_findings(
+                PolicyError::Rejected(errors),
+                doc,
+                &user_applied,
+            ));
+        }
+    }
     let params = crate::packs::params::placement(displaced(provenance, &applied, doc, &value));
     let (workflow, findings) = enforce_workflow(
         rules,
         &contract::AFTER_OVERRIDES,
         value,
-        Origin {
-            file: &doc.source.name,
-            document: doc.index,
-            spans: None,
-        },
+        origin,
         &params,
         report,
     )

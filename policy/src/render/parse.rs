@@ -563,9 +563,10 @@ fn below<'p>(path: &'p str, prefix: &str) -> Option<&'p str> {
 }
 
 /// Gives post-override findings a line in the source when the field they name was written
-/// there: in the document itself, in one of its `spec.overrides[i].jobTemplate` (the last of
-/// `applied`, the user's overrides that applied and changed something, in the order they did,
-/// that writes it), or, for a WorkloadRun, at `spec.workloadMetadata`.
+/// there: in one of its `spec.overrides[i]` (the last of `applied`, the user's overrides that
+/// applied and changed something, in the order they did, that writes it: `spec.X` there is
+/// `spec.overrides[i].X`), in the document itself, or, for a WorkloadRun, at
+/// `spec.workloadMetadata`.
 pub(super) fn locate_findings(e: PolicyError, doc: &Document, applied: &[usize]) -> PolicyError {
     let PolicyError::Rejected(mut findings) = e else {
         return e;
@@ -577,12 +578,14 @@ pub(super) fn locate_findings(e: PolicyError, doc: &Document, applied: &[usize])
         let Some(path) = f.field_path.clone() else {
             continue;
         };
-        let mut candidates = vec![path.clone()];
-        if let Some(rest) = below(&path, "spec.jobTemplate") {
+        // The last override that wrote the field wrote its value; else the document did.
+        let mut candidates = Vec::new();
+        if let Some(rest) = below(&path, "spec") {
             for i in applied.iter().rev() {
-                candidates.push(format!("spec.overrides[{i}].jobTemplate{rest}"));
+                candidates.push(format!("spec.overrides[{i}]{rest}"));
             }
         }
+        candidates.push(path.clone());
         if let Some(rest) = below(&path, "spec.jobTemplate.spec.workloadMetadata") {
             candidates.push(format!("spec.workloadMetadata{rest}"));
         }
