@@ -36,12 +36,13 @@ fn admit(
     // The overrides' `when` values, checked once here (the renders that follow are told the
     // document is admitted), whether or not a node context follows.
     let typed = if kind == "Workflow" {
-        parse_typed::<Workflow>(&doc, "Workflow").map(|w| (w.spec.overrides, None))
+        parse_typed::<Workflow>(&doc, "Workflow")
+            .map(|w| ((w.spec.overrides, w.spec.validation), None))
     } else {
-        parse_typed::<WorkloadRun>(&doc, "WorkloadRun").map(|r| (Vec::new(), Some(r)))
+        parse_typed::<WorkloadRun>(&doc, "WorkloadRun").map(|r| ((Vec::new(), None), Some(r)))
     };
     // The legacy-group note stays beside an input error.
-    let (workflow_overrides, run) = match typed {
+    let ((workflow_overrides, validation), run) = match typed {
         Ok(t) => t,
         Err(e) => return Err(noted(e, findings)),
     };
@@ -80,6 +81,7 @@ fn admit(
             .iter()
             .any(|f| f.severity == nvcre_engine::Severity::Error)
         && let Err(e) = crate::render::check_user_overrides(&doc, &workflow_overrides)
+            .and_then(|()| crate::render::check_workflow_thresholds(&doc, validation.as_ref()))
     {
         return Err(noted(e, findings));
     }

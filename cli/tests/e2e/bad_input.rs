@@ -2529,3 +2529,29 @@ fn terminal_escapes_in_a_value_are_written_escaped_in_the_text_report() {
         "{stdout}"
     );
 }
+
+// A threshold that would not compile when the controller judges it is refused before
+// submission, at its line (as `measure` refuses it), not after the GPU job has run.
+refused!(
+    a_threshold_that_does_not_compile_is_refused_at_its_line,
+    ["check", "in.yaml"],
+    gpu_run("  thresholds:\n    busBandwidthGBps: \"valu > 3\"\n"),
+    2,
+    "Error: in.yaml:9:23: spec.thresholds.busBandwidthGBps: Threshold \"busBandwidthGBps\": compile threshold expression \"valu > 3\": undeclared reference to \"valu\" (only `value` is bound)\n"
+);
+
+refused!(
+    a_threshold_that_returns_no_bool_is_refused_by_render,
+    ["render", "--gpu-arch", "h100", "in.yaml"],
+    gpu_run("  thresholds:\n    goodputRatio: \"value + 1.0\"\n"),
+    2,
+    "Error: in.yaml:9:19: spec.thresholds.goodputRatio: Threshold \"goodputRatio\": compile threshold expression \"value + 1.0\": expression must return bool, got double\n"
+);
+
+refused!(
+    a_workflow_threshold_that_does_not_compile_is_refused,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata: {name: w}\nspec:\n  jobTemplate: {spec: {}}\n  validation:\n    performance:\n      thresholds:\n        thresholds: {algBandwidthGBps: \"value >\"}\n",
+    2,
+    "Error: in.yaml:9:40: spec.validation.performance.thresholds.thresholds.algBandwidthGBps: Threshold \"algBandwidthGBps\": compile threshold expression \"value >\": Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} (expression column 8)\n"
+);

@@ -33,7 +33,8 @@ pub use enforce::note_line;
 pub use expand::{Expanded, Verify, expand, expand_verifying};
 pub use parse::read_workload_run;
 pub(crate) use parse::{
-    check_user_overrides, input_error, override_when_findings, parse_typed, prepare_document,
+    check_user_overrides, check_workflow_thresholds, input_error, override_when_findings,
+    parse_typed, prepare_document,
 };
 pub(crate) use platform::PlatformOverride;
 pub use workflow::render_workflow;

@@ -447,6 +447,66 @@ pub fn check_user_overrides(doc: &Document, overrides: &[OverrideSpec]) -> Resul
     Ok(())
 }
 
+/// The thresholds of `map` (at field path `base` of `doc`) that would not compile when the
+/// controller judges them: an expression that does not parse, reads a name other than `value`
+/// or returns no bool, as `measure` and the controller refuse it
+/// (`Threshold "<key>": compile threshold expression "<expr>": <why>`). Found before
+/// submission, not once the GPU job has run. Unknown keys are the admission rules' to report.
+///
+/// # Errors
+/// [`PolicyError::Input`] at the first such key's expression.
+pub fn check_thresholds(
+    doc: &Document,
+    base: &FieldPath,
+    map: &std::collections::BTreeMap<String, String>,
+) -> Result<(), PolicyError> {
+    for (key, expression) in map {
+        if crate::measure::threshold_key(key).is_none() {
+            continue;
+        }
+        let one = std::collections::BTreeMap::from([(key.clone(), expression.clone())]);
+        if let Err(errors) = crate::measure::Thresholds::compile(&one)
+            && let Some(message) = errors.into_iter().next()
+        {
+            let path = base.clone().key(key.clone());
+            return Err(PolicyError::Input {
+                file: doc.source.name.clone(),
+                pos: doc.spans.lookup(&path),
+                message: format!("{path}: {message}"),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// [`check_thresholds`] of a Workflow: `spec.validation.performance.thresholds.thresholds`
+/// (the string values; the others are the schema's to refuse).
+///
+/// # Errors
+/// As [`check_thresholds`].
+pub fn check_workflow_thresholds(
+    doc: &Document,
+    validation: Option<&serde_json::Value>,
+) -> Result<(), PolicyError> {
+    let Some(map) = validation
+        .and_then(|v| v.pointer("/performance/thresholds/thresholds"))
+        .and_then(serde_json::Value::as_object)
+    else {
+        return Ok(());
+    };
+    let texts: std::collections::BTreeMap<String, String> = map
+        .iter()
+        .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+        .collect();
+    let base = FieldPath::root()
+        .key("spec")
+        .key("validation")
+        .key("performance")
+        .key("thresholds")
+        .key("thresholds");
+    check_thresholds(doc, &base, &texts)
+}
+
 /// Warnings for user overrides whose `when` names a value that never occurs, so the override
 /// never applies (or an exclusion that excludes nothing): a `platform` that is none of the
 /// platform table's, or a `gpuArchitecture` written otherwise than the `gpu-products` table

@@ -71,6 +71,7 @@ fn render_noting(
     warnings.extend(admitted.iter().map(note_line));
     findings.extend(admitted);
     check_user_overrides(&doc, &workflow.spec.overrides)?;
+    super::parse::check_workflow_thresholds(&doc, workflow.spec.validation.as_ref())?;
     if !req.admitted {
         let never = super::parse::override_when_findings(rules, &doc, &workflow.spec.overrides)?;
         warnings.extend(never.iter().map(note_line));

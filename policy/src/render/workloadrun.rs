@@ -98,6 +98,13 @@ fn render_noting(
     findings.extend(admitted);
     // After the admission stage, as `check` does: its warnings stay beside this error.
     check_user_overrides(&doc, &run.spec.overrides)?;
+    super::parse::check_thresholds(
+        &doc,
+        &nvcre_engine::FieldPath::root()
+            .key("spec")
+            .key("thresholds"),
+        &run.spec.thresholds,
+    )?;
     let printed = findings.len();
     let (ctx, arch) = resolve_node_context(rules, req, &doc, &run, warnings)?;
     if !req.admitted {
