@@ -50,7 +50,7 @@ spec.target, or check the nodes file is the fleet you mean.",
         id: YAML_QUOTE_RULE,
         pack: "input",
         severity: Severity::Warning,
-        description: "An unquoted value where Kubernetes expects a string (a label or annotation value, an env value, ConfigMap data) that YAML 1.1 tools such as kubectl read differently, or a quantity with a leading zero.",
+        description: "An unquoted value where Kubernetes expects a string (a label or annotation value, an env value, ConfigMap data) that YAML 1.1 tools such as kubectl read differently, an unquoted YAML 1.1 boolean word (yes, no, on, off, y, n) in any string field, or a quantity with a leading zero.",
         explanation: "This tool reads YAML 1.2, where an unquoted yes stays the string yes; kubectl reads YAML 1.1, \
 where yes, no, on, off, y and n are booleans, and 010 is octal 8. Numbers such as 1.10 or 1e3 \
 are numbers in every YAML version, not the text written. The value is never rewritten: quote it \

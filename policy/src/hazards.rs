@@ -4,7 +4,8 @@
 //! `1.10`, `0755` or `1e3` is a number in every YAML version (`1.1`, `755` or octal `493`,
 //! `1000`), not the text written. Such a value is a warning finding that says to quote it; the
 //! value is never rewritten. So is a label, annotation or data key YAML 1.1 reads as a boolean
-//! (`on:`), and an integer in YAML 1.2's octal form (`0o17`, a string to YAML 1.1).
+//! (`on:`), and an integer in YAML 1.2's octal form (`0o17`, a string to YAML 1.1). A YAML 1.1
+//! boolean word in any other string field (`queue: on`) is a warning too.
 
 use nvcre_engine::{Document, FieldPath, Finding, Segment, Severity};
 use serde_json::Value;
@@ -150,6 +151,29 @@ fn walk<'a>(out: &mut Fields<'a>, path: &mut FieldPath, v: &'a Value) {
     }
 }
 
+/// The paths below `path` of every string that is one of [`YAML11_BOOLEANS`], in document
+/// order.
+fn boolean_words(v: &Value, path: &mut FieldPath, out: &mut Vec<FieldPath>) {
+    match v {
+        Value::String(s) if YAML11_BOOLEANS.contains(&s.as_str()) => out.push(path.clone()),
+        Value::Object(map) => {
+            for (k, child) in map {
+                path.push(Segment::Key(k.clone()));
+                boolean_words(child, path, out);
+                path.pop();
+            }
+        }
+        Value::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                path.push(Segment::Index(i));
+                boolean_words(item, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The field path of JSON `pointer` in `value` (a numeric token is an index under a list and a
 /// key under a mapping).
 fn path_of_pointer(value: &Value, pointer: &str) -> Option<FieldPath> {
@@ -227,7 +251,7 @@ fn warning(doc: &Document, path: &FieldPath, message: String) -> Finding {
 pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String>) -> Vec<Finding> {
     let mut out = Vec::new();
     let found = fields(&doc.value);
-    for (path, value) in found.strings {
+    for (path, value) in &found.strings {
         let reading = match value {
             Value::String(_) | Value::Number(_) | Value::Bool(_) => value,
             _ => continue,
@@ -254,6 +278,39 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
             &path,
             format!(
                 "{path}: the unquoted value {token} is meant as a string, but {why}: quote it (\"{token}\")"
+            ),
+        ));
+    }
+    // Any other field holding a plain YAML 1.1 boolean word: read as a string here (the field
+    // is a string, or this tool's typed read would have refused it), as a boolean by kubectl,
+    // which the API server refuses for a string field or which changes a free-form one (a
+    // queue name, a node selector value, an argument).
+    let listed: std::collections::HashSet<&FieldPath> =
+        found.strings.iter().map(|(p, _)| p).collect();
+    let mut words = Vec::new();
+    boolean_words(&doc.value, &mut FieldPath::root(), &mut words);
+    for path in words {
+        if listed.contains(&path) {
+            continue;
+        }
+        let Some(Value::String(word)) = path.get(&doc.value) else {
+            continue;
+        };
+        let Some(pos) = doc.spans.lookup(&path) else {
+            continue;
+        };
+        if line(pos.line)
+            .and_then(|l| plain_token(&l, pos.column))
+            .as_deref()
+            != Some(word)
+        {
+            continue;
+        }
+        out.push(warning(
+            doc,
+            &path,
+            format!(
+                "{path}: the unquoted value {word} is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"{word}\")"
             ),
         ));
     }

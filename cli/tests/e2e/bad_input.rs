@@ -2555,3 +2555,38 @@ refused!(
     2,
     "Error: in.yaml:9:40: spec.validation.performance.thresholds.thresholds.algBandwidthGBps: Threshold \"algBandwidthGBps\": compile threshold expression \"value >\": Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} (expression column 8)\n"
 );
+
+/// A YAML 1.1 boolean word in any string field, not only labels, env and data: a queue name, a
+/// node selector value, an argument. Quoted ones are not reported.
+#[test]
+fn a_yaml_11_boolean_word_in_any_string_field_is_warned_about() {
+    let (code, stdout, stderr) = run_in(
+        &["check", "-o", "json", "in.yaml"],
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a, yes, \"no\"]}}\n  gangScheduler: {schedulerName: kai-scheduler, queue: on}\n  target:\n    nodeSelector: {nvidia.com/gpu.present: yes}\n",
+    );
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let w = |path: &str, word: &str, line: u64, column: u64| {
+        (
+            "yaml-quote-it".to_string(),
+            line,
+            column,
+            format!(
+                "{path}: the unquoted value {word} is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"{word}\")"
+            ),
+        )
+    };
+    assert_eq!(
+        located_rows(&report, "message"),
+        [
+            w("spec.framework.exec.command[1]", "yes", 7, 35),
+            w("spec.gangScheduler.queue", "on", 8, 56),
+            w(
+                "spec.target.nodeSelector[\"nvidia.com/gpu.present\"]",
+                "yes",
+                10,
+                44
+            ),
+        ]
+    );
+}
