@@ -151,27 +151,44 @@ fn walk<'a>(out: &mut Fields<'a>, path: &mut FieldPath, v: &'a Value) {
     }
 }
 
-/// The paths below `path` of every string that is one of [`YAML11_BOOLEANS`], in document
-/// order.
-fn boolean_words(v: &Value, path: &mut FieldPath, out: &mut Vec<FieldPath>) {
-    match v {
-        Value::String(s) if YAML11_BOOLEANS.contains(&s.as_str()) => out.push(path.clone()),
-        Value::Object(map) => {
-            for (k, child) in map {
-                path.push(Segment::Key(k.clone()));
-                boolean_words(child, path, out);
-                path.pop();
-            }
-        }
-        Value::Array(items) => {
-            for (i, item) in items.iter().enumerate() {
-                path.push(Segment::Index(i));
-                boolean_words(item, path, out);
-                path.pop();
-            }
-        }
-        _ => {}
+/// The paths of every string in `v` that is one of [`YAML11_BOOLEANS`], in document order.
+/// The path to each string walked is kept borrowed; a path is made only for a match.
+fn boolean_words(v: &Value, out: &mut Vec<FieldPath>) {
+    /// One step of the walk: a key of a mapping or an index of a list.
+    enum Step<'a> {
+        Key(&'a str),
+        Index(usize),
     }
+    fn walk<'a>(v: &'a Value, at: &mut Vec<Step<'a>>, out: &mut Vec<FieldPath>) {
+        match v {
+            Value::String(s) if YAML11_BOOLEANS.contains(&s.as_str()) => {
+                out.push(FieldPath::from_segments(
+                    at.iter()
+                        .map(|s| match s {
+                            Step::Key(k) => Segment::Key((*k).to_string()),
+                            Step::Index(i) => Segment::Index(*i),
+                        })
+                        .collect(),
+                ));
+            }
+            Value::Object(map) => {
+                for (k, child) in map {
+                    at.push(Step::Key(k));
+                    walk(child, at, out);
+                    at.pop();
+                }
+            }
+            Value::Array(items) => {
+                for (i, item) in items.iter().enumerate() {
+                    at.push(Step::Index(i));
+                    walk(item, at, out);
+                    at.pop();
+                }
+            }
+            _ => {}
+        }
+    }
+    walk(v, &mut Vec::new(), out);
 }
 
 /// The field path of JSON `pointer` in `value` (a numeric token is an index under a list and a
@@ -288,7 +305,7 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
     let listed: std::collections::HashSet<&FieldPath> =
         found.strings.iter().map(|(p, _)| p).collect();
     let mut words = Vec::new();
-    boolean_words(&doc.value, &mut FieldPath::root(), &mut words);
+    boolean_words(&doc.value, &mut words);
     for path in words {
         if listed.contains(&path) {
             continue;
