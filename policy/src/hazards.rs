@@ -90,6 +90,8 @@ struct Fields<'a> {
     string_keys: Vec<FieldPath>,
     /// Every quantity of a `resources` mapping's `limits` and `requests`.
     quantities: Vec<(FieldPath, &'a Value)>,
+    /// Every string, anywhere, that is one of [`YAML11_BOOLEANS`].
+    words: Vec<FieldPath>,
 }
 
 fn fields(doc: &Value) -> Fields<'_> {
@@ -147,48 +149,9 @@ fn walk<'a>(out: &mut Fields<'a>, path: &mut FieldPath, v: &'a Value) {
                 path.pop();
             }
         }
+        Value::String(s) if YAML11_BOOLEANS.contains(&s.as_str()) => out.words.push(path.clone()),
         _ => {}
     }
-}
-
-/// The paths of every string in `v` that is one of [`YAML11_BOOLEANS`], in document order.
-/// The path to each string walked is kept borrowed; a path is made only for a match.
-fn boolean_words(v: &Value, out: &mut Vec<FieldPath>) {
-    /// One step of the walk: a key of a mapping or an index of a list.
-    enum Step<'a> {
-        Key(&'a str),
-        Index(usize),
-    }
-    fn walk<'a>(v: &'a Value, at: &mut Vec<Step<'a>>, out: &mut Vec<FieldPath>) {
-        match v {
-            Value::String(s) if YAML11_BOOLEANS.contains(&s.as_str()) => {
-                out.push(FieldPath::from_segments(
-                    at.iter()
-                        .map(|s| match s {
-                            Step::Key(k) => Segment::Key((*k).to_string()),
-                            Step::Index(i) => Segment::Index(*i),
-                        })
-                        .collect(),
-                ));
-            }
-            Value::Object(map) => {
-                for (k, child) in map {
-                    at.push(Step::Key(k));
-                    walk(child, at, out);
-                    at.pop();
-                }
-            }
-            Value::Array(items) => {
-                for (i, item) in items.iter().enumerate() {
-                    at.push(Step::Index(i));
-                    walk(item, at, out);
-                    at.pop();
-                }
-            }
-            _ => {}
-        }
-    }
-    walk(v, &mut Vec::new(), out);
 }
 
 /// The field path of JSON `pointer` in `value` (a numeric token is an index under a list and a
@@ -302,18 +265,14 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
     // is a string, or this tool's typed read would have refused it), as a boolean by kubectl,
     // which the API server refuses for a string field or which changes a free-form one (a
     // queue name, a node selector value, an argument).
-    let listed: std::collections::HashSet<&FieldPath> =
-        found.strings.iter().map(|(p, _)| p).collect();
-    let mut words = Vec::new();
-    boolean_words(&doc.value, &mut words);
-    for path in words {
-        if listed.contains(&path) {
+    for path in &found.words {
+        if found.strings.iter().any(|(p, _)| p == path) {
             continue;
         }
         let Some(Value::String(word)) = path.get(&doc.value) else {
             continue;
         };
-        let Some(pos) = doc.spans.lookup(&path) else {
+        let Some(pos) = doc.spans.lookup(path) else {
             continue;
         };
         if line(pos.line)
@@ -325,7 +284,7 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
         }
         out.push(warning(
             doc,
-            &path,
+            path,
             format!(
                 "{path}: the unquoted value {word} is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"{word}\")"
             ),
