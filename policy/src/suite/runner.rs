@@ -285,7 +285,16 @@ fn run_measure(rules: &RuleSet, case: &Case) -> CaseOutcome {
         .collect();
     if !violations.is_empty() {
         out.error = Some(violations.join("\n"));
-        out.exit = 1;
+        // As `measure` exits: a threshold that cannot be evaluated is an error of the
+        // thresholds (2), not a measurement that missed them (1).
+        out.exit = if results
+            .iter()
+            .any(|r| r.reason == Some(crate::measure::ViolationReason::InvalidThresholdExpression))
+        {
+            2
+        } else {
+            1
+        };
     }
     out
 }
