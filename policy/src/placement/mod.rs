@@ -231,10 +231,21 @@ pub fn place(
     // 9. per-group manifests.
     let render = GroupRender::new(workflow, &spec, &gpu_products, npj, policy)?;
     let single = groups.len() <= 1;
+    // Every object made for a run carries its run's label, by which the WorkloadRun
+    // controller finds them (its grandchildren): `render --expand` prints what it creates.
+    let run_label = workflow
+        .metadata
+        .labels
+        .get(crate::crd::WORKLOAD_RUN_LABEL)
+        .map(|run| (crate::crd::WORKLOAD_RUN_LABEL, run.as_str()));
     for g in &mut groups {
         g.manifests = render.manifests(g, single)?;
+        g.manifests.iter_mut().for_each(|m| add_label(m, run_label));
     }
-    let workflow_dependencies = render.workflow_dependencies();
+    let mut workflow_dependencies = render.workflow_dependencies();
+    workflow_dependencies
+        .iter_mut()
+        .for_each(|m| add_label(m, run_label));
 
     Ok(Placement {
         groups,
@@ -246,6 +257,28 @@ pub fn place(
         gpu_products,
         workflow_dependencies,
     })
+}
+
+/// `label` (key, value) added to `object`'s `metadata.labels`, when there is one and the
+/// object has metadata.
+fn add_label(object: &mut serde_json::Value, label: Option<(&str, &str)>) {
+    let Some((key, value)) = label else {
+        return;
+    };
+    if let Some(meta) = object
+        .get_mut("metadata")
+        .and_then(serde_json::Value::as_object_mut)
+    {
+        let labels = meta
+            .entry("labels")
+            .or_insert_with(|| serde_json::Value::Object(Default::default()));
+        if let Some(l) = labels.as_object_mut() {
+            l.insert(
+                key.to_string(),
+                serde_json::Value::String(value.to_string()),
+            );
+        }
+    }
 }
 
 /// Splits nodes into those that can supply `need` GPUs and `(name, allocatable)` of those
