@@ -96,7 +96,7 @@ struct Fields<'a> {
 
 fn fields(doc: &Value) -> Fields<'_> {
     let mut out = Fields::default();
-    walk(&mut out, &mut FieldPath::root(), doc);
+    walk(&mut out, &mut Vec::new(), doc);
     if let Some(kind) = doc.get("kind").and_then(Value::as_str)
         && matches!(kind, "ConfigMap" | "Secret")
     {
@@ -110,15 +110,38 @@ fn fields(doc: &Value) -> Fields<'_> {
     out
 }
 
-fn walk<'a>(out: &mut Fields<'a>, path: &mut FieldPath, v: &'a Value) {
+/// One step of [`walk`]'s path, borrowed from the document: a path is made only for a field
+/// the warnings look at (a document has thousands of keys, a few such fields).
+#[derive(Clone, Copy)]
+enum Step<'a> {
+    Key(&'a str),
+    Index(usize),
+}
+
+/// The path of `steps`.
+fn path_of(steps: &[Step<'_>]) -> FieldPath {
+    FieldPath::from_segments(
+        steps
+            .iter()
+            .map(|s| match s {
+                Step::Key(k) => Segment::Key((*k).to_string()),
+                Step::Index(i) => Segment::Index(*i),
+            })
+            .collect(),
+    )
+}
+
+fn walk<'a>(out: &mut Fields<'a>, steps: &mut Vec<Step<'a>>, v: &'a Value) {
     match v {
         Value::Object(map) => {
             for (k, child) in map {
-                path.push(Segment::Key(k.clone()));
+                steps.push(Step::Key(k));
                 match (k.as_str(), child) {
                     ("metadata" | "workloadMetadata", Value::Object(meta)) => {
                         for field in ["labels", "annotations"] {
-                            string_entries(out, path.clone().key(field), meta.get(field));
+                            if let Some(m) = meta.get(field) {
+                                string_entries(out, path_of(steps).key(field), Some(m));
+                            }
                         }
                     }
                     ("env", Value::Array(items)) => {
@@ -127,29 +150,33 @@ fn walk<'a>(out: &mut Fields<'a>, path: &mut FieldPath, v: &'a Value) {
                                 && item.get("name").is_some()
                             {
                                 out.strings
-                                    .push((path.clone().index(i).key("value"), value));
+                                    .push((path_of(steps).index(i).key("value"), value));
                             }
                         }
                     }
                     ("resources", Value::Object(res)) => {
                         for field in ["limits", "requests"] {
-                            entries(&mut out.quantities, path.clone().key(field), res.get(field));
+                            if let Some(q) = res.get(field) {
+                                entries(&mut out.quantities, path_of(steps).key(field), Some(q));
+                            }
                         }
                     }
                     _ => {}
                 }
-                walk(out, path, child);
-                path.pop();
+                walk(out, steps, child);
+                steps.pop();
             }
         }
         Value::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                path.push(Segment::Index(i));
-                walk(out, path, item);
-                path.pop();
+                steps.push(Step::Index(i));
+                walk(out, steps, item);
+                steps.pop();
             }
         }
-        Value::String(s) if YAML11_BOOLEANS.contains(&s.as_str()) => out.words.push(path.clone()),
+        Value::String(s) if YAML11_BOOLEANS.contains(&s.as_str()) => {
+            out.words.push(path_of(steps));
+        }
         _ => {}
     }
 }
