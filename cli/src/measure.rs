@@ -102,6 +102,9 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
         }
         Ok(())
     };
+    // Rows not measured (past the kept sizes): thresholds judged without them could pass on
+    // a peak the log does not have, so they fail closed.
+    let mut unmeasured = 0;
     let (measured, kind, mut spec) = match source {
         Source::Bandwidth => {
             let mut p = BandwidthParser::new(profile).map_err(|e| fail(&e))?;
@@ -119,6 +122,7 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
                     nvcre_domain::measure::MAX_SIZES
                 ));
             }
+            unmeasured = p.dropped_rows();
             (
                 Measured::Bandwidth(p.status()),
                 "BandwidthMeasurement",
@@ -154,7 +158,18 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
             }
         ));
     }
-    let results = thresholds.evaluate(source, |k| measured_value(&measured, k));
+    let mut results = thresholds.evaluate(source, |k| measured_value(&measured, k));
+    if unmeasured > 0 {
+        for r in &mut results {
+            r.passed = false;
+            r.reason = Some(ViolationReason::MeasurementNotAvailable);
+            r.message = Some(format!(
+                "Threshold {:?}: not judged: {unmeasured} rows of the log were not measured (at most {} message sizes are kept), and the peak may be among them",
+                r.key,
+                nvcre_domain::measure::MAX_SIZES
+            ));
+        }
+    }
     let text = match args.output {
         Format::Text => text(&measured, test_type, &results),
         Format::Json | Format::Yaml => {

@@ -396,3 +396,52 @@ fn the_goodput_window_of_a_kubelet_log_is_its_lines_times() {
         )
     );
 }
+
+/// Past the kept message sizes, rows are not measured: the thresholds are not judged on the
+/// rest (a peak among the ignored rows would have failed `value < 10`), they fail closed.
+#[test]
+fn thresholds_fail_closed_when_rows_were_not_measured() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let row = |size: usize, bus: &str| {
+        format!(
+            "        {size}           256     float     sum      -1    10.0    5.00    {bus}      0    10.0    5.00    9.00      0\n"
+        )
+    };
+    let mut text = String::new();
+    for size in 1..=65_536 {
+        text.push_str(&row(size, "9.00"));
+    }
+    text.push_str(&row(70_000, "999.00"));
+    let log = dir.path().join("many.log");
+    std::fs::write(&log, text).expect("write");
+    let (code, out, err) = run(&[
+        "measure",
+        "bandwidth",
+        "--profile",
+        "nccl-bandwidth",
+        "--threshold",
+        "busBandwidthGBps=value < 10",
+        "-o",
+        "json",
+        &log.display().to_string(),
+    ]);
+    assert_eq!(
+        (code, err.as_str()),
+        (
+            1,
+            "Warning: 1 rows of further message sizes were ignored (at most 65536 sizes are kept)\n"
+        )
+    );
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        doc["thresholds"],
+        serde_json::json!([{
+            "key": "busBandwidthGBps",
+            "expression": "value < 10",
+            "value": 9.0,
+            "passed": false,
+            "reason": "MeasurementNotAvailable",
+            "message": "Threshold \"busBandwidthGBps\": not judged: 1 rows of the log were not measured (at most 65536 message sizes are kept), and the peak may be among them"
+        }])
+    );
+}
