@@ -436,6 +436,43 @@ pub(crate) fn job_template(_: &mut SchemaGenerator) -> Schema {
     ] {
         props.insert(name.to_string(), immutable(name));
     }
+    // The JobSpec's bounded fields, as the API server holds them (their defaults too); the
+    // admission pack checks the same bounds offline.
+    if let Some(health) = props
+        .get_mut("nodeHealthMonitor")
+        .and_then(Value::as_object_mut)
+    {
+        health.insert(
+            "properties".into(),
+            serde_json::json!({
+                "cel": {
+                    "type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {
+                        "expression": { "type": "string", "minLength": 1, "maxLength": 2048 }
+                    }
+                }
+            }),
+        );
+    }
+    let bounded = serde_json::json!({
+        "checkpoint": {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true,
+            "required": ["pvcName"],
+            "properties": {
+                "pvcName": { "type": "string", "minLength": 1 },
+                "maxRestarts": { "type": "integer", "format": "int32", "minimum": 0 }
+            }
+        },
+        "stallMultiplier": { "type": "integer", "minimum": 1 },
+        "startupStallTimeoutSeconds": { "type": "integer", "minimum": 1, "default": 1200 },
+        "schedulingStallGraceSeconds": { "type": "integer", "minimum": 1, "default": 300 },
+        "measurementTimeout": { "type": "string", "default": "5m" }
+    });
+    if let Value::Object(bounded) = bounded {
+        props.extend(bounded);
+    }
     json_schema!({
         "type": "object",
         "required": ["spec"],
@@ -479,19 +516,19 @@ pub(crate) fn workflow_orchestration(_: &mut SchemaGenerator) -> Schema {
             "diagnose": {
                 "type": "object",
                 "properties": {
-                    "minGroupSize": { "type": "integer", "minimum": 1 },
+                    "minGroupSize": { "type": "integer", "minimum": 1, "default": 2 },
                     "topologyKey": { "type": "string" }
                 }
             },
             "execution": {
                 "type": "object",
                 "properties": {
-                    "maxConcurrent": { "type": "integer", "minimum": 0 },
+                    "maxConcurrent": { "type": "integer", "minimum": 0, "default": 0 },
                     "timeoutPerJob": { "type": "string" },
-                    "retryFailedGroups": { "type": "integer", "minimum": 0 }
+                    "retryFailedGroups": { "type": "integer", "minimum": 0, "default": 0 }
                 }
             },
-            "iterations": { "type": "integer", "minimum": 1 },
+            "iterations": { "type": "integer", "minimum": 1, "default": 1 },
             "placement": { "type": "string", "enum": ["Pinned", "Unpinned"] }
         }
     })
