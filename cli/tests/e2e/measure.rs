@@ -382,6 +382,21 @@ fn the_goodput_window_of_a_kubelet_log_is_its_lines_times() {
     ]);
     assert_eq!(code, 0, "{err}");
     let doc: serde_json::Value = serde_json::from_str(&out).expect("json");
+    // A line of the same log without its kubelet time does not stretch the window either.
+    let plain = "[2026-03-25 07:30:40] iteration       40/  139100 | consumed samples:          360 | elapsed time per iteration (ms): 1238.2 | throughput per GPU (TFLOP/s/GPU): 602.6 | lm loss: 8.356363E+00 |\n";
+    let mixed = dir.path().join("mixed.log");
+    std::fs::write(&mixed, std::fs::read_to_string(&log).expect("read") + plain).expect("write");
+    let (_, mixed_out, _) = run(&[
+        "measure",
+        "goodput",
+        "--profile",
+        "megatron-training",
+        "-o",
+        "json",
+        &mixed.display().to_string(),
+    ]);
+    let mixed_doc: serde_json::Value = serde_json::from_str(&mixed_out).expect("json");
+    assert_eq!(mixed_doc["status"]["trainingTimeSec"], "30.000000");
     let status = &doc["status"];
     assert_eq!(
         (
@@ -444,4 +459,30 @@ fn thresholds_fail_closed_when_rows_were_not_measured() {
             "message": "Threshold \"busBandwidthGBps\": not judged: 1 rows of the log were not measured (at most 65536 message sizes are kept), and the peak may be among them"
         }])
     );
+}
+
+/// Two finite rows whose sum overflows: the second is skipped as one out of range is (the
+/// average was `inf` and passed every threshold).
+#[test]
+fn a_row_that_would_overflow_its_sizes_sum_is_skipped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let huge = format!("17{}", "0".repeat(307));
+    let row = format!(
+        "        2048           512     float     sum      -1    10.0    5.00    {huge}      0    10.0    5.00    9.00      0\n"
+    );
+    let log = dir.path().join("nccl.log");
+    std::fs::write(&log, format!("{row}{row}")).expect("write");
+    let (code, out, err) = run(&[
+        "measure",
+        "bandwidth",
+        "--profile",
+        "nccl-bandwidth",
+        "-o",
+        "json",
+        &log.display().to_string(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let doc: serde_json::Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(doc["status"]["results"][0]["samples"], 1);
+    assert_ne!(doc["status"]["results"][0]["busBW"], "inf");
 }

@@ -143,8 +143,14 @@ impl<'p> BandwidthParser<'p> {
             }
         };
         if let Some(s) = self.sums.get_mut(i) {
-            s.alg += p.alg_bw;
-            s.bus += p.bus_bw;
+            // A row whose bandwidth, finite itself, would make the sum overflow (`1.7e308`
+            // twice) is skipped as one out of range is: an `inf` average passes any threshold.
+            let (alg, bus) = (s.alg + p.alg_bw, s.bus + p.bus_bw);
+            if !(alg.is_finite() && bus.is_finite()) {
+                return;
+            }
+            s.alg = alg;
+            s.bus = bus;
             s.n += 1;
             self.rows += 1;
         }
@@ -194,20 +200,30 @@ pub fn merge_results(results: &mut Vec<BandwidthResult>, batch: &[DataPoint]) {
             order.push(p.size_bytes);
             (0.0, 0.0, 0)
         });
-        e.0 += p.alg_bw;
-        e.1 += p.bus_bw;
-        e.2 += 1;
+        // As the parser does: a row that would make the sum overflow is skipped.
+        if (e.0 + p.alg_bw).is_finite() && (e.1 + p.bus_bw).is_finite() {
+            e.0 += p.alg_bw;
+            e.1 += p.bus_bw;
+            e.2 += 1;
+        }
     }
     for size in order {
         let Some((alg, bus, k)) = sums.get(&size).copied() else {
             continue;
         };
+        if k == 0 {
+            continue;
+        }
         match results.iter_mut().find(|r| r.size_bytes == size) {
             Some(r) => {
                 let n = r.samples;
                 let old = |s: &str| s.trim().parse::<f64>().unwrap_or(0.0) * n as f64;
-                r.alg_bw = format!("{:.2}", (old(&r.alg_bw) + alg) / (n + k) as f64);
-                r.bus_bw = format!("{:.2}", (old(&r.bus_bw) + bus) / (n + k) as f64);
+                let (alg_sum, bus_sum) = (old(&r.alg_bw) + alg, old(&r.bus_bw) + bus);
+                if !(alg_sum.is_finite() && bus_sum.is_finite()) {
+                    continue;
+                }
+                r.alg_bw = format!("{:.2}", alg_sum / (n + k) as f64);
+                r.bus_bw = format!("{:.2}", bus_sum / (n + k) as f64);
                 r.samples = n + k;
             }
             None => results.push(BandwidthResult {

@@ -32,6 +32,8 @@ pub struct GoodputParser<'p> {
     log_interval: i64,
     warmup_steps: i64,
     first: Option<Timestamp>,
+    /// A line with a kubelet time was read: only those times set the window.
+    kubelet_times: bool,
     last: Option<Timestamp>,
     app_start: Option<Timestamp>,
     need_base: bool,
@@ -110,6 +112,7 @@ impl<'p> GoodputParser<'p> {
             log_interval: profile.spec.log_interval.unwrap_or(0),
             warmup_steps: profile.spec.warmup_steps.unwrap_or(0),
             first: None,
+            kubelet_times: false,
             last: None,
             app_start: None,
             need_base: true,
@@ -159,7 +162,7 @@ impl<'p> GoodputParser<'p> {
         // event's own time is often the pod's local time without a zone (Megatron's bracketed
         // time), read as UTC: beside zoned kubelet times it would stretch the window by the
         // pod's UTC offset.
-        if line_ts.is_none() {
+        if line_ts.is_none() && !self.kubelet_times {
             self.seen(ts);
         }
         ts
@@ -175,6 +178,13 @@ impl<'p> GoodputParser<'p> {
     /// worker's log and training steps from the last worker's, fed merged by timestamp.
     pub fn feed_part(&mut self, line: &[u8], part: LogPart) {
         let (line_ts, text) = strip_prefix(line);
+        if line_ts.is_some() && !self.kubelet_times {
+            // From here on only the lines' kubelet times set the window; an event's own time
+            // seen before this line does not stay in it.
+            self.kubelet_times = true;
+            self.first = None;
+            self.last = None;
+        }
         self.seen(line_ts);
         let lifecycle = part != LogPart::Steps;
         if lifecycle
