@@ -19,14 +19,24 @@ use crate::findings::Findings;
 use crate::ruleset::RulesInfo;
 
 /// `text` safe to show on a terminal: each control character but the tab and, when
-/// `newlines`, the line feed, and each bidirectional formatting character, written as its Rust
+/// `newlines`, the line feed, each bidirectional formatting or mark character and the line
+/// and paragraph separators, written as its Rust
 /// escape (`\u{1b}`, `\r`, `\u{202e}`). A manifest's value (a `\e` in a double-quoted name)
 /// or a file's name reaches the reports; written raw, it could clear or retitle the terminal
 /// of whoever reads them, or make a line read as another.
 pub fn printable(text: &str, newlines: bool) -> std::borrow::Cow<'_, str> {
     let unsafe_char = |c: char| {
         (c.is_control() && c != '\t' && !(newlines && c == '\n'))
-            || matches!(c, '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+            || matches!(
+                c,
+                '\u{202a}'..='\u{202e}'
+                    | '\u{2066}'..='\u{2069}'
+                    | '\u{200e}'
+                    | '\u{200f}'
+                    | '\u{061c}'
+                    | '\u{2028}'
+                    | '\u{2029}'
+            )
     };
     if !text.contains(unsafe_char) {
         return std::borrow::Cow::Borrowed(text);
@@ -212,7 +222,10 @@ impl Diagnostic for Snippet {
 pub fn finding_block(f: &Finding, window: Option<&Window>, color: bool) -> String {
     let mut out = finding_summary_styled(f, color);
     out.push('\n');
+    // The source lines are shown as written, so not when they hold a character a terminal
+    // would act on (the message above names the place).
     if let (Some(w), Some(pos)) = (window, f.pos())
+        && matches!(printable(&w.text, true), std::borrow::Cow::Borrowed(_))
         && let Some((line_start, line)) = w.raw_line(pos.line)
     {
         let col_bytes: usize = line
@@ -1773,6 +1786,10 @@ mod tests {
         assert_eq!(
             printable(text, false),
             "a\\u{1b}]0;t\\u{7}b\\r\\nc\td\\u{202e}e\\u{85}é"
+        );
+        assert_eq!(
+            printable("a\u{200f}b\u{61c}c\u{2028}d", true),
+            "a\\u{200f}b\\u{61c}c\\u{2028}d"
         );
         assert!(matches!(
             printable("plain → text\twith tab", false),

@@ -133,7 +133,7 @@ fn workloadrun_crd_rules_agree_with_the_admission_pack() {
         .map(|r| r.message.as_str())
         .collect();
     assert_eq!(create_time.len(), 9, "{create_time:#?}");
-    assert_eq!(agree("workloadrun-admission", &rules), 87);
+    assert_eq!(agree("workloadrun-admission", &rules), 88);
 }
 
 #[test]
@@ -159,5 +159,5 @@ fn workflow_crd_rules_agree_with_the_admission_pack() {
             "jobTemplate.spec.workloadMetadata: workloadMetadata is immutable",
         ]
     );
-    assert_eq!(agree("workflow-admission", &rules), 10);
+    assert_eq!(agree("workflow-admission", &rules), 11);
 }
