@@ -346,16 +346,29 @@ fn outputs(args: &CheckArgs) -> Option<Vec<Output>> {
             ));
             return None;
         }
-        if let Some(input) = args
+        // The inputs: the paths given (a directory's manifests among them) and the nodes file.
+        let inputs = args
             .paths
             .iter()
-            .find(|p| *p != "-" && same_file_key(Path::new(p)) == key)
-        {
-            report::error_line(&format!(
-                "-o: {} is the input {input}; writing the report there would replace it, so give the report another path",
-                path.display()
-            ));
-            return None;
+            .chain(args.nodes.nodes_file.iter())
+            .filter(|p| *p != "-");
+        for input in inputs {
+            let given = same_file_key(Path::new(input));
+            let inside = given.is_dir()
+                && key.starts_with(&given)
+                && key.is_file()
+                && key
+                    .extension()
+                    .and_then(|e| e.to_str())
+                    .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
+            if given == key || inside {
+                report::error_line(&format!(
+                    "-o: {} is {}the input {input}; writing the report there would replace it, so give the report another path",
+                    path.display(),
+                    if inside { "a manifest of " } else { "" }
+                ));
+                return None;
+            }
         }
         seen.push((key, path));
     }
@@ -369,6 +382,21 @@ fn same_file_key(path: &Path) -> PathBuf {
     if let Ok(p) = std::fs::canonicalize(path) {
         return p;
     }
+    // A symbolic link to a file not written yet names that file.
+    if let Ok(target) = std::fs::read_link(path) {
+        let target = match path.parent() {
+            Some(dir) if target.is_relative() => dir.join(target),
+            _ => target,
+        };
+        if target != path {
+            return same_file_key_of_missing(&target);
+        }
+    }
+    same_file_key_of_missing(path)
+}
+
+/// [`same_file_key`] of a path that does not exist (yet).
+fn same_file_key_of_missing(path: &Path) -> PathBuf {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),

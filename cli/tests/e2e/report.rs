@@ -530,6 +530,28 @@ fn a_report_path_used_twice_or_naming_an_input_is_refused() {
         std::fs::read(dir.path().join("bad.yaml")).expect("read"),
         before
     );
+    // A manifest the directory walk reads, and a symbolic link to the other report.
+    write(dir.path(), "d/x.yaml", BAD);
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("new.json", dir.path().join("link.json")).expect("symlink");
+    for (args, message) in [
+        (
+            vec!["-o", "json=d/x.yaml", "d"],
+            "Error: -o: d/x.yaml is a manifest of the input d; writing the report there would replace it, so give the report another path\n",
+        ),
+        #[cfg(unix)]
+        (
+            vec!["-o", "json=new.json", "-o", "sarif=link.json", "bad.yaml"],
+            "Error: -o: new.json and link.json are the same file; give each report its own path\n",
+        ),
+    ] {
+        let (code, stdout, stderr) = check(dir.path(), &args);
+        assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", message));
+    }
+    assert_eq!(
+        std::fs::read_to_string(dir.path().join("d/x.yaml")).expect("read"),
+        BAD
+    );
 }
 
 #[test]
