@@ -56,6 +56,35 @@ fn plain_token(line: &str, column: usize) -> Option<String> {
     (!token.is_empty()).then(|| token.to_string())
 }
 
+/// The plain scalar written at `pos` ([`plain_token`]), unless it is tagged (`!!str yes` is a
+/// string to every YAML reader) or the content of a block scalar (the line before it ends with
+/// its `|` or `>` indicator).
+fn written_plain(line: &dyn Fn(usize) -> Option<String>, pos: nvcre_engine::Pos) -> Option<String> {
+    let text = line(pos.line)?;
+    let before: String = text.chars().take(pos.column.saturating_sub(1)).collect();
+    if before
+        .split_whitespace()
+        .last()
+        .is_some_and(|w| w.starts_with('!'))
+    {
+        return None;
+    }
+    let indicator = |w: &str| {
+        w.starts_with(['|', '>']) && w[1..].chars().all(|c| matches!(c, '-' | '+' | '0'..='9'))
+    };
+    let after_indicator = pos.line > 1
+        && line(pos.line - 1).is_some_and(|l| {
+            l.split(" #")
+                .next()
+                .and_then(|l| l.split_whitespace().last())
+                .is_some_and(indicator)
+        });
+    if before.trim().is_empty() && after_indicator {
+        return None;
+    }
+    plain_token(&text, pos.column)
+}
+
 /// Every entry of the mapping `v` (if it is one) under `path`.
 fn entries<'a>(out: &mut Vec<(FieldPath, &'a Value)>, path: FieldPath, v: Option<&'a Value>) {
     if let Some(map) = v.and_then(Value::as_object) {
@@ -263,10 +292,10 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
             Value::String(_) | Value::Number(_) | Value::Bool(_) => value,
             _ => continue,
         };
-        let Some(pos) = doc.spans.lookup(&path) else {
+        let Some(pos) = doc.spans.lookup(path) else {
             continue;
         };
-        let Some(token) = line(pos.line).and_then(|l| plain_token(&l, pos.column)) else {
+        let Some(token) = written_plain(line, pos) else {
             continue;
         };
         let why = match reading {
@@ -282,7 +311,7 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
         };
         out.push(warning(
             doc,
-            &path,
+            path,
             format!(
                 "{path}: the unquoted value {token} is meant as a string, but {why}: quote it (\"{token}\")"
             ),
@@ -302,11 +331,7 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
         let Some(pos) = doc.spans.lookup(path) else {
             continue;
         };
-        if line(pos.line)
-            .and_then(|l| plain_token(&l, pos.column))
-            .as_deref()
-            != Some(word)
-        {
+        if written_plain(line, pos).as_deref() != Some(word) {
             continue;
         }
         out.push(warning(

@@ -2557,12 +2557,13 @@ refused!(
 );
 
 /// A YAML 1.1 boolean word in any string field, not only labels, env and data: a queue name, a
-/// node selector value, an argument. Quoted ones are not reported.
+/// node selector value, an argument. Quoted, tagged (`!!str on`) and block scalars are strings
+/// to every YAML reader and are not reported.
 #[test]
 fn a_yaml_11_boolean_word_in_any_string_field_is_warned_about() {
     let (code, stdout, stderr) = run_in(
         &["check", "-o", "json", "in.yaml"],
-        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a, yes, \"no\"]}}\n  gangScheduler: {schedulerName: kai-scheduler, queue: on}\n  target:\n    nodeSelector: {nvidia.com/gpu.present: yes}\n",
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a, yes, \"no\", !!str on]}}\n  gangScheduler: {schedulerName: kai-scheduler, queue: on}\n  target:\n    nodeSelector: {nvidia.com/gpu.present: yes}\n  workloadMetadata:\n    labels:\n      rack: |-\n        off\n",
     );
     assert_eq!((code, stderr.as_str()), (0, ""));
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
