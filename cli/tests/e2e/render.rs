@@ -1354,3 +1354,28 @@ fn a_workflow_an_override_makes_invalid_is_refused_at_the_override() {
         ]
     );
 }
+
+/// A finding about a field an override left out (a requirement without its values) is located
+/// at the nearest part of it the override wrote.
+#[test]
+fn a_field_an_override_left_out_is_located_at_what_it_wrote() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("run.yaml");
+    std::fs::write(
+        &file,
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: g\nspec:\n  image: img\n  framework:\n    torch: {script: a.py}\n  numNodes: 2\n  overrides:\n  - when: {platform: {equals: aws}}\n    orchestration:\n      target:\n        matchExpressions:\n        - {key: pool, operator: In}\n",
+    )
+    .expect("write");
+    let file = file.display().to_string();
+    let (code, out, err) = run(&["render", "--platform", "aws", "--gpu-arch", "h100", &file]);
+    assert_eq!(
+        (code, out.as_str(), err),
+        (
+            1,
+            "",
+            format!(
+                "{file}:15:11: spec.orchestration.target.matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'\n"
+            )
+        )
+    );
+}

@@ -602,6 +602,32 @@ pub(crate) fn override_when_findings(
     Ok(out)
 }
 
+/// Where the user's overrides (`applied`, the last first) wrote the nearest parent of a field
+/// none of them writes itself (a requirement without its `values`): the deepest one present,
+/// at least one field into an override (`spec.overrides[i].orchestration`), so a finding about
+/// a missing field is located at what the override did write.
+fn written_below(doc: &Document, path: &str, applied: &[usize]) -> Option<nvcre_engine::Pos> {
+    let rest = below(path, "spec")?;
+    let mut best: Option<(usize, nvcre_engine::Pos)> = None;
+    for i in applied.iter().rev() {
+        let Ok(mut p) = FieldPath::parse(&format!("spec.overrides[{i}]{rest}")) else {
+            continue;
+        };
+        // `spec`, `overrides`, the index, and one field of the override.
+        while p.segments().len() > 4 {
+            p.pop();
+            if doc.spans.contains(&p) {
+                let depth = p.segments().len();
+                if best.is_none_or(|(d, _)| depth > d) {
+                    best = doc.spans.lookup(&p).map(|pos| (depth, pos));
+                }
+                break;
+            }
+        }
+    }
+    best.map(|(_, pos)| pos)
+}
+
 /// [`locate_findings`] for findings that are not a rejection (warnings of a render that went
 /// through).
 pub(super) fn locate_each(
@@ -657,14 +683,17 @@ pub(super) fn locate_findings(e: PolicyError, doc: &Document, applied: &[usize])
             }
             candidates.push("spec".to_string());
         }
-        let found = candidates.iter().find_map(|c| {
-            let p = FieldPath::parse(c).ok()?;
-            if doc.spans.contains(&p) {
-                doc.spans.lookup(&p)
-            } else {
-                None
-            }
-        });
+        let found = candidates
+            .iter()
+            .find_map(|c| {
+                let p = FieldPath::parse(c).ok()?;
+                if doc.spans.contains(&p) {
+                    doc.spans.lookup(&p)
+                } else {
+                    None
+                }
+            })
+            .or_else(|| written_below(doc, &path, applied));
         if let Some(pos) = found {
             f.line = Some(pos.line);
             f.column = Some(pos.column);
