@@ -465,9 +465,8 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
             // Among several documents, an error that names no place names the document's; one
             // document's keeps the original message alone.
             Err(e) if docs.len() > 1 => {
-                return Err(report_policy_error(
-                    &e.located(&nvcre_domain::document_place(doc)),
-                ));
+                let e = e.located(&nvcre_domain::document_place(doc));
+                return Err(report_policy_error(&led_by_place(e, doc)));
             }
             Err(e) => return Err(report_policy_error(&e)),
         }
@@ -535,6 +534,36 @@ fn man(args: &ManArgs) -> ExitCode {
             ExitCode::SUCCESS
         }
     }
+}
+
+/// A rejection among several documents with each error finding of the later stages (whose
+/// messages are the original's sentences, printed alone) led by its place: its `file:line:col`,
+/// else the document's. Admission findings name their place already.
+fn led_by_place(e: PolicyError, doc: &nvcre_engine::Document) -> PolicyError {
+    let PolicyError::Rejected(findings) = e else {
+        return e;
+    };
+    let place = |f: &nvcre_engine::Finding| match (f.line, f.column) {
+        (Some(l), Some(c)) => format!("{}:{l}:{c}", f.file),
+        _ => nvcre_domain::document_place(doc),
+    };
+    PolicyError::Rejected(
+        findings
+            .into_iter()
+            .map(|f| {
+                if f.severity == nvcre_engine::Severity::Error
+                    && f.stage.as_deref() != Some("admission")
+                {
+                    nvcre_engine::Finding {
+                        message: format!("{}: {}", place(&f), f.message),
+                        ..f
+                    }
+                } else {
+                    f
+                }
+            })
+            .collect(),
+    )
 }
 
 /// An `--expand` rejection with each finding led by the emitted object it is about, as the

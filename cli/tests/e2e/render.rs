@@ -1379,3 +1379,26 @@ fn a_field_an_override_left_out_is_located_at_what_it_wrote() {
         )
     );
 }
+
+/// Among several WorkloadRuns, a contract rejection (the original's sentence, printed alone for
+/// one document) is led by its place, so the failing run is named.
+#[test]
+fn a_rejection_among_several_documents_names_its_place() {
+    let one = std::fs::read_to_string(root().join("examples/nccl-all-reduce.yaml")).expect("read");
+    let rejected =
+        std::fs::read_to_string(root().join("examples/override-rejected.yaml")).expect("read");
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("two.yaml");
+    std::fs::write(&file, format!("{one}---\n{rejected}")).expect("write");
+    let file = file.display().to_string();
+    let message = "spec.jobTemplate.spec.workloadMetadata.labels[\"kai.scheduler/queue\"]: conflicting label value \"team-b\", expected \"team-a\"\n";
+    let (code, _, err) = run(&["render", "--platform", "aws", "--gpu-arch", "h100", &file]);
+    let (line, column) = (one.lines().count() + 1 + 27, 36);
+    let single = example("override-rejected.yaml");
+    let (single_code, _, single_err) =
+        run(&["render", "--platform", "aws", "--gpu-arch", "h100", &single]);
+    assert_eq!(
+        (code, err, single_code, single_err.as_str()),
+        (1, format!("{file}:{line}:{column}: {message}"), 1, message)
+    );
+}
