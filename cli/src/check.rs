@@ -120,6 +120,8 @@ fn parse_output(s: &str) -> Result<Output, String> {
                 "{s:?}: the path after '=' is empty; write -o FORMAT=PATH (e.g. -o json=report.json), or -o FORMAT for standard output"
             ));
         }
+        // `-` is standard output, as for the inputs.
+        Some((n, "-")) => (n, None),
         Some((n, p)) => (n, Some(PathBuf::from(p))),
         None => (s, None),
     };
@@ -153,8 +155,9 @@ impl FailOn {
 pub struct CheckArgs {
     #[command(flatten)]
     nodes: input::NodeArgs,
-    /// Report format (text, json, sarif, junit, github), to PATH when given, else to standard
-    /// output. Repeat for several formats; at most one may use standard output. Default: text.
+    /// Report format (text, json, sarif, junit, github), to PATH when given (`-`: standard
+    /// output), else to standard output. Repeat for several formats; at most one may use
+    /// standard output. Default: text.
     #[arg(short = 'o', long = "output", value_name = "FORMAT[=PATH]", value_parser = parse_output)]
     outputs: Vec<Output>,
     /// Exit 1 when a finding at or above this severity exists.

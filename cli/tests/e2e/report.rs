@@ -557,6 +557,17 @@ fn a_report_path_used_twice_or_naming_an_input_is_refused() {
 #[test]
 fn at_most_one_format_may_use_standard_output() {
     let dir = widgets();
+    // `FORMAT=-` is standard output, not a file named `-`.
+    let (code, stdout, _) = check(dir.path(), &["-o", "json=-", "bad.yaml"]);
+    assert_eq!(code, 1);
+    assert!(stdout.starts_with("{\n  \"apiVersion\""), "{stdout}");
+    assert!(!dir.path().join("-").exists());
+    let (code, _, stderr) = check(dir.path(), &["-o", "json=-", "-o", "text", "bad.yaml"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stderr,
+        "Error: at most one -o format may write to standard output; give the others a file: -o FORMAT=PATH\n"
+    );
     let (code, stdout, stderr) = check(dir.path(), &["-o", "json", "-o", "sarif", "bad.yaml"]);
     assert_eq!(code, 2);
     assert_eq!(stdout, "");
