@@ -337,7 +337,15 @@ fn outputs(args: &CheckArgs) -> Option<Vec<Output>> {
         );
         return None;
     }
-    // One report written over another (or over an input) would be lost without a word.
+    // One report written over another (or over an input) would be lost without a word. The
+    // inputs: the paths given (a directory's manifests among them) and the nodes file.
+    let inputs: Vec<(&String, PathBuf)> = args
+        .paths
+        .iter()
+        .chain(args.nodes.nodes_file.iter())
+        .filter(|p| *p != "-")
+        .map(|p| (p, same_file_key(Path::new(p))))
+        .collect();
     let mut seen: Vec<(PathBuf, &Path)> = Vec::new();
     for path in outputs.iter().filter_map(|o| o.path.as_deref()) {
         let key = same_file_key(path);
@@ -349,22 +357,15 @@ fn outputs(args: &CheckArgs) -> Option<Vec<Output>> {
             ));
             return None;
         }
-        // The inputs: the paths given (a directory's manifests among them) and the nodes file.
-        let inputs = args
-            .paths
-            .iter()
-            .chain(args.nodes.nodes_file.iter())
-            .filter(|p| *p != "-");
-        for input in inputs {
-            let given = same_file_key(Path::new(input));
+        for (input, given) in &inputs {
             let inside = given.is_dir()
-                && key.starts_with(&given)
+                && key.starts_with(given)
                 && key.is_file()
                 && key
                     .extension()
                     .and_then(|e| e.to_str())
                     .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
-            if given == key || inside {
+            if *given == key || inside {
                 report::error_line(&format!(
                     "-o: {} is {}the input {input}; writing the report there would replace it, so give the report another path",
                     path.display(),

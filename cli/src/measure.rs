@@ -12,8 +12,8 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand, ValueEnum};
 use nvcre_domain::measure::{
     BandwidthParser, GoodputParser, LogProfiles, Measured, Source, THRESHOLD_KEYS, ThresholdResult,
-    Thresholds, ViolationReason, bandwidth_block, for_each_line, goodput_block, measured_value,
-    threshold_key, unknown_keys_message,
+    Thresholds, bandwidth_block, for_each_line, goodput_block, measured_value, threshold_key,
+    unknown_keys_message,
 };
 use nvcre_engine::limits::io_error_text;
 use nvcre_engine::{RuleSet, to_yaml};
@@ -159,17 +159,7 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
         ));
     }
     let mut results = thresholds.evaluate(source, |k| measured_value(&measured, k));
-    if unmeasured > 0 {
-        for r in &mut results {
-            r.passed = false;
-            r.reason = Some(ViolationReason::MeasurementNotAvailable);
-            r.message = Some(format!(
-                "Threshold {:?}: not judged: {unmeasured} rows of the log were not measured (at most {} message sizes are kept), and the peak may be among them",
-                r.key,
-                nvcre_domain::measure::MAX_SIZES
-            ));
-        }
-    }
+    nvcre_domain::measure::fail_unmeasured(&mut results, unmeasured);
     let text = match args.output {
         Format::Text => text(&measured, test_type, &results),
         Format::Json | Format::Yaml => {
@@ -191,17 +181,7 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
             return Err(fail(&format!("writing the output: {}", io_error_text(&e))));
         }
     }
-    // A threshold expression that cannot be evaluated is an error in the thresholds given
-    // (exit 2), not a measurement that missed them.
-    let invalid =
-        |r: &ThresholdResult| r.reason == Some(ViolationReason::InvalidThresholdExpression);
-    Ok(if results.iter().any(invalid) {
-        ExitCode::from(2)
-    } else if results.iter().all(|r| r.passed) {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
+    Ok(ExitCode::from(nvcre_domain::measure::exit_code(&results)))
 }
 
 /// A log to read: its name in messages and its reader.

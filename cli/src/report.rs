@@ -18,38 +18,10 @@ use crate::color;
 use crate::findings::Findings;
 use crate::ruleset::RulesInfo;
 
-/// `text` safe to show on a terminal: each control character but the tab and, when
-/// `newlines`, the line feed, each bidirectional formatting or mark character and the line
-/// and paragraph separators, written as its Rust
-/// escape (`\u{1b}`, `\r`, `\u{202e}`). A manifest's value (a `\e` in a double-quoted name)
-/// or a file's name reaches the reports; written raw, it could clear or retitle the terminal
-/// of whoever reads them, or make a line read as another.
+/// `text` safe to show on a terminal ([`nvcre_engine::printable`]), keeping the tab and, when
+/// `newlines`, the line feed.
 pub fn printable(text: &str, newlines: bool) -> std::borrow::Cow<'_, str> {
-    let unsafe_char = |c: char| {
-        (c.is_control() && c != '\t' && !(newlines && c == '\n'))
-            || matches!(
-                c,
-                '\u{202a}'..='\u{202e}'
-                    | '\u{2066}'..='\u{2069}'
-                    | '\u{200e}'
-                    | '\u{200f}'
-                    | '\u{061c}'
-                    | '\u{2028}'
-                    | '\u{2029}'
-            )
-    };
-    if !text.contains(unsafe_char) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if unsafe_char(c) {
-            out.extend(c.escape_default());
-        } else {
-            out.push(c);
-        }
-    }
-    std::borrow::Cow::Owned(out)
+    nvcre_engine::printable(text, if newlines { &['\t', '\n'] } else { &['\t'] })
 }
 
 /// `lead` (already styled) and `text` ([`printable`]) as one line on stderr; a stderr that

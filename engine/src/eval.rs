@@ -1920,18 +1920,7 @@ mod tests {
     /// Runs the pack `body` on the YAML document `doc`: the findings as
     /// `severity rule-id [fieldPath@line:col] message`, and the document after mutations.
     fn run(body: &str, doc: &str) -> (Vec<String>, Value) {
-        let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
-            .expect("pack loads");
-        let input = Source::new("in.yaml", doc);
-        let docs = parse_documents(&input).expect("document parses");
-        let origin = Origin {
-            file: "in.yaml",
-            document: 0,
-            spans: Some(&docs[0].spans),
-        };
-        let out = set.packs[0]
-            .evaluate(&docs[0].value, origin, &Value::Null)
-            .expect("evaluates");
+        let out = run_findings(body, doc);
         let findings = out
             .findings
             .iter()
@@ -1945,6 +1934,22 @@ mod tests {
             })
             .collect();
         (findings, out.value)
+    }
+
+    /// Runs the pack `body` on the YAML document `doc`: the whole outcome.
+    fn run_findings(body: &str, doc: &str) -> Outcome {
+        let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
+            .expect("pack loads");
+        let input = Source::new("in.yaml", doc);
+        let docs = parse_documents(&input).expect("document parses");
+        let origin = Origin {
+            file: "in.yaml",
+            document: 0,
+            spans: Some(&docs[0].spans),
+        };
+        set.packs[0]
+            .evaluate(&docs[0].value, origin, &Value::Null)
+            .expect("evaluates")
     }
 
     const NO_LABELS: &str = "kind: Job\nmetadata:\n  name: j\nspec:\n  image: x\n";
@@ -2656,18 +2661,7 @@ mod tests {
         );
         // A rule error (check exits 2), at the condition's line in the rule file.
         let body = "match:\n  matchConditions:\n  - {name: boom, expression: \"object.spec.nothing == 1\"}\nrules:\n- id: r\n  validate: {expression: 'true'}\n";
-        let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
-            .expect("pack loads");
-        let input = Source::new("in.yaml", NO_LABELS);
-        let docs = parse_documents(&input).expect("document parses");
-        let origin = Origin {
-            file: "in.yaml",
-            document: 0,
-            spans: Some(&docs[0].spans),
-        };
-        let out = set.packs[0]
-            .evaluate(&docs[0].value, origin, &Value::Null)
-            .expect("evaluates");
+        let out = run_findings(body, NO_LABELS);
         let f = &out.findings[0];
         assert_eq!(
             (f.rule_error, f.rule_line, f.message.as_str()),

@@ -124,7 +124,7 @@ pub use pack::{
     CompiledPack, Prepared, PreparedSource, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry,
 };
 pub use path::{FieldPath, Segment};
-pub use quote::go_quote;
+pub use quote::{go_quote, printable};
 pub use source::{
     Document, Located, MAX_SOURCE_BYTES, Pos, PreparedDocument, Source, SpanIndex, parse_documents,
     parse_documents_as, parse_documents_lenient, parse_documents_within, parse_rule_file,

@@ -1,6 +1,7 @@
 //! Go's string quoting, which the original's messages use (`%q`): the rules' `goQuote(s)` CEL
 //! function and messages that quote names as the original does. (The preCommand shell wrapper
-//! quotes with single quotes instead; see `nvcre_domain::shell_quote`.)
+//! quotes with single quotes instead; see `nvcre_domain::shell_quote`.) And [`printable`]:
+//! untrusted text made safe to show on a terminal.
 
 /// Go's `strconv.Quote` (what `%q` prints for a string): double quotes; `"` and `\` escaped;
 /// `\a \b \f \n \r \t \v`; other non-printable characters as `\xHH` (below U+0020 and U+007F),
@@ -70,6 +71,44 @@ fn go_is_print(c: char) -> bool {
     let private_use = matches!(u, 0xE000..=0xF8FF | 0xF_0000..=0xF_FFFD | 0x10_0000..=0x10_FFFD);
     let noncharacter = matches!(u, 0xFDD0..=0xFDEF) || (u & 0xFFFE) == 0xFFFE;
     !(c.is_control() || c.is_whitespace() || format || private_use || noncharacter)
+}
+
+/// `text` safe to show on a terminal: each control character (but those in `keep`, such as the
+/// tab or the line feed of a multi-line message), each bidirectional formatting or mark
+/// character and the line and paragraph separators, written as its Rust escape (`\u{1b}`,
+/// `\r`, `\u{202e}`). A manifest's value, a log line or a file's name reaches the reports;
+/// written raw, it could clear or retitle the terminal of whoever reads them, make a line read
+/// as another, or break a box's alignment. Borrowed when nothing needs escaping.
+///
+/// ```
+/// assert_eq!(nvcre_engine::printable("a\u{1b}[2J\tb\n", &['\n']), "a\\u{1b}[2J\\tb\n");
+/// ```
+pub fn printable<'a>(text: &'a str, keep: &[char]) -> std::borrow::Cow<'a, str> {
+    let unsafe_char = |c: char| {
+        (c.is_control() && !keep.contains(&c))
+            || matches!(
+                c,
+                '\u{202a}'..='\u{202e}'
+                    | '\u{2066}'..='\u{2069}'
+                    | '\u{200e}'
+                    | '\u{200f}'
+                    | '\u{061c}'
+                    | '\u{2028}'
+                    | '\u{2029}'
+            )
+    };
+    if !text.contains(unsafe_char) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if unsafe_char(c) {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    std::borrow::Cow::Owned(out)
 }
 
 #[cfg(test)]

@@ -487,17 +487,10 @@ fn card_line(content: &str) -> String {
     format!("│  {content}{}│", " ".repeat(INNER.saturating_sub(used)))
 }
 
-/// Control characters escaped (`\n`, `\t`, `\u{1b}`), so a measured string cannot break the box.
+/// Control characters escaped (`\n`, `\t`, `\u{1b}`; see [`nvcre_engine::printable`]), so a
+/// measured string cannot break the box.
 fn escape_control(s: &str) -> String {
-    s.chars()
-        .map(|c| {
-            if c.is_control() {
-                c.escape_default().to_string()
-            } else {
-                c.to_string()
-            }
-        })
-        .collect()
+    nvcre_engine::printable(s, &[]).into_owned()
 }
 
 /// The reason of a failed group in text: longer than 54 bytes → the first 51 bytes (on a char

@@ -362,14 +362,10 @@ fn a_large_group_is_one_summary_line_with_the_first_ten_names() {
 /// carry that product (they carried none, so none was a target: "No target nodes found").
 #[test]
 fn synthetic_nodes_carry_the_product_the_target_asks_for() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("run.yaml");
-    std::fs::write(
-        &file,
+    let (_dir, file) = temp_file(
+        "run.yaml",
         "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: sel\nspec:\n  image: img\n  framework:\n    torch: {script: a.py}\n  numNodes: 2\n  target:\n    nodeSelector:\n      nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3\n",
-    )
-    .expect("write");
-    let file = file.display().to_string();
+    );
     let (code, out, err) = run(&["render", "--platform", "aws", "--expand", &file]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(

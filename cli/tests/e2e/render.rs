@@ -1307,14 +1307,10 @@ fn an_input_error_after_admission_keeps_the_findings_before_it() {
 /// and printed a Workflow its own `check` rejected. Each is located at the override's line.
 #[test]
 fn a_workflow_an_override_makes_invalid_is_refused_at_the_override() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("run.yaml");
-    std::fs::write(
-        &file,
+    let (_dir, file) = temp_file(
+        "run.yaml",
         "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: g\nspec:\n  image: img\n  framework:\n    torch: {script: a.py}\n  numNodes: 2\n  overrides:\n  - when: {platform: {equals: aws}}\n    orchestration:\n      placement: Bogus\n      iterations: 0\n      execution: {timeoutPerJob: forever}\n",
-    )
-    .expect("write");
-    let file = file.display().to_string();
+    );
     let args = ["--platform", "aws", "--gpu-arch", "h100"];
     let (code, out, err) = run(&[&["render"][..], &args, &[&file]].concat());
     assert_eq!(
@@ -1359,14 +1355,10 @@ fn a_workflow_an_override_makes_invalid_is_refused_at_the_override() {
 /// at the nearest part of it the override wrote.
 #[test]
 fn a_field_an_override_left_out_is_located_at_what_it_wrote() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("run.yaml");
-    std::fs::write(
-        &file,
+    let (_dir, file) = temp_file(
+        "run.yaml",
         "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: g\nspec:\n  image: img\n  framework:\n    torch: {script: a.py}\n  numNodes: 2\n  overrides:\n  - when: {platform: {equals: aws}}\n    orchestration:\n      target:\n        matchExpressions:\n        - {key: pool, operator: In}\n",
-    )
-    .expect("write");
-    let file = file.display().to_string();
+    );
     let (code, out, err) = run(&["render", "--platform", "aws", "--gpu-arch", "h100", &file]);
     assert_eq!(
         (code, out.as_str(), err),
@@ -1387,10 +1379,7 @@ fn a_rejection_among_several_documents_names_its_place() {
     let one = std::fs::read_to_string(root().join("examples/nccl-all-reduce.yaml")).expect("read");
     let rejected =
         std::fs::read_to_string(root().join("examples/override-rejected.yaml")).expect("read");
-    let dir = tempfile::tempdir().expect("tempdir");
-    let file = dir.path().join("two.yaml");
-    std::fs::write(&file, format!("{one}---\n{rejected}")).expect("write");
-    let file = file.display().to_string();
+    let (_dir, file) = temp_file("two.yaml", &format!("{one}---\n{rejected}"));
     let message = "spec.jobTemplate.spec.workloadMetadata.labels[\"kai.scheduler/queue\"]: conflicting label value \"team-b\", expected \"team-a\"\n";
     let (code, _, err) = run(&["render", "--platform", "aws", "--gpu-arch", "h100", &file]);
     let (line, column) = (one.lines().count() + 1 + 27, 36);

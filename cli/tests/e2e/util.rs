@@ -43,6 +43,15 @@ pub fn rules_copy() -> (tempfile::TempDir, PathBuf) {
     (dir, rules)
 }
 
+/// A file `name` holding `text` in a new temporary directory: (the directory guard, the
+/// file's path as a string).
+pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join(name);
+    std::fs::write(&file, text).expect("write");
+    (dir, file.display().to_string())
+}
+
 /// Replaces `from` by `to` in the file; panics when `from` is not there, so a test cannot pass
 /// on an edit that did not happen.
 pub fn edit(path: &Path, from: &str, to: &str) {

@@ -53,7 +53,7 @@ pub use profile::{
 pub use text::{bandwidth_block, format_size, goodput_block};
 pub use threshold::{
     Source, THRESHOLD_KEYS, Threshold, ThresholdKey, ThresholdResult, Thresholds, ViolationReason,
-    threshold_key, unknown_keys_message,
+    compile_expression, exit_code, fail_unmeasured, threshold_key, unknown_keys_message,
 };
 
 /// The value of threshold key `key` in a measurement's status: `busBandwidthGBps` /

@@ -23,17 +23,10 @@ fn row(size: &str, alg: &str, bus: &str, samples: &str) -> String {
     format!("    {size:<10} {alg:<12} {bus:<12} {samples}")
 }
 
-/// Control characters of a transport name, escaped (a log line is untrusted text).
+/// Control characters of a transport name, escaped (a log line is untrusted text; see
+/// [`nvcre_engine::printable`]).
 fn escape(s: &str) -> String {
-    s.chars()
-        .flat_map(|c| {
-            if c.is_control() {
-                c.escape_default().collect::<Vec<_>>()
-            } else {
-                vec![c]
-            }
-        })
-        .collect()
+    nvcre_engine::printable(s, &[]).into_owned()
 }
 
 /// `Bandwidth:`, the column header and one row per message size (status order), then

@@ -87,6 +87,72 @@ pub fn unknown_keys_message<'a>(keys: impl IntoIterator<Item = &'a str>) -> Opti
     ))
 }
 
+/// Compiles the threshold `expression` of `key` as [`Thresholds::compile`] does.
+///
+/// # Errors
+/// `Threshold "<key>": compile threshold expression "<expr>": <why>` for an expression that
+/// does not parse, reads a name other than `value`, or (tried with `value = 0`) returns a
+/// non-bool (`expression must return bool, got double`).
+pub fn compile_expression(key: &str, expression: &str) -> Result<Expr, String> {
+    let fail = |why: String| {
+        format!(
+            "Threshold {}: compile threshold expression {}: {why}",
+            go_quote(key),
+            go_quote(expression)
+        )
+    };
+    let expr = Expr::compile(expression).map_err(|e| fail(e.to_string()))?;
+    if let Some(other) = expr.references().iter().find(|r| *r != "value") {
+        return Err(fail(format!(
+            "undeclared reference to {other:?} (only `value` is bound)"
+        )));
+    }
+    // cel-rust has no type checker: a trial run finds an expression that cannot be a
+    // condition (`value + 1.0`).
+    if let Ok(v) = expr.eval(&scope(0.0))
+        && !matches!(v, CelValue::Bool(_))
+    {
+        return Err(fail(format!(
+            "expression must return bool, got {}",
+            cel_type_name(&v)
+        )));
+    }
+    Ok(expr)
+}
+
+/// The exit code of judged thresholds, as `measure` and the rule tests exit: 2 when one could
+/// not be evaluated (an error of the thresholds given), 1 when one failed, else 0.
+pub fn exit_code(results: &[ThresholdResult]) -> u8 {
+    if results
+        .iter()
+        .any(|r| r.reason == Some(ViolationReason::InvalidThresholdExpression))
+    {
+        2
+    } else if results.iter().all(|r| r.passed) {
+        0
+    } else {
+        1
+    }
+}
+
+/// Fails every threshold of `results` closed when `unmeasured` rows of the log were not
+/// measured (past [`MAX_SIZES`](super::MAX_SIZES) message sizes): judged without them, a
+/// threshold could pass on a peak the log does not have. Nothing changes when it is 0.
+pub fn fail_unmeasured(results: &mut [ThresholdResult], unmeasured: u64) {
+    if unmeasured == 0 {
+        return;
+    }
+    for r in results {
+        r.passed = false;
+        r.reason = Some(ViolationReason::MeasurementNotAvailable);
+        r.message = Some(format!(
+            "Threshold {:?}: not judged: {unmeasured} rows of the log were not measured (at most {} message sizes are kept), and the peak may be among them",
+            r.key,
+            super::MAX_SIZES
+        ));
+    }
+}
+
 /// One compiled threshold.
 #[derive(Debug, Clone)]
 pub struct Threshold {
@@ -154,45 +220,19 @@ impl Thresholds {
             let Some(k) = threshold_key(key) else {
                 continue;
             };
-            let fail = |why: String| {
-                format!(
-                    "Threshold {}: compile threshold expression {}: {why}",
-                    go_quote(key),
-                    go_quote(expression)
-                )
-            };
-            let expr = match Expr::compile(expression) {
-                Ok(e) => e,
-                Err(e) => {
-                    errors.push(fail(e.to_string()));
-                    continue;
+            match compile_expression(key, expression) {
+                Ok(expr) => {
+                    thresholds.insert(
+                        k.key,
+                        Threshold {
+                            key: k,
+                            expression: expression.clone(),
+                            expr,
+                        },
+                    );
                 }
-            };
-            if let Some(other) = expr.references().iter().find(|r| *r != "value") {
-                errors.push(fail(format!(
-                    "undeclared reference to {other:?} (only `value` is bound)"
-                )));
-                continue;
+                Err(e) => errors.push(e),
             }
-            // cel-rust has no type checker: a trial run finds an expression that cannot be a
-            // condition (`value + 1.0`).
-            if let Ok(v) = expr.eval(&scope(0.0))
-                && !matches!(v, CelValue::Bool(_))
-            {
-                errors.push(fail(format!(
-                    "expression must return bool, got {}",
-                    cel_type_name(&v)
-                )));
-                continue;
-            }
-            thresholds.insert(
-                k.key,
-                Threshold {
-                    key: k,
-                    expression: expression.clone(),
-                    expr,
-                },
-            );
         }
         if errors.is_empty() {
             Ok(Thresholds { thresholds })

@@ -464,10 +464,7 @@ pub fn check_thresholds(
         if crate::measure::threshold_key(key).is_none() {
             continue;
         }
-        let one = std::collections::BTreeMap::from([(key.clone(), expression.clone())]);
-        if let Err(errors) = crate::measure::Thresholds::compile(&one)
-            && let Some(message) = errors.into_iter().next()
-        {
+        if let Err(message) = crate::measure::compile_expression(key, expression) {
             let path = base.clone().key(key.clone());
             return Err(PolicyError::Input {
                 file: doc.source.name.clone(),

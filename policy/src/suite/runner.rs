@@ -247,6 +247,8 @@ fn run_measure(rules: &RuleSet, case: &Case) -> CaseOutcome {
         Err(errors) => return failed(errors.join("\n")),
     };
     let text = case.input.text.as_bytes();
+    // As `measure`: rows past the kept message sizes fail the thresholds closed.
+    let mut unmeasured = 0;
     let (measured, source) = if case.mode == Mode::Bandwidth {
         let mut p = match BandwidthParser::new(profile) {
             Ok(p) => p,
@@ -255,6 +257,7 @@ fn run_measure(rules: &RuleSet, case: &Case) -> CaseOutcome {
         if let Err(e) = for_each_line(text, |l| p.feed(l)) {
             return failed(e.to_string());
         }
+        unmeasured = p.dropped_rows();
         (Measured::Bandwidth(p.status()), MeasureSource::Bandwidth)
     } else {
         let mut p = match GoodputParser::new(profile) {
@@ -269,7 +272,8 @@ fn run_measure(rules: &RuleSet, case: &Case) -> CaseOutcome {
             MeasureSource::Goodput,
         )
     };
-    let results = thresholds.evaluate(source, |k| measured_value(&measured, k));
+    let mut results = thresholds.evaluate(source, |k| measured_value(&measured, k));
+    crate::measure::fail_unmeasured(&mut results, unmeasured);
     let output = match &measured {
         Measured::Bandwidth(s) => serde_json::to_value(s),
         Measured::Goodput(s) => serde_json::to_value(s),
@@ -287,14 +291,7 @@ fn run_measure(rules: &RuleSet, case: &Case) -> CaseOutcome {
         out.error = Some(violations.join("\n"));
         // As `measure` exits: a threshold that cannot be evaluated is an error of the
         // thresholds (2), not a measurement that missed them (1).
-        out.exit = if results
-            .iter()
-            .any(|r| r.reason == Some(crate::measure::ViolationReason::InvalidThresholdExpression))
-        {
-            2
-        } else {
-            1
-        };
+        out.exit = crate::measure::exit_code(&results);
     }
     out
 }
