@@ -1936,27 +1936,9 @@ mod tests {
         (findings, out.value)
     }
 
-    /// Runs the pack `body` on the YAML document `doc`: the whole outcome.
-    fn run_findings(body: &str, doc: &str) -> Outcome {
-        let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
-            .expect("pack loads");
-        let input = Source::new("in.yaml", doc);
-        let docs = parse_documents(&input).expect("document parses");
-        let origin = Origin {
-            file: "in.yaml",
-            document: 0,
-            spans: Some(&docs[0].spans),
-        };
-        set.packs[0]
-            .evaluate(&docs[0].value, origin, &Value::Null)
-            .expect("evaluates")
-    }
-
-    const NO_LABELS: &str = "kind: Job\nmetadata:\n  name: j\nspec:\n  image: x\n";
-
-    /// Runs `body` on the first document of `docs` with `objects`: the findings as
-    /// `rule-id [fieldPath@line:col] message`.
-    fn run_in(body: &str, docs: &str, objects: Option<&Objects>) -> Vec<String> {
+    /// Runs the pack `body` on the first YAML document of `docs`, with `objects` when given:
+    /// the whole outcome.
+    fn run_findings_in(body: &str, docs: &str, objects: Option<&Objects>) -> Outcome {
         let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
             .expect("pack loads");
         let input = Source::new("in.yaml", docs);
@@ -1966,10 +1948,23 @@ mod tests {
             document: 0,
             spans: Some(&docs[0].spans),
         };
-        let out = set.packs[0]
+        set.packs[0]
             .evaluate_in(&docs[0].value, origin, &Value::Null, objects)
-            .expect("evaluates");
-        out.findings
+            .expect("evaluates")
+    }
+
+    /// [`run_findings_in`] without `objects`.
+    fn run_findings(body: &str, doc: &str) -> Outcome {
+        run_findings_in(body, doc, None)
+    }
+
+    const NO_LABELS: &str = "kind: Job\nmetadata:\n  name: j\nspec:\n  image: x\n";
+
+    /// Runs `body` on the first document of `docs` with `objects`: the findings as
+    /// `rule-id [fieldPath@line:col] message`.
+    fn run_in(body: &str, docs: &str, objects: Option<&Objects>) -> Vec<String> {
+        run_findings_in(body, docs, objects)
+            .findings
             .iter()
             .map(|f| {
                 let at = match (&f.field_path, f.line, f.column) {
