@@ -346,8 +346,18 @@ fn outputs(args: &CheckArgs) -> Option<Vec<Output>> {
         .filter(|p| *p != "-")
         .map(|p| (p, same_file_key(Path::new(p))))
         .collect();
+    let to_stdout = outputs.iter().any(|o| o.path.is_none());
     let mut seen: Vec<(PathBuf, &Path)> = Vec::new();
     for path in outputs.iter().filter_map(|o| o.path.as_deref()) {
+        if to_stdout && is_standard_output(path) {
+            // `-o json=/dev/stdout -o text`: two reports mixed in one stream; and when standard
+            // output is a file, the report written to its path would truncate the other.
+            report::error_line(&format!(
+                "-o: {} is standard output, where another report goes; give this report its own path, or write it as FORMAT=- alone",
+                path.display()
+            ));
+            return None;
+        }
         let key = same_file_key(path);
         if let Some((_, first)) = seen.iter().find(|(k, _)| *k == key) {
             report::error_line(&format!(
@@ -377,6 +387,34 @@ fn outputs(args: &CheckArgs) -> Option<Vec<Output>> {
         seen.push((key, path));
     }
     Some(outputs)
+}
+
+/// Whether `path` names the file this process's standard output is (`/dev/stdout`,
+/// `/dev/fd/1`, the file stdout is redirected to, the terminal it writes to). `/dev/null` is
+/// not counted: two reports discarded there lose nothing.
+#[cfg(unix)]
+fn is_standard_output(path: &Path) -> bool {
+    use std::os::fd::AsFd;
+    use std::os::unix::fs::MetadataExt;
+    let id = |m: std::fs::Metadata| (m.dev(), m.ino());
+    let stdout = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .and_then(|f| f.metadata());
+    match (stdout, std::fs::metadata(path)) {
+        (Ok(out), Ok(file)) => {
+            let null = std::fs::metadata("/dev/null").map(id).ok();
+            id(out.clone()) == id(file) && null != Some(id(out))
+        }
+        _ => false,
+    }
+}
+
+/// Without file identities, only the names of standard output.
+#[cfg(not(unix))]
+fn is_standard_output(path: &Path) -> bool {
+    path == Path::new("/dev/stdout")
 }
 
 /// What `path` names, for telling whether two paths are one file: its directory resolved

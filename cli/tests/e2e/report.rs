@@ -554,6 +554,47 @@ fn a_report_path_used_twice_or_naming_an_input_is_refused() {
     );
 }
 
+/// A report path that is standard output itself (`/dev/stdout`, the file stdout is
+/// redirected to) while another report goes there: the two would be mixed, or the second
+/// would truncate the first.
+#[cfg(target_os = "linux")]
+#[test]
+fn a_report_path_that_is_standard_output_is_refused_beside_a_report_there() {
+    let dir = widgets();
+    for path in ["/dev/stdout", "/dev/fd/1"] {
+        let arg = format!("json={path}");
+        let (code, stdout, stderr) = check(dir.path(), &["-o", &arg, "-o", "text", "bad.yaml"]);
+        assert_eq!(
+            (code, stdout.as_str(), stderr),
+            (
+                2,
+                "",
+                format!(
+                    "Error: -o: {path} is standard output, where another report goes; give this report its own path, or write it as FORMAT=- alone\n"
+                )
+            )
+        );
+    }
+    // Standard output redirected to a file, and that file named by `-o`.
+    let out = dir.path().join("out.txt");
+    let file = std::fs::File::create(&out).expect("create");
+    let status = std::process::Command::new(assert_cmd::cargo::cargo_bin("nvcre-policy"))
+        .current_dir(dir.path())
+        .args(["--rules", "rules", "check", "-o", "json=out.txt", "-o", "text", "bad.yaml"])
+        .stdout(file)
+        .output()
+        .expect("runs");
+    assert_eq!(status.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&status.stderr),
+        "Error: -o: out.txt is standard output, where another report goes; give this report its own path, or write it as FORMAT=- alone\n"
+    );
+    // Alone, `/dev/stdout` is the one report on standard output.
+    let (code, stdout, _) = check(dir.path(), &["-o", "json=/dev/stdout", "bad.yaml"]);
+    assert_eq!(code, 1);
+    assert!(stdout.starts_with("{\n  \"apiVersion\""), "{stdout}");
+}
+
 #[test]
 fn at_most_one_format_may_use_standard_output() {
     let dir = widgets();
