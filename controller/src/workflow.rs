@@ -931,34 +931,10 @@ fn config_map_ref(name: &str) -> TypedLocalObjectReference {
     }
 }
 
-/// Parses a Go duration (`24h`, `1h30m`, `24h0m0s`, `90s`, `500ms`) into whole seconds;
-/// `None` for anything else (the Workflow default then applies, as in the original).
+/// Parses a Go duration (`24h`, `1h30m`, `24h0m0s`, `1.5h`, `500ms`) into whole seconds,
+/// a fraction of a second rounded up (a `500ms` timeout is not no timeout); `None` for
+/// anything Go would not parse (the Workflow default then applies, as in the original).
 pub fn parse_go_duration(s: &str) -> Option<i64> {
-    let mut total_ms: i64 = 0;
-    let mut rest = s.trim();
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let digits = rest.find(|c: char| !c.is_ascii_digit())?;
-        if digits == 0 {
-            return None;
-        }
-        let n: i64 = rest.get(..digits)?.parse().ok()?;
-        rest = rest.get(digits..)?;
-        let (unit_ms, len) = if rest.starts_with("ms") {
-            (1, 2)
-        } else if rest.starts_with('h') {
-            (3_600_000, 1)
-        } else if rest.starts_with('m') {
-            (60_000, 1)
-        } else if rest.starts_with('s') {
-            (1000, 1)
-        } else {
-            return None;
-        };
-        total_ms = total_ms.checked_add(n.checked_mul(unit_ms)?)?;
-        rest = rest.get(len..)?;
-    }
-    Some(total_ms / 1000)
+    let nanos = nvcre_engine::go_duration::parse(s).ok()?;
+    Some(nanos.div_euclid(1_000_000_000) + i64::from(nanos.rem_euclid(1_000_000_000) > 0))
 }

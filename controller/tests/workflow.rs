@@ -391,8 +391,15 @@ fn too_few_nodes_is_a_partition_error() {
 fn go_durations() {
     assert_eq!(parse_go_duration("24h0m0s"), Some(86_400));
     assert_eq!(parse_go_duration("1h30m"), Some(5_400));
-    assert_eq!(parse_go_duration("1500ms"), Some(1));
+    // Go's fractions and small units; a part of a second is rounded up, never to no timeout.
+    assert_eq!(parse_go_duration("1.5h"), Some(5_400));
+    assert_eq!(parse_go_duration("1500ms"), Some(2));
+    assert_eq!(parse_go_duration("500ms"), Some(1));
+    assert_eq!(parse_go_duration("1h30m0.5s"), Some(5_401));
+    assert_eq!(parse_go_duration("-1s"), Some(-1));
     assert_eq!(parse_go_duration("soon"), None);
+    assert_eq!(parse_go_duration("90"), None);
+    assert_eq!(parse_go_duration("99999999999999h"), None);
     assert_eq!(parse_go_duration(""), None);
 }
 

@@ -1752,6 +1752,7 @@ fn register_formats(ctx: &mut cel::Context<'static, 'static>) {
     for (name, format) in [
         ("format.qualifiedName", Format::QualifiedName),
         ("format.labelValue", Format::LabelValue),
+        ("format.duration", Format::Duration),
     ] {
         add_raw(
             ctx,

@@ -1,5 +1,6 @@
 //! The named formats of the API server's CEL library that rules call:
-//! `format.qualifiedName().validate(s)` and `format.labelValue().validate(s)`.
+//! `format.qualifiedName().validate(s)` and `format.labelValue().validate(s)`; and one of ours,
+//! `format.duration().validate(s)`, a Go duration as the controller reads it.
 //!
 //! `validate` returns `optional.none()` for a valid string, else an optional list of the
 //! messages the API server writes for it (the Kubernetes label key and value rules, with their
@@ -16,6 +17,8 @@ pub(crate) enum Format {
     QualifiedName,
     /// A label value.
     LabelValue,
+    /// A Go duration (`metav1.Duration`, as `timeoutPerJob`): ours, not the API server's.
+    Duration,
 }
 
 impl Format {
@@ -24,6 +27,10 @@ impl Format {
         match self {
             Format::QualifiedName => qualified_name(s),
             Format::LabelValue => label_value(s),
+            Format::Duration => match crate::go_duration::parse(s) {
+                Ok(_) => Vec::new(),
+                Err(e) => vec![e.go_message(s)],
+            },
         }
     }
 }

@@ -84,6 +84,7 @@ mod expr;
 mod files;
 mod finding;
 mod format;
+pub mod go_duration;
 pub mod limits;
 mod lint;
 mod mapping;

@@ -186,107 +186,21 @@ pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
-/// A duration parsed from Go's `time.ParseDuration` syntax: an optional sign, then one or more
-/// decimal numbers each with a unit (`ns`, `us`, `µs`, `ms`, `s`, `m`, `h`), e.g. `30m`,
-/// `1h30m`, `1.5h`, `-1s`; a bare `0` is zero. The value is signed nanoseconds.
-pub fn parse_go_duration(text: &str) -> Result<i128, String> {
-    let invalid = || format!("time: invalid duration \"{text}\"");
-    let (negative, mut rest) = match text.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, text.strip_prefix('+').unwrap_or(text)),
-    };
-    if rest == "0" {
-        return Ok(0);
-    }
-    if rest.is_empty() {
-        return Err(invalid());
-    }
-    let mut total: f64 = 0.0;
-    while !rest.is_empty() {
-        let number_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(|| format!("time: missing unit in duration \"{text}\""))?;
-        if number_len == 0 {
-            return Err(invalid());
-        }
-        let number: f64 = rest[..number_len].parse().map_err(|_| invalid())?;
-        rest = &rest[number_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let unit = &rest[..unit_len];
-        let scale = match unit {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => {
-                return Err(format!(
-                    "time: unknown unit \"{unit}\" in duration \"{text}\""
-                ));
-            }
-        };
-        total += number * scale;
-        rest = &rest[unit_len..];
-    }
-    if !total.is_finite() || total > 9.2e18 {
-        return Err(invalid());
-    }
-    // Whole nanoseconds, as Go keeps them.
-    #[allow(clippy::cast_possible_truncation)]
-    let nanos = total.round() as i128;
-    Ok(if negative { -nanos } else { nanos })
+/// A duration in Go's `time.ParseDuration` syntax (`30m`, `1h30m`, `1.5h`, `-1s`, a bare
+/// `0`) as signed nanoseconds; the error is Go's message (`time: invalid duration "x"`).
+pub fn parse_go_duration(text: &str) -> Result<i64, String> {
+    nvcre_engine::go_duration::parse(text).map_err(|e| e.go_message(text))
 }
 
-/// Go's `time.Duration.String()` for a signed nanosecond count: `0s`, `1.5s`, `30m0s`,
-/// `1h2m3s`, `-1s`, `500ms`.
-pub fn format_go_duration(nanos: i128) -> String {
-    if nanos == 0 {
-        return "0s".into();
-    }
-    let sign = if nanos < 0 { "-" } else { "" };
-    let n = nanos.unsigned_abs();
-    if n < 1_000_000_000 {
-        let (value, unit) = if n < 1_000 {
-            (n.to_string(), "ns")
-        } else if n < 1_000_000 {
-            (fraction(n, 1_000), "µs")
-        } else {
-            (fraction(n, 1_000_000), "ms")
-        };
-        return format!("{sign}{value}{unit}");
-    }
-    let hours = n / 3_600_000_000_000;
-    let minutes = (n / 60_000_000_000) % 60;
-    let seconds = fraction(n % 60_000_000_000, 1_000_000_000);
-    let mut out = sign.to_string();
-    if hours > 0 {
-        out.push_str(&format!("{hours}h{minutes}m"));
-    } else if minutes > 0 {
-        out.push_str(&format!("{minutes}m"));
-    }
-    out.push_str(&seconds);
-    out.push('s');
-    out
-}
-
-/// `n / unit` as a decimal without trailing zeros (`1500, 1000` → `1.5`).
-fn fraction(n: u128, unit: u128) -> String {
-    let whole = n / unit;
-    let rest = n % unit;
-    if rest == 0 {
-        return whole.to_string();
-    }
-    let digits = unit.to_string().len() - 1;
-    let frac = format!("{rest:0digits$}");
-    format!("{whole}.{}", frac.trim_end_matches('0'))
-}
+pub use nvcre_engine::go_duration::format as format_go_duration;
 
 /// Elapsed wall time rounded to the second, Go style (`5s`, `1m30s`).
 pub fn elapsed(d: Duration) -> String {
-    format_go_duration(i128::from(d.as_secs()) * 1_000_000_000)
+    format_go_duration(
+        i64::try_from(d.as_secs())
+            .unwrap_or(i64::MAX)
+            .saturating_mul(1_000_000_000),
+    )
 }
 
 #[cfg(test)]

@@ -253,7 +253,7 @@ pub fn build(inputs: &Inputs<'_>) -> WorkloadRunReport {
             } else {
                 finished.unwrap_or(inputs.now_secs)
             };
-            super::format_go_duration(i128::from((end - c).max(0)) * 1_000_000_000)
+            super::format_go_duration((end - c).max(0).saturating_mul(1_000_000_000))
         })
         .unwrap_or_default();
 

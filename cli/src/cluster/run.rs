@@ -965,7 +965,7 @@ async fn create_and_wait(
     let interrupt = interrupted();
     stderr_line(&format!(
         "Waiting for completion (timeout: {})...",
-        format_go_duration(i128::try_from(timeout.as_nanos()).unwrap_or(i128::MAX))
+        format_go_duration(i64::try_from(timeout.as_nanos()).unwrap_or(i64::MAX))
     ));
     let outcome = watch(&runs, &name, timeout, interrupt).await;
     finish(client, ns, &name, outcome, args).await

@@ -580,7 +580,16 @@ fn a_report_path_that_is_standard_output_is_refused_beside_a_report_there() {
     let file = std::fs::File::create(&out).expect("create");
     let status = std::process::Command::new(assert_cmd::cargo::cargo_bin("nvcre-policy"))
         .current_dir(dir.path())
-        .args(["--rules", "rules", "check", "-o", "json=out.txt", "-o", "text", "bad.yaml"])
+        .args([
+            "--rules",
+            "rules",
+            "check",
+            "-o",
+            "json=out.txt",
+            "-o",
+            "text",
+            "bad.yaml",
+        ])
         .stdout(file)
         .output()
         .expect("runs");
