@@ -348,6 +348,20 @@ pub struct TargetSpec {
     pub taint_selectors: Vec<TaintSelector>,
 }
 
+/// The taint Kubernetes keeps on a cordoned node (`kubectl cordon`, `spec.unschedulable: true`).
+pub const UNSCHEDULABLE_TAINT: &str = "node.kubernetes.io/unschedulable";
+
+impl TargetSpec {
+    /// Whether the target deliberately selects cordoned nodes: one of its `taintSelectors`
+    /// names [`UNSCHEDULABLE_TAINT`]. Discovery then keeps cordoned nodes, and the job gets no
+    /// node health monitor (whose default flags a cordoned node unhealthy).
+    pub fn includes_cordoned(&self) -> bool {
+        self.taint_selectors
+            .iter()
+            .any(|s| s.key == UNSCHEDULABLE_TAINT)
+    }
+}
+
 /// core/v1 NodeSelectorRequirement.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]

@@ -537,8 +537,9 @@ pub struct Discovery {
 /// 3. `target.nodeNames`: keep only those names;
 /// 4. `target.taintSelectors`: the node must carry **all** of them (key equal; value and
 ///    effect equal when given);
-/// 5. cordoned nodes are dropped; those with `nvidia.com/gpu.present=true` are recorded in
-///    [`Discovery::cordoned`] (a cordoned CPU node was never a candidate);
+/// 5. cordoned nodes are dropped, unless the target selects them on purpose
+///    ([`TargetSpec::includes_cordoned`]); those with `nvidia.com/gpu.present=true` are
+///    recorded in [`Discovery::cordoned`] (a cordoned CPU node was never a candidate);
 /// 6. only `nvidia.com/gpu.present=true` nodes are kept;
 /// 7. sorted by name.
 ///
@@ -570,7 +571,7 @@ pub fn discover_targets(nodes: &[Node], target: Option<&TargetSpec>) -> Discover
                 continue;
             }
         }
-        if node.unschedulable {
+        if node.unschedulable && !target.is_some_and(TargetSpec::includes_cordoned) {
             if node.is_gpu_node() {
                 cordoned.push(node.name.clone());
             }
@@ -613,17 +614,26 @@ pub fn matches_requirement(node: &Node, req: &NodeSelectorRequirement) -> bool {
 
 /// True when the node carries a taint matching the selector.
 fn has_taint(node: &Node, sel: &TaintSelector) -> bool {
-    node.taints.iter().any(|t| {
-        t.key == sel.key
-            && sel
-                .value
-                .as_deref()
-                .is_none_or(|v| v.is_empty() || v == t.value)
-            && sel
-                .effect
-                .as_deref()
-                .is_none_or(|e| e.is_empty() || e == t.effect)
-    })
+    // A cordoned node carries the unschedulable taint, also when a nodes file leaves it out.
+    let cordon = node.unschedulable
+        && sel.key == crate::api::UNSCHEDULABLE_TAINT
+        && sel.value.as_deref().is_none_or(str::is_empty)
+        && sel
+            .effect
+            .as_deref()
+            .is_none_or(|e| e.is_empty() || e == "NoSchedule");
+    cordon
+        || node.taints.iter().any(|t| {
+            t.key == sel.key
+                && sel
+                    .value
+                    .as_deref()
+                    .is_none_or(|v| v.is_empty() || v == t.value)
+                && sel
+                    .effect
+                    .as_deref()
+                    .is_none_or(|e| e.is_empty() || e == t.effect)
+        })
 }
 
 /// Fixture normalisation rules (not the shipped gpu-products table): the mechanism
@@ -905,6 +915,10 @@ mod tests {
         disc_taint_value_effect: Some(target(json!({"taintSelectors": [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]}))) => ["node-b"], cordoned [];
         disc_taint_wrong_value: Some(target(json!({"taintSelectors": [{"key": "dedicated", "value": "cpu"}]}))) => [], cordoned [];
         disc_taint_all_required: Some(target(json!({"taintSelectors": [{"key": "dedicated"}, {"key": "other"}]}))) => [], cordoned [];
+        // Cordoned nodes selected on purpose are kept; the node carries the unschedulable
+        // taint also when its taint list (here, a nodes file's) leaves it out.
+        disc_cordoned_on_purpose: Some(target(json!({"taintSelectors": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}]}))) => ["node-c"], cordoned [];
+        disc_cordoned_other_effect: Some(target(json!({"taintSelectors": [{"key": "node.kubernetes.io/unschedulable", "effect": "NoExecute"}]}))) => [], cordoned [];
     }
 
     #[test]

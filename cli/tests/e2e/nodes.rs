@@ -388,3 +388,70 @@ fn synthetic_nodes_carry_the_product_the_target_asks_for() {
     ]);
     assert_eq!(given, out);
 }
+
+/// A run aimed at cordoned nodes on purpose (a taint selector naming the unschedulable taint):
+/// discovery keeps them (a nodes file's cordoned node need not list the taint, Kubernetes keeps
+/// it on every cordoned node), the synthetic nodes of `--platform` are cordoned and carry it,
+/// and the job has no node health monitor (its default would flag every node at once).
+#[test]
+fn a_target_of_cordoned_nodes_keeps_them_and_drops_the_health_monitor() {
+    let run_text = "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: cord\nspec:\n  image: img\n  framework:\n    torch: {script: a.py}\n  numNodes: 1\n  target:\n    taintSelectors:\n      - {key: node.kubernetes.io/unschedulable, effect: NoSchedule}\n";
+    let (dir, file) = temp_file("run.yaml", run_text);
+    let nodes = dir.path().join("nodes.yaml");
+    std::fs::write(
+        &nodes,
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: c1\n  labels: {nvidia.com/gpu.present: 'true', nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3}\nspec: {providerID: 'aws:///a/i', unschedulable: true}\nstatus: {allocatable: {nvidia.com/gpu: '8'}}\n",
+    )
+    .expect("write");
+    let nodes = nodes.to_string_lossy().into_owned();
+    let (code, out, err) = run(&["render", "--nodes-file", &nodes, "--expand", &file]);
+    assert_eq!((code, err.as_str()), (0, "group-0: 1 node(s) [c1]\n"));
+    assert!(!out.contains("nodeHealthMonitor"), "{out}");
+    assert!(
+        out.contains("- key: node.kubernetes.io/unschedulable\n"),
+        "{out}"
+    );
+    let (code, _, err) = run(&[
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "--expand",
+        &file,
+    ]);
+    assert_eq!(
+        (code, err.as_str()),
+        (
+            0,
+            "note: 1 synthetic aws/h100 node(s) stand in for the fleet; their hostnames are placeholders (give --nodes-file to place on real nodes)\ngroup-0: 1 node(s) [aws-h100-node-0]\n"
+        )
+    );
+    let (code, out, _) = run(&["render", "--platform", "aws", "--gpu-arch", "h100", &file]);
+    assert_eq!(code, 0);
+    assert!(!out.contains("nodeHealthMonitor"), "{out}");
+    // Any other taint selector: the synthetic nodes carry that taint too, and the monitor stays.
+    let (_dir2, other) = temp_file(
+        "run.yaml",
+        &run_text.replace(
+            "{key: node.kubernetes.io/unschedulable, effect: NoSchedule}",
+            "{key: dedicated, value: gpu}",
+        ),
+    );
+    let (code, out, err) = run(&[
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "--expand",
+        &other,
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("- key: dedicated\n"), "{out}");
+    let (_, out, _) = run(&["render", "--platform", "aws", "--gpu-arch", "h100", &other]);
+    assert!(
+        out.contains("nodeHealthMonitor:\n        cel:\n          expression: node.spec.unschedulable == true\n"),
+        "{out}"
+    );
+}

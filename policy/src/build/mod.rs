@@ -245,10 +245,17 @@ fn job_spec(run: &WorkloadRun, params: &BuildParams, merged_env: &[EnvVar], npj:
             json!({"labels": meta.labels}),
         );
     }
-    job.insert(
-        "nodeHealthMonitor".to_string(),
-        json!({"cel": {"expression": params.templates.node_health_expression}}),
-    );
+    // A run aimed at cordoned nodes would have every node flagged unhealthy at once.
+    if !spec
+        .target
+        .as_ref()
+        .is_some_and(crate::api::TargetSpec::includes_cordoned)
+    {
+        job.insert(
+            "nodeHealthMonitor".to_string(),
+            json!({"cel": {"expression": params.templates.node_health_expression}}),
+        );
+    }
     if let Some(goodput) = &spec.goodput_measurement {
         job.insert("goodputMeasurement".to_string(), goodput.clone());
     }

@@ -223,6 +223,25 @@ pub fn synthetic_nodes(
                     )
                 })
                 .collect(),
+            // The taints the target selects, so that discovery keeps the node; cordoned when
+            // the target selects cordoned nodes on purpose.
+            unschedulable: target.is_some_and(TargetSpec::includes_cordoned),
+            taints: target
+                .map(|t| {
+                    t.taint_selectors
+                        .iter()
+                        .map(|s| nodes::Taint {
+                            key: s.key.clone(),
+                            value: s.value.clone().unwrap_or_default(),
+                            effect: s
+                                .effect
+                                .clone()
+                                .filter(|e| !e.is_empty())
+                                .unwrap_or_else(|| "NoSchedule".into()),
+                        })
+                        .collect()
+                })
+                .unwrap_or_default(),
             ..Node::default()
         });
     }
