@@ -424,6 +424,18 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         docs.extend(read);
     }
     let mut outputs = Vec::new();
+    // Every document is rendered and every error reported (a CI run sees them all at once);
+    // once one fails, nothing is printed: a partial stream piped to `kubectl apply` would
+    // create some runs of a set and not the others.
+    let mut failed: Option<ExitCode> = None;
+    let mut fail = |code: ExitCode| {
+        let two = ExitCode::from(2);
+        failed = Some(if failed == Some(two) || code == two {
+            two
+        } else {
+            code
+        });
+    };
     for doc in &docs {
         // The YAML 1.1 readings `check` warns about (`yaml-quote-it`), so a user who only
         // renders sees them too; the values are rendered as this tool read them.
@@ -442,14 +454,18 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                     report::render_note_line(w);
                 }
                 if args.expand {
-                    let expanded = expand(rules, &rendered).map_err(|e| {
-                        let e = led_by_objects(e);
-                        report_policy_error(&if docs.len() > 1 {
-                            e.located(&nvcre_domain::document_place(doc))
-                        } else {
-                            e
-                        })
-                    })?;
+                    let expanded = match expand(rules, &rendered) {
+                        Ok(expanded) => expanded,
+                        Err(e) => {
+                            let e = led_by_objects(e);
+                            fail(report_policy_error(&if docs.len() > 1 {
+                                e.located(&nvcre_domain::document_place(doc))
+                            } else {
+                                e
+                            }));
+                            continue;
+                        }
+                    };
                     for line in &expanded.summary {
                         report::stderr_line(line);
                     }
@@ -466,10 +482,13 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
             // document's keeps the original message alone.
             Err(e) if docs.len() > 1 => {
                 let e = e.located(&nvcre_domain::document_place(doc));
-                return Err(report_policy_error(&led_by_place(e, doc)));
+                fail(report_policy_error(&led_by_place(e, doc)));
             }
-            Err(e) => return Err(report_policy_error(&e)),
+            Err(e) => fail(report_policy_error(&e)),
         }
+    }
+    if let Some(code) = failed {
+        return Err(code);
     }
     let mut text = String::new();
     for (i, w) in outputs.iter().enumerate() {

@@ -1391,3 +1391,28 @@ fn a_rejection_among_several_documents_names_its_place() {
         (1, format!("{file}:{line}:{column}: {message}"), 1, message)
     );
 }
+
+/// Every document of a render is tried and every error reported, in input order; once one
+/// fails, no Workflow is printed (a partial stream for `kubectl apply` would create some runs
+/// of the set and not the others).
+#[test]
+fn every_error_of_a_render_is_reported_and_nothing_printed() {
+    let one = std::fs::read_to_string(root().join("examples/nccl-all-reduce.yaml")).expect("read");
+    let rejected =
+        std::fs::read_to_string(root().join("examples/override-rejected.yaml")).expect("read");
+    let (_dir, file) = temp_file(
+        "three.yaml",
+        &format!("{rejected}---\n{one}---\n{rejected}"),
+    );
+    let (code, out, err) = run(&["render", "--platform", "aws", "--gpu-arch", "h100", &file]);
+    let message = "spec.jobTemplate.spec.workloadMetadata.labels[\"kai.scheduler/queue\"]: conflicting label value \"team-b\", expected \"team-a\"\n";
+    let second = rejected.lines().count() + one.lines().count() + 2 + 27;
+    assert_eq!(
+        (code, out.as_str(), err),
+        (
+            1,
+            "",
+            format!("{file}:27:36: {message}{file}:{second}:36: {message}")
+        )
+    );
+}

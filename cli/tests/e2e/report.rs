@@ -991,7 +991,7 @@ fn rules_explain_without_suites_says_so_and_shows_mutations() {
   description  When gangScheduler is set, its resolved queue is placed on the workload object under queueLabelKey; a label removed by an override is restored.
   severity     error
   pack         workload-labels (stage workload-labels)
-  source       rules/contract/workload-labels.yaml:45
+  source       rules/contract/workload-labels.yaml:47
   when         variables.gang && !(variables.queueKey in variables.labels) && size(variables.labels) < 32
   mutate       - merge:
                    path: spec.jobTemplate.spec.workloadMetadata.labels

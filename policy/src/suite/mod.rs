@@ -52,7 +52,7 @@
 //!       metadata: {name: t}
 //!       spec: {image: "", numNodes: 1, framework: {exec: {command: [run]}}}
 //!     want_findings:
-//!       - {ruleId: wr-image-required, message: "spec.image in body should be at least 1 chars long", line: 4}
+//!       - {ruleId: wr-image-required, message: "Invalid value: \"\": spec.image in body should be at least 1 chars long", line: 4}
 //!     want_exit: 1
 //! "#)?;
 //! let rules = default_rules()?;
