@@ -242,7 +242,6 @@ pub fn synthetic_nodes(
                         .collect()
                 })
                 .unwrap_or_default(),
-            ..Node::default()
         });
     }
     Ok(out)
