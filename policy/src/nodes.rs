@@ -49,6 +49,10 @@ pub struct Node {
     pub taints: Vec<Taint>,
     /// `status.allocatable`, quantities as written (numbers are turned into their decimal text).
     pub allocatable: BTreeMap<String, String>,
+    /// Whether its `nvidia.com/gpu.product` label was made up (a stand-in node of `--platform`
+    /// for a target that only asks for a product to exist): placement never writes a made-up
+    /// product into a node affinity, where it would match no real node.
+    pub made_up_product: bool,
 }
 
 /// Why a node document could not be read.
@@ -391,6 +395,7 @@ fn node_at(doc: &Value, index: usize, prefix: &str) -> Result<Node, NodeError> {
         unschedulable,
         taints,
         allocatable,
+        made_up_product: false,
     })
 }
 

@@ -455,3 +455,37 @@ fn a_target_of_cordoned_nodes_keeps_them_and_drops_the_health_monitor() {
         "{out}"
     );
 }
+
+/// A target asking only that a GPU product exist: the stand-in nodes of `--platform --expand`
+/// get one the gpu-products table reads as the architecture given, so they are targets (none
+/// was: "No target nodes found"), and the made-up product reaches no node affinity.
+#[test]
+fn stand_in_nodes_satisfy_a_product_exists_target_without_writing_the_product() {
+    let (_dir, file) = temp_file(
+        "run.yaml",
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: ex\nspec:\n  image: img\n  framework:\n    torch: {script: a.py}\n  numNodes: 2\n  target:\n    matchExpressions:\n      - {key: nvidia.com/gpu.product, operator: Exists}\n",
+    );
+    let (code, out, err) = run(&[
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "--expand",
+        &file,
+    ]);
+    assert_eq!(
+        (code, err.as_str()),
+        (
+            0,
+            "note: 2 synthetic aws/h100 node(s) stand in for the fleet; their hostnames are placeholders (give --nodes-file to place on real nodes)\ngroup-0: 2 node(s) [aws-h100-node-0, aws-h100-node-1]\n"
+        )
+    );
+    assert!(
+        out.contains(
+            "- key: nvidia.com/gpu.product\n                              operator: Exists\n"
+        ),
+        "{out}"
+    );
+    assert!(!out.contains("NVIDIA-H100"), "{out}");
+}

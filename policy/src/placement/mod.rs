@@ -185,6 +185,7 @@ pub fn place(
     }
     let gpu_products: Vec<String> = eligible
         .iter()
+        .filter(|n| !n.made_up_product)
         .map(|n| n.gpu_product().to_string())
         .filter(|p| !p.is_empty())
         .collect::<BTreeSet<_>>()

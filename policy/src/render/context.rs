@@ -155,7 +155,8 @@ pub fn check_flags(rules: &RuleSet, req: &RenderRequest) -> Result<(), PolicyErr
 ///
 /// They carry no `nvidia.com/gpu.product` but the one the target asks for: a synthesized
 /// product must not reach the required node affinity, where it would match no real node, and
-/// without the target's they would not be targets.
+/// without the target's they would not be targets. A target asking only that a product exist
+/// gets `NVIDIA-<ARCH>`, when the gpu-products table reads that back as the architecture.
 ///
 /// # Errors
 /// A missing or malformed detection table.
@@ -167,6 +168,9 @@ pub fn synthetic_nodes(
     target: Option<&TargetSpec>,
 ) -> Result<Vec<Node>, PolicyError> {
     let synthetic = detect::check_platform(rules, platform)?;
+    let products = detect::gpu_products(rules)?;
+    let stand_in_product = Some(format!("NVIDIA-{}", arch.to_uppercase()))
+        .filter(|p| !arch.is_empty() && products.architecture(p) == arch);
     let mut out = Vec::with_capacity(count);
     for i in 0..count {
         let name = format!("{platform}-{arch}-node-{i}");
@@ -203,6 +207,19 @@ pub fn synthetic_nodes(
                         .and_then(|r| r.values.first().cloned())
                 })
         });
+        // A target that only asks for a product to exist gets one the gpu-products table reads
+        // as the architecture given (it reaches neither the affinity, which carries the
+        // requirement, nor the detection, which reads it back as that architecture).
+        let made_up = asked.is_none();
+        let asked = asked.or_else(|| {
+            let exists = target.is_some_and(|t| {
+                t.match_expressions
+                    .iter()
+                    .any(|r| r.key == nodes::GPU_PRODUCT_LABEL && r.operator == "Exists")
+            });
+            exists.then(|| stand_in_product.clone()).flatten()
+        });
+        let made_up_product = made_up && asked.is_some();
         match asked {
             Some(product) => labels.insert(nodes::GPU_PRODUCT_LABEL.into(), product),
             None => labels.remove(nodes::GPU_PRODUCT_LABEL),
@@ -242,6 +259,7 @@ pub fn synthetic_nodes(
                         .collect()
                 })
                 .unwrap_or_default(),
+            made_up_product,
         });
     }
     Ok(out)
