@@ -4,9 +4,9 @@
 //! files that do not load are skipped, as a missing directory is.
 //!
 //! - A failing example of rule R is the first case, in path order, whose `want_findings` names R.
-//! - A passing example is the first case with `want_findings: []` in the same folder as the
-//!   failing example, or (without one) in the folder named after the pack or after the rule
-//!   file's directory.
+//! - A passing example is the first case with `want_findings: []` in the failing example's
+//!   suite, else in the same folder, or (without one) in the folder named after the pack or
+//!   after the rule file's directory.
 
 use std::path::{Path, PathBuf};
 
@@ -59,17 +59,28 @@ pub fn examples(tests: &Path, id: &str, pack: &str, rule_file: &str) -> Examples
     {
         folders.push(dir);
     }
-    let passing = folders.iter().find_map(|folder| {
-        suites
+    // The failing example's own suite first: its passing cases are about the same rule (a
+    // folder's first passing case can leave the rule's `when` false, so it shows nothing).
+    let same_suite = failing.and_then(|(suite, _)| {
+        suite
+            .cases
             .iter()
-            .filter(|suite| suite.path.parent() == Some(folder.as_path()))
-            .find_map(|suite| {
-                suite
-                    .cases
-                    .iter()
-                    .find(|c| want_findings(c).is_some_and(<[_]>::is_empty))
-                    .map(|c| (suite, c))
-            })
+            .find(|c| want_findings(c).is_some_and(<[_]>::is_empty))
+            .map(|c| (suite, c))
+    });
+    let passing = same_suite.or_else(|| {
+        folders.iter().find_map(|folder| {
+            suites
+                .iter()
+                .filter(|suite| suite.path.parent() == Some(folder.as_path()))
+                .find_map(|suite| {
+                    suite
+                        .cases
+                        .iter()
+                        .find(|c| want_findings(c).is_some_and(<[_]>::is_empty))
+                        .map(|c| (suite, c))
+                })
+        })
     });
     Examples {
         passing: passing.map(|(suite, c)| example(suite, c)),

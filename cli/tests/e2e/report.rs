@@ -1251,3 +1251,18 @@ fn errors_of_a_file_given_twice_are_each_their_own_inputs() {
         ]
     );
 }
+
+/// The passing example comes from the failing example's own suite when it has one: a case
+/// where the rule applied and held (the folder's first passing case had no thresholds at all).
+#[test]
+fn rules_explain_takes_the_passing_example_from_the_failing_example_s_suite() {
+    let (code, stdout, _) = run(
+        &root(),
+        &["--rules", "rules", "rules", "explain", "wr-threshold-keys"],
+    );
+    assert_eq!(code, 0);
+    assert!(
+        stdout.contains("\npassing example: rules/tests/workloadrun-admission/thresholds.yaml › every valid threshold key is admitted\n"),
+        "{stdout}"
+    );
+}
