@@ -2435,6 +2435,29 @@ fn a_flag_the_rules_cannot_serve_is_an_error_of_the_rules_in_the_report() {
     );
     assert_eq!(report["summary"]["inputErrors"], 1);
     assert_eq!(report["summary"]["passed"], false);
+    // A nodes file needs the detection tables too: one error of the rules, not one per document.
+    let nodes = path("examples/nodes/aws-h100-18.yaml");
+    let (code, stdout, stderr) = run_with_rules(
+        &dir,
+        &[
+            "check",
+            "-o",
+            "json",
+            "--nodes-file",
+            &nodes,
+            "in.yaml",
+            "in.yaml",
+        ],
+    );
+    assert_eq!(
+        (code, stderr.as_str()),
+        (2, format!("Error: {message}\n").as_str())
+    );
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(
+        report["results"],
+        serde_json::json!([{"file": "rules", "documents": 0, "findings": [], "errors": [{"message": message}]}])
+    );
     // A usage error stays one: stderr alone, no summary.
     let out = bin()
         .args(["check", "-o", "json", "--gpu-arch", "z9", "in.yaml"])

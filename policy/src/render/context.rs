@@ -129,13 +129,21 @@ pub fn node_context(
 }
 
 /// Checks the node-context flags alone (before any file is read): `--platform` and `--gpu-arch`
-/// values, and `--nodes-file` exclusivity.
+/// values, and `--nodes-file` exclusivity; with a nodes file, that the rule set has the
+/// detection tables.
 ///
 /// # Errors
-/// [`PolicyError::Usage`] with the exact messages of the original `nvcrectl`.
+/// [`PolicyError::Usage`] with the exact messages of the original `nvcrectl`; a missing or
+/// malformed detection table.
 pub fn check_flags(rules: &RuleSet, req: &RenderRequest) -> Result<(), PolicyError> {
     if req.nodes.is_some() && (req.platform.is_some() || req.gpu_arch.is_some()) {
         return Err(PolicyError::Usage(NODES_FILE_EXCLUSIVE.to_string()));
+    }
+    if req.nodes.is_some() {
+        // Detection from the nodes reads these tables: a set without one is refused once, up
+        // front, as for --platform, not once per document.
+        detect::platform_names(rules)?;
+        detect::gpu_products(rules)?;
     }
     node_context(
         rules,
