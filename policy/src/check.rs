@@ -268,11 +268,45 @@ pub fn input_objects<'a>(docs: impl IntoIterator<Item = &'a Value>) -> Objects {
     for doc in docs {
         let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
         match doc.get("items").and_then(Value::as_array) {
-            Some(items) if kind.ends_with("List") => values.extend(items.iter().cloned()),
-            _ => values.push(doc.clone()),
+            Some(items) if kind.ends_with("List") => {
+                values.extend(items.iter().map(as_the_api_server_reads));
+            }
+            _ => values.push(as_the_api_server_reads(doc)),
         }
     }
     Objects::new(values)
+}
+
+/// A copy of `v` as the API server reads an object: a field whose value is null (`env:` with
+/// nothing after it) is absent, as the Go field it decodes into is left unset. Rules written
+/// as `x.?env.orValue([])` then see the default, not a null they cannot iterate (which would
+/// make them rule errors on a valid manifest). List items are kept, null ones too.
+fn as_the_api_server_reads(v: &Value) -> Value {
+    fn has_null_field(v: &Value) -> bool {
+        match v {
+            Value::Object(m) => m.values().any(|x| x.is_null() || has_null_field(x)),
+            Value::Array(a) => a.iter().any(has_null_field),
+            _ => false,
+        }
+    }
+    fn pruned(v: &Value) -> Value {
+        match v {
+            Value::Object(m) => Value::Object(
+                m.iter()
+                    .filter(|(_, x)| !x.is_null())
+                    .map(|(k, x)| (k.clone(), pruned(x)))
+                    .collect(),
+            ),
+            Value::Array(a) => Value::Array(a.iter().map(pruned).collect()),
+            other => other.clone(),
+        }
+    }
+    // Most manifests have no null field: a plain copy is cheaper than a rebuilt one.
+    if has_null_field(v) {
+        pruned(v)
+    } else {
+        v.clone()
+    }
 }
 
 /// Whether checking `doc` ([`check_document_in`]) reads its input's `objects`: a List whose
@@ -494,7 +528,9 @@ pub fn check_document_in(
                 if !pack.matches_resource(&doc.value) {
                     continue;
                 }
-                let shared = shared.get_or_insert_with(|| std::sync::Arc::new(doc.value.clone()));
+                let shared = shared.get_or_insert_with(|| {
+                    std::sync::Arc::new(as_the_api_server_reads(&doc.value))
+                });
                 findings.extend(pack.findings_in(shared, origin, &Value::Null, Some(objects))?);
             }
             Ok(findings)
