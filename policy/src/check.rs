@@ -339,10 +339,25 @@ enum Route<'a> {
 fn route(doc: &Value) -> Route<'_> {
     let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
     match (kind, doc.get("items").and_then(Value::as_array)) {
-        ("WorkloadRun" | "Workflow", _) => Route::Rendered,
+        ("WorkloadRun" | "Workflow", _) if ours(doc) => Route::Rendered,
         ("", _) => Route::NotAnObject,
         (_, Some(items)) if kind.ends_with("List") => Route::List(items),
         _ => Route::Linted,
+    }
+}
+
+/// Whether a WorkloadRun or Workflow is one of ours: its apiVersion names our API group (or the
+/// legacy one), or none (a missing apiVersion is reported by admission). Another group's kind
+/// of that name (Argo's `argoproj.io` Workflow) is any other object.
+fn ours(doc: &Value) -> bool {
+    fn group(v: &str) -> &str {
+        v.split_once('/').map_or("", |(g, _)| g)
+    }
+    match doc.get("apiVersion").and_then(Value::as_str) {
+        None | Some("") => true,
+        Some(v) => [crate::api::API_VERSION, crate::api::LEGACY_API_VERSION]
+            .iter()
+            .any(|ours| group(v) == group(ours)),
     }
 }
 
