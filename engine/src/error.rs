@@ -195,6 +195,8 @@ impl miette::Diagnostic for Error {
 pub struct CompileError {
     /// What is wrong.
     pub message: String,
+    /// Where in the expression the parser stopped: 1-based line and column, when it says.
+    pub at: Option<(usize, usize)>,
 }
 
 /// A CEL expression or a template that failed when evaluated or rendered

@@ -38,6 +38,25 @@ pub use direct::set_direct_evaluation;
 use direct::{Charge, Charges, Direct};
 
 /// The declarations (standard library, `strings` and `lists` extensions, macros), built once.
+/// The parser's message without the debug text some of its errors carry
+/// (`Syntax error: OtherError(ParseError { …, msg: "Recursion limit of 96 exceeded", … })`):
+/// `Syntax error: Recursion limit of 96 exceeded`.
+fn plain_parse_message(msg: &str) -> String {
+    if msg.contains("ParseError {")
+        && let Some(start) = msg.find("msg: \"")
+        && let Some(len) = msg[start + 6..].find('"')
+    {
+        let inner = &msg[start + 6..start + 6 + len];
+        let hint = if inner.contains("Recursion limit") {
+            " (the expression nests too deeply: split it, or name its parts as variables)"
+        } else {
+            ""
+        };
+        return format!("Syntax error: {inner}{hint}");
+    }
+    msg.to_string()
+}
+
 /// A declaration that failed to register would leave its function undeclared, so calls to it
 /// fail: nothing passes for lack of it.
 static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
@@ -384,7 +403,7 @@ impl Expr {
         if let Some(e) = COMPILED.lock().ok().and_then(|c| c.get(text).cloned()) {
             return Ok(e);
         }
-        let e = Expr::compile_text(text).map_err(|message| CompileError { message })?;
+        let e = Expr::compile_text(text).map_err(|(message, at)| CompileError { message, at })?;
         if let Ok(mut c) = COMPILED.lock() {
             if c.len() >= COMPILED_MAX {
                 c.clear();
@@ -394,16 +413,33 @@ impl Expr {
         Ok(e)
     }
 
-    fn compile_text(text: &str) -> Result<Expr, String> {
+    fn compile_text(text: &str) -> Result<Expr, (String, Option<(usize, usize)>)> {
         let mut ast = parse(&rewrite_optional_select(text)).map_err(|rewritten| {
             // Report positions in the text as written, not in the rewritten one.
             match parse(text) {
-                Err(errs) => errs
-                    .errors
-                    .iter()
-                    .map(|e| format!("{} (expression column {})", e.msg, e.pos.1))
-                    .collect::<Vec<_>>()
-                    .join("; "),
+                Err(errs) => (
+                    errs.errors
+                        .iter()
+                        // The parser's nesting limit is reported for every level it unwinds:
+                        // once is enough.
+                        .take(if errs.errors.iter().any(|e| plain_parse_message(&e.msg).contains("Recursion limit")) { 1 } else { usize::MAX })
+                        .map(|e| {
+                            let msg = plain_parse_message(&e.msg);
+                            if e.pos.1 < 1 {
+                                msg
+                            } else if text.contains('\n') {
+                                format!("{msg} (expression line {}, column {})", e.pos.0, e.pos.1)
+                            } else {
+                                format!("{msg} (expression column {})", e.pos.1)
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    errs.errors.first().and_then(|e| {
+                        Some((usize::try_from(e.pos.0).ok()?, usize::try_from(e.pos.1).ok()?))
+                            .filter(|(l, c)| *l >= 1 && *c >= 1)
+                    }),
+                ),
                 // Only the rewritten form fails: a variable where the grammar wants a field
                 // selection (`has(variables.v)`). Its words, with the variable as written.
                 Ok(_) => {
@@ -414,18 +450,19 @@ impl Expr {
                         .collect::<Vec<_>>()
                         .join("; ");
                     let has = rewritten.errors.iter().any(|e| e.msg.contains("has()"));
-                    if has {
+                    let message = if has {
                         format!(
                             "{said}: a variable is not a field; has() tests a field of a map (has(variables.v.f)); test a variable's value instead (variables.v != null)"
                         )
                     } else {
                         said
-                    }
+                    };
+                    (message, None)
                 }
             }
         })?;
         if let Some(why) = unsupported(&ast) {
-            return Err(why.to_string());
+            return Err((why.to_string(), None));
         }
         let path = PathExpr::of(&ast).map(Arc::new);
         let direct = Direct::of(&ast).map(Arc::new);
@@ -2331,7 +2368,7 @@ impl Template {
     /// # Errors
     /// [`CompileError`]: the first expression that does not compile, with the expression text.
     pub fn compile(v: &Value) -> Result<Template, CompileError> {
-        Template::compile_value(v).map_err(|message| CompileError { message })
+        Template::compile_value(v).map_err(|message| CompileError { message, at: None })
     }
 
     fn compile_value(v: &Value) -> Result<Template, String> {

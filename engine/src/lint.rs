@@ -822,8 +822,8 @@ mod tests {
                 "rules:\n- id: a\n  validate:\n    expression: 'object.('\n- id: b\n  validate:\n    expression: 'true'\n- id: c\n  when: '1 +'\n  validate:\n    expression: 'true'\n"
             ),
             [
-                "rules/x.yaml:8:17: error[compile]: rule a: CEL does not compile: Syntax error: no viable alternative at input '.(' (expression column 8)",
-                "rules/x.yaml:13:9: error[compile]: rule c: CEL does not compile: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} (expression column 4)",
+                "rules/x.yaml:8:25: error[compile]: rule a: CEL does not compile: Syntax error: no viable alternative at input '.(' (expression column 8)",
+                "rules/x.yaml:13:13: error[compile]: rule c: CEL does not compile: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} (expression column 4)",
             ]
         );
     }

@@ -974,13 +974,21 @@ fn compile_expr(
     text: &str,
 ) -> Result<Expr, Problem> {
     Expr::compile(text).map_err(|e| {
-        problem(
+        let mut p = problem(
             ProblemKind::Compile,
             doc,
             path,
             rule,
             format!("CEL does not compile: {e}"),
-        )
+        );
+        // At the character the parser stopped at, when the scalar's text can be followed to it
+        // (a multi-line expression's error is not on the line its key is).
+        if let (Some(at), Error::Pack { pos: Some(pos), .. }) = (e.at, &mut p.error)
+            && let Some(exact) = doc.source.pos_in_scalar(*pos, text, at)
+        {
+            *pos = exact;
+        }
+        p
     })
 }
 
@@ -1608,7 +1616,7 @@ mod tests {
         let msg = err.to_string();
         assert!(
             msg.starts_with(
-                "rule pack error: rules/x.yaml:11:17: rule broken: CEL does not compile:"
+                "rule pack error: rules/x.yaml:11:30: rule broken: CEL does not compile:"
             ),
             "{msg}"
         );
@@ -1629,7 +1637,7 @@ mod tests {
                 "rule pack error: rules/x.yaml:3:21: unknown field `descripton`, expected `name` or `description`",
                 "rule pack error: rules/x.yaml:5:1: unknown field `knd`, expected one of `apiVersion`, `kind`, `metadata`, `stage`, `match`, `variables`, `fragments`, `rules`, `entries`",
                 "rule pack error: rules/x.yaml:9:5: rule r: unknown field `expresion`, expected one of `expression`, `message`, `messageExpression`, `fieldPath`, `fieldPathExpression`",
-                "rule pack error: rules/x.yaml:12:17: rule q: CEL does not compile: Syntax error: no viable alternative at input '.(' (expression column 8)",
+                "rule pack error: rules/x.yaml:12:25: rule q: CEL does not compile: Syntax error: no viable alternative at input '.(' (expression column 8)",
             ]
         );
     }

@@ -68,6 +68,137 @@ impl Source {
         )
     }
 
+    /// Where in the file character `at` (1-based line and column) of the string a scalar
+    /// written at `scalar` holds lies: `expr` is the scalar's value, as YAML read it. Block
+    /// scalars (`|`, `>`), multi-line plain scalars and quoted ones are walked line by line;
+    /// `None` when the walk does not land on the character the value has there (a form this
+    /// does not follow, such as escapes), so a caller keeps the scalar's own position.
+    pub fn pos_in_scalar(&self, scalar: Pos, expr: &str, at: (usize, usize)) -> Option<Pos> {
+        let chars: Vec<char> = expr.chars().collect();
+        // The character offset of `at` in the value.
+        let mut k = 0usize;
+        for (i, line) in expr.split('\n').enumerate() {
+            if i + 1 == at.0 {
+                k += at.1.checked_sub(1)?;
+                break;
+            }
+            k += line.chars().count() + 1;
+        }
+        let first = self.line_text(scalar.line)?;
+        let head: String = first
+            .chars()
+            .skip(scalar.column.saturating_sub(1))
+            .collect();
+        // Segments of the value: (line, column of their first character, text).
+        let mut segments: Vec<(usize, usize, Vec<char>)> = Vec::new();
+        let indent_of = |l: &str| l.chars().take_while(|c| *c == ' ').count();
+        // A block scalar's position is its content's first character, below its indicator.
+        let block_above = scalar.line > 1
+            && indent_of(first) + 1 == scalar.column
+            && self.line_text(scalar.line - 1).is_some_and(|prev| {
+                let t = prev
+                    .trim_end()
+                    .trim_end_matches(|c: char| c.is_ascii_digit() || c == '-' || c == '+');
+                t.ends_with('|') || t.ends_with('>')
+            });
+        if block_above {
+            let ind = scalar.column - 1;
+            let mut line = scalar.line;
+            while let Some(text) = self.line_text(line) {
+                if !text.trim().is_empty() && indent_of(text) < ind {
+                    break;
+                }
+                segments.push((line, ind + 1, text.chars().skip(ind).collect()));
+                line += 1;
+            }
+        }
+        match head.chars().next() {
+            _ if block_above => {}
+            Some('|' | '>') => {
+                // The content: the lines below, indented more than the key's line, up to the
+                // first one indented less than the first content line.
+                let parent = indent_of(first);
+                let mut indent: Option<usize> = None;
+                let mut line = scalar.line + 1;
+                while let Some(text) = self.line_text(line) {
+                    let n = indent_of(text);
+                    if !text.trim().is_empty() {
+                        let ind = *indent.get_or_insert(n);
+                        if n < ind || n <= parent {
+                            break;
+                        }
+                    }
+                    let ind = indent.unwrap_or(n);
+                    segments.push((line, ind + 1, text.chars().skip(ind).collect()));
+                    line += 1;
+                }
+            }
+            Some(q @ ('\'' | '"')) => {
+                // Single-line quoted: `''` (or a backslash escape) is one character of the value.
+                let mut col = scalar.column + 1;
+                let mut seen = 0usize;
+                let mut it = head.chars().skip(1).peekable();
+                while let Some(c) = it.next() {
+                    if seen == k {
+                        return (chars.get(k) == Some(&c) || k == chars.len()).then_some(Pos {
+                            line: scalar.line,
+                            column: col,
+                        });
+                    }
+                    if c == q && !(q == '\'' && it.peek() == Some(&'\'')) {
+                        break;
+                    }
+                    if (q == '\'' && c == '\'') || (q == '"' && c == '\\') {
+                        it.next();
+                        col += 1;
+                    }
+                    col += 1;
+                    seen += 1;
+                }
+                return (seen == k).then_some(Pos {
+                    line: scalar.line,
+                    column: col,
+                });
+            }
+            _ => {
+                segments.push((
+                    scalar.line,
+                    scalar.column,
+                    head.trim_end().chars().collect(),
+                ));
+                let parent = indent_of(first);
+                let mut line = scalar.line + 1;
+                while let Some(text) = self.line_text(line) {
+                    let n = indent_of(text);
+                    let body = text.trim();
+                    if body.is_empty() || n <= parent || body.starts_with('#') {
+                        break;
+                    }
+                    segments.push((line, n + 1, body.chars().collect()));
+                    line += 1;
+                }
+            }
+        }
+        let mut rest = k;
+        for (line, column, text) in &segments {
+            if rest <= text.len() {
+                let here = text.get(rest);
+                let want = chars.get(k);
+                let lands = match (here, want) {
+                    (Some(h), Some(w)) => h == w,
+                    (None, None) => true,
+                    _ => false,
+                };
+                return lands.then_some(Pos {
+                    line: *line,
+                    column: column + rest,
+                });
+            }
+            rest -= text.len() + 1;
+        }
+        None
+    }
+
     /// Byte offset of a 1-based `line` / 1-based character `column`, clamped to the text.
     pub fn offset_of(&self, pos: Pos) -> usize {
         let Some((start, l)) = self.raw_line(pos.line) else {

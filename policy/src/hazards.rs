@@ -417,7 +417,7 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
             .unwrap_or_else(|| token.to_string());
         let message = match octal {
             Some(octal) => format!(
-                "{path}: the unquoted value {token} is the number {here} here, but YAML 1.1 tools (kubectl among them) read it as octal {octal}: write the number without the leading zero"
+                "{path}: the unquoted value {token} is the number {here} here, but YAML 1.1 tools (kubectl among them) read it as octal {octal}: write a number both read alike: {octal} if octal {token} is meant (a file mode such as defaultMode: 0644), {here} if not"
             ),
             None => format!(
                 "{path}: the unquoted value {token} is the number {here} here (YAML 1.2 octal), but YAML 1.1 tools (kubectl among them) read it as the string \"{token}\": write the number in decimal ({here})"

@@ -1737,7 +1737,7 @@ fn a_gpu_count_with_a_leading_zero_is_warned_about() {
         (
             0,
             Some(
-                "in.yaml:8:40: warning[yaml-quote-it]: spec.resources.limits[\"nvidia.com/gpu\"]: the unquoted value 010 is the number 10 here, but YAML 1.1 tools (kubectl among them) read it as octal 8: write the number without the leading zero"
+                "in.yaml:8:40: warning[yaml-quote-it]: spec.resources.limits[\"nvidia.com/gpu\"]: the unquoted value 010 is the number 10 here, but YAML 1.1 tools (kubectl among them) read it as octal 8: write a number both read alike: 8 if octal 010 is meant (a file mode such as defaultMode: 0644), 10 if not"
             ),
             ""
         )
@@ -1799,7 +1799,7 @@ fn a_leading_zero_gpu_count_renders_as_the_integer_it_is_read_as() {
         (
             0,
             r#"{"limits":{"nvidia.com/gpu":10}}"#.to_string(),
-            "Warning: in.yaml:8:40: spec.resources.limits[\"nvidia.com/gpu\"]: the unquoted value 010 is the number 10 here, but YAML 1.1 tools (kubectl among them) read it as octal 8: write the number without the leading zero\n"
+            "Warning: in.yaml:8:40: spec.resources.limits[\"nvidia.com/gpu\"]: the unquoted value 010 is the number 10 here, but YAML 1.1 tools (kubectl among them) read it as octal 8: write a number both read alike: 8 if octal 010 is meant (a file mode such as defaultMode: 0644), 10 if not\n"
         )
     );
 }
@@ -2072,8 +2072,8 @@ fn every_leading_zero_integer_is_warned_about_not_only_quantities() {
         (
             0,
             vec![
-                ("yaml-quote-it".to_string(), "spec.numNodes: the unquoted value 02 is the number 2 here, but YAML 1.1 tools (kubectl among them) read it as octal 2: write the number without the leading zero".to_string()),
-                ("yaml-quote-it".to_string(), "spec.orchestration.repeatCount: the unquoted value 010 is the number 10 here, but YAML 1.1 tools (kubectl among them) read it as octal 8: write the number without the leading zero".to_string()),
+                ("yaml-quote-it".to_string(), "spec.numNodes: the unquoted value 02 is the number 2 here, but YAML 1.1 tools (kubectl among them) read it as octal 2: write a number both read alike: 2 if octal 02 is meant (a file mode such as defaultMode: 0644), 2 if not".to_string()),
+                ("yaml-quote-it".to_string(), "spec.orchestration.repeatCount: the unquoted value 010 is the number 10 here, but YAML 1.1 tools (kubectl among them) read it as octal 8: write a number both read alike: 8 if octal 010 is meant (a file mode such as defaultMode: 0644), 10 if not".to_string()),
                 ("yaml-quote-it".to_string(), "spec.orchestration.maxConcurrent: the unquoted value 0o3 is the number 3 here (YAML 1.2 octal), but YAML 1.1 tools (kubectl among them) read it as the string \"0o3\": write the number in decimal (3)".to_string()),
             ]
         )
