@@ -2614,3 +2614,26 @@ fn a_yaml_11_boolean_word_in_any_string_field_is_warned_about() {
         ]
     );
 }
+
+/// A Workflow's node health expression that is not CEL is an input error at the expression,
+/// from `check` and `render` alike (the schema bounds its length alone; the Job's controller
+/// would find it only when it ran).
+#[test]
+fn a_node_health_expression_that_does_not_compile_is_an_input_error() {
+    let input = "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata: {name: wf}\nspec:\n  jobTemplate:\n    spec:\n      nodeHealthMonitor:\n        cel:\n          expression: node.spec.unschedulable ==\n";
+    let want = "Error: in.yaml:9:23: spec.jobTemplate.spec.nodeHealthMonitor.cel.expression: CEL does not compile: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} (expression column 27)\n";
+    let (code, stdout, stderr) = run_in(&["check", "in.yaml"], input);
+    assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", want));
+    let (code, stdout, stderr) = run_in(
+        &[
+            "render",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            "in.yaml",
+        ],
+        input,
+    );
+    assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", want));
+}

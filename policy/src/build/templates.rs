@@ -104,6 +104,15 @@ pub fn runtime_templates(
     // Decoded once per scheduler name and shared (the table's typed cache).
     let decode = |id: &str, value: &Value| -> Result<RuntimeTemplates, PolicyError> {
         let mut row: RuntimeTemplates = crate::detect::decode_row(table, id, value)?;
+        // The expression reaches every Job's node health monitor: one that does not compile
+        // is the table's error, not found when the Job runs.
+        if let Err(e) = nvcre_engine::Expr::compile(&row.node_health_expression) {
+            return Err(PolicyError::table_entry(
+                table,
+                id,
+                format!("nodeHealthExpression: CEL does not compile: {e}"),
+            ));
+        }
         row.default_timeout_per_job =
             canonical_go_duration(&row.default_timeout_per_job).map_err(|reason| {
                 PolicyError::table_entry(
@@ -244,6 +253,18 @@ entries:
         assert_eq!(
             runtime_templates(&rules, "").unwrap_err().to_string(),
             "fixture.yaml:5:5: table runtime-templates, entry only: defaultTimeoutPerJob: invalid duration \"2d\": unknown unit \"d\"; valid units are ns, us, µs, ms, s, m, h"
+        );
+    }
+
+    #[test]
+    fn a_node_health_expression_that_does_not_compile_names_the_entry() {
+        let rules = fixture(&table("true", "90m").replace(
+            "nodeHealthExpression: 'true'",
+            "nodeHealthExpression: 'node.spec.unschedulable =='",
+        ));
+        assert_eq!(
+            runtime_templates(&rules, "").unwrap_err().to_string(),
+            "fixture.yaml:5:5: table runtime-templates, entry only: nodeHealthExpression: CEL does not compile: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} (expression column 27)"
         );
     }
 

@@ -476,8 +476,41 @@ pub fn check_thresholds(
     Ok(())
 }
 
+/// A Workflow's `jobTemplate.spec.nodeHealthMonitor.cel.expression` is CEL that compiles: the
+/// Job's controller evaluates it against every node, and one that does not compile would be
+/// found only then (the schema bounds its length alone).
+///
+/// # Errors
+/// [`PolicyError::Input`] at the expression, with the parser's message.
+fn check_node_health_expression(doc: &Document) -> Result<(), PolicyError> {
+    let Some(text) = doc
+        .value
+        .pointer("/spec/jobTemplate/spec/nodeHealthMonitor/cel/expression")
+        .and_then(serde_json::Value::as_str)
+        .filter(|t| !t.is_empty())
+    else {
+        return Ok(());
+    };
+    let Err(e) = nvcre_engine::Expr::compile(text) else {
+        return Ok(());
+    };
+    let path = FieldPath::root()
+        .key("spec")
+        .key("jobTemplate")
+        .key("spec")
+        .key("nodeHealthMonitor")
+        .key("cel")
+        .key("expression");
+    Err(PolicyError::Input {
+        file: doc.source.name.clone(),
+        pos: doc.spans.lookup(&path),
+        message: format!("{path}: CEL does not compile: {e}"),
+    })
+}
+
 /// [`check_thresholds`] of a Workflow: `spec.validation.performance.thresholds.thresholds`
-/// (the string values; the others are the schema's to refuse).
+/// (the string values; the others are the schema's to refuse), and
+/// [`check_node_health_expression`].
 ///
 /// # Errors
 /// As [`check_thresholds`].
@@ -485,6 +518,7 @@ pub fn check_workflow_thresholds(
     doc: &Document,
     validation: Option<&serde_json::Value>,
 ) -> Result<(), PolicyError> {
+    check_node_health_expression(doc)?;
     let Some(map) = validation
         .and_then(|v| v.pointer("/performance/thresholds/thresholds"))
         .and_then(serde_json::Value::as_object)
