@@ -158,6 +158,17 @@ fn label_value(s: &str) -> Vec<String> {
     errs
 }
 
+/// The API server's messages for `s` as a label key (a qualified name: `[prefix/]name`);
+/// empty when it is one.
+pub fn label_key_problems(s: &str) -> Vec<String> {
+    qualified_name(s)
+}
+
+/// The API server's messages for `s` as a label value; empty when it is one.
+pub fn label_value_problems(s: &str) -> Vec<String> {
+    label_value(s)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

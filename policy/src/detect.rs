@@ -538,12 +538,50 @@ pub struct GangDefaults {
 pub fn gang_defaults(rules: &RuleSet) -> Result<GangDefaults, PolicyError> {
     let rows: Arc<Vec<GangDefaults>> =
         fixed_rows(rules, GANG_DEFAULTS_TABLE, "gang-defaults", || Value::Null)?;
-    rows.first()
+    let first = rows
+        .first()
         .cloned()
         .ok_or_else(|| PolicyError::NoMatchingRow {
             table: GANG_DEFAULTS_TABLE.to_string(),
             subject: "a gang scheduler without queue".to_string(),
-        })
+        })?;
+    // They become labels of every gang-scheduled run: a value that is no label is the table's
+    // error, not one of each run that relies on it.
+    let problems = [
+        (
+            "queueLabelKey",
+            &first.queue_label_key,
+            nvcre_engine::label_key_problems(&first.queue_label_key),
+            "label key",
+        ),
+        (
+            "queue",
+            &first.queue,
+            nvcre_engine::label_value_problems(&first.queue),
+            "label value",
+        ),
+    ];
+    for (field, value, problems, what) in problems {
+        if !problems.is_empty()
+            && let Some(table) = rules.table(GANG_DEFAULTS_TABLE)
+        {
+            let id = table
+                .entries
+                .first()
+                .map(|e| e.id.clone())
+                .unwrap_or_default();
+            return Err(PolicyError::table_entry(
+                table,
+                &id,
+                format!(
+                    "{field}: {} is not a valid {what}: {}",
+                    quote(value),
+                    problems.join("; ")
+                ),
+            ));
+        }
+    }
+    Ok(first)
 }
 
 /// What placement reads from `rules`: the `scheduling`, `gpu-products` and `gang-defaults`
@@ -592,6 +630,33 @@ mod tests {
                 .unwrap_err()
                 .to_string(),
             "no row of table \"platform-detection\" matches node (providerID \"c://1\"); the table decides every case, so end it with a catch-all row (include: \"true\")"
+        );
+    }
+
+    #[test]
+    fn gang_defaults_that_are_no_labels_are_the_table_s_error() {
+        let table = |key: &str, queue: &str| {
+            fixture(&format!(
+                "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {{name: gang-defaults}}\nentries:\n  - {{id: only, queue: '{queue}', queueLabelKey: '{key}'}}\n"
+            ))
+        };
+        assert_eq!(
+            gang_defaults(&table("example.com/queue", "q"))
+                .unwrap()
+                .queue_label_key,
+            "example.com/queue"
+        );
+        assert_eq!(
+            gang_defaults(&table("bad key", "q"))
+                .unwrap_err()
+                .to_string(),
+            "fixture.yaml:5:5: table gang-defaults, entry only: queueLabelKey: \"bad key\" is not a valid label key: name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')"
+        );
+        assert!(
+            gang_defaults(&table("k", "team a"))
+                .unwrap_err()
+                .to_string()
+                .starts_with("fixture.yaml:5:5: table gang-defaults, entry only: queue: \"team a\" is not a valid label value: ")
         );
     }
 
