@@ -106,7 +106,12 @@ pub fn run_lint(rules_dir: Option<&Path>, args: &LintArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let findings = lint(&sources, Some(&contract));
+    let mut findings = lint(&sources, Some(&contract));
+    // A set that loads is linted with what the pipeline knows too: override table rows whose
+    // `when` names a platform or an architecture that never occurs.
+    if let Ok(set) = nvcre_engine::RuleSet::load(&sources, Some(&contract)) {
+        findings.extend(nvcre_domain::override_table_lints(&set).unwrap_or_default());
+    }
     let mut out = String::new();
     for f in &findings {
         let _ = writeln!(out, "{f}");

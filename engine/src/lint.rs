@@ -72,6 +72,16 @@ pub enum Lint {
     /// `cel-cost`: an expression whose estimated worst-case CEL cost exceeds the
     /// per-expression limit.
     CelCost,
+    /// `empty-file`: a rule file without a document (emptied or truncated: its packs and
+    /// tables are gone without a word).
+    EmptyFile,
+    /// `missing-table`: a table the caller's [`Contract`] declares that no file defines, in a
+    /// directory that defines others (a set used whole, as `--rules` or a controller's mounted
+    /// rules, is refused without it; a warning, as a directory linted may be a part of a set).
+    MissingTable,
+    /// `never-matches`: a table row whose condition names a value that never occurs (a caller's
+    /// lint: the pipeline knows which values occur).
+    NeverMatches,
 }
 
 impl Lint {
@@ -90,6 +100,9 @@ impl Lint {
             Lint::UndefinedVariable => "undefined-variable",
             Lint::Contract => "contract",
             Lint::CelCost => "cel-cost",
+            Lint::EmptyFile => "empty-file",
+            Lint::MissingTable => "missing-table",
+            Lint::NeverMatches => "never-matches",
         }
     }
 
@@ -100,7 +113,10 @@ impl Lint {
             Lint::MessageLooksLikeCel
             | Lint::UnusedVariable
             | Lint::UnusedFragment
-            | Lint::CelCost => Severity::Warning,
+            | Lint::CelCost
+            | Lint::EmptyFile
+            | Lint::MissingTable
+            | Lint::NeverMatches => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -188,6 +204,44 @@ pub fn lint(sources: &[Arc<Source>], contract: Option<&Contract>) -> Vec<LintFin
             ProblemKind::Contract => Lint::Contract,
         };
         out.push(from_error(lint, p.error));
+    }
+    for source in sources {
+        let has_document = source.text.lines().any(|l| {
+            let t = l.trim();
+            !t.is_empty() && !t.starts_with('#') && t != "---" && t != "..."
+        });
+        if !has_document {
+            out.push(LintFinding {
+                lint: Lint::EmptyFile,
+                severity: Lint::EmptyFile.severity(),
+                file: source.name.clone(),
+                pos: Some(Pos { line: 1, column: 1 }),
+                rule: None,
+                message: "the rule file has no document, so it loads nothing: an emptied or truncated file drops its packs and tables without a word; restore it, or delete it".to_string(),
+            });
+        }
+    }
+    // A directory with none of the tables is a part of a set (packs linted alone); one with
+    // some is a set that lost the others.
+    if let Some(contract) =
+        contract.filter(|c| c.tables().iter().any(|t| set.table(&t.name).is_some()))
+    {
+        let place = crate::pack::common_dir(sources);
+        for t in contract.tables() {
+            if set.table(&t.name).is_none() {
+                out.push(LintFinding {
+                    lint: Lint::MissingTable,
+                    severity: Lint::MissingTable.severity(),
+                    file: place.clone(),
+                    pos: None,
+                    rule: None,
+                    message: format!(
+                        "no rule file defines table {:?} ({}); the pipeline renders it, so a set used whole (--rules, a controller's mounted rules) is refused without it",
+                        t.name, t.description
+                    ),
+                });
+            }
+        }
     }
     for pack in &set.packs {
         lint_pack(pack, &mut out);
@@ -997,5 +1051,35 @@ mod tests {
                 "rules/x.yaml:10:17: warning[cel-cost]: rule r: the estimated worst case of this expression is 62500250000 CEL cost units (comprehension iterations), more than the per-expression limit of 1000000 (--cel-cost-limit), with lists of up to 250000 elements (--max-yaml-nodes): a document with lists that long makes it a rule error; avoid nesting comprehensions over whole lists of the document"
             ]
         );
+    }
+
+    #[test]
+    fn an_empty_file_and_a_missing_table_are_warnings() -> Result<(), Box<dyn std::error::Error>> {
+        let empty = Source::new("rules/empty.yaml", "# truncated\n---\n");
+        let kept = Source::new(
+            "rules/kept.yaml",
+            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: kept}\nentries: []\n",
+        );
+        let contract = crate::contract::Contract::new()
+            .table("kept", "a table kept", serde_json::json!({}), None)?
+            .table("t", "a table", serde_json::json!({}), None)?;
+        // Packs alone (none of the tables): a part of a set, no missing table.
+        assert!(
+            lint(std::slice::from_ref(&empty), Some(&contract))
+                .iter()
+                .all(|f| f.lint != Lint::MissingTable)
+        );
+        let found: Vec<String> = lint(&[empty, kept], Some(&contract))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "rules/empty.yaml:1:1: warning[empty-file]: the rule file has no document, so it loads nothing: an emptied or truncated file drops its packs and tables without a word; restore it, or delete it",
+                "rules: warning[missing-table]: no rule file defines table \"t\" (a table); the pipeline renders it, so a set used whole (--rules, a controller's mounted rules) is refused without it",
+            ]
+        );
+        Ok(())
     }
 }

@@ -820,7 +820,7 @@ fn undefined(doc: &Document, path: &FieldPath, rule: Option<&str>, name: &str) -
 }
 
 /// The deepest directory holding every source (`.` when they share none), to name a whole set.
-fn common_dir(sources: &[Arc<Source>]) -> String {
+pub(crate) fn common_dir(sources: &[Arc<Source>]) -> String {
     let mut common: Option<Vec<&str>> = None;
     for s in sources {
         let parts: Vec<&str> = s.name.split('/').collect();

@@ -1266,3 +1266,39 @@ fn rules_explain_takes_the_passing_example_from_the_failing_example_s_suite() {
         "{stdout}"
     );
 }
+
+/// `rules lint` of a set that loads warns about an override table row whose `when` names a
+/// value that never occurs, at the value (a platform in capitals, an architecture as a product
+/// spells it); the shipped rules have none.
+#[test]
+fn rules_lint_warns_about_override_rows_that_never_match() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(&root().join("rules"), &dir.path().join("rules"));
+    let file = dir.path().join("rules/overrides/workloadrun.yaml");
+    let text = std::fs::read_to_string(&file).expect("read");
+    let edited = text.replacen(
+        "  - id: aws-h100-efa\n    when: {platform: {equals: aws}, gpuArchitecture: {equals: h100}}",
+        "  - id: aws-h100-efa\n    when: {platform: {equals: AWS}, gpuArchitecture: {equals: h100}}",
+        1,
+    );
+    assert_ne!(edited, text);
+    std::fs::write(&file, &edited).expect("write");
+    let line = edited
+        .lines()
+        .position(|l| l.contains("equals: AWS"))
+        .expect("edited line")
+        + 1;
+    let (code, stdout, _) = run(dir.path(), &["rules", "lint", "rules"]);
+    let never: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.contains("never-matches"))
+        .collect();
+    assert_eq!(code, 0);
+    assert_eq!(
+        never,
+        [format!(
+            "rules/overrides/workloadrun.yaml:{line}:31: warning[never-matches]: rule aws-h100-efa: entries[9].when.platform.equals: \"AWS\" is not a platform (one of forge, onprem, aws, gcp, azure, oci, nscale, togetherai, mistral), so the row never applies; platforms are compared exactly: write \"aws\""
+        )
+        .as_str()]
+    );
+}

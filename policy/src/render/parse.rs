@@ -578,38 +578,7 @@ pub(crate) fn override_when_findings(
             ];
             for (op, vs) in values {
                 for (j, v) in vs.into_iter().enumerate() {
-                    let problem = if field == "platform" {
-                        (!platforms.contains(v)).then(|| {
-                            let close = platforms.iter().find(|p| p.eq_ignore_ascii_case(v));
-                            (
-                                format!(
-                                    "{} is not a platform (one of {})",
-                                    quote(v),
-                                    platforms.join(", ")
-                                ),
-                                close
-                                    .map(|c| {
-                                        format!(
-                                            "; platforms are compared exactly: write {}",
-                                            quote(c)
-                                        )
-                                    })
-                                    .unwrap_or_default(),
-                            )
-                        })
-                    } else {
-                        let normal = products.architecture(v);
-                        (normal != *v).then(|| {
-                            (
-                                format!(
-                                    "{} is not a GPU architecture as runs name them (the gpu-products table reads it as {})",
-                                    quote(v),
-                                    quote(&normal)
-                                ),
-                                format!("; write {}", quote(&normal)),
-                            )
-                        })
-                    };
+                    let problem = when_value_problem(field, v, &platforms, &products);
                     let Some((problem, hint)) = problem else {
                         continue;
                     };
@@ -631,6 +600,131 @@ pub(crate) fn override_when_findings(
         }
     }
     Ok(out)
+}
+
+/// `rules lint`'s warnings for rows of the platform override table whose `when` names a value
+/// that never occurs, so the row never applies (or an exclusion that excludes nothing): as
+/// [`override_when_findings`] for a user's overrides. Each is located at the value; values
+/// with `${{ }}` are not judged.
+///
+/// # Errors
+/// A missing or malformed platform or `gpu-products` table.
+pub fn override_table_lints(
+    rules: &nvcre_engine::RuleSet,
+) -> Result<Vec<nvcre_engine::LintFinding>, PolicyError> {
+    use nvcre_engine::{Lint, LintFinding};
+    let Some(table) = rules.table(super::OVERRIDE_TABLE) else {
+        return Ok(Vec::new());
+    };
+    let platforms = crate::detect::platform_names(rules)?;
+    let products = crate::detect::gpu_products(rules)?;
+    // The table as written: its rows' values and their places.
+    let Ok(docs) = nvcre_engine::parse_rule_file(&table.source) else {
+        return Ok(Vec::new());
+    };
+    let Some(doc) = docs.iter().find(|d| {
+        d.value
+            .pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            == Some(table.name.as_str())
+    }) else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::new();
+    let entries = doc
+        .value
+        .get("entries")
+        .and_then(serde_json::Value::as_array);
+    for (i, entry) in entries.into_iter().flatten().enumerate() {
+        let id = entry.get("id").and_then(serde_json::Value::as_str);
+        for field in ["platform", "gpuArchitecture"] {
+            let Some(m) = entry.get("when").and_then(|w| w.get(field)) else {
+                continue;
+            };
+            for op in ["equals", "in", "notIn"] {
+                let values: Vec<(Option<usize>, &str)> = match m.get(op) {
+                    Some(serde_json::Value::String(v)) => vec![(None, v.as_str())],
+                    Some(serde_json::Value::Array(a)) => a
+                        .iter()
+                        .enumerate()
+                        .filter_map(|(j, v)| v.as_str().map(|v| (Some(j), v)))
+                        .collect(),
+                    _ => Vec::new(),
+                };
+                for (j, v) in values {
+                    if v.contains("${{") {
+                        continue;
+                    }
+                    let Some((problem, hint)) = when_value_problem(field, v, &platforms, &products)
+                    else {
+                        continue;
+                    };
+                    let consequence = match op {
+                        "equals" => "the row never applies",
+                        "in" => "this value never matches",
+                        _ => "excluding it excludes nothing",
+                    };
+                    let base = FieldPath::root()
+                        .key("entries")
+                        .index(i)
+                        .key("when")
+                        .key(field)
+                        .key(op);
+                    let path = match j {
+                        Some(j) => base.index(j),
+                        None => base,
+                    };
+                    out.push(LintFinding {
+                        lint: Lint::NeverMatches,
+                        severity: Lint::NeverMatches.severity(),
+                        file: table.source.name.clone(),
+                        pos: doc.spans.lookup(&path),
+                        rule: id.map(str::to_string),
+                        message: format!("{path}: {problem}, so {consequence}{hint}"),
+                    });
+                }
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// What is wrong with `v` as a `when.<field>` value (`platform` or `gpuArchitecture`) of an
+/// override, and the hint: a platform no platform-detection row has, an architecture written
+/// otherwise than the gpu-products table normalises it. `None` when it can match.
+fn when_value_problem(
+    field: &str,
+    v: &str,
+    platforms: &[String],
+    products: &crate::nodes::GpuProducts,
+) -> Option<(String, String)> {
+    if field == "platform" {
+        (!platforms.iter().any(|p| p == v)).then(|| {
+            let close = platforms.iter().find(|p| p.eq_ignore_ascii_case(v));
+            (
+                format!(
+                    "{} is not a platform (one of {})",
+                    quote(v),
+                    platforms.join(", ")
+                ),
+                close
+                    .map(|c| format!("; platforms are compared exactly: write {}", quote(c)))
+                    .unwrap_or_default(),
+            )
+        })
+    } else {
+        let normal = products.architecture(v);
+        (normal != *v).then(|| {
+            (
+                format!(
+                    "{} is not a GPU architecture as runs name them (the gpu-products table reads it as {})",
+                    quote(v),
+                    quote(&normal)
+                ),
+                format!("; write {}", quote(&normal)),
+            )
+        })
+    }
 }
 
 /// Where the user's overrides (`applied`, the last first) wrote the nearest parent of a field
