@@ -543,7 +543,7 @@ pub struct Discovery {
 /// 4. `target.taintSelectors`: the node must carry **all** of them (key equal; value and
 ///    effect equal when given);
 /// 5. cordoned nodes are dropped, unless the target selects them on purpose
-///    ([`TargetSpec::includes_cordoned`]); those with `nvidia.com/gpu.present=true` are
+///    (`TargetSpec::includes_cordoned`); those with `nvidia.com/gpu.present=true` are
 ///    recorded in [`Discovery::cordoned`] (a cordoned CPU node was never a candidate);
 /// 6. only `nvidia.com/gpu.present=true` nodes are kept;
 /// 7. sorted by name.

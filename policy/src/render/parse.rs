@@ -604,7 +604,7 @@ pub(crate) fn override_when_findings(
 
 /// `rules lint`'s warnings for rows of the platform override table whose `when` names a value
 /// that never occurs, so the row never applies (or an exclusion that excludes nothing): as
-/// [`override_when_findings`] for a user's overrides. Each is located at the value; values
+/// `override_when_findings` for a user's overrides. Each is located at the value; values
 /// with `${{ }}` are not judged.
 ///
 /// # Errors
