@@ -198,11 +198,24 @@ fn with_platform_help(command: clap::Command, argv: &[std::ffi::OsString]) -> cl
 
 /// `--version`: the tool's version and the rule set in force (`embedded`, or the `--rules`
 /// directory), with its file count and digest. Exit 2 when the `--rules` directory cannot be
-/// read.
+/// read, or its set does not load (the line is printed, and the error says so).
 fn print_version(dir: Option<&std::path::Path>) -> ExitCode {
     match ruleset::RulesInfo::of(dir) {
         Ok(info) => {
             print(&info.version_text());
+            // A directory's set is in force only when it loads (the embedded one always does).
+            if let Some(d) = dir
+                && let Err(errors) = load_rules(Some(d))
+            {
+                let n = errors.errors.len();
+                report::error_line(&format!(
+                    "the rule set of {} does not load ({n} problem{}), so no command uses it; `nvcre-policy rules lint {}` lists them",
+                    d.display(),
+                    if n == 1 { "" } else { "s" },
+                    d.display()
+                ));
+                return ExitCode::from(2);
+            }
             ExitCode::SUCCESS
         }
         Err(e) => {

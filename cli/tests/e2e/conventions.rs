@@ -660,6 +660,26 @@ fn version_names_the_rules_in_force() {
     assert!(stdout.starts_with(&format!(
         "nvcre-policy 0.1.0\nrules: {c} (25 files, sha256:"
     )));
+    // A set that does not load is in force nowhere: the line, and an error saying so.
+    edit(
+        &copy.join("contract/gang.yaml"),
+        "\n# edited\n",
+        "\nnot: [a rule file\n",
+    );
+    let (code, stdout, stderr) = run_in(&root(), &[], &["--rules", c, "--version"]);
+    assert_eq!(code, 2);
+    assert!(
+        stdout.starts_with(&format!(
+            "nvcre-policy 0.1.0\nrules: {c} (25 files, sha256:"
+        )),
+        "{stdout}"
+    );
+    assert_eq!(
+        stderr,
+        format!(
+            "Error: the rule set of {c} does not load (1 problem), so no command uses it; `nvcre-policy rules lint {c}` lists them\n"
+        )
+    );
     let (code, stdout, stderr) = run_in(
         &root(),
         &[],
