@@ -2,40 +2,17 @@
 //! written back as Go's `Duration.String()` prints it (`90m` → `1h30m0s`), so the rendered
 //! Workflow carries what the original would.
 
-/// Why a Go duration string (`1h30m`, `90s`, `1.5h`, `300ms`) was refused.
+/// Why a `timeoutPerJob` was refused: not a Go duration (the engine's parser says why), or
+/// below zero.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DurationError {
-    /// Not a sequence of decimal numbers each followed by a unit.
-    #[error("expected decimal numbers each followed by a unit, such as \"90s\" or \"1h30m\"")]
-    Syntax,
-    /// A number without a unit (only a bare `0` may omit it).
-    #[error("missing unit; valid units are ns, us, µs, ms, s, m, h")]
-    MissingUnit,
-    /// A unit Go does not know.
-    #[error("unknown unit \"{unit}\"; valid units are ns, us, µs, ms, s, m, h")]
-    UnknownUnit {
-        /// The unit as written.
-        unit: String,
-    },
-    /// Longer than a Go `time.Duration` holds.
-    #[error("out of range; the longest duration is 2562047h47m16.854775807s")]
-    Overflow,
+    /// Not a Go duration.
+    #[error(transparent)]
+    Parse(#[from] nvcre_engine::go_duration::DurationError),
     /// Below zero.
     #[error("a timeout cannot be negative")]
     Negative,
-}
-
-impl From<nvcre_engine::go_duration::DurationError> for DurationError {
-    fn from(e: nvcre_engine::go_duration::DurationError) -> Self {
-        use nvcre_engine::go_duration::DurationError as E;
-        match e {
-            E::MissingUnit => DurationError::MissingUnit,
-            E::UnknownUnit { unit } => DurationError::UnknownUnit { unit },
-            E::Overflow => DurationError::Overflow,
-            _ => DurationError::Syntax,
-        }
-    }
 }
 
 /// Parses a Go duration string and writes it the way Go's `time.Duration.String()` does
@@ -51,6 +28,7 @@ pub fn canonical_go_duration(value: &str) -> Result<String, DurationError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use nvcre_engine::go_duration::DurationError as E;
 
     // ---- Go duration: one line per case -------------------------------------------------------
     macro_rules! duration {
@@ -102,19 +80,19 @@ mod tests {
 
     duration!(dur_max, "2562047h47m16.854775807s", ok "2562047h47m16.854775807s");
 
-    duration!(dur_bogus, "bogus", err DurationError::Syntax);
+    duration!(dur_bogus, "bogus", err DurationError::Parse(E::Syntax));
 
-    duration!(dur_empty, "", err DurationError::Syntax);
+    duration!(dur_empty, "", err DurationError::Parse(E::Syntax));
 
-    duration!(dur_dot, ".s", err DurationError::Syntax);
+    duration!(dur_dot, ".s", err DurationError::Parse(E::Syntax));
 
-    duration!(dur_no_unit, "90", err DurationError::MissingUnit);
+    duration!(dur_no_unit, "90", err DurationError::Parse(E::MissingUnit));
 
-    duration!(dur_unknown_unit, "3d", err DurationError::UnknownUnit { unit: "d".to_string() });
+    duration!(dur_unknown_unit, "3d", err DurationError::Parse(E::UnknownUnit { unit: "d".to_string() }));
 
     duration!(dur_negative, "-5m", err DurationError::Negative);
 
-    duration!(dur_overflow, "2562048h", err DurationError::Overflow);
+    duration!(dur_overflow, "2562048h", err DurationError::Parse(E::Overflow));
 
     #[test]
     fn example_canonical_go_duration() -> Result<(), Box<dyn std::error::Error>> {

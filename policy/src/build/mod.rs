@@ -688,7 +688,7 @@ mod tests {
         .unwrap_err();
         assert!(matches!(
             err,
-            BuildError::InvalidTimeoutPerJob { ref value, reason: DurationError::MissingUnit } if value == "90"
+            BuildError::InvalidTimeoutPerJob { ref value, reason: DurationError::Parse(nvcre_engine::go_duration::DurationError::MissingUnit) } if value == "90"
         ));
     }
 
