@@ -37,7 +37,6 @@ mod direct;
 pub use direct::set_direct_evaluation;
 use direct::{Charge, Charges, Direct};
 
-/// The declarations (standard library, `strings` and `lists` extensions, macros), built once.
 /// The parser's message without the debug text some of its errors carry
 /// (`Syntax error: OtherError(ParseError { …, msg: "Recursion limit of 96 exceeded", … })`):
 /// `Syntax error: Recursion limit of 96 exceeded`.
@@ -57,6 +56,7 @@ fn plain_parse_message(msg: &str) -> String {
     msg.to_string()
 }
 
+/// The declarations (standard library, `strings` and `lists` extensions, macros), built once.
 /// A declaration that failed to register would leave its function undeclared, so calls to it
 /// fail: nothing passes for lack of it.
 static ENV: LazyLock<Arc<cel::Env>> = LazyLock::new(|| {
@@ -417,12 +417,10 @@ impl Expr {
         let mut ast = parse(&rewrite_optional_select(text)).map_err(|rewritten| {
             // Report positions in the text as written, not in the rewritten one.
             match parse(text) {
-                Err(errs) => (
-                    errs.errors
+                Err(errs) => {
+                    let mut said: Vec<String> = errs
+                        .errors
                         .iter()
-                        // The parser's nesting limit is reported for every level it unwinds:
-                        // once is enough.
-                        .take(if errs.errors.iter().any(|e| plain_parse_message(&e.msg).contains("Recursion limit")) { 1 } else { usize::MAX })
                         .map(|e| {
                             let msg = plain_parse_message(&e.msg);
                             if e.pos.1 < 1 {
@@ -433,13 +431,18 @@ impl Expr {
                                 format!("{msg} (expression column {})", e.pos.1)
                             }
                         })
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                    errs.errors.first().and_then(|e| {
+                        .collect();
+                    // The nesting limit is reported for every level the parser unwinds: once
+                    // is enough.
+                    if said.iter().any(|m| m.contains("Recursion limit")) {
+                        said.truncate(1);
+                    }
+                    let at = errs.errors.first().and_then(|e| {
                         Some((usize::try_from(e.pos.0).ok()?, usize::try_from(e.pos.1).ok()?))
                             .filter(|(l, c)| *l >= 1 && *c >= 1)
-                    }),
-                ),
+                    });
+                    (said.join("; "), at)
+                }
                 // Only the rewritten form fails: a variable where the grammar wants a field
                 // selection (`has(variables.v)`). Its words, with the variable as written.
                 Ok(_) => {

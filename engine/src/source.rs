@@ -70,7 +70,8 @@ impl Source {
 
     /// Where in the file character `at` (1-based line and column) of the string a scalar
     /// written at `scalar` holds lies: `expr` is the scalar's value, as YAML read it. Block
-    /// scalars (`|`, `>`), multi-line plain scalars and quoted ones are walked line by line;
+    /// scalars (`|`, `>`; their position is their content's first character), multi-line plain
+    /// scalars and single-line quoted ones are walked line by line;
     /// `None` when the walk does not land on the character the value has there (a form this
     /// does not follow, such as escapes), so a caller keeps the scalar's own position.
     pub fn pos_in_scalar(&self, scalar: Pos, expr: &str, at: (usize, usize)) -> Option<Pos> {
@@ -114,25 +115,6 @@ impl Source {
         }
         match head.chars().next() {
             _ if block_above => {}
-            Some('|' | '>') => {
-                // The content: the lines below, indented more than the key's line, up to the
-                // first one indented less than the first content line.
-                let parent = indent_of(first);
-                let mut indent: Option<usize> = None;
-                let mut line = scalar.line + 1;
-                while let Some(text) = self.line_text(line) {
-                    let n = indent_of(text);
-                    if !text.trim().is_empty() {
-                        let ind = *indent.get_or_insert(n);
-                        if n < ind || n <= parent {
-                            break;
-                        }
-                    }
-                    let ind = indent.unwrap_or(n);
-                    segments.push((line, ind + 1, text.chars().skip(ind).collect()));
-                    line += 1;
-                }
-            }
             Some(q @ ('\'' | '"')) => {
                 // Single-line quoted: `''` (or a backslash escape) is one character of the value.
                 let mut col = scalar.column + 1;
@@ -1071,6 +1053,38 @@ fn newline_offsets(text: &str) -> impl Iterator<Item = usize> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_character_of_a_scalar_is_found_in_every_scalar_form() {
+        let text = "a:\n  lit: |\n    1 == 1 &&\n    x.(\n  fold: >-\n    1 == 1 &&\n    size(x]) > 0\n  plain: 1 == 1 &&\n    size(x]) > 0\n  quoted: 'it''s x.('\n";
+        let src = Source::new("r.yaml", text);
+        let at = |line, column| Pos { line, column };
+        // Literal: line 2, column 3 of the value is the `(` on file line 4.
+        assert_eq!(
+            src.pos_in_scalar(at(3, 5), "1 == 1 &&\nx.(\n", (2, 3)),
+            Some(at(4, 7))
+        );
+        // Folded: column 17 of the one line the value is, the `]` on file line 7.
+        assert_eq!(
+            src.pos_in_scalar(at(6, 5), "1 == 1 && size(x]) > 0", (1, 17)),
+            Some(at(7, 11))
+        );
+        // Plain over two lines, the same value.
+        assert_eq!(
+            src.pos_in_scalar(at(8, 10), "1 == 1 && size(x]) > 0", (1, 17)),
+            Some(at(9, 11))
+        );
+        // Single-quoted: `''` is one character of the value.
+        assert_eq!(
+            src.pos_in_scalar(at(10, 11), "it's x.(", (1, 8)),
+            Some(at(10, 20))
+        );
+        // A walk that does not land on the value's character: none, not a wrong place.
+        assert_eq!(
+            src.pos_in_scalar(at(8, 10), "something else entirely", (1, 17)),
+            None
+        );
+    }
 
     #[test]
     fn a_line_is_what_lines_gives() {

@@ -2421,43 +2421,27 @@ fn run_with_rules(dir: &tempfile::TempDir, args: &[&str]) -> (i32, String, Strin
 #[test]
 fn a_flag_the_rules_cannot_serve_is_an_error_of_the_rules_in_the_report() {
     let dir = rules_without("detect/platforms.yaml", &gpu_run(""));
-    let args = ["check", "-o", "json", "--platform", "aws", "in.yaml"];
-    let (code, stdout, stderr) = run_with_rules(&dir, &args);
     let message = "rules: rule set has no table \"platform-detection\"";
-    assert_eq!(
-        (code, stderr.as_str()),
-        (2, format!("Error: {message}\n").as_str())
-    );
-    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
-    assert_eq!(
-        report["results"],
-        serde_json::json!([{"file": "rules", "documents": 0, "findings": [], "errors": [{"message": message}]}])
-    );
-    assert_eq!(report["summary"]["inputErrors"], 1);
-    assert_eq!(report["summary"]["passed"], false);
     // A nodes file needs the detection tables too: one error of the rules, not one per document.
     let nodes = path("examples/nodes/aws-h100-18.yaml");
-    let (code, stdout, stderr) = run_with_rules(
-        &dir,
-        &[
-            "check",
-            "-o",
-            "json",
-            "--nodes-file",
-            &nodes,
-            "in.yaml",
-            "in.yaml",
-        ],
-    );
-    assert_eq!(
-        (code, stderr.as_str()),
-        (2, format!("Error: {message}\n").as_str())
-    );
-    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
-    assert_eq!(
-        report["results"],
-        serde_json::json!([{"file": "rules", "documents": 0, "findings": [], "errors": [{"message": message}]}])
-    );
+    for context in [["--platform", "aws"], ["--nodes-file", nodes.as_str()]] {
+        let mut args = vec!["check", "-o", "json"];
+        args.extend(context);
+        args.extend(["in.yaml", "in.yaml"]);
+        let (code, stdout, stderr) = run_with_rules(&dir, &args);
+        assert_eq!(
+            (code, stderr.as_str()),
+            (2, format!("Error: {message}\n").as_str()),
+            "{context:?}"
+        );
+        let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+        assert_eq!(
+            report["results"],
+            serde_json::json!([{"file": "rules", "documents": 0, "findings": [], "errors": [{"message": message}]}])
+        );
+        assert_eq!(report["summary"]["inputErrors"], 1);
+        assert_eq!(report["summary"]["passed"], false);
+    }
     // A usage error stays one: stderr alone, no summary.
     let out = bin()
         .args(["check", "-o", "json", "--gpu-arch", "z9", "in.yaml"])

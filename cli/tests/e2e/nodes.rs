@@ -358,34 +358,53 @@ fn a_large_group_is_one_summary_line_with_the_first_ten_names() {
     );
 }
 
+/// A torch WorkloadRun `name` of `nodes` nodes whose `spec.target` is `target` (YAML lines
+/// indented by four spaces).
+fn targeted_run(name: &str, nodes: usize, target: &str) -> String {
+    format!(
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: {name}\nspec:\n  image: img\n  framework:\n    torch: {{script: a.py}}\n  numNodes: {nodes}\n  target:\n{target}"
+    )
+}
+
+/// `render --platform aws --gpu-arch h100 [--expand] FILE`.
+fn render_on_aws_h100(file: &str, expand: bool) -> (i32, String, String) {
+    let mut args = vec!["render", "--platform", "aws", "--gpu-arch", "h100"];
+    if expand {
+        args.push("--expand");
+    }
+    args.push(file);
+    run(&args)
+}
+
+/// What `--expand` prints on stderr for `n` stand-in aws/h100 nodes placed as one group.
+fn stand_in_summary(n: usize) -> String {
+    let names: Vec<String> = (0..n).map(|i| format!("aws-h100-node-{i}")).collect();
+    format!(
+        "note: {n} synthetic aws/h100 node(s) stand in for the fleet; their hostnames are placeholders (give --nodes-file to place on real nodes)\ngroup-0: {n} node(s) [{}]\n",
+        names.join(", ")
+    )
+}
+
 /// `--platform --expand` of a run whose target asks for a GPU product: the synthetic nodes
 /// carry that product (they carried none, so none was a target: "No target nodes found").
 #[test]
 fn synthetic_nodes_carry_the_product_the_target_asks_for() {
     let (_dir, file) = temp_file(
         "run.yaml",
-        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: sel\nspec:\n  image: img\n  framework:\n    torch: {script: a.py}\n  numNodes: 2\n  target:\n    nodeSelector:\n      nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3\n",
+        &targeted_run(
+            "sel",
+            2,
+            "    nodeSelector:\n      nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3\n",
+        ),
     );
     let (code, out, err) = run(&["render", "--platform", "aws", "--expand", &file]);
-    assert_eq!(code, 0, "{err}");
-    assert_eq!(
-        err,
-        "note: 2 synthetic aws/h100 node(s) stand in for the fleet; their hostnames are placeholders (give --nodes-file to place on real nodes)\ngroup-0: 2 node(s) [aws-h100-node-0, aws-h100-node-1]\n"
-    );
+    assert_eq!((code, err), (0, stand_in_summary(2)));
     assert!(
         out.contains("- key: nvidia.com/gpu.product\n                              operator: In\n                              values:\n                              - NVIDIA-H100-80GB-HBM3\n"),
         "{out}"
     );
     // The architecture given or read from the product: the same manifests.
-    let (_, given, _) = run(&[
-        "render",
-        "--platform",
-        "aws",
-        "--gpu-arch",
-        "h100",
-        "--expand",
-        &file,
-    ]);
+    let (_, given, _) = render_on_aws_h100(&file, true);
     assert_eq!(given, out);
 }
 
@@ -395,8 +414,8 @@ fn synthetic_nodes_carry_the_product_the_target_asks_for() {
 /// and the job has no node health monitor (its default would flag every node at once).
 #[test]
 fn a_target_of_cordoned_nodes_keeps_them_and_drops_the_health_monitor() {
-    let run_text = "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: cord\nspec:\n  image: img\n  framework:\n    torch: {script: a.py}\n  numNodes: 1\n  target:\n    taintSelectors:\n      - {key: node.kubernetes.io/unschedulable, effect: NoSchedule}\n";
-    let (dir, file) = temp_file("run.yaml", run_text);
+    let cordoned = "    taintSelectors:\n      - {key: node.kubernetes.io/unschedulable, effect: NoSchedule}\n";
+    let (dir, file) = temp_file("run.yaml", &targeted_run("cord", 1, cordoned));
     let nodes = dir.path().join("nodes.yaml");
     std::fs::write(
         &nodes,
@@ -411,45 +430,24 @@ fn a_target_of_cordoned_nodes_keeps_them_and_drops_the_health_monitor() {
         out.contains("- key: node.kubernetes.io/unschedulable\n"),
         "{out}"
     );
-    let (code, _, err) = run(&[
-        "render",
-        "--platform",
-        "aws",
-        "--gpu-arch",
-        "h100",
-        "--expand",
-        &file,
-    ]);
-    assert_eq!(
-        (code, err.as_str()),
-        (
-            0,
-            "note: 1 synthetic aws/h100 node(s) stand in for the fleet; their hostnames are placeholders (give --nodes-file to place on real nodes)\ngroup-0: 1 node(s) [aws-h100-node-0]\n"
-        )
-    );
-    let (code, out, _) = run(&["render", "--platform", "aws", "--gpu-arch", "h100", &file]);
+    let (code, _, err) = render_on_aws_h100(&file, true);
+    assert_eq!((code, err), (0, stand_in_summary(1)));
+    let (code, out, _) = render_on_aws_h100(&file, false);
     assert_eq!(code, 0);
     assert!(!out.contains("nodeHealthMonitor"), "{out}");
     // Any other taint selector: the synthetic nodes carry that taint too, and the monitor stays.
     let (_dir2, other) = temp_file(
         "run.yaml",
-        &run_text.replace(
-            "{key: node.kubernetes.io/unschedulable, effect: NoSchedule}",
-            "{key: dedicated, value: gpu}",
+        &targeted_run(
+            "cord",
+            1,
+            "    taintSelectors:\n      - {key: dedicated, value: gpu}\n",
         ),
     );
-    let (code, out, err) = run(&[
-        "render",
-        "--platform",
-        "aws",
-        "--gpu-arch",
-        "h100",
-        "--expand",
-        &other,
-    ]);
-    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = render_on_aws_h100(&other, true);
+    assert_eq!((code, err), (0, stand_in_summary(1)));
     assert!(out.contains("- key: dedicated\n"), "{out}");
-    let (_, out, _) = run(&["render", "--platform", "aws", "--gpu-arch", "h100", &other]);
+    let (_, out, _) = render_on_aws_h100(&other, false);
     assert!(
         out.contains("nodeHealthMonitor:\n        cel:\n          expression: node.spec.unschedulable == true\n"),
         "{out}"
@@ -463,24 +461,14 @@ fn a_target_of_cordoned_nodes_keeps_them_and_drops_the_health_monitor() {
 fn stand_in_nodes_satisfy_a_product_exists_target_without_writing_the_product() {
     let (_dir, file) = temp_file(
         "run.yaml",
-        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: ex\nspec:\n  image: img\n  framework:\n    torch: {script: a.py}\n  numNodes: 2\n  target:\n    matchExpressions:\n      - {key: nvidia.com/gpu.product, operator: Exists}\n",
+        &targeted_run(
+            "ex",
+            2,
+            "    matchExpressions:\n      - {key: nvidia.com/gpu.product, operator: Exists}\n",
+        ),
     );
-    let (code, out, err) = run(&[
-        "render",
-        "--platform",
-        "aws",
-        "--gpu-arch",
-        "h100",
-        "--expand",
-        &file,
-    ]);
-    assert_eq!(
-        (code, err.as_str()),
-        (
-            0,
-            "note: 2 synthetic aws/h100 node(s) stand in for the fleet; their hostnames are placeholders (give --nodes-file to place on real nodes)\ngroup-0: 2 node(s) [aws-h100-node-0, aws-h100-node-1]\n"
-        )
-    );
+    let (code, out, err) = render_on_aws_h100(&file, true);
+    assert_eq!((code, err), (0, stand_in_summary(2)));
     assert!(
         out.contains(
             "- key: nvidia.com/gpu.product\n                              operator: Exists\n"
