@@ -61,31 +61,29 @@ pub fn examples(tests: &Path, id: &str, pack: &str, rule_file: &str) -> Examples
     }
     // The failing example's own suite first: its passing cases are about the same rule (a
     // folder's first passing case can leave the rule's `when` false, so it shows nothing).
-    let same_suite = failing.and_then(|(suite, _)| {
-        suite
-            .cases
-            .iter()
-            .find(|c| want_findings(c).is_some_and(<[_]>::is_empty))
-            .map(|c| (suite, c))
-    });
-    let passing = same_suite.or_else(|| {
-        folders.iter().find_map(|folder| {
-            suites
-                .iter()
-                .filter(|suite| suite.path.parent() == Some(folder.as_path()))
-                .find_map(|suite| {
-                    suite
-                        .cases
-                        .iter()
-                        .find(|c| want_findings(c).is_some_and(<[_]>::is_empty))
-                        .map(|c| (suite, c))
-                })
-        })
-    });
+    let passing = failing
+        .and_then(|(suite, _)| first_passing(suite))
+        .or_else(|| {
+            folders.iter().find_map(|folder| {
+                suites
+                    .iter()
+                    .filter(|suite| suite.path.parent() == Some(folder.as_path()))
+                    .find_map(first_passing)
+            })
+        });
     Examples {
         passing: passing.map(|(suite, c)| example(suite, c)),
         failing: failing.map(|(suite, c)| example(suite, c)),
     }
+}
+
+/// The suite's first case expecting no findings, with its suite.
+fn first_passing(suite: &Suite) -> Option<(&Suite, &Case)> {
+    suite
+        .cases
+        .iter()
+        .find(|c| want_findings(c).is_some_and(<[_]>::is_empty))
+        .map(|c| (suite, c))
 }
 
 /// The case's `want_findings`, when that is its expectation.

@@ -536,52 +536,49 @@ pub struct GangDefaults {
 /// # Errors
 /// A missing or malformed table, or one without rows.
 pub fn gang_defaults(rules: &RuleSet) -> Result<GangDefaults, PolicyError> {
-    let rows: Arc<Vec<GangDefaults>> =
-        fixed_rows(rules, GANG_DEFAULTS_TABLE, "gang-defaults", || Value::Null)?;
-    let first = rows
-        .first()
+    let table = rules
+        .table(GANG_DEFAULTS_TABLE)
+        .ok_or_else(|| PolicyError::MissingTable(GANG_DEFAULTS_TABLE.to_string()))?;
+    // Decoded and checked once per rule set: the values become labels of every gang-scheduled
+    // run, so one that is no label is the table's error, not one of each run relying on it.
+    let rows: Arc<Vec<GangDefaults>> = table.derived("gang-defaults", |t| {
+        let rows: Vec<GangDefaults> = decoded_rows(t, &Value::Null)?;
+        if let (Some(first), Some(entry)) = (rows.first(), t.entries.first()) {
+            for (field, value, problems, what) in [
+                (
+                    "queueLabelKey",
+                    &first.queue_label_key,
+                    nvcre_engine::label_key_problems(&first.queue_label_key),
+                    "label key",
+                ),
+                (
+                    "queue",
+                    &first.queue,
+                    nvcre_engine::label_value_problems(&first.queue),
+                    "label value",
+                ),
+            ] {
+                if !problems.is_empty() {
+                    return Err(PolicyError::table_entry(
+                        t,
+                        &entry.id,
+                        format!(
+                            "{field}: {} is not a valid {what}: {}",
+                            quote(value),
+                            problems.join("; ")
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(rows)
+    })?;
+    rows.first()
         .cloned()
         .ok_or_else(|| PolicyError::NoMatchingRow {
             table: GANG_DEFAULTS_TABLE.to_string(),
             subject: "a gang scheduler without queue".to_string(),
-        })?;
-    // They become labels of every gang-scheduled run: a value that is no label is the table's
-    // error, not one of each run that relies on it.
-    let problems = [
-        (
-            "queueLabelKey",
-            &first.queue_label_key,
-            nvcre_engine::label_key_problems(&first.queue_label_key),
-            "label key",
-        ),
-        (
-            "queue",
-            &first.queue,
-            nvcre_engine::label_value_problems(&first.queue),
-            "label value",
-        ),
-    ];
-    for (field, value, problems, what) in problems {
-        if !problems.is_empty()
-            && let Some(table) = rules.table(GANG_DEFAULTS_TABLE)
-        {
-            let id = table
-                .entries
-                .first()
-                .map(|e| e.id.clone())
-                .unwrap_or_default();
-            return Err(PolicyError::table_entry(
-                table,
-                &id,
-                format!(
-                    "{field}: {} is not a valid {what}: {}",
-                    quote(value),
-                    problems.join("; ")
-                ),
-            ));
-        }
-    }
-    Ok(first)
+        })
 }
 
 /// What placement reads from `rules`: the `scheduling`, `gpu-products` and `gang-defaults`
