@@ -97,14 +97,18 @@ run check-mixed-file-text "$RUNS" "$DOCS" "$BIN check --no-color $C/mixed.yaml" 
 run check-workloadruns "$RUNS" "$WR_DOCS" "$BIN check -o json $C/workloadruns.yaml" floor-workloadruns
 run check-platform-aws-mixed-file "$RUNS" "$DOCS" "$BIN check -o json --platform aws $C/mixed.yaml" floor-mixed-file
 # The file and directory forms do the same work only while the file is within the bounds of
-# `objects` (2,048 documents, 8 MiB): past them, every TrainJob and TrainingRuntime of the file
-# gets error findings from the rules that read `objects` instead of their evaluation, which the
-# directory (one document per input) still makes. So the forms are compared on the corpus's
-# first documents, as many as stay within the bounds, and their findings must agree.
-BOUNDED=$(( DOCS < 2000 ? DOCS : 2000 ))
+# `objects` (2,048 documents, 8 MiB): past them, the rules that read `objects` report an error
+# on its TrainJobs and TrainingRuntimes instead of evaluating, as the directory (one document
+# per input) still does. And a TrainJob finds its TrainingRuntime in the file, not in the
+# directory (another input), so their rules differ too. The forms are compared on the corpus's
+# first 2,000 documents that are not TrainJobs, whose findings must then agree.
+BOUNDED=0
 rm -rf "$C/bounded" && mkdir "$C/bounded"
-for i in $(seq 0 $(( BOUNDED - 1 ))); do
-  f=$(printf 'd%06d.yaml' "$i"); ln "$C/mixed/$f" "$C/bounded/$f"; printf -- '---\n'; cat "$C/mixed/$f"
+for f in "$C"/mixed/*.yaml; do
+  if grep -q '^kind: TrainJob$' "$f"; then continue; fi
+  ln "$f" "$C/bounded/"; printf -- '---\n'; cat "$f"
+  BOUNDED=$((BOUNDED + 1))
+  if [ "$BOUNDED" -ge 2000 ]; then break; fi
 done > "$C/bounded.yaml"
 summary() { "$BIN" check -o json "$1" | python3 -c 'import json,sys; s=json.load(sys.stdin)["summary"]; print(s["errors"], s["warnings"], s["info"], s["inputErrors"])'; }
 [ "$(summary "$C/bounded.yaml")" = "$(summary "$C/bounded")" ] ||

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
-use nvcre_domain::{CheckRequest, check_document_in, input_objects, reads_objects};
+use nvcre_domain::{CheckRequest, check_document_in, input_object_values, reads_objects};
 use nvcre_engine::{
     Chunk, ChunkReader, Document, Finding, Objects, RuleSet, Severity, Source, parse_chunk,
 };
@@ -551,6 +551,7 @@ impl Pending {
 
 /// A document held as its piece of the input: the document at `position` of the piece, `index`
 /// in the input.
+#[derive(Clone)]
 struct AsText {
     chunk: Arc<Chunk>,
     source: Arc<Source>,
@@ -719,7 +720,7 @@ impl Held {
         // that reads `objects` is held so, so `reads` is set).
         let docs = parse_again(self.docs);
         let objects = if self.reads {
-            objects_of(&docs, name)
+            objects_of(&docs)
         } else {
             Objects::unavailable(&format!(
                 "objects: not gathered for {name}, since no rule that reads them checks its documents"
@@ -758,30 +759,33 @@ fn pending(docs: Vec<HeldDoc>, objects: &Objects) -> Vec<Pending> {
         .collect()
 }
 
-/// The `objects` of an input's held documents, in input order: the values of those that wait
-/// and those kept of the ones checked ahead, and the others' read again from their text (on
-/// every core).
-fn objects_of(docs: &[HeldDoc], name: &str) -> Objects {
-    use rayon::prelude::*;
-    let again: Vec<Option<Option<serde_json::Value>>> = docs
-        .par_iter()
-        .map(|h| match h {
-            HeldDoc::Done(_, t, None) => Some(t.parse().ok().map(|d| d.value)),
-            _ => None,
+/// The `objects` of an input's held documents, in input order, made when a rule first reads
+/// them (an input none of whose documents reaches `objects` is not gathered): the values of
+/// those that wait and those kept of the ones checked ahead (copied now: the checks take the
+/// documents), and the others' read again from their text then (on every core).
+fn objects_of(docs: &[HeldDoc]) -> Objects {
+    let held: Vec<Result<serde_json::Value, AsText>> = docs
+        .iter()
+        .filter_map(|h| match h {
+            HeldDoc::Waiting(d, _) | HeldDoc::Ready(d, _, _) => Some(Ok(d.value.clone())),
+            HeldDoc::Done(.., Some(value)) => Some(Ok(value.clone())),
+            HeldDoc::Done(_, t, None) => Some(Err(t.clone())),
+            HeldDoc::Text(_) => None,
         })
         .collect();
-    if again.iter().any(|v| matches!(v, Some(None))) {
-        // Read once, a piece reads again alike; fail closed all the same.
-        return Objects::unavailable(&format!(
-            "objects: a document of {name} could not be read again"
-        ));
-    }
-    input_objects(docs.iter().zip(&again).filter_map(|(h, again)| match h {
-        HeldDoc::Waiting(d, _) | HeldDoc::Ready(d, _, _) => Some(&d.value),
-        HeldDoc::Done(.., Some(value)) => Some(value),
-        HeldDoc::Done(.., None) => again.as_ref().and_then(Option::as_ref),
-        HeldDoc::Text(_) => None,
-    }))
+    Objects::deferred(move || {
+        use rayon::prelude::*;
+        // Read once, a piece reads again alike; fail closed all the same (`None`: every rule
+        // that reads `objects` fails).
+        let values: Option<Vec<serde_json::Value>> = held
+            .into_par_iter()
+            .map(|h| match h {
+                Ok(value) => Some(value),
+                Err(t) => t.parse().ok().map(|d| d.value),
+            })
+            .collect();
+        Some(input_object_values(&values?))
+    })
 }
 
 /// Opens a file, or standard input for `-`, as a buffered reader; the name findings use.

@@ -151,16 +151,33 @@ enum ObjectsView {
 }
 
 /// The documents of an input and their two views, [`OBJECTS`] and [`OBJECTS_BY_KIND`], each
-/// built when a pack that reads it first binds it (once per input, shared by its documents).
-/// The first view built takes the documents; the other, if a pack reads it too, is copied from
-/// it. The shipped packs read only the map by kind, so the documents are held once.
-#[derive(Debug)]
+/// built when an expression first reads it (once per input, shared by its documents): a pack
+/// whose rules never reach `objects` on a document (the other branch of a conditional) makes
+/// neither, nor, when the documents are [`Objects::deferred`], the documents. The first view
+/// built takes the documents; the other, if read too, is copied from it. The shipped packs read
+/// only the map by kind, so the documents are held once.
 struct Gathered {
-    len: usize,
+    /// How many documents, once known.
+    len: OnceLock<usize>,
     /// The documents, until a view takes them.
-    documents: std::sync::Mutex<Option<Vec<Value>>>,
-    list: OnceLock<Arc<Value>>,
-    by_kind: OnceLock<ByKind>,
+    documents: std::sync::Mutex<Option<Documents>>,
+    /// The views (`None`: the documents could not be made).
+    list: OnceLock<Option<Arc<Value>>>,
+    by_kind: OnceLock<Option<ByKind>>,
+}
+
+impl std::fmt::Debug for Gathered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gathered")
+            .field("len", &self.len.get())
+            .finish()
+    }
+}
+
+/// The documents of a [`Gathered`], or what makes them.
+enum Documents {
+    Made(Vec<Value>),
+    Deferred(Box<dyn FnOnce() -> Option<Vec<Value>> + Send>),
 }
 
 /// The view by kind, and where each document went (to copy the list back in input order).
@@ -175,92 +192,121 @@ struct ByKind {
 }
 
 impl Gathered {
-    /// The documents, when no view has taken them yet.
-    fn take(&self) -> Option<Vec<Value>> {
-        self.documents
+    /// The documents, when no view has taken them yet (made now if deferred; `Some(None)`
+    /// when they could not be made).
+    fn take(&self) -> Option<Option<Vec<Value>>> {
+        let documents = self
+            .documents
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
+            .take()?;
+        let made = match documents {
+            Documents::Made(values) => Some(values),
+            Documents::Deferred(make) => make(),
+        };
+        if let Some(values) = &made {
+            let _ = self.len.set(values.len());
+        }
+        Some(made)
     }
 
-    fn list(&self) -> Arc<Value> {
+    fn list(&self) -> Option<Arc<Value>> {
         self.list
             .get_or_init(|| {
-                let documents = self.take().unwrap_or_else(|| {
-                    // The map took them (or is taking them: this waits for it).
-                    let by_kind = self.by_kind();
-                    let lists: Vec<&Vec<Value>> = by_kind
-                        .map
-                        .as_object()
-                        .into_iter()
-                        .flat_map(|m| m.values())
-                        .filter_map(Value::as_array)
-                        .collect();
-                    by_kind
-                        .order
-                        .iter()
-                        .filter_map(|&(kind, at)| match kind {
-                            Some(k) => lists.get(k).and_then(|l| l.get(at)),
-                            None => by_kind.rest.get(at),
-                        })
-                        .cloned()
-                        .collect()
-                });
-                Arc::new(Value::Array(documents))
+                let documents = match self.take() {
+                    Some(made) => made?,
+                    None => {
+                        // The map took them (or is taking them: this waits for it).
+                        let by_kind = self.by_kind()?;
+                        let lists: Vec<&Vec<Value>> = by_kind
+                            .map
+                            .as_object()
+                            .into_iter()
+                            .flat_map(|m| m.values())
+                            .filter_map(Value::as_array)
+                            .collect();
+                        by_kind
+                            .order
+                            .iter()
+                            .filter_map(|&(kind, at)| match kind {
+                                Some(k) => lists.get(k).and_then(|l| l.get(at)),
+                                None => by_kind.rest.get(at),
+                            })
+                            .cloned()
+                            .collect()
+                    }
+                };
+                Some(Arc::new(Value::Array(documents)))
             })
             .clone()
     }
 
-    fn by_kind(&self) -> &ByKind {
-        self.by_kind.get_or_init(|| {
-            // The documents, or (the list took them) a copy from the list.
-            let documents = self
-                .take()
-                .unwrap_or_else(|| self.list().as_array().cloned().unwrap_or_default());
-            // Kinds in the order first seen, as the map keeps them.
-            let mut kinds: HashMap<String, usize> = HashMap::new();
-            let mut lists: Vec<(String, Vec<Value>)> = Vec::new();
-            let mut order = Vec::with_capacity(documents.len());
-            let mut rest = Vec::new();
-            for doc in documents {
-                match doc.get("kind").and_then(Value::as_str) {
-                    Some(kind) => {
-                        let k = match kinds.get(kind) {
-                            Some(&k) => k,
-                            None => {
-                                kinds.insert(kind.to_string(), lists.len());
-                                lists.push((kind.to_string(), Vec::new()));
-                                lists.len() - 1
-                            }
-                        };
-                        order.push((Some(k), lists[k].1.len()));
-                        lists[k].1.push(doc);
-                    }
-                    None => {
-                        order.push((None, rest.len()));
-                        rest.push(doc);
+    fn by_kind(&self) -> Option<&ByKind> {
+        self.by_kind
+            .get_or_init(|| {
+                // The documents, or (the list took them) a copy from the list.
+                let documents = match self.take() {
+                    Some(made) => made?,
+                    None => self.list()?.as_array().cloned().unwrap_or_default(),
+                };
+                // Kinds in the order first seen, as the map keeps them.
+                let mut kinds: HashMap<String, usize> = HashMap::new();
+                let mut lists: Vec<(String, Vec<Value>)> = Vec::new();
+                let mut order = Vec::with_capacity(documents.len());
+                let mut rest = Vec::new();
+                for doc in documents {
+                    match doc.get("kind").and_then(Value::as_str) {
+                        Some(kind) => {
+                            let k = match kinds.get(kind) {
+                                Some(&k) => k,
+                                None => {
+                                    kinds.insert(kind.to_string(), lists.len());
+                                    lists.push((kind.to_string(), Vec::new()));
+                                    lists.len() - 1
+                                }
+                            };
+                            order.push((Some(k), lists[k].1.len()));
+                            lists[k].1.push(doc);
+                        }
+                        None => {
+                            order.push((None, rest.len()));
+                            rest.push(doc);
+                        }
                     }
                 }
-            }
-            let map: serde_json::Map<String, Value> = lists
-                .into_iter()
-                .map(|(kind, list)| (kind, Value::Array(list)))
-                .collect();
-            ByKind {
-                map: Arc::new(Value::Object(map)),
-                order,
-                rest,
-            }
-        })
+                let map: serde_json::Map<String, Value> = lists
+                    .into_iter()
+                    .map(|(kind, list)| (kind, Value::Array(list)))
+                    .collect();
+                Some(ByKind {
+                    map: Arc::new(Value::Object(map)),
+                    order,
+                    rest,
+                })
+            })
+            .as_ref()
     }
 }
 
 impl Objects {
     /// The documents `values`, in input order.
     pub fn new(values: Vec<Value>) -> Objects {
+        let len = OnceLock::new();
+        let _ = len.set(values.len());
+        Objects::gathered(len, Documents::Made(values))
+    }
+
+    /// The documents `make` returns, in input order, made when a rule first reads `objects`
+    /// or `objectsByKind` (on no document, never). `make` returning `None` (the documents
+    /// could not be read) fails every expression that reads them.
+    pub fn deferred(make: impl FnOnce() -> Option<Vec<Value>> + Send + 'static) -> Objects {
+        Objects::gathered(OnceLock::new(), Documents::Deferred(Box::new(make)))
+    }
+
+    fn gathered(len: OnceLock<usize>, documents: Documents) -> Objects {
         Objects(Arc::new(ObjectsView::Documents(Gathered {
-            len: values.len(),
-            documents: std::sync::Mutex::new(Some(values)),
+            len,
+            documents: std::sync::Mutex::new(Some(documents)),
             list: OnceLock::new(),
             by_kind: OnceLock::new(),
         })))
@@ -271,10 +317,14 @@ impl Objects {
         Objects(Arc::new(ObjectsView::Unavailable(Arc::from(reason))))
     }
 
-    /// How many documents the view holds (`None` when unavailable).
+    /// How many documents the view holds (`None` when unavailable, or deferred documents
+    /// that could not be made). Makes deferred documents.
     pub fn len(&self) -> Option<usize> {
         match &*self.0 {
-            ObjectsView::Documents(g) => Some(g.len),
+            ObjectsView::Documents(g) => match g.len.get() {
+                Some(&n) => Some(n),
+                None => g.by_kind().and_then(|_| g.len.get().copied()),
+            },
             ObjectsView::Unavailable(_) => None,
         }
     }
@@ -285,21 +335,33 @@ impl Objects {
     }
 
     /// Binds the views a pack reads into `scope`: [`OBJECTS`] when `list`, [`OBJECTS_BY_KIND`]
-    /// when `by_kind` (a pack that reads neither binds neither), or marks them failed.
+    /// when `by_kind` (a pack that reads neither binds neither), each made when an expression
+    /// first reads it; or marks them failed.
     fn bind(&self, scope: &mut Scope, (list, by_kind): (bool, bool)) {
         match &*self.0 {
-            ObjectsView::Documents(g) => {
+            ObjectsView::Documents(_) => {
                 if list {
-                    scope.bind_shared(OBJECTS, g.list());
+                    let o = self.clone();
+                    scope.bind_deferred(OBJECTS, move || o.documents()?.list());
                 }
                 if by_kind {
-                    scope.bind_shared(OBJECTS_BY_KIND, g.by_kind().map.clone());
+                    let o = self.clone();
+                    scope.bind_deferred(OBJECTS_BY_KIND, move || {
+                        Some(o.documents()?.by_kind()?.map.clone())
+                    });
                 }
             }
             ObjectsView::Unavailable(reason) => {
                 scope.bind_unavailable(OBJECTS, reason.clone());
                 scope.bind_unavailable(OBJECTS_BY_KIND, reason.clone());
             }
+        }
+    }
+
+    fn documents(&self) -> Option<&Gathered> {
+        match &*self.0 {
+            ObjectsView::Documents(g) => Some(g),
+            ObjectsView::Unavailable(_) => None,
         }
     }
 }
@@ -745,6 +807,19 @@ impl Run<'_, '_> {
         // Failures of a variable or fragment, reported once per rule however many items read it.
         let mut reported = BTreeSet::new();
         let index = |i: usize| Some(Cel::Int(i64::try_from(i).unwrap_or(i64::MAX)));
+        // A `when` that reads neither the item, its index nor the rule's own variables is the
+        // same for every item (an item writes only when it held): false, the rule is skipped
+        // before its `forEach.in` is evaluated, which may cost far more than the rule (or read
+        // what it needs only on the documents the rule is for). True or failing, it is
+        // evaluated again for each item, as before.
+        if let (Some((_, var, idx_var)), Some(when)) = (&rule.for_each, &rule.when)
+            && rule.variables.is_empty()
+            && !when.reads_name(var)
+            && idx_var.as_deref().is_none_or(|i| !when.reads_name(i))
+            && matches!(when.eval_bool_checked(&pack.scope), Ok(false))
+        {
+            return Ok((false, None));
+        }
         let items: Vec<(Option<Item>, Option<Cel>)> = match &rule.for_each {
             None => vec![(None, None)],
             Some((expr, _, _)) => match expr.eval_list(&pack.scope) {
@@ -2010,6 +2085,75 @@ mod tests {
             unbound,
             [
                 "referent [spec.ref@3:13] rule referent could not be evaluated at spec.ref: Undeclared reference to 'objects' (expression: objects.exists(o, o.kind == 'Target' && o.metadata.name == variables.ref)) (a rule error, not a policy violation)"
+            ]
+        );
+    }
+
+    /// Deferred documents are made when a rule first reads them, once for every document of
+    /// the input; a rule that does not reach them (the other branch of a conditional) leaves
+    /// them unmade; documents that cannot be made fail the rules that read them, closed.
+    #[test]
+    fn deferred_objects_are_made_on_the_first_read_only() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let input = Source::new("in.yaml", TWO);
+        let values: Vec<Value> = parse_documents(&input)
+            .expect("parses")
+            .iter()
+            .map(|d| d.value.clone())
+            .collect();
+        let made = Arc::new(AtomicUsize::new(0));
+        let deferred = |values: Option<Vec<Value>>| {
+            let made = made.clone();
+            Objects::deferred(move || {
+                made.fetch_add(1, Ordering::SeqCst);
+                values
+            })
+        };
+        // Not reached: `object.kind == 'Job'` holds, so `objects` is never read.
+        const GUARDED: &str = "rules:\n- id: guarded\n  validate:\n    expression: \"object.kind == 'Job' || size(objects) > 0\"\n    message: unreachable\n";
+        let o = deferred(Some(values.clone()));
+        assert_eq!(run_in(GUARDED, TWO, Some(&o)), Vec::<String>::new());
+        assert_eq!(made.load(Ordering::SeqCst), 0);
+        // Read by two documents' checks: made once.
+        assert_eq!(run_in(REFERS, TWO, Some(&o)), Vec::<String>::new());
+        assert_eq!(run_in(REFERS, TWO, Some(&o)), Vec::<String>::new());
+        assert_eq!(made.load(Ordering::SeqCst), 1);
+        assert_eq!(o.len(), Some(2));
+        // Not made: the rule that reads them fails; the other passes.
+        let lost = deferred(None);
+        assert_eq!(
+            run_in(REFERS, TWO, Some(&lost)),
+            [
+                "referent [spec.ref@3:13] rule referent could not be evaluated at spec.ref: Undeclared reference to 'objects' (expression: objects.exists(o, o.kind == 'Target' && o.metadata.name == variables.ref)) (a rule error, not a policy violation)"
+            ]
+        );
+        assert_eq!(lost.len(), None);
+    }
+
+    /// A `when` that does not read the item is evaluated before `forEach.in`: false, the rule
+    /// is skipped without its items (whose expression would fail here); true, it runs as ever.
+    #[test]
+    fn a_when_that_does_not_read_the_item_is_evaluated_before_the_items() {
+        let rule = |when: &str| {
+            format!(
+                "rules:\n- id: r\n  when: \"{when}\"\n  forEach: {{in: object.spec.missing, as: x}}\n  validate: {{expression: 'true', message: m}}\n"
+            )
+        };
+        assert_eq!(
+            run(&rule("object.kind == 'Pod'"), NO_LABELS).0,
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            run(&rule("object.kind == 'Job'"), NO_LABELS).0,
+            [
+                "error r rule r could not be evaluated on document 1: forEach.in: No such key: missing (expression: object.spec.missing) (a rule error, not a policy violation)"
+            ]
+        );
+        // A `when` that reads the item is evaluated per item, after the items.
+        assert_eq!(
+            run(&rule("x == 1 && object.kind == 'Pod'"), NO_LABELS).0,
+            [
+                "error r rule r could not be evaluated on document 1: forEach.in: No such key: missing (expression: object.spec.missing) (a rule error, not a policy violation)"
             ]
         );
     }

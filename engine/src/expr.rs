@@ -549,6 +549,12 @@ impl Expr {
             .any(|r| r.starts_with(VARIABLE_PREFIX) || r == "variables" || r == "fragments")
     }
 
+    /// True when the expression names binding `name` (a comprehension's own variable of that
+    /// name counts too).
+    pub(crate) fn reads_name(&self, name: &str) -> bool {
+        self.refs.binary_search_by(|r| r.as_str().cmp(name)).is_ok()
+    }
+
     /// The parsed expression (as rewritten for evaluation), for reference analysis.
     pub(crate) fn ast(&self) -> &cel::parser::Expression {
         &self.ast
@@ -1408,6 +1414,23 @@ enum Bound {
     },
     /// A CEL value in the interpreter's form.
     Val(Arc<dyn Val>),
+    /// A JSON document made when an expression first reads it ([`Scope::bind_deferred`]).
+    Deferred(Arc<Deferred>),
+}
+
+/// A JSON document bound by [`Scope::bind_deferred`]: made on the first read, then kept.
+struct Deferred {
+    cell: OnceLock<Option<Arc<Value>>>,
+    make: DeferredFn,
+}
+
+/// What makes a [`Deferred`] document (`None`: it could not be made).
+type DeferredFn = Box<dyn Fn() -> Option<Arc<Value>> + Send + Sync>;
+
+impl Deferred {
+    fn get(&self) -> Option<&Arc<Value>> {
+        self.cell.get_or_init(|| (self.make)()).as_ref()
+    }
 }
 
 impl std::fmt::Debug for Scope {
@@ -1454,6 +1477,8 @@ impl VariableResolver for Scope {
             Bound::Json(v) => CowVal::Owned(crate::view::view(v)),
             Bound::At { root, path } => CowVal::Owned(crate::view::view(at_path(root, path)?)),
             Bound::Val(v) => CowVal::Borrowed(v.as_ref()),
+            // Not made: the name is left unresolved, so the expression fails (closed).
+            Bound::Deferred(d) => CowVal::Owned(crate::view::view(d.get()?)),
         })
     }
 }
@@ -1480,6 +1505,24 @@ impl Scope {
     pub(crate) fn bind_at(&mut self, name: &str, root: Arc<Value>, path: Arc<[String]>) {
         self.unfail(name);
         Arc::make_mut(&mut self.bound).insert(name.to_string(), Bound::At { root, path });
+    }
+
+    /// Binds `name` to the JSON document `make` returns, read in place, made when an
+    /// expression first reads the name (a scope cloned after that shares it). `make` returning
+    /// `None` leaves the name unresolved: every expression that reads it fails. An expression
+    /// that does not reach it (the other branch of a conditional) never makes it.
+    pub(crate) fn bind_deferred(
+        &mut self,
+        name: &str,
+        make: impl Fn() -> Option<Arc<Value>> + Send + Sync + 'static,
+    ) {
+        self.unfail(name);
+        let deferred = Deferred {
+            cell: OnceLock::new(),
+            make: Box::new(make),
+        };
+        Arc::make_mut(&mut self.bound)
+            .insert(name.to_string(), Bound::Deferred(Arc::new(deferred)));
     }
 
     /// Binds `name` to a CEL value. A value the interpreter cannot hold (a function value)
@@ -1562,6 +1605,14 @@ impl Scope {
             Some(Bound::Json(doc)) => Some((doc, &[])),
             Some(Bound::At { root, path }) => Some((root, path)),
             Some(Bound::Val(_)) => None,
+            Some(Bound::Deferred(d)) => {
+                let doc = if force {
+                    d.get()
+                } else {
+                    d.cell.get()?.as_ref()
+                };
+                doc.map(|doc| (doc, &[] as &[String]))
+            }
             None => {
                 let lazy = self.lazy(name)?;
                 let stored = if force {

@@ -261,9 +261,15 @@ pub struct CheckRequest {
     pub nodes: Option<std::sync::Arc<Vec<crate::nodes::Node>>>,
 }
 
-/// The `objects` view of an input ([`nvcre_engine::OBJECTS`]): its documents in input order,
-/// the items of a `List` (`kubectl get -o yaml`) in place of the list.
+/// The `objects` view of an input ([`nvcre_engine::OBJECTS`]): [`input_object_values`] of its
+/// documents.
 pub fn input_objects<'a>(docs: impl IntoIterator<Item = &'a Value>) -> Objects {
+    Objects::new(input_object_values(docs))
+}
+
+/// The documents of an input as `objects` holds them, in input order: the items of a `List`
+/// (`kubectl get -o yaml`) in place of the list, each read as the API server reads it.
+pub fn input_object_values<'a>(docs: impl IntoIterator<Item = &'a Value>) -> Vec<Value> {
     let mut values = Vec::new();
     for doc in docs {
         let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
@@ -274,7 +280,7 @@ pub fn input_objects<'a>(docs: impl IntoIterator<Item = &'a Value>) -> Objects {
             _ => values.push(as_the_api_server_reads(doc)),
         }
     }
-    Objects::new(values)
+    values
 }
 
 /// A copy of `v` as the API server reads an object: a field whose value is null (`env:` with

@@ -862,14 +862,14 @@ const SHIPPED_COST_WARNINGS: [&str; 17] = [
     "rules/lint/workloads.yaml:175:7: warning[cel-cost]: pack variable \"allEnv\"",
     "rules/lint/workloads.yaml:190:7: warning[cel-cost]: pack variable \"mpiRuns\"",
     "rules/lint/workloads.yaml:231:7: warning[cel-cost]: pack variable \"mpiEnv\"",
-    "rules/lint/workloads.yaml:259:7: warning[cel-cost]: pack variable \"claimsUsed\"",
-    "rules/lint/workloads.yaml:420:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
-    "rules/lint/workloads.yaml:435:9: warning[cel-cost]: rule lint-claim-not-used",
-    "rules/lint/workloads.yaml:451:9: warning[cel-cost]: rule lint-claim-not-declared",
-    "rules/lint/workloads.yaml:471:9: warning[cel-cost]: rule lint-compute-domain-nodes",
-    "rules/lint/workloads.yaml:521:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
-    "rules/lint/workloads.yaml:542:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
-    "rules/lint/workloads.yaml:566:9: warning[cel-cost]: rule lint-template-labels",
+    "rules/lint/workloads.yaml:262:7: warning[cel-cost]: pack variable \"claimsUsed\"",
+    "rules/lint/workloads.yaml:423:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
+    "rules/lint/workloads.yaml:438:9: warning[cel-cost]: rule lint-claim-not-used",
+    "rules/lint/workloads.yaml:454:9: warning[cel-cost]: rule lint-claim-not-declared",
+    "rules/lint/workloads.yaml:474:9: warning[cel-cost]: rule lint-compute-domain-nodes",
+    "rules/lint/workloads.yaml:524:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
+    "rules/lint/workloads.yaml:545:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
+    "rules/lint/workloads.yaml:569:9: warning[cel-cost]: rule lint-template-labels",
 ];
 
 // ---------------------------------------------------------------------------------------------

@@ -1135,6 +1135,7 @@ fn place<'a>(scope: &'a Scope, name: &str) -> Option<Place<'a>> {
         Bound::Json(v) => Some(Place::Json(v)),
         Bound::At { root, path } => Some(Place::Json(at_path(root, path)?)),
         Bound::Val(v) => scalar_val(v.as_ref()),
+        Bound::Deferred(d) => Some(Place::Json(d.get()?)),
     }
 }
 
