@@ -188,12 +188,21 @@ impl Diagnostic for Snippet {
     }
 }
 
-/// Text report of one finding: `file:line:col: severity[rule]: message`, then the source line
-/// underlined (when the lines around it are known) without repeating the message. Colour only
-/// when `color`.
+/// Text report of one finding: `file:line:col: severity[rule]: message`, for a rule error
+/// the line `  rule: <rule file>:<line>`, then the source line underlined (when the lines
+/// around it are known) without repeating the message. Colour only when `color`.
 pub fn finding_block(f: &Finding, window: Option<&Window>, color: bool) -> String {
     let mut out = finding_summary_styled(f, color);
     out.push('\n');
+    // A rule error is the rule file's to fix: where the rule is written (`ruleFile` and
+    // `ruleLine` in JSON).
+    if f.rule_error && !f.rule_file.is_empty() && f.rule_line > 0 {
+        out.push_str(&format!(
+            "  rule: {}:{}\n",
+            printable(&f.rule_file, false),
+            f.rule_line
+        ));
+    }
     // The source lines are shown as written, so not when they hold a character a terminal
     // would act on (the message above names the place).
     if let (Some(w), Some(pos)) = (window, f.pos())

@@ -435,6 +435,24 @@ fn text_is_the_default_and_has_no_colour_when_piped() {
     assert_eq!(explicit, stdout);
 }
 
+/// A rule that cannot be evaluated is the rule file's to fix: the text report names where the
+/// rule is written under its finding, as JSON does with `ruleFile` and `ruleLine`.
+#[test]
+fn text_names_the_rule_file_and_line_of_a_rule_error() {
+    let dir = widgets();
+    write(
+        dir.path(),
+        "odd.yaml",
+        "kind: Widget\nmetadata: {name: o}\nspec: {size: big}\n",
+    );
+    let (code, stdout, _) = check(dir.path(), &["odd.yaml"]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        stdout,
+        "odd.yaml:3:14: error[widget-size]: rule widget-size could not be evaluated at spec.size: operator '<=' does not take string and int (expression: object.spec.size <= 10) (a rule error, not a policy violation) (spec.size)\n  rule: rules/widgets/widget.yaml:11\n   ╭─[odd.yaml:3:14]\n 2 │ metadata: {name: o}\n 3 │ spec: {size: big}\n   ·              ──┬─\n   ·                ╰── widget-size\n   ╰────\n"
+    );
+}
+
 // ---------------------------------------------------------------------------------------------
 // several formats, --fail-on, every failure
 
