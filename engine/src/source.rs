@@ -657,6 +657,21 @@ pub(crate) fn yaml_error(
                     }
                     Some(unexpected_character(*character))
                 }
+                // A tab the parser refuses: it may report the place it stopped (the end of the
+                // scalar on the line before, or past the tab); point at the tab that indents.
+                serde_saphyr::granit_parser::ErrorKind::TabNotAllowed
+                | serde_saphyr::granit_parser::ErrorKind::TabInBlockIndentation
+                | serde_saphyr::granit_parser::ErrorKind::TabAtBlockScalarStart
+                | serde_saphyr::granit_parser::ErrorKind::TabInIndentation
+                | serde_saphyr::granit_parser::ErrorKind::TabInPlainScalar => {
+                    return Error::Yaml {
+                        source_name: source.name.clone(),
+                        pos: pos.map(|p| indenting_tab(text, p, line_offset).unwrap_or(p)),
+                        message: "a tab where YAML allows only spaces (indentation is spaces, \
+                                  never tabs): replace it with spaces"
+                            .to_string(),
+                    };
+                }
                 _ => None,
             },
             _ => None,
@@ -699,6 +714,24 @@ fn find_char(text: &str, from: Pos, line_offset: usize, c: char) -> Option<Pos> 
             line.chars().skip(skip).position(|x| x == c).map(|k| Pos {
                 line: line_offset + i + 1,
                 column: skip + k + 1,
+            })
+        })
+}
+
+/// The first tab in the leading whitespace of stream line `from.line` or of the two lines
+/// after it (`text` starting at stream line `line_offset + 1`), where the parser refusing a
+/// tab stopped; `None` when none of them is indented with one.
+fn indenting_tab(text: &str, from: Pos, line_offset: usize) -> Option<Pos> {
+    let first = from.line.checked_sub(line_offset + 1)?;
+    text.split_inclusive('\n')
+        .enumerate()
+        .skip(first)
+        .take(3)
+        .find_map(|(i, line)| {
+            let indent = line.len() - line.trim_start_matches([' ', '\t']).len();
+            line[..indent].find('\t').map(|k| Pos {
+                line: line_offset + i + 1,
+                column: k + 1,
             })
         })
 }

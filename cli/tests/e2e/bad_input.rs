@@ -766,6 +766,24 @@ fn yaml_11_readings_of_string_fields_are_warned_about() {
     );
 }
 
+// A tab that indents is reported at the tab, whatever place the parser stopped at: the end of
+// the plain scalar on the line before, or the column after the tab.
+refused!(
+    a_tab_indenting_a_key_after_a_plain_scalar,
+    ["check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  a: b\n\tc: d\n",
+    2,
+    "Error: in.yaml:7:1: a tab where YAML allows only spaces (indentation is spaces, never tabs): replace it with spaces\n"
+);
+
+refused!(
+    a_tab_indenting_a_block_mapping,
+    ["check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n\tname: c\n",
+    2,
+    "Error: in.yaml:4:1: a tab where YAML allows only spaces (indentation is spaces, never tabs): replace it with spaces\n"
+);
+
 // ---- rules and CEL ------------------------------------------------------------------------
 
 /// A rule whose expression fails on a document is a rule error (exit 2) naming the rule, the
