@@ -720,7 +720,7 @@ impl Held {
         // that reads `objects` is held so, so `reads` is set).
         let docs = parse_again(self.docs);
         let objects = if self.reads {
-            objects_of(&docs)
+            objects_of(&docs, name)
         } else {
             Objects::unavailable(&format!(
                 "objects: not gathered for {name}, since no rule that reads them checks its documents"
@@ -763,7 +763,7 @@ fn pending(docs: Vec<HeldDoc>, objects: &Objects) -> Vec<Pending> {
 /// them (an input none of whose documents reaches `objects` is not gathered): the values of
 /// those that wait and those kept of the ones checked ahead (copied now: the checks take the
 /// documents), and the others' read again from their text then (on every core).
-fn objects_of(docs: &[HeldDoc]) -> Objects {
+fn objects_of(docs: &[HeldDoc], name: &str) -> Objects {
     let held: Vec<Result<serde_json::Value, AsText>> = docs
         .iter()
         .filter_map(|h| match h {
@@ -773,10 +773,11 @@ fn objects_of(docs: &[HeldDoc]) -> Objects {
             HeldDoc::Text(_) => None,
         })
         .collect();
+    let failed = format!("objects: a document of {name} could not be read again");
     Objects::deferred(move || {
         use rayon::prelude::*;
-        // Read once, a piece reads again alike; fail closed all the same (`None`: every rule
-        // that reads `objects` fails).
+        // Read once, a piece reads again alike; fail closed all the same (every rule that
+        // reads `objects` fails).
         let values: Option<Vec<serde_json::Value>> = held
             .into_par_iter()
             .map(|h| match h {
@@ -784,7 +785,7 @@ fn objects_of(docs: &[HeldDoc]) -> Objects {
                 Err(t) => t.parse().ok().map(|d| d.value),
             })
             .collect();
-        Some(input_object_values(&values?))
+        Ok(input_object_values(&values.ok_or(failed)?))
     })
 }
 

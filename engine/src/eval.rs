@@ -161,9 +161,9 @@ struct Gathered {
     len: OnceLock<usize>,
     /// The documents, until a view takes them.
     documents: std::sync::Mutex<Option<Documents>>,
-    /// The views (`None`: the documents could not be made).
-    list: OnceLock<Option<Arc<Value>>>,
-    by_kind: OnceLock<Option<ByKind>>,
+    /// The views, or why the documents could not be made.
+    list: OnceLock<Result<Arc<Value>, Arc<str>>>,
+    by_kind: OnceLock<Result<ByKind, Arc<str>>>,
 }
 
 impl std::fmt::Debug for Gathered {
@@ -177,7 +177,7 @@ impl std::fmt::Debug for Gathered {
 /// The documents of a [`Gathered`], or what makes them.
 enum Documents {
     Made(Vec<Value>),
-    Deferred(Box<dyn FnOnce() -> Option<Vec<Value>> + Send>),
+    Deferred(Box<dyn FnOnce() -> Result<Vec<Value>, String> + Send>),
 }
 
 /// The view by kind, and where each document went (to copy the list back in input order).
@@ -192,25 +192,25 @@ struct ByKind {
 }
 
 impl Gathered {
-    /// The documents, when no view has taken them yet (made now if deferred; `Some(None)`
-    /// when they could not be made).
-    fn take(&self) -> Option<Option<Vec<Value>>> {
+    /// The documents, when no view has taken them yet (made now if deferred; an error when
+    /// they could not be made).
+    fn take(&self) -> Option<Result<Vec<Value>, Arc<str>>> {
         let documents = self
             .documents
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()?;
         let made = match documents {
-            Documents::Made(values) => Some(values),
-            Documents::Deferred(make) => make(),
+            Documents::Made(values) => Ok(values),
+            Documents::Deferred(make) => make().map_err(Arc::from),
         };
-        if let Some(values) = &made {
+        if let Ok(values) = &made {
             let _ = self.len.set(values.len());
         }
         Some(made)
     }
 
-    fn list(&self) -> Option<Arc<Value>> {
+    fn list(&self) -> Result<Arc<Value>, Arc<str>> {
         self.list
             .get_or_init(|| {
                 let documents = match self.take() {
@@ -236,12 +236,12 @@ impl Gathered {
                             .collect()
                     }
                 };
-                Some(Arc::new(Value::Array(documents)))
+                Ok(Arc::new(Value::Array(documents)))
             })
             .clone()
     }
 
-    fn by_kind(&self) -> Option<&ByKind> {
+    fn by_kind(&self) -> Result<&ByKind, Arc<str>> {
         self.by_kind
             .get_or_init(|| {
                 // The documents, or (the list took them) a copy from the list.
@@ -278,13 +278,14 @@ impl Gathered {
                     .into_iter()
                     .map(|(kind, list)| (kind, Value::Array(list)))
                     .collect();
-                Some(ByKind {
+                Ok(ByKind {
                     map: Arc::new(Value::Object(map)),
                     order,
                     rest,
                 })
             })
             .as_ref()
+            .map_err(Clone::clone)
     }
 }
 
@@ -297,9 +298,9 @@ impl Objects {
     }
 
     /// The documents `make` returns, in input order, made when a rule first reads `objects`
-    /// or `objectsByKind` (on no document, never). `make` returning `None` (the documents
-    /// could not be read) fails every expression that reads them.
-    pub fn deferred(make: impl FnOnce() -> Option<Vec<Value>> + Send + 'static) -> Objects {
+    /// or `objectsByKind` (on no document, never). `make` failing (the documents could not be
+    /// read) fails every expression that reads them, with its message.
+    pub fn deferred(make: impl FnOnce() -> Result<Vec<Value>, String> + Send + 'static) -> Objects {
         Objects::gathered(OnceLock::new(), Documents::Deferred(Box::new(make)))
     }
 
@@ -323,7 +324,7 @@ impl Objects {
         match &*self.0 {
             ObjectsView::Documents(g) => match g.len.get() {
                 Some(&n) => Some(n),
-                None => g.by_kind().and_then(|_| g.len.get().copied()),
+                None => g.by_kind().ok().and_then(|_| g.len.get().copied()),
             },
             ObjectsView::Unavailable(_) => None,
         }
@@ -347,7 +348,7 @@ impl Objects {
                 if by_kind {
                     let o = self.clone();
                     scope.bind_deferred(OBJECTS_BY_KIND, move || {
-                        Some(o.documents()?.by_kind()?.map.clone())
+                        Ok(o.documents()?.by_kind()?.map.clone())
                     });
                 }
             }
@@ -358,10 +359,10 @@ impl Objects {
         }
     }
 
-    fn documents(&self) -> Option<&Gathered> {
+    fn documents(&self) -> Result<&Gathered, Arc<str>> {
         match &*self.0 {
-            ObjectsView::Documents(g) => Some(g),
-            ObjectsView::Unavailable(_) => None,
+            ObjectsView::Documents(g) => Ok(g),
+            ObjectsView::Unavailable(reason) => Err(reason.clone()),
         }
     }
 }
@@ -2102,7 +2103,7 @@ mod tests {
             .map(|d| d.value.clone())
             .collect();
         let made = Arc::new(AtomicUsize::new(0));
-        let deferred = |values: Option<Vec<Value>>| {
+        let deferred = |values: Result<Vec<Value>, String>| {
             let made = made.clone();
             Objects::deferred(move || {
                 made.fetch_add(1, Ordering::SeqCst);
@@ -2111,7 +2112,7 @@ mod tests {
         };
         // Not reached: `object.kind == 'Job'` holds, so `objects` is never read.
         const GUARDED: &str = "rules:\n- id: guarded\n  validate:\n    expression: \"object.kind == 'Job' || size(objects) > 0\"\n    message: unreachable\n";
-        let o = deferred(Some(values.clone()));
+        let o = deferred(Ok(values.clone()));
         assert_eq!(run_in(GUARDED, TWO, Some(&o)), Vec::<String>::new());
         assert_eq!(made.load(Ordering::SeqCst), 0);
         // Read by two documents' checks: made once.
@@ -2120,11 +2121,13 @@ mod tests {
         assert_eq!(made.load(Ordering::SeqCst), 1);
         assert_eq!(o.len(), Some(2));
         // Not made: the rule that reads them fails; the other passes.
-        let lost = deferred(None);
+        let lost = deferred(Err(
+            "objects: a document of in.yaml could not be read again".into(),
+        ));
         assert_eq!(
             run_in(REFERS, TWO, Some(&lost)),
             [
-                "referent [spec.ref@3:13] rule referent could not be evaluated at spec.ref: Undeclared reference to 'objects' (expression: objects.exists(o, o.kind == 'Target' && o.metadata.name == variables.ref)) (a rule error, not a policy violation)"
+                "referent [spec.ref@3:13] rule referent could not be evaluated at spec.ref: objects: a document of in.yaml could not be read again (a rule error, not a policy violation)"
             ]
         );
         assert_eq!(lost.len(), None);

@@ -619,6 +619,13 @@ impl Expr {
         if let Some(budget) = spent {
             return Err(EvalError::Own(budget.message()));
         }
+        // A deferred binding it read that could not be made: that reason, not the
+        // interpreter's (which finds the name unresolved).
+        if result.is_err()
+            && let Some(failure) = scope.deferred_failure(self)
+        {
+            return Err(failure);
+        }
         result.map_err(EvalError::Own)
     }
 
@@ -1418,18 +1425,19 @@ enum Bound {
     Deferred(Arc<Deferred>),
 }
 
-/// A JSON document bound by [`Scope::bind_deferred`]: made on the first read, then kept.
+/// A JSON document bound by [`Scope::bind_deferred`]: made on the first read, then kept (or
+/// why it could not be made).
 struct Deferred {
-    cell: OnceLock<Option<Arc<Value>>>,
+    cell: OnceLock<Result<Arc<Value>, Arc<str>>>,
     make: DeferredFn,
 }
 
-/// What makes a [`Deferred`] document (`None`: it could not be made).
-type DeferredFn = Box<dyn Fn() -> Option<Arc<Value>> + Send + Sync>;
+/// What makes a [`Deferred`] document, or says why it cannot.
+type DeferredFn = Box<dyn Fn() -> Result<Arc<Value>, Arc<str>> + Send + Sync>;
 
 impl Deferred {
     fn get(&self) -> Option<&Arc<Value>> {
-        self.cell.get_or_init(|| (self.make)()).as_ref()
+        self.cell.get_or_init(|| (self.make)()).as_ref().ok()
     }
 }
 
@@ -1508,13 +1516,14 @@ impl Scope {
     }
 
     /// Binds `name` to the JSON document `make` returns, read in place, made when an
-    /// expression first reads the name (a scope cloned after that shares it). `make` returning
-    /// `None` leaves the name unresolved: every expression that reads it fails. An expression
-    /// that does not reach it (the other branch of a conditional) never makes it.
+    /// expression first reads the name (a scope cloned after that shares it). `make` failing
+    /// fails every expression that reads the name, with its reason
+    /// ([`EvalError::Unavailable`]). An expression that does not reach it (the other branch of
+    /// a conditional) never makes it.
     pub(crate) fn bind_deferred(
         &mut self,
         name: &str,
-        make: impl Fn() -> Option<Arc<Value>> + Send + Sync + 'static,
+        make: impl Fn() -> Result<Arc<Value>, Arc<str>> + Send + Sync + 'static,
     ) {
         self.unfail(name);
         let deferred = Deferred {
@@ -1609,7 +1618,7 @@ impl Scope {
                 let doc = if force {
                     d.get()
                 } else {
-                    d.cell.get()?.as_ref()
+                    d.cell.get()?.as_ref().ok()
                 };
                 doc.map(|doc| (doc, &[] as &[String]))
             }
@@ -1626,6 +1635,19 @@ impl Scope {
                 }
             }
         }
+    }
+
+    /// Why a deferred binding `e` reads could not be made, when one could not.
+    fn deferred_failure(&self, e: &Expr) -> Option<EvalError> {
+        e.refs
+            .iter()
+            .find_map(|r| match self.bound.get(r.as_str()) {
+                Some(Bound::Deferred(d)) => match d.cell.get() {
+                    Some(Err(reason)) => Some(EvalError::Unavailable(reason.clone())),
+                    _ => None,
+                },
+                _ => None,
+            })
     }
 
     /// The newest lazy binding named `binding`.
