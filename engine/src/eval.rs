@@ -352,9 +352,16 @@ impl Objects {
                     });
                 }
             }
+            // Only an expression that reaches them fails, with the reason: one that names them
+            // in a branch it does not take runs (a Pod with no claims, in a file too large
+            // for `objects`).
             ObjectsView::Unavailable(reason) => {
-                scope.bind_unavailable(OBJECTS, reason.clone());
-                scope.bind_unavailable(OBJECTS_BY_KIND, reason.clone());
+                for (name, bind) in [(OBJECTS, list), (OBJECTS_BY_KIND, by_kind)] {
+                    if bind {
+                        let reason = reason.clone();
+                        scope.bind_deferred(name, move || Err(reason.clone()));
+                    }
+                }
             }
         }
     }
@@ -2081,6 +2088,9 @@ mod tests {
                 "referent [spec.ref@3:13] rule referent could not be evaluated at spec.ref: objects: in.yaml is too large (a rule error, not a policy violation)"
             ]
         );
+        // A rule that names them in a branch it does not take runs.
+        const GUARDED: &str = "rules:\n- id: guarded\n  validate:\n    expression: \"object.kind == 'Job' || size(objects) > 0\"\n    message: unreachable\n";
+        assert_eq!(run_in(GUARDED, TWO, Some(&none)), Vec::<String>::new());
         let unbound = run_in(REFERS, TWO, None);
         assert_eq!(
             unbound,

@@ -1676,13 +1676,6 @@ impl Scope {
         }
     }
 
-    /// Marks binding `name` as unavailable: expressions that read it, and the variables that
-    /// read those, fail with `reason` as it is ([`EvalError::Unavailable`]).
-    pub(crate) fn bind_unavailable(&mut self, name: &str, reason: Arc<str>) {
-        self.unbind(name);
-        Arc::make_mut(&mut self.failed).insert(name.to_string(), EvalError::Unavailable(reason));
-    }
-
     /// Marks fragment `name` as failed: expressions and templates that read it fail with
     /// `message`.
     pub(crate) fn fail_fragment(&mut self, name: &str, message: Arc<str>) {
