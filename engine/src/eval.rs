@@ -816,16 +816,24 @@ impl Run<'_, '_> {
         let mut reported = BTreeSet::new();
         let index = |i: usize| Some(Cel::Int(i64::try_from(i).unwrap_or(i64::MAX)));
         // A `when` that reads neither the item, its index nor the rule's own variables is the
-        // same for every item (an item writes only when it held): false, the rule is skipped
-        // before its `forEach.in` is evaluated, which may cost far more than the rule (or read
-        // what it needs only on the documents the rule is for). True or failing, it is
-        // evaluated again for each item, as before.
-        if let (Some((_, var, idx_var)), Some(when)) = (&rule.for_each, &rule.when)
-            && rule.variables.is_empty()
-            && !when.reads_name(var)
-            && idx_var.as_deref().is_none_or(|i| !when.reads_name(i))
-            && matches!(when.eval_bool_checked(&pack.scope), Ok(false))
-        {
+        // same for every item until one writes (an item writes only when it held). When the
+        // items are computed (not only selected, which costs less than `when` and often finds
+        // none), it is evaluated first: false, the rule is skipped before its `forEach.in`,
+        // which may cost far more than the rule (or read what it needs only on the documents
+        // the rule is for); true, it is not evaluated again until an item writes. Failing, it
+        // is evaluated for each item, as before, which reports the failure.
+        let item_free_when = match (&rule.for_each, &rule.when) {
+            (Some((items, var, idx_var)), Some(when))
+                if !items.only_selects()
+                    && rule.variables.is_empty()
+                    && !when.reads_name(var)
+                    && idx_var.as_deref().is_none_or(|i| !when.reads_name(i)) =>
+            {
+                when.eval_bool_checked(&pack.scope).ok()
+            }
+            _ => None,
+        };
+        if item_free_when == Some(false) {
             return Ok((false, None));
         }
         let items: Vec<(Option<Item>, Option<Cel>)> = match &rule.for_each {
@@ -897,7 +905,9 @@ impl Run<'_, '_> {
                     VarBindings::new(&rule.variables, variables.iter().map(|(n, _)| n))
                 }));
             }
-            if let Some(when) = &rule.when {
+            if let Some(when) = &rule.when
+                && (item_free_when != Some(true) || mutated)
+            {
                 match when.eval_bool_checked(&s) {
                     Ok(true) => {}
                     Ok(false) => continue,
@@ -2143,13 +2153,14 @@ mod tests {
         assert_eq!(lost.len(), None);
     }
 
-    /// A `when` that does not read the item is evaluated before `forEach.in`: false, the rule
-    /// is skipped without its items (whose expression would fail here); true, it runs as ever.
+    /// A `when` that does not read the item is evaluated before a computed `forEach.in`:
+    /// false, the rule is skipped without its items (whose expression would fail here); true,
+    /// it runs as ever. Items that are only selected come first, as before.
     #[test]
     fn a_when_that_does_not_read_the_item_is_evaluated_before_the_items() {
         let rule = |when: &str| {
             format!(
-                "rules:\n- id: r\n  when: \"{when}\"\n  forEach: {{in: object.spec.missing, as: x}}\n  validate: {{expression: 'true', message: m}}\n"
+                "rules:\n- id: r\n  when: \"{when}\"\n  forEach: {{in: 'object.spec.missing.map(m, m)', as: x}}\n  validate: {{expression: 'true', message: m}}\n"
             )
         };
         assert_eq!(
@@ -2159,6 +2170,14 @@ mod tests {
         assert_eq!(
             run(&rule("object.kind == 'Job'"), NO_LABELS).0,
             [
+                "error r rule r could not be evaluated on document 1: forEach.in: No such key: missing (expression: object.spec.missing.map(m, m)) (a rule error, not a policy violation)"
+            ]
+        );
+        let selected = rule("object.kind == 'Pod'")
+            .replace("'object.spec.missing.map(m, m)'", "object.spec.missing");
+        assert_eq!(
+            run(&selected, NO_LABELS).0,
+            [
                 "error r rule r could not be evaluated on document 1: forEach.in: No such key: missing (expression: object.spec.missing) (a rule error, not a policy violation)"
             ]
         );
@@ -2166,7 +2185,7 @@ mod tests {
         assert_eq!(
             run(&rule("x == 1 && object.kind == 'Pod'"), NO_LABELS).0,
             [
-                "error r rule r could not be evaluated on document 1: forEach.in: No such key: missing (expression: object.spec.missing) (a rule error, not a policy violation)"
+                "error r rule r could not be evaluated on document 1: forEach.in: No such key: missing (expression: object.spec.missing.map(m, m)) (a rule error, not a policy violation)"
             ]
         );
     }

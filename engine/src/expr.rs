@@ -549,6 +549,12 @@ impl Expr {
             .any(|r| r.starts_with(VARIABLE_PREFIX) || r == "variables" || r == "fragments")
     }
 
+    /// True when the expression only selects into a binding (`variables.x`, `object.spec.env`):
+    /// cheap to evaluate, whatever the binding holds.
+    pub(crate) fn only_selects(&self) -> bool {
+        self.path.is_some() || matches!(self.ast.expr, AstExpr::Ident(_))
+    }
+
     /// True when the expression names binding `name` (a comprehension's own variable of that
     /// name counts too).
     pub(crate) fn reads_name(&self, name: &str) -> bool {
