@@ -716,17 +716,18 @@ impl Held {
     /// The input ended: every held document, with the input's documents as `objects` (when a
     /// held document reads them).
     fn finish(self, name: &str) -> Vec<Pending> {
-        // `objects` holds them all: those held as text are parsed again now (only a document
-        // that reads `objects` is held so, so `reads` is set).
-        let docs = parse_again(self.docs);
+        // `objects` holds them all, made when a rule first reads them: gathered before those
+        // held as text are parsed again now to be checked (only a document that reads
+        // `objects` is held so, so `reads` is set), so that their values are not copied for an
+        // `objects` no rule may read.
         let objects = if self.reads {
-            objects_of(&docs, name)
+            objects_of(&self.docs, name)
         } else {
             Objects::unavailable(&format!(
                 "objects: not gathered for {name}, since no rule that reads them checks its documents"
             ))
         };
-        pending(docs, &objects)
+        pending(parse_again(self.docs), &objects)
     }
 }
 
@@ -761,16 +762,15 @@ fn pending(docs: Vec<HeldDoc>, objects: &Objects) -> Vec<Pending> {
 
 /// The `objects` of an input's held documents, in input order, made when a rule first reads
 /// them (an input none of whose documents reaches `objects` is not gathered): the values of
-/// those that wait and those kept of the ones checked ahead (copied now: the checks take the
-/// documents), and the others' read again from their text then (on every core).
+/// those that wait parsed and those kept of the ones checked ahead (copied now: the checks take
+/// the documents), and the others' read again from their text then (on every core).
 fn objects_of(docs: &[HeldDoc], name: &str) -> Objects {
     let held: Vec<Result<serde_json::Value, AsText>> = docs
         .iter()
-        .filter_map(|h| match h {
-            HeldDoc::Waiting(d, _) | HeldDoc::Ready(d, _, _) => Some(Ok(d.value.clone())),
-            HeldDoc::Done(.., Some(value)) => Some(Ok(value.clone())),
-            HeldDoc::Done(_, t, None) => Some(Err(t.clone())),
-            HeldDoc::Text(_) => None,
+        .map(|h| match h {
+            HeldDoc::Waiting(d, _) | HeldDoc::Ready(d, _, _) => Ok(d.value.clone()),
+            HeldDoc::Done(.., Some(value)) => Ok(value.clone()),
+            HeldDoc::Done(_, t, None) | HeldDoc::Text(t) => Err(t.clone()),
         })
         .collect();
     let failed = format!("objects: a document of {name} could not be read again");

@@ -337,7 +337,7 @@ impl Objects {
 
     /// Binds the views a pack reads into `scope`: [`OBJECTS`] when `list`, [`OBJECTS_BY_KIND`]
     /// when `by_kind` (a pack that reads neither binds neither), each made when an expression
-    /// first reads it; or marks them failed.
+    /// first reads it; unavailable, each fails the expressions that reach it.
     fn bind(&self, scope: &mut Scope, (list, by_kind): (bool, bool)) {
         match &*self.0 {
             ObjectsView::Documents(_) => {
@@ -2070,6 +2070,8 @@ mod tests {
     }
 
     const REFERS: &str = "rules:\n- id: referent\n  variables:\n  - {name: ref, expression: object.spec.ref}\n  validate:\n    expression: objects.exists(o, o.kind == 'Target' && o.metadata.name == variables.ref)\n    messageExpression: \"'no Target ' + goQuote(variables.ref) + ' among ' + string(size(objects)) + ' objects'\"\n    fieldPath: spec.ref\n- id: plain\n  validate: {expression: object.kind == 'Job', message: not a job}\n";
+    /// Names `objects` in the branch of `||` it does not take on a Job.
+    const GUARDED: &str = "rules:\n- id: guarded\n  validate:\n    expression: \"object.kind == 'Job' || size(objects) > 0\"\n    message: unreachable\n";
     const TWO: &str =
         "kind: Job\nmetadata: {name: j}\nspec: {ref: t}\n---\nkind: Target\nmetadata: {name: t}\n";
 
@@ -2099,7 +2101,6 @@ mod tests {
             ]
         );
         // A rule that names them in a branch it does not take runs.
-        const GUARDED: &str = "rules:\n- id: guarded\n  validate:\n    expression: \"object.kind == 'Job' || size(objects) > 0\"\n    message: unreachable\n";
         assert_eq!(run_in(GUARDED, TWO, Some(&none)), Vec::<String>::new());
         let unbound = run_in(REFERS, TWO, None);
         assert_eq!(
@@ -2131,7 +2132,6 @@ mod tests {
             })
         };
         // Not reached: `object.kind == 'Job'` holds, so `objects` is never read.
-        const GUARDED: &str = "rules:\n- id: guarded\n  validate:\n    expression: \"object.kind == 'Job' || size(objects) > 0\"\n    message: unreachable\n";
         let o = deferred(Ok(values.clone()));
         assert_eq!(run_in(GUARDED, TWO, Some(&o)), Vec::<String>::new());
         assert_eq!(made.load(Ordering::SeqCst), 0);
