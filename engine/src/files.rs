@@ -173,7 +173,31 @@ pub fn read_files(root: &Path, options: &WalkOptions<'_>) -> (Vec<Arc<Source>>, 
     let (files, mut errors) = walk_files(root, options);
     let mut sources = Vec::with_capacity(files.len());
     for f in files {
-        let text = std::fs::read(&f).and_then(|bytes| {
+        // A file past the size limit is refused before it is read: a rule set mounted from
+        // the wrong volume, or a log mistaken for a manifest, costs no memory.
+        let limit = crate::source::MAX_SOURCE_BYTES;
+        let read = std::fs::File::open(&f).and_then(|file| {
+            use std::io::Read as _;
+            let mut bytes = Vec::new();
+            file.take(limit as u64 + 1).read_to_end(&mut bytes)?;
+            Ok(bytes)
+        });
+        if let Ok(bytes) = &read
+            && bytes.len() > limit
+        {
+            // Its whole size when it is known (only the limit and one byte were read).
+            let size = std::fs::metadata(&f)
+                .ok()
+                .and_then(|m| usize::try_from(m.len()).ok())
+                .filter(|&n| n > limit);
+            errors.push(Error::TooLarge {
+                source_name: f.display().to_string(),
+                bytes: size.unwrap_or(bytes.len()),
+                limit,
+            });
+            continue;
+        }
+        let text = read.and_then(|bytes| {
             String::from_utf8(bytes).map_err(|e| {
                 // Named like a manifest's: the byte, its offset and its line.
                 let at = e.utf8_error().valid_up_to();
@@ -214,6 +238,25 @@ mod tests {
             errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
             [format!(
                 "reading {path}: not UTF-8 text: invalid byte 0xe9 at byte offset 10 (line 2)"
+            )]
+        );
+    }
+
+    #[test]
+    fn a_file_past_the_size_limit_is_refused_with_its_size() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let limit = crate::source::MAX_SOURCE_BYTES;
+        let file = std::fs::File::create(dir.path().join("big.yaml")).expect("create");
+        file.set_len(limit as u64 + 10).expect("sparse file");
+        std::fs::write(dir.path().join("ok.yaml"), "a: 1\n").expect("write");
+        let (sources, errors) = read_files(dir.path(), &WalkOptions::MANIFESTS);
+        assert_eq!(sources.len(), 1);
+        let path = dir.path().join("big.yaml").display().to_string();
+        assert_eq!(
+            errors.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [format!(
+                "{path}: input is {} bytes, above the limit of {limit}",
+                limit + 10
             )]
         );
     }

@@ -364,10 +364,26 @@ pub(crate) fn parse_text(
     // serde-saphyr, which reads those texts to the same documents.
     let read = match events::read(text, line_offset, &budget) {
         Some(read) => read,
-        None => read_serde(text, line_offset, budget).map_err(|e| match e {
-            SerdeError::Yaml(e) => yaml_error(source, text, &e, line_offset, scale, limits),
-            SerdeError::Duplicate(d) => d.into_error(source),
-        })?,
+        None => match read_serde(text, line_offset, budget) {
+            Ok(read) => read,
+            Err(SerdeError::Duplicate(d)) => return Err(d.into_error(source)),
+            Err(SerdeError::Yaml(e)) => {
+                // Concatenated JSON values (`jq '.items[]'`, `kubectl get -o json` of several
+                // commands) are not one YAML document but are a stream `kubectl apply -f` reads:
+                // each value is read as its own document, at its own line and column.
+                return match json_values(text) {
+                    Some(values) => parse_json_values(
+                        source,
+                        text,
+                        &values,
+                        (line_offset, first_index),
+                        scale,
+                        limits,
+                    ),
+                    None => Err(yaml_error(source, text, &e, line_offset, scale, limits)),
+                };
+            }
+        },
     };
     Ok(read
         .into_iter()
@@ -379,6 +395,61 @@ pub(crate) fn parse_text(
             spans,
         })
         .collect())
+}
+
+/// The byte ranges of the JSON values of `text` when it is two or more JSON objects or arrays
+/// one after the other (separated by JSON whitespace or nothing), and nothing else; `None`
+/// otherwise (one value is a YAML document as it is, and anything else is not such a stream).
+fn json_values(text: &str) -> Option<Vec<std::ops::Range<usize>>> {
+    let is_json_space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\r');
+    if !text
+        .trim_start_matches(is_json_space)
+        .starts_with(['{', '['])
+    {
+        return None;
+    }
+    let mut values = Vec::new();
+    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<serde::de::IgnoredAny>();
+    let mut end = 0;
+    while let Some(value) = stream.next() {
+        value.ok()?;
+        let start = end + (text[end..].len() - text[end..].trim_start_matches(is_json_space).len());
+        if !text[start..].starts_with(['{', '[']) {
+            return None;
+        }
+        end = stream.byte_offset();
+        values.push(start..end);
+    }
+    (values.len() > 1).then_some(values)
+}
+
+/// Parses each of `values` (byte ranges of `text`, see [`json_values`]) as one document, at its
+/// own line and column of the stream: a value that starts inside a line is read after as many
+/// spaces as characters come before it on that line.
+fn parse_json_values(
+    source: &Arc<Source>,
+    text: &str,
+    values: &[std::ops::Range<usize>],
+    (line_offset, first_index): (usize, usize),
+    scale: usize,
+    limits: &crate::limits::Limits,
+) -> Result<Vec<Document>, Error> {
+    let mut docs = Vec::with_capacity(values.len());
+    for (i, range) in values.iter().enumerate() {
+        let before = &text[..range.start];
+        let line = before.matches('\n').count();
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count());
+        let piece = format!("{}{}", " ".repeat(column), &text[range.clone()]);
+        docs.extend(parse_text(
+            source,
+            &piece,
+            line_offset + line,
+            first_index + i,
+            scale,
+            limits,
+        )?);
+    }
+    Ok(docs)
 }
 
 /// Why [`read_serde`] refused a text.
@@ -1164,6 +1235,57 @@ mod tests {
 
     fn parse(text: &str) -> Vec<Document> {
         parse_documents(&Source::new("t.yaml", text)).expect("parses")
+    }
+
+    #[test]
+    fn concatenated_json_values_are_documents_at_their_own_lines() {
+        // `jq '.items[]'` prints one object after another; two on one line too.
+        let text = "{\n  \"kind\": \"Job\",\n  \"n\": 1\n}\n{\"kind\": \"Pod\"} [1,\n 2]\n";
+        let docs = parse(text);
+        let p = |s: &str| FieldPath::parse(s).expect("path");
+        let values: Vec<_> = docs.iter().map(|d| (d.index, d.value.clone())).collect();
+        assert_eq!(
+            values,
+            [
+                (0, serde_json::json!({"kind": "Job", "n": 1})),
+                (1, serde_json::json!({"kind": "Pod"})),
+                (2, serde_json::json!([1, 2])),
+            ]
+        );
+        assert_eq!(
+            docs[0].spans.lookup(&p("n")),
+            Some(Pos { line: 3, column: 8 })
+        );
+        assert_eq!(
+            docs[1].spans.lookup(&p("kind")),
+            Some(Pos {
+                line: 5,
+                column: 10
+            })
+        );
+        assert_eq!(
+            docs[2].spans.lookup(&p("[1]")),
+            Some(Pos { line: 6, column: 2 })
+        );
+    }
+
+    #[test]
+    fn text_that_is_not_only_json_values_keeps_the_yaml_error() {
+        let source = Source::new("t.yaml", "{\"a\": 1}\n{\"b\": 2}\nc: 3\n");
+        let err = parse_documents(&source).expect_err("not a JSON stream");
+        assert_eq!(
+            err.to_string(),
+            "t.yaml:2:1: did not find expected <document start>"
+        );
+        // One value is a YAML document as it is; a broken second value is the YAML error.
+        assert_eq!(parse("{\"a\": 1}\n").len(), 1);
+        let broken = Source::new("t.yaml", "{\"a\": 1}\n{\"b\": \n");
+        assert_eq!(
+            parse_documents(&broken)
+                .map(|d| d.len())
+                .map_err(|e| e.to_string()),
+            Err("t.yaml:2:1: unclosed bracket '{'".to_string())
+        );
     }
 
     #[test]

@@ -2639,3 +2639,58 @@ fn a_node_health_expression_that_does_not_compile_is_an_input_error() {
     );
     assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", want));
 }
+
+/// JSON objects one after the other (what `jq '.items[]'` prints) are a stream of documents, as
+/// `kubectl apply -f` reads them: each is checked at its own lines, rendered in order.
+#[test]
+fn concatenated_json_objects_are_documents() {
+    let input = "{\n  \"apiVersion\": \"v1\", \"kind\": \"ConfigMap\",\n  \"metadata\": {\"name\": \"ok\"}\n}\n{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"Not_OK\"}}\n";
+    let mut cmd = bin();
+    let out = cmd
+        .args(["check", "-o", "json", "-"])
+        .write_stdin(input)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(1));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    assert_eq!(report["results"][0]["documents"], 2);
+    assert_eq!(
+        located_rows(&report, "message"),
+        [(
+            "object-name".to_string(),
+            5,
+            64,
+            "ConfigMap name \"Not_OK\" is not a lowercase RFC 1123 subdomain of at most 253 characters".to_string()
+        )]
+    );
+    let runs = format!(
+        "{}\n{}",
+        serde_json::to_string(&serde_yaml_run("examples/nccl-all-reduce.yaml")).expect("json"),
+        serde_json::to_string_pretty(&serde_yaml_run("examples/nccl-all-reduce.yaml"))
+            .expect("json")
+    );
+    let mut cmd = bin();
+    let out = cmd
+        .args(["render", "--gpu-arch", "h100", "-o", "json", "-"])
+        .write_stdin(runs)
+        .output()
+        .expect("runs");
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let one = workflow_of("examples/nccl-all-reduce.yaml");
+    let one: serde_json::Value = serde_saphyr::from_str(&one).expect("yaml");
+    let both: Vec<serde_json::Value> = serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter()
+        .collect::<Result<_, _>>()
+        .expect("json stream");
+    assert_eq!(both, [one.clone(), one]);
+}
+
+/// A WorkloadRun example read as a JSON value.
+fn serde_yaml_run(rel: &str) -> serde_json::Value {
+    serde_saphyr::from_str(&std::fs::read_to_string(path(rel)).expect("read")).expect("yaml")
+}
