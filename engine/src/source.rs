@@ -385,6 +385,15 @@ pub(crate) fn parse_text(
             }
         },
     };
+    if text.contains('\t')
+        && let Some(pos) = events::tab_indenting_block_node(text, line_offset)
+    {
+        return Err(Error::Yaml {
+            source_name: source.name.clone(),
+            pos: Some(pos),
+            message: TAB_MESSAGE.to_string(),
+        });
+    }
     Ok(read
         .into_iter()
         .enumerate()
@@ -737,10 +746,23 @@ pub(crate) fn yaml_error(
                 | serde_saphyr::granit_parser::ErrorKind::TabInPlainScalar => {
                     return Error::Yaml {
                         source_name: source.name.clone(),
-                        pos: pos.map(|p| indenting_tab(text, p, line_offset).unwrap_or(p)),
-                        message: "a tab where YAML allows only spaces (indentation is spaces, \
-                                  never tabs): replace it with spaces"
-                            .to_string(),
+                        pos: pos.map(|p| indenting_tab(text, p, line_offset, 3).unwrap_or(p)),
+                        message: TAB_MESSAGE.to_string(),
+                    };
+                }
+                // A block key or entry expected where a line is indented with a tab after
+                // spaces (the parser took the tab for separation, so the line's node did not
+                // fit the block): the tab is the cause.
+                serde_saphyr::granit_parser::ErrorKind::ExpectedBlockMappingKey
+                | serde_saphyr::granit_parser::ErrorKind::ExpectedBlockSequenceEntry
+                | serde_saphyr::granit_parser::ErrorKind::SimpleKeyExpected
+                | serde_saphyr::granit_parser::ErrorKind::InvalidSimpleKey
+                    if let Some(tab) = pos.and_then(|p| indenting_tab(text, p, line_offset, 1)) =>
+                {
+                    return Error::Yaml {
+                        source_name: source.name.clone(),
+                        pos: Some(tab),
+                        message: TAB_MESSAGE.to_string(),
                     };
                 }
                 _ => None,
@@ -789,15 +811,18 @@ fn find_char(text: &str, from: Pos, line_offset: usize, c: char) -> Option<Pos> 
         })
 }
 
-/// The first tab in the leading whitespace of stream line `from.line` or of the two lines
-/// after it (`text` starting at stream line `line_offset + 1`), where the parser refusing a
-/// tab stopped; `None` when none of them is indented with one.
-fn indenting_tab(text: &str, from: Pos, line_offset: usize) -> Option<Pos> {
+/// The message of a tab that indents.
+const TAB_MESSAGE: &str = "a tab where YAML allows only spaces (indentation is spaces, never tabs): replace it with spaces";
+
+/// The first tab in the leading whitespace of stream line `from.line` or of the `lines - 1`
+/// lines after it (`text` starting at stream line `line_offset + 1`), where the parser refusing
+/// a tab stopped; `None` when none of them is indented with one.
+fn indenting_tab(text: &str, from: Pos, line_offset: usize, lines: usize) -> Option<Pos> {
     let first = from.line.checked_sub(line_offset + 1)?;
     text.split_inclusive('\n')
         .enumerate()
         .skip(first)
-        .take(3)
+        .take(lines)
         .find_map(|(i, line)| {
             let indent = line.len() - line.trim_start_matches([' ', '\t']).len();
             line[..indent].find('\t').map(|k| Pos {

@@ -784,6 +784,47 @@ refused!(
     "Error: in.yaml:4:1: a tab where YAML allows only spaces (indentation is spaces, never tabs): replace it with spaces\n"
 );
 
+// The parser takes a tab after spaces for separation, so `metadata:` then `  \tname: c` read
+// as `metadata: {name: c}`; YAML indents with spaces only and kubectl refuses it: so do we.
+refused!(
+    a_tab_after_spaces_indenting_a_key,
+    ["check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n    \tname: c\n",
+    2,
+    "Error: in.yaml:4:5: a tab where YAML allows only spaces (indentation is spaces, never tabs): replace it with spaces\n"
+);
+
+refused!(
+    a_tab_after_spaces_indenting_a_list_entry_mapping,
+    ["render", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  finalizers:\n  - a\n  - \tb: c\n",
+    2,
+    "Error: in.yaml:7:5: a tab where YAML allows only spaces (indentation is spaces, never tabs): replace it with spaces\n"
+);
+
+// A line after a block scalar indented with spaces then a tab: the parser stops at the key
+// after the tab.
+refused!(
+    a_tab_after_spaces_after_a_block_scalar,
+    ["check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  k: |\n    line\n  \tx: y\n",
+    2,
+    "Error: in.yaml:8:3: a tab where YAML allows only spaces (indentation is spaces, never tabs): replace it with spaces\n"
+);
+
+/// Tabs where YAML allows them stay allowed: in a block scalar's content, a flow collection,
+/// a quoted scalar's continuation line, after a value indicator, in a comment line.
+#[test]
+fn tabs_where_yaml_allows_them_are_read() {
+    let input = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  labels: {a: b,\n    \tc: d}\n  \t# note\ndata:\n  script: |\n    \tindented\n  q: \"x\n  \ty\"\n  v:\ttabbed\n";
+    let (_dir, file) = temp_file("in.yaml", input);
+    let (code, stdout, stderr) = run(&["check", "-o", "json", &file]);
+    assert_eq!(code, 0, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(report["summary"]["inputErrors"], 0);
+    assert_eq!(report["results"][0]["documents"], 1);
+}
+
 // ---- rules and CEL ------------------------------------------------------------------------
 
 /// A rule whose expression fails on a document is a rule error (exit 2) naming the rule, the

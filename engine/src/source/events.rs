@@ -87,6 +87,65 @@ pub(super) fn read(
     Some(reader.docs)
 }
 
+/// The first tab that indents a block collection or a block mapping's key in `text` (which the
+/// readers accepted): the 1-based stream position of the tab (`line_offset` lines before the
+/// text), or `None`.
+///
+/// YAML indents block collections with spaces only, and kubectl's YAML reader refuses a tab
+/// there, but the parser takes one after spaces for separation: `metadata:` then `  \tname: c`
+/// would read as `metadata: {name: c}`. A tab elsewhere in a line's leading whitespace (a
+/// block scalar's content, a quoted or plain scalar's continuation line, a flow collection, a
+/// scalar value on its own line) is allowed and not reported. Only called for a text that holds
+/// a tab.
+pub(super) fn tab_indenting_block_node(text: &str, line_offset: usize) -> Option<Pos> {
+    // One entry per open collection: (block style, is a mapping, children read so far).
+    let mut stack: Vec<(bool, bool, usize)> = Vec::new();
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    for item in Parser::new_from_str(text) {
+        let (event, span) = item.ok()?;
+        let (starts_block, opens) = match &event {
+            Event::Scalar(..) | Event::Alias(..) => (false, None),
+            Event::SequenceStart(style, ..) | Event::MappingStart(style, ..) => {
+                let block = matches!(style, serde_saphyr::granit_parser::StructureStyle::Block);
+                (
+                    block,
+                    Some((block, matches!(event, Event::MappingStart(..)))),
+                )
+            }
+            Event::SequenceEnd | Event::MappingEnd => {
+                stack.pop();
+                if let Some(parent) = stack.last_mut() {
+                    parent.2 += 1;
+                }
+                continue;
+            }
+            _ => continue,
+        };
+        let in_block = stack.last().is_none_or(|p| p.0);
+        let block_key = stack.last().is_some_and(|p| p.0 && p.1 && p.2 % 2 == 0);
+        if in_block && (starts_block || block_key) {
+            let line = lines.get(span.start.line().checked_sub(1)?)?;
+            let before: String = line.chars().take(span.start.col()).collect();
+            if before.contains('\t') && before.chars().all(|c| matches!(c, ' ' | '\t' | '-')) {
+                let column = before.chars().position(|c| c == '\t')? + 1;
+                return Some(Pos {
+                    line: span.start.line() + line_offset,
+                    column,
+                });
+            }
+        }
+        match opens {
+            Some((block, map)) => stack.push((block, map, 0)),
+            None => {
+                if let Some(parent) = stack.last_mut() {
+                    parent.2 += 1;
+                }
+            }
+        }
+    }
+    None
+}
+
 /// The parser options `serde-saphyr` gives the parser for `budget` (as its 2.2 releases build
 /// them from a budget), so both readers accept exactly the same texts. A release that builds
 /// them otherwise, or reads a scalar otherwise, fails this module's tests, which hold the two
