@@ -973,7 +973,7 @@ mod tests {
             [
                 "rule pack error: r.yaml:5:43: rule a: unknown key \"vlue\" in a row of table \"rows\"; known keys: name, value",
                 "rule pack error: r.yaml:6:25: rule a: row does not match the schema of table \"rows\": 3 is not of type \"string\"",
-                "rule pack error: r.yaml:8:3: rule a: {$fragment: missing} names no fragment of this table",
+                "rule pack error: r.yaml:10:22: rule a: {$fragment: missing} names no fragment of this table",
             ]
         );
     }

@@ -1453,28 +1453,40 @@ fn compile_table(doc: &Document, problems: &mut Vec<Problem>) -> Option<Table> {
         }
     }
     let fragments = compile_fragments(doc, &file.fragments, problems);
-    // `{$fragment: name}` must name a fragment of this table.
+    // `{$fragment: name}` must name a fragment of this table; each one that does not is
+    // reported where it is written.
     let known: HashSet<&str> = file.fragments.keys().map(String::as_str).collect();
-    let mut check = |t: &Template, path: &str, rule: Option<&str>| {
+    let mut check = |t: &Template, raw: Option<&Value>, path: &str, rule: Option<&str>| {
         let mut refs = Vec::new();
         t.fragment_refs(&mut refs);
-        for r in refs {
-            if !known.contains(r.as_str()) {
-                problems.push(problem(
-                    ProblemKind::Shape,
-                    doc,
-                    path,
-                    rule,
-                    format!("{{$fragment: {r}}} names no fragment of this table"),
-                ));
-            }
+        if refs.iter().all(|r| known.contains(r.as_str())) {
+            return;
+        }
+        let mut written = Vec::new();
+        if let Some(raw) = raw {
+            fragment_ref_paths(raw, path, &mut written);
+        }
+        for r in refs.iter().filter(|r| !known.contains(r.as_str())) {
+            let at = written
+                .iter()
+                .find(|(name, _)| name == r)
+                .map_or(path, |(_, at)| at.as_str());
+            problems.push(problem(
+                ProblemKind::Shape,
+                doc,
+                at,
+                rule,
+                format!("{{$fragment: {r}}} names no fragment of this table"),
+            ));
         }
     };
-    for (i, e) in entries.iter().enumerate() {
-        check(&e.body, &format!("entries[{i}]"), Some(&e.id));
+    for e in &entries {
+        let raw = doc.value.get("entries").and_then(|v| v.get(e.index));
+        check(&e.body, raw, &format!("entries[{}]", e.index), Some(&e.id));
     }
     for (name, t) in &fragments {
-        check(t, &format!("fragments[\"{name}\"]"), None);
+        let raw = doc.value.get("fragments").and_then(|v| v.get(name));
+        check(t, raw, &format!("fragments[\"{name}\"]"), None);
     }
     Some(Table {
         name: file.metadata.name,
@@ -1485,6 +1497,30 @@ fn compile_table(doc: &Document, problems: &mut Vec<Problem>) -> Option<Table> {
         complete: true,
         cache: Default::default(),
     })
+}
+
+/// Every `{$fragment: name}` written in `value` (found at field path `path`), in document
+/// order, as (name, the field path of its `$fragment` key's value).
+fn fragment_ref_paths(value: &Value, path: &str, out: &mut Vec<(String, String)>) {
+    match value {
+        Value::Object(map) => {
+            if map.len() == 1
+                && let Some(Value::String(name)) = map.get("$fragment")
+            {
+                out.push((name.clone(), format!("{path}[\"$fragment\"]")));
+                return;
+            }
+            for (k, v) in map {
+                fragment_ref_paths(v, &format!("{path}[{}]", crate::quote::go_quote(k)), out);
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                fragment_ref_paths(v, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
 }
 
 fn compile_entry(
