@@ -94,8 +94,10 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
     for f in &files {
         match load_suite(f) {
             Ok(s) => suites.push(s),
-            Err(e) => {
-                report::error_line(&e.to_string());
+            Err(errors) => {
+                for e in errors.0 {
+                    report::error_line(&e.to_string());
+                }
                 broken = true;
             }
         }

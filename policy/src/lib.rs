@@ -93,9 +93,9 @@ pub use render::{
 };
 pub use suite::{
     Case, CaseContext, CaseResult, Coverage, DEFAULT_CASES, DEFAULT_SEED, Expectation, Generator,
-    PackCoverage, Property, PropertyOptions, Suite, SuiteError, SuiteRunner, TableCoverage,
-    WantFinding, coverage, discover as discover_suites, load_suite, parse_suite, suite_schema,
-    table_values,
+    PackCoverage, Property, PropertyOptions, Suite, SuiteError, SuiteErrors, SuiteRunner,
+    TableCoverage, WantFinding, coverage, discover as discover_suites, load_suite, parse_suite,
+    suite_schema, table_values,
 };
 
 mod api;

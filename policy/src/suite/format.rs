@@ -18,15 +18,25 @@ use serde_json::Value;
 
 use super::property::{RawProperty, compile as compile_property};
 use super::{
-    Case, CaseContext, CaseRules, Expectation, MessageMatch, Mode, Suite, SuiteError, WantFinding,
+    Case, CaseContext, CaseRules, Expectation, MessageMatch, Mode, Suite, SuiteError, SuiteErrors,
+    WantFinding,
 };
 
-/// A suite file as written.
-#[derive(Deserialize, JsonSchema)]
+/// A suite file as written: the form its JSON Schema describes (it is read as [`ReadSuite`],
+/// case by case).
+#[derive(JsonSchema)]
 #[serde(deny_unknown_fields)]
+#[allow(dead_code)] // only its schema is used
 struct RawSuite {
     /// The cases.
     cases: Vec<RawCase>,
+}
+
+/// A suite file as read: the cases are read one by one (see [`RawSuite`] for the format).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ReadSuite {
+    cases: Vec<serde_json::Value>,
 }
 
 /// One case as written. Every field is `Some` when the key is present, even with a `null` value
@@ -210,8 +220,9 @@ pub fn discover(paths: &[PathBuf]) -> Result<Vec<PathBuf>, SuiteError> {
 /// Reads and checks one suite file.
 ///
 /// # Errors
-/// [`SuiteError`] naming the file and line of the first problem.
-pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
+/// [`SuiteErrors`]: every problem found, each naming the file and line. A file that cannot be
+/// read or parsed, or whose top level is wrong, is one error; otherwise each broken case is one.
+pub fn load_suite(path: &Path) -> Result<Suite, SuiteErrors> {
     let text = std::fs::read_to_string(path).map_err(|source| SuiteError::Io {
         path: path.display().to_string(),
         source,
@@ -222,8 +233,8 @@ pub fn load_suite(path: &Path) -> Result<Suite, SuiteError> {
 /// Parses suite text; `path` names the file and anchors relative paths.
 ///
 /// # Errors
-/// [`SuiteError`] naming the file and line of the first problem.
-pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, SuiteError> {
+/// As [`load_suite`].
+pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, SuiteErrors> {
     let source = Source::new(path.display().to_string(), text);
     let docs = parse_documents(&source).map_err(SuiteError::Yaml)?;
     let mut docs = docs.into_iter();
@@ -232,29 +243,39 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, SuiteError> {
             file: source.name.clone(),
             pos: None,
             message: "a suite file is one YAML document with a `cases:` list".into(),
-        });
+        }
+        .into());
     };
     let r = Reader {
         doc: &doc,
         dir: path.parent().unwrap_or(Path::new("")),
     };
-    let raw: RawSuite = nvcre_engine::read_mapping(&doc.value).map_err(|e| r.serde(&e))?;
+    let raw: ReadSuite =
+        nvcre_engine::read_mapping(&doc.value).map_err(|e| r.serde(&FieldPath::root(), &e))?;
     let cases_path = FieldPath::root().key("cases");
     let mut cases = Vec::new();
+    let mut errors = Vec::new();
     let mut notes: HashSet<String> = HashSet::new();
-    for (i, item) in raw.cases.into_iter().enumerate() {
+    // Each case is read on its own, so every broken case is reported, not only the first.
+    for (i, item) in raw.cases.iter().enumerate() {
         let at = cases_path.clone().index(i);
-        let case = r.case(&at, item)?;
-        if !notes.insert(case.note.clone()) {
-            return Err(r.err(
+        let case = nvcre_engine::read_mapping::<RawCase>(item)
+            .map_err(|e| r.serde(&at, &e))
+            .and_then(|raw| r.case(&at, raw));
+        match case {
+            Ok(case) if !notes.insert(case.note.clone()) => errors.push(r.err(
                 &at.key("note"),
                 &format!(
                     "duplicate note {:?} (notes are unique in a file)",
                     case.note
                 ),
-            ));
+            )),
+            Ok(case) => cases.push(case),
+            Err(e) => errors.push(e),
         }
-        cases.push(case);
+    }
+    if !errors.is_empty() {
+        return Err(SuiteErrors(errors));
     }
     Ok(Suite {
         path: path.to_path_buf(),
@@ -281,14 +302,23 @@ impl Reader<'_> {
         }
     }
 
-    /// A serde error in the suite's words, at the key it is about.
-    fn serde(&self, e: &serde_path_to_error::Error<serde_json::Error>) -> SuiteError {
+    /// A serde error in the suite's words, at the key it is about (`within`: where the value
+    /// read is in the document).
+    fn serde(
+        &self,
+        within: &FieldPath,
+        e: &serde_path_to_error::Error<serde_json::Error>,
+    ) -> SuiteError {
         let path = e.path().to_string();
-        let at = if path == "." {
-            FieldPath::root()
-        } else {
-            FieldPath::parse(&path).unwrap_or_else(|_| FieldPath::root())
-        };
+        let mut at = within.clone();
+        if path != "." {
+            for segment in FieldPath::parse(&path)
+                .map(|p| p.segments().to_vec())
+                .unwrap_or_default()
+            {
+                at.push(segment);
+            }
+        }
         let inner = e.inner().to_string();
         let message = if inner.starts_with("unknown field") {
             // "unknown field `x`, expected one of `a`, `b`" (or "expected `a`", "`a` or `b`").
@@ -300,7 +330,7 @@ impl Reader<'_> {
             )
         } else if inner == "missing field `cases`" {
             return self.err(&at.key("cases"), "`cases` must be a list of cases");
-        } else if inner.contains("expected a sequence") && path == "cases" {
+        } else if inner.contains("expected a sequence") && at.to_string() == "cases" {
             "`cases` must be a list of cases".to_string()
         } else if inner.contains("expected a sequence") && path.ends_with("want_findings") {
             "must be a list (`[]` for no findings)".to_string()
@@ -749,6 +779,22 @@ pub(super) mod tests {
                 "rule test suite error: reading {}: no such file or directory",
                 missing.display()
             ))
+        );
+    }
+
+    #[test]
+    fn every_broken_case_is_reported() {
+        let text = format!(
+            "cases:\n  - note: a\n    inptu: x\n  - note: b\n    input: |\n{RUN}    want_exit: 0\n  - note: c\n    input: x\n    want_findings: [{{ruleId: r, severty: error}}]\n  - note: b\n    input: x\n    want_exit: 0\n"
+        );
+        let err = parse_suite(Path::new("t.yaml"), &text).expect_err("broken");
+        assert_eq!(
+            err.0.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "rule test suite error: t.yaml:3:5: cases[0].inptu: unknown key \"inptu\" (expected one of: note, input, inputFile, context, rules, mode, profile, thresholds, want_findings, want_output, want_output_exact, want_error, want_exit, property)",
+                "rule test suite error: t.yaml:13:33: cases[2].want_findings[0].severty: unknown key \"severty\" (expected one of: ruleId, severity, message, messageRegex, fieldPath, line, column)",
+                "rule test suite error: t.yaml:14:5: cases[3].note: duplicate note \"b\" (notes are unique in a file)",
+            ]
         );
     }
 

@@ -118,6 +118,30 @@ pub enum SuiteError {
     },
 }
 
+/// Every problem of a suite file, in file order (at least one). `Display` prints one per line.
+#[derive(Debug)]
+pub struct SuiteErrors(pub Vec<SuiteError>);
+
+impl std::fmt::Display for SuiteErrors {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str("\n")?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for SuiteErrors {}
+
+impl From<SuiteError> for SuiteErrors {
+    fn from(e: SuiteError) -> SuiteErrors {
+        SuiteErrors(vec![e])
+    }
+}
+
 /// One suite file.
 #[derive(Debug, Clone)]
 pub struct Suite {
