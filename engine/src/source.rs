@@ -410,24 +410,34 @@ pub(crate) fn parse_text(
 /// one after the other (separated by JSON whitespace or nothing), and nothing else; `None`
 /// otherwise (one value is a YAML document as it is, and anything else is not such a stream).
 fn json_values(text: &str) -> Option<Vec<std::ops::Range<usize>>> {
-    let is_json_space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\r');
-    if !text
-        .trim_start_matches(is_json_space)
-        .starts_with(['{', '['])
-    {
+    let is_json_space = |c: char| matches!(c, ' ' | '\t' | '\n' | '\r' | '\u{feff}');
+    // Before the values: blank and comment lines, and the piece's `---` line.
+    let mut body = 0;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        let t = line.trim_matches(is_json_space);
+        if t.is_empty() || t.starts_with('#') || (i == 0 && t == "---") {
+            body += line.len();
+        } else {
+            break;
+        }
+    }
+    // serde_json reads no byte order mark: the values start after one.
+    body += text[body..].len() - text[body..].trim_start_matches(is_json_space).len();
+    let rest = &text[body..];
+    if !rest.starts_with(['{', '[']) {
         return None;
     }
     let mut values = Vec::new();
-    let mut stream = serde_json::Deserializer::from_str(text).into_iter::<serde::de::IgnoredAny>();
+    let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<serde::de::IgnoredAny>();
     let mut end = 0;
     while let Some(value) = stream.next() {
         value.ok()?;
-        let start = end + (text[end..].len() - text[end..].trim_start_matches(is_json_space).len());
-        if !text[start..].starts_with(['{', '[']) {
+        let start = end + (rest[end..].len() - rest[end..].trim_start_matches(is_json_space).len());
+        if !rest[start..].starts_with(['{', '[']) {
             return None;
         }
         end = stream.byte_offset();
-        values.push(start..end);
+        values.push(body + start..body + end);
     }
     (values.len() > 1).then_some(values)
 }
@@ -447,7 +457,10 @@ fn parse_json_values(
     for (i, range) in values.iter().enumerate() {
         let before = &text[..range.start];
         let line = before.matches('\n').count();
-        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count());
+        let column = before
+            .rsplit('\n')
+            .next()
+            .map_or(0, |l| l.chars().filter(|&c| c != '\u{feff}').count());
         let piece = format!("{}{}", " ".repeat(column), &text[range.clone()]);
         docs.extend(parse_text(
             source,
@@ -704,6 +717,19 @@ pub(crate) fn yaml_error(
             source_name: source.name.clone(),
             pos,
             message: limits.breach_message(breach, scale),
+        };
+    }
+    // A tab that indents a block key or collection before the place the parser stopped is the
+    // first error of the text (a line after it, correctly indented, no longer fits the block
+    // the tab opened, and the parser says so there).
+    if text.contains('\t')
+        && let Some(tab) = events::tab_indenting_block_node(text, line_offset)
+        && pos.is_none_or(|p| (tab.line, tab.column) <= (p.line, p.column))
+    {
+        return Error::Yaml {
+            source_name: source.name.clone(),
+            pos: Some(tab),
+            message: TAB_MESSAGE.to_string(),
         };
     }
     // The parser's and the library's own errors that read as internals are told in our words,

@@ -114,6 +114,65 @@ pub struct ChunkReader<R> {
     done: bool,
     /// The line being read (kept to reuse its allocation).
     line: Vec<u8>,
+    /// Set while the piece is JSON values one after another (its first content line starts
+    /// with `{` or `[`): where each ends, so the next one that starts a line starts a piece.
+    json: Option<JsonScan>,
+    /// The piece has a line that is not blank, a comment or its `---`.
+    content: bool,
+}
+
+/// How far a piece of JSON values has been read: bracket depth, inside a string or not.
+#[derive(Debug, Default)]
+struct JsonScan {
+    depth: usize,
+    in_string: bool,
+    escape: bool,
+    /// Values (objects or arrays) closed at depth 0.
+    values: usize,
+    /// Something other than whitespace and whole objects or arrays at depth 0 (`[a]: b`, a
+    /// YAML flow key): the piece is not JSON values only and is never cut.
+    mixed: bool,
+}
+
+impl JsonScan {
+    fn feed(&mut self, line: &str) {
+        for b in line.bytes() {
+            if self.in_string {
+                if self.escape {
+                    self.escape = false;
+                } else if b == b'\\' {
+                    self.escape = true;
+                } else if b == b'"' {
+                    self.in_string = false;
+                }
+                continue;
+            }
+            match b {
+                b'"' if self.depth > 0 => self.in_string = true,
+                b'{' | b'[' => self.depth += 1,
+                b'}' | b']' if self.depth > 0 => {
+                    self.depth -= 1;
+                    if self.depth == 0 {
+                        self.values += 1;
+                    }
+                }
+                b' ' | b'\t' | b'\r' | b'\n' => {}
+                _ if self.depth == 0 => self.mixed = true,
+                _ => {}
+            }
+        }
+    }
+
+    /// True between two values: the next one may start a piece.
+    fn between_values(&self) -> bool {
+        self.depth == 0 && !self.in_string && self.values > 0 && !self.mixed
+    }
+}
+
+/// True when `line` starts (after a byte order mark and blanks) a JSON object or array.
+fn starts_json_value(line: &str) -> bool {
+    line.trim_start_matches(['\u{feff}', ' ', '\t'])
+        .starts_with(['{', '['])
 }
 
 impl<R: BufRead> ChunkReader<R> {
@@ -129,6 +188,25 @@ impl<R: BufRead> ChunkReader<R> {
             after_end: true,
             done: false,
             line: Vec::new(),
+            json: None,
+            content: false,
+        }
+    }
+
+    /// Notes a line of the piece being read (not a `---` or directive line): whether the piece
+    /// is JSON values, and where they end.
+    fn observe(&mut self, line: &str) {
+        match &mut self.json {
+            Some(scan) => scan.feed(line),
+            None if !self.content && starts_json_value(line) => {
+                let mut scan = JsonScan::default();
+                scan.feed(line);
+                self.json = Some(scan);
+            }
+            None => {}
+        }
+        if !self.content && !blank_or_comment(line) {
+            self.content = true;
         }
     }
 }
@@ -162,6 +240,14 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
         }
         let first_line = self.lines + 1 - usize::from(self.pending.is_some());
         let mut text = self.pending.take().unwrap_or_default();
+        self.json = None;
+        self.content = false;
+        if !text.is_empty() && !is_separator(&text) {
+            // The line that cut the last piece where a JSON value starts.
+            let first = std::mem::take(&mut text);
+            self.observe(&first);
+            text = first;
+        }
         let mut last_start = 0usize;
         let limit = crate::limits::limits().document_bytes;
         loop {
@@ -236,6 +322,15 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
                             break;
                         }
                     } else {
+                        // JSON values one after another (`jq '.items[]'`): each that starts a
+                        // line starts a piece, so the per-document budgets are each value's.
+                        if self.json.as_ref().is_some_and(JsonScan::between_values)
+                            && starts_json_value(line)
+                        {
+                            self.pending = Some(text.split_off(start));
+                            break;
+                        }
+                        self.observe(line);
                         let t = line.trim_end();
                         if t == "..." || t.starts_with("... ") {
                             self.after_end = true;
@@ -337,6 +432,27 @@ mod tests {
                 "s:2:1: document 2 is larger than the limit of {limit} bytes (--max-document-bytes); the rest of the input is not read"
             )
         );
+    }
+
+    #[test]
+    fn json_values_that_start_lines_are_pieces() {
+        let text =
+            "{\"a\": \"}{\\\" [\"}\n{\n  \"b\": [1,\n2]\n}\n[3] [4]\n---\n{\"c\": 1}\n{\"d\": 2}\n";
+        let c = chunks(text);
+        let pieces: Vec<_> = c.iter().map(|p| (p.first_line, p.text.as_str())).collect();
+        assert_eq!(
+            pieces,
+            [
+                (1, "{\"a\": \"}{\\\" [\"}\n"),
+                (2, "{\n  \"b\": [1,\n2]\n}\n"),
+                (6, "[3] [4]\n"),
+                (7, "---\n{\"c\": 1}\n"),
+                (9, "{\"d\": 2}\n"),
+            ]
+        );
+        // YAML whose lines start with flow collections (a flow key) is never cut.
+        assert_eq!(chunks("[a]: b\n[c]: d\n").len(), 1);
+        assert_eq!(chunks("a: 1\n{b: 2}\n").len(), 1);
     }
 
     #[test]

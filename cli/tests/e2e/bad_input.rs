@@ -2735,3 +2735,73 @@ fn concatenated_json_objects_are_documents() {
 fn serde_yaml_run(rel: &str) -> serde_json::Value {
     serde_saphyr::from_str(&std::fs::read_to_string(path(rel)).expect("read")).expect("yaml")
 }
+
+/// Concatenated JSON values that start lines are documents one by one: each has its own size
+/// budget, and an input error in one loses nothing of the others.
+#[test]
+fn concatenated_json_objects_have_their_own_budgets_and_errors() {
+    let cm = |name: &str| {
+        format!(
+            "{{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{{\"name\":\"{name}\"}}}}\n"
+        )
+    };
+    let five: String = ["a", "b", "c", "d", "e"].iter().map(|n| cm(n)).collect();
+    let out = bin()
+        .args(["--max-document-bytes", "100", "check", "-"])
+        .write_stdin(five)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(
+        timeless(&String::from_utf8_lossy(&out.stderr)),
+        "Summary: 5 documents in 1 file checked in Ts: 0 errors, 0 warnings, 0 info\n"
+    );
+    let input = format!(
+        "{}{{\"kind\":\"ConfigMap\",\"apiVersion\":\"v1\",\"metadata\":{{\"name\":\"b\",\"name\":\"c\"}}}}\n{}",
+        cm("Bad_A"),
+        cm("Bad_C")
+    );
+    let out = bin()
+        .args(["check", "--no-color", "-o", "github", "-"])
+        .write_stdin(input)
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "::error file=<stdin>,line=1,col=58,title=object-name::ConfigMap name \"Bad_A\" is not a lowercase RFC 1123 subdomain of at most 253 characters",
+            "::error file=<stdin>,line=3,col=58,title=object-name::ConfigMap name \"Bad_C\" is not a lowercase RFC 1123 subdomain of at most 253 characters",
+            "::error file=<stdin>,line=2,col=62,title=nvcre-policy::<stdin>:2:62: duplicate key \"name\" at metadata.name: first at 2:51, again at 2:62; keep one",
+        ]
+    );
+}
+
+/// A tab after a block entry's `-` separates (YAML allows `- \ta`); a tab that indents a key
+/// is reported at the tab also when the next line, correctly indented, is where the parser
+/// stops.
+#[test]
+fn tabs_after_a_dash_separate_and_tabs_before_a_key_are_found_first() {
+    let ok =
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  finalizers:\n  - \ta\n  -\tb\n";
+    let (code, stdout, stderr) = run_in(&["check", "in.yaml"], ok);
+    assert_eq!((code, stdout.as_str()), (0, ""), "{stderr}");
+    for (input, at) in [
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  \tname: c\n  labels: {a: b}\n",
+            "4:3",
+        ),
+        (
+            "apiVersion: v1\nkind: List\nitems:\n- \tapiVersion: v1\n  kind: ConfigMap\n",
+            "4:3",
+        ),
+    ] {
+        let (code, stdout, stderr) = run_in(&["check", "in.yaml"], input);
+        assert_eq!(
+            (code, stdout.as_str(), stderr.lines().next().unwrap_or("")),
+            (2, "", format!("Error: in.yaml:{at}: a tab where YAML allows only spaces (indentation is spaces, never tabs): replace it with spaces").as_str())
+        );
+    }
+}

@@ -125,7 +125,15 @@ pub(super) fn tab_indenting_block_node(text: &str, line_offset: usize) -> Option
         let block_key = stack.last().is_some_and(|p| p.0 && p.1 && p.2 % 2 == 0);
         if in_block && (starts_block || block_key) {
             let line = lines.get(span.start.line().checked_sub(1)?)?;
-            let before: String = line.chars().take(span.start.col()).collect();
+            let mut before: String = line.chars().take(span.start.col()).collect();
+            // A block sequence's event is at its first item, after the `-`, where a tab
+            // separates (`- \ta`): only the indentation before its `-` is checked.
+            if matches!(event, Event::SequenceStart(..)) {
+                before = before
+                    .chars()
+                    .take_while(|c| matches!(c, ' ' | '\t'))
+                    .collect();
+            }
             if before.contains('\t') && before.chars().all(|c| matches!(c, ' ' | '\t' | '-')) {
                 let column = before.chars().position(|c| c == '\t')? + 1;
                 return Some(Pos {
