@@ -589,30 +589,8 @@ impl<'a> Instance<'a> {
                 let mut out = Vec::new();
                 let mut spliced = false;
                 for (i, item) in items.iter().enumerate() {
-                    if single_key(item, "$splice").is_some() {
-                        spliced = true;
-                        continue;
-                    }
-                    if let Some((name, Value::Array(elems))) = self.fragment(item, depth) {
-                        // A list fragment as a list element splices in.
-                        for (j, el) in elems.iter().enumerate() {
-                            let at = FieldPath::root()
-                                .key("fragments")
-                                .key(name.clone())
-                                .index(j);
-                            let built =
-                                self.build(el, format!("{ptr}/{}", out.len()), at, depth + 1);
-                            out.push(built);
-                        }
-                        continue;
-                    }
-                    let built = self.build(
-                        item,
-                        format!("{ptr}/{}", out.len()),
-                        path.clone().index(i),
-                        depth,
-                    );
-                    out.push(built);
+                    let at = path.clone().index(i);
+                    self.push_item(item, (&ptr, at), depth, &mut out, &mut spliced);
                 }
                 self.origins.insert(
                     ptr,
@@ -629,6 +607,34 @@ impl<'a> Instance<'a> {
                 v.clone()
             }
         }
+    }
+
+    /// Adds list element `item` (at field path `at` of the list at `ptr`) to `out`: a list
+    /// fragment splices in, its own list fragments too, as the render splices them.
+    fn push_item(
+        &mut self,
+        item: &Value,
+        (ptr, at): (&str, FieldPath),
+        depth: usize,
+        out: &mut Vec<Value>,
+        spliced: &mut bool,
+    ) {
+        if single_key(item, "$splice").is_some() {
+            *spliced = true;
+            return;
+        }
+        if let Some((name, Value::Array(elems))) = self.fragment(item, depth) {
+            for (j, el) in elems.iter().enumerate() {
+                let at = FieldPath::root()
+                    .key("fragments")
+                    .key(name.clone())
+                    .index(j);
+                self.push_item(el, (ptr, at), depth + 1, out, spliced);
+            }
+            return;
+        }
+        let built = self.build(item, format!("{ptr}/{}", out.len()), at, depth);
+        out.push(built);
     }
 
     /// The origin of `ptr`'s nearest recorded ancestor-or-self, unless that or any ancestor is
@@ -973,7 +979,7 @@ mod tests {
             [
                 "rule pack error: r.yaml:5:43: rule a: unknown key \"vlue\" in a row of table \"rows\"; known keys: name, value",
                 "rule pack error: r.yaml:6:25: rule a: row does not match the schema of table \"rows\": 3 is not of type \"string\"",
-                "rule pack error: r.yaml:10:22: rule a: {$fragment: missing} names no fragment of this table",
+                "rule pack error: r.yaml:10:22: rule a: {$fragment: missing} names no fragment of this file",
             ]
         );
     }

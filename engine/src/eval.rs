@@ -780,9 +780,21 @@ impl Run<'_, '_> {
                 .get_or_init(|| VarBindings::new(&pack.variables, [])),
         );
         let mut frags = Fragments::new();
-        let none = Fragments::new();
+        // In dependency order (see the pack's compile): a fragment inserts or reads only
+        // fragments rendered before it.
         for (name, t) in &self.pack.fragments {
-            match t.render_checked(&s, &none) {
+            let mut reads_fragments = false;
+            t.for_each_expr(&mut |e: &Expr| {
+                reads_fragments |=
+                    !matches!(e.fragment_reads(), FieldReads::Fields(f) if f.is_empty());
+            });
+            if reads_fragments {
+                s.bind_shared(
+                    "fragments",
+                    Arc::new(Value::Object(frags.clone().into_iter().collect())),
+                );
+            }
+            match t.render_checked(&s, &frags) {
                 Ok(v) => {
                     frags.insert(name.clone(), v);
                 }
@@ -2319,6 +2331,33 @@ mod tests {
         assert_eq!(out["spec"]["env"], json!([{"name": "IMAGE", "value": "x"}]));
     }
 
+    #[test]
+    fn a_pack_fragment_inserts_another_and_an_unknown_one_is_refused_where_written() {
+        let (findings, out) = run(
+            "fragments:\n  both: [{$fragment: one}, {name: B, value: b}]\n  one: [{name: A, value: \"${{ object.spec.image }}\"}]\nrules:\n- id: adds\n  mutate:\n  - append: {path: spec.env, values: [{$fragment: both}]}\n",
+            NO_LABELS,
+        );
+        assert!(findings.is_empty(), "{findings:?}");
+        assert_eq!(
+            out["spec"]["env"],
+            json!([{"name": "A", "value": "x"}, {"name": "B", "value": "b"}])
+        );
+        let text = format!(
+            "{HEAD}stage: s\nfragments:\n  one: [{{$fragment: tow}}]\nrules:\n- id: adds\n  mutate:\n  - append: {{path: spec.env, values: [{{$fragment: onee}}]}}\n"
+        );
+        let err = RuleSet::from_sources(&[Source::new("rules/p.yaml", text)]).expect_err("refused");
+        assert_eq!(
+            err.errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            [
+                "rule pack error: rules/p.yaml:7:21: {$fragment: tow} names no fragment of this file",
+                "rule pack error: rules/p.yaml:11:51: rule adds: {$fragment: onee} names no fragment of this file",
+            ]
+        );
+    }
+
     /// The CEL cost units evaluating `body` on `doc` used, and its findings.
     fn units(body: &str, doc: &str) -> (Option<u64>, Vec<String>) {
         let _open = crate::cost::DocumentBudget::open();
@@ -3042,6 +3081,41 @@ mod tests {
             let rows = t.render(&json!({"n": n})).expect("renders");
             assert_eq!(rows, [("all".to_string(), json!({"v": want}))]);
         }
+    }
+
+    #[test]
+    fn a_fragment_may_insert_or_read_a_fragment_after_it_by_name() {
+        let t = table(concat!(
+            "fragments:\n",
+            "  a: [{$fragment: z}, x]\n",
+            "  b: \"${{ fragments.y + 1 }}\"\n",
+            "  y: \"${{ params.n }}\"\n",
+            "  z: [w, {$fragment: y}]\n",
+            "entries:\n",
+            "- id: all\n  v: [{$fragment: a}, {$fragment: b}]\n",
+        ));
+        let rows = t.render(&json!({"n": 4})).expect("renders");
+        assert_eq!(rows, [("all".to_string(), json!({"v": ["w", 4, "x", 5]}))]);
+    }
+
+    #[test]
+    fn fragments_in_a_cycle_are_refused_where_they_are_written() {
+        let text = format!(
+            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {{name: t}}\nfragments:\n  a: {{$fragment: a}}\n  b: [{{$fragment: c}}]\n  c: \"${{{{ fragments.b }}}}\"\n  d: {{$fragment: b}}\nentries:\n- id: e\n  v: {{$fragment: d}}\n"
+        );
+        let err = RuleSet::from_sources(&[Source::new("rules/t.yaml", text)]).expect_err("cycle");
+        assert_eq!(
+            err.errors
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>(),
+            [
+                "rule pack error: rules/t.yaml:5:3: fragment a inserts or reads itself: a fragment cannot contain itself",
+                "rule pack error: rules/t.yaml:6:3: fragment b uses c, which use it in turn (a cycle): a fragment cannot contain itself, directly or through others",
+                "rule pack error: rules/t.yaml:7:6: fragment c uses b, which use it in turn (a cycle): a fragment cannot contain itself, directly or through others",
+                "rule pack error: rules/t.yaml:8:3: fragment d uses b, in a cycle of fragments that contain themselves",
+            ]
+        );
     }
 
     #[test]

@@ -19,7 +19,7 @@
 
 use rayon::prelude::*;
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -1045,16 +1045,167 @@ fn compile_fragments(
     frags: &BTreeMap<String, Value>,
     problems: &mut Vec<Problem>,
 ) -> Vec<(String, Template)> {
-    let mut out = Vec::with_capacity(frags.len());
+    let mut compiled = BTreeMap::new();
     for (name, v) in frags {
         let path = FieldPath::root()
             .key("fragments")
             .key(name.clone())
             .to_string();
         match compile_template(doc, &path, None, v) {
-            Ok(t) => out.push((name.clone(), t)),
+            Ok(t) => {
+                compiled.insert(name.clone(), t);
+            }
             Err(p) => problems.push(p),
         }
+    }
+    // Each fragment's `{$fragment: name}` must name a fragment of the file, reported where it
+    // is written.
+    let raw = doc.value.get("fragments");
+    for (name, t) in &compiled {
+        let at = format!("fragments[{}]", crate::quote::go_quote(name));
+        unknown_fragment_refs(
+            doc,
+            t,
+            raw.and_then(|f| f.get(name)),
+            &at,
+            None,
+            frags,
+            problems,
+        );
+    }
+    order_fragments(doc, compiled, problems)
+}
+
+/// `{$fragment: name}`s of `t` (written as `raw`, at field path `path`) that name no fragment
+/// of `known`, each a problem where it is written.
+fn unknown_fragment_refs(
+    doc: &Document,
+    t: &Template,
+    raw: Option<&Value>,
+    path: &str,
+    rule: Option<&str>,
+    known: &BTreeMap<String, Value>,
+    problems: &mut Vec<Problem>,
+) {
+    let mut refs = Vec::new();
+    t.fragment_refs(&mut refs);
+    if refs.iter().all(|r| known.contains_key(r)) {
+        return;
+    }
+    let mut written = Vec::new();
+    if let Some(raw) = raw {
+        fragment_ref_paths(raw, path, &mut written);
+    }
+    for r in refs.iter().filter(|r| !known.contains_key(*r)) {
+        let at = written
+            .iter()
+            .find(|(name, _)| name == r)
+            .map_or(path, |(_, at)| at.as_str());
+        problems.push(problem(
+            ProblemKind::Shape,
+            doc,
+            at,
+            rule,
+            format!("{{$fragment: {r}}} names no fragment of this file"),
+        ));
+    }
+}
+
+/// The fragments in the order they render: each after those it inserts (`{$fragment: x}`)
+/// or reads (`fragments.x` in CEL; one that reads `fragments` whole after those before it by
+/// name that do not), otherwise by name. A fragment in a cycle is a problem, and left out.
+fn order_fragments(
+    doc: &Document,
+    compiled: BTreeMap<String, Template>,
+    problems: &mut Vec<Problem>,
+) -> Vec<(String, Template)> {
+    let names: BTreeSet<String> = compiled.keys().cloned().collect();
+    let mut whole = BTreeSet::new();
+    let mut deps: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (name, t) in &compiled {
+        let mut refs = Vec::new();
+        t.fragment_refs(&mut refs);
+        let mut d: BTreeSet<String> = refs.into_iter().filter(|r| names.contains(r)).collect();
+        t.for_each_expr(&mut |e: &Expr| match e.fragment_reads() {
+            crate::expr::FieldReads::All => {
+                whole.insert(name.clone());
+            }
+            crate::expr::FieldReads::Fields(f) => {
+                d.extend(f.iter().filter(|r| names.contains(*r)).cloned());
+            }
+        });
+        deps.insert(name.clone(), d);
+    }
+    // One that reads `fragments` whole sees those before it by name (which it cannot name).
+    for name in &whole {
+        let before = names
+            .iter()
+            .filter(|n| *n < name && !whole.contains(*n))
+            .cloned();
+        deps.entry(name.clone()).or_default().extend(before);
+    }
+    let mut compiled = compiled;
+    let mut out = Vec::with_capacity(compiled.len());
+    let mut done = BTreeSet::new();
+    loop {
+        let ready: Vec<String> = deps
+            .iter()
+            .filter(|(n, d)| !done.contains(*n) && d.iter().all(|x| done.contains(x)))
+            .map(|(n, _)| n.clone())
+            .collect();
+        if ready.is_empty() {
+            break;
+        }
+        for n in ready {
+            if let Some(t) = compiled.remove(&n) {
+                out.push((n.clone(), t));
+            }
+            done.insert(n);
+        }
+    }
+    // Left: the fragments in a cycle, and those that use one.
+    let waits = |n: &str| -> Vec<&str> {
+        deps.get(n)
+            .into_iter()
+            .flatten()
+            .filter(|d| !done.contains(*d))
+            .map(String::as_str)
+            .collect()
+    };
+    let in_cycle = |n: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = waits(n);
+        while let Some(x) = todo.pop() {
+            if x == n {
+                return true;
+            }
+            if seen.insert(x) {
+                todo.extend(waits(x));
+            }
+        }
+        false
+    };
+    for (name, _) in compiled {
+        let message = if waits(&name) == [name.as_str()] {
+            format!("fragment {name} inserts or reads itself: a fragment cannot contain itself")
+        } else if in_cycle(&name) {
+            format!(
+                "fragment {name} uses {}, which use it in turn (a cycle): a fragment cannot contain itself, directly or through others",
+                waits(&name).join(", ")
+            )
+        } else {
+            format!(
+                "fragment {name} uses {}, in a cycle of fragments that contain themselves",
+                waits(&name).join(", ")
+            )
+        };
+        problems.push(problem(
+            ProblemKind::Shape,
+            doc,
+            &format!("fragments[{}]", crate::quote::go_quote(&name)),
+            None,
+            message,
+        ));
     }
     out
 }
@@ -1214,6 +1365,24 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
         }
     }
     let file = file?;
+    // A mutation's `{$fragment: name}` must name a fragment of the pack.
+    for r in &rules {
+        let mut written = Vec::new();
+        for (j, m) in r.mutate_source.iter().enumerate() {
+            fragment_ref_paths(m, &format!("rules[{}].mutate[{j}]", r.index), &mut written);
+        }
+        for (name, at) in written {
+            if !file.fragments.contains_key(&name) {
+                problems.push(problem(
+                    ProblemKind::Shape,
+                    doc,
+                    &at,
+                    Some(&r.id),
+                    format!("{{$fragment: {name}}} names no fragment of this file"),
+                ));
+            }
+        }
+    }
     let (variables, variable_at) = compile_vars(doc, "variables", None, &file.variables, problems);
     Some(CompiledPack {
         name: file.metadata.name,
@@ -1453,40 +1622,20 @@ fn compile_table(doc: &Document, problems: &mut Vec<Problem>) -> Option<Table> {
         }
     }
     let fragments = compile_fragments(doc, &file.fragments, problems);
-    // `{$fragment: name}` must name a fragment of this table; each one that does not is
-    // reported where it is written.
-    let known: HashSet<&str> = file.fragments.keys().map(String::as_str).collect();
-    let mut check = |t: &Template, raw: Option<&Value>, path: &str, rule: Option<&str>| {
-        let mut refs = Vec::new();
-        t.fragment_refs(&mut refs);
-        if refs.iter().all(|r| known.contains(r.as_str())) {
-            return;
-        }
-        let mut written = Vec::new();
-        if let Some(raw) = raw {
-            fragment_ref_paths(raw, path, &mut written);
-        }
-        for r in refs.iter().filter(|r| !known.contains(r.as_str())) {
-            let at = written
-                .iter()
-                .find(|(name, _)| name == r)
-                .map_or(path, |(_, at)| at.as_str());
-            problems.push(problem(
-                ProblemKind::Shape,
-                doc,
-                at,
-                rule,
-                format!("{{$fragment: {r}}} names no fragment of this table"),
-            ));
-        }
-    };
+    // `{$fragment: name}` must name a fragment of this table (those in fragments are checked
+    // with them); each one that does not is reported where it is written.
     for e in &entries {
         let raw = doc.value.get("entries").and_then(|v| v.get(e.index));
-        check(&e.body, raw, &format!("entries[{}]", e.index), Some(&e.id));
-    }
-    for (name, t) in &fragments {
-        let raw = doc.value.get("fragments").and_then(|v| v.get(name));
-        check(t, raw, &format!("fragments[\"{name}\"]"), None);
+        let at = format!("entries[{}]", e.index);
+        unknown_fragment_refs(
+            doc,
+            &e.body,
+            raw,
+            &at,
+            Some(&e.id),
+            &file.fragments,
+            problems,
+        );
     }
     Some(Table {
         name: file.metadata.name,
