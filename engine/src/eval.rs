@@ -3100,9 +3100,7 @@ mod tests {
 
     #[test]
     fn fragments_in_a_cycle_are_refused_where_they_are_written() {
-        let text = format!(
-            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {{name: t}}\nfragments:\n  a: {{$fragment: a}}\n  b: [{{$fragment: c}}]\n  c: \"${{{{ fragments.b }}}}\"\n  d: {{$fragment: b}}\nentries:\n- id: e\n  v: {{$fragment: d}}\n"
-        );
+        let text = "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: t}\nfragments:\n  a: {$fragment: a}\n  b: [{$fragment: c}]\n  c: \"${{ fragments.b }}\"\n  d: {$fragment: b}\nentries:\n- id: e\n  v: {$fragment: d}\n";
         let err = RuleSet::from_sources(&[Source::new("rules/t.yaml", text)]).expect_err("cycle");
         assert_eq!(
             err.errors
