@@ -32,9 +32,9 @@ struct RawSuite {
     cases: Vec<RawCase>,
 }
 
-/// A suite file as read: the cases are read one by one (see [`RawSuite`] for the format).
+/// A suite file as read: the cases are read one by one (see [`RawSuite`] for the format; a
+/// key beside `cases` is reported apart).
 #[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
 struct ReadSuite {
     cases: Vec<serde_json::Value>,
 }
@@ -250,11 +250,22 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, SuiteErrors> {
         doc: &doc,
         dir: path.parent().unwrap_or(Path::new("")),
     };
-    let raw: ReadSuite =
-        nvcre_engine::read_mapping(&doc.value).map_err(|e| r.serde(&FieldPath::root(), &e))?;
+    let mut errors = Vec::new();
+    // A key beside `cases` is reported, and the cases are still read.
+    if let Some(top) = doc.value.as_object() {
+        for key in top.keys().filter(|k| *k != "cases") {
+            errors.push(r.err(
+                &FieldPath::root().key(key.clone()),
+                &format!("unknown key {key:?} (expected one of: cases)"),
+            ));
+        }
+    }
+    let raw: ReadSuite = nvcre_engine::read_mapping(&doc.value).map_err(|e| {
+        errors.push(r.serde(&FieldPath::root(), &e));
+        SuiteErrors(std::mem::take(&mut errors))
+    })?;
     let cases_path = FieldPath::root().key("cases");
     let mut cases = Vec::new();
-    let mut errors = Vec::new();
     let mut notes: HashSet<String> = HashSet::new();
     // Each case is read on its own, so every broken case is reported, not only the first.
     for (i, item) in raw.cases.iter().enumerate() {
@@ -458,9 +469,15 @@ impl Reader<'_> {
             )),
             (None, Some(file)) => {
                 let path = self.dir.join(&file);
-                let text = std::fs::read_to_string(&path).map_err(|source| SuiteError::Io {
-                    path: path.display().to_string(),
-                    source,
+                let text = std::fs::read_to_string(&path).map_err(|source| {
+                    self.err(
+                        &at.clone().key("inputFile"),
+                        &format!(
+                            "reading {}: {} (inputFile is relative to the suite file)",
+                            path.display(),
+                            nvcre_engine::limits::io_error_text(&source)
+                        ),
+                    )
                 })?;
                 Ok(Source::new(path.display().to_string(), text))
             }
@@ -794,6 +811,20 @@ pub(super) mod tests {
                 "rule test suite error: t.yaml:3:5: cases[0].inptu: unknown key \"inptu\" (expected one of: note, input, inputFile, context, rules, mode, profile, thresholds, want_findings, want_output, want_output_exact, want_error, want_exit, property)",
                 "rule test suite error: t.yaml:13:33: cases[2].want_findings[0].severty: unknown key \"severty\" (expected one of: ruleId, severity, message, messageRegex, fieldPath, line, column)",
                 "rule test suite error: t.yaml:14:5: cases[3].note: duplicate note \"b\" (notes are unique in a file)",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_key_beside_cases_and_a_missing_input_file_are_reported_with_the_cases() {
+        let text = "extra: 1\ncases:\n  - note: a\n    inputFile: data/nope.yaml\n    want_exit: 0\n  - note: b\n    inptu: x\n";
+        let err = parse_suite(Path::new("s/t.yaml"), text).expect_err("broken");
+        assert_eq!(
+            err.0.iter().map(ToString::to_string).collect::<Vec<_>>(),
+            [
+                "rule test suite error: s/t.yaml:1:1: extra: unknown key \"extra\" (expected one of: cases)",
+                "rule test suite error: s/t.yaml:4:5: cases[0].inputFile: reading s/data/nope.yaml: no such file or directory (inputFile is relative to the suite file)",
+                "rule test suite error: s/t.yaml:7:5: cases[1].inptu: unknown key \"inptu\" (expected one of: note, input, inputFile, context, rules, mode, profile, thresholds, want_findings, want_output, want_output_exact, want_error, want_exit, property)",
             ]
         );
     }
