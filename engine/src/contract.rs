@@ -985,6 +985,18 @@ mod tests {
     }
 
     #[test]
+    fn a_template_that_does_not_compile_is_refused_at_its_node() {
+        assert_eq!(
+            load(&format!(
+                "{TABLE}entries:\n- id: a\n  args:\n  - x\n  - {{$fragment: 42}}\n"
+            )),
+            [
+                "rule pack error: r.yaml:8:17: rule a: template: $fragment takes a fragment name (a string), not 42"
+            ]
+        );
+    }
+
+    #[test]
     fn a_table_param_it_is_not_rendered_with_and_an_unknown_table() {
         assert_eq!(
             load(&format!(

@@ -2443,28 +2443,46 @@ impl Template {
     /// # Errors
     /// [`CompileError`]: the first expression that does not compile, with the expression text.
     pub fn compile(v: &Value) -> Result<Template, CompileError> {
-        Template::compile_value(v).map_err(|message| CompileError { message, at: None })
+        Template::compile_located(v).map_err(|(_, message)| CompileError { message, at: None })
     }
 
-    fn compile_value(v: &Value) -> Result<Template, String> {
+    /// [`Template::compile`], with the error's place in `v`: the path segments from `v` to
+    /// the node that does not compile, and the message.
+    ///
+    /// # Errors
+    /// As [`Template::compile`].
+    pub fn compile_located(v: &Value) -> Result<Template, (Vec<crate::path::Segment>, String)> {
+        let mut at = Vec::new();
+        Template::compile_value(v, &mut at).map_err(|message| (at, message))
+    }
+
+    /// Compiles `v`; on an error, `at` holds the path to the node that failed.
+    fn compile_value(v: &Value, at: &mut Vec<crate::path::Segment>) -> Result<Template, String> {
+        use crate::path::Segment;
         match v {
             Value::String(s) => compile_string(s),
             Value::Array(items) => {
                 let mut out = Vec::with_capacity(items.len());
-                for item in items {
+                for (i, item) in items.iter().enumerate() {
+                    at.push(Segment::Index(i));
                     if let Some(spliced) = single_key(item, "$splice") {
-                        out.push(Item::Splice(Template::compile_value(spliced)?));
+                        at.push(Segment::Key("$splice".to_string()));
+                        out.push(Item::Splice(Template::compile_value(spliced, at)?));
+                        at.pop();
                     } else {
-                        out.push(Item::One(Template::compile_value(item)?));
+                        out.push(Item::One(Template::compile_value(item, at)?));
                     }
+                    at.pop();
                 }
                 Ok(Template::List(out))
             }
             Value::Object(map) => {
                 if let Some(name) = single_key(map_value(v), "$fragment") {
-                    let name = name
-                        .as_str()
-                        .ok_or_else(|| "$fragment takes a fragment name".to_string())?;
+                    at.push(Segment::Key("$fragment".to_string()));
+                    let name = name.as_str().ok_or_else(|| {
+                        format!("$fragment takes a fragment name (a string), not {name}")
+                    })?;
+                    at.pop();
                     return Ok(Template::Fragment(name.to_string()));
                 }
                 if let Some(cond) = map.get("$if") {
@@ -2480,19 +2498,27 @@ impl Template {
                     {
                         return Err(format!("unexpected key {k:?} beside $if"));
                     }
-                    return Ok(Template::If(
-                        Expr::compile(strip_braces(cond))
-                            .map_err(|e| format!("in $if {cond:?}: {e}"))?,
-                        Box::new(Template::compile_value(then)?),
-                        map.get("$else")
-                            .map(Template::compile_value)
-                            .transpose()?
-                            .map(Box::new),
-                    ));
+                    let cond = Expr::compile(strip_braces(cond))
+                        .map_err(|e| format!("in $if {cond:?}: {e}"))?;
+                    at.push(Segment::Key("$then".to_string()));
+                    let then = Template::compile_value(then, at)?;
+                    at.pop();
+                    let otherwise = match map.get("$else") {
+                        Some(e) => {
+                            at.push(Segment::Key("$else".to_string()));
+                            let e = Template::compile_value(e, at)?;
+                            at.pop();
+                            Some(Box::new(e))
+                        }
+                        None => None,
+                    };
+                    return Ok(Template::If(cond, Box::new(then), otherwise));
                 }
                 let mut out = Vec::with_capacity(map.len());
                 for (k, val) in map {
-                    out.push((compile_string(k)?, Template::compile_value(val)?));
+                    at.push(Segment::Key(k.clone()));
+                    out.push((compile_string(k)?, Template::compile_value(val, at)?));
+                    at.pop();
                 }
                 if out.iter().all(|(k, v)| {
                     matches!(k, Template::Literal(_)) && matches!(v, Template::Literal(_))

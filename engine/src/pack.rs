@@ -998,13 +998,23 @@ fn compile_template(
     rule: Option<&str>,
     v: &Value,
 ) -> Result<Template, Problem> {
-    Template::compile(v).map_err(|e| {
+    Template::compile_located(v).map_err(|(segments, message)| {
+        // At the node that does not compile, when the path to it reads back.
+        let at = FieldPath::parse(path)
+            .ok()
+            .map(|mut p| {
+                for s in segments {
+                    p.push(s);
+                }
+                p.to_string()
+            })
+            .unwrap_or_else(|| path.to_string());
         problem(
             ProblemKind::Compile,
             doc,
-            path,
+            &at,
             rule,
-            format!("template: {e}"),
+            format!("template: {message}"),
         )
     })
 }
