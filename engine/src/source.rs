@@ -366,26 +366,12 @@ pub(crate) fn parse_text(
         Some(read) => read,
         None => match read_serde(text, line_offset, budget) {
             Ok(read) => read,
-            Err(SerdeError::Duplicate(d)) => return Err(d.into_error(source)),
-            Err(SerdeError::Yaml(e)) => {
-                // Concatenated JSON values (`jq '.items[]'`, `kubectl get -o json` of several
-                // commands) are not one YAML document but are a stream `kubectl apply -f` reads:
-                // each value is read as its own document, at its own line and column.
-                return match json_values(text) {
-                    Some(values) => parse_json_values(
-                        source,
-                        text,
-                        &values,
-                        (line_offset, first_index),
-                        scale,
-                        limits,
-                    ),
-                    None => Err(yaml_error(source, text, &e, line_offset, scale, limits)),
-                };
+            Err(e) => {
+                return refused(source, text, e, (line_offset, first_index), scale, limits);
             }
         },
     };
-    if text.contains('\t')
+    if tab_after_indentation(text)
         && let Some(pos) = events::tab_indenting_block_node(text, line_offset)
     {
         return Err(Error::Yaml {
@@ -404,6 +390,46 @@ pub(crate) fn parse_text(
             spans,
         })
         .collect())
+}
+
+/// What [`parse_text`] returns for a text the serde reader refused: the error, or, for
+/// concatenated JSON values (`jq '.items[]'`), which are not one YAML document but are a
+/// stream `kubectl apply -f` reads, each value as its own document at its own line and
+/// column.
+#[cold]
+fn refused(
+    source: &Arc<Source>,
+    text: &str,
+    e: SerdeError,
+    (line_offset, first_index): (usize, usize),
+    scale: usize,
+    limits: &crate::limits::Limits,
+) -> Result<Vec<Document>, Error> {
+    match e {
+        SerdeError::Duplicate(d) => Err(d.into_error(source)),
+        SerdeError::Yaml(e) => match json_values(text) {
+            Some(values) => parse_json_values(
+                source,
+                text,
+                &values,
+                (line_offset, first_index),
+                scale,
+                limits,
+            ),
+            None => Err(yaml_error(source, text, &e, line_offset, scale, limits)),
+        },
+    }
+}
+
+/// True when a line of `text` has a tab right after its leading spaces and `-` indicators:
+/// only then may a tab indent a block node ([`events::tab_indenting_block_node`] parses the
+/// text again to tell). A tab inside a line (`key:\tvalue`, a script's) needs no second parse.
+fn tab_after_indentation(text: &str) -> bool {
+    // Most texts hold no tab at all: one fast scan.
+    text.contains('\t')
+        && text
+            .split('\n')
+            .any(|line| line.trim_start_matches([' ', '-']).starts_with('\t'))
 }
 
 /// The byte ranges of the JSON values of `text` when it is two or more JSON objects or arrays
@@ -722,7 +748,7 @@ pub(crate) fn yaml_error(
     // A tab that indents a block key or collection before the place the parser stopped is the
     // first error of the text (a line after it, correctly indented, no longer fits the block
     // the tab opened, and the parser says so there).
-    if text.contains('\t')
+    if tab_after_indentation(text)
         && let Some(tab) = events::tab_indenting_block_node(text, line_offset)
         && pos.is_none_or(|p| (tab.line, tab.column) <= (p.line, p.column))
     {
