@@ -200,7 +200,8 @@ impl<R: BufRead> ChunkReader<R> {
             Some(scan) => scan.feed(line),
             None if !self.content && starts_json_value(line) => {
                 let mut scan = JsonScan::default();
-                scan.feed(line);
+                // A byte order mark before the first value is not content.
+                scan.feed(line.trim_start_matches('\u{feff}'));
                 self.json = Some(scan);
             }
             None => {}
@@ -450,6 +451,8 @@ mod tests {
                 (9, "{\"d\": 2}\n"),
             ]
         );
+        // After a byte order mark too.
+        assert_eq!(chunks("\u{feff}{\"a\": 1}\n{\"b\": 2}\n").len(), 2);
         // YAML whose lines start with flow collections (a flow key) is never cut.
         assert_eq!(chunks("[a]: b\n[c]: d\n").len(), 1);
         assert_eq!(chunks("a: 1\n{b: 2}\n").len(), 1);
