@@ -461,6 +461,23 @@ struct Pending<'r> {
     reported: BTreeSet<Arc<str>>,
 }
 
+/// Binds `fragments` in `scope` to `rendered` (the fragments rendered so far) when fragment
+/// `t`'s CEL reads `fragments`: a later fragment may read the earlier ones, and the copy is
+/// made only for one that does, since copying them for each fragment grew with the square of
+/// their number.
+fn bind_fragments_read(scope: &mut Scope, t: &Template, rendered: &Fragments) {
+    let mut reads = false;
+    t.for_each_expr(&mut |e: &Expr| {
+        reads |= !matches!(e.fragment_reads(), FieldReads::Fields(f) if f.is_empty());
+    });
+    if reads {
+        scope.bind_shared(
+            "fragments",
+            Arc::new(Value::Object(rendered.clone().into_iter().collect())),
+        );
+    }
+}
+
 /// The pack-level scope rules run in: `object`, `params`, pack `variables`, `fragments`.
 /// A `forEach` item: a CEL value, or the place of a JSON list's element (a shared document and
 /// the path to the element).
@@ -783,17 +800,7 @@ impl Run<'_, '_> {
         // In dependency order (see the pack's compile): a fragment inserts or reads only
         // fragments rendered before it.
         for (name, t) in &self.pack.fragments {
-            let mut reads_fragments = false;
-            t.for_each_expr(&mut |e: &Expr| {
-                reads_fragments |=
-                    !matches!(e.fragment_reads(), FieldReads::Fields(f) if f.is_empty());
-            });
-            if reads_fragments {
-                s.bind_shared(
-                    "fragments",
-                    Arc::new(Value::Object(frags.clone().into_iter().collect())),
-                );
-            }
+            bind_fragments_read(&mut s, t, &frags);
             match t.render_checked(&s, &frags) {
                 Ok(v) => {
                     frags.insert(name.clone(), v);
@@ -1951,20 +1958,7 @@ impl Table {
     fn fragments_rendered(&self, scope: &mut Scope) -> Result<RenderedFragments, Error> {
         let mut frags = Fragments::new();
         for (name, t) in &self.fragments {
-            // A later fragment may read the earlier ones as `fragments` in CEL: bound
-            // (a copy of those rendered so far) only for one that does, since copying
-            // them for each fragment grew with the square of their number.
-            let mut reads_fragments = false;
-            t.for_each_expr(&mut |e: &Expr| {
-                reads_fragments |=
-                    !matches!(e.fragment_reads(), FieldReads::Fields(f) if f.is_empty());
-            });
-            if reads_fragments {
-                scope.bind_shared(
-                    "fragments",
-                    Arc::new(Value::Object(frags.clone().into_iter().collect())),
-                );
-            }
+            bind_fragments_read(scope, t, &frags);
             let v = t.render(scope, &frags).map_err(|message| Error::Pack {
                 file: self.source.name.clone(),
                 pos: None,

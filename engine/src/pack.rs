@@ -1070,53 +1070,32 @@ fn compile_fragments(
     }
     // Each fragment's `{$fragment: name}` must name a fragment of the file, reported where it
     // is written.
-    let raw = doc.value.get("fragments");
-    for (name, t) in &compiled {
+    for (name, raw) in frags {
         let at = format!("fragments[{}]", crate::quote::go_quote(name));
-        unknown_fragment_refs(
-            doc,
-            t,
-            raw.and_then(|f| f.get(name)),
-            &at,
-            None,
-            frags,
-            problems,
-        );
+        unknown_fragment_refs(doc, raw, &at, None, frags, problems);
     }
     order_fragments(doc, compiled, problems)
 }
 
-/// `{$fragment: name}`s of `t` (written as `raw`, at field path `path`) that name no fragment
-/// of `known`, each a problem where it is written.
+/// Each `{$fragment: name}` written in `raw` (found at field path `path`) that names no
+/// fragment of `known`, a problem where it is written.
 fn unknown_fragment_refs(
     doc: &Document,
-    t: &Template,
-    raw: Option<&Value>,
+    raw: &Value,
     path: &str,
     rule: Option<&str>,
     known: &BTreeMap<String, Value>,
     problems: &mut Vec<Problem>,
 ) {
-    let mut refs = Vec::new();
-    t.fragment_refs(&mut refs);
-    if refs.iter().all(|r| known.contains_key(r)) {
-        return;
-    }
     let mut written = Vec::new();
-    if let Some(raw) = raw {
-        fragment_ref_paths(raw, path, &mut written);
-    }
-    for r in refs.iter().filter(|r| !known.contains_key(*r)) {
-        let at = written
-            .iter()
-            .find(|(name, _)| name == r)
-            .map_or(path, |(_, at)| at.as_str());
+    fragment_ref_paths(raw, path, &mut written);
+    for (name, at) in written.into_iter().filter(|(n, _)| !known.contains_key(n)) {
         problems.push(problem(
             ProblemKind::Shape,
             doc,
-            at,
+            &at,
             rule,
-            format!("{{$fragment: {r}}} names no fragment of this file"),
+            format!("{{$fragment: {name}}} names no fragment of this file"),
         ));
     }
 }
@@ -1377,20 +1356,9 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
     let file = file?;
     // A mutation's `{$fragment: name}` must name a fragment of the pack.
     for r in &rules {
-        let mut written = Vec::new();
         for (j, m) in r.mutate_source.iter().enumerate() {
-            fragment_ref_paths(m, &format!("rules[{}].mutate[{j}]", r.index), &mut written);
-        }
-        for (name, at) in written {
-            if !file.fragments.contains_key(&name) {
-                problems.push(problem(
-                    ProblemKind::Shape,
-                    doc,
-                    &at,
-                    Some(&r.id),
-                    format!("{{$fragment: {name}}} names no fragment of this file"),
-                ));
-            }
+            let at = format!("rules[{}].mutate[{j}]", r.index);
+            unknown_fragment_refs(doc, m, &at, Some(&r.id), &file.fragments, problems);
         }
     }
     let (variables, variable_at) = compile_vars(doc, "variables", None, &file.variables, problems);
@@ -1635,17 +1603,10 @@ fn compile_table(doc: &Document, problems: &mut Vec<Problem>) -> Option<Table> {
     // `{$fragment: name}` must name a fragment of this table (those in fragments are checked
     // with them); each one that does not is reported where it is written.
     for e in &entries {
-        let raw = doc.value.get("entries").and_then(|v| v.get(e.index));
-        let at = format!("entries[{}]", e.index);
-        unknown_fragment_refs(
-            doc,
-            &e.body,
-            raw,
-            &at,
-            Some(&e.id),
-            &file.fragments,
-            problems,
-        );
+        if let Some(raw) = file.entries.get(e.index) {
+            let at = format!("entries[{}]", e.index);
+            unknown_fragment_refs(doc, raw, &at, Some(&e.id), &file.fragments, problems);
+        }
     }
     Some(Table {
         name: file.metadata.name,

@@ -2686,14 +2686,9 @@ fn a_node_health_expression_that_does_not_compile_is_an_input_error() {
 #[test]
 fn concatenated_json_objects_are_documents() {
     let input = "{\n  \"apiVersion\": \"v1\", \"kind\": \"ConfigMap\",\n  \"metadata\": {\"name\": \"ok\"}\n}\n{\"apiVersion\": \"v1\", \"kind\": \"ConfigMap\", \"metadata\": {\"name\": \"Not_OK\"}}\n";
-    let mut cmd = bin();
-    let out = cmd
-        .args(["check", "-o", "json", "-"])
-        .write_stdin(input)
-        .output()
-        .expect("runs");
-    assert_eq!(out.status.code(), Some(1));
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let (code, stdout, _) = run_in(&["check", "-o", "json", "in.yaml"], input);
+    assert_eq!(code, 1);
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
     assert_eq!(report["results"][0]["documents"], 2);
     assert_eq!(
         located_rows(&report, "message"),
@@ -2704,36 +2699,28 @@ fn concatenated_json_objects_are_documents() {
             "ConfigMap name \"Not_OK\" is not a lowercase RFC 1123 subdomain of at most 253 characters".to_string()
         )]
     );
+    // The seed example as one-line JSON, then pretty-printed: two Workflows, each the one
+    // its YAML renders.
+    let example = path("examples/nccl-all-reduce.yaml");
+    let run: serde_json::Value =
+        serde_saphyr::from_str(&std::fs::read_to_string(example).expect("read")).expect("yaml");
     let runs = format!(
         "{}\n{}",
-        serde_json::to_string(&serde_yaml_run("examples/nccl-all-reduce.yaml")).expect("json"),
-        serde_json::to_string_pretty(&serde_yaml_run("examples/nccl-all-reduce.yaml"))
-            .expect("json")
+        serde_json::to_string(&run).expect("json"),
+        serde_json::to_string_pretty(&run).expect("json")
     );
-    let mut cmd = bin();
-    let out = cmd
-        .args(["render", "--gpu-arch", "h100", "-o", "json", "-"])
-        .write_stdin(runs)
-        .output()
-        .expect("runs");
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let (code, stdout, stderr) = run_in(
+        &["render", "--gpu-arch", "h100", "-o", "json", "in.yaml"],
+        runs,
     );
-    let one = workflow_of("examples/nccl-all-reduce.yaml");
-    let one: serde_json::Value = serde_saphyr::from_str(&one).expect("yaml");
-    let both: Vec<serde_json::Value> = serde_json::Deserializer::from_slice(&out.stdout)
+    assert_eq!(code, 0, "{stderr}");
+    let one: serde_json::Value =
+        serde_saphyr::from_str(&workflow_of("examples/nccl-all-reduce.yaml")).expect("yaml");
+    let both: Vec<serde_json::Value> = serde_json::Deserializer::from_str(&stdout)
         .into_iter()
         .collect::<Result<_, _>>()
         .expect("json stream");
     assert_eq!(both, [one.clone(), one]);
-}
-
-/// A WorkloadRun example read as a JSON value.
-fn serde_yaml_run(rel: &str) -> serde_json::Value {
-    serde_saphyr::from_str(&std::fs::read_to_string(path(rel)).expect("read")).expect("yaml")
 }
 
 /// Concatenated JSON values that start lines are documents one by one: each has its own size
@@ -2761,20 +2748,14 @@ fn concatenated_json_objects_have_their_own_budgets_and_errors() {
         cm("Bad_A"),
         cm("Bad_C")
     );
-    let out = bin()
-        .args(["check", "--no-color", "-o", "github", "-"])
-        .write_stdin(input)
-        .output()
-        .expect("runs");
-    assert_eq!(out.status.code(), Some(2));
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let lines: Vec<&str> = stdout.lines().collect();
+    let (code, stdout, _) = run_in(&["check", "-o", "github", "in.yaml"], input);
+    assert_eq!(code, 2);
     assert_eq!(
-        lines,
+        stdout.lines().collect::<Vec<_>>(),
         [
-            "::error file=<stdin>,line=1,col=58,title=object-name::ConfigMap name \"Bad_A\" is not a lowercase RFC 1123 subdomain of at most 253 characters",
-            "::error file=<stdin>,line=3,col=58,title=object-name::ConfigMap name \"Bad_C\" is not a lowercase RFC 1123 subdomain of at most 253 characters",
-            "::error file=<stdin>,line=2,col=62,title=nvcre-policy::<stdin>:2:62: duplicate key \"name\" at metadata.name: first at 2:51, again at 2:62; keep one",
+            "::error file=in.yaml,line=1,col=58,title=object-name::ConfigMap name \"Bad_A\" is not a lowercase RFC 1123 subdomain of at most 253 characters",
+            "::error file=in.yaml,line=3,col=58,title=object-name::ConfigMap name \"Bad_C\" is not a lowercase RFC 1123 subdomain of at most 253 characters",
+            "::error file=in.yaml,line=2,col=62,title=nvcre-policy::in.yaml:2:62: duplicate key \"name\" at metadata.name: first at 2:51, again at 2:62; keep one",
         ]
     );
 }

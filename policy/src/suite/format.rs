@@ -801,32 +801,38 @@ pub(super) mod tests {
 
     #[test]
     fn every_broken_case_is_reported() {
-        let text = format!(
+        let cases = format!(
             "cases:\n  - note: a\n    inptu: x\n  - note: b\n    input: |\n{RUN}    want_exit: 0\n  - note: c\n    input: x\n    want_findings: [{{ruleId: r, severty: error}}]\n  - note: b\n    input: x\n    want_exit: 0\n"
         );
-        let err = parse_suite(Path::new("t.yaml"), &text).expect_err("broken");
-        assert_eq!(
-            err.0.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            [
-                "rule test suite error: t.yaml:3:5: cases[0].inptu: unknown key \"inptu\" (expected one of: note, input, inputFile, context, rules, mode, profile, thresholds, want_findings, want_output, want_output_exact, want_error, want_exit, property)",
-                "rule test suite error: t.yaml:13:33: cases[2].want_findings[0].severty: unknown key \"severty\" (expected one of: ruleId, severity, message, messageRegex, fieldPath, line, column)",
-                "rule test suite error: t.yaml:14:5: cases[3].note: duplicate note \"b\" (notes are unique in a file)",
-            ]
-        );
-    }
-
-    #[test]
-    fn a_key_beside_cases_and_a_missing_input_file_are_reported_with_the_cases() {
-        let text = "extra: 1\ncases:\n  - note: a\n    inputFile: data/nope.yaml\n    want_exit: 0\n  - note: b\n    inptu: x\n";
-        let err = parse_suite(Path::new("s/t.yaml"), text).expect_err("broken");
-        assert_eq!(
-            err.0.iter().map(ToString::to_string).collect::<Vec<_>>(),
-            [
-                "rule test suite error: s/t.yaml:1:1: extra: unknown key \"extra\" (expected one of: cases)",
-                "rule test suite error: s/t.yaml:4:5: cases[0].inputFile: reading s/data/nope.yaml: no such file or directory (inputFile is relative to the suite file)",
-                "rule test suite error: s/t.yaml:7:5: cases[1].inptu: unknown key \"inptu\" (expected one of: note, input, inputFile, context, rules, mode, profile, thresholds, want_findings, want_output, want_output_exact, want_error, want_exit, property)",
-            ]
-        );
+        let unknown_key = "unknown key \"inptu\" (expected one of: note, input, inputFile, context, rules, mode, profile, thresholds, want_findings, want_output, want_output_exact, want_error, want_exit, property)";
+        // A key beside `cases` and a missing `inputFile` are reported with the cases.
+        let beside = "extra: 1\ncases:\n  - note: a\n    inputFile: data/nope.yaml\n    want_exit: 0\n  - note: b\n    inptu: x\n";
+        for (file, text, want) in [
+            (
+                "t.yaml",
+                cases.as_str(),
+                [
+                    format!("t.yaml:3:5: cases[0].inptu: {unknown_key}"),
+                    "t.yaml:13:33: cases[2].want_findings[0].severty: unknown key \"severty\" (expected one of: ruleId, severity, message, messageRegex, fieldPath, line, column)".to_string(),
+                    "t.yaml:14:5: cases[3].note: duplicate note \"b\" (notes are unique in a file)".to_string(),
+                ],
+            ),
+            (
+                "s/t.yaml",
+                beside,
+                [
+                    "s/t.yaml:1:1: extra: unknown key \"extra\" (expected one of: cases)".to_string(),
+                    "s/t.yaml:4:5: cases[0].inputFile: reading s/data/nope.yaml: no such file or directory (inputFile is relative to the suite file)".to_string(),
+                    format!("s/t.yaml:7:5: cases[1].inptu: {unknown_key}"),
+                ],
+            ),
+        ] {
+            let err = parse_suite(Path::new(file), text).expect_err("broken");
+            assert_eq!(
+                err.0.iter().map(ToString::to_string).collect::<Vec<_>>(),
+                want.map(|w| format!("rule test suite error: {w}"))
+            );
+        }
     }
 
     #[test]
