@@ -406,7 +406,21 @@ fn refused(
     limits: &crate::limits::Limits,
 ) -> Result<Vec<Document>, Error> {
     match e {
-        SerdeError::Duplicate(d) => Err(d.into_error(source)),
+        SerdeError::Key(KeyProblem::Duplicate(d)) => Err(d.into_error(source)),
+        SerdeError::Key(KeyProblem::Complex { pos, pointer, what }) => {
+            let mut message = format!(
+                "a {what} as a mapping key at {}: Kubernetes objects (JSON) have text keys only; write the key as a string",
+                pointer_path(&pointer)
+            );
+            if let Some(line) = template_action(text, pos, line_offset) {
+                message = template_hint(&message, line);
+            }
+            Err(Error::Yaml {
+                source_name: source.name.clone(),
+                pos: Some(pos),
+                message,
+            })
+        }
         SerdeError::Yaml(e) => match json_values(text) {
             Some(values) => parse_json_values(
                 source,
@@ -503,7 +517,7 @@ fn parse_json_values(
 /// Why [`read_serde`] refused a text.
 enum SerdeError {
     Yaml(serde_saphyr::Error),
-    Duplicate(Duplicate),
+    Key(KeyProblem),
 }
 
 /// Reads `text` with serde-saphyr within `budget`: each non-empty document's value and spans.
@@ -523,17 +537,17 @@ fn read_serde(
     let mut docs = Vec::new();
     for node in nodes.into_iter().flatten() {
         let mut spans = SpanIndex::default();
-        let mut duplicate = None;
+        let mut problem = None;
         let value = into_value(
             node,
             None,
             (None, ""),
             &mut spans,
             (text, line_offset),
-            &mut duplicate,
+            &mut problem,
         );
-        if let Some(d) = duplicate {
-            return Err(SerdeError::Duplicate(d));
+        if let Some(p) = problem {
+            return Err(SerdeError::Key(p));
         }
         if !value.is_null() {
             docs.push((value, spans));
@@ -836,11 +850,42 @@ pub(crate) fn yaml_error(
         }
         message.to_string()
     });
+    let message = match pos.and_then(|p| template_action(text, p, line_offset)) {
+        Some(line) => template_hint(&message, line),
+        None => message,
+    };
     Error::Yaml {
         source_name: source.name.clone(),
         pos,
         message,
     }
+}
+
+/// `message` and what to do about the template action on stream `line`.
+fn template_hint(message: &str, line: usize) -> String {
+    format!(
+        "{message}; line {line} holds a template action ({{{{ … }}}}): render a Helm or Go template first (`helm template`) and check its output, and quote a value that starts with {{{{"
+    )
+}
+
+/// The nearest stream line, among the parser's stopping line `at.line` and the two before it, that holds
+/// a Go template action (`{{` and, after it, `}}`; not the rules' own `${{ … }}`): a Helm chart's
+/// template read as a manifest fails there, and the parser's message alone does not say why.
+/// `text` starts at stream line `line_offset + 1`.
+fn template_action(text: &str, at: Pos, line_offset: usize) -> Option<usize> {
+    let last = at.line.checked_sub(line_offset + 1)?;
+    let first = last.saturating_sub(2);
+    let lines: Vec<&str> = text.lines().skip(first).take(last + 1 - first).collect();
+    // The nearest line first: the one the parser stopped on is the likeliest cause.
+    lines.iter().enumerate().rev().find_map(|(i, line)| {
+        let open = line
+            .match_indices("{{")
+            .find(|&(k, _)| !line[..k].ends_with('$'))?
+            .0;
+        line[open + 2..]
+            .contains("}}")
+            .then_some(line_offset + first + i + 1)
+    })
 }
 
 /// Where `c` first occurs in `text` at or after stream position `from` (`text` starting at stream
@@ -913,6 +958,33 @@ fn pos_of(loc: &serde_saphyr::Location, line_offset: usize) -> Pos {
     }
 }
 
+/// The field path of a JSON pointer into a document read from YAML (a token of digits is a list
+/// index there: the pointers are built from what was read).
+fn pointer_path(pointer: &str) -> FieldPath {
+    let mut path = FieldPath::root();
+    for token in pointer.split('/').skip(1) {
+        let token = unescape_pointer(token);
+        path = match token.parse::<usize>() {
+            Ok(i) if !token.starts_with('+') => path.index(i),
+            _ => path.key(token),
+        };
+    }
+    path
+}
+
+/// The first mapping key of a document that JSON cannot hold as it is written.
+enum KeyProblem {
+    /// A key written twice.
+    Duplicate(Duplicate),
+    /// A list or mapping as a key (`? [a]`, or a Helm template action `{{ x }}` read as a flow
+    /// mapping): at the key, below the JSON pointer of its mapping; `what` is `list` or `mapping`.
+    Complex {
+        pos: Pos,
+        pointer: String,
+        what: &'static str,
+    },
+}
+
 /// The first duplicate mapping key of a document: the key, the JSON pointer of its field and
 /// both key positions.
 struct Duplicate {
@@ -926,14 +998,7 @@ impl Duplicate {
     /// `duplicate key "value" at spec.env[0].value: first on line 11, again on line 12; keep
     /// one`, at the second key.
     fn into_error(self, source: &Source) -> Error {
-        let mut path = FieldPath::root();
-        for token in self.pointer.split('/').skip(1) {
-            let token = unescape_pointer(token);
-            path = match token.parse::<usize>() {
-                Ok(i) if !token.starts_with('+') => path.index(i),
-                _ => path.key(token),
-            };
-        }
+        let path = pointer_path(&self.pointer);
         let again = self.again;
         let lines = match self.first {
             Some(first) if first.line == again.line => {
@@ -962,7 +1027,7 @@ fn into_value(
     (parent, segment): (Option<u32>, &str),
     spans: &mut SpanIndex,
     at: (&str, usize),
-    duplicate: &mut Option<Duplicate>,
+    problem: &mut Option<KeyProblem>,
 ) -> Value {
     let (text, line_offset) = at;
     let value_pos = pos_of(&node.referenced, line_offset);
@@ -1004,7 +1069,7 @@ fn into_value(
                         (Some(id), &i.to_string()),
                         spans,
                         at,
-                        duplicate,
+                        problem,
                     )
                 })
                 .collect(),
@@ -1019,24 +1084,31 @@ fn into_value(
                     Node::Num(_) | Node::Bool(_) => scalar_text(&k.defined, text),
                     _ => None,
                 };
+                if problem.is_none() {
+                    let what = match k.value {
+                        Node::Seq(_) => Some("list"),
+                        Node::Map(_) => Some("mapping"),
+                        _ => None,
+                    };
+                    if let Some(what) = what {
+                        *problem = Some(KeyProblem::Complex {
+                            pos: key_pos,
+                            pointer: spans.pointer(id),
+                            what,
+                        });
+                    }
+                }
                 let key_text = written.unwrap_or_else(|| k.value.into_key());
-                if duplicate.is_none() && map.contains_key(&key_text) {
+                if problem.is_none() && map.contains_key(&key_text) {
                     let first = spans.child(Some(id), &key_text);
-                    *duplicate = Some(Duplicate {
+                    *problem = Some(KeyProblem::Duplicate(Duplicate {
                         key: key_text.clone(),
                         pointer: format!("{}/{}", spans.pointer(id), escape_pointer(&key_text)),
                         first: first.and_then(|c| spans.span(c).key),
                         again: key_pos,
-                    });
+                    }));
                 }
-                let value = into_value(
-                    v,
-                    Some(key_pos),
-                    (Some(id), &key_text),
-                    spans,
-                    at,
-                    duplicate,
-                );
+                let value = into_value(v, Some(key_pos), (Some(id), &key_text), spans, at, problem);
                 map.insert(key_text, value);
             }
             Value::Object(map)

@@ -825,6 +825,64 @@ fn tabs_where_yaml_allows_them_are_read() {
     assert_eq!(report["results"][0]["documents"], 1);
 }
 
+// A Helm chart's templates are not manifests: their `{{ … }}` actions either break the YAML
+// (reported with the line that holds the action) or read as flow mappings used as keys, which
+// JSON cannot hold. Both say to render the template first.
+const HELM_HINT: &str = "holds a template action ({{ … }}): render a Helm or Go template first (`helm template`) and check its output, and quote a value that starts with {{";
+
+#[test]
+fn helm_templates_are_refused_with_what_to_do() {
+    let cases = [
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}-cfg\n",
+            format!(
+                "in.yaml:4:28: while parsing a block mapping, did not find expected key; line 4 {HELM_HINT}"
+            ),
+        ),
+        (
+            "{{- if .Values.enabled }}\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n{{- end }}\n",
+            format!("in.yaml:1:3: \"-\" is only valid inside a block; line 1 {HELM_HINT}"),
+        ),
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  annotations:\n    a: \"{{ .Values.a }}\"\n    {{- toYaml .Values.annotations | nindent 4 }}\n",
+            format!("in.yaml:7:7: \"-\" is only valid inside a block; line 7 {HELM_HINT}"),
+        ),
+        (
+            "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {{ .Release.Name }}\n",
+            format!(
+                "in.yaml:4:10: a mapping as a mapping key at metadata.name: Kubernetes objects (JSON) have text keys only; write the key as a string; line 4 {HELM_HINT}"
+            ),
+        ),
+    ];
+    for (input, want) in cases {
+        let (code, stdout, stderr) = run_in(&["check", "in.yaml"], input);
+        assert_eq!(
+            (code, stderr, stdout),
+            (2, format!("Error: {want}\n"), String::new()),
+            "{input}"
+        );
+    }
+}
+
+// A list or mapping as a key (YAML allows it) has no JSON form: refused at the key, never read
+// as a made-up key.
+refused!(
+    a_list_as_a_mapping_key,
+    ["check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\ndata:\n  ok: v\n  ? [a, b]\n  : d\n",
+    2,
+    "Error: in.yaml:7:5: a list as a mapping key at data: Kubernetes objects (JSON) have text keys only; write the key as a string\n"
+);
+
+// The rules' own `${{ … }}` is not a Go template action.
+refused!(
+    a_rule_expression_is_no_template_action,
+    ["check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: a: ${{ x }}\n",
+    2,
+    "Error: in.yaml:4:10: mapping values are not allowed in this context\n"
+);
+
 // ---- rules and CEL ------------------------------------------------------------------------
 
 /// A rule whose expression fails on a document is a rule error (exit 2) naming the rule, the
