@@ -408,6 +408,72 @@ fn synthetic_nodes_carry_the_product_the_target_asks_for() {
     assert_eq!(given, out);
 }
 
+/// A target that names its nodes (`nodeNames`, or the hostname label selected, or an `In`
+/// requirement on it): the stand-in nodes of `--platform --expand` have those names and only
+/// those, so the `nodeNames` filter keeps them (it kept none: "No target nodes found") and the
+/// group's hostname term is the one the target selects (it required two different hostnames).
+#[test]
+fn stand_in_nodes_have_the_names_the_target_gives() {
+    let cases = [
+        ("    nodeNames: [gpu-a, gpu-b]\n", 2, "[gpu-a, gpu-b]"),
+        (
+            "    nodeSelector: {kubernetes.io/hostname: gpu-node-01}\n",
+            1,
+            "[gpu-node-01]",
+        ),
+        (
+            "    matchExpressions:\n      - {key: kubernetes.io/hostname, operator: In, values: [h1, h2, h1]}\n",
+            2,
+            "[h1, h2]",
+        ),
+    ];
+    for (target, n, names) in cases {
+        let (_dir, file) = temp_file("run.yaml", &targeted_run("named", n, target));
+        let (code, out, err) = render_on_aws_h100(&file, true);
+        assert_eq!(
+            (code, err),
+            (
+                0,
+                format!(
+                    "note: {n} synthetic aws/h100 node(s) stand in for the fleet; named as the target names its nodes (give --nodes-file to place on real nodes)\ngroup-0: {n} node(s) {names}\n"
+                )
+            ),
+            "{target}"
+        );
+        let hosts: Vec<&str> = names.trim_matches(['[', ']']).split(", ").collect();
+        let term = format!(
+            "- key: kubernetes.io/hostname\n                              operator: In\n                              values:\n{}",
+            hosts
+                .iter()
+                .map(|h| format!("                              - {h}\n"))
+                .collect::<String>()
+        );
+        assert!(out.contains(&term), "{target}: {out}");
+        assert!(!out.contains("aws-h100-node-"), "{target}: {out}");
+    }
+    // Unpinned: the target's names are the hostname list of the one job.
+    let (_dir, file) = temp_file(
+        "run.yaml",
+        &targeted_run(
+            "named",
+            2,
+            "    nodeNames: [gpu-a, gpu-b]\n  orchestration: {placement: Unpinned}\n  gangScheduler: {schedulerName: kai-scheduler, queue: q}\n",
+        ),
+    );
+    let (code, out, err) = render_on_aws_h100(&file, true);
+    assert_eq!(
+        (code, err.as_str()),
+        (
+            0,
+            "note: 2 synthetic aws/h100 node(s) stand in for the fleet; named as the target names its nodes (give --nodes-file to place on real nodes)\ngroup-0: unpinned\n"
+        )
+    );
+    assert!(
+        out.contains("- key: kubernetes.io/hostname\n                              operator: In\n                              values:\n                              - gpu-a\n                              - gpu-b\n"),
+        "{out}"
+    );
+}
+
 /// A run aimed at cordoned nodes on purpose (a taint selector naming the unschedulable taint):
 /// discovery keeps them (a nodes file's cordoned node need not list the taint, Kubernetes keeps
 /// it on every cordoned node), the synthetic nodes of `--platform` are cordoned and carry it,

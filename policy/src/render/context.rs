@@ -156,7 +156,8 @@ pub fn check_flags(rules: &RuleSet, req: &RenderRequest) -> Result<(), PolicyErr
     .map(|_| ())
 }
 
-/// `count` synthetic nodes for `--platform P --gpu-arch A`: `nvidia.com/gpu.present=true`, the
+/// `count` synthetic nodes for `--platform P --gpu-arch A` (or, for a target that names its
+/// nodes by `nodeNames` or the hostname label, one of each name): `nvidia.com/gpu.present=true`, the
 /// platform's providerID, labels and allocatable from the `platform-detection` table, and labels
 /// that satisfy the target (nodeSelector values, the first value of each `In` requirement, a
 /// value for each `Exists`), so they are targets.
@@ -179,11 +180,20 @@ pub fn synthetic_nodes(
     let products = detect::gpu_products(rules)?;
     let stand_in_product = Some(format!("NVIDIA-{}", arch.to_uppercase()))
         .filter(|p| !arch.is_empty() && products.architecture(p) == arch);
-    let mut out = Vec::with_capacity(count);
-    for i in 0..count {
-        let name = format!("{platform}-{arch}-node-{i}");
+    // A target that names its nodes (`nodeNames`, or the hostname label selected) is stood in
+    // for by nodes of those names, and only them: nodes of other names would be filtered out,
+    // or get a hostname affinity term no node satisfies beside the target's.
+    let pinned = target.map(pinned_names).unwrap_or_default();
+    let names: Vec<String> = if pinned.is_empty() {
+        (0..count)
+            .map(|i| format!("{platform}-{arch}-node-{i}"))
+            .collect()
+    } else {
+        pinned
+    };
+    let mut out = Vec::with_capacity(names.len());
+    for name in names {
         let mut labels: std::collections::BTreeMap<String, String> = Default::default();
-        labels.insert(nodes::HOSTNAME_LABEL.into(), name.clone());
         if let Some(t) = target {
             for (k, v) in &t.node_selector {
                 labels.insert(k.clone(), v.clone());
@@ -203,6 +213,7 @@ pub fn synthetic_nodes(
         for (k, v) in &synthetic.labels {
             labels.insert(k.clone(), v.as_str().unwrap_or_default().to_string());
         }
+        labels.insert(nodes::HOSTNAME_LABEL.into(), name.clone());
         labels.insert(nodes::GPU_PRESENT_LABEL.into(), "true".into());
         let asked = target.and_then(|t| {
             t.node_selector
@@ -271,6 +282,29 @@ pub fn synthetic_nodes(
         });
     }
     Ok(out)
+}
+
+/// The node names a target pins, in order and once each: `nodeNames`, else the
+/// `kubernetes.io/hostname` its nodeSelector selects, else the values of an `In` requirement on
+/// that label; empty when it pins none.
+pub(super) fn pinned_names(target: &TargetSpec) -> Vec<String> {
+    let names: Vec<String> = if !target.node_names.is_empty() {
+        target.node_names.clone()
+    } else if let Some(host) = target.node_selector.get(nodes::HOSTNAME_LABEL) {
+        vec![host.clone()]
+    } else {
+        target
+            .match_expressions
+            .iter()
+            .find(|r| r.key == nodes::HOSTNAME_LABEL && r.operator == "In")
+            .map(|r| r.values.clone())
+            .unwrap_or_default()
+    };
+    let mut seen = std::collections::HashSet::new();
+    names
+        .into_iter()
+        .filter(|n| !n.is_empty() && seen.insert(n.clone()))
+        .collect()
 }
 
 /// How `render` leads its note about NIC resource detection (`NICResourceDetection: …`), and

@@ -65,6 +65,8 @@ pub fn expand_verifying(
     let workflow: Workflow = serde_json::from_value(rendered.workflow.clone())
         .map_err(|e| PolicyError::Build(e.to_string()))?;
     let synthetic = rendered.nodes.is_empty();
+    // Stand-in nodes named as the target names its nodes (not placeholders).
+    let mut named = false;
     let nodes = if synthetic {
         if rendered.platform.is_empty() {
             return Err(PolicyError::Usage(
@@ -90,6 +92,9 @@ pub fn expand_verifying(
                 "--expand without --nodes-file makes up spec.numNodes ({count}) nodes, more than the limit of {limit} (--max-expand-nodes); give --nodes-file with the real nodes, or raise --max-expand-nodes"
             )));
         }
+        named = target
+            .as_ref()
+            .is_some_and(|t| !super::context::pinned_names(t).is_empty());
         let mut nodes = synthetic_nodes(
             rules,
             &rendered.platform,
@@ -140,8 +145,13 @@ pub fn expand_verifying(
         check_manifest(rules, m, &workflow.metadata.name, &mut out.findings)?;
     }
     if synthetic {
+        let names = if named {
+            "named as the target names its nodes"
+        } else {
+            "their hostnames are placeholders"
+        };
         out.summary.push(format!(
-            "note: {} synthetic {}/{} node(s) stand in for the fleet; their hostnames are placeholders (give --nodes-file to place on real nodes)",
+            "note: {} synthetic {}/{} node(s) stand in for the fleet; {names} (give --nodes-file to place on real nodes)",
             nodes.len(),
             rendered.platform,
             rendered.gpu_architecture
