@@ -504,7 +504,9 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         return Err(code);
     }
     let mut text = String::new();
-    for (i, w) in outputs.iter().enumerate() {
+    for (i, w) in outputs.iter_mut().enumerate() {
+        nvcre_domain::sort_string_maps(w);
+        let w = &*w;
         match args.output {
             RenderFormat::Yaml => {
                 if i > 0 {

@@ -89,7 +89,7 @@ pub use placement::{
 pub use render::{
     ANNOTATION_ARCH, ANNOTATION_PLATFORM, Expanded, NIC_DETECTION, Note, RenderRequest, Rendered,
     check_flags, expand, note_line, override_table_lints, read_workload_run, render_document,
-    render_workflow, render_workload_run,
+    render_workflow, render_workload_run, sort_string_maps,
 };
 pub use suite::{
     Case, CaseContext, CaseResult, Coverage, DEFAULT_CASES, DEFAULT_SEED, Expectation, Generator,

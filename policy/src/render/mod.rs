@@ -115,3 +115,53 @@ pub fn render_document(
         render_workload_run(rules, doc, req)
     }
 }
+
+/// Puts the keys of every string map Kubernetes types declare as a Go `map[string]string`
+/// (`labels`, `annotations`, `nodeSelector`, `matchLabels`), at any depth of `value`, in
+/// ascending order, as Go (and so the original `nvcrectl`, and the API server) writes maps.
+/// The pipeline inserts keys where its rules write them (a queue label after the user's), so
+/// without this a printed manifest would differ in order from the original's.
+pub fn sort_string_maps(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if let Value::Object(m) = v
+                    && matches!(
+                        key.as_str(),
+                        "labels" | "annotations" | "nodeSelector" | "matchLabels"
+                    )
+                    && m.values().all(Value::is_string)
+                {
+                    m.sort_keys();
+                }
+                sort_string_maps(v);
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(sort_string_maps),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_maps_are_sorted_as_go_writes_them_and_nothing_else() {
+        let mut v = serde_json::json!({
+            "metadata": {"name": "w", "labels": {"zeta": "1", "kai.scheduler/queue": "q", "alpha": "2"}},
+            "spec": {"template": {"spec": {
+                "nodeSelector": {"zz": "1", "nvidia.com/gpu.product": "NVIDIA-H100-80GB-HBM3"},
+                "containers": [{"name": "node", "env": [{"name": "B", "value": "1"}, {"name": "A", "value": "2"}],
+                                "resources": {"limits": {"z": 1, "a": 2}}}]
+            }}},
+            "data": {"z": "1", "a": "2"},
+            "labels": {"z": {"not": "a string map"}, "a": "b"}
+        });
+        sort_string_maps(&mut v);
+        assert_eq!(
+            serde_json::to_string(&v).expect("json"),
+            r#"{"metadata":{"name":"w","labels":{"alpha":"2","kai.scheduler/queue":"q","zeta":"1"}},"spec":{"template":{"spec":{"nodeSelector":{"nvidia.com/gpu.product":"NVIDIA-H100-80GB-HBM3","zz":"1"},"containers":[{"name":"node","env":[{"name":"B","value":"1"},{"name":"A","value":"2"}],"resources":{"limits":{"z":1,"a":2}}}]}}},"data":{"z":"1","a":"2"},"labels":{"z":{"not":"a string map"},"a":"b"}}"#
+        );
+    }
+}
