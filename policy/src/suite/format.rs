@@ -238,11 +238,23 @@ pub fn parse_suite(path: &Path, text: &str) -> Result<Suite, SuiteErrors> {
     let source = Source::new(path.display().to_string(), text);
     let docs = parse_documents(&source).map_err(SuiteError::Yaml)?;
     let mut docs = docs.into_iter();
-    let (Some(doc), None) = (docs.next(), docs.next()) else {
+    let (doc, second) = (docs.next(), docs.next());
+    let Some(doc) = doc.filter(|_| second.is_none()) else {
+        // At the second document's first node, which the user has to move or remove.
+        let (pos, message) = match &second {
+            Some(d) => (
+                d.spans.lookup(&FieldPath::root()),
+                "a second YAML document: a suite file is one YAML document with a `cases:` list (move its cases into the first document's)",
+            ),
+            None => (
+                None,
+                "an empty file: a suite file is one YAML document with a `cases:` list",
+            ),
+        };
         return Err(SuiteError::Malformed {
             file: source.name.clone(),
-            pos: None,
-            message: "a suite file is one YAML document with a `cases:` list".into(),
+            pos,
+            message: message.into(),
         }
         .into());
     };
@@ -832,6 +844,24 @@ pub(super) mod tests {
                 err.0.iter().map(ToString::to_string).collect::<Vec<_>>(),
                 want.map(|w| format!("rule test suite error: {w}"))
             );
+        }
+    }
+
+    /// A second document is reported at its first node (it had no line); an empty file says so.
+    #[test]
+    fn one_document_per_suite_file() {
+        for (text, want) in [
+            (
+                "cases:\n  - note: a\n    input: x\n    want_exit: 0\n---\n# more\ncases: []\n",
+                "rule test suite error: t.yaml:7:1: a second YAML document: a suite file is one YAML document with a `cases:` list (move its cases into the first document's)",
+            ),
+            (
+                "# nothing yet\n",
+                "rule test suite error: t.yaml: an empty file: a suite file is one YAML document with a `cases:` list",
+            ),
+        ] {
+            let err = parse_suite(Path::new("t.yaml"), text).expect_err("refused");
+            assert_eq!(err.to_string(), want);
         }
     }
 
