@@ -816,6 +816,17 @@ pub(crate) fn yaml_error(
                         message: TAB_MESSAGE.to_string(),
                     };
                 }
+                // `- \t- a`: the parser takes the tab after the first `-` for separation and
+                // then refuses the second; the tab is the cause.
+                serde_saphyr::granit_parser::ErrorKind::InvalidBlockEntryWhitespace
+                    if let Some(tab) = pos.and_then(|p| tab_before(text, p, line_offset)) =>
+                {
+                    return Error::Yaml {
+                        source_name: source.name.clone(),
+                        pos: Some(tab),
+                        message: TAB_MESSAGE.to_string(),
+                    };
+                }
                 // A block key or entry expected where a line is indented with a tab after
                 // spaces (the parser took the tab for separation, so the line's node did not
                 // fit the block): the tab is the cause.
@@ -906,6 +917,23 @@ fn find_char(text: &str, from: Pos, line_offset: usize, c: char) -> Option<Pos> 
                 column: skip + k + 1,
             })
         })
+}
+
+/// The last tab on stream line `at.line` before column `at.column` (`text` starting at stream
+/// line `line_offset + 1`; columns count characters from 1).
+fn tab_before(text: &str, at: Pos, line_offset: usize) -> Option<Pos> {
+    let line = text.lines().nth(at.line.checked_sub(line_offset + 1)?)?;
+    let k = line
+        .chars()
+        .take(at.column.saturating_sub(1))
+        .enumerate()
+        .filter(|&(_, c)| c == '\t')
+        .last()?
+        .0;
+    Some(Pos {
+        line: at.line,
+        column: k + 1,
+    })
 }
 
 /// The message of a tab that indents.

@@ -802,6 +802,16 @@ refused!(
     "Error: in.yaml:7:5: a tab where YAML allows only spaces (indentation is spaces, never tabs): replace it with spaces\n"
 );
 
+// `- \t- a`: the parser refuses the second `-` ("'-' must be followed by a valid YAML
+// whitespace"); the tab after the first is the cause.
+refused!(
+    a_tab_between_two_list_entries_on_one_line,
+    ["check", "in.yaml"],
+    "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  finalizers:\n  - \t- a\n",
+    2,
+    "Error: in.yaml:6:5: a tab where YAML allows only spaces (indentation is spaces, never tabs): replace it with spaces\n"
+);
+
 // A line after a block scalar indented with spaces then a tab: the parser stops at the key
 // after the tab.
 refused!(
