@@ -740,7 +740,7 @@ impl<'a> Instance<'a> {
                         violation: ContractViolation::RowSchema,
                         file: doc.source.name.clone(),
                         pos,
-                        rule: Some(entry.to_string()),
+                        rule: Some(crate::error::Inside::Entry(entry.to_string())),
                         message: format!(
                             "unknown key {key:?} in a row of table {:?}; known keys: {}",
                             table.name,
@@ -809,7 +809,7 @@ fn violation(
             violation,
             file: doc.source.name.clone(),
             pos: doc.spans.lookup(path),
-            rule: rule.map(str::to_string),
+            rule: rule.map(|r| crate::error::Inside::in_doc(doc, r)),
             message,
         },
     }
@@ -964,8 +964,8 @@ mod tests {
                 "{TABLE}entries:\n- id: a\n  include: params.n > 1\n  count: '${{{{ params.n }}}}'\n  platfrom: x\n  env: [{{name: A, valu: '1'}}, {{$if: 'params.n > 1', $then: {{bad: 1}}}}]\n  args: [x, {{$splice: '${{{{ [params.name] }}}}'}}]\n"
             )),
             [
-                "rule pack error: r.yaml:8:3: rule a: unknown key \"platfrom\" in a row of table \"rows\"; known keys: platform, count, args, env",
-                "rule pack error: r.yaml:9:19: rule a: unknown key \"valu\" in a row of table \"rows\"; known keys: name, value",
+                "rule pack error: r.yaml:8:3: entry a: unknown key \"platfrom\" in a row of table \"rows\"; known keys: platform, count, args, env",
+                "rule pack error: r.yaml:9:19: entry a: unknown key \"valu\" in a row of table \"rows\"; known keys: name, value",
             ]
         );
     }
@@ -977,9 +977,9 @@ mod tests {
                 "{TABLE}fragments:\n  envs: [{{name: A, value: '1'}}, {{name: B, vlue: '2'}}]\n  one: {{name: C, value: 3}}\nentries:\n- id: a\n  env: [{{$fragment: envs}}, {{$fragment: one}}, {{name: D, value: x}}]\n  args: [{{$fragment: missing}}]\n"
             )),
             [
-                "rule pack error: r.yaml:5:43: rule a: unknown key \"vlue\" in a row of table \"rows\"; known keys: name, value",
-                "rule pack error: r.yaml:6:25: rule a: row does not match the schema of table \"rows\": 3 is not of type \"string\"",
-                "rule pack error: r.yaml:10:22: rule a: {$fragment: missing} names no fragment of this file",
+                "rule pack error: r.yaml:5:43: entry a: unknown key \"vlue\" in a row of table \"rows\"; known keys: name, value",
+                "rule pack error: r.yaml:6:25: entry a: row does not match the schema of table \"rows\": 3 is not of type \"string\"",
+                "rule pack error: r.yaml:10:22: entry a: {$fragment: missing} names no fragment of this file",
             ]
         );
     }
@@ -991,7 +991,7 @@ mod tests {
                 "{TABLE}entries:\n- id: a\n  args:\n  - x\n  - {{$fragment: 42}}\n"
             )),
             [
-                "rule pack error: r.yaml:8:17: rule a: template: $fragment takes a fragment name (a string), not 42"
+                "rule pack error: r.yaml:8:17: entry a: template: $fragment takes a fragment name (a string), not 42"
             ]
         );
     }
@@ -1003,7 +1003,7 @@ mod tests {
                 "{TABLE}entries:\n- id: a\n  platform: '${{{{ params.platform }}}}'\n---\napiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {{name: other}}\nentries: []\n"
             )),
             [
-                "rule pack error: r.yaml:6:13: rule a: params.platform is not a param of table \"rows\" (it is rendered with n, name)",
+                "rule pack error: r.yaml:6:13: entry a: params.platform is not a param of table \"rows\" (it is rendered with n, name)",
                 "rule pack error: r.yaml:10:18: unknown table \"other\"; known tables: rows",
             ]
         );

@@ -8,6 +8,51 @@ use std::fmt;
 
 use crate::source::Pos;
 
+/// What a problem of a rule file is inside: a rule of a `RulePack` (`rule ID`) or an entry of a
+/// `Table` (`entry ID`). `Display` gives those words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Inside {
+    /// A rule, by its id.
+    Rule(String),
+    /// A table entry, by its id.
+    Entry(String),
+}
+
+impl Inside {
+    /// The owner of id `id` in a rule file document of kind `kind`: an entry in a `Table`, a
+    /// rule anywhere else.
+    pub(crate) fn in_kind(kind: Option<&str>, id: &str) -> Inside {
+        match kind {
+            Some("Table") => Inside::Entry(id.to_string()),
+            _ => Inside::Rule(id.to_string()),
+        }
+    }
+
+    /// The owner of id `id` in rule file document `doc` ([`Inside::in_kind`] of its `kind`).
+    pub(crate) fn in_doc(doc: &crate::source::Document, id: &str) -> Inside {
+        Inside::in_kind(
+            doc.value.get("kind").and_then(serde_json::Value::as_str),
+            id,
+        )
+    }
+
+    /// The id.
+    pub fn id(&self) -> &str {
+        match self {
+            Inside::Rule(id) | Inside::Entry(id) => id,
+        }
+    }
+}
+
+impl fmt::Display for Inside {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Inside::Rule(id) => write!(f, "rule {id}"),
+            Inside::Entry(id) => write!(f, "entry {id}"),
+        }
+    }
+}
+
 /// What a [`Error::Contract`] is about; [`ContractViolation::code`] names it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -73,20 +118,20 @@ pub enum Error {
     },
     /// A rule file does not load: a wrong shape, an unknown field, a duplicate id or a CEL
     /// expression that does not compile.
-    #[error("rule pack error: {}: {}{message}", located(file, pos), rule.as_ref().map(|r| format!("rule {r}: ")).unwrap_or_default())]
+    #[error("rule pack error: {}: {}{message}", located(file, pos), rule.as_ref().map(|r| format!("{r}: ")).unwrap_or_default())]
     Pack {
         /// The rule file.
         file: String,
         /// Line and column of the offending node.
         pos: Option<Pos>,
-        /// The rule id, when the problem is inside a rule.
-        rule: Option<String>,
+        /// The rule or table entry, when the problem is inside one.
+        rule: Option<Inside>,
         /// What is wrong.
         message: String,
     },
     /// A rule file breaks the caller's [`Contract`](crate::Contract): an unknown stage or
     /// table, a table row that does not fit its schema, a param the stage does not pass.
-    #[error("rule pack error: {}: {}{message}", located(file, pos), rule.as_ref().map(|r| format!("rule {r}: ")).unwrap_or_default())]
+    #[error("rule pack error: {}: {}{message}", located(file, pos), rule.as_ref().map(|r| format!("{r}: ")).unwrap_or_default())]
     Contract {
         /// Which check failed.
         violation: ContractViolation,
@@ -94,8 +139,8 @@ pub enum Error {
         file: String,
         /// Line and column of the offending node.
         pos: Option<Pos>,
-        /// The rule or entry id, when the problem is inside one.
-        rule: Option<String>,
+        /// The rule or table entry, when the problem is inside one.
+        rule: Option<Inside>,
         /// What is wrong; a list of what would be accepted follows `; ` (the help text).
         message: String,
     },

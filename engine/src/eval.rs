@@ -1982,7 +1982,7 @@ impl Table {
         let err = |message: String| Error::Pack {
             file: self.source.name.clone(),
             pos: Some(e.pos),
-            rule: Some(e.id.clone()),
+            rule: Some(crate::error::Inside::Entry(e.id.clone())),
             message,
         };
         if let Some(inc) = e.include.as_ref().filter(|_| honor_include)

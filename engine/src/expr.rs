@@ -464,6 +464,16 @@ impl Expr {
                 }
             }
         })?;
+        // Every later pass over the tree (and the interpreter) recurses once per level: a
+        // deeper tree is refused here, before one of them runs out of stack.
+        if let Some(depth) = too_deep(&ast) {
+            return Err((
+                format!(
+                    "the expression nests {depth} levels deep (each operator of a chain such as `a + b + c`, field selection and call is a level), more than the limit of {MAX_AST_DEPTH}: split it, or name its parts as variables"
+                ),
+                None,
+            ));
+        }
         if let Some(why) = unsupported(&ast) {
             return Err((why.to_string(), None));
         }
@@ -907,6 +917,22 @@ fn may_observe(e: &IdedExpr, name: &str, keys: &[&str]) -> bool {
 /// Why `e` cannot be evaluated, for the forms the parser accepts but the interpreter does not
 /// implement (it would panic on them mid-check): message literals (`Foo{a: 1}`, also
 /// `google.protobuf.Int64Value{value: 1}`) and an incomplete expression.
+/// The deepest expression tree accepted: cel-go's parser refuses deeper ones too (its default
+/// maximum recursion depth is 250).
+pub const MAX_AST_DEPTH: usize = 250;
+
+/// The depth of `e`'s tree when it is more than [`MAX_AST_DEPTH`] (measured without recursion,
+/// so that any tree the parser built can be).
+fn too_deep(e: &IdedExpr) -> Option<usize> {
+    let mut stack = vec![(e, 1usize)];
+    let mut deepest = 0;
+    while let Some((node, depth)) = stack.pop() {
+        deepest = deepest.max(depth);
+        crate::cost::children(node, &mut |c| stack.push((c, depth + 1)));
+    }
+    (deepest > MAX_AST_DEPTH).then_some(deepest)
+}
+
 fn unsupported(e: &IdedExpr) -> Option<&'static str> {
     const STRUCT: &str = "message literals such as `Foo{a: 1}` are not supported: rules work on \
         JSON documents; write a map literal such as `{'a': 1}`";
@@ -3232,6 +3258,26 @@ mod tests {
             eval("[{'a': 5}].all(object, object.a == 5)"),
             Ok(json!(true))
         );
+    }
+
+    /// A tree deeper than the limit is refused when it compiles: evaluating (or any later pass
+    /// over) a chain of thousands of operators ran out of stack and aborted the process.
+    #[test]
+    fn expressions_deeper_than_the_limit_are_refused() {
+        let chain = |n: usize| vec!["1"; n].join(" + ");
+        assert!(Expr::compile(&chain(MAX_AST_DEPTH)).is_ok());
+        for (text, depth) in [
+            (format!("x > {}", chain(4000)), 4001),
+            (format!("a{}", ".b".repeat(300)), 301),
+        ] {
+            let err = Expr::compile(&text).expect_err("too deep");
+            assert_eq!(
+                err.message,
+                format!(
+                    "the expression nests {depth} levels deep (each operator of a chain such as `a + b + c`, field selection and call is a level), more than the limit of 250: split it, or name its parts as variables"
+                )
+            );
+        }
     }
 
     #[test]

@@ -106,7 +106,8 @@ pub use contract::{
     TableContract, regex_problem,
 };
 pub use error::{
-    CompileError, ContractViolation, ConversionError, Error, EvaluationError, LoadErrors, PathError,
+    CompileError, ContractViolation, ConversionError, Error, EvaluationError, Inside, LoadErrors,
+    PathError,
 };
 pub use eval::{
     OBJECTS, OBJECTS_BY_KIND, Objects, Origin, Outcome, Written, each_string, holds_placeholder,

@@ -139,8 +139,8 @@ pub struct LintFinding {
     pub file: String,
     /// Line and column, when known.
     pub pos: Option<Pos>,
-    /// The rule (or table entry) id, when the problem is inside one.
-    pub rule: Option<String>,
+    /// The rule or table entry, when the problem is inside one.
+    pub rule: Option<crate::error::Inside>,
     /// What is wrong, and what to do.
     pub message: String,
 }
@@ -153,7 +153,7 @@ impl fmt::Display for LintFinding {
         }
         write!(f, "{}[{}]: ", self.severity, self.lint)?;
         if let Some(r) = &self.rule {
-            write!(f, "rule {r}: ")?;
+            write!(f, "{r}: ")?;
         }
         f.write_str(&self.message)
     }
@@ -301,6 +301,8 @@ pub(crate) fn from_error(lint: Lint, e: Error) -> LintFinding {
 struct At<'a> {
     source: &'a Source,
     spans: &'a SpanIndex,
+    /// A table's: its ids are entries', not rules'.
+    table: bool,
 }
 
 impl At<'_> {
@@ -316,7 +318,13 @@ impl At<'_> {
             severity: lint.severity(),
             file: self.source.name.clone(),
             pos: self.spans.lookup(path),
-            rule: rule.map(str::to_string),
+            rule: rule.map(|id| {
+                if self.table {
+                    crate::error::Inside::Entry(id.to_string())
+                } else {
+                    crate::error::Inside::Rule(id.to_string())
+                }
+            }),
             message,
         }
     }
@@ -357,6 +365,7 @@ fn lint_pack(pack: &CompiledPack, out: &mut Vec<LintFinding>) {
     let at = At {
         source: &pack.source,
         spans: &pack.spans,
+        table: false,
     };
     let sites = pack_sites(pack);
     let rule_id = |k: usize| {
@@ -489,6 +498,7 @@ fn lint_table(table: &Table, out: &mut Vec<LintFinding>) {
     let at = At {
         source: &table.source,
         spans: &table.spans,
+        table: true,
     };
     let sites = table_sites(table);
     let entry_id = |i: usize| {

@@ -29,7 +29,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::contract::Contract;
-use crate::error::{Error, LoadErrors};
+use crate::error::{Error, Inside, LoadErrors};
 use crate::expr::{Expr, Template, VarBindings};
 use crate::files::{WalkOptions, read_files};
 use crate::finding::Severity;
@@ -810,7 +810,7 @@ fn undefined(doc: &Document, path: &FieldPath, rule: Option<&str>, name: &str) -
         error: Error::Pack {
             file: doc.source.name.clone(),
             pos: doc.spans.lookup(path),
-            rule: rule.map(str::to_string),
+            rule: rule.map(|r| Inside::in_doc(doc, r)),
             message: format!(
                 "variables.{name} is not defined here: no earlier pack or rule variable is \
                  named {name:?}"
@@ -856,7 +856,7 @@ fn problem(
         error: Error::Pack {
             file: doc.source.name.clone(),
             pos,
-            rule: rule.map(str::to_string),
+            rule: rule.map(|r| Inside::in_doc(doc, r)),
             message,
         },
     }
@@ -923,7 +923,7 @@ fn deserialize_at<T: DeserializeOwned>(
             error: Error::Pack {
                 file: doc.source.name.clone(),
                 pos,
-                rule,
+                rule: rule.map(Inside::Rule),
                 message,
             },
         });

@@ -778,7 +778,7 @@ mod gpu_product_tests {
                 .map(ToString::to_string)
                 .collect::<Vec<_>>(),
             [
-                "rule pack error: fixture.yaml:5:20: rule y: row does not match the schema of table \"gpu-products\": invalid regex \"(\": unclosed group"
+                "rule pack error: fixture.yaml:5:20: entry y: row does not match the schema of table \"gpu-products\": invalid regex \"(\": unclosed group"
             ]
         );
     }

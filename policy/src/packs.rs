@@ -625,9 +625,9 @@ mod tests {
                 "- id: a\n  when: {platfrom: {equals: aws}, expression: \"platform == 'aws' && gpuArch == 'h100' && [1].all(x, x > 0)\"}\n  mpiArgs: [-x, A=1]\n- id: b\n  when: {expression: 'platform ==', topology: {mode: simple}}\n- id: c\n  when: {expression: \"${{ params.entryName }}\"}\n"
             ),
             [
-                "rule pack error: o.yaml:6:10: rule a: unknown key \"platfrom\" in a row of table \"workloadrun-platform-overrides\"; known keys: platform, gpuArchitecture, workloadKind, topology, config, expression",
-                "rule pack error: o.yaml:6:47: rule a: when.expression reads \"gpuArch\", which it is not evaluated with; variables: platform, gpuArchitecture, workloadKind, topologyMode, domainCount",
-                "rule pack error: o.yaml:9:22: rule b: when.expression does not compile: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} (expression column 12)",
+                "rule pack error: o.yaml:6:10: entry a: unknown key \"platfrom\" in a row of table \"workloadrun-platform-overrides\"; known keys: platform, gpuArchitecture, workloadKind, topology, config, expression",
+                "rule pack error: o.yaml:6:47: entry a: when.expression reads \"gpuArch\", which it is not evaluated with; variables: platform, gpuArchitecture, workloadKind, topologyMode, domainCount",
+                "rule pack error: o.yaml:9:22: entry b: when.expression does not compile: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} (expression column 12)",
             ]
         );
     }

@@ -1768,13 +1768,13 @@ fn impossible_table_values_are_refused_at_load() {
             "defaults/gpu-defaults.yaml",
             "{id: h100, gpuArchitecture: h100, gpusPerNode: 8,",
             "{id: h100, gpuArchitecture: h100, gpusPerNode: -8,",
-            "defaults/gpu-defaults.yaml:18:52: error[contract]: rule h100: row does not match the schema of table \"gpu-defaults\": -8 is less than the minimum of 1",
+            "defaults/gpu-defaults.yaml:18:52: error[contract]: entry h100: row does not match the schema of table \"gpu-defaults\": -8 is less than the minimum of 1",
         ),
         (
             "defaults/gpu-products.yaml",
             "rewrite: {pattern: ' ', replacement: '-'}",
             "rewrite: {pattern: '(', replacement: '-'}",
-            "defaults/gpu-products.yaml:23:24: error[contract]: rule spaces-as-dashes: row does not match the schema of table \"gpu-products\": invalid regex \"(\": unclosed group",
+            "defaults/gpu-products.yaml:23:24: error[contract]: entry spaces-as-dashes: row does not match the schema of table \"gpu-products\": invalid regex \"(\": unclosed group",
         ),
     ] {
         let (_dir, rules) = rules_copy();

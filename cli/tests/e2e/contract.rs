@@ -52,7 +52,7 @@ fn a_misspelled_key_in_a_platform_row_is_refused_and_every_error_is_listed() {
     let gang = rules.join("contract/gang.yaml");
     edit(&gang, "stage: gang-contract\n", "stage: gang-contrat\n");
     let dir = rules.to_str().expect("utf8");
-    let row = "rule nscale: unknown key \"platfrom\" in a row of table \"platform-detection\"; \
+    let row = "entry nscale: unknown key \"platfrom\" in a row of table \"platform-detection\"; \
                known keys: platform, synthetic";
     let (code, _, stderr) = run(&[
         "--rules",

@@ -1315,7 +1315,7 @@ fn rules_lint_warns_about_override_rows_that_never_match() {
     assert_eq!(
         never,
         [format!(
-            "rules/overrides/workloadrun.yaml:{line}:31: warning[never-matches]: rule aws-h100-efa: entries[9].when.platform.equals: \"AWS\" is not a platform (one of forge, onprem, aws, gcp, azure, oci, nscale, togetherai, mistral), so the row never applies; platforms are compared exactly: write \"aws\""
+            "rules/overrides/workloadrun.yaml:{line}:31: warning[never-matches]: entry aws-h100-efa: entries[9].when.platform.equals: \"AWS\" is not a platform (one of forge, onprem, aws, gcp, azure, oci, nscale, togetherai, mistral), so the row never applies; platforms are compared exactly: write \"aws\""
         )
         .as_str()]
     );

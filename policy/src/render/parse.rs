@@ -679,7 +679,7 @@ pub fn override_table_lints(
                         severity: Lint::NeverMatches.severity(),
                         file: table.source.name.clone(),
                         pos: doc.spans.lookup(&path),
-                        rule: id.map(str::to_string),
+                        rule: id.map(|id| nvcre_engine::Inside::Entry(id.to_string())),
                         message: format!("{path}: {problem}, so {consequence}{hint}"),
                     });
                 }
