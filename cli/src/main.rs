@@ -450,8 +450,11 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         });
     };
     for doc in &docs {
-        // The YAML 1.1 readings `check` warns about (`yaml-quote-it`), so a user who only
-        // renders sees them too; the values are rendered as this tool read them.
+        // The YAML readings `check` reports (`yaml-quote-it`), so a user who only renders sees
+        // them too: a YAML 1.1 reading is a warning (the value is rendered as this tool read
+        // it); a number where a string belongs, which the API server refuses, fails the
+        // document (exit 1).
+        let mut refused = false;
         for f in
             nvcre_domain::yaml_quote_findings(doc, &|l| doc.source.line_text(l).map(str::to_string))
         {
@@ -459,7 +462,16 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                 (Some(l), Some(c)) => format!("{}:{l}:{c}: ", f.file),
                 _ => format!("{}: ", f.file),
             };
-            report::warning_line(&format!("{at}{}", f.message));
+            if f.severity == nvcre_engine::Severity::Error {
+                report::error_line(&format!("{at}{}", f.message));
+                refused = true;
+            } else {
+                report::warning_line(&format!("{at}{}", f.message));
+            }
+        }
+        if refused {
+            fail(ExitCode::from(1));
+            continue;
         }
         match render_document(rules, doc, &req) {
             Ok(rendered) => {

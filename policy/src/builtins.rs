@@ -49,11 +49,12 @@ spec.target, or check the nodes file is the fleet you mean.",
     BuiltInRule {
         id: YAML_QUOTE_RULE,
         pack: "input",
-        severity: Severity::Warning,
-        description: "An unquoted value where Kubernetes expects a string (a label or annotation value, an env value, ConfigMap data) that YAML 1.1 tools such as kubectl read differently, an unquoted YAML 1.1 boolean word (yes, no, on, off, y, n) in any string field, or a quantity with a leading zero.",
+        severity: Severity::Error,
+        description: "An unquoted value where Kubernetes expects a string (a label or annotation value, an env value, ConfigMap data) that YAML 1.1 tools such as kubectl read differently (a warning), or that is a number or boolean in every YAML reading (an error: the API server refuses it); an unquoted YAML 1.1 boolean word (yes, no, on, off, y, n) in any string field, or a quantity with a leading zero (warnings).",
         explanation: "This tool reads YAML 1.2, where an unquoted yes stays the string yes; kubectl reads YAML 1.1, \
-where yes, no, on, off, y and n are booleans, and 010 is octal 8. Numbers such as 1.10 or 1e3 \
-are numbers in every YAML version, not the text written. The value is never rewritten: quote it \
+where yes, no, on, off, y and n are booleans, and 010 is octal 8. Numbers such as 3, 1.10 or 1e3 \
+are numbers in every YAML version, not the text written, and the API server refuses a number (or \
+true, false) where a string belongs: that is an error. The value is never rewritten: quote it \
 (\"yes\", \"1.10\"), or write a quantity without its leading zero.",
     },
     BuiltInRule {

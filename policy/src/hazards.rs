@@ -2,8 +2,9 @@
 //! `value`s and ConfigMap data, in any object and at any depth. This tool reads YAML 1.2 (an unquoted `yes` stays the string `yes`), but kubectl and
 //! other YAML 1.1 tools read `yes`, `no`, `on`, `off`, `y`, `n` as booleans; and an unquoted
 //! `1.10`, `0755` or `1e3` is a number in every YAML version (`1.1`, `755` or octal `493`,
-//! `1000`), not the text written. Such a value is a warning finding that says to quote it; the
-//! value is never rewritten. So is a label, annotation or data key YAML 1.1 reads as a boolean
+//! `1000`), not the text written. Such a value is a finding that says to quote it (an error for a
+//! number or boolean, which the API server refuses in a string field; a warning for a YAML 1.1
+//! boolean word, a string here); the value is never rewritten. So is a label, annotation or data key YAML 1.1 reads as a boolean
 //! (`on:`), and an integer in YAML 1.2's octal form (`0o17`, a string to YAML 1.1). A YAML 1.1
 //! boolean word in any other string field (`queue: on`) is a warning too.
 
@@ -273,17 +274,23 @@ fn number_text(n: &serde_json::Number) -> String {
 
 /// The `yaml-quote-it` warning at `path` of `doc`.
 fn warning(doc: &Document, path: &FieldPath, message: String) -> Finding {
+    finding(doc, path, message, Severity::Warning)
+}
+
+/// A `yaml-quote-it` finding of `severity` at `path` of `doc`.
+fn finding(doc: &Document, path: &FieldPath, message: String, severity: Severity) -> Finding {
     built_in_finding(
         doc,
-        (YAML_QUOTE_RULE, "input", Severity::Warning),
+        (YAML_QUOTE_RULE, "input", severity),
         message,
         Some(path),
         None,
     )
 }
 
-/// A warning for each string-typed field of `doc` whose unquoted value other YAML readers take
-/// differently. `line` gives the text of a 1-based line of the document's source.
+/// A finding for each string-typed field of `doc` whose unquoted value other YAML readers take
+/// differently: an error where the value is a number or boolean in every reading (the API server
+/// refuses it), a warning otherwise. `line` gives the text of a 1-based line of the document's source.
 pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String>) -> Vec<Finding> {
     let mut out = Vec::new();
     let found = fields(&doc.value);
@@ -298,23 +305,34 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
         let Some(token) = written_plain(line, pos) else {
             continue;
         };
-        let why = match reading {
-            Value::String(s) if YAML11_BOOLEANS.contains(&s.as_str()) && *s == token => {
-                "YAML 1.1 tools (kubectl among them) read it as a boolean".to_string()
-            }
-            Value::Number(n) => format!(
-                "it is the number {} in YAML, not the text written",
-                number_text(n)
+        // A number or boolean in every YAML reading is a value the API server refuses for a
+        // string field (an error); a YAML 1.1 boolean word is a string here and a boolean to
+        // kubectl (a warning: other tools read it as written).
+        let (why, severity) = match reading {
+            Value::String(s) if YAML11_BOOLEANS.contains(&s.as_str()) && *s == token => (
+                "YAML 1.1 tools (kubectl among them) read it as a boolean".to_string(),
+                Severity::Warning,
             ),
-            Value::Bool(b) => format!("it is the boolean {b} in YAML"),
+            Value::Number(n) => (
+                format!(
+                    "it is the number {} in YAML, not the text written, and the API server refuses a number here",
+                    number_text(n)
+                ),
+                Severity::Error,
+            ),
+            Value::Bool(b) => (
+                format!("it is the boolean {b} in YAML, and the API server refuses a boolean here"),
+                Severity::Error,
+            ),
             _ => continue,
         };
-        out.push(warning(
+        out.push(finding(
             doc,
             path,
             format!(
                 "{path}: the unquoted value {token} is meant as a string, but {why}: quote it (\"{token}\")"
             ),
+            severity,
         ));
     }
     // Any other field holding a plain YAML 1.1 boolean word: read as a string here (the field

@@ -720,7 +720,8 @@ fn yaml_11_readings_of_string_fields_are_warned_about() {
         &["check", "-o", "json", "in.yaml"],
         "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: t\n  labels: {team: no, ok: \"yes\"}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n  env:\n  - {name: A, value: on}\n  - name: B\n    value: 'off'\n---\napiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: c\n  annotations:\n    mode: 0755\n    version: 1.10\n    scale: 1e3\n    ok: Y\n",
     );
-    assert_eq!((code, stderr.as_str()), (0, ""));
+    // A number where a string belongs is refused by the API server: an error (exit 1).
+    assert_eq!((code, stderr.as_str()), (1, ""));
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
     let got: Vec<(String, String, u64)> = findings(&report)
         .as_array()
@@ -735,6 +736,7 @@ fn yaml_11_readings_of_string_fields_are_warned_about() {
         })
         .collect();
     let w = |m: &str, line: u64| ("warning".to_string(), m.to_string(), line);
+    let e = |m: &str, line: u64| ("error".to_string(), m.to_string(), line);
     assert_eq!(
         got,
         [
@@ -746,16 +748,16 @@ fn yaml_11_readings_of_string_fields_are_warned_about() {
                 "spec.env[0].value: the unquoted value on is meant as a string, but YAML 1.1 tools (kubectl among them) read it as a boolean: quote it (\"on\")",
                 11
             ),
-            w(
-                "metadata.annotations.mode: the unquoted value 0755 is meant as a string, but it is the number 755 in YAML, not the text written: quote it (\"0755\")",
+            e(
+                "metadata.annotations.mode: the unquoted value 0755 is meant as a string, but it is the number 755 in YAML, not the text written, and the API server refuses a number here: quote it (\"0755\")",
                 20
             ),
-            w(
-                "metadata.annotations.version: the unquoted value 1.10 is meant as a string, but it is the number 1.1 in YAML, not the text written: quote it (\"1.10\")",
+            e(
+                "metadata.annotations.version: the unquoted value 1.10 is meant as a string, but it is the number 1.1 in YAML, not the text written, and the API server refuses a number here: quote it (\"1.10\")",
                 21
             ),
-            w(
-                "metadata.annotations.scale: the unquoted value 1e3 is meant as a string, but it is the number 1000 in YAML, not the text written: quote it (\"1e3\")",
+            e(
+                "metadata.annotations.scale: the unquoted value 1e3 is meant as a string, but it is the number 1000 in YAML, not the text written, and the API server refuses a number here: quote it (\"1e3\")",
                 22
             ),
             w(
@@ -1726,7 +1728,7 @@ fn yaml_11_readings_are_warned_about_in_any_object_at_any_depth() {
         &["check", "-o", "json", "in.yaml"],
         "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j}\nspec:\n  template:\n    metadata:\n      labels: {tier: on}\n    spec:\n      restartPolicy: Never\n      containers:\n      - name: c\n        image: i\n        env:\n        - {name: MODE, value: 0755}\n---\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata:\n  enabled: yes\n  quoted: \"no\"\n",
     );
-    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert_eq!((code, stderr.as_str()), (1, ""));
     let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
     let got: Vec<(String, u64)> = findings(&report)
         .as_array()
@@ -1748,7 +1750,7 @@ fn yaml_11_readings_are_warned_about_in_any_object_at_any_depth() {
                 7
             ),
             (
-                "spec.template.spec.containers[0].env[0].value: the unquoted value 0755 is meant as a string, but it is the number 755 in YAML, not the text written: quote it (\"0755\")".to_string(),
+                "spec.template.spec.containers[0].env[0].value: the unquoted value 0755 is meant as a string, but it is the number 755 in YAML, not the text written, and the API server refuses a number here: quote it (\"0755\")".to_string(),
                 14
             ),
             (
