@@ -94,6 +94,11 @@ impl RulesInfo {
         })
     }
 
+    /// The texts of the set's files, in path order.
+    pub fn texts(&self) -> impl Iterator<Item = &str> {
+        self.sources.iter().map(|(_, s)| s.text.as_str())
+    }
+
     /// The `--version` text: the tool's version, then the rule set.
     pub fn version_text(&self) -> String {
         format!(

@@ -56,6 +56,35 @@ pub struct TestArgs {
     paths: Vec<PathBuf>,
 }
 
+/// Without `--rules`, the suites run against the embedded rules. Suites under a `tests`
+/// directory whose parent is a rule set other than the embedded one (an edited copy) are that
+/// set's: running them against the embedded rules would pass or fail for the wrong set. The
+/// message saying so and what to give, for the first such path.
+fn suites_of_another_set(paths: &[PathBuf]) -> Option<String> {
+    let embedded = crate::ruleset::RulesInfo::of(None).ok()?;
+    paths.iter().find_map(|path| {
+        let set = path
+            .ancestors()
+            .find(|a| a.file_name().is_some_and(|n| n == "tests"))?
+            .parent()
+            .map(|p| if p.as_os_str().is_empty() { Path::new(".") } else { p })?;
+        let info = crate::ruleset::RulesInfo::of(Some(set)).ok()?;
+        // A rule set: some file of it holds a pack or a table (a project's other YAML is not).
+        let rules = info.texts().any(|t| {
+            t.lines()
+                .any(|l| matches!(l.trim_end(), "kind: RulePack" | "kind: Table"))
+        });
+        (rules && info.digest() != embedded.digest()).then(|| {
+            format!(
+                "{} holds suites of the rule set {}, which differs from the embedded rules this run would test: give --rules {} (or NVCRE_RULES) to test that set",
+                path.display(),
+                set.display(),
+                set.display()
+            )
+        })
+    })
+}
+
 /// Runs `test`.
 pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCode {
     let filter = match args.run.as_deref().map(Regex::new).transpose() {
@@ -82,6 +111,12 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
     } else {
         args.paths.clone()
     };
+    if rules_dir.is_none()
+        && let Some(message) = suites_of_another_set(&paths)
+    {
+        report::error_line(&message);
+        return ExitCode::from(2);
+    }
     let files = match discover_suites(&paths) {
         Ok(f) => f,
         Err(e) => {
@@ -106,14 +141,26 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
         return ExitCode::from(2);
     }
 
-    let mut runner = SuiteRunner::new(rules).with_property_options(PropertyOptions {
-        cases: args.cases,
-        seed: args.seed,
-    });
+    let mut runner = SuiteRunner::new(rules)
+        .with_rules_dir(rules_dir)
+        .with_property_options(PropertyOptions {
+            cases: args.cases,
+            seed: args.seed,
+        });
     let results: Vec<CaseResult> = suites
         .iter()
         .flat_map(|suite| runner.run_suite(suite, filter.as_ref()))
         .collect();
+    // A filter that selects nothing (a typo in CI) must not pass as "0 passed".
+    if let (Some(f), true) = (filter.as_ref(), results.is_empty()) {
+        report::error_line(&format!(
+            "no case matches --run {:?} (in {} suite file{}); case names are `file › note`",
+            f.as_str(),
+            suites.len(),
+            if suites.len() == 1 { "" } else { "s" }
+        ));
+        return ExitCode::from(2);
+    }
     let passed = results.iter().filter(|r| r.passed()).count();
     let failed = results.len() - passed;
     let color = crate::color::stdout();

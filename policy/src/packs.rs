@@ -402,7 +402,8 @@ pub fn load_complete_rules(dir: &Path) -> Result<RuleSet, LoadErrors> {
 }
 
 /// The rule set from `dir` when given, else the embedded default set, loaded with
-/// [`contract`]. All or nothing.
+/// [`contract`]. All or nothing: a directory that defines some of the pipeline's tables but not
+/// all is refused as [`load_complete_rules`] refuses it.
 ///
 /// # Errors
 /// Every problem: unreadable files, [`Error::Pack`] and [`Error::Contract`] with file, line,
@@ -410,7 +411,19 @@ pub fn load_complete_rules(dir: &Path) -> Result<RuleSet, LoadErrors> {
 pub fn load_rules(dir: Option<&Path>) -> Result<RuleSet, LoadErrors> {
     let contract = contract()?;
     match dir {
-        Some(d) => RuleSet::load_dir_with(d, Some(&contract)),
+        Some(d) => {
+            let set = RuleSet::load_dir_with(d, Some(&contract))?;
+            // A set that defines some of the tables the pipeline renders and not the others
+            // lost them (a deleted file, a ConfigMap without a key): refused, as a controller
+            // refuses it, with an error for each missing table. A directory of packs alone
+            // defines none and is used as it is.
+            let defined = |t: &&nvcre_engine::TableContract| set.table(&t.name).is_some();
+            let tables = contract.tables();
+            if tables.iter().any(|t| defined(&t)) && !tables.iter().all(|t| defined(&t)) {
+                return load_complete_rules(d);
+            }
+            Ok(set)
+        }
         None => RuleSet::load_prepared(embedded_prepared(), Some(&contract)),
     }
 }

@@ -111,3 +111,28 @@ fn without_cost_warnings(stdout: &str) -> String {
         .map(|l| format!("{l}\n"))
         .collect()
 }
+
+/// A `--rules` set that lost a table file (it defines the others) is refused whole, as the
+/// controller refuses it; `--version` names the set and says so. It loaded, passed `check`,
+/// and failed every `render` with "rule set has no table".
+#[test]
+fn a_set_that_lost_a_table_is_refused_whole() {
+    let (_dir, rules) = rules_copy();
+    std::fs::remove_file(rules.join("defaults/nccl-env.yaml")).expect("remove");
+    let dir = rules.to_str().expect("utf8");
+    let (code, stdout, stderr) = run(&[
+        "--rules",
+        dir,
+        "render",
+        "--gpu-arch",
+        "h100",
+        &example("nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert_eq!(
+        stderr,
+        format!(
+            "Error: rule pack error: {dir}: no rule file defines table \"nccl-base-env\" (the NCCL environment every workload container starts from); the pipeline renders it, so the set is refused\n"
+        )
+    );
+}

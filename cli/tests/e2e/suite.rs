@@ -251,3 +251,52 @@ fn the_shipped_suites_pass() {
     assert_eq!(code, 0, "{stdout}{stderr}");
     assert!(stdout.ends_with(" passed, 0 failed\n"), "{stdout}");
 }
+
+/// The suites of an edited copy of the rules, run without `--rules`, would test the embedded
+/// rules: refused (exit 2), saying what to give. A `--run` that selects no case is refused too
+/// (a typo in CI passed as "0 passed, 0 failed").
+#[test]
+fn suites_of_another_rule_set_and_a_filter_that_selects_nothing_are_refused() {
+    let (_dir, rules) = rules_copy();
+    edit(
+        &rules.join("contract/workload-labels.yaml"),
+        "size(variables.labels) <= 32",
+        "size(variables.labels) <= 3200",
+    );
+    let tests = rules.join("tests");
+    let (code, stdout, stderr) = run(Command::cargo_bin("nvcre-policy")
+        .expect("bin")
+        .arg("test")
+        .arg(&tests));
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert_eq!(
+        stderr,
+        format!(
+            "Error: {} holds suites of the rule set {}, which differs from the embedded rules this run would test: give --rules {} (or NVCRE_RULES) to test that set\n",
+            tests.display(),
+            rules.display(),
+            rules.display()
+        )
+    );
+    let (code, stdout, _) = run(Command::cargo_bin("nvcre-policy")
+        .expect("bin")
+        .arg("--rules")
+        .arg(&rules)
+        .arg("test"));
+    assert_eq!(code, 1);
+    assert!(stdout.ends_with("342 passed, 2 failed\n"), "{stdout}");
+    let (code, stdout, stderr) = run(Command::cargo_bin("nvcre-policy")
+        .expect("bin")
+        .current_dir(root())
+        .args([
+            "test",
+            "--run",
+            "zzz-no-such-case",
+            "rules/tests/gang-contract",
+        ]));
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert_eq!(
+        stderr,
+        "Error: no case matches --run \"zzz-no-such-case\" (in 5 suite files); case names are `file › note`\n"
+    );
+}

@@ -746,6 +746,23 @@ mod tests {
                 "          - run",
             ]
         );
+        // Under `--rules DIR`, the replay command reads the same rules.
+        let text = format!("cases:\n  - note: n\n    input: |\n{RUN}    property:\n{fails}");
+        let suite = parse_suite(Path::new("t.yaml"), &text).expect("parses");
+        let rules = crate::packs::default_rules().expect("rules");
+        for (dir, want) in [
+            ("my-rules", "--rules my-rules check"),
+            ("my rules", "--rules 'my rules' check"),
+        ] {
+            let mut runner = SuiteRunner::new(&rules)
+                .with_rules_dir(Some(Path::new(dir)))
+                .with_property_options(options);
+            let r = runner.run(&suite, &suite.cases[0]);
+            assert_eq!(
+                r.diff[4],
+                format!("  counterexample.yaml (run: nvcre-policy {want} counterexample.yaml):")
+            );
+        }
     }
 
     #[test]

@@ -24,6 +24,8 @@ use crate::render::{RenderRequest, render_document};
 #[derive(Debug)]
 pub struct SuiteRunner<'a> {
     default_rules: &'a RuleSet,
+    /// Where `default_rules` came from (`--rules`), for the commands printed to replay a case.
+    default_dir: Option<PathBuf>,
     loaded: HashMap<PathBuf, Result<RuleSet, String>>,
     properties: PropertyOptions,
 }
@@ -33,6 +35,7 @@ impl<'a> SuiteRunner<'a> {
     pub fn new(default_rules: &'a RuleSet) -> SuiteRunner<'a> {
         SuiteRunner {
             default_rules,
+            default_dir: None,
             loaded: HashMap::new(),
             properties: PropertyOptions::default(),
         }
@@ -41,6 +44,13 @@ impl<'a> SuiteRunner<'a> {
     /// Runs `property` cases with these case counts and seed (default: [`PropertyOptions::default`]).
     pub fn with_property_options(mut self, options: PropertyOptions) -> SuiteRunner<'a> {
         self.properties = options;
+        self
+    }
+
+    /// Names the directory the default rules were read from (`--rules DIR`), so that the
+    /// command printed to replay a property's counterexample uses the same rules.
+    pub fn with_rules_dir(mut self, dir: Option<&std::path::Path>) -> SuiteRunner<'a> {
+        self.default_dir = dir.map(std::path::Path::to_path_buf);
         self
     }
 
@@ -118,6 +128,11 @@ impl<'a> SuiteRunner<'a> {
             }
             Err(e) => return failed(e.to_string()),
         };
+        // The replay command reads the rules the case ran with.
+        let dir = match &case.rules {
+            CaseRules::Default => self.default_dir.clone(),
+            CaseRules::Dir(d) => Some(d.clone()),
+        };
         let rules = match self.rules(&case.rules) {
             Ok(r) => r,
             Err(e) => return failed(e),
@@ -144,6 +159,21 @@ impl<'a> SuiteRunner<'a> {
             Mode::Render => "render",
             _ => "check",
         };
+        let verb = match dir {
+            Some(d) => {
+                let d = d.display().to_string();
+                let plain = d
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '/' | '-'));
+                let d = if plain {
+                    d
+                } else {
+                    crate::build::shell_quote(&d)
+                };
+                format!("--rules {d} {verb}")
+            }
+            None => verb.to_string(),
+        };
         super::property::run(
             property,
             &options,
@@ -151,7 +181,7 @@ impl<'a> SuiteRunner<'a> {
             &base,
             &case.context,
             &case.input.name,
-            verb,
+            &verb,
             &mut run_variant,
         )
     }
