@@ -244,7 +244,10 @@ fn run_check(
             }
         }
     }
-    if out.findings.iter().any(|f| f.severity == Severity::Error) {
+    // As `check` exits: a rule that could not be evaluated is 2, a violation 1.
+    if out.findings.iter().any(|f| f.rule_error) {
+        out.exit = 2;
+    } else if out.findings.iter().any(|f| f.severity == Severity::Error) {
         out.exit = 1;
     }
     out
@@ -355,8 +358,13 @@ fn run_render(
                         .collect::<Vec<_>>()
                         .join("\n"),
                 );
+                // As `render` exits: 2 when a rule could not be evaluated, else 1.
+                out.exit = if findings.iter().any(|f| f.rule_error) {
+                    2
+                } else {
+                    1
+                };
                 out.findings = findings;
-                out.exit = 1;
                 return out;
             }
             Err(e) => {
@@ -415,6 +423,26 @@ mod tests {
                 dir.path().join("p.yaml").display()
             ))
         );
+    }
+
+    /// A rule that cannot be evaluated exits 2, as `check` exits (it was 1, a violation).
+    #[test]
+    fn a_rule_error_exits_2_as_check_does() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(
+            dir.path().join("p.yaml"),
+            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p}\nstage: admission\nmatch:\n  resources: [{apiVersion: nvcre.nvidia.com/v1alpha1, kind: WorkloadRun}]\nrules:\n- id: r\n  validate: {expression: '1 / (object.spec.numNodes - 1) > 0', message: m}\n",
+        )
+        .expect("write");
+        let text = format!(
+            "cases:\n  - note: n\n    rules: {}\n    input: |\n{RUN}    want_exit: 2\n",
+            dir.path().display()
+        );
+        let suite = parse_suite(Path::new("t.yaml"), &text).expect("parses");
+        let rules = crate::packs::default_rules().expect("rules");
+        let r = SuiteRunner::new(&rules).run(&suite, &suite.cases[0]);
+        assert!(r.passed(), "{}", r.report());
+        assert!(r.outcome.findings[0].rule_error);
     }
 
     #[test]
