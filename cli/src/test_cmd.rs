@@ -151,8 +151,9 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
         .iter()
         .flat_map(|suite| runner.run_suite(suite, filter.as_ref()))
         .collect();
-    // A filter that selects nothing (a typo in CI) must not pass as "0 passed".
-    if let (Some(f), true) = (filter.as_ref(), results.is_empty()) {
+    // A filter that selects nothing (a typo in CI) must not pass as "0 passed" (unless the run
+    // is for coverage alone: `--require-tests --run '^$'`).
+    if let (Some(f), true, false) = (filter.as_ref(), results.is_empty(), args.require_tests) {
         report::error_line(&format!(
             "no case matches --run {:?} (in {} suite file{}); case names are `file › note`",
             f.as_str(),

@@ -1027,6 +1027,29 @@ mod tests {
         );
     }
 
+    /// A name nothing binds (a typo of `object`, a forEach name misspelt) is an error where it
+    /// is written; namespaces of functions (`lists.range`), CEL's type names, a rule's forEach
+    /// item and what comprehensions bind are not.
+    #[test]
+    fn identifiers_nothing_binds_are_errors() {
+        assert_eq!(
+            pack(
+                "rules:\n  - id: r\n    forEach: {in: '[1]', as: it, index: i}\n    validate:\n      expression: objct.spec == it && nodeSelectr == i && type(it) == int && lists.range(2).all(x, x >= 0)\n"
+            ),
+            [
+                "rules/x.yaml:9:19: error[undefined-variable]: rule r: objct is not defined here: the expression can read object, variables, params, fragments, objects, objectsByKind, it, i (and what its own comprehensions bind); a name must be one of them",
+                "rules/x.yaml:9:19: error[undefined-variable]: rule r: nodeSelectr is not defined here: the expression can read object, variables, params, fragments, objects, objectsByKind, it, i (and what its own comprehensions bind); a name must be one of them"
+            ]
+        );
+        let table = "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: t}\nentries:\n- id: e\n  include: object.kind == 'x'\n";
+        assert_eq!(
+            run(table),
+            [
+                "rules/x.yaml:6:12: error[undefined-variable]: entry e: object is not defined here: the expression can read variables, params, fragments (and what its own comprehensions bind); a name must be one of them"
+            ]
+        );
+    }
+
     #[test]
     fn unused_fragments_in_tables() {
         let text = "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: t}\nfragments:\n  inserted: [a]\n  read: [b]\n  idle: [c]\nentries:\n- id: e\n  args: [{$fragment: inserted}, {$splice: '${{ fragments.read }}'}]\n";

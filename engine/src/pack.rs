@@ -784,6 +784,81 @@ fn undefined_variables(doc: &Document, pack: &CompiledPack, out: &mut Vec<Proble
                 out.push(undefined(doc, &site.path, id, &name));
             }
         }
+        // The rule's forEach item and index are bound for its own expressions and variables.
+        let item: Vec<&str> = match &site.owner {
+            Owner::Rule(k) | Owner::RuleVar(k, _) => rule(*k)
+                .and_then(|r| r.for_each.as_ref())
+                .map(|(_, item, index)| {
+                    std::iter::once(item.as_str())
+                        .chain(index.as_deref())
+                        .collect()
+                })
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        unknown_identifiers(doc, &site, id, PACK_NAMES, &item, out);
+    }
+}
+
+/// The names a pack's expressions are evaluated with (besides a rule's forEach item and index).
+const PACK_NAMES: &[&str] = &[
+    "object",
+    "variables",
+    "params",
+    "fragments",
+    crate::OBJECTS,
+    crate::OBJECTS_BY_KIND,
+];
+
+/// CEL's type names, which an expression compares values' types with (`type(x) == map`).
+const CEL_TYPES: &[&str] = &[
+    "bool",
+    "bytes",
+    "double",
+    "dyn",
+    "int",
+    "list",
+    "map",
+    "null_type",
+    "string",
+    "type",
+    "uint",
+];
+
+/// The names a table's expressions are evaluated with.
+const TABLE_NAMES: &[&str] = &["variables", "params", "fragments"];
+
+/// Each identifier `site` reads that nothing binds (`objct.metadata`, `nodeSelectr`): a typo
+/// that would fail every evaluation that reaches it (and none that does not), reported when
+/// the file loads instead.
+fn unknown_identifiers(
+    doc: &Document,
+    site: &crate::sites::Site<'_>,
+    id: Option<&str>,
+    names: &[&str],
+    item: &[&str],
+    out: &mut Vec<Problem>,
+) {
+    for ident in crate::sites::free_value_identifiers(site.expr) {
+        if names.contains(&ident.as_str())
+            || item.contains(&ident.as_str())
+            || CEL_TYPES.contains(&ident.as_str())
+        {
+            continue;
+        }
+        let can: Vec<&str> = names.iter().copied().chain(item.iter().copied()).collect();
+        out.push(Problem {
+            kind: ProblemKind::UndefinedVariable,
+            error: Error::Pack {
+                file: doc.source.name.clone(),
+                pos: doc.spans.lookup(&site.path),
+                rule: id.map(|r| Inside::in_doc(doc, r)),
+                message: format!(
+                    "{ident} is not defined here: the expression can read {} (and what its own comprehensions bind); a name must be one of them",
+                    can.join(", ")
+                ),
+            },
+        });
     }
 }
 
@@ -801,6 +876,15 @@ fn undefined_table_variables(doc: &Document, table: &Table, out: &mut Vec<Proble
             };
             out.push(undefined(doc, &site.path, id, &name));
         }
+        let id = match site.owner {
+            Owner::Entry(i) => table
+                .entries
+                .iter()
+                .find(|e| e.index == i)
+                .map(|e| e.id.as_str()),
+            _ => None,
+        };
+        unknown_identifiers(doc, &site, id, TABLE_NAMES, &[], out);
     }
 }
 

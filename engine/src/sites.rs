@@ -73,11 +73,19 @@ pub(crate) fn reads(expr: &Expr) -> Reads {
 /// `variables`).
 pub(crate) fn free_identifiers(expr: &Expr) -> Vec<String> {
     let mut out = Vec::new();
-    free(expr.ast(), &mut Vec::new(), &mut out);
+    free(expr.ast(), &mut Vec::new(), &mut out, false);
     out
 }
 
-fn free(e: &IdedExpr, bound: &mut Vec<String>, out: &mut Vec<String>) {
+/// [`free_identifiers`] less the names only used as the namespace of a function
+/// (`lists.range(3)`, `optional.none()`, `format.duration()`): the values the expression reads.
+pub(crate) fn free_value_identifiers(expr: &Expr) -> Vec<String> {
+    let mut out = Vec::new();
+    free(expr.ast(), &mut Vec::new(), &mut out, true);
+    out
+}
+
+fn free(e: &IdedExpr, bound: &mut Vec<String>, out: &mut Vec<String>, values: bool) {
     match &e.expr {
         Ast::Ident(name) => {
             let name = if name.starts_with(VARIABLE_PREFIX) {
@@ -89,40 +97,42 @@ fn free(e: &IdedExpr, bound: &mut Vec<String>, out: &mut Vec<String>) {
                 out.push(name.to_string());
             }
         }
-        Ast::Select(s) => free(&s.operand, bound, out),
+        Ast::Select(s) => free(&s.operand, bound, out, values),
         Ast::Call(c) => {
-            if let Some(t) = &c.target {
-                free(t, bound, out);
+            if let Some(t) = &c.target
+                && !(values && matches!(t.expr, Ast::Ident(_)))
+            {
+                free(t, bound, out, values);
             }
             for a in &c.args {
-                free(a, bound, out);
+                free(a, bound, out, values);
             }
         }
         Ast::Comprehension(c) => {
-            free(&c.iter_range, bound, out);
-            free(&c.accu_init, bound, out);
+            free(&c.iter_range, bound, out, values);
+            free(&c.accu_init, bound, out, values);
             let depth = bound.len();
             bound.push(c.iter_var.clone());
             bound.extend(c.iter_var2.iter().cloned());
             bound.push(c.accu_var.clone());
             for x in [&c.loop_cond, &c.loop_step, &c.result] {
-                free(x, bound, out);
+                free(x, bound, out, values);
             }
             bound.truncate(depth);
         }
-        Ast::List(l) => l.elements.iter().for_each(|x| free(x, bound, out)),
+        Ast::List(l) => l.elements.iter().for_each(|x| free(x, bound, out, values)),
         Ast::Map(m) => {
             for entry in &m.entries {
                 if let cel::common::ast::EntryExpr::MapEntry(me) = &entry.expr {
-                    free(&me.key, bound, out);
-                    free(&me.value, bound, out);
+                    free(&me.key, bound, out, values);
+                    free(&me.value, bound, out, values);
                 }
             }
         }
         Ast::Struct(s) => {
             for entry in &s.entries {
                 if let cel::common::ast::EntryExpr::StructField(f) = &entry.expr {
-                    free(&f.value, bound, out);
+                    free(&f.value, bound, out, values);
                 }
             }
         }

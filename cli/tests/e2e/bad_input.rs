@@ -2519,11 +2519,15 @@ refused!(
 );
 
 /// The working directory of [`run_with_rules`]: `in.yaml` = `input` and a copy of the rules
-/// without `removed` (a rule file, relative to `rules/`).
-fn rules_without(removed: &str, input: &str) -> tempfile::TempDir {
+/// without their tables (packs alone: a set that defines some tables and lacks others is
+/// refused when it loads, one without any is used as it is).
+fn rules_without_tables(input: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().expect("tempdir");
-    copy_dir(&root().join("rules"), &dir.path().join("rules"));
-    std::fs::remove_file(dir.path().join("rules").join(removed)).expect("remove");
+    let rules = dir.path().join("rules");
+    copy_dir(&root().join("rules"), &rules);
+    for sub in ["defaults", "detect", "overrides"] {
+        std::fs::remove_dir_all(rules.join(sub)).expect("remove");
+    }
     std::fs::write(dir.path().join("in.yaml"), input).expect("write input");
     dir
 }
@@ -2549,7 +2553,7 @@ fn run_with_rules(dir: &tempfile::TempDir, args: &[&str]) -> (i32, String, Strin
 /// not an empty stdout.
 #[test]
 fn a_flag_the_rules_cannot_serve_is_an_error_of_the_rules_in_the_report() {
-    let dir = rules_without("detect/platforms.yaml", &gpu_run(""));
+    let dir = rules_without_tables(&gpu_run(""));
     let message = "rules: rule set has no table \"platform-detection\"";
     // A nodes file needs the detection tables too: one error of the rules, not one per document.
     let nodes = path("examples/nodes/aws-h100-18.yaml");
@@ -2595,7 +2599,7 @@ fn a_flag_the_rules_cannot_serve_is_an_error_of_the_rules_in_the_report() {
 #[test]
 fn a_document_error_without_a_place_names_the_document() {
     let input = format!("{}---\n# second\n{}", gpu_run(""), gpu_run(""));
-    let dir = rules_without("defaults/gpu-products.yaml", &input);
+    let dir = rules_without_tables(&input);
     let (code, stdout, stderr) = run_with_rules(&dir, &["check", "-o", "json", "in.yaml"]);
     let want = |line: u64| format!("in.yaml:{line}:1: rule set has no table \"gpu-products\"");
     assert_eq!(
