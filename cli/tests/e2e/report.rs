@@ -870,24 +870,25 @@ fn the_shipped_rules_lint_clean_but_for_cost_estimates() {
 }
 
 /// Where `rules lint` warns about the cost of the shipped rules.
-const SHIPPED_COST_WARNINGS: [&str; 17] = [
+const SHIPPED_COST_WARNINGS: [&str; 18] = [
     "rules/contract/mpi.yaml:52:9: warning[cel-cost]: rule mpi-trainer-env-not-forwarded",
     "rules/contract/resources.yaml:31:7: warning[cel-cost]: pack variable \"gpuCounts\"",
     "rules/contract/resources.yaml:74:11: warning[cel-cost]: rule zero-nic-request",
     "rules/contract/resources.yaml:124:19: warning[cel-cost]: rule gpu-request-missing",
-    "rules/lint/workloads.yaml:155:7: warning[cel-cost]: pack variable \"nestedQueueLabels\"",
-    "rules/lint/workloads.yaml:167:7: warning[cel-cost]: pack variable \"ownContainers\"",
-    "rules/lint/workloads.yaml:176:7: warning[cel-cost]: pack variable \"allEnv\"",
-    "rules/lint/workloads.yaml:192:7: warning[cel-cost]: pack variable \"mpiRuns\"",
-    "rules/lint/workloads.yaml:246:7: warning[cel-cost]: pack variable \"mpiEnv\"",
-    "rules/lint/workloads.yaml:278:7: warning[cel-cost]: pack variable \"claimsUsed\"",
-    "rules/lint/workloads.yaml:440:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
-    "rules/lint/workloads.yaml:455:9: warning[cel-cost]: rule lint-claim-not-used",
-    "rules/lint/workloads.yaml:471:9: warning[cel-cost]: rule lint-claim-not-declared",
-    "rules/lint/workloads.yaml:491:9: warning[cel-cost]: rule lint-compute-domain-nodes",
-    "rules/lint/workloads.yaml:541:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
-    "rules/lint/workloads.yaml:562:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
-    "rules/lint/workloads.yaml:586:9: warning[cel-cost]: rule lint-template-labels",
+    "rules/lint/workloads.yaml:160:7: warning[cel-cost]: pack variable \"trainerContainer\"",
+    "rules/lint/workloads.yaml:170:7: warning[cel-cost]: pack variable \"nestedQueueLabels\"",
+    "rules/lint/workloads.yaml:182:7: warning[cel-cost]: pack variable \"ownContainers\"",
+    "rules/lint/workloads.yaml:191:7: warning[cel-cost]: pack variable \"allEnv\"",
+    "rules/lint/workloads.yaml:207:7: warning[cel-cost]: pack variable \"mpiRuns\"",
+    "rules/lint/workloads.yaml:272:7: warning[cel-cost]: pack variable \"mpiEnv\"",
+    "rules/lint/workloads.yaml:305:7: warning[cel-cost]: pack variable \"claimsUsed\"",
+    "rules/lint/workloads.yaml:497:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
+    "rules/lint/workloads.yaml:512:9: warning[cel-cost]: rule lint-claim-not-used",
+    "rules/lint/workloads.yaml:528:9: warning[cel-cost]: rule lint-claim-not-declared",
+    "rules/lint/workloads.yaml:548:9: warning[cel-cost]: rule lint-compute-domain-nodes",
+    "rules/lint/workloads.yaml:600:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
+    "rules/lint/workloads.yaml:621:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
+    "rules/lint/workloads.yaml:645:9: warning[cel-cost]: rule lint-template-labels",
 ];
 
 // ---------------------------------------------------------------------------------------------
