@@ -1094,7 +1094,7 @@ impl Run<'_, '_> {
             })
         });
         let expression = match (err, text) {
-            (EvalError::Own(_), Some(t)) => format!(" (expression: {t})"),
+            (EvalError::Own(_), Some(t)) => format!(" (expression: {})", crate::expr::shown(t)),
             _ => String::new(),
         };
         let path = match rule.validate.as_ref().and_then(|v| v.field_path.as_ref()) {

@@ -917,6 +917,20 @@ fn may_observe(e: &IdedExpr, name: &str, keys: &[&str]) -> bool {
 /// Why `e` cannot be evaluated, for the forms the parser accepts but the interpreter does not
 /// implement (it would panic on them mid-check): message literals (`Foo{a: 1}`, also
 /// `google.protobuf.Int64Value{value: 1}`) and an incomplete expression.
+/// The longest expression text an error message quotes whole; a longer one is cut there.
+const SHOWN_MAX: usize = 200;
+
+/// `text` as an error message quotes it: whitespace runs as one space, and past [`SHOWN_MAX`]
+/// characters cut with `…` (a message repeated for each rule that reads a failed variable
+/// stays readable; the rule file has the whole text).
+pub(crate) fn shown(text: &str) -> String {
+    let one_line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match one_line.char_indices().nth(SHOWN_MAX) {
+        Some((cut, _)) => format!("{}…", &one_line[..cut]),
+        None => one_line,
+    }
+}
+
 /// The deepest expression tree accepted: cel-go's parser refuses deeper ones too (its default
 /// maximum recursion depth is 250).
 pub const MAX_AST_DEPTH: usize = 250;
@@ -1398,7 +1412,7 @@ impl Lazy {
                     un @ EvalError::Unavailable(_) => un,
                     e => EvalError::Upstream(Arc::from(format!(
                         "variable {name:?} ({}) failed: {e}",
-                        expr.text()
+                        shown(expr.text())
                     ))),
                 })?;
                 match value {
@@ -3278,6 +3292,14 @@ mod tests {
                 )
             );
         }
+    }
+
+    /// A long expression is quoted on one line and cut in error messages.
+    #[test]
+    fn error_messages_quote_long_expressions_cut() {
+        assert_eq!(shown("a &&\n   b"), "a && b");
+        let long = "x".repeat(250);
+        assert_eq!(shown(&long), format!("{}…", "x".repeat(200)));
     }
 
     #[test]

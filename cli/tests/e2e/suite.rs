@@ -285,7 +285,8 @@ fn suites_of_another_rule_set_and_a_filter_that_selects_nothing_are_refused() {
         .arg(&rules)
         .arg("test"));
     assert_eq!(code, 1);
-    assert!(stdout.ends_with("342 passed, 2 failed\n"), "{stdout}");
+    // The two cases of the 32-label cap fail; every other passes.
+    assert!(stdout.ends_with(" passed, 2 failed\n"), "{stdout}");
     let (code, stdout, stderr) = run(Command::cargo_bin("nvcre-policy")
         .expect("bin")
         .current_dir(root())
