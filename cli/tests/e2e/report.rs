@@ -870,25 +870,26 @@ fn the_shipped_rules_lint_clean_but_for_cost_estimates() {
 }
 
 /// Where `rules lint` warns about the cost of the shipped rules.
-const SHIPPED_COST_WARNINGS: [&str; 18] = [
+const SHIPPED_COST_WARNINGS: [&str; 19] = [
     "rules/contract/mpi.yaml:52:9: warning[cel-cost]: rule mpi-trainer-env-not-forwarded",
     "rules/contract/resources.yaml:31:7: warning[cel-cost]: pack variable \"gpuCounts\"",
     "rules/contract/resources.yaml:74:11: warning[cel-cost]: rule zero-nic-request",
     "rules/contract/resources.yaml:124:19: warning[cel-cost]: rule gpu-request-missing",
     "rules/lint/workloads.yaml:162:7: warning[cel-cost]: pack variable \"trainerContainer\"",
-    "rules/lint/workloads.yaml:172:7: warning[cel-cost]: pack variable \"nestedQueueLabels\"",
-    "rules/lint/workloads.yaml:184:7: warning[cel-cost]: pack variable \"ownContainers\"",
-    "rules/lint/workloads.yaml:193:7: warning[cel-cost]: pack variable \"allEnv\"",
-    "rules/lint/workloads.yaml:209:7: warning[cel-cost]: pack variable \"mpiRuns\"",
-    "rules/lint/workloads.yaml:274:7: warning[cel-cost]: pack variable \"mpiEnv\"",
-    "rules/lint/workloads.yaml:307:7: warning[cel-cost]: pack variable \"claimsUsed\"",
-    "rules/lint/workloads.yaml:522:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
-    "rules/lint/workloads.yaml:537:9: warning[cel-cost]: rule lint-claim-not-used",
-    "rules/lint/workloads.yaml:553:9: warning[cel-cost]: rule lint-claim-not-declared",
-    "rules/lint/workloads.yaml:573:9: warning[cel-cost]: rule lint-compute-domain-nodes",
-    "rules/lint/workloads.yaml:625:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
-    "rules/lint/workloads.yaml:646:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
-    "rules/lint/workloads.yaml:670:9: warning[cel-cost]: rule lint-template-labels",
+    "rules/lint/workloads.yaml:169:7: warning[cel-cost]: pack variable \"ownMetas\"",
+    "rules/lint/workloads.yaml:195:7: warning[cel-cost]: pack variable \"nestedQueueLabels\"",
+    "rules/lint/workloads.yaml:209:7: warning[cel-cost]: pack variable \"ownContainers\"",
+    "rules/lint/workloads.yaml:218:7: warning[cel-cost]: pack variable \"allEnv\"",
+    "rules/lint/workloads.yaml:234:7: warning[cel-cost]: pack variable \"mpiRuns\"",
+    "rules/lint/workloads.yaml:299:7: warning[cel-cost]: pack variable \"mpiEnv\"",
+    "rules/lint/workloads.yaml:332:7: warning[cel-cost]: pack variable \"claimsUsed\"",
+    "rules/lint/workloads.yaml:547:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
+    "rules/lint/workloads.yaml:562:9: warning[cel-cost]: rule lint-claim-not-used",
+    "rules/lint/workloads.yaml:578:9: warning[cel-cost]: rule lint-claim-not-declared",
+    "rules/lint/workloads.yaml:598:9: warning[cel-cost]: rule lint-compute-domain-nodes",
+    "rules/lint/workloads.yaml:650:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
+    "rules/lint/workloads.yaml:671:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
+    "rules/lint/workloads.yaml:695:9: warning[cel-cost]: rule lint-template-labels",
 ];
 
 // ---------------------------------------------------------------------------------------------
