@@ -342,6 +342,10 @@ fn run(cli: Cli) -> Result<ExitCode, ExitCode> {
                     .unwrap_or_else(|_| ruleset::RulesInfo::unreadable(cli.rules.as_deref()));
                 return Ok(check::run_unloaded(&errors, &info, args));
             }
+            if let Command::Test(args) = &cli.command {
+                let messages: Vec<String> = errors.errors.iter().map(ToString::to_string).collect();
+                return Ok(test_cmd::run_errors(args, &messages));
+            }
             for e in &errors.errors {
                 report::error_line(&e.to_string());
             }

@@ -114,31 +114,22 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
     if rules_dir.is_none()
         && let Some(message) = suites_of_another_set(&paths)
     {
-        report::error_line(&message);
-        return ExitCode::from(2);
+        return run_errors(args, &[message]);
     }
     let files = match discover_suites(&paths) {
         Ok(f) => f,
-        Err(e) => {
-            report::error_line(&e.to_string());
-            return ExitCode::from(2);
-        }
+        Err(e) => return run_errors(args, &[e.to_string()]),
     };
     let mut suites = Vec::new();
-    let mut broken = false;
+    let mut broken = Vec::new();
     for f in &files {
         match load_suite(f) {
             Ok(s) => suites.push(s),
-            Err(errors) => {
-                for e in errors.0 {
-                    report::error_line(&e.to_string());
-                }
-                broken = true;
-            }
+            Err(errors) => broken.extend(errors.0.iter().map(ToString::to_string)),
         }
     }
-    if broken {
-        return ExitCode::from(2);
+    if !broken.is_empty() {
+        return run_errors(args, &broken);
     }
 
     let mut runner = SuiteRunner::new(rules)
@@ -228,6 +219,52 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
     } else {
         ExitCode::SUCCESS
     }
+}
+
+/// Reports errors that stop `test` before any case runs (a rule set that does not load, a suite
+/// file that does not parse): each on stderr, and in the report asked for, so that a CI job
+/// reading `-o junit` or `-o json` gets a report that fails, not an empty file. Returns 2.
+pub fn run_errors(args: &TestArgs, errors: &[String]) -> ExitCode {
+    for e in errors {
+        report::error_line(e);
+    }
+    let out = match args.output {
+        TestFormat::Text => String::new(),
+        TestFormat::Json => {
+            let report = serde_json::json!({
+                "apiVersion": report::REPORT_API_VERSION,
+                "kind": "TestReport",
+                "tool": report::tool_json(),
+                "results": [],
+                "errors": errors.iter().map(|m| serde_json::json!({"message": m})).collect::<Vec<_>>(),
+                "untested": [],
+                "summary": {"passed": 0, "failed": 0, "errors": errors.len()},
+            });
+            let mut s = serde_json::to_string_pretty(&report).unwrap_or_default();
+            s.push('\n');
+            s
+        }
+        TestFormat::Junit => {
+            use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
+            let mut report = Report::new("nvcre-policy test");
+            let mut suite = TestSuite::new("errors");
+            for (i, e) in errors.iter().enumerate() {
+                let mut st = TestCaseStatus::non_success(NonSuccessKind::Error);
+                st.set_message(e.as_str()).set_type("input");
+                suite.add_test_case(TestCase::new(format!("error {}", i + 1), st));
+            }
+            report.add_test_suite(suite);
+            report.to_string().unwrap_or_default()
+        }
+    };
+    if !out.is_empty() {
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        let _ = stdout
+            .write_all(out.as_bytes())
+            .and_then(|()| stdout.flush());
+    }
+    ExitCode::from(2)
 }
 
 /// `test -o json`: every case (file, line, note, passed, diff), the untested packs and tables

@@ -302,3 +302,36 @@ fn suites_of_another_rule_set_and_a_filter_that_selects_nothing_are_refused() {
         "Error: no case matches --run \"zzz-no-such-case\" (in 5 suite files); case names are `file › note`\n"
     );
 }
+
+/// An error that stops `test` before any case runs (here a suite that does not parse) is in the
+/// report asked for too: a CI job reading `-o junit` or `-o json` gets a failing report, not an
+/// empty file.
+#[test]
+fn an_error_before_any_case_runs_is_in_the_report() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("t.yaml"),
+        "cases:\n  - note: a\n    inptu: x\n",
+    )
+    .expect("write");
+    let message = format!(
+        "rule test suite error: {}:3:5: cases[0].inptu: unknown key \"inptu\" (expected one of: note, input, inputFile, context, rules, mode, profile, thresholds, want_findings, want_output, want_output_exact, want_error, want_exit, property)",
+        dir.path().join("t.yaml").display()
+    );
+    let (code, stdout, stderr) = run(bin().arg("test").arg(dir.path()).args(["-o", "json"]));
+    assert_eq!((code, stderr.clone()), (2, format!("Error: {message}\n")));
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(report["errors"], serde_json::json!([{"message": message}]));
+    assert_eq!(
+        report["summary"],
+        serde_json::json!({"passed": 0, "failed": 0, "errors": 1})
+    );
+    let (code, stdout, _) = run(bin().arg("test").arg(dir.path()).args(["-o", "junit"]));
+    assert_eq!(code, 2);
+    assert!(
+        stdout.contains(
+            "<testsuite name=\"errors\" tests=\"1\" skipped=\"0\" errors=\"1\" failures=\"0\">"
+        ),
+        "{stdout}"
+    );
+}
