@@ -90,14 +90,13 @@ fn print(text: &str) {
 /// the files cannot be read. Does not need the rules to load.
 pub fn run_lint(rules_dir: Option<&Path>, args: &LintArgs) -> ExitCode {
     let dir = args.dir.as_deref().or(rules_dir);
-    let sources = match rule_sources(dir) {
-        Ok(s) => s,
-        Err(errors) => {
-            for e in &errors.errors {
-                report::error_line(&e.to_string());
-            }
-            return ExitCode::from(2);
-        }
+    // The files that can be read are linted even when some cannot (those are errors, exit 2).
+    let (sources, unreadable) = match dir {
+        Some(d) => nvcre_engine::RuleSet::read_dir_collecting(d),
+        None => match rule_sources(None) {
+            Ok(s) => (s, Vec::new()),
+            Err(errors) => (Vec::new(), errors.errors),
+        },
     };
     let contract = match contract() {
         Ok(c) => c,
@@ -117,6 +116,12 @@ pub fn run_lint(rules_dir: Option<&Path>, args: &LintArgs) -> ExitCode {
         let _ = writeln!(out, "{f}");
     }
     print(&out);
+    if !unreadable.is_empty() {
+        for e in &unreadable {
+            report::error_line(&e.to_string());
+        }
+        return ExitCode::from(2);
+    }
     if findings
         .iter()
         .any(|f| f.severity >= args.fail_on.severity())

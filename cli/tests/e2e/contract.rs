@@ -136,3 +136,30 @@ fn a_set_that_lost_a_table_is_refused_whole() {
         )
     );
 }
+
+/// `rules lint` lints the files it can read when one cannot be read (that one is an error on
+/// stderr, exit 2): it stopped at the unreadable file and said nothing of the others.
+#[test]
+fn lint_reports_the_readable_files_beside_an_unreadable_one() {
+    let (_dir, rules) = rules_copy();
+    let gang = rules.join("contract/gang.yaml");
+    edit(&gang, "stage: gang-contract\n", "stage: gang-contrat\n");
+    let bin = rules.join("contract/bin.yaml");
+    std::fs::write(&bin, [0xff, b'\n']).expect("write");
+    let (code, stdout, stderr) = run(&["rules", "lint", rules.to_str().expect("utf8")]);
+    assert_eq!(code, 2);
+    assert_eq!(
+        without_cost_warnings(&stdout),
+        format!(
+            "{}:13:8: error[contract]: unknown stage \"gang-contrat\"; known stages: admission, workload-labels, placement, gang-contract, manifests, lint\n",
+            gang.display()
+        )
+    );
+    assert_eq!(
+        stderr,
+        format!(
+            "Error: reading {}: not UTF-8 text: invalid byte 0xff at byte offset 0 (line 1)\n",
+            bin.display()
+        )
+    );
+}
