@@ -408,6 +408,14 @@ impl Contract {
     }
 
     /// The contract problems of a compiled table read from `doc`.
+    /// The row schema's validator of table `name`, when the contract declares it.
+    pub(crate) fn row_validator(&self, name: &str) -> Option<Arc<jsonschema::Validator>> {
+        self.tables
+            .iter()
+            .find(|t| t.name == name)
+            .map(|t| t.validator.clone())
+    }
+
     pub(crate) fn check_table(&self, doc: &Document, table: &Table, out: &mut Vec<Problem>) {
         let Some(declared) = self.tables.iter().find(|t| t.name == table.name) else {
             out.push(violation(

@@ -1992,10 +1992,51 @@ impl Table {
         {
             return Ok(None);
         }
-        e.body
-            .render(scope, frags)
-            .map(Some)
-            .map_err(|e| err(e.message))
+        let value = e.body.render(scope, frags).map_err(|e| err(e.message))?;
+        // A row whose values are rendered is checked against the row schema as rendered (a
+        // literal row was checked when the set loaded): `gpusPerNode: "${{ 0 }}"` is refused
+        // as `gpusPerNode: 0` is.
+        if let Some(schema) = self.schema.as_ref().filter(|_| !e.body.is_literal())
+            && let Some(bad) = schema.iter_errors(&value).next()
+        {
+            let tokens: Vec<String> = bad
+                .instance_path()
+                .as_str()
+                .split('/')
+                .skip(1)
+                .map(|t| crate::source::unescape_pointer(t).into_owned())
+                .collect();
+            // At the value written in the row, when the path reads back there.
+            let mut path = FieldPath::root().key("entries").index(e.index);
+            let mut rel = FieldPath::root();
+            for t in &tokens {
+                match t.parse::<usize>() {
+                    Ok(i) => {
+                        path = path.index(i);
+                        rel = rel.index(i);
+                    }
+                    Err(_) => {
+                        path = path.key(t.clone());
+                        rel = rel.key(t.clone());
+                    }
+                }
+            }
+            let at = if tokens.is_empty() {
+                String::new()
+            } else {
+                format!(" at {rel}")
+            };
+            return Err(Error::Pack {
+                file: self.source.name.clone(),
+                pos: self.spans.lookup(&path).or(Some(e.pos)),
+                rule: Some(crate::error::Inside::Entry(e.id.clone())),
+                message: format!(
+                    "the row as rendered does not match the schema of table {:?}{at}: {bad}",
+                    self.name
+                ),
+            });
+        }
+        Ok(Some(value))
     }
 }
 

@@ -2571,6 +2571,12 @@ impl Template {
         }
     }
 
+    /// True when the template renders to a value known before rendering (no expression, no
+    /// fragment, no condition).
+    pub(crate) fn is_literal(&self) -> bool {
+        matches!(self, Template::Literal(_))
+    }
+
     /// The names every `{$fragment: name}` of the template refers to.
     pub fn fragment_refs(&self, out: &mut Vec<String>) {
         match self {

@@ -364,6 +364,9 @@ pub struct Table {
     pub(crate) complete: bool,
     /// Renders already computed (a thread-safe cache keyed on the params the table reads).
     pub(crate) cache: Arc<crate::eval::TableCache>,
+    /// The contract's row schema, when the set was loaded with one that declares the table: a
+    /// row with templated values is checked against it once rendered.
+    pub(crate) schema: Option<Arc<jsonschema::Validator>>,
 }
 
 /// Every pack and table of a rule directory (or of the embedded default set).
@@ -1342,6 +1345,7 @@ fn compile_document(doc: Document, contract: Option<&Contract>) -> CompiledDocum
                 undefined_table_variables(&doc, &table, &mut problems);
                 if let Some(c) = contract {
                     c.check_table(&doc, &table, &mut problems);
+                    table.schema = c.row_validator(&table.name);
                 }
                 Loaded::Table(Box::new(doc), Box::new(table))
             }
@@ -1700,6 +1704,7 @@ fn compile_table(doc: &Document, problems: &mut Vec<Problem>) -> Option<Table> {
         spans: Arc::new(doc.spans.clone()),
         complete: true,
         cache: Default::default(),
+        schema: None,
     })
 }
 

@@ -163,3 +163,35 @@ fn lint_reports_the_readable_files_beside_an_unreadable_one() {
         )
     );
 }
+
+/// A row value written as a template is checked against the row schema once rendered, as a
+/// literal one is when the set loads: `gpusPerNode: "${{ 0 }}"` rendered nodes of 0 GPUs.
+#[test]
+fn a_templated_row_value_is_checked_against_the_schema_as_rendered() {
+    let (_dir, rules) = rules_copy();
+    let table = rules.join("defaults/gpu-defaults.yaml");
+    edit(
+        &table,
+        "{id: h100, gpuArchitecture: h100, gpusPerNode: 8,",
+        "{id: h100, gpuArchitecture: h100, gpusPerNode: \"${{ 0 }}\",",
+    );
+    let dir = rules.to_str().expect("utf8");
+    let (code, stdout, stderr) = run(&[
+        "--rules",
+        dir,
+        "render",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        &example("nccl-all-reduce.yaml"),
+    ]);
+    assert_eq!((code, stdout.as_str()), (2, ""));
+    assert_eq!(
+        stderr,
+        format!(
+            "Error: rule pack error: {}:18:52: entry h100: the row as rendered does not match the schema of table \"gpu-defaults\" at gpusPerNode: 0 is less than the minimum of 1\n",
+            table.display()
+        )
+    );
+}
