@@ -1045,7 +1045,7 @@ mod tests {
         assert_eq!(
             run(table),
             [
-                "rules/x.yaml:6:12: error[undefined-variable]: entry e: object is not defined here: the expression can read variables, params, fragments (and what its own comprehensions bind); a name must be one of them"
+                "rules/x.yaml:6:12: error[undefined-variable]: entry e: object is not defined here: the expression can read params, fragments (and what its own comprehensions bind); a name must be one of them"
             ]
         );
     }

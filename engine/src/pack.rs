@@ -828,8 +828,9 @@ const CEL_TYPES: &[&str] = &[
     "uint",
 ];
 
-/// The names a table's expressions are evaluated with.
-const TABLE_NAMES: &[&str] = &["variables", "params", "fragments"];
+/// The names a table's expressions are evaluated with (a `variables.x` read is reported by
+/// itself: a table has none).
+const TABLE_NAMES: &[&str] = &["params", "fragments"];
 
 /// Each identifier `site` reads that nothing binds (`objct.metadata`, `nodeSelectr`): a typo
 /// that would fail every evaluation that reaches it (and none that does not), reported when
@@ -843,7 +844,9 @@ fn unknown_identifiers(
     out: &mut Vec<Problem>,
 ) {
     for ident in crate::sites::free_value_identifiers(site.expr) {
-        if names.contains(&ident.as_str())
+        // `variables.x` reads are checked against the variables in scope, by name.
+        if ident == "variables"
+            || names.contains(&ident.as_str())
             || item.contains(&ident.as_str())
             || CEL_TYPES.contains(&ident.as_str())
         {
