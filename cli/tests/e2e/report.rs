@@ -1308,6 +1308,30 @@ fn rules_lint_warns_about_override_rows_that_never_match() {
         .position(|l| l.contains("equals: AWS"))
         .expect("edited line")
         + 1;
+    // A gpu-defaults row that names a platform or architecture that never occurs: runs quietly
+    // get another row's defaults.
+    let defaults = dir.path().join("rules/defaults/gpu-defaults.yaml");
+    let text = std::fs::read_to_string(&defaults).expect("read");
+    let edited_defaults = text
+        .replacen(
+            "{id: oci-l40s, platform: oci,",
+            "{id: oci-l40s, platform: OCI,",
+            1,
+        )
+        .replacen(
+            "{id: h200, gpuArchitecture: h200,",
+            "{id: h200, gpuArchitecture: H200,",
+            1,
+        );
+    assert_ne!(edited_defaults, text);
+    std::fs::write(&defaults, &edited_defaults).expect("write");
+    let at = |needle: &str| {
+        edited_defaults
+            .lines()
+            .position(|l| l.contains(needle))
+            .expect("edited line")
+            + 1
+    };
     let (code, stdout, _) = run(dir.path(), &["rules", "lint", "rules"]);
     let never: Vec<&str> = stdout
         .lines()
@@ -1316,9 +1340,18 @@ fn rules_lint_warns_about_override_rows_that_never_match() {
     assert_eq!(code, 0);
     assert_eq!(
         never,
-        [format!(
-            "rules/overrides/workloadrun.yaml:{line}:31: warning[never-matches]: entry aws-h100-efa: entries[9].when.platform.equals: \"AWS\" is not a platform (one of forge, onprem, aws, gcp, azure, oci, nscale, togetherai, mistral), so the row never applies; platforms are compared exactly: write \"aws\""
-        )
-        .as_str()]
+        [
+            format!(
+                "rules/overrides/workloadrun.yaml:{line}:31: warning[never-matches]: entry aws-h100-efa: entries[9].when.platform.equals: \"AWS\" is not a platform (one of forge, onprem, aws, gcp, azure, oci, nscale, togetherai, mistral), so the row never applies; platforms are compared exactly: write \"aws\""
+            ),
+            format!(
+                "rules/defaults/gpu-defaults.yaml:{}:33: warning[never-matches]: entry h200: entries[5].gpuArchitecture: \"H200\" is not a GPU architecture as runs name them (the gpu-products table reads it as \"h200\"), so the row never applies; write \"h200\"",
+                at("id: h200")
+            ),
+            format!(
+                "rules/defaults/gpu-defaults.yaml:{}:30: warning[never-matches]: entry oci-l40s: entries[10].platform: \"OCI\" is not a platform (one of forge, onprem, aws, gcp, azure, oci, nscale, togetherai, mistral), so the row never applies; platforms are compared exactly: write \"oci\"",
+                at("id: oci-l40s")
+            ),
+        ]
     );
 }

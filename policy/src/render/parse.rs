@@ -604,7 +604,8 @@ pub(crate) fn override_when_findings(
 
 /// `rules lint`'s warnings for rows of the platform override table whose `when` names a value
 /// that never occurs, so the row never applies (or an exclusion that excludes nothing): as
-/// `override_when_findings` for a user's overrides. Each is located at the value; values
+/// `override_when_findings` for a user's overrides; and for rows of the `gpu-defaults` table
+/// whose `platform` or `gpuArchitecture` never occurs. Each is located at the value; values
 /// with `${{ }}` are not judged.
 ///
 /// # Errors
@@ -686,7 +687,64 @@ pub fn override_table_lints(
             }
         }
     }
+    out.extend(defaults_table_lints(rules, &platforms, &products));
     Ok(out)
+}
+
+/// The same warnings for rows of the `gpu-defaults` table whose `platform` or
+/// `gpuArchitecture` (a row's own match, not a `when`) never occurs: the row never applies,
+/// and runs quietly get another row's defaults.
+fn defaults_table_lints(
+    rules: &nvcre_engine::RuleSet,
+    platforms: &[String],
+    products: &crate::nodes::GpuProducts,
+) -> Vec<nvcre_engine::LintFinding> {
+    use nvcre_engine::{Lint, LintFinding};
+    let Some(table) = rules.table(crate::detect::DEFAULTS_TABLE) else {
+        return Vec::new();
+    };
+    let Ok(docs) = nvcre_engine::parse_rule_file(&table.source) else {
+        return Vec::new();
+    };
+    let Some(doc) = docs.iter().find(|d| {
+        d.value
+            .pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            == Some(table.name.as_str())
+    }) else {
+        return Vec::new();
+    };
+    let entries = doc
+        .value
+        .get("entries")
+        .and_then(serde_json::Value::as_array);
+    let mut out = Vec::new();
+    for (i, entry) in entries.into_iter().flatten().enumerate() {
+        let id = entry.get("id").and_then(serde_json::Value::as_str);
+        for field in ["platform", "gpuArchitecture"] {
+            // An empty value is the row of an unknown platform or architecture.
+            let Some(v) = entry
+                .get(field)
+                .and_then(serde_json::Value::as_str)
+                .filter(|v| !v.is_empty() && !v.contains("${{"))
+            else {
+                continue;
+            };
+            let Some((problem, hint)) = when_value_problem(field, v, platforms, products) else {
+                continue;
+            };
+            let path = FieldPath::root().key("entries").index(i).key(field);
+            out.push(LintFinding {
+                lint: Lint::NeverMatches,
+                severity: Lint::NeverMatches.severity(),
+                file: table.source.name.clone(),
+                pos: doc.spans.lookup(&path),
+                rule: id.map(|id| nvcre_engine::Inside::Entry(id.to_string())),
+                message: format!("{path}: {problem}, so the row never applies{hint}"),
+            });
+        }
+    }
+    out
 }
 
 /// What is wrong with `v` as a `when.<field>` value (`platform` or `gpuArchitecture`) of an
