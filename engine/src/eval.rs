@@ -871,15 +871,18 @@ impl Run<'_, '_> {
                     .enumerate()
                     .map(|(i, v)| (Some(Item::Cel(v.clone())), index(i)))
                     .collect(),
-                // Maps iterate over their keys, sorted, so findings come in a stable order.
+                // Maps iterate over their keys, sorted, so findings come in a stable order; the
+                // index is the key's position in that order.
                 Ok(Listed::Keys(keys)) => keys
                     .into_iter()
-                    .map(|k| (Some(Item::Cel(k)), None))
+                    .enumerate()
+                    .map(|(i, k)| (Some(Item::Cel(k)), index(i)))
                     .collect(),
                 Ok(Listed::Cel(Cel::Map(m))) => {
                     crate::expr::sorted_keys(m.map.keys().map(|k| Cel::from(k.clone())))
                         .into_iter()
-                        .map(|k| (Some(Item::Cel(k)), None))
+                        .enumerate()
+                        .map(|(i, k)| (Some(Item::Cel(k)), index(i)))
                         .collect()
                 }
                 Ok(Listed::Cel(Cel::Null)) => Vec::new(),
@@ -2536,6 +2539,17 @@ mod tests {
             NO_LABELS,
         );
         assert_eq!(findings, Vec::<String>::new());
+    }
+
+    /// Over a map, `index` is the key's position in sorted order (it was never bound, so every
+    /// evaluation that read it was a rule error).
+    #[test]
+    fn a_foreach_over_a_map_binds_the_index_of_each_sorted_key() {
+        let (findings, _) = run(
+            "rules:\n- id: keys\n  forEach: {in: object.labels, as: k, index: i}\n  validate: {expression: 'false', messageExpression: \"k + ' ' + string(i)\"}\n",
+            "kind: A\nlabels: {zeta: z, alpha: a}\n",
+        );
+        assert_eq!(findings, ["error keys alpha 0", "error keys zeta 1"]);
     }
 
     /// A `forEach` item named so that no expression could read it as the item (`__variables__x`
