@@ -2541,6 +2541,28 @@ mod tests {
         assert_eq!(findings, Vec::<String>::new());
     }
 
+    /// An index named as the item, and a rule without an id, are refused at load.
+    #[test]
+    fn an_index_named_as_the_item_and_an_empty_id_are_refused() {
+        for (body, want) in [
+            (
+                "rules:\n- id: same\n  forEach: {in: \"[1]\", as: x, index: x}\n  validate: {expression: 'true'}\n",
+                "rule pack error: rules/p.yaml:7:38: rule same: \"x\" is the item's name too (forEach.as): the index would hide the item; choose another name",
+            ),
+            (
+                "rules:\n- id: ''\n  validate: {expression: 'true'}\n",
+                "rule pack error: rules/p.yaml:6:7: a rule needs a non-empty id: findings, rules explain and test suites name it",
+            ),
+        ] {
+            let err =
+                RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{body}"))])
+                    .err()
+                    .map(|e| e.to_string())
+                    .unwrap_or_default();
+            assert_eq!(err, want);
+        }
+    }
+
     /// Over a map, `index` is the key's position in sorted order (it was never bound, so every
     /// evaluation that read it was a rule error).
     #[test]
@@ -2563,6 +2585,11 @@ mod tests {
                 "starts with __, which is reserved for the engine's own names",
             ),
             ("as", "variables", "names the rule's variables"),
+            (
+                "as",
+                "object",
+                "names what the rule's expressions read (object, params, fragments, objects, objectsByKind), which the item would hide",
+            ),
             (
                 "index",
                 "1x",

@@ -1573,6 +1573,16 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec, raw: &Value) -> Result<R
         .ok()
         .and_then(|p| doc.spans.lookup(&p))
         .unwrap_or(Pos { line: 0, column: 0 });
+    // Findings, `rules explain` and suites name the rule by its id.
+    if r.id.trim().is_empty() {
+        return Err(problem(
+            ProblemKind::Shape,
+            doc,
+            &format!("{base}.id"),
+            None,
+            "a rule needs a non-empty id: findings, rules explain and test suites name it".into(),
+        ));
+    }
     if r.validate.is_none() && r.mutate.is_empty() {
         return Err(problem(
             ProblemKind::Shape,
@@ -1627,6 +1637,17 @@ fn compile_rule(doc: &Document, i: usize, r: &RuleSpec, raw: &Value) -> Result<R
                 binding_name(doc, &format!("{base}.forEach.as"), id, &f.var)?;
                 if let Some(index) = &f.index {
                     binding_name(doc, &format!("{base}.forEach.index"), id, index)?;
+                    if *index == f.var {
+                        return Err(problem(
+                            ProblemKind::Shape,
+                            doc,
+                            &format!("{base}.forEach.index"),
+                            id,
+                            format!(
+                                "{index:?} is the item's name too (forEach.as): the index would hide the item; choose another name"
+                            ),
+                        ));
+                    }
                 }
                 Ok::<_, Problem>((
                     compile_expr(doc, &format!("{base}.forEach.in"), id, &f.items)?,
@@ -1655,6 +1676,8 @@ fn binding_name(doc: &Document, path: &str, rule: Option<&str>, name: &str) -> R
         "is not a CEL identifier (a letter or _, then letters, digits or _)"
     } else if name == "variables" {
         "names the rule's variables"
+    } else if PACK_NAMES.contains(&name) {
+        "names what the rule's expressions read (object, params, fragments, objects, objectsByKind), which the item would hide"
     } else if name.starts_with("__") {
         "starts with __, which is reserved for the engine's own names"
     } else {
