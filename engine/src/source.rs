@@ -879,10 +879,10 @@ fn template_hint(message: &str, line: usize) -> String {
     )
 }
 
-/// The nearest stream line, among the parser's stopping line `at.line` and the two before it, that holds
-/// a Go template action (`{{` and, after it, `}}`; not the rules' own `${{ … }}`): a Helm chart's
-/// template read as a manifest fails there, and the parser's message alone does not say why.
-/// `text` starts at stream line `line_offset + 1`.
+/// The nearest stream line, among the parser's stopping line `at.line` and the two before it,
+/// that holds a Go template action (`{{` and, after it, `}}`; not the rules' own `${{ … }}`): a
+/// Helm chart's template read as a manifest fails there, and the parser's message alone does not
+/// say why. `text` starts at stream line `line_offset + 1`.
 fn template_action(text: &str, at: Pos, line_offset: usize) -> Option<usize> {
     let last = at.line.checked_sub(line_offset + 1)?;
     let first = last.saturating_sub(2);
