@@ -197,17 +197,10 @@ pub fn run(rules: &RuleSet, rules_dir: Option<&Path>, args: &TestArgs) -> ExitCo
     }
     let out = match args.output {
         TestFormat::Text => out,
-        TestFormat::Json => json_report(&results, &untested),
-        TestFormat::Junit => junit_report(&results, &untested),
+        TestFormat::Json => json_report(&results, &untested, &[]),
+        TestFormat::Junit => junit_report(&results, &untested, &[]),
     };
-    {
-        use std::io::Write as _;
-        let mut stdout = std::io::stdout().lock();
-        // A closed pipe (`| head`) is not an error.
-        let _ = stdout
-            .write_all(out.as_bytes())
-            .and_then(|()| stdout.flush());
-    }
+    write_stdout(&out);
     if !untested.is_empty() {
         report::error_line(&format!(
             "--require-tests: no tests for {}; add cases to the pack's or table's folder of the suites (docs/rules.md, \"Rule tests\")",
@@ -230,46 +223,26 @@ pub fn run_errors(args: &TestArgs, errors: &[String]) -> ExitCode {
     }
     let out = match args.output {
         TestFormat::Text => String::new(),
-        TestFormat::Json => {
-            let report = serde_json::json!({
-                "apiVersion": report::REPORT_API_VERSION,
-                "kind": "TestReport",
-                "tool": report::tool_json(),
-                "results": [],
-                "errors": errors.iter().map(|m| serde_json::json!({"message": m})).collect::<Vec<_>>(),
-                "untested": [],
-                "summary": {"passed": 0, "failed": 0, "errors": errors.len()},
-            });
-            let mut s = serde_json::to_string_pretty(&report).unwrap_or_default();
-            s.push('\n');
-            s
-        }
-        TestFormat::Junit => {
-            use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
-            let mut report = Report::new("nvcre-policy test");
-            let mut suite = TestSuite::new("errors");
-            for (i, e) in errors.iter().enumerate() {
-                let mut st = TestCaseStatus::non_success(NonSuccessKind::Error);
-                st.set_message(e.as_str()).set_type("input");
-                suite.add_test_case(TestCase::new(format!("error {}", i + 1), st));
-            }
-            report.add_test_suite(suite);
-            report.to_string().unwrap_or_default()
-        }
+        TestFormat::Json => json_report(&[], &[], errors),
+        TestFormat::Junit => junit_report(&[], &[], errors),
     };
-    if !out.is_empty() {
-        use std::io::Write as _;
-        let mut stdout = std::io::stdout().lock();
-        let _ = stdout
-            .write_all(out.as_bytes())
-            .and_then(|()| stdout.flush());
-    }
+    write_stdout(&out);
     ExitCode::from(2)
 }
 
+/// Writes a report on stdout; a closed pipe (`| head`) is not an error.
+fn write_stdout(out: &str) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    let _ = stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush());
+}
+
 /// `test -o json`: every case (file, line, note, passed, diff), the untested packs and tables
-/// (with `--require-tests`) and the counts.
-fn json_report(results: &[CaseResult], untested: &[String]) -> String {
+/// (with `--require-tests`), the errors that stopped the run before any case ran
+/// ([`run_errors`]) and the counts.
+fn json_report(results: &[CaseResult], untested: &[String], errors: &[String]) -> String {
     let passed = results.iter().filter(|r| r.passed()).count();
     let report = serde_json::json!({
         "apiVersion": report::REPORT_API_VERSION,
@@ -282,8 +255,9 @@ fn json_report(results: &[CaseResult], untested: &[String]) -> String {
             "passed": r.passed(),
             "diff": r.diff,
         })).collect::<Vec<_>>(),
+        "errors": errors.iter().map(|m| serde_json::json!({"message": m})).collect::<Vec<_>>(),
         "untested": untested,
-        "summary": {"passed": passed, "failed": results.len() - passed},
+        "summary": {"passed": passed, "failed": results.len() - passed, "errors": errors.len()},
     });
     let mut s = serde_json::to_string_pretty(&report).unwrap_or_default();
     s.push('\n');
@@ -292,8 +266,9 @@ fn json_report(results: &[CaseResult], untested: &[String]) -> String {
 
 /// `test -o junit`: a testsuite per suite file (in run order), a testcase per case (its note;
 /// classname the file); a failure carries the diff. With `--require-tests`, the untested packs
-/// and tables are failing cases of a `require-tests` suite.
-fn junit_report(results: &[CaseResult], untested: &[String]) -> String {
+/// and tables are failing cases of a `require-tests` suite; errors that stopped the run, the
+/// erroring cases of an `errors` suite.
+fn junit_report(results: &[CaseResult], untested: &[String], errors: &[String]) -> String {
     use quick_junit::{NonSuccessKind, Report, TestCase, TestCaseStatus, TestSuite};
     let mut report = Report::new("nvcre-policy test");
     let mut suites: Vec<TestSuite> = Vec::new();
@@ -327,6 +302,15 @@ fn junit_report(results: &[CaseResult], untested: &[String]) -> String {
             st.set_message("no test case in its folder or naming its rules")
                 .set_type("coverage");
             s.add_test_case(TestCase::new(u.as_str(), st));
+        }
+        suites.push(s);
+    }
+    if !errors.is_empty() {
+        let mut s = TestSuite::new("errors");
+        for (i, e) in errors.iter().enumerate() {
+            let mut st = TestCaseStatus::non_success(NonSuccessKind::Error);
+            st.set_message(e.as_str()).set_type("input");
+            s.add_test_case(TestCase::new(format!("error {}", i + 1), st));
         }
         suites.push(s);
     }

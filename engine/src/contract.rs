@@ -437,14 +437,7 @@ impl Contract {
                     if params.contains(&p) {
                         continue;
                     }
-                    let rule = match site.owner {
-                        Owner::Entry(i) => table
-                            .entries
-                            .iter()
-                            .find(|e| e.index == i)
-                            .map(|e| e.id.as_str()),
-                        _ => None,
-                    };
+                    let rule = table.owner_id(&site.owner);
                     out.push(violation(
                         doc,
                         ContractViolation::UndeclaredParam,

@@ -19,27 +19,12 @@ pub enum Inside {
 }
 
 impl Inside {
-    /// The owner of id `id` in a rule file document of kind `kind`: an entry in a `Table`, a
-    /// rule anywhere else.
-    pub(crate) fn in_kind(kind: Option<&str>, id: &str) -> Inside {
-        match kind {
+    /// The owner of id `id` in rule file document `doc`: an entry in a `Table`, a rule
+    /// anywhere else.
+    pub(crate) fn in_doc(doc: &crate::source::Document, id: &str) -> Inside {
+        match doc.value.get("kind").and_then(serde_json::Value::as_str) {
             Some("Table") => Inside::Entry(id.to_string()),
             _ => Inside::Rule(id.to_string()),
-        }
-    }
-
-    /// The owner of id `id` in rule file document `doc` ([`Inside::in_kind`] of its `kind`).
-    pub(crate) fn in_doc(doc: &crate::source::Document, id: &str) -> Inside {
-        Inside::in_kind(
-            doc.value.get("kind").and_then(serde_json::Value::as_str),
-            id,
-        )
-    }
-
-    /// The id.
-    pub fn id(&self) -> &str {
-        match self {
-            Inside::Rule(id) | Inside::Entry(id) => id,
         }
     }
 }

@@ -501,13 +501,7 @@ fn lint_table(table: &Table, out: &mut Vec<LintFinding>) {
         table: true,
     };
     let sites = table_sites(table);
-    let entry_id = |i: usize| {
-        table
-            .entries
-            .iter()
-            .find(|e| e.index == i)
-            .map(|e| e.id.as_str())
-    };
+    let entry_id = |i: usize| table.entry_id(i);
     check_escaped_keys(&sites, &at, &|i| entry_id(i), out);
     check_costs(
         &sites,

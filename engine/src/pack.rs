@@ -369,6 +369,25 @@ pub struct Table {
     pub(crate) schema: Option<Arc<jsonschema::Validator>>,
 }
 
+impl Table {
+    /// The id of the entry at index `index` of the table's `entries` as written (`None` for an
+    /// entry that did not compile).
+    pub(crate) fn entry_id(&self, index: usize) -> Option<&str> {
+        self.entries
+            .iter()
+            .find(|e| e.index == index)
+            .map(|e| e.id.as_str())
+    }
+
+    /// The id of the entry a site of the table belongs to (`None` for a fragment's).
+    pub(crate) fn owner_id(&self, owner: &Owner) -> Option<&str> {
+        match owner {
+            Owner::Entry(i) => self.entry_id(*i),
+            _ => None,
+        }
+    }
+}
+
 /// Every pack and table of a rule directory (or of the embedded default set).
 #[derive(Debug, Clone, Default)]
 pub struct RuleSet {
@@ -871,25 +890,10 @@ fn unknown_identifiers(
 /// A table has no variables: every `variables.x` read is undefined.
 fn undefined_table_variables(doc: &Document, table: &Table, out: &mut Vec<Problem>) {
     for site in table_sites(table) {
+        let id = table.owner_id(&site.owner);
         for name in reads(site.expr).variables {
-            let id = match site.owner {
-                Owner::Entry(i) => table
-                    .entries
-                    .iter()
-                    .find(|e| e.index == i)
-                    .map(|e| e.id.as_str()),
-                _ => None,
-            };
             out.push(undefined(doc, &site.path, id, &name));
         }
-        let id = match site.owner {
-            Owner::Entry(i) => table
-                .entries
-                .iter()
-                .find(|e| e.index == i)
-                .map(|e| e.id.as_str()),
-            _ => None,
-        };
         unknown_identifiers(doc, &site, id, TABLE_NAMES, &[], out);
     }
 }

@@ -7,6 +7,15 @@ fn example(name: &str) -> String {
     root().join("examples").join(name).display().to_string()
 }
 
+/// `--rules RULES render FLAGS… examples/nccl-all-reduce.yaml`: (exit code, stdout, stderr).
+fn render_example(rules: &str, flags: &[&str]) -> (i32, String, String) {
+    let example = example("nccl-all-reduce.yaml");
+    let mut args = vec!["--rules", rules, "render"];
+    args.extend(flags);
+    args.push(&example);
+    run(&args)
+}
+
 #[test]
 fn a_misspelled_stage_is_refused_by_render_and_reported_by_lint() {
     let (_dir, rules) = rules_copy();
@@ -15,14 +24,7 @@ fn a_misspelled_stage_is_refused_by_render_and_reported_by_lint() {
     let dir = rules.to_str().expect("utf8");
     let message = "unknown stage \"gang-contrat\"; known stages: admission, workload-labels, \
                    placement, gang-contract, manifests, lint";
-    let (code, stdout, stderr) = run(&[
-        "--rules",
-        dir,
-        "render",
-        "--gpu-arch",
-        "h100",
-        &example("nccl-all-reduce.yaml"),
-    ]);
+    let (code, stdout, stderr) = render_example(dir, &["--gpu-arch", "h100"]);
     assert_eq!(code, 2, "{stderr}");
     assert_eq!(stdout, "");
     assert_eq!(
@@ -54,14 +56,7 @@ fn a_misspelled_key_in_a_platform_row_is_refused_and_every_error_is_listed() {
     let dir = rules.to_str().expect("utf8");
     let row = "entry nscale: unknown key \"platfrom\" in a row of table \"platform-detection\"; \
                known keys: platform, synthetic";
-    let (code, _, stderr) = run(&[
-        "--rules",
-        dir,
-        "render",
-        "--gpu-arch",
-        "h100",
-        &example("nccl-all-reduce.yaml"),
-    ]);
+    let (code, _, stderr) = render_example(dir, &["--gpu-arch", "h100"]);
     assert_eq!(code, 2, "{stderr}");
     assert_eq!(
         stderr,
@@ -113,21 +108,14 @@ fn without_cost_warnings(stdout: &str) -> String {
 }
 
 /// A `--rules` set that lost a table file (it defines the others) is refused whole, as the
-/// controller refuses it; `--version` names the set and says so. It loaded, passed `check`,
-/// and failed every `render` with "rule set has no table".
+/// controller refuses it. It loaded, passed `check`, and failed every `render` with "rule set
+/// has no table".
 #[test]
 fn a_set_that_lost_a_table_is_refused_whole() {
     let (_dir, rules) = rules_copy();
     std::fs::remove_file(rules.join("defaults/nccl-env.yaml")).expect("remove");
     let dir = rules.to_str().expect("utf8");
-    let (code, stdout, stderr) = run(&[
-        "--rules",
-        dir,
-        "render",
-        "--gpu-arch",
-        "h100",
-        &example("nccl-all-reduce.yaml"),
-    ]);
+    let (code, stdout, stderr) = render_example(dir, &["--gpu-arch", "h100"]);
     assert_eq!((code, stdout.as_str()), (2, ""));
     assert_eq!(
         stderr,
@@ -176,16 +164,7 @@ fn a_templated_row_value_is_checked_against_the_schema_as_rendered() {
         "{id: h100, gpuArchitecture: h100, gpusPerNode: \"${{ 0 }}\",",
     );
     let dir = rules.to_str().expect("utf8");
-    let (code, stdout, stderr) = run(&[
-        "--rules",
-        dir,
-        "render",
-        "--platform",
-        "aws",
-        "--gpu-arch",
-        "h100",
-        &example("nccl-all-reduce.yaml"),
-    ]);
+    let (code, stdout, stderr) = render_example(dir, &["--platform", "aws", "--gpu-arch", "h100"]);
     assert_eq!((code, stdout.as_str()), (2, ""));
     assert_eq!(
         stderr,

@@ -518,8 +518,9 @@ fn test_json_reports_every_case() {
                      "      actual:   {ruleId: widget-size, severity: error, fieldPath: spec.size, line: 3, column: 14, message: \"size 30 is above 10\"}"
                  ]}
             ],
+            "errors": [],
             "untested": [],
-            "summary": {"passed": 1, "failed": 1}
+            "summary": {"passed": 1, "failed": 1, "errors": 0}
         })
     );
 }

@@ -613,22 +613,13 @@ pub(crate) fn override_when_findings(
 pub fn override_table_lints(
     rules: &nvcre_engine::RuleSet,
 ) -> Result<Vec<nvcre_engine::LintFinding>, PolicyError> {
-    use nvcre_engine::{Lint, LintFinding};
     let Some(table) = rules.table(super::OVERRIDE_TABLE) else {
         return Ok(Vec::new());
     };
     let platforms = crate::detect::platform_names(rules)?;
     let products = crate::detect::gpu_products(rules)?;
     // The table as written: its rows' values and their places.
-    let Ok(docs) = nvcre_engine::parse_rule_file(&table.source) else {
-        return Ok(Vec::new());
-    };
-    let Some(doc) = docs.iter().find(|d| {
-        d.value
-            .pointer("/metadata/name")
-            .and_then(serde_json::Value::as_str)
-            == Some(table.name.as_str())
-    }) else {
+    let Some(doc) = table_as_written(table) else {
         return Ok(Vec::new());
     };
     let mut out = Vec::new();
@@ -675,14 +666,13 @@ pub fn override_table_lints(
                         Some(j) => base.index(j),
                         None => base,
                     };
-                    out.push(LintFinding {
-                        lint: Lint::NeverMatches,
-                        severity: Lint::NeverMatches.severity(),
-                        file: table.source.name.clone(),
-                        pos: doc.spans.lookup(&path),
-                        rule: id.map(|id| nvcre_engine::Inside::Entry(id.to_string())),
-                        message: format!("{path}: {problem}, so {consequence}{hint}"),
-                    });
+                    out.push(never_matches(
+                        table,
+                        &doc,
+                        &path,
+                        id,
+                        format!("{path}: {problem}, so {consequence}{hint}"),
+                    ));
                 }
             }
         }
@@ -699,19 +689,10 @@ fn defaults_table_lints(
     platforms: &[String],
     products: &crate::nodes::GpuProducts,
 ) -> Vec<nvcre_engine::LintFinding> {
-    use nvcre_engine::{Lint, LintFinding};
     let Some(table) = rules.table(crate::detect::DEFAULTS_TABLE) else {
         return Vec::new();
     };
-    let Ok(docs) = nvcre_engine::parse_rule_file(&table.source) else {
-        return Vec::new();
-    };
-    let Some(doc) = docs.iter().find(|d| {
-        d.value
-            .pointer("/metadata/name")
-            .and_then(serde_json::Value::as_str)
-            == Some(table.name.as_str())
-    }) else {
+    let Some(doc) = table_as_written(table) else {
         return Vec::new();
     };
     let entries = doc
@@ -734,17 +715,48 @@ fn defaults_table_lints(
                 continue;
             };
             let path = FieldPath::root().key("entries").index(i).key(field);
-            out.push(LintFinding {
-                lint: Lint::NeverMatches,
-                severity: Lint::NeverMatches.severity(),
-                file: table.source.name.clone(),
-                pos: doc.spans.lookup(&path),
-                rule: id.map(|id| nvcre_engine::Inside::Entry(id.to_string())),
-                message: format!("{path}: {problem}, so the row never applies{hint}"),
-            });
+            out.push(never_matches(
+                table,
+                &doc,
+                &path,
+                id,
+                format!("{path}: {problem}, so the row never applies{hint}"),
+            ));
         }
     }
     out
+}
+
+/// `table`'s document as written (its rows' values and their places), parsed again from its
+/// file; `None` when it cannot be found there.
+fn table_as_written(table: &nvcre_engine::Table) -> Option<nvcre_engine::Document> {
+    nvcre_engine::parse_rule_file(&table.source)
+        .ok()?
+        .into_iter()
+        .find(|d| {
+            d.value
+                .pointer("/metadata/name")
+                .and_then(serde_json::Value::as_str)
+                == Some(table.name.as_str())
+        })
+}
+
+/// A `never-matches` warning at `path` of `table`'s row `id`.
+fn never_matches(
+    table: &nvcre_engine::Table,
+    doc: &nvcre_engine::Document,
+    path: &FieldPath,
+    id: Option<&str>,
+    message: String,
+) -> nvcre_engine::LintFinding {
+    nvcre_engine::LintFinding {
+        lint: nvcre_engine::Lint::NeverMatches,
+        severity: nvcre_engine::Lint::NeverMatches.severity(),
+        file: table.source.name.clone(),
+        pos: doc.spans.lookup(path),
+        rule: id.map(|id| nvcre_engine::Inside::Entry(id.to_string())),
+        message,
+    }
 }
 
 /// What is wrong with `v` as a `when.<field>` value (`platform` or `gpuArchitecture`) of an

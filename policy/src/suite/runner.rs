@@ -400,27 +400,36 @@ mod tests {
         runner.run(&suite, &suite.cases[0])
     }
 
-    #[test]
-    fn a_rule_directory_is_loaded_with_the_pipeline_contract() {
+    /// Runs a case of the test input against a rule directory holding one pack (`body` after
+    /// its header), expecting exit `want_exit`: the result and the pack file's path.
+    fn run_with_pack(body: &str, want_exit: u8) -> (CaseResult, String) {
         let dir = tempfile::tempdir().expect("tempdir");
+        let pack = dir.path().join("p.yaml");
         std::fs::write(
-            dir.path().join("p.yaml"),
-            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p}\nstage: admision\nrules:\n- id: r\n  validate: {expression: 'true'}\n",
+            &pack,
+            format!("apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {{name: p}}\n{body}"),
         )
         .expect("write");
         let text = format!(
-            "cases:\n  - note: n\n    rules: {}\n    input: |\n{RUN}    want_exit: 0\n",
+            "cases:\n  - note: n\n    rules: {}\n    input: |\n{RUN}    want_exit: {want_exit}\n",
             dir.path().display()
         );
         let suite = parse_suite(Path::new("t.yaml"), &text).expect("parses");
         let rules = crate::packs::default_rules().expect("rules");
-        let mut runner = SuiteRunner::new(&rules);
-        let r = runner.run(&suite, &suite.cases[0]);
+        let r = SuiteRunner::new(&rules).run(&suite, &suite.cases[0]);
+        (r, pack.display().to_string())
+    }
+
+    #[test]
+    fn a_rule_directory_is_loaded_with_the_pipeline_contract() {
+        let (r, pack) = run_with_pack(
+            "stage: admision\nrules:\n- id: r\n  validate: {expression: 'true'}\n",
+            0,
+        );
         assert_eq!(
             r.outcome.error,
             Some(format!(
-                "rule pack error: {}:4:8: unknown stage \"admision\"; known stages: admission, workload-labels, placement, gang-contract, manifests, lint",
-                dir.path().join("p.yaml").display()
+                "rule pack error: {pack}:4:8: unknown stage \"admision\"; known stages: admission, workload-labels, placement, gang-contract, manifests, lint"
             ))
         );
     }
@@ -428,19 +437,10 @@ mod tests {
     /// A rule that cannot be evaluated exits 2, as `check` exits (it was 1, a violation).
     #[test]
     fn a_rule_error_exits_2_as_check_does() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::write(
-            dir.path().join("p.yaml"),
-            "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p}\nstage: admission\nmatch:\n  resources: [{apiVersion: nvcre.nvidia.com/v1alpha1, kind: WorkloadRun}]\nrules:\n- id: r\n  validate: {expression: '1 / (object.spec.numNodes - 1) > 0', message: m}\n",
-        )
-        .expect("write");
-        let text = format!(
-            "cases:\n  - note: n\n    rules: {}\n    input: |\n{RUN}    want_exit: 2\n",
-            dir.path().display()
+        let (r, _) = run_with_pack(
+            "stage: admission\nmatch:\n  resources: [{apiVersion: nvcre.nvidia.com/v1alpha1, kind: WorkloadRun}]\nrules:\n- id: r\n  validate: {expression: '1 / (object.spec.numNodes - 1) > 0', message: m}\n",
+            2,
         );
-        let suite = parse_suite(Path::new("t.yaml"), &text).expect("parses");
-        let rules = crate::packs::default_rules().expect("rules");
-        let r = SuiteRunner::new(&rules).run(&suite, &suite.cases[0]);
         assert!(r.passed(), "{}", r.report());
         assert!(r.outcome.findings[0].rule_error);
     }
