@@ -959,6 +959,19 @@ mod tests {
     }
 
     #[test]
+    fn a_param_tested_with_in_is_a_read_of_that_param() {
+        // `'x' in params` is `has(params.x)`: a misspelt name is as undeclared as in a select.
+        assert_eq!(
+            load(
+                "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata: {name: p}\nstage: admission\nrules:\n- id: r\n  validate: {expression: \"'labelsPth' in params\"}\n"
+            ),
+            [
+                "rule pack error: r.yaml:7:26: rule r: params.labelsPth is not passed to stage \"admission\" (it passes no params)",
+            ]
+        );
+    }
+
+    #[test]
     fn unknown_keys_are_errors_beside_templated_values_which_are_not_checked() {
         assert_eq!(
             load(&format!(

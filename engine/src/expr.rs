@@ -819,6 +819,17 @@ fn field_reads(e: &IdedExpr, name: &str, out: &mut FieldReads) {
                 out.merge(&FieldReads::Fields(BTreeSet::from([k.inner().to_string()])));
                 return;
             }
+            // `'x' in name` tests the one field, as `has(name.x)` does.
+            if let (true, [key, operand]) = (
+                c.func_name == operators::IN || c.func_name == MEMBER_FUNCTION,
+                c.args.as_slice(),
+            )
+                && let (true, AstExpr::Literal(LiteralValue::String(k))) =
+                    (is_name(operand), &key.expr)
+            {
+                out.merge(&FieldReads::Fields(BTreeSet::from([k.inner().to_string()])));
+                return;
+            }
             if let Some(t) = &c.target {
                 field_reads(t, name, out);
             }

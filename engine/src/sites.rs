@@ -177,6 +177,16 @@ fn visit(e: &IdedExpr, out: &mut Reads) {
             {
                 out.push(ns, name);
             }
+            // `'name' in ns` tests the one name, as `has(ns.name)` does.
+            if (c.func_name == cel::common::ast::operators::IN
+                || c.func_name == crate::expr::MEMBER_FUNCTION)
+                && let (Some(name), Some(ns)) = (
+                    c.args.first().and_then(string_literal),
+                    c.args.get(1).and_then(ident),
+                )
+            {
+                out.push(ns, name);
+            }
             if let Some(t) = &c.target {
                 visit(t, out);
             }
