@@ -182,6 +182,14 @@ refused!(
 );
 
 refused!(
+    a_resource_quantity_that_does_not_parse_is_refused_at_its_value,
+    ["check", "in.yaml"],
+    run_yaml("  framework: {exec: {command: [a]}}\n  initContainers: [{name: p, image: b, resources: {requests: {memory: 1Gi}}}]\n  resources: {limits: {cpu: 2, memory: lots}}\n"),
+    2,
+    "Error: in.yaml:9:40: spec.resources.limits.memory: Invalid value: \"lots\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'\n"
+);
+
+refused!(
     empty_resources_list_is_an_error,
     [
         "render",

@@ -107,6 +107,37 @@ fn each<T: DeserializeOwned>(spec: &Value, key: &str, out: &mut Vec<Problem>) {
     }
 }
 
+/// The API server's message for a resource quantity that does not parse.
+const QUANTITY_FORMAT: &str =
+    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'";
+
+/// Every `limits`/`requests` value of `resources` (at `at`) that is not a Kubernetes quantity:
+/// k8s-openapi keeps a quantity as text, so `memory: lots` reads, and only the API server
+/// would refuse the pods (at the value, with its message).
+fn quantity_problems(resources: Option<&Value>, at: &FieldPath, out: &mut Vec<Problem>) {
+    for list in ["limits", "requests"] {
+        let Some(map) = resources.and_then(|r| r.get(list)).and_then(Value::as_object) else {
+            continue;
+        };
+        for (name, value) in map {
+            let Value::String(text) = value else {
+                continue;
+            };
+            if nvcre_engine::quantity::split(text.trim()).is_none() {
+                let path = at.clone().key(list).key(name.clone());
+                out.push(Problem {
+                    message: format!(
+                        "{path}: Invalid value: {}: {QUANTITY_FORMAT}",
+                        serde_json::Value::from(text.as_str())
+                    ),
+                    path,
+                    at_value: true,
+                });
+            }
+        }
+    }
+}
+
 /// Strict field validation of `doc` (a WorkloadRun when `workload_run`, else a Workflow);
 /// `unknown` are the fields the closed schema (`spec`) does not have, already found.
 ///
@@ -153,6 +184,14 @@ pub(crate) fn validate(
                 resources,
                 &FieldPath::root().key("spec").key("resources"),
             ));
+        }
+        let spec_at = FieldPath::root().key("spec");
+        quantity_problems(spec.get("resources"), &spec_at.clone().key("resources"), &mut problems);
+        if let Some(inits) = spec.get("initContainers").and_then(Value::as_array) {
+            for (i, c) in inits.iter().enumerate() {
+                let at = spec_at.clone().key("initContainers").index(i).key("resources");
+                quantity_problems(c.get("resources"), &at, &mut problems);
+            }
         }
         each::<Container>(spec, "initContainers", &mut problems);
         each::<Volume>(spec, "volumes", &mut problems);
