@@ -834,8 +834,9 @@ impl Run<'_, '_> {
         // Failures of a variable or fragment, reported once per rule however many items read it.
         let mut reported = BTreeSet::new();
         let index = |i: usize| Some(Cel::Int(i64::try_from(i).unwrap_or(i64::MAX)));
-        // A `when` that reads neither the item, its index nor the rule's own variables is the
-        // same for every item until one writes (an item writes only when it held). When the
+        // A `when` that reads neither the item, its index nor the rule's own variables (it may
+        // read the pack's) is the same for every item until one writes (an item writes only
+        // when it held). When the
         // items are computed (not only selected, which costs less than `when` and often finds
         // none), it is evaluated first: false, the rule is skipped before its `forEach.in`,
         // which may cost far more than the rule (or read what it needs only on the documents
@@ -844,7 +845,10 @@ impl Run<'_, '_> {
         let item_free_when = match (&rule.for_each, &rule.when) {
             (Some((items, var, idx_var)), Some(when))
                 if !items.only_selects()
-                    && rule.variables.is_empty()
+                    && !when.reads_name("variables")
+                    && rule.variables.iter().all(|(name, _)| {
+                        !when.reads_name(&format!("{}{name}", crate::expr::VARIABLE_PREFIX))
+                    })
                     && !when.reads_name(var)
                     && idx_var.as_deref().is_none_or(|i| !when.reads_name(i)) =>
             {
@@ -2229,6 +2233,28 @@ mod tests {
             run(&selected, NO_LABELS).0,
             [
                 "error r rule r could not be evaluated on document 1: forEach.in: No such key: missing (expression: object.spec.missing) (a rule error, not a policy violation)"
+            ]
+        );
+        // The rule's own variables do not stop it, unless `when` reads one (they are bound
+        // per item).
+        let with_variables = |when: &str| {
+            rule(when).replace(
+                "  validate:",
+                "  variables: [{name: v, expression: 'x'}]\n  validate:",
+            )
+        };
+        assert_eq!(
+            run(&with_variables("object.kind == 'Pod'"), NO_LABELS).0,
+            Vec::<String>::new()
+        );
+        assert_eq!(
+            run(
+                &with_variables("variables.v == 1 && object.kind == 'Pod'"),
+                NO_LABELS
+            )
+            .0,
+            [
+                "error r rule r could not be evaluated on document 1: forEach.in: No such key: missing (expression: object.spec.missing.map(m, m)) (a rule error, not a policy violation)"
             ]
         );
         // A `when` that reads the item is evaluated per item, after the items.

@@ -823,9 +823,8 @@ fn field_reads(e: &IdedExpr, name: &str, out: &mut FieldReads) {
             if let (true, [key, operand]) = (
                 c.func_name == operators::IN || c.func_name == MEMBER_FUNCTION,
                 c.args.as_slice(),
-            )
-                && let (true, AstExpr::Literal(LiteralValue::String(k))) =
-                    (is_name(operand), &key.expr)
+            ) && let (true, AstExpr::Literal(LiteralValue::String(k))) =
+                (is_name(operand), &key.expr)
             {
                 out.merge(&FieldReads::Fields(BTreeSet::from([k.inner().to_string()])));
                 return;

@@ -543,7 +543,7 @@ pub struct OverrideSpec {
     pub when: WhenSpec,
     /// Strategic merge into `jobTemplate`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::crd::any_object")]
+    #[schemars(schema_with = "crate::crd::override_job_template")]
     pub job_template: Option<Value>,
     /// RFC 6902 patch of `jobTemplate` (array, or a string holding one), after the merge.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -555,7 +555,7 @@ pub struct OverrideSpec {
     pub dependencies: Option<Vec<Value>>,
     /// Orchestration fields, each replacing the base value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::crd::any_object")]
+    #[schemars(schema_with = "crate::crd::override_orchestration")]
     pub orchestration: Option<serde_json::Map<String, Value>>,
 }
 

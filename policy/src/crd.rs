@@ -424,8 +424,49 @@ fn immutable(name: &str) -> Value {
 }
 
 /// `Workflow.spec.jobTemplate`: `{metadata?, spec: JobSpec}` with the JobSpec immutability rules.
-/// The JobSpec body is otherwise kept as written (overrides patch it as a document).
+/// The JobSpec's fields are closed (a misspelt one is an unknown field, as the API server's
+/// strict field validation has it); what they hold (the TrainJob) is kept as written.
 pub(crate) fn job_template(_: &mut SchemaGenerator) -> Schema {
+    let props = job_spec_properties();
+    json_schema!({
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "metadata": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+            "spec": {
+                "type": "object",
+                "properties": props,
+                "x-kubernetes-validations": [
+                    {
+                        "rule": "has(self.workloadMetadata) == has(oldSelf.workloadMetadata)",
+                        "message": "workloadMetadata cannot be added or removed after creation"
+                    },
+                    {
+                        "rule": "has(self.nodeHealthMonitor) == has(oldSelf.nodeHealthMonitor) && has(self.goodputMeasurement) == has(oldSelf.goodputMeasurement) && has(self.bandwidthMeasurement) == has(oldSelf.bandwidthMeasurement)",
+                        "message": "nodeHealthMonitor, goodputMeasurement, and bandwidthMeasurement cannot be added or removed after creation"
+                    }
+                ]
+            }
+        }
+    })
+}
+
+/// An override's `jobTemplate`: the part of a `{metadata?, spec: JobSpec}` it merges, with the
+/// JobSpec's fields closed as in [`job_template`].
+pub(crate) fn override_job_template(_: &mut SchemaGenerator) -> Schema {
+    let mut props = Value::Object(job_spec_properties());
+    patch_shape(&mut props);
+    json_schema!({
+        "type": "object",
+        "properties": {
+            "metadata": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+            "spec": { "type": "object", "properties": props }
+        }
+    })
+}
+
+/// The fields of a JobSpec, each with its bounds and immutability rule.
+fn job_spec_properties() -> serde_json::Map<String, Value> {
     let mut props = serde_json::Map::new();
     for name in [
         "workload",
@@ -466,6 +507,7 @@ pub(crate) fn job_template(_: &mut SchemaGenerator) -> Schema {
             }
         },
         "stallMultiplier": { "type": "integer", "minimum": 1 },
+        "thresholds": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
         "startupStallTimeoutSeconds": { "type": "integer", "minimum": 1, "default": 1200 },
         "schedulingStallGraceSeconds": { "type": "integer", "minimum": 1, "default": 300 },
         "measurementTimeout": { "type": "string", "default": "5m" }
@@ -473,39 +515,45 @@ pub(crate) fn job_template(_: &mut SchemaGenerator) -> Schema {
     if let Value::Object(bounded) = bounded {
         props.extend(bounded);
     }
-    json_schema!({
-        "type": "object",
-        "required": ["spec"],
-        "properties": {
-            "metadata": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
-            "spec": {
-                "type": "object",
-                "x-kubernetes-preserve-unknown-fields": true,
-                "properties": props,
-                "x-kubernetes-validations": [
-                    {
-                        "rule": "has(self.workloadMetadata) == has(oldSelf.workloadMetadata)",
-                        "message": "workloadMetadata cannot be added or removed after creation"
-                    },
-                    {
-                        "rule": "has(self.nodeHealthMonitor) == has(oldSelf.nodeHealthMonitor) && has(self.goodputMeasurement) == has(oldSelf.goodputMeasurement) && has(self.bandwidthMeasurement) == has(oldSelf.bandwidthMeasurement)",
-                        "message": "nodeHealthMonitor, goodputMeasurement, and bandwidthMeasurement cannot be added or removed after creation"
-                    }
-                ]
-            }
-        }
-    })
+    props
 }
 
-/// `Workflow.spec.orchestration`: the bounded fields typed, the rest kept as written.
-pub(crate) fn workflow_orchestration(_: &mut SchemaGenerator) -> Schema {
-    let object =
-        serde_json::json!({ "type": "object", "x-kubernetes-preserve-unknown-fields": true });
-    json_schema!({
+/// `Workflow.spec.orchestration`: target, topology, diagnose, execution, iterations, placement
+/// (closed: a misspelt field is an unknown field, never a default silently kept).
+pub(crate) fn workflow_orchestration(generator: &mut SchemaGenerator) -> Schema {
+    orchestration_schema(generator, true)
+}
+
+/// An override's `orchestration`: the fields an override replaces (target, topology,
+/// execution, iterations, placement), closed.
+pub(crate) fn override_orchestration(generator: &mut SchemaGenerator) -> Schema {
+    orchestration_schema(generator, false)
+}
+
+/// `schema` as the shape of a patch (an override) rather than of the object: no `default`
+/// (the API server would write defaults into the patch, which would then replace the values it
+/// patches) and no `x-kubernetes-validations` (their `oldSelf` cannot be correlated inside the
+/// `overrides` list, and what they guard is the object's).
+fn patch_shape(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            map.remove("default");
+            map.remove("x-kubernetes-validations");
+            map.values_mut().for_each(patch_shape);
+        }
+        Value::Array(items) => items.iter_mut().for_each(patch_shape),
+        _ => {}
+    }
+}
+
+/// The orchestration schema, with `diagnose` when `diagnose`.
+fn orchestration_schema(generator: &mut SchemaGenerator, diagnose: bool) -> Schema {
+    let target = serde_json::to_value(generator.subschema_for::<crate::api::TargetSpec>())
+        .unwrap_or_else(|_| serde_json::json!({ "type": "object" }));
+    let mut schema = json_schema!({
         "type": "object",
-        "x-kubernetes-preserve-unknown-fields": true,
         "properties": {
-            "target": object,
+            "target": target,
             "topology": {
                 "type": "object",
                 "properties": {
@@ -531,7 +579,16 @@ pub(crate) fn workflow_orchestration(_: &mut SchemaGenerator) -> Schema {
             "iterations": { "type": "integer", "minimum": 1, "default": 1 },
             "placement": { "type": "string", "enum": ["Pinned", "Unpinned"] }
         }
-    })
+    });
+    if !diagnose {
+        if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+            props.remove("diagnose");
+        }
+        if let Some(props) = schema.get_mut("properties") {
+            patch_shape(props);
+        }
+    }
+    schema
 }
 
 /// Labels every object the controller creates carries, by key (the managed-by label and the
@@ -641,13 +698,20 @@ static SCHEMAS: std::sync::LazyLock<serde_json::Map<String, serde_json::Value>> 
         serde_json::from_str(include_str!("crd_types.json")).unwrap_or_default()
     });
 
-/// The kinds' schemas reduced to what [`schema_type_problem`] reads: `type`, `properties`,
-/// `items` and an `additionalProperties` schema, kind → schema.
+/// The structural-schema flag of an object that keeps fields its schema does not name.
+const PRESERVE: &str = "x-kubernetes-preserve-unknown-fields";
+
+/// The kinds' schemas reduced to what [`schema_type_problem`] and [`schema_unknown_fields`]
+/// read: `type`, `properties`, `items`, an `additionalProperties` schema and
+/// `x-kubernetes-preserve-unknown-fields`, kind → schema.
 pub fn schema_types() -> serde_json::Map<String, serde_json::Value> {
     fn reduce(schema: &serde_json::Value) -> serde_json::Value {
         let mut out = serde_json::Map::new();
         if let Some(t) = schema.get("type") {
             out.insert("type".into(), t.clone());
+        }
+        if let Some(p) = schema.get(PRESERVE).filter(|p| p.as_bool() == Some(true)) {
+            out.insert(PRESERVE.into(), p.clone());
         }
         if let Some(props) = schema.get("properties").and_then(|p| p.as_object()) {
             out.insert(
@@ -763,6 +827,67 @@ fn type_problem<'v>(
         }
         _ => None,
     }
+}
+
+/// Every field of `value`, a manifest of our `kind`, that its CRD schema does not have, in
+/// document order, at most `limit`: a field of an object whose schema names its properties and
+/// neither keeps unknown fields (`x-kubernetes-preserve-unknown-fields`) nor maps any key
+/// (`additionalProperties`). The API server's strict field validation refuses each (kubectl
+/// `--validate=strict`, its default); without it the field would be dropped, so a misspelt
+/// `placment: Unpinned` would run Pinned. Empty for a kind that is not ours.
+pub fn schema_unknown_fields(
+    kind: &str,
+    value: &serde_json::Value,
+    limit: usize,
+) -> Vec<nvcre_engine::FieldPath> {
+    fn walk(
+        value: &serde_json::Value,
+        schema: &serde_json::Value,
+        at: &nvcre_engine::FieldPath,
+        limit: usize,
+        out: &mut Vec<nvcre_engine::FieldPath>,
+    ) {
+        use serde_json::Value;
+        if out.len() >= limit {
+            return;
+        }
+        match value {
+            Value::Array(items) => {
+                if let Some(of) = schema.get("items") {
+                    for (i, item) in items.iter().enumerate() {
+                        walk(item, of, &at.clone().index(i), limit, out);
+                    }
+                }
+            }
+            Value::Object(map) => {
+                let properties = schema.get("properties").and_then(Value::as_object);
+                let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+                let closed = properties.is_some()
+                    && additional.is_none()
+                    && schema.get(PRESERVE).and_then(Value::as_bool) != Some(true);
+                for (k, v) in map {
+                    match properties.and_then(|p| p.get(k)).or(additional) {
+                        Some(of) => walk(v, of, &at.clone().key(k.clone()), limit, out),
+                        None if closed && out.len() < limit => out.push(at.clone().key(k.clone())),
+                        None => {}
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    // Below `spec`: the object's own fields (`apiVersion`, `metadata`, …) are checked with
+    // their Kubernetes types.
+    let mut out = Vec::new();
+    let schema = SCHEMAS
+        .get(kind)
+        .and_then(|s| s.get("properties"))
+        .and_then(|p| p.get("spec"));
+    if let (Some(schema), Some(spec)) = (schema, value.get("spec")) {
+        let at = nvcre_engine::FieldPath::root().key("spec");
+        walk(spec, schema, &at, limit, &mut out);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -166,6 +166,24 @@ refused!(
 );
 
 refused!(
+    a_misspelt_workflow_orchestration_or_job_spec_field_is_an_unknown_field,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  jobTemplate:\n    spec:\n      workload: {trainJob: {}}\n      nodeHealthMonitr: {}\n  orchestration:\n    placment: Unpinned\n    execution: {timeoutPerJb: 1h}\n    target: {nodeSelectr: {a: b}}\n",
+    2,
+    "Error: in.yaml:8:7: strict decoding error: unknown field \"spec.jobTemplate.spec.nodeHealthMonitr\", unknown field \"spec.orchestration.placment\", unknown field \"spec.orchestration.execution.timeoutPerJb\", unknown field \"spec.orchestration.target.nodeSelectr\": correct or remove them\n"
+);
+
+refused!(
+    a_misspelt_field_of_an_override_is_an_unknown_field,
+    ["check", "in.yaml"],
+    run_yaml(
+        "  framework: {exec: {command: [a]}}\n  overrides:\n    - when: {platform: {equals: aws}}\n      orchestration: {placment: Unpinned, diagnose: {}}\n      jobTemplate: {spec: {workloadMetadat: {labels: {a: b}}}}\n"
+    ),
+    2,
+    "Error: in.yaml:10:23: strict decoding error: unknown field \"spec.overrides[0].orchestration.placment\", unknown field \"spec.overrides[0].orchestration.diagnose\", unknown field \"spec.overrides[0].jobTemplate.spec.workloadMetadat\": correct or remove them\n"
+);
+
+refused!(
     workflow_metadata_is_validated_too,
     ["check", "in.yaml"],
     "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata:\n  name: t\n  annotatons: {a: b}\nspec: {}\n",
@@ -184,7 +202,9 @@ refused!(
 refused!(
     a_resource_quantity_that_does_not_parse_is_refused_at_its_value,
     ["check", "in.yaml"],
-    run_yaml("  framework: {exec: {command: [a]}}\n  initContainers: [{name: p, image: b, resources: {requests: {memory: 1Gi}}}]\n  resources: {limits: {cpu: 2, memory: lots}}\n"),
+    run_yaml(
+        "  framework: {exec: {command: [a]}}\n  initContainers: [{name: p, image: b, resources: {requests: {memory: 1Gi}}}]\n  resources: {limits: {cpu: 2, memory: lots}}\n"
+    ),
     2,
     "Error: in.yaml:9:40: spec.resources.limits.memory: Invalid value: \"lots\": quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'\n"
 );

@@ -175,6 +175,16 @@ pub fn parse_typed<T: for<'de> Deserialize<'de>>(
         }
     };
     if strict {
+        // The fields kept as JSON whose schema is closed (a Workflow's orchestration and
+        // JobSpec, an override's), beside those the typed read found.
+        for path in crate::crd::schema_unknown_fields(what, &doc.value, MAX_UNKNOWN_FIELDS) {
+            if unknown.len() >= MAX_UNKNOWN_FIELDS {
+                break;
+            }
+            if !unknown.contains(&path) {
+                unknown.push(path);
+            }
+        }
         super::strict::validate(doc, what == "WorkloadRun", unknown)?;
     }
     // The fields kept as JSON, held to the CRD schema's types (after the Kubernetes-typed

@@ -116,7 +116,10 @@ const QUANTITY_FORMAT: &str =
 /// would refuse the pods (at the value, with its message).
 fn quantity_problems(resources: Option<&Value>, at: &FieldPath, out: &mut Vec<Problem>) {
     for list in ["limits", "requests"] {
-        let Some(map) = resources.and_then(|r| r.get(list)).and_then(Value::as_object) else {
+        let Some(map) = resources
+            .and_then(|r| r.get(list))
+            .and_then(Value::as_object)
+        else {
             continue;
         };
         for (name, value) in map {
@@ -186,10 +189,18 @@ pub(crate) fn validate(
             ));
         }
         let spec_at = FieldPath::root().key("spec");
-        quantity_problems(spec.get("resources"), &spec_at.clone().key("resources"), &mut problems);
+        quantity_problems(
+            spec.get("resources"),
+            &spec_at.clone().key("resources"),
+            &mut problems,
+        );
         if let Some(inits) = spec.get("initContainers").and_then(Value::as_array) {
             for (i, c) in inits.iter().enumerate() {
-                let at = spec_at.clone().key("initContainers").index(i).key("resources");
+                let at = spec_at
+                    .clone()
+                    .key("initContainers")
+                    .index(i)
+                    .key("resources");
                 quantity_problems(c.get("resources"), &at, &mut problems);
             }
         }
