@@ -353,17 +353,24 @@ fn route(doc: &Value) -> Route<'_> {
 }
 
 /// Whether a WorkloadRun or Workflow is one of ours: its apiVersion names our API group (or the
-/// legacy one), or none (a missing apiVersion is reported by admission). Another group's kind
+/// legacy one), or none (a missing apiVersion is reported by admission), or a group that is
+/// ours misspelt (within two edits of one, or another group under `nvidia.com`): it is then
+/// refused as `render` refuses it, never passed as someone else's object. Another group's kind
 /// of that name (Argo's `argoproj.io` Workflow) is any other object.
 fn ours(doc: &Value) -> bool {
     fn group(v: &str) -> &str {
-        v.split_once('/').map_or("", |(g, _)| g)
+        v.split_once('/').map_or(v, |(g, _)| g)
     }
     match doc.get("apiVersion").and_then(Value::as_str) {
         None | Some("") => true,
-        Some(v) => [crate::api::API_VERSION, crate::api::LEGACY_API_VERSION]
-            .iter()
-            .any(|ours| group(v) == group(ours)),
+        Some(v) => {
+            let g = group(v);
+            g == "nvidia.com"
+                || g.ends_with(".nvidia.com")
+                || [crate::api::API_VERSION, crate::api::LEGACY_API_VERSION]
+                    .iter()
+                    .any(|ours| strsim::levenshtein(g, group(ours)) <= 2)
+        }
     }
 }
 

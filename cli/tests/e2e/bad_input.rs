@@ -184,6 +184,14 @@ refused!(
 );
 
 refused!(
+    a_misspelt_api_group_is_refused_by_check_as_by_render,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.co/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n---\napiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {name: w}\nspec: {entrypoint: main}\n",
+    2,
+    "Error: in.yaml:1:13: expected apiVersion nvcre.nvidia.com/v1alpha1 (or the older cre.nvidia.com/v1alpha1), got \"nvcre.nvidia.co/v1alpha1\"\n"
+);
+
+refused!(
     workflow_metadata_is_validated_too,
     ["check", "in.yaml"],
     "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata:\n  name: t\n  annotatons: {a: b}\nspec: {}\n",
