@@ -184,8 +184,8 @@ fn a_rule_set_with_a_bad_profile_is_refused_whole() {
     let (_dir, rules) = rules_copy();
     super::util::edit(
         &rules.join("measure/nccl-bandwidth.yaml"),
-        "(?P<busBW>[\\d.]+)'",
-        "(?P<busBW>[\\d.]+'",
+        "(?P<busBW>\\d+\\.\\d+)\\s",
+        "(?P<busBW>\\d+\\.\\d+\\s",
     );
     let (code, out, err) = run(&[
         "--rules",
@@ -200,7 +200,7 @@ fn a_rule_set_with_a_bad_profile_is_refused_whole() {
     assert_eq!(
         err,
         format!(
-            "Error: rule pack error: {}:23:14: LogProfile \"nccl-bandwidth\": compiling bandwidthResult regex: error parsing regexp: unclosed group: `^\\s*(?P<size>\\d+)\\s+\\d+\\s+\\w+\\s+\\w+\\s+-?\\d+\\s+[\\d.]+\\s+(?P<algBW>[\\d.]+)\\s+(?P<busBW>[\\d.]+`\n",
+            "Error: rule pack error: {}:29:14: LogProfile \"nccl-bandwidth\": compiling bandwidthResult regex: error parsing regexp: unclosed group: `^\\s*(?P<size>\\d+)\\s+\\d+\\s+[A-Za-z]\\w*\\s+(?:[A-Za-z]\\w*\\s+)?(?:-?\\d+\\s+)?\\d+(?:\\.\\d+)?\\s+(?P<algBW>\\d+\\.\\d+)\\s+(?P<busBW>\\d+\\.\\d+\\s+(?:\\d+|N/A|\\d(?:\\.\\d+)?[eE][+-]\\d+)(?:\\s|$)`\n",
             rules.join("measure/nccl-bandwidth.yaml").display()
         )
     );
@@ -350,7 +350,7 @@ fn measure_text(
 /// passed every `value >= N` threshold.
 #[test]
 fn a_bandwidth_out_of_range_is_skipped_not_averaged_in() {
-    let text = nccl_row(1024, "9.00") + &nccl_row(1024, &"9".repeat(310));
+    let text = nccl_row(1024, "9.00") + &nccl_row(1024, &format!("{}.00", "9".repeat(310)));
     let (code, doc, err) = measure_text(
         "bandwidth",
         "nccl-bandwidth",
@@ -439,7 +439,7 @@ fn thresholds_fail_closed_when_rows_were_not_measured() {
 /// average was `inf` and passed every threshold).
 #[test]
 fn a_row_that_would_overflow_its_sizes_sum_is_skipped() {
-    let huge = format!("17{}", "0".repeat(307));
+    let huge = format!("17{}.00", "0".repeat(307));
     let row = nccl_row(2048, &huge);
     let (code, doc, err) = measure_text("bandwidth", "nccl-bandwidth", None, &(row.clone() + &row));
     assert_eq!(code, 0, "{err}");
