@@ -12,11 +12,11 @@ use std::process::ExitCode;
 use clap::{Args, Subcommand, ValueEnum};
 use nvcre_domain::measure::{
     BandwidthParser, GoodputParser, LogProfiles, Measured, Source, THRESHOLD_KEYS, ThresholdResult,
-    Thresholds, bandwidth_block, for_each_line, goodput_block, measured_value, threshold_key,
-    unknown_keys_message,
+    Thresholds, bandwidth_block, compile_expression, for_each_line, goodput_block, measured_value,
+    threshold_key, unknown_keys_message,
 };
 use nvcre_engine::limits::io_error_text;
-use nvcre_engine::{RuleSet, to_yaml};
+use nvcre_engine::{FieldPath, RuleSet, to_yaml};
 use serde_json::{Map, Value, json};
 
 use crate::input;
@@ -232,24 +232,14 @@ fn thresholds(args: &MeasureArgs, source: Source) -> Result<(Thresholds, Vec<Str
     let mut problems: Vec<String> = Vec::new();
     if let Some(path) = &args.run {
         match run_thresholds(path) {
-            Ok((name, m)) => {
-                if let Some(e) = unknown_keys_message(m.keys().map(String::as_str)) {
-                    problems.push(format!("workloadrun {name}: {e}"));
-                }
-                map.extend(m);
-            }
-            Err(e) => problems.push(e),
+            Ok(m) => map.extend(m),
+            Err(e) => problems.extend(e),
         }
     }
     if let Some(path) = &args.thresholds {
         match file_thresholds(path) {
-            Ok(m) => {
-                if let Some(e) = unknown_keys_message(m.keys().map(String::as_str)) {
-                    problems.push(format!("{path}: {e}"));
-                }
-                map.extend(m);
-            }
-            Err(e) => problems.push(e),
+            Ok(m) => map.extend(m),
+            Err(e) => problems.extend(e),
         }
     }
     let mut flags = BTreeMap::new();
@@ -301,65 +291,90 @@ fn thresholds(args: &MeasureArgs, source: Source) -> Result<(Thresholds, Vec<Str
     Ok((compiled, skipped))
 }
 
-/// `key → expression` from a mapping document, each value a string.
+/// `file:line:col` of the field at `path` of `doc` (`file` alone when the field has no
+/// position), the prefix of a message about that field.
+fn at(doc: &nvcre_engine::Document, file: &str, path: &FieldPath) -> String {
+    match doc.spans.lookup(path) {
+        Some(pos) => format!("{file}:{pos}"),
+        None => file.to_string(),
+    }
+}
+
+/// `key → expression` from the mapping at `base` of `doc` (absent: none), each value a string,
+/// checked as `check` checks a WorkloadRun's thresholds: the unknown keys (one message, at the
+/// first of them, prefixed by `context`), then each expression compiled. Every message starts
+/// with `file:line:col: `, and a compile error names the field path
+/// (`run.yaml:17:23: spec.thresholds.busBandwidthGBps: Threshold "busBandwidthGBps": compile
+/// threshold expression …`).
 fn mapping(
     doc: &nvcre_engine::Document,
-    at: &str,
+    base: &FieldPath,
     file: &str,
-) -> Result<BTreeMap<String, String>, String> {
-    let value = if at.is_empty() {
-        Some(&doc.value)
-    } else {
-        doc.value.pointer(at)
-    };
-    let Some(value) = value else {
+    context: &str,
+) -> Result<BTreeMap<String, String>, Vec<String>> {
+    let Some(value) = base.get(&doc.value) else {
         return Ok(BTreeMap::new());
     };
     let Value::Object(m) = value else {
-        return Err(format!(
-            "{file}: thresholds must be a mapping of key to CEL expression (valid keys: {})",
+        return Err(vec![format!(
+            "{}: thresholds must be a mapping of key to CEL expression (valid keys: {})",
+            at(doc, file, base),
             THRESHOLD_KEYS
                 .iter()
                 .map(|k| k.key)
                 .collect::<Vec<_>>()
                 .join(", ")
-        ));
+        )]);
     };
     let mut out = BTreeMap::new();
     for (k, v) in m {
         let Value::String(s) = v else {
-            let path = format!("{}.{k}", at.trim_start_matches('/').replace('/', "."));
-            let pos = nvcre_engine::FieldPath::parse(path.trim_start_matches('.'))
-                .ok()
-                .and_then(|p| doc.spans.lookup(&p))
-                .map(|p| format!(":{p}"))
-                .unwrap_or_default();
-            return Err(format!(
-                "{file}{pos}: threshold {k}: expected a CEL expression string such as \"value >= 400\", got {}",
+            return Err(vec![format!(
+                "{}: threshold {k}: expected a CEL expression string such as \"value >= 400\", got {}",
+                at(doc, file, &base.clone().key(k.clone())),
                 nvcre_engine::json_type_name(v)
-            ));
+            )]);
         };
         out.insert(k.clone(), s.clone());
     }
-    Ok(out)
-}
-
-fn file_thresholds(path: &str) -> Result<BTreeMap<String, String>, String> {
-    let docs = input::read_one(&input::InputFile::given(path))?;
-    let name = if path == "-" { "<stdin>" } else { path };
-    match docs.as_slice() {
-        [doc] => mapping(doc, "", name),
-        [] => Err(format!("{name}: no thresholds (the file is empty)")),
-        _ => Err(format!(
-            "{name}: expected one mapping document, found {}",
-            docs.len()
-        )),
+    let mut problems = Vec::new();
+    if let Some(e) = unknown_keys_message(out.keys().map(String::as_str)) {
+        let first = out.keys().find(|k| threshold_key(k).is_none());
+        let path = first.map_or_else(|| base.clone(), |k| base.clone().key(k.clone()));
+        problems.push(format!("{}: {context}{e}", at(doc, file, &path)));
+    }
+    for (key, expression) in &out {
+        if threshold_key(key).is_none() {
+            continue;
+        }
+        if let Err(e) = compile_expression(key, expression) {
+            let path = base.clone().key(key.clone());
+            problems.push(format!("{}: {path}: {e}", at(doc, file, &path)));
+        }
+    }
+    if problems.is_empty() {
+        Ok(out)
+    } else {
+        Err(problems)
     }
 }
 
-/// `(metadata.name, spec.thresholds)` of the WorkloadRun in `path`.
-fn run_thresholds(path: &str) -> Result<(String, BTreeMap<String, String>), String> {
-    let docs = input::read_one(&input::InputFile::given(path))?;
+fn file_thresholds(path: &str) -> Result<BTreeMap<String, String>, Vec<String>> {
+    let docs = input::read_one(&input::InputFile::given(path)).map_err(|e| vec![e])?;
+    let name = if path == "-" { "<stdin>" } else { path };
+    match docs.as_slice() {
+        [doc] => mapping(doc, &FieldPath::root(), name, ""),
+        [] => Err(vec![format!("{name}: no thresholds (the file is empty)")]),
+        _ => Err(vec![format!(
+            "{name}: expected one mapping document, found {}",
+            docs.len()
+        )]),
+    }
+}
+
+/// `spec.thresholds` of the WorkloadRun in `path`, checked as [`mapping`] does.
+fn run_thresholds(path: &str) -> Result<BTreeMap<String, String>, Vec<String>> {
+    let docs = input::read_one(&input::InputFile::given(path)).map_err(|e| vec![e])?;
     let name = if path == "-" { "<stdin>" } else { path };
     let runs: Vec<_> = docs
         .iter()
@@ -371,15 +386,15 @@ fn run_thresholds(path: &str) -> Result<(String, BTreeMap<String, String>), Stri
                 .value
                 .pointer("/metadata/name")
                 .and_then(Value::as_str)
-                .unwrap_or("")
-                .to_string();
-            Ok((run, mapping(doc, "/spec/thresholds", name)?))
+                .unwrap_or("");
+            let base = FieldPath::root().key("spec").key("thresholds");
+            mapping(doc, &base, name, &format!("workloadrun {run}: "))
         }
-        [] => Err(format!("{name}: no WorkloadRun document")),
-        _ => Err(format!(
+        [] => Err(vec![format!("{name}: no WorkloadRun document")]),
+        _ => Err(vec![format!(
             "{name}: {} WorkloadRun documents; give a file with one",
             runs.len()
-        )),
+        )]),
     }
 }
 

@@ -645,6 +645,30 @@ impl Expr {
         result.map_err(EvalError::Own)
     }
 
+    /// The error of evaluating against `scope` when it is a type error, in the words of
+    /// [`Expr::eval`]: an operator, function or method given operands it has no overload for
+    /// (`operator '||' does not take bool and string`), values that cannot be compared, a
+    /// selection or index into a value that has none, an undeclared name. `None` when the
+    /// evaluation succeeds or fails for a reason that depends on the values, not their types
+    /// (division by zero, overflow, an index out of bounds, a missing key, a spent budget).
+    /// CEL here has no type checker: evaluating at chosen values is how callers find an
+    /// expression that can never be well typed on the branches those values take.
+    pub fn type_error(&self, scope: &Scope) -> Option<String> {
+        if scope.upstream_failure(self).is_some() {
+            return None;
+        }
+        let root: &cel::Context<'_, '_> = &ROOT;
+        let (found, _spent) = crate::cost::measure(|| {
+            let mut ctx = root.new_inner_scope();
+            ctx.set_variable_resolver(scope);
+            match Cel::resolve_val(&self.ast, &ctx) {
+                Ok(_) => None,
+                Err(e) => is_type_error(&e).then(|| execution_error_text(&e)),
+            }
+        });
+        found
+    }
+
     /// The place of `v` when it is a view of a mapping or list of a document this expression
     /// reads (a bound document, or a variable kept as JSON that has been evaluated): the
     /// value is then kept as that place, as a [`PathExpr`] variable is, not copied. `None`
@@ -2276,6 +2300,29 @@ fn execution_error_text(e: &ExecutionError) -> String {
         E::InternalError(m) => m.clone(),
         other => other.to_string(),
     }
+}
+
+/// True for the evaluation errors that the types of the operands decide, whatever their values.
+#[allow(deprecated)] // the interpreter still raises some of the deprecated variants
+fn is_type_error(e: &ExecutionError) -> bool {
+    use cel::ExecutionError as E;
+    matches!(
+        e,
+        E::InvalidArgumentCount { .. }
+            | E::UnsupportedTargetType { .. }
+            | E::NotSupportedAsMethod { .. }
+            | E::UnsupportedKeyType(_)
+            | E::UnexpectedType { .. }
+            | E::NoSuchOverload(_)
+            | E::UndeclaredReference(_)
+            | E::MissingArgumentOrTarget
+            | E::ValuesNotComparable(..)
+            | E::UnsupportedUnaryOperator(..)
+            | E::UnsupportedBinaryOperator(..)
+            | E::UnsupportedMapIndex(_)
+            | E::UnsupportedListIndex(_)
+            | E::UnsupportedIndex(..)
+    )
 }
 
 /// `value` as a CEL literal, for messages; lists and maps longer than a few entries, and long

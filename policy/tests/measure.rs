@@ -331,13 +331,53 @@ fn threshold_messages() {
             "Threshold \"goodputRatio\": compile threshold expression \"ratio > 1\": undeclared reference to \"ratio\" (only `value` is bound)".to_string(),
         ])
     );
+    // Type errors are compile errors: tried with a few values of `value`, before measuring.
+    let refused = |expr: &str| thresholds(&[("busBandwidthGBps", expr)]).map(|_| ());
+    let compile = |expr: &str, why: &str| {
+        Err(vec![format!(
+            "Threshold \"busBandwidthGBps\": compile threshold expression \"{expr}\": {why}"
+        )])
+    };
+    assert_eq!(
+        refused("value >= '330'"),
+        compile(
+            "value >= '330'",
+            "operator '>=' does not take double and string"
+        )
+    );
+    // `||` short-circuits at 1e12, not at 0.
+    assert_eq!(
+        refused("value > 1 || 'x'"),
+        compile(
+            "value > 1 || 'x'",
+            "operator '||' does not take bool and string"
+        )
+    );
+    assert_eq!(
+        refused("value + 1"),
+        compile(
+            "value + 1",
+            "operator '+' does not take 0.0 (double) and 1 (int)"
+        )
+    );
+    // A bool at 0 and a double at 1.
+    assert_eq!(
+        refused("value > 0.5 ? value : false"),
+        compile(
+            "value > 0.5 ? value : false",
+            "expression must return bool, got double"
+        )
+    );
+    // An error that depends on the value is left to the evaluation.
+    assert_eq!(refused("1 / 0 == 1"), Ok(()));
     // Runtime failures are violations (fail closed).
-    let t = thresholds(&[("goodputRatio", "value > 0.5 ? value : false")]).expect("compiles at 0");
-    let r = t.evaluate(Source::Goodput, |_| Some(0.9));
+    let t = thresholds(&[("goodputRatio", "value > 2e12 ? value : false")])
+        .expect("a bool at every trial value");
+    let r = t.evaluate(Source::Goodput, |_| Some(3e12));
     assert_eq!(
         r[0].message.as_deref(),
         Some(
-            "Threshold \"goodputRatio\": threshold expression \"value > 0.5 ? value : false\" returned double, expected bool"
+            "Threshold \"goodputRatio\": threshold expression \"value > 2e12 ? value : false\" returned double, expected bool"
         )
     );
 }

@@ -296,7 +296,7 @@ fn a_threshold_that_cannot_be_evaluated_exits_2_in_words() {
         "--profile",
         "nccl-bandwidth",
         "--threshold",
-        "busBandwidthGBps=value + 'a' > 1",
+        "busBandwidthGBps=1 / int(value - 338.82) > 0",
         "-o",
         "json",
         &log("nccl-h100-16rank.log"),
@@ -307,11 +307,11 @@ fn a_threshold_that_cannot_be_evaluated_exits_2_in_words() {
         doc["thresholds"],
         serde_json::json!([{
             "key": "busBandwidthGBps",
-            "expression": "value + 'a' > 1",
+            "expression": "1 / int(value - 338.82) > 0",
             "value": 338.82,
             "passed": false,
             "reason": "InvalidThresholdExpression",
-            "message": "Threshold \"busBandwidthGBps\": evaluate threshold expression \"value + 'a' > 1\" with value=338.820000: operator '+' does not take 338.82 (double) and \"a\" (string)"
+            "message": "Threshold \"busBandwidthGBps\": evaluate threshold expression \"1 / int(value - 338.82) > 0\" with value=338.820000: division by zero (1 / 0)"
         }])
     );
 }
@@ -447,4 +447,71 @@ fn a_row_that_would_overflow_its_sizes_sum_is_skipped() {
         doc["status"]["results"],
         serde_json::json!([{"sizeBytes": 2048, "algBW": "5.00", "busBW": format!("{:.2}", 1.7e308_f64), "samples": 1}])
     );
+}
+
+#[test]
+fn threshold_errors_of_a_file_name_the_file_line_and_column() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let th = dir.path().join("th.yaml");
+    std::fs::write(
+        &th,
+        "busBandwidthGBps: \"value >= 330\"\nalgBandwidthGBps: \"value >= '1'\"\navgTFLOPSPerGPU: \"value > 1\"\n",
+    )
+    .expect("write");
+    let list = dir.path().join("list.yaml");
+    std::fs::write(&list, "- busBandwidthGBps: \"value > 1\"\n").expect("write");
+    let run_file = dir.path().join("run.yaml");
+    std::fs::write(
+        &run_file,
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: ar}\nspec:\n  image: nvcr.io/nvidia/pytorch:26.01-py3\n  framework:\n    mpi:\n      mpirunPath: /usr/local/mpi/bin/mpirun\n      binary: /usr/local/bin/all_reduce_perf_mpi\n  numNodes: 2\n  bandwidthMeasurement: {logProfileRef: nccl-bandwidth}\n  thresholds:\n    busBandwidthGBps: \"value > 1 || 'x'\"\n",
+    )
+    .expect("write");
+    let (th, list, run_file) = (
+        th.to_string_lossy().into_owned(),
+        list.to_string_lossy().into_owned(),
+        run_file.to_string_lossy().into_owned(),
+    );
+    let nccl = log("nccl-h100-16rank.log");
+    let measure = |flag: &str, file: &str| {
+        run(&[
+            "measure",
+            "bandwidth",
+            "--profile",
+            "nccl-bandwidth",
+            flag,
+            file,
+            &nccl,
+        ])
+    };
+    assert_eq!(
+        measure("--thresholds", &th),
+        (
+            2,
+            String::new(),
+            format!(
+                "Error: {th}:3:18: unknown threshold key(s) [avgTFLOPSPerGPU]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]\nError: {th}:2:19: algBandwidthGBps: Threshold \"algBandwidthGBps\": compile threshold expression \"value >= '1'\": operator '>=' does not take double and string\n"
+            )
+        )
+    );
+    assert_eq!(
+        measure("--thresholds", &list),
+        (
+            2,
+            String::new(),
+            format!(
+                "Error: {list}:1:1: thresholds must be a mapping of key to CEL expression (valid keys: busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec)\n"
+            )
+        )
+    );
+    let want = format!(
+        "Error: {run_file}:13:23: spec.thresholds.busBandwidthGBps: Threshold \"busBandwidthGBps\": compile threshold expression \"value > 1 || 'x'\": operator '||' does not take bool and string\n"
+    );
+    assert_eq!(
+        measure("--run", &run_file),
+        (2, String::new(), want.clone())
+    );
+    // `check` refuses the same WorkloadRun with the same message.
+    let (code, _, err) = run(&["check", &run_file]);
+    assert_eq!(code, 2);
+    assert!(err.starts_with(&want), "{err}");
 }

@@ -87,12 +87,24 @@ pub fn unknown_keys_message<'a>(keys: impl IntoIterator<Item = &'a str>) -> Opti
     ))
 }
 
+/// The values of `value` a threshold is tried with when it compiles: zero, ±1, a fraction and
+/// ±10¹², so that each side of a comparison a threshold is likely to make is taken.
+const TRIAL_VALUES: [f64; 6] = [0.0, 1.0, -1.0, 0.5, 1e12, -1e12];
+
 /// Compiles the threshold `expression` of `key` as [`Thresholds::compile`] does.
+///
+/// CEL here has no type checker, so the types are checked by trial: the expression is
+/// evaluated with `value` = each of 0, 1, −1, 0.5, 10¹², −10¹² (a double, as measured), and a
+/// type error at any of them (an operator or function given operands it has no overload
+/// for, values that cannot be compared) or a result that is not a bool refuses it. An error that
+/// depends on the value (division by zero) is left to the evaluation. A type error on a branch
+/// none of these values takes is found only when the threshold is judged.
 ///
 /// # Errors
 /// `Threshold "<key>": compile threshold expression "<expr>": <why>` for an expression that
-/// does not parse, reads a name other than `value`, or (tried with `value = 0`) returns a
-/// non-bool (`expression must return bool, got double`).
+/// does not parse, reads a name other than `value`, has a type error
+/// (`operator '>=' does not take double and string`) or returns a non-bool
+/// (`expression must return bool, got double`).
 pub fn compile_expression(key: &str, expression: &str) -> Result<Expr, String> {
     let fail = |why: String| {
         format!(
@@ -107,15 +119,19 @@ pub fn compile_expression(key: &str, expression: &str) -> Result<Expr, String> {
             "undeclared reference to {other:?} (only `value` is bound)"
         )));
     }
-    // cel-rust has no type checker: a trial run finds an expression that cannot be a
-    // condition (`value + 1.0`).
-    if let Ok(v) = expr.eval(&scope(0.0))
-        && !matches!(v, CelValue::Bool(_))
-    {
-        return Err(fail(format!(
-            "expression must return bool, got {}",
-            cel_type_name(&v)
-        )));
+    for v in TRIAL_VALUES {
+        let scope = scope(v);
+        if let Some(why) = expr.type_error(&scope) {
+            return Err(fail(why));
+        }
+        if let Ok(r) = expr.eval(&scope)
+            && !matches!(r, CelValue::Bool(_))
+        {
+            return Err(fail(format!(
+                "expression must return bool, got {}",
+                cel_type_name(&r)
+            )));
+        }
     }
     Ok(expr)
 }
@@ -207,9 +223,8 @@ impl Thresholds {
     ///
     /// # Errors
     /// One message per problem: the unknown keys (one message, see [`unknown_keys_message`]),
-    /// then per key `Threshold "<key>": compile threshold expression "<expr>": <why>` for an
-    /// expression that does not parse, reads a name other than `value`, or (tried with
-    /// `value = 0`) returns a non-bool (`expression must return bool, got double`).
+    /// then per key the error of [`compile_expression`]
+    /// (`Threshold "<key>": compile threshold expression "<expr>": <why>`).
     pub fn compile(map: &BTreeMap<String, String>) -> Result<Thresholds, Vec<String>> {
         let mut errors = Vec::new();
         if let Some(m) = unknown_keys_message(map.keys().map(String::as_str)) {
