@@ -226,10 +226,25 @@ fn a_bad_profile_refuses_the_set_with_file_line_and_column() {
     assert_eq!(
         load(&[("rules/measure/bad.yaml", &text)]),
         Err(vec![
-            "rule pack error: rules/measure/bad.yaml:8:14: LogProfile \"bad\": pattern trainingStep: invalid regex: error parsing regexp: unclosed capture group name: `(?P<bad[regex`".to_string(),
+            "rule pack error: rules/measure/bad.yaml:8:14: LogProfile \"bad\": pattern trainingStep: invalid regex: error parsing regexp: invalid named capture: `(?P<bad[regex`".to_string(),
             "rule pack error: rules/measure/bad.yaml:11:16: LogProfile \"bad\": pattern applicationStart: example does not match regex\n  regex:   started\n  example: this line does not match".to_string(),
             "rule pack error: rules/measure/bad.yaml:13:14: LogProfile \"bad\": bandwidthResult regex must have named groups: size, algBW, busBW".to_string(),
             "rule pack error: rules/measure/bad.yaml:15:14: LogProfile \"bad\": networkTransport regex must have named group: transport".to_string(),
+        ])
+    );
+}
+
+#[test]
+fn the_example_is_checked_before_the_groups_and_group_names_in_go_words() {
+    let text = format!(
+        "{HEAD}    trainingStep:\n      regex: '^WILL_NOT_MATCH$'\n      example: 'this line does not match'\n    applicationStart:\n      regex: 'start (?P<bad-name>x)'\n    checkpointSave:\n      regex: 'save (?P<>x)'\n"
+    );
+    assert_eq!(
+        load(&[("p.yaml", &text)]),
+        Err(vec![
+            "rule pack error: p.yaml:9:16: LogProfile \"bad\": pattern trainingStep: example does not match regex\n  regex:   ^WILL_NOT_MATCH$\n  example: this line does not match".to_string(),
+            "rule pack error: p.yaml:11:14: LogProfile \"bad\": pattern applicationStart: invalid regex: error parsing regexp: invalid named capture: `(?P<bad-name>`".to_string(),
+            "rule pack error: p.yaml:13:14: LogProfile \"bad\": pattern checkpointSave: invalid regex: error parsing regexp: invalid named capture: `(?P<>`".to_string(),
         ])
     );
 }

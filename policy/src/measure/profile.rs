@@ -189,12 +189,12 @@ impl CompiledProfile {
     /// Every problem, each at its field (paths start at `spec.`): a layout the translation does
     /// not support; per pattern, in [`PatternName::ALL`] order, the first of: a regex that does
     /// not compile (`pattern trainingStep: invalid regex: error parsing regexp: …`;
-    /// `compiling bandwidthResult regex: …`), a missing group
+    /// `compiling bandwidthResult regex: …`), an `example` the regex does not match, a
+    /// missing group
     /// (`bandwidthResult regex must have named groups: size, algBW, busBW`,
     /// `networkTransport regex must have named group: transport`, a trainingStep without
     /// `globalStep` or `iteration`), a named group the measurements do not read, a unit
-    /// that is not `s`, `ms` or `us` or is set on a capture that is not a duration, an
-    /// `example` the regex does not match.
+    /// that is not `s`, `ms` or `us` or is set on a capture that is not a duration.
     pub fn compile(
         name: &str,
         spec: &LogProfileSpec,
@@ -257,8 +257,44 @@ pub fn go_regex(regex: &str) -> Result<Regex, String> {
                 .unwrap_or(text.as_str())
                 .trim()
                 .to_string();
-            format!("error parsing regexp: {what}: `{regex}`")
+            match what.as_str() {
+                // Go's one word for every malformed group name, quoting the group (to the end
+                // of the regex when it is not closed).
+                "empty capture group name"
+                | "invalid capture group character"
+                | "unclosed capture group name" => format!(
+                    "error parsing regexp: invalid named capture: `{}`",
+                    bad_group_name(regex).unwrap_or(regex)
+                ),
+                _ => format!("error parsing regexp: {what}: `{regex}`"),
+            }
         })
+}
+
+/// The first named group of `regex` whose name is malformed: `(?P<name>` (or `(?<name>`) when
+/// the name is empty or holds a character other than a letter, digit or `_`; from the opener
+/// to the end of the regex when no `>` closes it.
+fn bad_group_name(regex: &str) -> Option<&str> {
+    let mut from = 0;
+    while let Some(i) = regex[from..].find("(?").map(|i| i + from) {
+        from = i + 2;
+        let rest = &regex[i..];
+        let Some(name_at) = ["(?P<", "(?<"]
+            .iter()
+            .find(|o| rest.starts_with(**o))
+            .map(|o| o.len())
+        else {
+            continue;
+        };
+        let Some(end) = rest[name_at..].find('>') else {
+            return Some(rest);
+        };
+        let name = &rest[name_at..name_at + end];
+        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+            return Some(&rest[..name_at + end + 1]);
+        }
+    }
+    None
 }
 
 fn compile_pattern(
@@ -277,6 +313,18 @@ fn compile_pattern(
             },
         )
     })?;
+    // The example before the group checks: a regex that misses its own example says so first.
+    if let Some(example) = &p.example
+        && !regex.is_match(example.as_bytes())
+    {
+        return Err((
+            "example".to_string(),
+            format!(
+                "pattern {name}: example does not match regex\n  regex:   {}\n  example: {example}",
+                p.regex
+            ),
+        ));
+    }
     let groups: Vec<&str> = regex.capture_names().flatten().collect();
     let has = |g: &str| groups.contains(&g);
     match which {
@@ -331,17 +379,6 @@ fn compile_pattern(
             ));
         };
         units.insert(group.clone(), u);
-    }
-    if let Some(example) = &p.example
-        && !regex.is_match(example.as_bytes())
-    {
-        return Err((
-            "example".to_string(),
-            format!(
-                "pattern {name}: example does not match regex\n  regex:   {}\n  example: {example}",
-                p.regex
-            ),
-        ));
     }
     Ok(CompiledPattern { regex, units })
 }
