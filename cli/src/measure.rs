@@ -217,10 +217,29 @@ fn open(logs: &[String]) -> Result<Vec<Log>, ExitCode> {
             }
         }
     }
+    for (name, reader) in &mut out {
+        if let Some(encoding) = utf16(reader.as_mut()) {
+            report::error_line(&format!(
+                "reading {name}: the log is {encoding} (it starts with that byte-order mark); convert it to UTF-8 first, e.g. iconv -f UTF-16 -t UTF-8"
+            ));
+            failed = true;
+        }
+    }
     if failed {
         Err(ExitCode::from(2))
     } else {
         Ok(out)
+    }
+}
+
+/// `UTF-16LE` / `UTF-16BE` when `reader` starts with that byte-order mark (FF FE / FE FF; a
+/// PowerShell redirect writes such files): read as bytes, none of its lines would match and the
+/// log would pass for one without data. A read error is left to the read.
+fn utf16(reader: &mut dyn BufRead) -> Option<&'static str> {
+    match reader.fill_buf().ok()? {
+        [0xFF, 0xFE, ..] => Some("UTF-16LE"),
+        [0xFE, 0xFF, ..] => Some("UTF-16BE"),
+        _ => None,
     }
 }
 

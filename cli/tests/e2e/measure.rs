@@ -515,3 +515,29 @@ fn threshold_errors_of_a_file_name_the_file_line_and_column() {
     assert_eq!(code, 2);
     assert!(err.starts_with(&want), "{err}");
 }
+
+#[test]
+fn a_utf16_log_is_refused_naming_its_encoding() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let row = "  8589934592    2147483648     float     sum      -1    47535  180.71  338.82      0    47743  179.92  337.35      0\r\n";
+    let mut le = vec![0xFF, 0xFE];
+    le.extend(row.encode_utf16().flat_map(u16::to_le_bytes));
+    let mut be = vec![0xFE, 0xFF];
+    be.extend(row.encode_utf16().flat_map(u16::to_be_bytes));
+    for (bytes, encoding) in [(le, "UTF-16LE"), (be, "UTF-16BE")] {
+        let file = dir.path().join("launcher.log");
+        std::fs::write(&file, bytes).expect("write");
+        let name = file.to_string_lossy().into_owned();
+        let (code, out, err) = run(&["measure", "bandwidth", "--profile", "nccl-bandwidth", &name]);
+        assert_eq!(
+            (code, out.as_str(), err),
+            (
+                2,
+                "",
+                format!(
+                    "Error: reading {name}: the log is {encoding} (it starts with that byte-order mark); convert it to UTF-8 first, e.g. iconv -f UTF-16 -t UTF-8\n"
+                )
+            )
+        );
+    }
+}
