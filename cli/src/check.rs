@@ -1284,10 +1284,31 @@ fn document_checked(
             (f, None)
         }
         // The findings made before an input error (admission's warnings) are reported beside
-        // it, never dropped.
+        // it, never dropped. An input error that is an unquoted value read as a number or
+        // boolean where a string belongs gives way to the YAML readings (`yaml-quote-it`):
+        // they name every such value of the document, where the typed read stops at the
+        // first, and say how to write each.
         Err(e) => {
-            let (e, f, _) = e.into_parts();
-            (f, Some(e))
+            let (e, mut f, _) = e.into_parts();
+            let quoted = match &e {
+                nvcre_domain::PolicyError::Input { pos: Some(pos), .. } => {
+                    let quoted = nvcre_domain::yaml_quote_findings(doc, &|l| {
+                        chunk.line(l).map(str::to_string)
+                    });
+                    let covers = quoted.iter().any(|q| {
+                        q.severity == nvcre_engine::Severity::Error && q.line == Some(pos.line)
+                    });
+                    covers.then_some(quoted)
+                }
+                _ => None,
+            };
+            match quoted {
+                Some(quoted) => {
+                    f.extend(quoted);
+                    (f, None)
+                }
+                None => (f, Some(e)),
+            }
         }
     };
     findings.sort_by_key(|x| (x.line.unwrap_or(usize::MAX), x.column.unwrap_or(usize::MAX)));

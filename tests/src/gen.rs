@@ -348,9 +348,11 @@ pub fn overrides(cat: &Catalog) -> impl Strategy<Value = Vec<Value>> {
     proptest::collection::vec((when, body), 0..3).prop_map(|v| {
         v.into_iter()
             .map(|(when, mut body)| {
-                if let Some(p) = when {
-                    body["when"] = json!({"platform": {"equals": p}});
-                }
+                // `when` is required; empty, the override always applies.
+                body["when"] = match when {
+                    Some(p) => json!({"platform": {"equals": p}}),
+                    None => json!({}),
+                };
                 body
             })
             .collect()

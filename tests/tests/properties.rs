@@ -296,13 +296,13 @@ proptest! {
         let (queue, key) = (g.resolved_queue(&cat), g.resolved_key(&cat));
         let with = |o: Value| { let mut c = case.clone(); c.overrides.push(o); c };
 
-        let add = with(json!({"jobTemplate": {"spec": {"workloadMetadata": {"labels": {extra.clone(): "v"}}}}}));
+        let add = with(json!({"when": {}, "jobTemplate": {"spec": {"workloadMetadata": {"labels": {extra.clone(): "v"}}}}}));
         let wf = render(&add).map_err(|e| TestCaseError::fail(format!("adding {extra}: {e}\n{}", add.counterexample())))?;
         let labels = wf.pointer("/spec/jobTemplate/spec/workloadMetadata/labels").cloned().unwrap_or(Value::Null);
         prop_assert_eq!(&labels[&extra], &json!("v"), "\n{}", add.counterexample());
         prop_assert_eq!(&labels[&key], &json!(queue), "\n{}", add.counterexample());
 
-        let change = with(json!({"jobTemplate": {"spec": {"workloadMetadata": {"labels": {key.clone(): other.clone()}}}}}));
+        let change = with(json!({"when": {}, "jobTemplate": {"spec": {"workloadMetadata": {"labels": {key.clone(): other.clone()}}}}}));
         let want = format!(
             "spec.jobTemplate.spec.workloadMetadata.labels[{}]: conflicting label value {}, expected {}",
             json!(key), json!(other), json!(queue)
@@ -310,9 +310,9 @@ proptest! {
         prop_assert_eq!(render(&change).err(), Some(want), "\n{}", change.counterexample());
 
         let remove = with(if patch {
-            json!({"jobTemplatePatch": [{"op": "remove", "path": format!("/spec/workloadMetadata/labels/{}", key.replace('~', "~0").replace('/', "~1"))}]})
+            json!({"when": {}, "jobTemplatePatch": [{"op": "remove", "path": format!("/spec/workloadMetadata/labels/{}", key.replace('~', "~0").replace('/', "~1"))}]})
         } else {
-            json!({"jobTemplate": {"spec": {"workloadMetadata": {"labels": {key.clone(): null}}}}})
+            json!({"when": {}, "jobTemplate": {"spec": {"workloadMetadata": {"labels": {key.clone(): null}}}}})
         });
         let wf = render(&remove).map_err(|e| TestCaseError::fail(format!("removing: {e}\n{}", remove.counterexample())))?;
         prop_assert_eq!(wf.pointer("/spec/jobTemplate/spec/workloadMetadata/labels").and_then(|l| l.get(&key)), Some(&json!(queue)), "\n{}", remove.counterexample());

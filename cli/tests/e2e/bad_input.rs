@@ -1227,13 +1227,28 @@ refused!(
     "Error: in.yaml:3:1: parsing WorkloadRun: metadata: invalid type: list, expected a mapping\n"
 );
 
-refused!(
-    label_value_a_number_in_a_workloadrun,
-    ["check", "in.yaml"],
-    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t, labels: {v: 1.10}}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
-    2,
-    "Error: in.yaml:3:30: parsing WorkloadRun: metadata.labels.v: expected a string, got the number 1.1: YAML reads the unquoted value as a number; quote it\n"
-);
+/// An unquoted number where a string belongs is the `yaml-quote-it` finding at the value (as
+/// `render` reports it), for every such value of the document, not an input error at the
+/// first one the typed read meets.
+#[test]
+fn label_value_a_number_in_a_workloadrun() {
+    let (code, stdout, stderr) = run_in(
+        &["check", "--color", "never", "in.yaml"],
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t, labels: {v: 1.10, w: true}}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
+    );
+    assert_eq!((code, stderr.as_str()), (1, ""));
+    let heads: Vec<&str> = stdout
+        .lines()
+        .filter(|l| l.starts_with("in.yaml:"))
+        .collect();
+    assert_eq!(
+        heads,
+        [
+            "in.yaml:3:33: error[yaml-quote-it]: metadata.labels.v: the unquoted value 1.10 is meant as a string, but it is the number 1.1 in YAML, not the text written, and the API server refuses a number here: quote it (\"1.10\")",
+            "in.yaml:3:42: error[yaml-quote-it]: metadata.labels.w: the unquoted value true is meant as a string, but it is the boolean true in YAML, and the API server refuses a boolean here: quote it (\"true\")",
+        ]
+    );
+}
 
 refused!(
     owner_reference_typo,
@@ -1514,7 +1529,7 @@ refused!(
     ["check", "in.yaml"],
     "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 9223372036854775808\n  framework: {exec: {command: [a]}}\n",
     2,
-    "Error: in.yaml:6:3: parsing WorkloadRun: spec.numNodes: 9223372036854775808 is out of range: expected an integer from -9223372036854775808 to 9223372036854775807\n"
+    "Error: in.yaml:6:13: parsing WorkloadRun: spec.numNodes: 9223372036854775808 is out of range: expected an integer from -9223372036854775808 to 9223372036854775807\n"
 );
 
 refused!(
@@ -2291,7 +2306,7 @@ refused!(
     ["check", "in.yaml"],
     "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 2.0\n  framework: {exec: {command: [a]}}\n",
     2,
-    "Error: in.yaml:6:3: parsing WorkloadRun: spec.numNodes: expected an integer, got 2.0: write it without the decimal point (2)\n"
+    "Error: in.yaml:6:13: parsing WorkloadRun: spec.numNodes: expected an integer, got 2.0: write it without the decimal point (2)\n"
 );
 
 refused!(
@@ -2299,7 +2314,7 @@ refused!(
     ["render", "in.yaml"],
     "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t}\nspec:\n  image: i\n  numNodes: 2.5\n  framework: {exec: {command: [a]}}\n",
     2,
-    "Error: in.yaml:6:3: parsing WorkloadRun: spec.numNodes: expected an integer, got 2.5\n"
+    "Error: in.yaml:6:13: parsing WorkloadRun: spec.numNodes: expected an integer, got 2.5\n"
 );
 
 refused!(

@@ -575,7 +575,7 @@ fn a_type_error_is_an_input_error_with_its_line_in_every_format() {
     std::fs::write(&file, text.replace("numNodes: 4 ", "numNodes: \"four\" ")).expect("write");
     let f = file.to_str().expect("utf8");
     let message = format!(
-        "{f}:15:3: parsing WorkloadRun: spec.numNodes: invalid type: string \"four\", expected an integer"
+        "{f}:15:13: parsing WorkloadRun: spec.numNodes: invalid type: string \"four\", expected an integer"
     );
     let out = bin()
         .args(["check", "-o", "json", f])
@@ -585,7 +585,7 @@ fn a_type_error_is_an_input_error_with_its_line_in_every_format() {
     let json: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(
         json["results"],
-        json!([{"file": f, "documents": 1, "findings": [], "errors": [{"message": message, "line": 15, "column": 3}]}])
+        json!([{"file": f, "documents": 1, "findings": [], "errors": [{"message": message, "line": 15, "column": 13}]}])
     );
     assert_eq!(json["summary"]["inputErrors"], 1);
     assert_eq!(
@@ -1413,6 +1413,80 @@ fn every_error_of_a_render_is_reported_and_nothing_printed() {
             1,
             "",
             format!("{file}:27:36: {message}{file}:{second}:36: {message}")
+        )
+    );
+}
+
+/// `check -o json --platform aws --gpu-arch h100` of `text`: each finding's rule, line and
+/// column, with the exit code.
+fn finding_places(text: &str) -> (Option<i32>, Vec<(String, u64, u64)>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("run.yaml");
+    std::fs::write(&file, text).expect("write");
+    let out = bin()
+        .args([
+            "check",
+            "-o",
+            "json",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+        ])
+        .arg(&file)
+        .output()
+        .expect("runs");
+    let findings = findings(&serde_json::from_slice(&out.stdout).expect("json"));
+    let places = findings
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|f| {
+            (
+                f["ruleId"].as_str().unwrap_or("").to_string(),
+                f["line"].as_u64().unwrap_or(0),
+                f["column"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    (out.status.code(), places)
+}
+
+/// A mpi WorkloadRun with a KAI gang in queue team-a, and `overrides` (YAML lines at indent 2).
+fn gang_run(overrides: &str) -> String {
+    format!(
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: t1\nspec:\n  image: img\n  framework:\n    mpi: {{mpirunPath: /m, binary: /b}}\n  numNodes: 2\n  gangScheduler: {{schedulerName: kai-scheduler, queue: team-a}}\n  overrides:\n{overrides}"
+    )
+}
+
+/// A runtime-side contract error that an override's `runtimePatches` caused is located in that
+/// patch (it was at `spec`, line 5, column 1: the generated runtime has no source line).
+#[test]
+fn a_runtime_patch_conflict_is_located_in_the_patch() {
+    let run = gang_run(
+        "    - when: {platform: {equals: aws}}\n      jobTemplate:\n        spec:\n          workload:\n            trainJob:\n              runtimePatches:\n                - manager: ops\n                  trainingRuntimeSpec:\n                    template:\n                      spec:\n                        replicatedJobs:\n                          - name: launcher\n                            template:\n                              spec:\n                                template:\n                                  metadata:\n                                    labels: {kai.scheduler/queue: team-q}\n",
+    );
+    assert_eq!(
+        finding_places(&run),
+        (
+            Some(1),
+            vec![("gang-runtime-scheduling".to_string(), 22, 25)]
+        )
+    );
+}
+
+/// A contract error an override's `jobTemplatePatch` caused is located at the operation on
+/// that field (it had no line).
+#[test]
+fn a_json_patch_that_breaks_the_contract_is_located_at_its_operation() {
+    let run = gang_run(
+        "    - when: {}\n      jobTemplatePatch:\n        - {op: add, path: /metadata, value: {}}\n        - {op: remove, path: /spec/workload/trainJob/runtimeRef/kind}\n",
+    );
+    assert_eq!(
+        finding_places(&run),
+        (
+            Some(1),
+            vec![("gang-runtime-reference".to_string(), 15, 11)]
         )
     );
 }

@@ -158,9 +158,18 @@ pub fn parse_typed<T: for<'de> Deserialize<'de>>(
                     super::strict::validate(doc, what == "WorkloadRun", unknown)?;
                 }
                 let path = e.path().to_string();
-                let pos = FieldPath::parse(&path)
-                    .ok()
-                    .and_then(|p| doc.spans.lookup_key(&p));
+                // A scalar of the wrong type is pointed at as written; a mapping or list at
+                // its key (its value starts on the next line when it is a block).
+                let pos = FieldPath::parse(&path).ok().and_then(|p| {
+                    let scalar = p
+                        .get(&doc.value)
+                        .is_some_and(|v| !v.is_object() && !v.is_array());
+                    if scalar {
+                        doc.spans.lookup(&p).or_else(|| doc.spans.lookup_key(&p))
+                    } else {
+                        doc.spans.lookup_key(&p)
+                    }
+                });
                 let at = if path == "." {
                     String::new()
                 } else {
@@ -232,7 +241,7 @@ fn unknown_field(e: &serde_path_to_error::Error<serde_json::Error>) -> Option<Fi
 /// let doc = &parse_documents(&source)?[0];
 /// assert_eq!(
 ///     nvcre_domain::read_workload_run(doc).unwrap_err().to_string(),
-///     "run.yaml:3:3: parsing WorkloadRun: spec.numNodes: invalid type: string \"two\", expected an integer"
+///     "run.yaml:3:13: parsing WorkloadRun: spec.numNodes: invalid type: string \"two\", expected an integer"
 /// );
 /// let source = Source::new("run.yaml", "apiVersion: cre.nvidia.com/v1alpha1\nkind: WorkloadRun\nspec: {numNodes: 2}\n");
 /// let (run, notes) = nvcre_domain::read_workload_run(&parse_documents(&source)?[0])?;
@@ -876,6 +885,37 @@ pub(super) fn locate_findings(e: PolicyError, doc: &Document, applied: &[usize])
                 candidates.push(format!("spec.overrides[{i}]{rest}"));
             }
         }
+        // An RFC 6902 patch of the jobTemplate: the operation on the field or around it,
+        // else the patch.
+        if below(&path, "spec.jobTemplate").is_some() {
+            // The field's JSON pointer in the jobTemplate, which the operations' paths name.
+            let pointer = FieldPath::parse(&path).map(|p| {
+                FieldPath::from_segments(p.segments().get(2..).unwrap_or_default().to_vec())
+                    .pointer()
+            });
+            for i in applied.iter().rev() {
+                let at = format!("spec.overrides[{i}].jobTemplatePatch");
+                let ops = FieldPath::parse(&at)
+                    .ok()
+                    .and_then(|p| p.get(&doc.value).and_then(Value::as_array).cloned())
+                    .unwrap_or_default();
+                for (j, op) in ops.iter().enumerate().rev() {
+                    let Some(op_path) = op.get("path").and_then(Value::as_str) else {
+                        continue;
+                    };
+                    let related = pointer.as_ref().is_ok_and(|f| {
+                        let under = |a: &str, b: &str| {
+                            a == b || a.strip_prefix(b).is_some_and(|r| r.starts_with('/'))
+                        };
+                        under(f, op_path) || under(op_path, f)
+                    });
+                    if related {
+                        candidates.push(format!("{at}[{j}]"));
+                    }
+                }
+                candidates.push(at);
+            }
+        }
         candidates.push(path.clone());
         if let Some(rest) = below(&path, "spec.jobTemplate.spec.workloadMetadata") {
             candidates.push(format!("spec.workloadMetadata{rest}"));
@@ -885,6 +925,32 @@ pub(super) fn locate_findings(e: PolicyError, doc: &Document, applied: &[usize])
         if path == "spec.dependencies" || path.starts_with("spec.dependencies[") {
             for i in applied.iter().rev() {
                 candidates.push(format!("spec.overrides[{i}].dependencies"));
+            }
+            // The generated TrainingRuntime folds in the TrainJob's runtimePatches: a field an
+            // override's patch wrote is found in that patch, as deep as it was written.
+            if let Some(rest) = below(&path, "spec.dependencies[0].spec") {
+                for i in applied.iter().rev() {
+                    let patches = format!(
+                        "spec.overrides[{i}].jobTemplate.spec.workload.trainJob.runtimePatches"
+                    );
+                    let count = FieldPath::parse(&patches)
+                        .ok()
+                        .and_then(|p| p.get(&doc.value).and_then(Value::as_array).map(Vec::len))
+                        .unwrap_or(0);
+                    for k in (0..count).rev() {
+                        let Ok(mut p) =
+                            FieldPath::parse(&format!("{patches}[{k}].trainingRuntimeSpec{rest}"))
+                        else {
+                            continue;
+                        };
+                        let patch_depth = FieldPath::parse(&format!("{patches}[{k}]"))
+                            .map_or(0, |p| p.segments().len());
+                        while p.segments().len() >= patch_depth {
+                            candidates.push(p.to_string());
+                            p.pop();
+                        }
+                    }
+                }
             }
             candidates.push("spec".to_string());
         }
