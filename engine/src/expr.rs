@@ -645,25 +645,30 @@ impl Expr {
         result.map_err(EvalError::Own)
     }
 
-    /// The error of evaluating against `scope` when it is a type error, in the words of
-    /// [`Expr::eval`]: an operator, function or method given operands it has no overload for
-    /// (`operator '||' does not take bool and string`), values that cannot be compared, a
-    /// selection or index into a value that has none, an undeclared name. `None` when the
-    /// evaluation succeeds or fails for a reason that depends on the values, not their types
-    /// (division by zero, overflow, an index out of bounds, a missing key, a spent budget).
-    /// CEL here has no type checker: evaluating at chosen values is how callers find an
-    /// expression that can never be well typed on the branches those values take.
-    pub fn type_error(&self, scope: &Scope) -> Option<String> {
+    /// One trial evaluation against `scope`, telling a type error from the rest: `Ok(Some(v))`
+    /// the value; `Ok(None)` an error that depends on the values, not their types (division
+    /// by zero, overflow, an index out of bounds, a missing key, a spent budget) or a failed
+    /// variable it reads; `Err` a type error, in the words of [`Expr::eval`]: an operator,
+    /// function or method given operands it has no overload for (`operator '||' does not take
+    /// bool and string`), values that cannot be compared, a selection or index into a value
+    /// that has none, an undeclared name. CEL here has no type checker: evaluating at chosen
+    /// values is how callers find an expression that can never be well typed on the branches
+    /// those values take.
+    ///
+    /// # Errors
+    /// The type error's message.
+    pub fn trial(&self, scope: &Scope) -> Result<Option<Cel>, String> {
         if scope.upstream_failure(self).is_some() {
-            return None;
+            return Ok(None);
         }
         let root: &cel::Context<'_, '_> = &ROOT;
         let (found, _spent) = crate::cost::measure(|| {
             let mut ctx = root.new_inner_scope();
             ctx.set_variable_resolver(scope);
             match Cel::resolve_val(&self.ast, &ctx) {
-                Ok(_) => None,
-                Err(e) => is_type_error(&e).then(|| execution_error_text(&e)),
+                Ok(v) => Ok(crate::view::to_cel(v.as_ref()).ok()),
+                Err(e) if is_type_error(&e) => Err(execution_error_text(&e)),
+                Err(_) => Ok(None),
             }
         });
         found

@@ -829,63 +829,127 @@ fn type_problem<'v>(
     }
 }
 
+/// A CRD schema as [`schema_unknown_fields`] walks it, built once from [`SCHEMAS`]: the
+/// properties sorted by name (found by binary search, where the JSON schema's map hashes every
+/// lookup), whether an object is closed, and its `items` / `additionalProperties` schema.
+#[derive(Default)]
+struct FieldsNode {
+    /// An object that names its properties, keeps no unknown field and maps no other key.
+    closed: bool,
+    properties: Vec<(String, FieldsNode)>,
+    items: Option<Box<FieldsNode>>,
+    additional: Option<Box<FieldsNode>>,
+}
+
+impl FieldsNode {
+    fn from_schema(schema: &serde_json::Value) -> FieldsNode {
+        use serde_json::Value;
+        let properties = schema.get("properties").and_then(Value::as_object);
+        let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+        let mut props: Vec<(String, FieldsNode)> = properties
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), FieldsNode::from_schema(v)))
+            .collect();
+        props.sort_by(|a, b| a.0.cmp(&b.0));
+        FieldsNode {
+            closed: properties.is_some()
+                && additional.is_none()
+                && schema.get(PRESERVE).and_then(Value::as_bool) != Some(true),
+            properties: props,
+            items: schema
+                .get("items")
+                .map(|i| Box::new(FieldsNode::from_schema(i))),
+            additional: additional.map(|a| Box::new(FieldsNode::from_schema(a))),
+        }
+    }
+
+    fn property(&self, name: &str) -> Option<&FieldsNode> {
+        self.properties
+            .binary_search_by(|(k, _)| k.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.properties[i].1)
+            .or(self.additional.as_deref())
+    }
+}
+
+/// Each kind's `spec` schema as a [`FieldsNode`].
+static SPEC_FIELDS: std::sync::LazyLock<BTreeMap<String, FieldsNode>> =
+    std::sync::LazyLock::new(|| {
+        SCHEMAS
+            .iter()
+            .filter_map(|(kind, schema)| {
+                let spec = schema.get("properties")?.get("spec")?;
+                Some((kind.clone(), FieldsNode::from_schema(spec)))
+            })
+            .collect()
+    });
+
 /// Every field of `value`, a manifest of our `kind`, that its CRD schema does not have, in
 /// document order, at most `limit`: a field of an object whose schema names its properties and
 /// neither keeps unknown fields (`x-kubernetes-preserve-unknown-fields`) nor maps any key
 /// (`additionalProperties`). The API server's strict field validation refuses each (kubectl
 /// `--validate=strict`, its default); without it the field would be dropped, so a misspelt
-/// `placment: Unpinned` would run Pinned. Empty for a kind that is not ours.
+/// `placment: Unpinned` would run Pinned. Only `spec` is walked: the object's own fields
+/// (`apiVersion`, `metadata`, …) are checked with their Kubernetes types. Empty for a kind that
+/// is not ours.
 pub fn schema_unknown_fields(
     kind: &str,
     value: &serde_json::Value,
     limit: usize,
 ) -> Vec<nvcre_engine::FieldPath> {
-    fn walk(
-        value: &serde_json::Value,
-        schema: &serde_json::Value,
-        at: &nvcre_engine::FieldPath,
+    use nvcre_engine::{FieldPath, Segment};
+    /// The path is kept as segments borrowed from the document and made a [`FieldPath`] only
+    /// for a field found.
+    enum Step<'v> {
+        Key(&'v str),
+        Index(usize),
+    }
+    fn walk<'v>(
+        value: &'v serde_json::Value,
+        node: &FieldsNode,
+        at: &mut Vec<Step<'v>>,
         limit: usize,
-        out: &mut Vec<nvcre_engine::FieldPath>,
+        out: &mut Vec<FieldPath>,
     ) {
         use serde_json::Value;
-        if out.len() >= limit {
-            return;
-        }
         match value {
             Value::Array(items) => {
-                if let Some(of) = schema.get("items") {
+                if let Some(of) = &node.items {
                     for (i, item) in items.iter().enumerate() {
-                        walk(item, of, &at.clone().index(i), limit, out);
+                        at.push(Step::Index(i));
+                        walk(item, of, at, limit, out);
+                        at.pop();
                     }
                 }
             }
             Value::Object(map) => {
-                let properties = schema.get("properties").and_then(Value::as_object);
-                let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-                let closed = properties.is_some()
-                    && additional.is_none()
-                    && schema.get(PRESERVE).and_then(Value::as_bool) != Some(true);
                 for (k, v) in map {
-                    match properties.and_then(|p| p.get(k)).or(additional) {
-                        Some(of) => walk(v, of, &at.clone().key(k.clone()), limit, out),
-                        None if closed && out.len() < limit => out.push(at.clone().key(k.clone())),
+                    if out.len() >= limit {
+                        return;
+                    }
+                    at.push(Step::Key(k));
+                    match node.property(k) {
+                        Some(of) => walk(v, of, at, limit, out),
+                        None if node.closed => out.push(FieldPath::from_segments(
+                            at.iter()
+                                .map(|s| match s {
+                                    Step::Key(k) => Segment::Key((*k).to_string()),
+                                    Step::Index(i) => Segment::Index(*i),
+                                })
+                                .collect(),
+                        )),
                         None => {}
                     }
+                    at.pop();
                 }
             }
             _ => {}
         }
     }
-    // Below `spec`: the object's own fields (`apiVersion`, `metadata`, …) are checked with
-    // their Kubernetes types.
     let mut out = Vec::new();
-    let schema = SCHEMAS
-        .get(kind)
-        .and_then(|s| s.get("properties"))
-        .and_then(|p| p.get("spec"));
-    if let (Some(schema), Some(spec)) = (schema, value.get("spec")) {
-        let at = nvcre_engine::FieldPath::root().key("spec");
-        walk(spec, schema, &at, limit, &mut out);
+    if let (Some(node), Some(spec)) = (SPEC_FIELDS.get(kind), value.get("spec")) {
+        walk(spec, node, &mut vec![Step::Key("spec")], limit, &mut out);
     }
     out
 }

@@ -120,11 +120,7 @@ pub fn compile_expression(key: &str, expression: &str) -> Result<Expr, String> {
         )));
     }
     for v in TRIAL_VALUES {
-        let scope = scope(v);
-        if let Some(why) = expr.type_error(&scope) {
-            return Err(fail(why));
-        }
-        if let Ok(r) = expr.eval(&scope)
+        if let Some(r) = expr.trial(&scope(v)).map_err(fail)?
             && !matches!(r, CelValue::Bool(_))
         {
             return Err(fail(format!(
