@@ -1,20 +1,28 @@
 //! Go time layouts (`2006-01-02 15:04:05.999999`), as LogProfiles write them, translated once
 //! into jiff strptime formats and used to parse `timestamp` captures.
 //!
-//! Go semantics kept: a layout without a zone parses as UTC; `.000` / `.999` read a fraction of
-//! any length; a fraction after the seconds is read even when the layout has none; `Z07:00`
-//! reads `Z` or an offset; numbers may omit their leading zero.
+//! Go semantics kept: a layout without a zone parses as UTC; `.000` / `.999` / `,000` / `,999`
+//! read a fraction of any length, after `.` or `,` in the value whichever the layout wrote; a
+//! fraction after the seconds is read even when the layout has none; `Z07:00` reads `Z` or an
+//! offset; numbers may omit their leading zero; a layout without a year reads year 0, without
+//! a month January, without a day the 1st; a weekday is read but not checked against the date.
 
 use jiff::Timestamp;
 use jiff::fmt::strtime;
 use jiff::tz::TimeZone;
 
-/// A compiled Go layout: one or two jiff formats (two when the layout's zone may be `Z`).
+/// A compiled Go layout: the jiff formats tried in turn (a fraction after `.` or `,`; the
+/// layout's zone, or `Z` when it may be one).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct GoLayout {
     layout: String,
     formats: Vec<String>,
+    dated: bool,
 }
+
+/// Stands for a fraction in a format being built, then becomes `%.f` (optional, after `.`) or
+/// `,%f` (after `,`): jiff reads a fraction only after a `.`, Go after either.
+const FRACTION: char = '\u{0}';
 
 /// The Go layout elements, longest first where one is a prefix of another; each with its jiff
 /// conversion (`None`: refused, as jiff cannot parse it) and, for zones, the `Z` alternative.
@@ -55,8 +63,8 @@ impl GoLayout {
     /// Translates `layout`.
     ///
     /// # Errors
-    /// A message naming what is not supported: an empty layout, the `MST` zone-abbreviation
-    /// element (jiff parses no abbreviations) or a `,000` fraction.
+    /// A message naming what is not supported: an empty layout or the `MST` zone-abbreviation
+    /// element (jiff parses no abbreviations).
     pub fn compile(layout: &str) -> Result<GoLayout, String> {
         if layout.is_empty() {
             return Err("timestamp layout is empty".to_string());
@@ -67,9 +75,10 @@ impl GoLayout {
         let mut z_zone: Option<(usize, usize)> = None;
         let mut rest = layout;
         let mut seconds_fraction_pending = false;
+        let mut dated = false;
         while !rest.is_empty() {
             // A fraction: `.` or `,` then a run of 0s or 9s not followed by a digit.
-            if let Some(sep) = rest.chars().next().filter(|c| *c == '.' || *c == ',') {
+            if rest.starts_with(['.', ',']) {
                 let digits: String = rest[1..]
                     .chars()
                     .take_while(|c| *c == '0' || *c == '9')
@@ -81,12 +90,8 @@ impl GoLayout {
                         .all(|c| c == digits.chars().next().unwrap_or('0'))
                     && !after.is_some_and(|c| c.is_ascii_digit())
                 {
-                    if sep == ',' {
-                        return Err(format!(
-                            "timestamp layout {layout:?}: a fraction after ',' is not supported; use '.'"
-                        ));
-                    }
-                    base.push_str("%.f");
+                    // Go reads either separator in the value, whichever the layout wrote.
+                    base.push(FRACTION);
                     seconds_fraction_pending = false;
                     rest = &rest[1 + digits.len()..];
                     continue;
@@ -94,11 +99,16 @@ impl GoLayout {
             }
             if seconds_fraction_pending {
                 // Go reads a fraction after the seconds even when the layout has none.
-                base.push_str("%.f");
+                base.push(FRACTION);
                 seconds_fraction_pending = false;
             }
             let Some((element, conv)) = ELEMENTS.iter().find(|(e, _)| rest.starts_with(e)) else {
                 let c = rest.chars().next().unwrap_or(' ');
+                if c == FRACTION {
+                    return Err(format!(
+                        "timestamp layout {layout:?}: a NUL character is not supported"
+                    ));
+                }
                 if c == '%' {
                     base.push_str("%%");
                 } else {
@@ -116,22 +126,35 @@ impl GoLayout {
                 z_zone = Some((base.len(), conv.len()));
             }
             base.push_str(conv);
+            if *element == "2006" || *element == "06" {
+                dated = true;
+            }
             if *element == "05" || *element == "5" {
                 seconds_fraction_pending = true;
             }
             rest = &rest[element.len()..];
         }
         if seconds_fraction_pending {
-            base.push_str("%.f");
+            base.push(FRACTION);
         }
-        let mut formats = vec![base.clone()];
+        let mut zones = vec![base.clone()];
         if let Some((at, len)) = z_zone {
             let mut utc = base.clone();
             utc.replace_range(at..at + len, "Z");
-            formats.push(utc);
+            zones.push(utc);
+        }
+        let mut formats: Vec<String> = Vec::new();
+        for sep in ["%.f", ",%f"] {
+            for z in &zones {
+                let f = z.replace(FRACTION, sep);
+                if !formats.contains(&f) {
+                    formats.push(f);
+                }
+            }
         }
         Ok(GoLayout {
             layout: layout.to_string(),
+            dated,
             formats,
         })
     }
@@ -141,12 +164,32 @@ impl GoLayout {
         &self.layout
     }
 
+    /// Whether the layout has a year (`2006` or `06`). Times read with a layout without one are
+    /// in year 0, as Go reads them: comparable with each other, not with dated times.
+    pub fn dated(&self) -> bool {
+        self.dated
+    }
+
     /// Parses `text` (trimmed) with the layout: an instant, UTC when the layout has no zone (or
-    /// the text gives `Z`). `None` when it does not parse.
+    /// the text gives `Z`); year 0, January, the 1st for what the layout does not give. `None`
+    /// when it does not parse.
     pub fn parse(&self, text: &str) -> Option<Timestamp> {
         let text = text.trim();
         self.formats.iter().find_map(|f| {
-            let tm = strtime::parse(f, text).ok()?;
+            let mut tm = strtime::parse(f, text).ok()?;
+            // Go ignores the weekday and fills in what the layout leaves out.
+            tm.set_weekday(None);
+            if tm.year().is_none() {
+                tm.set_year(Some(0)).ok()?;
+            }
+            if tm.day_of_year().is_none() {
+                if tm.month().is_none() {
+                    tm.set_month(Some(1)).ok()?;
+                }
+                if tm.day().is_none() {
+                    tm.set_day(Some(1)).ok()?;
+                }
+            }
             if tm.offset().is_some() {
                 tm.to_timestamp().ok()
             } else {
@@ -218,6 +261,70 @@ mod tests {
         assert_eq!(
             GoLayout::compile("").map(|_| ()),
             Err("timestamp layout is empty".to_string())
+        );
+    }
+
+    #[test]
+    fn comma_fractions_as_python_logging_prints_them() {
+        let comma = "2006-01-02 15:04:05,000";
+        assert_eq!(
+            parse(comma, "2026-03-04 07:30:05,123").as_deref(),
+            Some("2026-03-04T07:30:05.123Z")
+        );
+        // Go reads either separator, whichever the layout wrote.
+        assert_eq!(
+            parse(comma, "2026-03-04 07:30:05.25").as_deref(),
+            Some("2026-03-04T07:30:05.25Z")
+        );
+        assert_eq!(
+            parse("2006-01-02 15:04:05.999", "2026-03-04 07:30:05,5").as_deref(),
+            Some("2026-03-04T07:30:05.5Z")
+        );
+        // A layout without a fraction reads one after the seconds, after ',' too.
+        assert_eq!(
+            parse("2006-01-02 15:04:05", "2026-03-25 07:30:05,500").as_deref(),
+            Some("2026-03-25T07:30:05.5Z")
+        );
+        assert_eq!(
+            parse("2006-01-02 15:04:05Z07:00", "2026-03-25 07:30:05,5+05:30").as_deref(),
+            Some("2026-03-25T02:00:05.5Z")
+        );
+        assert_eq!(
+            parse("2006-01-02 15:04:05", "2026-03-25 07:30:05,").as_deref(),
+            None
+        );
+        assert_eq!(
+            GoLayout::compile("15:04:05\u{0}").map(|_| ()),
+            Err("timestamp layout \"15:04:05\\0\": a NUL character is not supported".to_string())
+        );
+    }
+
+    #[test]
+    fn layouts_without_a_year_read_year_zero_as_go_does() {
+        let absl = "0102 15:04:05.000000";
+        assert!(!GoLayout::compile(absl).expect("compiles").dated());
+        assert_eq!(
+            parse(absl, "0304 07:30:05.250000").as_deref(),
+            Some("0000-03-04T07:30:05.25Z")
+        );
+        assert_eq!(
+            parse("Jan _2 15:04:05", "Mar  4 07:30:05").as_deref(),
+            Some("0000-03-04T07:30:05Z")
+        );
+        assert_eq!(
+            parse("15:04:05", "07:30:05").as_deref(),
+            Some("0000-01-01T07:30:05Z")
+        );
+        assert!(
+            GoLayout::compile("2006-01-02 15:04:05")
+                .expect("compiles")
+                .dated()
+        );
+        assert!(GoLayout::compile("06-01-02").expect("compiles").dated());
+        // Go does not check the weekday against the date.
+        assert_eq!(
+            parse("Mon Jan _2 15:04:05 2006", "Sun Feb  5 16:01:40 2026").as_deref(),
+            Some("2026-02-05T16:01:40Z")
         );
     }
 }
