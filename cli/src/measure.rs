@@ -95,10 +95,15 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
     let profile = profiles.get(&args.profile).map_err(|e| fail(&e))?;
     let (thresholds, skipped) = thresholds(args, source)?;
     let mut readers = open(&args.logs)?;
-    let mut read_all = |feed: &mut dyn FnMut(&[u8])| -> Result<(), ExitCode> {
+    // Each line is fed with its file's name and its line number (1-based) for messages.
+    let mut read_all = |feed: &mut dyn FnMut(&[u8], &str, u64)| -> Result<(), ExitCode> {
         for (name, reader) in readers.iter_mut() {
-            for_each_line(reader, &mut *feed)
-                .map_err(|e| fail(&format!("reading {name}: {}", io_error_text(&e))))?;
+            let mut n = 0u64;
+            for_each_line(reader, |l| {
+                n += 1;
+                feed(l, name, n);
+            })
+            .map_err(|e| fail(&format!("reading {name}: {}", io_error_text(&e))))?;
         }
         Ok(())
     };
@@ -108,7 +113,7 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
     let (measured, kind, mut spec) = match source {
         Source::Bandwidth => {
             let mut p = BandwidthParser::new(profile).map_err(|e| fail(&e))?;
-            read_all(&mut |l| p.feed(l))?;
+            read_all(&mut |l, _, _| p.feed(l))?;
             if p.rows() == 0 {
                 report::warning_line(&format!(
                     "no bandwidth data was parsed; check --profile (LogProfile {} reads rows with its bandwidthResult pattern)",
@@ -131,12 +136,34 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
         }
         Source::Goodput => {
             let mut p = GoodputParser::new(profile).map_err(|e| fail(&e))?;
-            read_all(&mut |l| p.feed(l))?;
+            let mut first_unparsed: Option<String> = None;
+            read_all(&mut |l, name, n| {
+                p.feed(l);
+                if first_unparsed.is_none() && p.unparsed_times() > 0 {
+                    first_unparsed = Some(format!("{name}:{n}"));
+                }
+            })?;
+            if let Some(at) = &first_unparsed {
+                report::warning_line(&format!(
+                    "{} did not parse with layout {:?} of LogProfile {}, so their events have no time; the first at {at}: {:?}",
+                    count(
+                        p.unparsed_times(),
+                        "timestamp capture",
+                        "timestamp captures"
+                    ),
+                    profile.layout.layout(),
+                    profile.name,
+                    p.first_unparsed_time().unwrap_or_default()
+                ));
+            }
             if p.steps() == 0 {
                 report::warning_line(&format!(
                     "no training step was parsed; check --profile (LogProfile {} reads steps with its trainingStep pattern)",
                     profile.name
                 ));
+            }
+            for w in p.warnings() {
+                report::warning_line(&w);
             }
             (
                 Measured::Goodput(Box::new(p.status())),
@@ -182,6 +209,11 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
         }
     }
     Ok(ExitCode::from(nvcre_domain::measure::exit_code(&results)))
+}
+
+/// `1 row`, `2 rows`.
+fn count(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
 }
 
 /// A log to read: its name in messages and its reader.

@@ -448,3 +448,152 @@ fn warmup_steps_log_interval_and_checkpoint_durations() {
         Some("2026-01-01T00:01:40Z")
     );
 }
+
+/// The goodput status and warnings of `log` read with the one LogProfile `profile` (YAML).
+fn goodput_with(profile: &str, log: &str) -> (GoodputMeasurementStatus, Vec<String>) {
+    let rules = RuleSet::load(
+        &[nvcre_engine::Source::new("p.yaml", profile)],
+        Some(&contract().expect("contract")),
+    )
+    .expect("loads");
+    let profiles = LogProfiles::from_rules(&rules).expect("compiles");
+    let mut p = GoodputParser::new(profiles.get("p").expect("profile")).expect("parser");
+    for line in log.lines() {
+        p.feed(line.as_bytes());
+    }
+    (p.status(), p.warnings())
+}
+
+/// Megatron lines as `kubectl logs --timestamps` prints them from a pod whose local time is
+/// `local` hours:minutes ahead of UTC (the bracketed time is the pod's, without a zone).
+fn megatron_in_zone(local: &str) -> String {
+    let step = |kubelet: &str, own: &str, it: u32| {
+        format!(
+            "2026-03-25T07:30:{kubelet}.000000000Z  [2026-03-25 {local}:{own}] iteration       {it}/     100 | consumed samples:          360 | elapsed time per iteration (ms): 1000.0 | throughput per GPU (TFLOP/s/GPU): 100.0 | learning rate: 6.000000E-04 | global batch size:    36 | lm loss: 9.751967E+00 |\n"
+        )
+    };
+    format!(
+        "2026-03-25T07:30:00.000000000Z using world size: 16, data-parallel size: 8, context-parallel size: 1, hierarchical context-parallel sizes: None, tensor-model-parallel size: 2, pipeline-model-parallel size: 1\n{}{}{}",
+        step("07", "07", 10),
+        step("17", "17", 20),
+        step("27", "27", 30)
+    )
+}
+
+#[test]
+fn a_line_with_a_kubelet_time_puts_every_event_on_the_kubelet_clock() {
+    // UTC, +05:30 and -07:00 pods: the same log, the same goodput.
+    for local in ["07:30", "13:00", "00:30"] {
+        let profiles = profiles();
+        let mut p = GoodputParser::new(profiles.get("megatron-training").expect("profile"))
+            .expect("parser");
+        for line in megatron_in_zone(local).lines() {
+            p.feed(line.as_bytes());
+        }
+        let s = p.status();
+        assert_eq!(s.result.as_deref(), Some("0.740741"), "{local}");
+        assert_eq!(s.resume_time_sec.as_deref(), Some("7.000000"), "{local}");
+        assert_eq!(s.training_time_sec.as_deref(), Some("27.000000"), "{local}");
+        assert_eq!(
+            s.last_step_timestamp.as_deref(),
+            Some("2026-03-25T07:30:27Z"),
+            "{local}"
+        );
+        assert_eq!(s.completion_time.as_deref(), Some("2026-03-25T07:30:27Z"));
+        assert_eq!(p.warnings(), Vec::<String>::new());
+    }
+}
+
+const CLOCKS: &str = "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: LogProfile\nmetadata: {name: p}\nspec:\n  timestamp: {layout: '2006-01-02 15:04:05'}\n  patterns:\n    trainingStep: {regex: '\\[(?P<timestamp>[^\\]]+)\\] step (?P<globalStep>\\d+)'}\n    applicationStart: {regex: '\\[(?P<timestamp>[^\\]]+)\\] start'}\n    checkpointSave: {regex: '\\[(?P<timestamp>[^\\]]+)\\] saving (?P<step>\\d+)'}\n    checkpointDone: {regex: '\\[(?P<timestamp>[^\\]]+)\\] saved (?P<step>\\d+)'}\n";
+
+#[test]
+fn spans_between_the_two_clocks_are_not_measured_and_warned_about() {
+    // Start and save on lines without a kubelet time (the pod's +05:30 local time), steps and
+    // the done line with one: neither resume time nor save time subtracts across clocks.
+    let log = "\
+[2026-03-25 13:00:00] start
+2026-03-25T07:30:07Z [2026-03-25 13:00:07] step 10
+[2026-03-25 13:00:10] saving 10
+2026-03-25T07:30:12Z [2026-03-25 13:00:12] saved 10
+2026-03-25T07:30:17Z [2026-03-25 13:00:17] step 20
+";
+    let (s, warnings) = goodput_with(CLOCKS, log);
+    assert_eq!(s.resume_time_sec.as_deref(), Some("0.000000"));
+    assert_eq!(s.checkpoint_save_time_sec.as_deref(), Some("0.000000"));
+    assert_eq!(s.training_time_sec.as_deref(), Some("10.000000"));
+    assert_eq!(s.start_time.as_deref(), Some("2026-03-25T07:30:07Z"));
+    assert_eq!(s.result.as_deref(), Some("1.000000"));
+    assert_eq!(
+        warnings,
+        [
+            "checkpointSaveTimeSec not measured: its times are from lines with a kubelet timestamp and lines without (the program's own time, often local and zoneless, or without a year); read the log with every line timestamped (kubectl logs --timestamps) or none",
+            "resumeTimeSec not measured: its times are from lines with a kubelet timestamp and lines without (the program's own time, often local and zoneless, or without a year); read the log with every line timestamped (kubectl logs --timestamps) or none",
+        ]
+    );
+    // All on the program's clock: measured, no warning.
+    let plain: String = log
+        .lines()
+        .map(|l| l.trim_start_matches(|c: char| c != '[').to_string() + "\n")
+        .collect();
+    let (s, warnings) = goodput_with(CLOCKS, &plain);
+    assert_eq!(s.resume_time_sec.as_deref(), Some("7.000000"));
+    assert_eq!(s.checkpoint_save_time_sec.as_deref(), Some("2.000000"));
+    assert_eq!(s.training_time_sec.as_deref(), Some("17.000000"));
+    assert_eq!(s.result.as_deref(), Some("0.470588"));
+    assert_eq!(warnings, Vec::<String>::new());
+}
+
+#[test]
+fn python_logging_comma_fractions_are_read_by_layouts_with_and_without_a_fraction() {
+    let log = "\
+2026-03-25 07:30:00,000 - INFO - Starting training
+2026-03-25 07:30:05,500 - INFO - step 1 | loss 2.5 | step_time 1.25s
+2026-03-25 07:30:06,750 - INFO - step 2 | loss 2.4 | step_time 1.25s
+2026-03-25 07:30:08,000 - INFO - step 3 | loss 2.3 | step_time 1.25s
+";
+    for layout in ["2006-01-02 15:04:05,000", "2006-01-02 15:04:05"] {
+        let profile = format!(
+            "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: LogProfile\nmetadata: {{name: p}}\nspec:\n  timestamp: {{layout: '{layout}'}}\n  patterns:\n    trainingStep: {{regex: '^(?P<timestamp>[^ ]+ [^ ]+) - INFO - step (?P<globalStep>\\d+) \\| loss (?P<loss>[\\d.]+) \\| step_time (?P<stepTiming>[\\d.]+)s'}}\n    applicationStart: {{regex: '^(?P<timestamp>[^ ]+ [^ ]+) - INFO - Starting training'}}\n"
+        );
+        let (s, warnings) = goodput_with(&profile, log);
+        assert_eq!(s.result.as_deref(), Some("0.312500"), "{layout}");
+        assert_eq!(s.training_time_sec.as_deref(), Some("8.000000"), "{layout}");
+        assert_eq!(s.resume_time_sec.as_deref(), Some("5.500000"), "{layout}");
+        assert_eq!(
+            s.application_start_time.as_deref(),
+            Some("2026-03-25T07:30:00Z")
+        );
+        assert_eq!(warnings, Vec::<String>::new());
+    }
+}
+
+#[test]
+fn absl_times_without_a_year_read_year_zero() {
+    let profile = "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: LogProfile\nmetadata: {name: p}\nspec:\n  timestamp: {layout: '0102 15:04:05.000000'}\n  patterns:\n    trainingStep: {regex: '^I(?P<timestamp>\\d{4} \\d{2}:\\d{2}:\\d{2}\\.\\d{6}) +\\d+ train\\.py:\\d+\\] completed step: (?P<globalStep>\\d+), seconds: (?P<stepTiming>[\\d.]+)'}\n";
+    let log = "\
+I0304 07:30:05.000000 140123 train.py:1012] completed step: 1, seconds: 5.000, loss: 2.500
+I0304 07:30:10.000000 140123 train.py:1012] completed step: 2, seconds: 5.000, loss: 2.400
+I0304 07:30:15.500000 140123 train.py:1012] completed step: 3, seconds: 5.000, loss: 2.300
+";
+    let (s, warnings) = goodput_with(profile, log);
+    assert_eq!(s.result.as_deref(), Some("1.000000"));
+    assert_eq!(s.training_time_sec.as_deref(), Some("10.500000"));
+    assert_eq!(s.start_time.as_deref(), Some("0000-03-04T07:30:05Z"));
+    assert_eq!(
+        s.last_step_timestamp.as_deref(),
+        Some("0000-03-04T07:30:15.5Z")
+    );
+    assert_eq!(warnings, Vec::<String>::new());
+    // With kubelet timestamps, the kubelet's (dated) times are used.
+    let prefixed: String = log
+        .lines()
+        .zip(["05", "10", "15.5"])
+        .map(|(l, s)| format!("2026-03-04T07:30:{s}Z {l}\n"))
+        .collect();
+    let (s, _) = goodput_with(profile, &prefixed);
+    assert_eq!(s.training_time_sec.as_deref(), Some("10.500000"));
+    assert_eq!(
+        s.last_step_timestamp.as_deref(),
+        Some("2026-03-04T07:30:15.5Z")
+    );
+}

@@ -399,8 +399,14 @@ fn the_goodput_window_of_a_kubelet_log_is_its_lines_times() {
     );
     // A line of the same log without its kubelet time does not stretch the window either.
     let mixed = text + &step("07:30:40", 40);
-    let (_, doc, _) = measure_text("goodput", "megatron-training", None, &mixed);
+    let (_, doc, err) = measure_text("goodput", "megatron-training", None, &mixed);
     assert_eq!(doc["status"]["trainingTimeSec"], "30.000000");
+    // Nor is its step, on the pod's clock, the last step after the log's end.
+    assert_eq!(doc["status"]["lastStepTimestamp"], "2026-03-25T14:30:30Z");
+    assert_eq!(
+        err,
+        "Warning: lastStepTimestamp is not the last step's time: the log mixes lines with a kubelet timestamp and lines without (the program's own time, often local and zoneless, or without a year); read the log with every line timestamped (kubectl logs --timestamps) or none\n"
+    );
 }
 
 /// Past the kept message sizes, rows are not measured: the thresholds are not judged on the
@@ -540,4 +546,145 @@ fn a_utf16_log_is_refused_naming_its_encoding() {
             )
         );
     }
+}
+
+/// Megatron's bracketed step times are the pod's local time without a zone; on lines with a
+/// kubelet time every event has the kubelet's time, so the pod's zone changes nothing (a
+/// +05:30 pod gave `resumeTimeSec` 19807 in a 27 s log, and a last step after completion).
+#[test]
+fn goodput_is_the_same_whatever_the_pods_time_zone() {
+    let log = |local: &str| {
+        let step = |s: &str, n: u32| {
+            format!(
+                "2026-03-25T07:30:{s}.000000000Z  [2026-03-25 {local}:{s}] iteration       {n}/     100 | consumed samples:          360 | elapsed time per iteration (ms): 1000.0 | throughput per GPU (TFLOP/s/GPU): 100.0 | lm loss: 9.751967E+00 |\n"
+            )
+        };
+        format!(
+            "2026-03-25T07:30:00.000000000Z using world size: 16, data-parallel size: 8, context-parallel size: 1, tensor-model-parallel size: 2, pipeline-model-parallel size: 1\n{}{}{}",
+            step("07", 10),
+            step("17", 20),
+            step("27", 30)
+        )
+    };
+    for local in ["13:00", "00:30", "07:30"] {
+        let (code, doc, err) = measure_text(
+            "goodput",
+            "megatron-training",
+            Some("goodputRatio=value > 0.7"),
+            &log(local),
+        );
+        assert_eq!((code, err.as_str()), (0, ""), "{local}");
+        let s = &doc["status"];
+        assert_eq!(
+            (
+                &s["result"],
+                &s["resumeTimeSec"],
+                &s["trainingTimeSec"],
+                &s["lastStepTimestamp"],
+                &s["completionTime"]
+            ),
+            (
+                &serde_json::json!("0.740741"),
+                &serde_json::json!("7.000000"),
+                &serde_json::json!("27.000000"),
+                &serde_json::json!("2026-03-25T07:30:27Z"),
+                &serde_json::json!("2026-03-25T07:30:27Z")
+            ),
+            "{local}"
+        );
+    }
+}
+
+/// `measure goodput --rules DIR --profile p -o json` of `log` with one more LogProfile `p`
+/// (`layout`, `patterns` as YAML lines): (exit code, the JSON document, stderr).
+fn goodput_with_profile(
+    layout: &str,
+    patterns: &str,
+    log: &str,
+) -> (i32, serde_json::Value, String) {
+    let (dir, rules) = rules_copy();
+    std::fs::write(
+        rules.join("measure/p.yaml"),
+        format!("apiVersion: nvcre.nvidia.com/v1alpha1\nkind: LogProfile\nmetadata:\n  name: p\nspec:\n  timestamp:\n    layout: \"{layout}\"\n  patterns:\n{patterns}"),
+    )
+    .expect("write");
+    let file = dir.path().join("run.log");
+    std::fs::write(&file, log).expect("write");
+    let (code, out, err) = run(&[
+        "--rules",
+        &rules.display().to_string(),
+        "measure",
+        "goodput",
+        "--profile",
+        "p",
+        "-o",
+        "json",
+        &file.display().to_string(),
+    ]);
+    let doc = serde_json::from_str(&out).unwrap_or(serde_json::Value::Null);
+    (code, doc, err)
+}
+
+const PYTHON_LOG: &str = "\
+2026-03-25 07:30:00,000 - INFO - Starting training
+2026-03-25 07:30:05,500 - INFO - step 1 | loss 2.5 | step_time 1.25s
+2026-03-25 07:30:06,750 - INFO - step 2 | loss 2.4 | step_time 1.25s
+2026-03-25 07:30:08,000 - INFO - step 3 | loss 2.3 | step_time 1.25s
+";
+
+const PYTHON_PATTERNS: &str = "    trainingStep:\n      regex: '^(?P<timestamp>[^ ]+ [^ ]+) - INFO - step (?P<globalStep>\\d+) \\| loss (?P<loss>[\\d.]+) \\| step_time (?P<stepTiming>[\\d.]+)s'\n    applicationStart:\n      regex: '^(?P<timestamp>[^ ]+ [^ ]+) - INFO - Starting training'\n";
+
+/// Python logging prints `07:30:05,500`: Go reads it with `05,000` and with a layout without
+/// a fraction; it was refused, or read no time at all (goodput 0, no warning).
+#[test]
+fn python_logging_times_with_a_comma_fraction_are_read() {
+    for layout in ["2006-01-02 15:04:05,000", "2006-01-02 15:04:05"] {
+        let (code, doc, err) = goodput_with_profile(layout, PYTHON_PATTERNS, PYTHON_LOG);
+        assert_eq!((code, err.as_str()), (0, ""), "{layout}");
+        let s = &doc["status"];
+        assert_eq!(
+            (&s["result"], &s["trainingTimeSec"], &s["resumeTimeSec"]),
+            (
+                &serde_json::json!("0.312500"),
+                &serde_json::json!("8.000000"),
+                &serde_json::json!("5.500000")
+            ),
+            "{layout}"
+        );
+    }
+    // A capture the layout does not read is said, with where it is.
+    let (code, doc, err) = goodput_with_profile("2006/01/02 15:04:05", PYTHON_PATTERNS, PYTHON_LOG);
+    assert_eq!(code, 0);
+    assert_eq!(doc["status"]["trainingTimeSec"], "0.000000");
+    assert!(
+        err.starts_with("Warning: 4 timestamp captures did not parse with layout \"2006/01/02 15:04:05\" of LogProfile p, so their events have no time; the first at /"),
+        "{err}"
+    );
+    assert!(
+        err.ends_with("/run.log:1: \"2026-03-25 07:30:00,000\"\n"),
+        "{err}"
+    );
+}
+
+/// absl/glog times (`I0304 07:30:05.000000`, MaxText) have no year: read as year 0, as Go does,
+/// and compared only with each other.
+#[test]
+fn absl_times_without_a_year_are_read() {
+    let patterns = "    trainingStep:\n      regex: '^I(?P<timestamp>\\d{4} \\d{2}:\\d{2}:\\d{2}\\.\\d{6}) +\\d+ train\\.py:\\d+\\] completed step: (?P<globalStep>\\d+), seconds: (?P<stepTiming>[\\d.]+)'\n";
+    let log = "\
+I0304 07:30:05.000000 140123 train.py:1012] completed step: 1, seconds: 5.000, loss: 2.500
+I0304 07:30:10.000000 140123 train.py:1012] completed step: 2, seconds: 5.000, loss: 2.400
+I0304 07:30:15.500000 140123 train.py:1012] completed step: 3, seconds: 5.000, loss: 2.300
+";
+    let (code, doc, err) = goodput_with_profile("0102 15:04:05.000000", patterns, log);
+    assert_eq!((code, err.as_str()), (0, ""));
+    let s = &doc["status"];
+    assert_eq!(
+        (&s["result"], &s["trainingTimeSec"], &s["startTime"]),
+        (
+            &serde_json::json!("1.000000"),
+            &serde_json::json!("10.500000"),
+            &serde_json::json!("0000-03-04T07:30:05Z")
+        )
+    );
 }

@@ -24,6 +24,26 @@ pub enum LogPart {
     Steps,
 }
 
+/// Which clock an event's time was read from. A span is only measured between two times of one
+/// clock: the program's own time is often the pod's local time without a zone (read as UTC),
+/// or has no year (read as year 0), so beside a kubelet time it is off by the UTC offset or by
+/// two thousand years.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clock {
+    /// The kubelet timestamp of the event's line (dated, zoned).
+    Kubelet,
+    /// The event's `timestamp` capture, on a line without a kubelet timestamp.
+    Own,
+}
+
+/// An event's time and its clock.
+type At = (Timestamp, Clock);
+
+/// The seconds from `from` to `to` when both are of one clock.
+fn span(from: At, to: At) -> Option<f64> {
+    (from.1 == to.1).then(|| secs(to.0.duration_since(from.0)))
+}
+
 /// Streaming goodput parser: [`GoodputParser::feed`] each line, then
 /// [`GoodputParser::status`].
 #[derive(Debug)]
@@ -35,21 +55,21 @@ pub struct GoodputParser<'p> {
     /// A line with a kubelet time was read: only those times set the window.
     kubelet_times: bool,
     last: Option<Timestamp>,
-    app_start: Option<Timestamp>,
+    app_start: Option<At>,
     need_base: bool,
     warmup_base: Option<i64>,
     steps: u64,
-    first_step_ts: Option<Timestamp>,
+    first_step_ts: Option<At>,
     current_step: i64,
     highest_step: i64,
     timing_sum: f64,
     timing_n: u64,
     gap_sum: f64,
     gap_n: u64,
-    prev_non_warmup: Option<(i64, Option<Timestamp>)>,
+    prev_non_warmup: Option<(i64, Option<At>)>,
     tflops_sum: f64,
     tflops_n: u64,
-    last_step_ts: Option<Timestamp>,
+    last_step_ts: Option<At>,
     last_non_warmup_step: Option<i64>,
     non_warmup_time: f64,
     warmup_time: f64,
@@ -58,11 +78,17 @@ pub struct GoodputParser<'p> {
     last_checkpoint: Option<Checkpoint>,
     counted_step: Option<i64>,
     save_time: f64,
+    /// Spans not measured because their two times were of different clocks.
+    mixed_spans: std::collections::BTreeSet<&'static str>,
+    /// A later step's time was not kept as the last step's: it was of another clock.
+    stale_last_step: bool,
+    unparsed_times: u64,
+    first_unparsed_time: Option<String>,
 }
 
 #[derive(Debug, Clone)]
 struct PendingSave {
-    ts: Option<Timestamp>,
+    ts: Option<At>,
     step: Option<i64>,
     path: Option<String>,
 }
@@ -71,7 +97,7 @@ struct PendingSave {
 struct Checkpoint {
     step: Option<i64>,
     path: Option<String>,
-    ts: Option<Timestamp>,
+    ts: Option<At>,
     /// Completed by its save line (a captured `saveDuration`); a done line only adds the path.
     from_save: bool,
 }
@@ -137,6 +163,10 @@ impl<'p> GoodputParser<'p> {
             last_checkpoint: None,
             counted_step: None,
             save_time: 0.0,
+            mixed_spans: std::collections::BTreeSet::new(),
+            stale_last_step: false,
+            unparsed_times: 0,
+            first_unparsed_time: None,
         })
     }
 
@@ -151,21 +181,52 @@ impl<'p> GoodputParser<'p> {
         }
     }
 
-    /// The event's time: its `timestamp` capture parsed with the layout, else the kubelet
-    /// prefix of its line.
-    fn event_ts(&mut self, caps: &Captures<'_>, line_ts: Option<Timestamp>) -> Option<Timestamp> {
-        let ts = capture(caps, "timestamp")
-            .filter(|s| !s.is_empty())
-            .and_then(|s| self.profile.layout.parse(&s))
-            .or(line_ts);
-        // The window is the log's own: its lines' kubelet times when they have them. An
-        // event's own time is often the pod's local time without a zone (Megatron's bracketed
-        // time), read as UTC: beside zoned kubelet times it would stretch the window by the
-        // pod's UTC offset.
-        if line_ts.is_none() && !self.kubelet_times {
+    /// The event's time: the kubelet time of its line when it has one (every event on such a
+    /// line is on the kubelet's clock), else its `timestamp` capture parsed with the layout.
+    fn event_ts(&mut self, caps: &Captures<'_>, line_ts: Option<Timestamp>) -> Option<At> {
+        if let Some(ts) = line_ts {
+            return Some((ts, Clock::Kubelet));
+        }
+        let text = capture(caps, "timestamp").filter(|s| !s.is_empty());
+        let ts = text.as_ref().and_then(|s| self.profile.layout.parse(s));
+        if let Some(text) = text
+            && ts.is_none()
+        {
+            self.unparsed_times += 1;
+            if self.first_unparsed_time.is_none() {
+                self.first_unparsed_time = Some(nvcre_engine::printable(&text, &[]).into_owned());
+            }
+        }
+        // The window is the log's own: its lines' kubelet times when they have them; an own
+        // time beside them would stretch it by the pod's UTC offset.
+        if !self.kubelet_times {
             self.seen(ts);
         }
-        ts
+        ts.map(|t| (t, Clock::Own))
+    }
+
+    /// The clock of the window (`t_w`): the kubelet's once a line had a kubelet time.
+    fn window_clock(&self) -> Clock {
+        if self.kubelet_times {
+            Clock::Kubelet
+        } else {
+            Clock::Own
+        }
+    }
+
+    /// The last non-warmup step's time, when it is of the window's clock.
+    fn last_step(&self) -> Option<At> {
+        self.last_step_ts.filter(|t| t.1 == self.window_clock())
+    }
+
+    /// The seconds from `from` to `to`; `None` (and the span named in the warnings) when their
+    /// clocks differ.
+    fn span(&mut self, what: &'static str, from: At, to: At) -> Option<f64> {
+        let s = span(from, to);
+        if s.is_none() {
+            self.mixed_spans.insert(what);
+        }
+        s
     }
 
     /// Parses one log line (plain or kubelet-timestamped).
@@ -246,13 +307,7 @@ impl<'p> GoodputParser<'p> {
         }
     }
 
-    fn step(
-        &mut self,
-        p: &CompiledPattern,
-        caps: &Captures<'_>,
-        text: &[u8],
-        ts: Option<Timestamp>,
-    ) {
+    fn step(&mut self, p: &CompiledPattern, caps: &Captures<'_>, text: &[u8], ts: Option<At>) {
         let mut global = int(caps, "globalStep").unwrap_or(0);
         let iteration = int(caps, "iteration").unwrap_or(0);
         if global == 0 && iteration > 0 {
@@ -301,12 +356,12 @@ impl<'p> GoodputParser<'p> {
             self.timing_sum += timing;
             self.timing_n += 1;
         }
-        if let (Some((prev_step, Some(prev_ts))), Some(ts)) = (self.prev_non_warmup, ts) {
-            let gap = secs(ts.duration_since(prev_ts));
-            if gap > 0.0 {
-                self.gap_sum += gap / (global - prev_step).max(1) as f64;
-                self.gap_n += 1;
-            }
+        if let (Some((prev_step, Some(prev_ts))), Some(ts)) = (self.prev_non_warmup, ts)
+            && let Some(gap) = self.span("avgStepTimeSec", prev_ts, ts)
+            && gap > 0.0
+        {
+            self.gap_sum += gap / (global - prev_step).max(1) as f64;
+            self.gap_n += 1;
         }
         match self.last_non_warmup_step {
             None => {
@@ -319,11 +374,19 @@ impl<'p> GoodputParser<'p> {
             }
             Some(_) => {}
         }
-        self.last_step_ts = ts.or(self.last_step_ts);
+        // The last step is compared with the window's end (stall detection): a time of another
+        // clock does not replace one of the window's.
+        if let Some(t) = ts {
+            if t.1 == self.window_clock() || self.last_step().is_none() {
+                self.last_step_ts = Some(t);
+            } else {
+                self.stale_last_step = true;
+            }
+        }
         self.prev_non_warmup = Some((global, ts));
     }
 
-    fn checkpoint_done(&mut self, p: &CompiledPattern, caps: &Captures<'_>, ts: Option<Timestamp>) {
+    fn checkpoint_done(&mut self, p: &CompiledPattern, caps: &Captures<'_>, ts: Option<At>) {
         let step = int(caps, "step");
         let path = capture(caps, "path").map(|s| s.into_owned());
         if self.pending_save.is_none()
@@ -341,7 +404,9 @@ impl<'p> GoodputParser<'p> {
             p.seconds("saveDuration", float(caps, "saveDuration"))
         } else {
             match (ts, pending.as_ref().and_then(|s| s.ts)) {
-                (Some(done), Some(start)) => secs(done.duration_since(start)).max(0.0),
+                (Some(done), Some(start)) => self
+                    .span("checkpointSaveTimeSec", start, done)
+                    .map_or(0.0, |d| d.max(0.0)),
                 _ => 0.0,
             }
         };
@@ -354,7 +419,7 @@ impl<'p> GoodputParser<'p> {
         &mut self,
         step: Option<i64>,
         path: Option<String>,
-        ts: Option<Timestamp>,
+        ts: Option<At>,
         duration: f64,
         from_save: bool,
     ) {
@@ -380,6 +445,48 @@ impl<'p> GoodputParser<'p> {
         });
     }
 
+    /// Warnings about what was read but not measured: spans between an event time of a line with
+    /// a kubelet timestamp and one of a line without (different clocks), e.g.
+    /// `resumeTimeSec not measured: …`. Empty for a log whose lines all have a kubelet
+    /// timestamp, or none has.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut spans = self.mixed_spans.clone();
+        if let (Some(a), Some(s)) = (self.app_start, self.first_step_ts)
+            && span(a, s).is_none()
+        {
+            spans.insert("resumeTimeSec");
+        }
+        if self.last_step_ts.is_some() && self.last_step().is_none() {
+            spans.insert("lastStepTimestamp");
+        }
+        if self.timing_n > 0 {
+            // The mean step time is of the step timings; the time gaps were not needed.
+            spans.remove("avgStepTimeSec");
+        }
+        const WHY: &str = "lines with a kubelet timestamp and lines without (the program's own time, often local and zoneless, or without a year); read the log with every line timestamped (kubectl logs --timestamps) or none";
+        let mut out: Vec<String> = spans
+            .iter()
+            .map(|what| format!("{what} not measured: its times are from {WHY}"))
+            .collect();
+        if self.stale_last_step && self.last_step().is_some() {
+            out.push(format!(
+                "lastStepTimestamp is not the last step's time: the log mixes {WHY}"
+            ));
+        }
+        out
+    }
+
+    /// `timestamp` captures (on lines without a kubelet timestamp) that did not parse with the
+    /// layout: their events have no time.
+    pub fn unparsed_times(&self) -> u64 {
+        self.unparsed_times
+    }
+
+    /// The first of the [`GoodputParser::unparsed_times`], control characters escaped.
+    pub fn first_unparsed_time(&self) -> Option<&str> {
+        self.first_unparsed_time.as_deref()
+    }
+
     /// Training steps counted (after the log-interval filter).
     pub fn steps(&self) -> u64 {
         self.steps
@@ -393,7 +500,7 @@ impl<'p> GoodputParser<'p> {
             _ => 0.0,
         };
         let t_rm = match (self.app_start, self.first_step_ts) {
-            (Some(a), Some(s)) => secs(s.duration_since(a)).max(0.0),
+            (Some(a), Some(s)) => span(a, s).map_or(0.0, |d| d.max(0.0)),
             _ => 0.0,
         };
         let (t_ch, t_re, t_save) = (0.0, 0.0, self.save_time);
@@ -412,6 +519,7 @@ impl<'p> GoodputParser<'p> {
             0.0
         };
         let ts = |t: Option<Timestamp>| t.map(|t| t.to_string());
+        let at = |t: Option<At>| t.map(|(t, _)| t.to_string());
         let measured = self.steps > 0;
         GoodputMeasurementStatus {
             result: measured.then(|| fmt6(ratio)),
@@ -428,10 +536,10 @@ impl<'p> GoodputParser<'p> {
                 .as_ref()
                 .and_then(|c| c.step)
                 .unwrap_or(0),
-            last_checkpoint_time: ts(self.last_checkpoint.as_ref().and_then(|c| c.ts)),
+            last_checkpoint_time: at(self.last_checkpoint.as_ref().and_then(|c| c.ts)),
             start_time: ts(self.first),
             completion_time: ts(self.last),
-            last_step_timestamp: ts(self.last_step_ts),
+            last_step_timestamp: at(self.last_step()),
             avg_step_time_sec: (avg_step > 0.0).then(|| fmt6(avg_step)),
             log_interval: self.profile.spec.log_interval,
             warmup_base_step: self.warmup_base,
@@ -443,7 +551,7 @@ impl<'p> GoodputParser<'p> {
             last_non_warmup_step: self.last_non_warmup_step.unwrap_or(0),
             avg_tflops_per_gpu: (self.tflops_n > 0)
                 .then(|| fmt6(self.tflops_sum / self.tflops_n as f64)),
-            application_start_time: ts(self.app_start),
+            application_start_time: at(self.app_start),
             application_stop_time: ts(self.last),
             pending_interruption: None,
             conditions: Vec::new(),
