@@ -113,8 +113,22 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
     let (measured, kind, mut spec) = match source {
         Source::Bandwidth => {
             let mut p = BandwidthParser::new(profile).map_err(|e| fail(&e))?;
-            read_all(&mut |l, _, _| p.feed(l))?;
-            if p.rows() == 0 {
+            let mut first_unread: Option<String> = None;
+            read_all(&mut |l, name, n| {
+                p.feed(l);
+                if first_unread.is_none() && p.unread_rows() > 0 {
+                    first_unread = Some(format!("{name}:{n}"));
+                }
+            })?;
+            if let Some(at) = &first_unread {
+                // The rows matched: a hint to check --profile would mislead.
+                report::warning_line(&format!(
+                    "{} matched the bandwidthResult pattern of LogProfile {} without readable numbers; the first at {at}: {}",
+                    count(p.unread_rows(), "row", "rows"),
+                    profile.name,
+                    p.first_unread().unwrap_or("a number did not parse")
+                ));
+            } else if p.rows() == 0 {
                 report::warning_line(&format!(
                     "no bandwidth data was parsed; check --profile (LogProfile {} reads rows with its bandwidthResult pattern)",
                     profile.name

@@ -597,3 +597,35 @@ I0304 07:30:15.500000 140123 train.py:1012] completed step: 3, seconds: 5.000, l
         Some("2026-03-04T07:30:15.5Z")
     );
 }
+
+#[test]
+fn rows_that_match_but_do_not_parse_say_why() {
+    let profiles = profiles();
+    let p = BandwidthParser::new(profiles.get("nccl-bandwidth").expect("profile")).expect("parser");
+    let row = |size: &str, bus: &str| {
+        format!(
+            "  {size}        262144     float     sum      -1    203.2    5.16    {bus}      0    207.2    5.06    9.49      0"
+        )
+    };
+    assert_eq!(
+        p.row(row("99999999999999999999", "9.68").as_bytes()),
+        Some(Err(
+            "size \"99999999999999999999\" is not a whole number of bytes up to 2^63-1".to_string()
+        ))
+    );
+    assert_eq!(
+        p.row(row("1048576", &format!("{}.5", "9".repeat(400))).as_bytes()),
+        Some(Err(
+            "busBW \"999999999999999999999999…\" is not a finite number".to_string()
+        ))
+    );
+    assert_eq!(p.row(b"# header"), None);
+    let mut p = p;
+    p.feed(row("99999999999999999999", "9.68").as_bytes());
+    p.feed(row("1048576", "9.68").as_bytes());
+    assert_eq!((p.rows(), p.unread_rows()), (1, 1));
+    assert_eq!(
+        p.first_unread(),
+        Some("size \"99999999999999999999\" is not a whole number of bytes up to 2^63-1")
+    );
+}

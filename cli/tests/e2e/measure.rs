@@ -688,3 +688,23 @@ I0304 07:30:15.500000 140123 train.py:1012] completed step: 3, seconds: 5.000, l
         )
     );
 }
+
+/// Rows the pattern matches whose numbers do not parse are said as such, with the first one's
+/// file and line: the hint to check `--profile` misled.
+#[test]
+fn rows_that_match_without_readable_numbers_are_said() {
+    let bad = "  99999999999999999999           256     float     sum      -1    10.0    5.00    9.00      0    10.0    5.00    9.00      0\n";
+    let (code, doc, err) = measure_text("bandwidth", "nccl-bandwidth", None, &(bad.repeat(2)));
+    assert_eq!(
+        (code, doc["status"]["results"].clone()),
+        (0, serde_json::Value::Null)
+    );
+    assert!(
+        err.starts_with("Warning: 2 rows matched the bandwidthResult pattern of LogProfile nccl-bandwidth without readable numbers; the first at /"),
+        "{err}"
+    );
+    assert!(
+        err.ends_with("/run.log:1: size \"99999999999999999999\" is not a whole number of bytes up to 2^63-1\n"),
+        "{err}"
+    );
+}

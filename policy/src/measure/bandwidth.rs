@@ -48,6 +48,8 @@ pub struct BandwidthParser<'p> {
     last: Option<Timestamp>,
     rows: u64,
     dropped: u64,
+    unread: u64,
+    first_unread: Option<String>,
 }
 
 /// The line without its kubelet timestamp prefix, and that timestamp.
@@ -77,6 +79,8 @@ impl<'p> BandwidthParser<'p> {
             last: None,
             rows: 0,
             dropped: 0,
+            unread: 0,
+            first_unread: None,
         })
     }
 
@@ -86,18 +90,45 @@ impl<'p> BandwidthParser<'p> {
     /// not a number (`inf`, `NaN`): averaged in, it would make every later average of its size
     /// `inf` and pass any `value >= N` threshold.
     pub fn data_point(&self, line: &[u8]) -> Option<DataPoint> {
+        self.row(line)?.ok()
+    }
+
+    /// The result row on `line` (prefix stripped): `None` when the `bandwidthResult` pattern
+    /// does not match it; an error saying which capture did not parse when it matches but a
+    /// number is not one [`BandwidthParser::data_point`] reads, e.g. `busBW "inf" is not a
+    /// finite number`.
+    pub fn row(&self, line: &[u8]) -> Option<Result<DataPoint, String>> {
         let caps = self.result.captures(line)?;
+        let text = |name| capture(&caps, name).unwrap_or_default();
+        // Captured text is untrusted: control characters escaped, a long number shortened.
+        let shown = |v: &str| {
+            let v = nvcre_engine::printable(v, &[]).into_owned();
+            match v.char_indices().nth(24) {
+                Some((i, _)) => format!("{:?}", format!("{}…", &v[..i])),
+                None => format!("{v:?}"),
+            }
+        };
         let bandwidth = |name| {
-            capture(&caps, name)?
-                .parse::<f64>()
+            let v = text(name);
+            v.parse::<f64>()
                 .ok()
                 .filter(|v| v.is_finite())
+                .ok_or_else(|| format!("{name} {} is not a finite number", shown(&v)))
         };
-        Some(DataPoint {
-            size_bytes: capture(&caps, "size")?.parse().ok()?,
-            alg_bw: bandwidth("algBW")?,
-            bus_bw: bandwidth("busBW")?,
-        })
+        let size = text("size");
+        let size_bytes = size.parse::<i64>().map_err(|_| {
+            format!(
+                "size {} is not a whole number of bytes up to 2^63-1",
+                shown(&size)
+            )
+        });
+        Some(size_bytes.and_then(|size_bytes| {
+            Ok(DataPoint {
+                size_bytes,
+                alg_bw: bandwidth("algBW")?,
+                bus_bw: bandwidth("busBW")?,
+            })
+        }))
     }
 
     /// The transport named on `line` (prefix stripped), trimmed; `None` for no match or an
@@ -115,9 +146,22 @@ impl<'p> BandwidthParser<'p> {
             self.first.get_or_insert(ts);
             self.last = Some(ts);
         }
-        if let Some(p) = self.data_point(text) {
-            self.add(p);
-        } else if let Some(t) = self.transport(text)
+        match self.row(text) {
+            Some(Ok(p)) => self.add(p),
+            Some(Err(why)) => self.unread(why),
+            None => self.transport_line(text),
+        }
+    }
+
+    fn unread(&mut self, why: String) {
+        self.unread += 1;
+        if self.first_unread.is_none() {
+            self.first_unread = Some(why);
+        }
+    }
+
+    fn transport_line(&mut self, text: &[u8]) {
+        if let Some(t) = self.transport(text)
             && (self.transports.len() < MAX_TRANSPORTS || self.transports.contains(&t))
         {
             self.transports.insert(t);
@@ -147,6 +191,10 @@ impl<'p> BandwidthParser<'p> {
             // twice) is skipped as one out of range is: an `inf` average passes any threshold.
             let (alg, bus) = (s.alg + p.alg_bw, s.bus + p.bus_bw);
             if !(alg.is_finite() && bus.is_finite()) {
+                self.unread(format!(
+                    "the sum of the bandwidths of size {} is not a finite number",
+                    p.size_bytes
+                ));
                 return;
             }
             s.alg = alg;
@@ -159,6 +207,17 @@ impl<'p> BandwidthParser<'p> {
     /// Rows aggregated.
     pub fn rows(&self) -> u64 {
         self.rows
+    }
+
+    /// Rows the `bandwidthResult` pattern matched but not read: a number that does not parse
+    /// (`inf`, `nan`, `5.16.3`, a size past `i64`) or a bandwidth sum out of range.
+    pub fn unread_rows(&self) -> u64 {
+        self.unread
+    }
+
+    /// Why the first of the [`BandwidthParser::unread_rows`] was not read.
+    pub fn first_unread(&self) -> Option<&str> {
+        self.first_unread.as_deref()
     }
 
     /// Rows ignored because [`MAX_SIZES`] distinct sizes were already kept.
