@@ -159,7 +159,7 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
             })?;
             if let Some(at) = &first_unparsed {
                 report::warning_line(&format!(
-                    "{} did not parse with layout {:?} of LogProfile {}, so their events have no time; the first at {at}: {:?}",
+                    "{} did not parse with layout {:?} of LogProfile {} and gave no time; the first at {at}: {:?}",
                     count(
                         p.unparsed_times(),
                         "timestamp capture",

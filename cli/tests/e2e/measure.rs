@@ -657,7 +657,7 @@ fn python_logging_times_with_a_comma_fraction_are_read() {
     assert_eq!(code, 0);
     assert_eq!(doc["status"]["trainingTimeSec"], "0.000000");
     assert!(
-        err.starts_with("Warning: 4 timestamp captures did not parse with layout \"2006/01/02 15:04:05\" of LogProfile p, so their events have no time; the first at /"),
+        err.starts_with("Warning: 4 timestamp captures did not parse with layout \"2006/01/02 15:04:05\" of LogProfile p and gave no time; the first at /"),
         "{err}"
     );
     assert!(
