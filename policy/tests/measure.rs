@@ -599,6 +599,28 @@ I0304 07:30:15.500000 140123 train.py:1012] completed step: 3, seconds: 5.000, l
 }
 
 #[test]
+fn times_without_a_year_or_date_roll_over_new_year_and_midnight() {
+    let profile = |layout: &str| {
+        format!(
+            "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: LogProfile\nmetadata: {{name: p}}\nspec:\n  timestamp: {{layout: '{layout}'}}\n  patterns:\n    trainingStep: {{regex: '^\\[(?P<timestamp>[^\\]]+)\\] step (?P<globalStep>\\d+)'}}\n"
+        )
+    };
+    let log = "[Dec 31 23:59:50] step 1\n[Jan  1 00:00:10] step 2\n[Jan  1 00:00:20] step 3\n";
+    let (s, _) = goodput_with(&profile("Jan _2 15:04:05"), log);
+    assert_eq!(s.training_time_sec.as_deref(), Some("30.000000"));
+    assert_eq!(s.start_time.as_deref(), Some("0000-12-31T23:59:50Z"));
+    assert_eq!(s.completion_time.as_deref(), Some("0001-01-01T00:00:20Z"));
+    assert_eq!(s.avg_step_time_sec.as_deref(), Some("15.000000"));
+    let log = "[23:59:55.5] step 1\n[00:00:05] step 2\n[00:00:04] step 3\n";
+    let (s, _) = goodput_with(&profile("15:04:05"), log);
+    assert_eq!(s.training_time_sec.as_deref(), Some("9.500000"));
+    assert_eq!(
+        s.last_step_timestamp.as_deref(),
+        Some("0000-01-02T00:00:04Z")
+    );
+}
+
+#[test]
 fn rows_that_match_but_do_not_parse_say_why() {
     let profiles = profiles();
     let p = BandwidthParser::new(profiles.get("nccl-bandwidth").expect("profile")).expect("parser");

@@ -18,6 +18,16 @@ pub struct GoLayout {
     layout: String,
     formats: Vec<String>,
     dated: bool,
+    has_date: bool,
+}
+
+/// What a layout without a year leaves out, and so how far its times may wrap around.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Undated {
+    /// No year (`0102 15:04:05`, `Jan _2 15:04:05`): times wrap at New Year.
+    Year,
+    /// No date at all (`15:04:05`): times wrap at midnight.
+    Day,
 }
 
 /// Stands for a fraction in a format being built, then becomes `%.f` (optional, after `.`) or
@@ -76,6 +86,7 @@ impl GoLayout {
         let mut rest = layout;
         let mut seconds_fraction_pending = false;
         let mut dated = false;
+        let mut has_date = false;
         while !rest.is_empty() {
             // A fraction: `.` or `,` then a run of 0s or 9s not followed by a digit.
             if rest.starts_with(['.', ',']) {
@@ -129,6 +140,9 @@ impl GoLayout {
             if *element == "2006" || *element == "06" {
                 dated = true;
             }
+            if ["January", "Jan", "002", "01", "02", "_2", "1", "2"].contains(element) {
+                has_date = true;
+            }
             if *element == "05" || *element == "5" {
                 seconds_fraction_pending = true;
             }
@@ -155,6 +169,7 @@ impl GoLayout {
         Ok(GoLayout {
             layout: layout.to_string(),
             dated,
+            has_date,
             formats,
         })
     }
@@ -168,6 +183,15 @@ impl GoLayout {
     /// in year 0, as Go reads them: comparable with each other, not with dated times.
     pub fn dated(&self) -> bool {
         self.dated
+    }
+
+    /// For a layout without a year, what it leaves out; `None` for a dated layout.
+    pub fn undated(&self) -> Option<Undated> {
+        match (self.dated, self.has_date) {
+            (true, _) => None,
+            (false, true) => Some(Undated::Year),
+            (false, false) => Some(Undated::Day),
+        }
     }
 
     /// Parses `text` (trimmed) with the layout: an instant, UTC when the layout has no zone (or
@@ -321,6 +345,11 @@ mod tests {
                 .dated()
         );
         assert!(GoLayout::compile("06-01-02").expect("compiles").dated());
+        let undated = |l: &str| GoLayout::compile(l).expect("compiles").undated();
+        assert_eq!(undated(absl), Some(Undated::Year));
+        assert_eq!(undated("Jan _2 15:04:05"), Some(Undated::Year));
+        assert_eq!(undated("15:04:05.000"), Some(Undated::Day));
+        assert_eq!(undated("2006-01-02 15:04:05"), None);
         // Go does not check the weekday against the date.
         assert_eq!(
             parse("Mon Jan _2 15:04:05 2006", "Sun Feb  5 16:01:40 2026").as_deref(),

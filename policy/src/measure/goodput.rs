@@ -7,10 +7,12 @@
 //! interruption is visible in a log alone, so `t_ch` and `t_re` are 0.
 
 use jiff::Timestamp;
+use jiff::tz::TimeZone;
 use regex::bytes::Captures;
 
 use super::api::GoodputMeasurementStatus;
 use super::bandwidth::strip_prefix;
+use super::golayout::Undated;
 use super::profile::{CompiledPattern, CompiledProfile, PatternName, capture};
 
 /// Which events [`GoodputParser::feed_part`] reads from a line.
@@ -84,6 +86,10 @@ pub struct GoodputParser<'p> {
     stale_last_step: bool,
     unparsed_times: u64,
     first_unparsed_time: Option<String>,
+    /// Own times of a layout without a year (or date): the whole years (days) they wrapped
+    /// around, and the last one read.
+    wraps: i64,
+    last_own: Option<Timestamp>,
 }
 
 #[derive(Debug, Clone)]
@@ -167,6 +173,8 @@ impl<'p> GoodputParser<'p> {
             stale_last_step: false,
             unparsed_times: 0,
             first_unparsed_time: None,
+            wraps: 0,
+            last_own: None,
         })
     }
 
@@ -197,6 +205,7 @@ impl<'p> GoodputParser<'p> {
                 self.first_unparsed_time = Some(nvcre_engine::printable(&text, &[]).into_owned());
             }
         }
+        let ts = ts.and_then(|t| self.unwrap_undated(t));
         // The window is the log's own: its lines' kubelet times when they have them; an own
         // time beside them would stretch it by the pod's UTC offset.
         if !self.kubelet_times {
@@ -217,6 +226,39 @@ impl<'p> GoodputParser<'p> {
     /// The last non-warmup step's time, when it is of the window's clock.
     fn last_step(&self) -> Option<At> {
         self.last_step_ts.filter(|t| t.1 == self.window_clock())
+    }
+
+    /// An own time of a layout without a year (date) put after the previous one: a time more
+    /// than half a year (day) before it is in the next year (day), as a log is written in
+    /// order. Without this a log crossing New Year (midnight) read as a year-long window.
+    /// `None` only when the shifted time is out of range.
+    fn unwrap_undated(&mut self, t: Timestamp) -> Option<Timestamp> {
+        let Some(undated) = self.profile.layout.undated() else {
+            return Some(t);
+        };
+        let shift = |t: Timestamp, n: i64| {
+            let span = match undated {
+                Undated::Year => jiff::Span::new().try_years(n),
+                Undated::Day => jiff::Span::new().try_days(n),
+            };
+            t.to_zoned(TimeZone::UTC)
+                .checked_add(span.ok()?)
+                .ok()
+                .map(|z| z.timestamp())
+        };
+        let half = match undated {
+            Undated::Year => 183.0 * 86_400.0,
+            Undated::Day => 43_200.0,
+        };
+        let mut shifted = shift(t, self.wraps)?;
+        if let Some(last) = self.last_own
+            && secs(last.duration_since(shifted)) > half
+        {
+            self.wraps += 1;
+            shifted = shift(t, self.wraps)?;
+        }
+        self.last_own = Some(shifted);
+        Some(shifted)
     }
 
     /// The seconds from `from` to `to`; `None` (and the span named in the warnings) when their

@@ -43,7 +43,7 @@ pub use bandwidth::{
     BandwidthParser, DataPoint, MAX_SIZES, MAX_TRANSPORTS, merge_results, merge_transports,
     peak_values, strip_prefix,
 };
-pub use golayout::GoLayout;
+pub use golayout::{GoLayout, Undated};
 pub use goodput::{GoodputParser, LogPart, goodput_values};
 pub use lines::{MAX_LINE_BYTES, for_each_line, kubelet_prefix};
 pub use profile::{
