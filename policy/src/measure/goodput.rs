@@ -5,6 +5,10 @@
 //! kubelet times, or its events' own times in a log without them), `t_rm` is
 //! the startup (application start to the first step), `t_save` the checkpoint saves; no
 //! interruption is visible in a log alone, so `t_ch` and `t_re` are 0.
+//!
+//! An event on a line with a kubelet timestamp has that time; one on a line without has its
+//! `timestamp` capture's. Spans are only measured between times of one of these two clocks
+//! ([`GoodputParser::warnings`] names those that were not).
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
