@@ -509,10 +509,22 @@ impl Expr {
         &self.text
     }
 
-    /// The identifiers the expression reads (sorted), e.g. `["value"]` for `value >= 400`; a
-    /// caller that binds a fixed set of variables refuses any other.
+    /// The identifiers the expression reads (sorted), e.g. `["value"]` for `value >= 400`,
+    /// including a comprehension's own variables and CEL's type names; see
+    /// [`Expr::free_names`] for the names a caller must bind.
     pub fn references(&self) -> &[String] {
         &self.refs
+    }
+
+    /// The names the expression needs bound, in the order the parser met them: the
+    /// identifiers it reads less a comprehension's own variables (`x` in `l.all(x, x > 1)`),
+    /// the namespaces of functions (`lists.range`) and CEL's type names (`double`, `map`).
+    /// A caller that binds a fixed set of variables refuses any other.
+    pub fn free_names(&self) -> Vec<String> {
+        crate::sites::free_value_identifiers(self)
+            .into_iter()
+            .filter(|n| !crate::sites::CEL_TYPES.contains(&n.as_str()))
+            .collect()
     }
 
     /// True when the expression may observe the field at `keys` of the binding `name` (e.g.

@@ -832,21 +832,6 @@ const PACK_NAMES: &[&str] = &[
     crate::OBJECTS_BY_KIND,
 ];
 
-/// CEL's type names, which an expression compares values' types with (`type(x) == map`).
-const CEL_TYPES: &[&str] = &[
-    "bool",
-    "bytes",
-    "double",
-    "dyn",
-    "int",
-    "list",
-    "map",
-    "null_type",
-    "string",
-    "type",
-    "uint",
-];
-
 /// The names a table's expressions are evaluated with (a `variables.x` read is reported by
 /// itself: a table has none).
 const TABLE_NAMES: &[&str] = &["params", "fragments"];
@@ -867,7 +852,7 @@ fn unknown_identifiers(
         if ident == "variables"
             || names.contains(&ident.as_str())
             || item.contains(&ident.as_str())
-            || CEL_TYPES.contains(&ident.as_str())
+            || crate::sites::CEL_TYPES.contains(&ident.as_str())
         {
             continue;
         }

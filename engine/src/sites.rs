@@ -77,6 +77,21 @@ pub(crate) fn free_identifiers(expr: &Expr) -> Vec<String> {
     out
 }
 
+/// CEL's type names, which an expression compares values' types with (`type(x) == map`).
+pub(crate) const CEL_TYPES: &[&str] = &[
+    "bool",
+    "bytes",
+    "double",
+    "dyn",
+    "int",
+    "list",
+    "map",
+    "null_type",
+    "string",
+    "type",
+    "uint",
+];
+
 /// [`free_identifiers`] less the names only used as the namespace of a function
 /// (`lists.range(3)`, `optional.none()`, `format.duration()`): the values the expression reads.
 pub(crate) fn free_value_identifiers(expr: &Expr) -> Vec<String> {

@@ -348,6 +348,9 @@ fn threshold_messages() {
     );
     // Type errors are compile errors: tried with a few values of `value`, before measuring.
     let refused = |expr: &str| thresholds(&[("busBandwidthGBps", expr)]).map(|_| ());
+    // Standard CEL: a macro's own variable and a type name are not names to bind.
+    assert_eq!(refused("[300.0, 350.0].exists(t, value >= t)"), Ok(()));
+    assert_eq!(refused("type(value) == double && value > 0.0"), Ok(()));
     let compile = |expr: &str, why: &str| {
         Err(vec![format!(
             "Threshold \"busBandwidthGBps\": compile threshold expression \"{expr}\": {why}"

@@ -114,7 +114,7 @@ pub fn compile_expression(key: &str, expression: &str) -> Result<Expr, String> {
         )
     };
     let expr = Expr::compile(expression).map_err(|e| fail(e.to_string()))?;
-    if let Some(other) = expr.references().iter().find(|r| *r != "value") {
+    if let Some(other) = expr.free_names().into_iter().find(|r| r != "value") {
         return Err(fail(format!(
             "undeclared reference to {other:?} (only `value` is bound)"
         )));
