@@ -129,8 +129,15 @@ pub struct GroupStatus {
     /// Iteration (1-based) the phase belongs to.
     #[serde(default)]
     pub iteration: i32,
-    /// Name of the group's TrainJob in the current iteration.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Name of the group's TrainJob in the current iteration. Read also from the original
+    /// controller's form, a reference `{apiVersion, kind, name, namespace}` (its `name`), so a
+    /// Workflow from `kubectl get -o yaml` of either reads.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "name_or_reference"
+    )]
+    #[schemars(schema_with = "crate::crd::any_value")]
     pub job_ref: Option<String>,
     /// RFC 3339 time the group's job was created.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,6 +156,19 @@ pub struct GroupStatus {
     /// (`execution.retryFailedGroups` bounds it).
     #[serde(default, skip_serializing_if = "is_zero")]
     pub retries: i32,
+}
+
+/// A name, or the `name` of a reference object holding one; `None` for null.
+fn name_or_reference<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<String>, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum NameOrReference {
+        Name(String),
+        Reference { name: String },
+    }
+    Ok(Option::<NameOrReference>::deserialize(d)?.map(|r| match r {
+        NameOrReference::Name(n) | NameOrReference::Reference { name: n } => n,
+    }))
 }
 
 // serde's skip_serializing_if takes a reference.
@@ -956,6 +976,43 @@ pub fn schema_unknown_fields(
 
 #[cfg(test)]
 mod schema_types_tests {
+    /// A group's `jobRef` reads as a name, or from the original controller's reference
+    /// object; it is written as the name.
+    #[test]
+    fn a_group_job_ref_reads_a_name_or_a_reference() {
+        let read = |v: serde_json::Value| {
+            serde_json::from_value::<super::GroupStatus>(v)
+                .map(|g| g.job_ref)
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            read(
+                serde_json::json!({"name": "group-0", "phase": "Running", "jobRef": "wf-group-0"})
+            ),
+            Ok(Some("wf-group-0".to_string()))
+        );
+        assert_eq!(
+            read(
+                serde_json::json!({"name": "group-0", "phase": "Running", "jobRef": {"apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "Job", "name": "wf-group-0", "namespace": "ns"}})
+            ),
+            Ok(Some("wf-group-0".to_string()))
+        );
+        assert_eq!(
+            read(serde_json::json!({"name": "group-0", "phase": "Running"})),
+            Ok(None)
+        );
+        let g = super::GroupStatus {
+            job_ref: Some("wf-group-0".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            serde_json::to_value(&g)
+                .ok()
+                .and_then(|v| v.get("jobRef").cloned()),
+            Some(serde_json::json!("wf-group-0"))
+        );
+    }
+
     /// `crd_types.json` is what the API types give; `NVCRE_BLESS=1` rewrites it.
     #[test]
     fn crd_types_json_is_current() {

@@ -313,13 +313,21 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
                 "YAML 1.1 tools (kubectl among them) read it as a boolean".to_string(),
                 Severity::Warning,
             ),
-            Value::Number(n) => (
-                format!(
-                    "it is the number {} in YAML, not the text written, and the API server refuses a number here",
-                    number_text(n)
-                ),
-                Severity::Error,
-            ),
+            Value::Number(n) => {
+                // `1.10` reads as 1.1, `0755` as 755: say so; `42` reads as written.
+                let number = number_text(n);
+                let changed = if number == token {
+                    ""
+                } else {
+                    ", not the text written,"
+                };
+                (
+                    format!(
+                        "it is the number {number} in YAML{changed} and the API server refuses a number here"
+                    ),
+                    Severity::Error,
+                )
+            }
             Value::Bool(b) => (
                 format!("it is the boolean {b} in YAML, and the API server refuses a boolean here"),
                 Severity::Error,

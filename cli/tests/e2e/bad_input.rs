@@ -192,6 +192,24 @@ refused!(
 );
 
 refused!(
+    a_dotted_key_of_the_wrong_type_is_bracketed_and_pointed_at_its_value,
+    ["check", "in.yaml"],
+    run_yaml(
+        "  framework: {exec: {command: [a]}}\n  target:\n    nodeSelector:\n      nvidia.com/gpu.present: 1\n"
+    ),
+    2,
+    "Error: in.yaml:10:31: parsing WorkloadRun: spec.target.nodeSelector[\"nvidia.com/gpu.present\"]: expected a string, got the number 1: YAML reads the unquoted value as a number; quote it\n"
+);
+
+refused!(
+    a_workflow_type_error_is_pointed_at_its_value_in_the_same_words,
+    ["check", "in.yaml"],
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata: {name: t}\nspec:\n  jobTemplate: {spec: {workload: {trainJob: {}}}}\n  orchestration:\n    execution: {maxConcurrent: 2.5}\n    target: {nodeSelector: {nvidia.com/gpu.present: true}}\n",
+    2,
+    "Error: in.yaml:7:32: parsing Workflow: spec.orchestration.execution.maxConcurrent: expected an integer, got 2.5\n"
+);
+
+refused!(
     workflow_metadata_is_validated_too,
     ["check", "in.yaml"],
     "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata:\n  name: t\n  annotatons: {a: b}\nspec: {}\n",

@@ -157,20 +157,16 @@ pub fn parse_typed<T: for<'de> Deserialize<'de>>(
                 if strict && inner.starts_with("missing field `") {
                     super::strict::validate(doc, what == "WorkloadRun", unknown)?;
                 }
-                let path = e.path().to_string();
-                // A scalar of the wrong type is pointed at as written; a mapping or list at
-                // its key (its value starts on the next line when it is a block).
-                let pos = FieldPath::parse(&path).ok().and_then(|p| {
-                    let scalar = p
-                        .get(&doc.value)
-                        .is_some_and(|v| !v.is_object() && !v.is_array());
-                    if scalar {
-                        doc.spans.lookup(&p).or_else(|| doc.spans.lookup_key(&p))
-                    } else {
-                        doc.spans.lookup_key(&p)
+                // The path from serde's segments: its text joins keys with dots, which a key
+                // holding one (`nvidia.com/gpu.present`) makes ambiguous.
+                let (path, pos) = match serde_field_path(&e) {
+                    Some(p) => {
+                        let pos = type_error_pos(doc, &p);
+                        (p.to_string(), pos)
                     }
-                });
-                let at = if path == "." {
+                    None => (e.path().to_string(), None),
+                };
+                let at = if path == "." || path.is_empty() {
                     String::new()
                 } else {
                     format!("{path}: ")
@@ -201,11 +197,26 @@ pub fn parse_typed<T: for<'de> Deserialize<'de>>(
     if strict && let Some((path, message)) = crate::crd::schema_type_problem(what, &doc.value) {
         return Err(PolicyError::Input {
             file: doc.source.name.clone(),
-            pos: doc.spans.lookup_key(&path),
-            message: format!("parsing {what}: {path}: {message}"),
+            pos: type_error_pos(doc, &path),
+            message: format!("parsing {what}: {path}: {}", plain_serde_message(&message)),
         });
     }
     Ok(typed)
+}
+
+/// Where a type error at `path` is pointed at: a scalar as written, a mapping or list at its
+/// key (a block's value starts on the next line).
+fn type_error_pos(doc: &Document, path: &FieldPath) -> Option<nvcre_engine::Pos> {
+    let scalar = path
+        .get(&doc.value)
+        .is_some_and(|v| !v.is_object() && !v.is_array());
+    if scalar {
+        doc.spans
+            .lookup(path)
+            .or_else(|| doc.spans.lookup_key(path))
+    } else {
+        doc.spans.lookup_key(path)
+    }
 }
 
 /// The field path of a `deny_unknown_fields` error (serde's `unknown field `x`, expected …`),
@@ -214,6 +225,11 @@ fn unknown_field(e: &serde_path_to_error::Error<serde_json::Error>) -> Option<Fi
     if !e.inner().to_string().starts_with("unknown field `") {
         return None;
     }
+    serde_field_path(e)
+}
+
+/// The field path of serde's error, from its segments; `None` when one is unknown.
+fn serde_field_path(e: &serde_path_to_error::Error<serde_json::Error>) -> Option<FieldPath> {
     let mut path = FieldPath::root();
     for seg in e.path().iter() {
         path = match seg {
