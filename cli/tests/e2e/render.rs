@@ -1490,3 +1490,23 @@ fn a_json_patch_that_breaks_the_contract_is_located_at_its_operation() {
         )
     );
 }
+
+/// An override's patch that does not touch a field leaves the field's finding where the
+/// field was written.
+#[test]
+fn an_unrelated_json_patch_does_not_take_a_finding() {
+    let run = gang_run(
+        "    - when: {}\n      jobTemplatePatch:\n        - {op: add, path: /metadata, value: {}}\n",
+    )
+    .replace(
+        "  overrides:\n",
+        "  workloadMetadata:\n    labels: {kai.scheduler/queue: team-b}\n  overrides:\n",
+    );
+    assert_eq!(
+        finding_places(&run),
+        (
+            Some(1),
+            vec![("workload-queue-label-conflict".to_string(), 12, 35)]
+        )
+    );
+}

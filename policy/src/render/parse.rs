@@ -901,8 +901,9 @@ pub(super) fn locate_findings(e: PolicyError, doc: &Document, applied: &[usize])
                 candidates.push(format!("spec.overrides[{i}]{rest}"));
             }
         }
-        // An RFC 6902 patch of the jobTemplate: the operation on the field or around it,
-        // else the patch.
+        // An RFC 6902 patch of the jobTemplate: the operation on the field or around it; the
+        // patch itself only when nothing else wrote the field (below).
+        let mut patches = Vec::new();
         if below(&path, "spec.jobTemplate").is_some() {
             // The field's JSON pointer in the jobTemplate, which the operations' paths name.
             let pointer = FieldPath::parse(&path).map(|p| {
@@ -929,13 +930,14 @@ pub(super) fn locate_findings(e: PolicyError, doc: &Document, applied: &[usize])
                         candidates.push(format!("{at}[{j}]"));
                     }
                 }
-                candidates.push(at);
+                patches.push(at);
             }
         }
         candidates.push(path.clone());
         if let Some(rest) = below(&path, "spec.jobTemplate.spec.workloadMetadata") {
             candidates.push(format!("spec.workloadMetadata{rest}"));
         }
+        candidates.extend(patches);
         // A WorkloadRun writes no dependencies of its own: they come from its overrides, else
         // from what its spec asks (GPUs and NICs per node, resources), so its `spec`.
         if path == "spec.dependencies" || path.starts_with("spec.dependencies[") {
