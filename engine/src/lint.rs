@@ -1044,6 +1044,20 @@ mod tests {
         );
     }
 
+    /// A `fragments.x` read that names no fragment of the file, `has()` and `in` tests
+    /// included (a typo there switches a branch off for good), is an error where it is read.
+    #[test]
+    fn fragment_reads_that_name_no_fragment_are_errors() {
+        let text = "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: t}\nfragments:\n  read: [b]\nentries:\n- id: e\n  include: \"has(fragments.raed) || 'reed' in fragments\"\n  args: [{$splice: '${{ fragments.read }}'}]\n";
+        assert_eq!(
+            run(text),
+            [
+                "rules/x.yaml:8:12: error[undefined-variable]: entry e: fragments.raed names no fragment of this file (its fragments: read)",
+                "rules/x.yaml:8:12: error[undefined-variable]: entry e: fragments.reed names no fragment of this file (its fragments: read)"
+            ]
+        );
+    }
+
     #[test]
     fn unused_fragments_in_tables() {
         let text = "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata: {name: t}\nfragments:\n  inserted: [a]\n  read: [b]\n  idle: [c]\nentries:\n- id: e\n  args: [{$fragment: inserted}, {$splice: '${{ fragments.read }}'}]\n";

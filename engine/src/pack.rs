@@ -819,6 +819,41 @@ fn undefined_variables(doc: &Document, pack: &CompiledPack, out: &mut Vec<Proble
             _ => Vec::new(),
         };
         unknown_identifiers(doc, &site, id, PACK_NAMES, &item, out);
+        unknown_fragment_reads(doc, &site, id, &pack.fragments, out);
+    }
+}
+
+/// Each `fragments.x` read (`has(fragments.x)`, `'x' in fragments` too) of `site` that names
+/// no fragment of the file: a typo that would fail every evaluation reaching it, or switch off
+/// a `has()` branch for good.
+fn unknown_fragment_reads(
+    doc: &Document,
+    site: &crate::sites::Site<'_>,
+    id: Option<&str>,
+    fragments: &[(String, Template)],
+    out: &mut Vec<Problem>,
+) {
+    for name in reads(site.expr).fragments {
+        if fragments.iter().any(|(n, _)| *n == name) {
+            continue;
+        }
+        let names: Vec<&str> = fragments.iter().map(|(n, _)| n.as_str()).collect();
+        out.push(Problem {
+            kind: ProblemKind::UndefinedVariable,
+            error: Error::Pack {
+                file: doc.source.name.clone(),
+                pos: doc.spans.lookup(&site.path),
+                rule: id.map(|r| Inside::in_doc(doc, r)),
+                message: format!(
+                    "fragments.{name} names no fragment of this file ({})",
+                    if names.is_empty() {
+                        "it has none".to_string()
+                    } else {
+                        format!("its fragments: {}", names.join(", "))
+                    }
+                ),
+            },
+        });
     }
 }
 
@@ -880,6 +915,7 @@ fn undefined_table_variables(doc: &Document, table: &Table, out: &mut Vec<Proble
             out.push(undefined(doc, &site.path, id, &name));
         }
         unknown_identifiers(doc, &site, id, TABLE_NAMES, &[], out);
+        unknown_fragment_reads(doc, &site, id, &table.fragments, out);
     }
 }
 
