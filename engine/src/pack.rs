@@ -838,22 +838,19 @@ fn unknown_fragment_reads(
             continue;
         }
         let names: Vec<&str> = fragments.iter().map(|(n, _)| n.as_str()).collect();
-        out.push(Problem {
-            kind: ProblemKind::UndefinedVariable,
-            error: Error::Pack {
-                file: doc.source.name.clone(),
-                pos: doc.spans.lookup(&site.path),
-                rule: id.map(|r| Inside::in_doc(doc, r)),
-                message: format!(
-                    "fragments.{name} names no fragment of this file ({})",
-                    if names.is_empty() {
-                        "it has none".to_string()
-                    } else {
-                        format!("its fragments: {}", names.join(", "))
-                    }
-                ),
-            },
-        });
+        out.push(undefined_name(
+            doc,
+            &site.path,
+            id,
+            format!(
+                "fragments.{name} names no fragment of this file ({})",
+                if names.is_empty() {
+                    "it has none".to_string()
+                } else {
+                    format!("its fragments: {}", names.join(", "))
+                }
+            ),
+        ));
     }
 }
 
@@ -892,18 +889,15 @@ fn unknown_identifiers(
             continue;
         }
         let can: Vec<&str> = names.iter().copied().chain(item.iter().copied()).collect();
-        out.push(Problem {
-            kind: ProblemKind::UndefinedVariable,
-            error: Error::Pack {
-                file: doc.source.name.clone(),
-                pos: doc.spans.lookup(&site.path),
-                rule: id.map(|r| Inside::in_doc(doc, r)),
-                message: format!(
-                    "{ident} is not defined here: the expression can read {} (and what its own comprehensions bind); a name must be one of them",
-                    can.join(", ")
-                ),
-            },
-        });
+        out.push(undefined_name(
+            doc,
+            &site.path,
+            id,
+            format!(
+                "{ident} is not defined here: the expression can read {} (and what its own comprehensions bind); a name must be one of them",
+                can.join(", ")
+            ),
+        ));
     }
 }
 
@@ -920,16 +914,31 @@ fn undefined_table_variables(doc: &Document, table: &Table, out: &mut Vec<Proble
 }
 
 fn undefined(doc: &Document, path: &FieldPath, rule: Option<&str>, name: &str) -> Problem {
+    undefined_name(
+        doc,
+        path,
+        rule,
+        format!(
+            "variables.{name} is not defined here: no earlier pack or rule variable is \
+             named {name:?}"
+        ),
+    )
+}
+
+/// An `undefined-variable` problem at `path` of `doc`, in `rule` when one is named.
+fn undefined_name(
+    doc: &Document,
+    path: &FieldPath,
+    rule: Option<&str>,
+    message: String,
+) -> Problem {
     Problem {
         kind: ProblemKind::UndefinedVariable,
         error: Error::Pack {
             file: doc.source.name.clone(),
             pos: doc.spans.lookup(path),
             rule: rule.map(|r| Inside::in_doc(doc, r)),
-            message: format!(
-                "variables.{name} is not defined here: no earlier pack or rule variable is \
-                 named {name:?}"
-            ),
+            message,
         },
     }
 }

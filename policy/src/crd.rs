@@ -541,13 +541,13 @@ fn job_spec_properties() -> serde_json::Map<String, Value> {
 /// `Workflow.spec.orchestration`: target, topology, diagnose, execution, iterations, placement
 /// (closed: a misspelt field is an unknown field, never a default silently kept).
 pub(crate) fn workflow_orchestration(generator: &mut SchemaGenerator) -> Schema {
-    orchestration_schema(generator, true)
+    orchestration_schema(generator, false)
 }
 
 /// An override's `orchestration`: the fields an override replaces (target, topology,
 /// execution, iterations, placement), closed.
 pub(crate) fn override_orchestration(generator: &mut SchemaGenerator) -> Schema {
-    orchestration_schema(generator, false)
+    orchestration_schema(generator, true)
 }
 
 /// `schema` as the shape of a patch (an override) rather than of the object: no `default`
@@ -566,8 +566,9 @@ fn patch_shape(schema: &mut Value) {
     }
 }
 
-/// The orchestration schema, with `diagnose` when `diagnose`.
-fn orchestration_schema(generator: &mut SchemaGenerator, diagnose: bool) -> Schema {
+/// The orchestration schema; for an override (`patch`), without `diagnose` (an override does
+/// not replace it) and in [`patch_shape`].
+fn orchestration_schema(generator: &mut SchemaGenerator, patch: bool) -> Schema {
     let target = serde_json::to_value(generator.subschema_for::<crate::api::TargetSpec>())
         .unwrap_or_else(|_| serde_json::json!({ "type": "object" }));
     let mut schema = json_schema!({
@@ -600,7 +601,7 @@ fn orchestration_schema(generator: &mut SchemaGenerator, diagnose: bool) -> Sche
             "placement": { "type": "string", "enum": ["Pinned", "Unpinned"] }
         }
     });
-    if !diagnose {
+    if patch {
         if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
             props.remove("diagnose");
         }
@@ -761,6 +762,88 @@ pub fn schema_types() -> serde_json::Map<String, serde_json::Value> {
         .collect()
 }
 
+/// A kind's CRD schema as [`schema_type_problem`] and [`schema_unknown_fields`] walk it, built
+/// once from [`SCHEMAS`]: the JSON type, the properties sorted by name (found by binary search,
+/// where the JSON schema's map hashes every lookup), whether an object is closed, and its
+/// `items` / `additionalProperties` schema.
+#[derive(Default)]
+struct SchemaNode {
+    /// `type`: `object`, `array`, `string`, `boolean`, `integer`, `number` (none: any).
+    ty: Option<String>,
+    /// An object that names its properties, keeps no unknown field and maps no other key.
+    closed: bool,
+    properties: Vec<(String, SchemaNode)>,
+    items: Option<Box<SchemaNode>>,
+    additional: Option<Box<SchemaNode>>,
+}
+
+impl SchemaNode {
+    fn from_schema(schema: &serde_json::Value) -> SchemaNode {
+        use serde_json::Value;
+        let properties = schema.get("properties").and_then(Value::as_object);
+        let additional = schema.get("additionalProperties").filter(|a| a.is_object());
+        let mut props: Vec<(String, SchemaNode)> = properties
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.clone(), SchemaNode::from_schema(v)))
+            .collect();
+        props.sort_by(|a, b| a.0.cmp(&b.0));
+        SchemaNode {
+            ty: schema
+                .get("type")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            closed: properties.is_some()
+                && additional.is_none()
+                && schema.get(PRESERVE).and_then(Value::as_bool) != Some(true),
+            properties: props,
+            items: schema
+                .get("items")
+                .filter(|i| i.is_object())
+                .map(|i| Box::new(SchemaNode::from_schema(i))),
+            additional: additional.map(|a| Box::new(SchemaNode::from_schema(a))),
+        }
+    }
+
+    /// The schema of field `name`: its property's, else `additionalProperties`.
+    fn property(&self, name: &str) -> Option<&SchemaNode> {
+        self.properties
+            .binary_search_by(|(k, _)| k.as_str().cmp(name))
+            .ok()
+            .map(|i| &self.properties[i].1)
+            .or(self.additional.as_deref())
+    }
+}
+
+/// Each kind's schema as a [`SchemaNode`].
+static SCHEMA_NODES: std::sync::LazyLock<BTreeMap<String, SchemaNode>> =
+    std::sync::LazyLock::new(|| {
+        SCHEMAS
+            .iter()
+            .map(|(kind, schema)| (kind.clone(), SchemaNode::from_schema(schema)))
+            .collect()
+    });
+
+/// One step of the path a walk of a document is at, borrowed from the document: the path is
+/// made a [`nvcre_engine::FieldPath`] ([`path_of`]) only for a problem found.
+enum Step<'v> {
+    Key(&'v str),
+    Index(usize),
+}
+
+/// The field path of `steps`.
+fn path_of(steps: &[Step<'_>]) -> nvcre_engine::FieldPath {
+    nvcre_engine::FieldPath::from_segments(
+        steps
+            .iter()
+            .map(|s| match s {
+                Step::Key(k) => nvcre_engine::Segment::Key((*k).to_string()),
+                Step::Index(i) => nvcre_engine::Segment::Index(*i),
+            })
+            .collect(),
+    )
+}
+
 /// The first place in `value`, a manifest of our `kind` (`WorkloadRun`, `Workflow`), in document
 /// order, whose JSON type is not the one its CRD schema declares (a list where a mapping
 /// belongs, a number where a string does), with the message `invalid type: list, expected a
@@ -773,35 +856,18 @@ pub fn schema_type_problem(
     value: &serde_json::Value,
 ) -> Option<(nvcre_engine::FieldPath, String)> {
     let mut steps = Vec::new();
-    let message = type_problem(value, SCHEMAS.get(kind)?, &mut steps)?;
-    // The path is built only for the problem found, not for every node looked at.
-    let at = steps
-        .into_iter()
-        .fold(nvcre_engine::FieldPath::root(), |at, step| match step {
-            Step::Key(k) => at.key(k.to_string()),
-            Step::Index(i) => at.index(i),
-        });
-    Some((at, message))
-}
-
-/// One step of the path [`type_problem`] is at.
-enum Step<'v> {
-    Key(&'v str),
-    Index(usize),
+    let message = type_problem(value, SCHEMA_NODES.get(kind)?, &mut steps)?;
+    Some((path_of(&steps), message))
 }
 
 /// The first type problem at or below `value`, its path left in `steps`.
 fn type_problem<'v>(
     value: &'v serde_json::Value,
-    schema: &serde_json::Value,
+    node: &SchemaNode,
     steps: &mut Vec<Step<'v>>,
 ) -> Option<String> {
-    use nvcre_engine::json_field;
     use serde_json::Value;
-    let Value::Object(schema) = schema else {
-        return None;
-    };
-    let expected = match (json_field(schema, "type").and_then(Value::as_str), value) {
+    let expected = match (node.ty.as_deref(), value) {
         (_, Value::Null) | (None, _) => None,
         (Some("object"), Value::Object(_))
         | (Some("array"), Value::Array(_))
@@ -822,7 +888,7 @@ fn type_problem<'v>(
     }
     match value {
         Value::Array(items) => {
-            let of = json_field(schema, "items")?;
+            let of = node.items.as_deref()?;
             items.iter().enumerate().find_map(|(i, item)| {
                 steps.push(Step::Index(i));
                 let found = type_problem(item, of, steps);
@@ -832,78 +898,18 @@ fn type_problem<'v>(
                 found
             })
         }
-        Value::Object(map) => {
-            let properties = json_field(schema, "properties").and_then(Value::as_object);
-            let additional = json_field(schema, "additionalProperties").filter(|a| a.is_object());
-            map.iter().find_map(|(k, v)| {
-                let of = properties.and_then(|p| p.get(k)).or(additional)?;
-                steps.push(Step::Key(k));
-                let found = type_problem(v, of, steps);
-                if found.is_none() {
-                    steps.pop();
-                }
-                found
-            })
-        }
+        Value::Object(map) => map.iter().find_map(|(k, v)| {
+            let of = node.property(k)?;
+            steps.push(Step::Key(k));
+            let found = type_problem(v, of, steps);
+            if found.is_none() {
+                steps.pop();
+            }
+            found
+        }),
         _ => None,
     }
 }
-
-/// A CRD schema as [`schema_unknown_fields`] walks it, built once from [`SCHEMAS`]: the
-/// properties sorted by name (found by binary search, where the JSON schema's map hashes every
-/// lookup), whether an object is closed, and its `items` / `additionalProperties` schema.
-#[derive(Default)]
-struct FieldsNode {
-    /// An object that names its properties, keeps no unknown field and maps no other key.
-    closed: bool,
-    properties: Vec<(String, FieldsNode)>,
-    items: Option<Box<FieldsNode>>,
-    additional: Option<Box<FieldsNode>>,
-}
-
-impl FieldsNode {
-    fn from_schema(schema: &serde_json::Value) -> FieldsNode {
-        use serde_json::Value;
-        let properties = schema.get("properties").and_then(Value::as_object);
-        let additional = schema.get("additionalProperties").filter(|a| a.is_object());
-        let mut props: Vec<(String, FieldsNode)> = properties
-            .into_iter()
-            .flatten()
-            .map(|(k, v)| (k.clone(), FieldsNode::from_schema(v)))
-            .collect();
-        props.sort_by(|a, b| a.0.cmp(&b.0));
-        FieldsNode {
-            closed: properties.is_some()
-                && additional.is_none()
-                && schema.get(PRESERVE).and_then(Value::as_bool) != Some(true),
-            properties: props,
-            items: schema
-                .get("items")
-                .map(|i| Box::new(FieldsNode::from_schema(i))),
-            additional: additional.map(|a| Box::new(FieldsNode::from_schema(a))),
-        }
-    }
-
-    fn property(&self, name: &str) -> Option<&FieldsNode> {
-        self.properties
-            .binary_search_by(|(k, _)| k.as_str().cmp(name))
-            .ok()
-            .map(|i| &self.properties[i].1)
-            .or(self.additional.as_deref())
-    }
-}
-
-/// Each kind's `spec` schema as a [`FieldsNode`].
-static SPEC_FIELDS: std::sync::LazyLock<BTreeMap<String, FieldsNode>> =
-    std::sync::LazyLock::new(|| {
-        SCHEMAS
-            .iter()
-            .filter_map(|(kind, schema)| {
-                let spec = schema.get("properties")?.get("spec")?;
-                Some((kind.clone(), FieldsNode::from_schema(spec)))
-            })
-            .collect()
-    });
 
 /// Every field of `value`, a manifest of our `kind`, that its CRD schema does not have, in
 /// document order, at most `limit`: a field of an object whose schema names its properties and
@@ -918,19 +924,12 @@ pub fn schema_unknown_fields(
     value: &serde_json::Value,
     limit: usize,
 ) -> Vec<nvcre_engine::FieldPath> {
-    use nvcre_engine::{FieldPath, Segment};
-    /// The path is kept as segments borrowed from the document and made a [`FieldPath`] only
-    /// for a field found.
-    enum Step<'v> {
-        Key(&'v str),
-        Index(usize),
-    }
     fn walk<'v>(
         value: &'v serde_json::Value,
-        node: &FieldsNode,
+        node: &SchemaNode,
         at: &mut Vec<Step<'v>>,
         limit: usize,
-        out: &mut Vec<FieldPath>,
+        out: &mut Vec<nvcre_engine::FieldPath>,
     ) {
         use serde_json::Value;
         match value {
@@ -951,14 +950,7 @@ pub fn schema_unknown_fields(
                     at.push(Step::Key(k));
                     match node.property(k) {
                         Some(of) => walk(v, of, at, limit, out),
-                        None if node.closed => out.push(FieldPath::from_segments(
-                            at.iter()
-                                .map(|s| match s {
-                                    Step::Key(k) => Segment::Key((*k).to_string()),
-                                    Step::Index(i) => Segment::Index(*i),
-                                })
-                                .collect(),
-                        )),
+                        None if node.closed => out.push(path_of(at)),
                         None => {}
                     }
                     at.pop();
@@ -968,8 +960,9 @@ pub fn schema_unknown_fields(
         }
     }
     let mut out = Vec::new();
-    if let (Some(node), Some(spec)) = (SPEC_FIELDS.get(kind), value.get("spec")) {
-        walk(spec, node, &mut vec![Step::Key("spec")], limit, &mut out);
+    let spec = SCHEMA_NODES.get(kind).and_then(|n| n.property("spec"));
+    if let (Some(node), Some(value)) = (spec, value.get("spec")) {
+        walk(value, node, &mut vec![Step::Key("spec")], limit, &mut out);
     }
     out
 }

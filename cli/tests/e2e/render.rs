@@ -1492,21 +1492,18 @@ fn a_json_patch_that_breaks_the_contract_is_located_at_its_operation() {
 }
 
 /// An override's patch that does not touch a field leaves the field's finding where the
-/// field was written.
+/// field was written (here in the Workflow itself), not at the patch.
 #[test]
 fn an_unrelated_json_patch_does_not_take_a_finding() {
-    let run = gang_run(
-        "    - when: {}\n      jobTemplatePatch:\n        - {op: add, path: /metadata, value: {}}\n",
-    )
-    .replace(
-        "  overrides:\n",
-        "  workloadMetadata:\n    labels: {kai.scheduler/queue: team-b}\n  overrides:\n",
-    );
+    let workflow = "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: Workflow\nmetadata: {name: wf}\nspec:\n  gangScheduler: {schedulerName: kai-scheduler, queue: team-a, queueLabelKey: kai.scheduler/queue}\n  jobTemplate:\n    spec:\n      workload: {trainJob: {runtimeRef: {name: wf-runtime, kind: TrainingRuntime}}}\n      workloadMetadata:\n        labels: {kai.scheduler/queue: team-b}\n  orchestration: {}\n  overrides:\n    - when: {}\n      jobTemplatePatch:\n        - {op: add, path: /metadata, value: {}}\n";
     assert_eq!(
-        finding_places(&run),
+        finding_places(workflow),
         (
             Some(1),
-            vec![("workload-queue-label-conflict".to_string(), 12, 35)]
+            vec![
+                ("gang-runtime-reference".to_string(), 8, 29),
+                ("workload-queue-label-conflict".to_string(), 10, 39)
+            ]
         )
     );
 }
