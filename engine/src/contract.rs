@@ -66,7 +66,52 @@ pub struct TableContract {
     pub params: Option<Vec<String>>,
     /// Row fields that hold CEL the caller evaluates itself, with the variables it binds.
     pub cel_fields: Vec<CelField>,
-    validator: Arc<jsonschema::Validator>,
+    validator: Arc<RowValidator>,
+}
+
+/// A table's row schema, compiled into a validator on first use: most runs read a few
+/// tables, and compiling every schema was a fifth of a small `check`'s start-up.
+pub(crate) struct RowValidator {
+    table: String,
+    schema: Value,
+    compiled: std::sync::OnceLock<Result<jsonschema::Validator, String>>,
+}
+
+impl std::fmt::Debug for RowValidator {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RowValidator")
+            .field("table", &self.table)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RowValidator {
+    fn new(table: &str, schema: Value) -> RowValidator {
+        RowValidator {
+            table: table.to_string(),
+            schema,
+            compiled: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The compiled validator.
+    ///
+    /// # Errors
+    /// [`Error::InvalidContract`] when the schema is not a valid JSON Schema.
+    pub(crate) fn get(&self) -> Result<&jsonschema::Validator, Error> {
+        self.compiled
+            .get_or_init(|| {
+                jsonschema::options()
+                    .should_validate_formats(true)
+                    .with_format(REGEX_FORMAT, |text: &str| regex::Regex::new(text).is_ok())
+                    .build(&self.schema)
+                    .map_err(|e| e.to_string())
+            })
+            .as_ref()
+            .map_err(|e| {
+                Error::InvalidContract(format!("row schema of table {:?}: {e}", self.table))
+            })
+    }
 }
 
 /// A row field of a table that holds a CEL expression the caller evaluates after rendering
@@ -204,10 +249,11 @@ impl Contract {
     }
 
     /// Declares a table with the JSON Schema of its rows and, when `Some`, the params it is
-    /// rendered with.
+    /// rendered with. The schema is compiled when a row is first checked against it
+    /// ([`Contract::compile_row_schemas`] compiles them all now).
     ///
     /// # Errors
-    /// [`Error::InvalidContract`] when `row_schema` is not a valid JSON Schema.
+    /// None today; kept for the declarations that check their input.
     pub fn table(
         mut self,
         name: &str,
@@ -215,11 +261,7 @@ impl Contract {
         row_schema: Value,
         params: Option<&[&str]>,
     ) -> Result<Contract, Error> {
-        let validator = jsonschema::options()
-            .should_validate_formats(true)
-            .with_format(REGEX_FORMAT, |text: &str| regex::Regex::new(text).is_ok())
-            .build(&row_schema)
-            .map_err(|e| Error::InvalidContract(format!("row schema of table {name:?}: {e}")))?;
+        let validator = RowValidator::new(name, row_schema.clone());
         self.tables.push(TableContract {
             name: name.to_string(),
             description: description.to_string(),
@@ -276,10 +318,18 @@ impl Contract {
         &self.kinds
     }
 
-    /// The problems of `doc`, a document of a declared kind; `None` when its kind is not
-    /// declared.
-    pub(crate) fn check_document(&self, doc: &Document, kind: &str) -> Option<Vec<Problem>> {
+    /// The problems of `doc`, a document of a declared kind (none found unless `check`);
+    /// `None` when its kind is not declared.
+    pub(crate) fn check_document(
+        &self,
+        doc: &Document,
+        kind: &str,
+        check: bool,
+    ) -> Option<Vec<Problem>> {
         let declared = self.kinds.iter().find(|k| k.kind == kind)?;
+        if !check {
+            return Some(Vec::new());
+        }
         let problems = (declared.check)(doc)
             .into_iter()
             .map(|p| {
@@ -408,8 +458,19 @@ impl Contract {
     }
 
     /// The contract problems of a compiled table read from `doc`.
+    /// Compiles every table's row schema (otherwise compiled on first use).
+    ///
+    /// # Errors
+    /// [`Error::InvalidContract`] for the first schema that is not a valid JSON Schema.
+    pub fn compile_row_schemas(&self) -> Result<(), Error> {
+        for t in &self.tables {
+            t.validator.get()?;
+        }
+        Ok(())
+    }
+
     /// The row schema's validator of table `name`, when the contract declares it.
-    pub(crate) fn row_validator(&self, name: &str) -> Option<Arc<jsonschema::Validator>> {
+    pub(crate) fn row_validator(&self, name: &str) -> Option<Arc<RowValidator>> {
         self.tables
             .iter()
             .find(|t| t.name == name)
@@ -480,7 +541,17 @@ impl Contract {
                 origins: HashMap::new(),
             };
             let value = inst.build(&Value::Object(body), String::new(), base, 0);
-            let errors: Vec<_> = declared.validator.iter_errors(&value).collect();
+            let validator = match declared.validator.get() {
+                Ok(v) => v,
+                Err(e) => {
+                    out.push(Problem {
+                        kind: ProblemKind::Contract,
+                        error: e,
+                    });
+                    return;
+                }
+            };
+            let errors: Vec<_> = validator.iter_errors(&value).collect();
             // An object with an unknown key misses a required one mostly because the key is
             // misspelled: the unknown key alone is reported.
             let misspelled: Vec<&str> = errors

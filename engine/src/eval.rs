@@ -2003,7 +2003,11 @@ impl Table {
         // A row whose values are rendered is checked against the row schema as rendered (a
         // literal row was checked when the set loaded): `gpusPerNode: "${{ 0 }}"` is refused
         // as `gpusPerNode: 0` is.
-        if let Some(schema) = self.schema.as_ref().filter(|_| !e.body.is_literal())
+        let schema = match self.schema.as_ref().filter(|_| !e.body.is_literal()) {
+            Some(s) => Some(s.get()?),
+            None => None,
+        };
+        if let Some(schema) = schema
             && let Some(bad) = schema.iter_errors(&value).next()
         {
             let tokens: Vec<String> = bad

@@ -206,7 +206,8 @@ pub const WHEN_VARIABLES: &[&str] = &[
 /// are checked only once rendered.
 ///
 /// # Errors
-/// [`Error::InvalidContract`] if a schema does not compile, which the tests rule out.
+/// [`Error::InvalidContract`] if a declaration is wrong, which the tests rule out (they also
+/// compile every row schema, which the contract otherwise compiles on first use).
 pub fn contract() -> Result<Contract, Error> {
     Contract::new()
         .stage(
@@ -369,12 +370,13 @@ fn log_profile_schema() -> serde_json::Value {
     })
 }
 
-/// The embedded default rule set, loaded with [`contract`].
+/// The embedded default rule set, compiled with [`contract`] (the test suite loads it with
+/// every check, see [`load_rules`]).
 ///
 /// # Errors
 /// Only if an embedded file does not load, which the test suite rules out: every problem.
 pub fn default_rules() -> Result<RuleSet, LoadErrors> {
-    RuleSet::load_prepared(embedded_prepared(), Some(&contract()?))
+    RuleSet::load_prepared_trusted(embedded_prepared(), Some(&contract()?))
 }
 
 /// The rule files of `dir` when given (as [`load_rules`] reads them), else the embedded ones;
@@ -403,7 +405,9 @@ pub fn load_complete_rules(dir: &Path) -> Result<RuleSet, LoadErrors> {
 
 /// The rule set from `dir` when given, else the embedded default set, loaded with
 /// [`contract`]. All or nothing: a directory that defines some of the pipeline's tables but not
-/// all is refused as [`load_complete_rules`] refuses it.
+/// all is refused as [`load_complete_rules`] refuses it. A directory gets every load check;
+/// the embedded set, which the test suite loads with every check, is only compiled
+/// ([`RuleSet::load_prepared_trusted`]).
 ///
 /// # Errors
 /// Every problem: unreadable files, [`Error::Pack`] and [`Error::Contract`] with file, line,
@@ -424,13 +428,49 @@ pub fn load_rules(dir: Option<&Path>) -> Result<RuleSet, LoadErrors> {
             }
             Ok(set)
         }
-        None => RuleSet::load_prepared(embedded_prepared(), Some(&contract)),
+        // The embedded set is loaded in full by the test suite
+        // (`the_embedded_set_passes_every_load_check`); here it is only compiled.
+        None => RuleSet::load_prepared_trusted(embedded_prepared(), Some(&contract)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_embedded_set_passes_every_load_check() {
+        // `load_rules(None)` skips the checks that can only find problems; this is where
+        // the embedded set meets them all, and compiles to the same set.
+        let contract = contract().expect("the contract builds");
+        contract
+            .compile_row_schemas()
+            .expect("every row schema compiles");
+        let full = RuleSet::load_prepared(embedded_prepared(), Some(&contract))
+            .expect("the embedded set loads with every check");
+        let trusted = load_rules(None).expect("the embedded set loads");
+        let shape = |set: &RuleSet| {
+            let packs: Vec<String> = set
+                .packs
+                .iter()
+                .map(|p| {
+                    let ids: Vec<&str> = p.rules.iter().map(|r| r.id.as_str()).collect();
+                    format!("{} {:?} {}", p.name, p.stage, ids.join(","))
+                })
+                .collect();
+            let tables: Vec<String> = set
+                .tables
+                .iter()
+                .map(|t| {
+                    let ids: Vec<&str> = t.entries.iter().map(|e| e.id.as_str()).collect();
+                    format!("{} {}", t.name, ids.join(","))
+                })
+                .collect();
+            (packs, tables, set.documents.len())
+        };
+        assert_eq!(shape(&trusted), shape(&full));
+        assert_eq!((shape(&full).0.len(), shape(&full).1.len()), (11, 11));
+    }
 
     #[test]
     fn every_rule_file_is_embedded() {
