@@ -1187,9 +1187,7 @@ fn applicable_rules(
         .or_insert_with(|| {
             Arc::new(
                 rules
-                    .packs
-                    .iter()
-                    .filter(|p| p.matches_resource(&doc.value))
+                    .packs_for(&doc.value)
                     .flat_map(|p| p.rules.iter().map(|r| r.id.clone()))
                     .collect(),
             )

@@ -558,6 +558,15 @@ impl CompiledPack {
         objects: Option<&Objects>,
         base: &mut Option<Scope>,
     ) -> Result<Outcome, Error> {
+        if let Some(broken) = &self.broken {
+            let (file, pos, rule, message) = &**broken;
+            return Err(Error::Pack {
+                file: file.clone(),
+                pos: *pos,
+                rule: rule.clone(),
+                message: message.clone(),
+            });
+        }
         if !self.matcher.matches_resource(doc.value()) {
             return Ok(Outcome {
                 matched: false,
@@ -2099,7 +2108,7 @@ mod tests {
             document: 0,
             spans: Some(&docs[0].spans),
         };
-        set.packs[0]
+        set.packs()[0]
             .evaluate_in(&docs[0].value, origin, &Value::Null, objects)
             .expect("evaluates")
     }
@@ -2520,7 +2529,7 @@ mod tests {
             .stack_size(256 * 1024)
             .spawn(move || {
                 let origin = IN;
-                let out = set.packs[0]
+                let out = set.packs()[0]
                     .evaluate(&value, origin, &Value::Null)
                     .expect("evaluates");
                 let messages: Vec<String> = out
@@ -2767,7 +2776,7 @@ mod tests {
             .expect("packs load");
             let origin = IN;
             let (_, _, written) = run_packs_written(
-                set.packs.iter().map(|p| &**p),
+                set.packs().iter().map(|p| &**p),
                 Cow::Owned(doc),
                 origin,
                 &Value::Null,
@@ -2815,7 +2824,7 @@ mod tests {
         let nothing = "rules:\n- id: never\n  when: \"false\"\n  mutate:\n  - merge: {path: metadata, value: {b: 1}}\n";
         let set = RuleSet::from_sources(&[Source::new("rules/p.yaml", format!("{HEAD}{nothing}"))])
             .expect("pack loads");
-        let out = set.packs[0]
+        let out = set.packs()[0]
             .evaluate(&doc, IN, &Value::Null)
             .expect("evaluates");
         assert!(out.written.is_nothing());
@@ -2853,7 +2862,7 @@ mod tests {
         let messages = |f: Vec<Finding>| f.into_iter().map(|f| f.message).collect::<Vec<_>>();
         let shared = Arc::new(doc.clone());
         let (_, copied) = run_packs(
-            set.packs.iter().map(|p| &**p),
+            set.packs().iter().map(|p| &**p),
             Cow::Borrowed(&doc),
             origin,
             &Value::Null,
@@ -2861,7 +2870,7 @@ mod tests {
         )
         .expect("runs");
         let found = run_packs_findings(
-            set.packs.iter().map(|p| &**p),
+            set.packs().iter().map(|p| &**p),
             &shared,
             origin,
             &Value::Null,
@@ -2875,7 +2884,7 @@ mod tests {
             Vec::<String>::new()
         );
         // Each pack alone: `p` sees its own write, `q` a document without the label.
-        for (pack, want) in set.packs.iter().zip(["team ml", "No such key: labels"]) {
+        for (pack, want) in set.packs().iter().zip(["team ml", "No such key: labels"]) {
             let alone = pack
                 .findings_in(&shared, origin, &Value::Null, None)
                 .expect("runs");
@@ -2921,7 +2930,7 @@ mod tests {
             let items = doc["spec"]["items"].as_array().map(|a| a.as_ptr());
             let origin = IN;
             let (value, findings) = run_packs(
-                set.packs.iter().map(|p| &**p),
+                set.packs().iter().map(|p| &**p),
                 Cow::Owned(doc),
                 origin,
                 &Value::Null,

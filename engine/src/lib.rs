@@ -63,7 +63,7 @@ let input = Source::new("run.yaml", format!(
     "kind: WorkloadRun\nspec:\n  gangScheduler:\n    queue: {}\n", "q".repeat(64)));
 let doc = &parse_documents(&input)?[0];
 let origin = Origin { file: "run.yaml", document: 0, spans: Some(&doc.spans) };
-let outcome = set.packs[0].evaluate(&doc.value, origin, &serde_json::Value::Null)?;
+let outcome = set.packs()[0].evaluate(&doc.value, origin, &serde_json::Value::Null)?;
 let f = &outcome.findings[0];
 assert_eq!((f.line, f.column), (Some(4), Some(12)));
 assert_eq!(f.message, "Too long: may not be more than 63 bytes");

@@ -243,7 +243,7 @@ pub fn lint(sources: &[Arc<Source>], contract: Option<&Contract>) -> Vec<LintFin
             }
         }
     }
-    for pack in &set.packs {
+    for pack in set.packs() {
         lint_pack(pack, &mut out);
     }
     for table in &set.tables {

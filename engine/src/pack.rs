@@ -330,7 +330,14 @@ pub struct CompiledPack {
     /// Whether the pack's expressions read [`OBJECTS`](crate::OBJECTS), and whether they read
     /// [`OBJECTS_BY_KIND`](crate::OBJECTS_BY_KIND), found when first asked (not at start-up).
     pub(crate) reads_objects: std::sync::OnceLock<(bool, bool)>,
+    /// Why the pack cannot run (the file, line:column, rule and message of a rule pack
+    /// error): a pack of a trusted set that did not compile when first used, which the test
+    /// suite rules out for the embedded set. Running it is then that error.
+    pub(crate) broken: Option<Box<BrokenPack>>,
 }
+
+/// Where and why a pack of a trusted set did not compile ([`Error::Pack`]'s fields).
+pub(crate) type BrokenPack = (String, Option<Pos>, Option<crate::error::Inside>, String);
 
 /// A path and whether a pack may touch it (see [`CompiledPack::may_touch`]).
 pub(crate) type Touch = (Vec<String>, bool);
@@ -391,8 +398,11 @@ impl Table {
 /// Every pack and table of a rule directory (or of the embedded default set).
 #[derive(Debug, Clone, Default)]
 pub struct RuleSet {
-    /// The rule packs, in load order (files sorted by path, documents in order).
-    pub packs: Vec<Arc<CompiledPack>>,
+    /// The rule packs, in load order (files sorted by path, documents in order): see
+    /// [`RuleSet::packs`].
+    packs: Vec<PackSlot>,
+    /// Every pack compiled, in load order, made when first asked for.
+    all_packs: std::sync::OnceLock<Vec<Arc<CompiledPack>>>,
     /// The tables.
     pub tables: Vec<Arc<Table>>,
     /// Documents of the kinds the contract declares besides `RulePack` and `Table`
@@ -400,7 +410,128 @@ pub struct RuleSet {
     pub documents: Vec<Arc<Document>>,
 }
 
+/// One pack of a [`RuleSet`]: compiled when the set loaded, or, in a set loaded
+/// [trusted](RuleSet::load_prepared_trusted), when a caller first asks for it (most commands
+/// run a few stages: a `check` of WorkloadRuns never runs the lint pack, the costliest to
+/// compile).
+#[derive(Debug, Clone)]
+struct PackSlot {
+    stage: Option<String>,
+    /// The pack's `match.resources`, read from its document (a pack not compiled yet).
+    resources: Matcher,
+    compiled: std::sync::OnceLock<Arc<CompiledPack>>,
+    /// The document to compile, for a pack not compiled yet.
+    deferred: Option<Arc<Document>>,
+}
+
+impl PackSlot {
+    fn compiled(pack: CompiledPack) -> PackSlot {
+        PackSlot {
+            stage: pack.stage.clone(),
+            resources: Matcher::default(),
+            compiled: std::sync::OnceLock::from(Arc::new(pack)),
+            deferred: None,
+        }
+    }
+
+    fn deferred(doc: Document) -> PackSlot {
+        let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+        let resources = doc
+            .value
+            .pointer("/match/resources")
+            .and_then(Value::as_array)
+            .map(|rs| {
+                rs.iter()
+                    .map(|r| (text(r, "apiVersion"), text(r, "kind")))
+                    .collect()
+            })
+            .unwrap_or_default();
+        PackSlot {
+            stage: text(&doc.value, "stage"),
+            resources: Matcher {
+                resources,
+                ..Matcher::default()
+            },
+            compiled: std::sync::OnceLock::new(),
+            deferred: Some(Arc::new(doc)),
+        }
+    }
+
+    /// [`CompiledPack::matches_resource`], without compiling the pack.
+    fn matches_resource(&self, doc: &Value) -> bool {
+        match self.compiled.get() {
+            Some(p) => p.matches_resource(doc),
+            None => self.resources.matches_resource(doc),
+        }
+    }
+
+    fn get(&self) -> &Arc<CompiledPack> {
+        self.compiled.get_or_init(|| {
+            let Some(doc) = self.deferred.as_deref() else {
+                return Arc::new(CompiledPack::broken(None, None));
+            };
+            let mut problems = Vec::new();
+            let pack = compile_pack(doc, &mut problems);
+            // A trusted set loads in full (the test suite checks it), so its packs compile;
+            // one that does not fails every run of it, with its first problem.
+            match (pack, problems.into_iter().next()) {
+                (Some(p), None) => Arc::new(p),
+                (_, first) => Arc::new(CompiledPack::broken(Some(doc), first.map(|p| p.error))),
+            }
+        })
+    }
+}
+
 impl CompiledPack {
+    /// A pack that fails every run with `why` (its first load problem) as a rule pack error
+    /// (see [`CompiledPack::broken`]'s field).
+    fn broken(doc: Option<&Document>, why: Option<Error>) -> CompiledPack {
+        let name = doc
+            .and_then(|d| d.value.pointer("/metadata/name"))
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
+        let file = doc.map(|d| d.source.name.clone()).unwrap_or_default();
+        let broken = match why {
+            Some(Error::Pack {
+                file,
+                pos,
+                rule,
+                message,
+            }) => (file, pos, rule, message),
+            other => (
+                file,
+                None,
+                None,
+                format!(
+                    "rule pack {name:?} did not compile{}",
+                    other.map(|e| format!(": {e}")).unwrap_or_default()
+                ),
+            ),
+        };
+        CompiledPack {
+            stage: doc
+                .and_then(|d| d.value.get("stage"))
+                .and_then(Value::as_str)
+                .map(str::to_string),
+            source: doc.map_or_else(|| Source::new("", ""), |d| d.source.clone()),
+            broken: Some(Box::new(broken)),
+            name,
+            description: None,
+            matcher: Matcher::default(),
+            variables: Vec::new(),
+            var_bindings: std::sync::OnceLock::new(),
+            variable_at: Vec::new(),
+            declared_vars: Vec::new(),
+            fragments: Vec::new(),
+            rules: Vec::new(),
+            spans: Arc::default(),
+            complete: false,
+            touches: Arc::default(),
+            reads_objects: std::sync::OnceLock::new(),
+        }
+    }
+
     /// True when `doc`'s apiVersion and kind are among the pack's `match.resources` (or the
     /// pack lists none). `matchConditions` are not evaluated.
     pub fn matches_resource(&self, doc: &Value) -> bool {
@@ -649,6 +780,8 @@ impl RuleSet {
                 problems.extend(doc_problems);
                 match loaded {
                     Loaded::Nothing => {}
+                    // Trusted: its name and rule ids were checked with the rest.
+                    Loaded::Deferred(doc) => set.packs.push(PackSlot::deferred(*doc)),
                     Loaded::Pack(doc, pack) => {
                         if !names.insert(format!("pack/{}", pack.name)) {
                             problems.push(problem(
@@ -674,7 +807,7 @@ impl RuleSet {
                                 }
                             }
                         }
-                        set.packs.push(Arc::new(*pack));
+                        set.packs.push(PackSlot::compiled(*pack));
                     }
                     Loaded::Table(doc, table) => {
                         if !names.insert(format!("table/{}", table.name)) {
@@ -778,11 +911,32 @@ impl RuleSet {
             .filter(move |d| d.value.get("kind").and_then(Value::as_str) == Some(kind))
     }
 
-    /// The packs whose `stage` equals `stage`, in load order.
+    /// The packs whose `stage` equals `stage`, in load order (compiled now, if the set was
+    /// loaded trusted and they were not yet).
     pub fn stage<'a>(&'a self, stage: &'a str) -> impl Iterator<Item = &'a Arc<CompiledPack>> + 'a {
         self.packs
             .iter()
             .filter(move |p| p.stage.as_deref() == Some(stage))
+            .map(PackSlot::get)
+    }
+
+    /// The packs whose `match.resources` take `doc` ([`CompiledPack::matches_resource`]), in
+    /// load order; compiles those of them a set loaded trusted has not compiled yet.
+    pub fn packs_for<'a>(
+        &'a self,
+        doc: &'a Value,
+    ) -> impl Iterator<Item = &'a Arc<CompiledPack>> + 'a {
+        self.packs
+            .iter()
+            .filter(move |p| p.matches_resource(doc))
+            .map(PackSlot::get)
+    }
+
+    /// Every rule pack, in load order (files sorted by path, documents in order); compiles
+    /// those a set loaded trusted has not compiled yet.
+    pub fn packs(&self) -> &[Arc<CompiledPack>] {
+        self.all_packs
+            .get_or_init(|| self.packs.iter().map(|p| p.get().clone()).collect())
     }
 
     /// The table named `name`.
@@ -792,7 +946,7 @@ impl RuleSet {
 
     /// Every rule with its pack, in load order.
     pub fn rules(&self) -> impl Iterator<Item = (&CompiledPack, &Rule)> {
-        self.packs
+        self.packs()
             .iter()
             .flat_map(|p| p.rules.iter().map(move |r| (p.as_ref(), r)))
     }
@@ -1387,6 +1541,8 @@ enum Loaded {
     /// Refused (its problems say why).
     Nothing,
     Pack(Box<Document>, Box<CompiledPack>),
+    /// A pack of a trusted set, compiled when first used.
+    Deferred(Box<Document>),
     Table(Box<Document>, Box<Table>),
     /// A document of a kind the contract declares, with the problems its check found.
     Document(Box<Document>, String, Vec<Problem>),
@@ -1406,6 +1562,7 @@ fn compile_document(
     let kind = doc.value.get("kind").and_then(Value::as_str).unwrap_or("");
     let all = checks == Checks::All;
     let loaded = match kind {
+        "RulePack" if !all => Loaded::Deferred(Box::new(doc)),
         "RulePack" => match compile_pack(&doc, &mut problems) {
             None => Loaded::Nothing,
             Some(mut pack) => {
@@ -1551,6 +1708,7 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
         complete: true,
         touches: Arc::default(),
         reads_objects: std::sync::OnceLock::new(),
+        broken: None,
     })
 }
 
@@ -1913,6 +2071,56 @@ mod tests {
 
     const HEAD: &str =
         "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata:\n  name: p\n";
+
+    #[test]
+    fn a_trusted_set_compiles_a_pack_when_it_is_first_used() {
+        let pack = |name: &str, stage: &str, kind: &str, expr: &str| {
+            Source::new(
+                format!("rules/{name}.yaml"),
+                format!(
+                    "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: RulePack\nmetadata:\n  name: {name}\nstage: {stage}\nmatch:\n  resources:\n  - kind: {kind}\nrules:\n- id: {name}-rule\n  validate:\n    expression: '{expr}'\n    message: no\n"
+                ),
+            )
+        };
+        let sources = vec![
+            (pack("a", "one", "A", "true"), None),
+            (pack("b", "two", "B", "true"), None),
+            // Does not compile: a trusted load does not look, running it does.
+            (pack("c", "three", "C", "object.spec.("), None),
+        ];
+        let set = RuleSet::load_prepared_trusted(sources, None).expect("loads");
+        let compiled = |set: &RuleSet| -> Vec<bool> {
+            set.packs
+                .iter()
+                .map(|p| p.compiled.get().is_some())
+                .collect()
+        };
+        assert_eq!(compiled(&set), [false, false, false]);
+        let names: Vec<&str> = set.stage("one").map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["a"]);
+        assert_eq!(compiled(&set), [true, false, false]);
+        let doc = serde_json::json!({"kind": "B"});
+        let names: Vec<&str> = set.packs_for(&doc).map(|p| p.name.as_str()).collect();
+        assert_eq!(names, ["b"]);
+        assert_eq!(compiled(&set), [true, true, false]);
+        let broken = set.stage("three").next().expect("the pack is there");
+        let origin = crate::Origin {
+            file: "in.yaml",
+            document: 0,
+            spans: None,
+        };
+        let err = broken
+            .evaluate(&serde_json::json!({"kind": "C"}), origin, &Value::Null)
+            .expect_err("a pack that did not compile does not run");
+        assert!(
+            err.to_string().starts_with(
+                "rule pack error: rules/c.yaml:12:30: rule c-rule: CEL does not compile: Syntax error:"
+            ),
+            "{err}"
+        );
+        // A full load of the same files refuses them.
+        assert!(RuleSet::load(&[pack("c", "three", "C", "object.spec.(")], None).is_err());
+    }
 
     #[test]
     fn a_prepared_load_is_a_load_of_the_texts() {

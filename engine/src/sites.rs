@@ -507,7 +507,7 @@ mod tests {
             );
             let set = crate::RuleSet::from_sources(&[crate::Source::new("rules/p.yaml", text)])
                 .expect("pack loads");
-            set.packs[0].clone()
+            set.packs()[0].clone()
         };
         let keys = ["spec", "overrides"];
         let quiet = "rules:\n- id: a\n  validate: {expression: \"object.spec.jobTemplate.x == 1\", message: m}\n- id: b\n  mutate:\n  - merge: {path: spec.jobTemplate.labels, value: {a: '${{ object.metadata.name }}'}}\n";

@@ -323,10 +323,7 @@ pub fn reads_objects(rules: &RuleSet, doc: &Value) -> bool {
     match route(doc) {
         Route::Rendered | Route::NotAnObject => false,
         Route::List(items) => items.iter().any(|i| reads_objects(rules, i)),
-        Route::Linted => rules
-            .packs
-            .iter()
-            .any(|p| p.matches_resource(doc) && p.reads_objects()),
+        Route::Linted => rules.packs_for(doc).any(|p| p.reads_objects()),
     }
 }
 
@@ -552,10 +549,7 @@ pub fn check_document_in(
             let mut findings = Vec::new();
             // One copy the packs share, made when the first pack selects the document.
             let mut shared: Option<std::sync::Arc<Value>> = None;
-            for pack in &rules.packs {
-                if !pack.matches_resource(&doc.value) {
-                    continue;
-                }
+            for pack in rules.packs_for(&doc.value) {
                 let shared = shared.get_or_insert_with(|| {
                     std::sync::Arc::new(as_the_api_server_reads(&doc.value))
                 });

@@ -451,7 +451,7 @@ mod tests {
         let trusted = load_rules(None).expect("the embedded set loads");
         let shape = |set: &RuleSet| {
             let packs: Vec<String> = set
-                .packs
+                .packs()
                 .iter()
                 .map(|p| {
                     let ids: Vec<&str> = p.rules.iter().map(|r| r.id.as_str()).collect();
@@ -536,7 +536,7 @@ mod tests {
     fn only_documents_a_pack_reading_objects_checks_gather_them() {
         let rules = default_rules().expect("loads");
         let reading: Vec<&str> = rules
-            .packs
+            .packs()
             .iter()
             .filter(|p| p.reads_objects())
             .map(|p| p.name.as_str())

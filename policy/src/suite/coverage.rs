@@ -78,7 +78,7 @@ pub fn coverage(rules: &RuleSet, suites: &[Suite]) -> Coverage {
         }
     }
     let mut packs = Vec::new();
-    for pack in &rules.packs {
+    for pack in rules.packs() {
         let ids: HashSet<&str> = pack.rules.iter().map(|r| r.id.as_str()).collect();
         let in_folder = by_folder.get(pack.name.as_str()).copied().unwrap_or(0);
         let mut cases = in_folder;

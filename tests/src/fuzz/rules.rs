@@ -74,7 +74,7 @@ pub fn load_rules(data: &[u8]) {
 
 /// Runs every pack of `set` over the fixed documents and renders every table.
 fn evaluate(set: &RuleSet) {
-    for pack in &set.packs {
+    for pack in set.packs() {
         for doc in DOCUMENTS.iter() {
             let origin = Origin {
                 file: &doc.source.name,
