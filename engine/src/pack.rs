@@ -471,7 +471,7 @@ impl PackSlot {
                 return Arc::new(CompiledPack::broken(None, None));
             };
             let mut problems = Vec::new();
-            let pack = compile_pack(doc, &mut problems);
+            let pack = compile_pack(doc, Checks::CompileOnly, &mut problems);
             // A trusted set loads in full (the test suite checks it), so its packs compile;
             // one that does not fails every run of it, with its first problem.
             match (pack, problems.into_iter().next()) {
@@ -635,10 +635,13 @@ impl RuleSet {
 
     /// [`RuleSet::load_prepared`] of a set whose full load is known to pass: the embedded
     /// set, which the test suite loads with every check. It compiles the same set, without
-    /// the checks that can only find problems (undefined variables and identifiers, the
-    /// contract's stage, param, table-row and document checks), about a quarter of a
-    /// load's cost. A file that does not parse or an expression that does not compile is
-    /// still an error; any other problem goes unreported, so this is for checked sets only.
+    /// the checks that can only find problems (undefined variables and identifiers,
+    /// `{$fragment: name}` naming no fragment, duplicate names, the contract's stage, param,
+    /// table-row and document checks), and each pack only when a caller first asks for it
+    /// ([`RuleSet::stage`], [`RuleSet::packs_for`], [`RuleSet::packs`]): a pack that then
+    /// does not compile fails every run of it with its load error. A file that does not
+    /// parse, or a table that does not compile, is still a load error; any other problem
+    /// goes unreported, so this is for checked sets only.
     ///
     /// # Errors
     /// As [`RuleSet::load_prepared`], but for the skipped checks.
@@ -1360,6 +1363,7 @@ fn compile_vars(
 fn compile_fragments(
     doc: &Document,
     frags: &BTreeMap<String, Value>,
+    checks: Checks,
     problems: &mut Vec<Problem>,
 ) -> Vec<(String, Template)> {
     let mut compiled = BTreeMap::new();
@@ -1377,7 +1381,7 @@ fn compile_fragments(
     }
     // Each fragment's `{$fragment: name}` must name a fragment of the file, reported where it
     // is written.
-    for (name, raw) in frags {
+    for (name, raw) in frags.iter().filter(|_| checks == Checks::All) {
         let at = format!("fragments[{}]", crate::quote::go_quote(name));
         unknown_fragment_refs(doc, raw, &at, None, frags, problems);
     }
@@ -1563,7 +1567,7 @@ fn compile_document(
     let all = checks == Checks::All;
     let loaded = match kind {
         "RulePack" if !all => Loaded::Deferred(Box::new(doc)),
-        "RulePack" => match compile_pack(&doc, &mut problems) {
+        "RulePack" => match compile_pack(&doc, checks, &mut problems) {
             None => Loaded::Nothing,
             Some(mut pack) => {
                 pack.complete = problems.is_empty();
@@ -1576,7 +1580,7 @@ fn compile_document(
                 Loaded::Pack(Box::new(doc), Box::new(pack))
             }
         },
-        "Table" => match compile_table(&doc, &mut problems) {
+        "Table" => match compile_table(&doc, checks, &mut problems) {
             None => Loaded::Nothing,
             Some(mut table) => {
                 table.complete = problems.is_empty();
@@ -1619,7 +1623,11 @@ fn compile_document(
 
 /// Compiles a `RulePack` document. Problems go to `problems`; the pack is returned (with the
 /// parts that compiled) whenever its top level could be read.
-fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledPack> {
+fn compile_pack(
+    doc: &Document,
+    checks: Checks,
+    problems: &mut Vec<Problem>,
+) -> Option<CompiledPack> {
     let file = deserialize_file(doc, problems);
     let raw_rules: &[Value] = match &file {
         Some(f) => &f.rules,
@@ -1685,7 +1693,7 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
     }
     let file = file?;
     // A mutation's `{$fragment: name}` must name a fragment of the pack.
-    for r in &rules {
+    for r in rules.iter().filter(|_| checks == Checks::All) {
         for (j, m) in r.mutate_source.iter().enumerate() {
             let at = format!("rules[{}].mutate[{j}]", r.index);
             unknown_fragment_refs(doc, m, &at, Some(&r.id), &file.fragments, problems);
@@ -1702,7 +1710,7 @@ fn compile_pack(doc: &Document, problems: &mut Vec<Problem>) -> Option<CompiledP
         var_bindings: std::sync::OnceLock::new(),
         variable_at,
         declared_vars: file.variables.iter().map(|v| v.name.clone()).collect(),
-        fragments: compile_fragments(doc, &file.fragments, problems),
+        fragments: compile_fragments(doc, &file.fragments, checks, problems),
         rules,
         spans: Arc::new(doc.spans.clone()),
         complete: true,
@@ -1934,7 +1942,7 @@ fn binding_name(doc: &Document, path: &str, rule: Option<&str>, name: &str) -> R
 
 /// Compiles a `Table` document. Problems go to `problems`; the table is returned (with the
 /// entries that compiled) whenever its top level could be read.
-fn compile_table(doc: &Document, problems: &mut Vec<Problem>) -> Option<Table> {
+fn compile_table(doc: &Document, checks: Checks, problems: &mut Vec<Problem>) -> Option<Table> {
     let file = deserialize_file(doc, problems)?;
     if !file.rules.is_empty() || file.matcher.is_some() || !file.variables.is_empty() {
         problems.push(problem(
@@ -1953,10 +1961,10 @@ fn compile_table(doc: &Document, problems: &mut Vec<Problem>) -> Option<Table> {
             Err(p) => problems.push(p),
         }
     }
-    let fragments = compile_fragments(doc, &file.fragments, problems);
+    let fragments = compile_fragments(doc, &file.fragments, checks, problems);
     // `{$fragment: name}` must name a fragment of this table (those in fragments are checked
     // with them); each one that does not is reported where it is written.
-    for e in &entries {
+    for e in entries.iter().filter(|_| checks == Checks::All) {
         if let Some(raw) = file.entries.get(e.index) {
             let at = format!("entries[{}]", e.index);
             unknown_fragment_refs(doc, raw, &at, Some(&e.id), &file.fragments, problems);
