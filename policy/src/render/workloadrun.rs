@@ -567,7 +567,12 @@ fn build(
     };
     let provenance = Provenance {
         rows: ids,
-        written: crate::build::written(run, &workflow),
+        // Read only where overrides are resolved, which needs a platform.
+        written: if platform.is_empty() {
+            Vec::new()
+        } else {
+            crate::build::written(run, &workflow)
+        },
     };
     workflow
         .spec
