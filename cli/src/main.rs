@@ -479,8 +479,13 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         }
         match render_document(rules, doc, &req) {
             Ok(rendered) => {
+                // Among several documents, each note is led by its place, as errors are.
                 for w in &rendered.warnings {
-                    report::render_note_line(w);
+                    if docs.len() > 1 {
+                        report::render_note_line(&w.located());
+                    } else {
+                        report::render_note_line(w);
+                    }
                 }
                 if args.expand {
                     let expanded = match expand(rules, &rendered) {
@@ -590,8 +595,21 @@ fn man(args: &ManArgs) -> ExitCode {
 /// messages are the original's sentences, printed alone) led by its place: its `file:line:col`,
 /// else the document's. Admission findings name their place already.
 fn led_by_place(e: PolicyError, doc: &nvcre_engine::Document) -> PolicyError {
-    let PolicyError::Rejected(findings) = e else {
-        return e;
+    let findings = match e {
+        PolicyError::Rejected(findings) => findings,
+        // The notes made before the error are led by their places too.
+        PolicyError::Noted {
+            error,
+            findings,
+            notes,
+        } => {
+            return PolicyError::Noted {
+                error: Box::new(led_by_place(*error, doc)),
+                findings,
+                notes: notes.iter().map(nvcre_domain::Note::located).collect(),
+            };
+        }
+        other => return other,
     };
     let place = |f: &nvcre_engine::Finding| match (f.line, f.column) {
         (Some(l), Some(c)) => format!("{}:{l}:{c}", f.file),
@@ -601,15 +619,16 @@ fn led_by_place(e: PolicyError, doc: &nvcre_engine::Document) -> PolicyError {
         findings
             .into_iter()
             .map(|f| {
+                // Admission errors are printed with their place already.
                 if f.severity == nvcre_engine::Severity::Error
-                    && f.stage.as_deref() != Some("admission")
+                    && f.stage.as_deref() == Some("admission")
                 {
+                    f
+                } else {
                     nvcre_engine::Finding {
                         message: format!("{}: {}", place(&f), f.message),
                         ..f
                     }
-                } else {
-                    f
                 }
             })
             .collect(),

@@ -261,6 +261,7 @@ fn validate(rules: &RuleSet, doc: &Document) -> Result<(), u8> {
             crate::report::render_note_line(&nvcre_domain::Note {
                 severity: f.severity,
                 text: finding_text(f),
+                at: None,
             });
         }
     }

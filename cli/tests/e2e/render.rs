@@ -1507,3 +1507,38 @@ fn an_unrelated_json_patch_does_not_take_a_finding() {
         )
     );
 }
+
+#[test]
+fn among_several_documents_each_warning_is_led_by_its_place() {
+    // A rule's warning and the older API group's note name the document they are about when
+    // several are rendered; one document's keep the bare message.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let unpinned = dir.path().join("u.yaml");
+    std::fs::write(
+        &unpinned,
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: u1}\nspec:\n  image: img:1\n  framework: {torch: {script: train.py}}\n  numNodes: 2\n  orchestration: {placement: Unpinned, testScale: full-scale}\n",
+    )
+    .expect("write");
+    let old = dir.path().join("old.json");
+    std::fs::write(
+        &old,
+        r#"{"apiVersion":"cre.nvidia.com/v1alpha1","kind":"WorkloadRun","metadata":{"name":"j"},"spec":{"image":"i","framework":{"exec":{"command":["x"]}},"numNodes":1}}"#,
+    )
+    .expect("write");
+    let (u, o) = (
+        unpinned.to_str().expect("utf8"),
+        old.to_str().expect("utf8"),
+    );
+    let unpinned_warning = "numNodes > 1 under placement Unpinned without spec.gangScheduler: on a contended cluster some pods can bind while the rest stay Pending; set spec.gangScheduler so the gang schedules whole or not at all [wr-unpinned-multi-node-gang]";
+    let (code, _, err) = run(&["render", "--gpu-arch", "h100", u, o]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "Warning: {u}:8:30: {unpinned_warning}\nWarning: {o}:1:15: apiVersion cre.nvidia.com/v1alpha1 is the older API group; treating it as nvcre.nvidia.com/v1alpha1\n"
+        )
+    );
+    let (code, _, err) = run(&["render", "--gpu-arch", "h100", u]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err, format!("Warning: {unpinned_warning}\n"));
+}

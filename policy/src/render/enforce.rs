@@ -236,6 +236,11 @@ pub fn note_line(f: &nvcre_engine::Finding) -> super::Note {
     super::Note {
         severity: f.severity,
         text: format!("{} [{}]", f.message, f.rule_id),
+        at: Some(match (f.line, f.column) {
+            (Some(l), Some(c)) => format!("{}:{l}:{c}", f.file),
+            (Some(l), None) => format!("{}:{l}", f.file),
+            _ => f.file.clone(),
+        }),
     }
 }
 

@@ -61,14 +61,31 @@ pub struct Note {
     pub severity: nvcre_engine::Severity,
     /// The text after the lead.
     pub text: String,
+    /// `file:line:col` (or `file`) of what the note is about, when it came from a finding:
+    /// among several documents, `render` leads the text with it ([`Note::located`]).
+    pub at: Option<String>,
+}
+
+impl Note {
+    /// The note with its text led by its place (`file:line:col: text`), when it has one.
+    pub fn located(&self) -> Note {
+        match &self.at {
+            Some(at) => Note {
+                text: format!("{at}: {}", self.text),
+                ..self.clone()
+            },
+            None => self.clone(),
+        }
+    }
 }
 
 impl From<String> for Note {
-    /// A warning.
+    /// A warning (its text says where it is about, if anywhere).
     fn from(text: String) -> Self {
         Note {
             severity: nvcre_engine::Severity::Warning,
             text,
+            at: None,
         }
     }
 }

@@ -76,7 +76,14 @@ pub fn prepare_document(
             ));
         }
     }
-    normalize_api_version(&mut doc.value, &mut notes, &doc.source.name);
+    let at = match doc
+        .spans
+        .lookup(&nvcre_engine::FieldPath::root().key("apiVersion"))
+    {
+        Some(p) => format!("{}:{}:{}", doc.source.name, p.line, p.column),
+        None => doc.source.name.clone(),
+    };
+    normalize_api_version(&mut doc.value, &mut notes, &at);
     strip_nulls_outside_overrides(&mut doc.value);
     if let Some(m) = doc.value.as_object_mut() {
         m.entry("apiVersion").or_insert_with(|| json!(API_VERSION));
@@ -100,11 +107,12 @@ fn strip_nulls_outside_overrides(value: &mut Value) {
     }
 }
 
-/// Normalises the API group: the legacy `cre.nvidia.com` is accepted with a warning.
-fn normalize_api_version(value: &mut Value, warnings: &mut Vec<String>, file: &str) {
+/// Normalises the API group: the legacy `cre.nvidia.com` is accepted with a warning, led by
+/// `at` (where `apiVersion` is written).
+fn normalize_api_version(value: &mut Value, warnings: &mut Vec<String>, at: &str) {
     if value.get("apiVersion").and_then(Value::as_str) == Some(LEGACY_API_VERSION) {
         warnings.push(format!(
-            "{file}: apiVersion {LEGACY_API_VERSION} is the older API group; treating it as {API_VERSION}"
+            "{at}: apiVersion {LEGACY_API_VERSION} is the older API group; treating it as {API_VERSION}"
         ));
         if let Some(m) = value.as_object_mut() {
             m.insert("apiVersion".into(), json!(API_VERSION));
@@ -262,7 +270,7 @@ fn serde_field_path(e: &serde_path_to_error::Error<serde_json::Error>) -> Option
 /// let source = Source::new("run.yaml", "apiVersion: cre.nvidia.com/v1alpha1\nkind: WorkloadRun\nspec: {numNodes: 2}\n");
 /// let (run, notes) = nvcre_domain::read_workload_run(&parse_documents(&source)?[0])?;
 /// assert_eq!(run.spec.num_nodes, 2);
-/// assert_eq!(notes, ["run.yaml: apiVersion cre.nvidia.com/v1alpha1 is the older API group; treating it as nvcre.nvidia.com/v1alpha1"]);
+/// assert_eq!(notes, ["run.yaml:1:13: apiVersion cre.nvidia.com/v1alpha1 is the older API group; treating it as nvcre.nvidia.com/v1alpha1"]);
 /// # Ok::<(), Box<dyn std::error::Error>>(())
 /// ```
 pub fn read_workload_run(
