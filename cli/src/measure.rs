@@ -270,6 +270,14 @@ fn open(logs: &[String]) -> Result<Vec<Log>, ExitCode> {
             ));
             failed = true;
         }
+        // A UTF-8 byte-order mark is not part of the first line: left there, it hid that
+        // line's row (or its timestamp) from the profile's patterns.
+        if reader
+            .fill_buf()
+            .is_ok_and(|b| b.starts_with("\u{feff}".as_bytes()))
+        {
+            reader.consume("\u{feff}".len());
+        }
     }
     if failed {
         Err(ExitCode::from(2))

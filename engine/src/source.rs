@@ -194,10 +194,12 @@ impl Source {
         start + col_bytes
     }
 
-    /// The byte offset and text, terminator included, of 1-based `line`, if it exists.
+    /// The byte offset and text, terminator included, of 1-based `line`, if it exists. A
+    /// leading byte-order mark is not part of line 1: the YAML parser does not count it as a
+    /// column, so a column found by the parser reads the same text here.
     fn raw_line(&self, line: usize) -> Option<(usize, &str)> {
         let starts = self.line_starts.get_or_init(|| {
-            std::iter::once(0)
+            std::iter::once(bom_len(&self.text))
                 .chain(newline_offsets(&self.text).map(|i| i + 1))
                 .collect()
         });
@@ -207,6 +209,15 @@ impl Source {
         }
         let end = starts.get(line).copied().unwrap_or(self.text.len());
         Some((start, self.text.get(start..end)?))
+    }
+}
+
+/// The length in bytes of the UTF-8 byte-order mark `text` starts with (0 without one).
+pub(crate) fn bom_len(text: &str) -> usize {
+    if text.starts_with('\u{feff}') {
+        '\u{feff}'.len_utf8()
+    } else {
+        0
     }
 }
 
@@ -1334,6 +1345,22 @@ fn newline_offsets(text: &str) -> impl Iterator<Item = usize> + '_ {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_order_mark_is_not_part_of_the_first_line() {
+        // The parser counts columns after the mark: a column reads the same text here.
+        let src = Source::new("r.yaml", "\u{feff}a: yes\nb: 1\n");
+        assert_eq!(src.line_text(1), Some("a: yes"));
+        assert_eq!(src.line_text(2), Some("b: 1"));
+        assert_eq!(src.offset_of(Pos { line: 1, column: 4 }), 6);
+        let docs = parse_documents(&src).expect("parses");
+        let at = docs[0]
+            .spans
+            .lookup(&FieldPath::root().key("a"))
+            .expect("a is there");
+        assert_eq!((at.line, at.column), (1, 4));
+        assert_eq!(&src.text[src.offset_of(at)..][..3], "yes");
+    }
 
     #[test]
     fn a_character_of_a_scalar_is_found_in_every_scalar_form() {

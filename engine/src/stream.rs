@@ -66,8 +66,14 @@ impl Chunk {
             return self.line_before.as_deref();
         }
         let rel = line.checked_sub(self.first_line)?;
+        // The stream's byte-order mark is not part of its first line (see `Source::raw_line`).
+        let bom = if self.first_line == 1 {
+            crate::source::bom_len(&self.text)
+        } else {
+            0
+        };
         let starts = self.starts.0.get_or_init(|| {
-            std::iter::once(0)
+            std::iter::once(bom)
                 .chain(self.text.match_indices('\n').map(|(i, _)| i + 1))
                 .filter(|&i| i < self.text.len())
                 .collect::<Vec<_>>()

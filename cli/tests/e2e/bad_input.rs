@@ -2929,3 +2929,61 @@ fn tabs_after_a_dash_separate_and_tabs_before_a_key_are_found_first() {
         );
     }
 }
+
+#[test]
+fn a_byte_order_mark_changes_no_finding() {
+    // The same documents with and without a UTF-8 byte-order mark: the same findings, at the
+    // same line and column, with the same quoting advice.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let inputs = [
+        (
+            "a.json",
+            r#"{"kind": "ConfigMap", "apiVersion": "v1", "metadata": {"name": "c"}, "data": {"v": yes}}"#,
+        ),
+        (
+            "b.yaml",
+            "{kind: ConfigMap, apiVersion: v1, metadata: {name: c}, data: {v: 1.10}}",
+        ),
+    ];
+    let check = |bom: &str| {
+        let sub = dir
+            .path()
+            .join(if bom.is_empty() { "plain" } else { "bom" });
+        std::fs::create_dir_all(&sub).expect("dir");
+        for (name, text) in &inputs {
+            std::fs::write(sub.join(name), format!("{bom}{text}\n")).expect("write");
+        }
+        let (code, out, err) = run(&["check", "-o", "json", sub.to_str().expect("utf8")]);
+        let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+        let rows: Vec<(String, u64, u64, String)> = report["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .flat_map(|r| r["findings"].as_array().cloned().unwrap_or_default())
+            .map(|f| {
+                (
+                    f["ruleId"].as_str().unwrap_or_default().to_string(),
+                    f["line"].as_u64().unwrap_or_default(),
+                    f["column"].as_u64().unwrap_or_default(),
+                    f["message"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+            .collect();
+        (code, rows, err)
+    };
+    let (code, plain, err) = check("");
+    assert_eq!(code, 1, "{err}");
+    assert_eq!(
+        plain
+            .iter()
+            .map(|(id, l, c, _)| (id.as_str(), *l, *c))
+            .collect::<Vec<_>>(),
+        [("yaml-quote-it", 1, 84), ("yaml-quote-it", 1, 66)]
+    );
+    assert!(
+        plain[1].3.ends_with("quote it (\"1.10\")"),
+        "{}",
+        plain[1].3
+    );
+    assert_eq!(check("\u{feff}"), (code, plain, err));
+}

@@ -708,3 +708,42 @@ fn rows_that_match_without_readable_numbers_are_said() {
         "{err}"
     );
 }
+
+#[test]
+fn a_byte_order_mark_hides_no_row() {
+    // The first row of a log saved with a UTF-8 byte-order mark is read, with or without a
+    // kubelet timestamp.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let row = "     1048576        262144     float     sum      -1    203.2    5.16    9.68      0    207.2    5.06    9.49      0\n";
+    let second = "     2097152        524288     float     sum      -1    203.2    6.16    10.68      0    207.2    5.06    9.49      0\n";
+    let plain = dir.path().join("plain.log");
+    std::fs::write(&plain, format!("{row}{second}")).expect("write");
+    let bom = dir.path().join("bom.log");
+    std::fs::write(&bom, format!("\u{feff}{row}{second}")).expect("write");
+    let stamped = dir.path().join("stamped.log");
+    std::fs::write(&stamped, format!("\u{feff}2026-08-06T14:10:20Z {row}")).expect("write");
+    let measure = |p: &std::path::Path| {
+        run(&[
+            "measure",
+            "bandwidth",
+            "--profile",
+            "nccl-bandwidth",
+            p.to_str().expect("utf8"),
+        ])
+    };
+    let want = measure(&plain);
+    assert_eq!(want.0, 0, "{}", want.2);
+    assert!(
+        want.1
+            .contains("    1 MB       5.16 GB/s    9.68 GB/s    1\n"),
+        "{}",
+        want.1
+    );
+    assert_eq!(measure(&bom), want);
+    let (code, out, err) = measure(&stamped);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("    1 MB       5.16 GB/s    9.68 GB/s    1\n"),
+        "{out}"
+    );
+}

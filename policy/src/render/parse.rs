@@ -97,12 +97,15 @@ pub fn prepare_document(
 /// (a strategic merge patch, a dependency merge) and must reach the merge.
 fn strip_nulls_outside_overrides(value: &mut Value) {
     // A placeholder that is not null keeps the key, and so the order of `spec`'s keys.
-    let overrides = value
-        .pointer_mut("/spec/overrides")
+    // (Not `pointer_mut`, which allocates each token it unescapes.)
+    fn overrides_of(value: &mut Value) -> Option<&mut Value> {
+        value.get_mut("spec")?.get_mut("overrides")
+    }
+    let overrides = overrides_of(value)
         .filter(|o| !o.is_null())
         .map(|o| std::mem::replace(o, Value::Bool(false)));
     nvcre_engine::patch::strip_nulls(value);
-    if let (Some(o), Some(slot)) = (overrides, value.pointer_mut("/spec/overrides")) {
+    if let (Some(o), Some(slot)) = (overrides, overrides_of(value)) {
         *slot = o;
     }
 }
