@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Args, ValueEnum};
-use nvcre_domain::{CheckRequest, check_document_in, input_object_values, reads_objects};
+use nvcre_domain::{CheckRequest, input_object_values, reads_objects};
 use nvcre_engine::{
     Chunk, ChunkReader, Document, Finding, Objects, RuleSet, Severity, Source, parse_chunk,
 };
@@ -1258,7 +1258,9 @@ fn check_one(
     objects: &Objects,
 ) -> DocumentChecked {
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        check_document_in(rules, doc, req, Some(objects))
+        nvcre_domain::check_document_as_reported(rules, doc, req, Some(objects), &|l| {
+            chunk.line(l).map(str::to_string)
+        })
     }))
     .unwrap_or_else(|_| {
         Err(nvcre_domain::PolicyError::Build(
@@ -1275,38 +1277,12 @@ fn document_checked(
     result: Result<Vec<Finding>, nvcre_domain::PolicyError>,
 ) -> DocumentChecked {
     let (mut findings, error) = match result {
-        Ok(mut f) => {
-            f.extend(nvcre_domain::yaml_quote_findings(doc, &|l| {
-                chunk.line(l).map(str::to_string)
-            }));
-            (f, None)
-        }
+        Ok(f) => (f, None),
         // The findings made before an input error (admission's warnings) are reported beside
-        // it, never dropped. An input error that is an unquoted value read as a number or
-        // boolean where a string belongs gives way to the YAML readings (`yaml-quote-it`):
-        // they name every such value of the document, where the typed read stops at the
-        // first, and say how to write each.
+        // it, never dropped.
         Err(e) => {
-            let (e, mut f, _) = e.into_parts();
-            let quoted = match &e {
-                nvcre_domain::PolicyError::Input { pos: Some(pos), .. } => {
-                    let quoted = nvcre_domain::yaml_quote_findings(doc, &|l| {
-                        chunk.line(l).map(str::to_string)
-                    });
-                    let covers = quoted.iter().any(|q| {
-                        q.severity == nvcre_engine::Severity::Error && q.line == Some(pos.line)
-                    });
-                    covers.then_some(quoted)
-                }
-                _ => None,
-            };
-            match quoted {
-                Some(quoted) => {
-                    f.extend(quoted);
-                    (f, None)
-                }
-                None => (f, Some(e)),
-            }
+            let (e, f, _) = e.into_parts();
+            (f, Some(e))
         }
     };
     findings.sort_by_key(|x| (x.line.unwrap_or(usize::MAX), x.column.unwrap_or(usize::MAX)));

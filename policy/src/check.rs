@@ -396,6 +396,45 @@ pub fn check_document(
     check_document_in(rules, doc, req, None)
 }
 
+/// What `nvcre-policy check` reports for `doc`: [`check_document_in`]'s findings, then the YAML
+/// readings of its values ([`crate::yaml_quote_findings`], `line` giving the text of a 1-based
+/// line of its input). An input error that one of those readings explains (an unquoted value
+/// read as a number or boolean where a string belongs, on the error's line) gives way to them:
+/// they name every such value of the document, where the typed read stops at the first, and
+/// say how to write each; the findings made before the error stay.
+///
+/// # Errors
+/// As [`check_document_in`], but for the input errors the YAML readings explain.
+pub fn check_document_as_reported(
+    rules: &RuleSet,
+    doc: &Document,
+    req: &CheckRequest,
+    objects: Option<&Objects>,
+    line: &dyn Fn(usize) -> Option<String>,
+) -> Result<Vec<Finding>, PolicyError> {
+    match check_document_in(rules, doc, req, objects) {
+        Ok(mut f) => {
+            f.extend(crate::yaml_quote_findings(doc, line));
+            Ok(f)
+        }
+        Err(e) => {
+            let PolicyError::Input { pos: Some(pos), .. } = e.cause() else {
+                return Err(e);
+            };
+            let quoted = crate::yaml_quote_findings(doc, line);
+            let covers = quoted
+                .iter()
+                .any(|q| q.severity == nvcre_engine::Severity::Error && q.line == Some(pos.line));
+            if !covers {
+                return Err(e);
+            }
+            let (_, mut f, _) = e.into_parts();
+            f.extend(quoted);
+            Ok(f)
+        }
+    }
+}
+
 /// All findings for `doc`; the packs of the `lint` stage see `objects` (the documents of the
 /// same input, see [`input_objects`]; `None`: `doc` alone).
 ///

@@ -67,8 +67,8 @@ pub use api::{Workflow, WorkloadRun};
 pub use build::shell_quote;
 pub use builtins::{BUILT_IN_RULES, BuiltInRule, built_in_rule};
 pub use check::{
-    BUILT_IN, CheckRequest, check_document, check_document_in, input_object_values, input_objects,
-    reads_objects,
+    BUILT_IN, CheckRequest, check_document, check_document_as_reported, check_document_in,
+    input_object_values, input_objects, reads_objects,
 };
 pub use detect::{
     GangDefaults, gang_defaults, gpu_products, placement_policy, scheduling_policy,

@@ -16,7 +16,7 @@ use super::{
     Case, CaseContext, CaseOutcome, CaseResult, CaseRules, Expectation, Mode, Property,
     PropertyOptions, Suite,
 };
-use crate::check::{CheckRequest, check_document_in, input_objects};
+use crate::check::{CheckRequest, input_objects};
 use crate::error::PolicyError;
 use crate::render::{RenderRequest, render_document};
 
@@ -232,7 +232,9 @@ fn run_check(
     // The case's documents are one input, as a file's documents are to `check`.
     let objects = input_objects(docs.iter().map(|d| &d.value));
     for doc in docs {
-        match check_document_in(rules, doc, &req, Some(&objects)) {
+        // What `check` reports, the YAML readings of the values included.
+        let line = |l: usize| doc.source.line_text(l).map(str::to_string);
+        match crate::check::check_document_as_reported(rules, doc, &req, Some(&objects), &line) {
             Ok(f) => out.findings.extend(f),
             Err(e) => {
                 // The findings made before the error are reported beside it.
