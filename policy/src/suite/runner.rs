@@ -71,7 +71,10 @@ impl<'a> SuiteRunner<'a> {
             Expectation::Property(p) => self.property(case, p),
             _ => {
                 let outcome = self.outcome(case);
-                let diff = compare(case, &outcome);
+                let mut diff = compare(case, &outcome);
+                if !diff.is_empty() {
+                    diff.extend(self.unknown_rule_ids(case));
+                }
                 (outcome, diff)
             }
         };
@@ -82,6 +85,34 @@ impl<'a> SuiteRunner<'a> {
             outcome,
             diff,
         }
+    }
+
+    /// A line for each `ruleId` of the case's `want_findings` that no rule of its set and no
+    /// built-in rule has: a failing case's expectation that can never be met (a typo).
+    fn unknown_rule_ids(&mut self, case: &Case) -> Vec<String> {
+        let Expectation::Findings(want) = &case.expect else {
+            return Vec::new();
+        };
+        let Ok(rules) = self.rules(&case.rules) else {
+            return Vec::new();
+        };
+        let mut seen: Vec<&str> = Vec::new();
+        for w in want {
+            let id = w.rule_id.as_str();
+            if seen.contains(&id) || rules.rule(id).is_some() || crate::built_in_rule(id).is_some()
+            {
+                continue;
+            }
+            seen.push(id);
+        }
+        seen.into_iter()
+            .map(|id| {
+                format!(
+                    "no rule has id {}: a rule of the set or a built-in one is expected",
+                    crate::detect::quote(id)
+                )
+            })
+            .collect()
     }
 
     fn rules(&mut self, which: &CaseRules) -> Result<&RuleSet, String> {
@@ -463,5 +494,27 @@ mod tests {
         );
         let r = run_one("    want_exit: 1\n");
         assert_eq!(r.diff, vec!["exit code: expected 1, got 0".to_string()]);
+    }
+
+    #[test]
+    fn an_expected_rule_id_no_rule_has_is_named() {
+        // A typo in `ruleId` can never be met: the diff says so (a built-in id is known).
+        let r = run_one(
+            "    want_findings: [{ruleId: wr-image-requried}, {ruleId: yaml-quote-it}, {ruleId: wr-image-requried}]\n",
+        );
+        assert_eq!(
+            r.diff,
+            vec![
+                "findings differ (expected 3, got 0):".to_string(),
+                "  [0] missing:".to_string(),
+                "      expected: {ruleId: wr-image-requried}".to_string(),
+                "  [1] missing:".to_string(),
+                "      expected: {ruleId: yaml-quote-it}".to_string(),
+                "  [2] missing:".to_string(),
+                "      expected: {ruleId: wr-image-requried}".to_string(),
+                "no rule has id \"wr-image-requried\": a rule of the set or a built-in one is expected"
+                    .to_string(),
+            ]
+        );
     }
 }
