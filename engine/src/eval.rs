@@ -558,6 +558,14 @@ impl CompiledPack {
         objects: Option<&Objects>,
         base: &mut Option<Scope>,
     ) -> Result<Outcome, Error> {
+        if !self.matcher.matches_resource(doc.value()) {
+            return Ok(Outcome {
+                matched: false,
+                value: Value::Null,
+                findings: Vec::new(),
+                written: Written::default(),
+            });
+        }
         if let Some(broken) = &self.broken {
             let (file, pos, rule, message) = &**broken;
             return Err(Error::Pack {
@@ -565,14 +573,6 @@ impl CompiledPack {
                 pos: *pos,
                 rule: rule.clone(),
                 message: message.clone(),
-            });
-        }
-        if !self.matcher.matches_resource(doc.value()) {
-            return Ok(Outcome {
-                matched: false,
-                value: Value::Null,
-                findings: Vec::new(),
-                written: Written::default(),
             });
         }
         let mut run = Run {

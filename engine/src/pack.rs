@@ -468,7 +468,7 @@ impl PackSlot {
     fn get(&self) -> &Arc<CompiledPack> {
         self.compiled.get_or_init(|| {
             let Some(doc) = self.deferred.as_deref() else {
-                return Arc::new(CompiledPack::broken(None, None));
+                return Arc::new(CompiledPack::broken(None, None, self.resources.clone()));
             };
             let mut problems = Vec::new();
             let pack = compile_pack(doc, Checks::CompileOnly, &mut problems);
@@ -476,16 +476,21 @@ impl PackSlot {
             // one that does not fails every run of it, with its first problem.
             match (pack, problems.into_iter().next()) {
                 (Some(p), None) => Arc::new(p),
-                (_, first) => Arc::new(CompiledPack::broken(Some(doc), first.map(|p| p.error))),
+                (_, first) => Arc::new(CompiledPack::broken(
+                    Some(doc),
+                    first.map(|p| p.error),
+                    self.resources.clone(),
+                )),
             }
         })
     }
 }
 
 impl CompiledPack {
-    /// A pack that fails every run with `why` (its first load problem) as a rule pack error
-    /// (see [`CompiledPack::broken`]'s field).
-    fn broken(doc: Option<&Document>, why: Option<Error>) -> CompiledPack {
+    /// A pack that fails every run on a document `matcher` (its `match.resources`) takes, with
+    /// `why` (its first load problem) as a rule pack error (see [`CompiledPack::broken`]'s
+    /// field).
+    fn broken(doc: Option<&Document>, why: Option<Error>, matcher: Matcher) -> CompiledPack {
         let name = doc
             .and_then(|d| d.value.pointer("/metadata/name"))
             .and_then(Value::as_str)
@@ -518,7 +523,7 @@ impl CompiledPack {
             broken: Some(Box::new(broken)),
             name,
             description: None,
-            matcher: Matcher::default(),
+            matcher,
             variables: Vec::new(),
             var_bindings: std::sync::OnceLock::new(),
             variable_at: Vec::new(),
@@ -2117,6 +2122,11 @@ mod tests {
             document: 0,
             spans: None,
         };
+        // A document the pack does not take is not its concern.
+        let other = broken
+            .evaluate(&serde_json::json!({"kind": "A"}), origin, &Value::Null)
+            .expect("not the pack's document");
+        assert!(!other.matched);
         let err = broken
             .evaluate(&serde_json::json!({"kind": "C"}), origin, &Value::Null)
             .expect_err("a pack that did not compile does not run");
