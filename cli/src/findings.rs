@@ -133,6 +133,7 @@ impl Stored {
                 rule_line: r.rule_line,
                 stage: r.stage.map(o),
                 rule_error: r.rule_error,
+                at_key: false,
             },
             window: r.window.map(|(first_line, text)| Window {
                 first_line,
@@ -483,6 +484,7 @@ mod tests {
             rule_line: 7,
             stage: i.is_multiple_of(3).then(|| "admission".to_string()),
             rule_error: i.is_multiple_of(7),
+            at_key: false,
         }
     }
 

@@ -1446,6 +1446,7 @@ mod tests {
             rule_line: 4,
             stage: None,
             rule_error: false,
+            at_key: false,
         }
     }
 

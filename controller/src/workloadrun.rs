@@ -539,6 +539,7 @@ mod tests {
             rule_line: 1,
             stage: None,
             rule_error: false,
+            at_key: false,
         }
     }
 

@@ -970,21 +970,29 @@ impl Run<'_, '_> {
                             },
                         };
                         let path = field_path(v.field_path.as_ref(), &s);
-                        match (message, path) {
-                            (Ok(message), Ok(path)) => {
-                                self.findings.push(self.finding(
+                        let at_key = at_key(v.at.as_ref(), &s);
+                        match (message, path, at_key) {
+                            (Ok(message), Ok(path), Ok(at_key)) => {
+                                let mut finding = self.finding(
                                     &rule.id,
                                     rule.severity,
                                     rule.pos.line,
                                     message,
                                     path,
-                                ));
+                                );
+                                if at_key {
+                                    self.point_at_key(&mut finding);
+                                }
+                                self.findings.push(finding);
                             }
-                            (Err(e), _) => {
+                            (Err(e), _, _) => {
                                 self.eval_error(rule, "messageExpression", &e, &mut reported)
                             }
-                            (_, Err(e)) => {
+                            (_, Err(e), _) => {
                                 self.eval_error(rule, "fieldPathExpression", &e, &mut reported)
+                            }
+                            (_, _, Err(e)) => {
+                                self.eval_error(rule, "atExpression", &e, &mut reported)
                             }
                         }
                     }
@@ -1106,6 +1114,10 @@ impl Run<'_, '_> {
                     Some(FieldPathSpec::Expr(e)) => Some(e.text()),
                     _ => None,
                 },
+                "atExpression" => match &v.at {
+                    Some(crate::pack::AtSpec::Expr(e)) => Some(e.text()),
+                    _ => None,
+                },
                 _ => None,
             })
         });
@@ -1128,6 +1140,21 @@ impl Run<'_, '_> {
         let mut finding = self.finding(&rule.id, Severity::Error, rule.pos.line, message, path);
         finding.rule_error = true;
         self.findings.push(finding);
+    }
+
+    /// Points `finding` at the key of its field path's last mapping entry, where the document
+    /// has one (else it stays at the value).
+    fn point_at_key(&self, finding: &mut Finding) {
+        finding.at_key = true;
+        let key = finding
+            .field_path
+            .as_deref()
+            .and_then(|p| FieldPath::parse(p).ok())
+            .and_then(|p| self.origin.spans.and_then(|s| s.lookup_key(&p)));
+        if let Some(pos) = key {
+            finding.line = Some(pos.line);
+            finding.column = Some(pos.column);
+        }
     }
 
     fn finding(
@@ -1156,7 +1183,31 @@ impl Run<'_, '_> {
             rule_line,
             stage: self.pack.stage.clone(),
             rule_error: false,
+            at_key: false,
         }
+    }
+}
+
+/// Whether a failed validation points at the key of its field path's last entry (`at`).
+///
+/// # Errors
+/// An `atExpression` that fails or gives anything but `key` or `value`.
+fn at_key(spec: Option<&crate::pack::AtSpec>, scope: &Scope) -> Result<bool, EvalError> {
+    match spec {
+        None => Ok(false),
+        Some(crate::pack::AtSpec::Key) => Ok(true),
+        Some(crate::pack::AtSpec::Expr(e)) => match e.eval_checked(scope)? {
+            Cel::String(s) if s.as_str() == "key" => Ok(true),
+            Cel::String(s) if s.as_str() == "value" => Ok(false),
+            Cel::String(s) => Err(EvalError::Own(format!(
+                "it gave {}, not \"key\" or \"value\"",
+                crate::quote::go_quote(&s)
+            ))),
+            other => Err(EvalError::Own(format!(
+                "it gave {}, not \"key\" or \"value\"",
+                a_type(&other)
+            ))),
+        },
     }
 }
 
@@ -2657,6 +2708,46 @@ mod tests {
             "kind: A\n",
         );
         assert_eq!(findings, ["error fine item 7 at 0"]);
+    }
+
+    #[test]
+    fn a_finding_points_at_the_key_when_the_rule_says_so() {
+        // `at: key` and `atExpression` point at the key of the path's last entry (a bad label
+        // key), `value` or nothing at the value; anything else is a rule error.
+        let doc = "kind: A\nmetadata:\n  labels:\n    \"bad key\": x\n";
+        let rule = |at: &str| {
+            format!(
+                "rules:\n- id: r\n  validate: {{expression: 'false', message: m, fieldPath: 'metadata.labels[\"bad key\"]'{at}}}\n"
+            )
+        };
+        let at = |extra: &str| run(&rule(extra), doc).0;
+        let path = "metadata.labels[\"bad key\"]";
+        assert_eq!(at(""), [format!("error r [{path}@4:16] m")]);
+        assert_eq!(at(", at: value"), [format!("error r [{path}@4:16] m")]);
+        assert_eq!(at(", at: key"), [format!("error r [{path}@4:5] m")]);
+        assert_eq!(
+            at(
+                ", atExpression: \"object.metadata.labels.all(k, k.contains(' ')) ? 'key' : 'value'\""
+            ),
+            [format!("error r [{path}@4:5] m")]
+        );
+        assert_eq!(
+            at(", atExpression: \"'there'\""),
+            [format!(
+                "error r [{path}@4:16] rule r could not be evaluated at {path}: atExpression: it gave \"there\", not \"key\" or \"value\" (expression: 'there') (a rule error, not a policy violation)"
+            )]
+        );
+        let err = RuleSet::from_sources(&[Source::new(
+            "rules/p.yaml",
+            format!("{HEAD}{}", rule(", at: name")),
+        )])
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+        assert!(
+            err.contains("rule r: at must be key or value, got \"name\""),
+            "{err}"
+        );
     }
 
     #[test]

@@ -84,6 +84,11 @@ pub struct Finding {
     /// the rule, not a policy violation. `ruleError: true` in JSON, absent otherwise.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub rule_error: bool,
+    /// The finding is about the key of its field path's last entry, not the value there
+    /// (`validate.at: key`): a caller that locates it in another document points at the key
+    /// too. Not part of the JSON output.
+    #[serde(skip)]
+    pub at_key: bool,
 }
 
 impl Finding {

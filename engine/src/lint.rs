@@ -905,7 +905,7 @@ mod tests {
                 "rules:\n- id: a\n  validate:\n    expresion: 'true'\n- id: b\n  sevrity: error\n  validate: {expression: 'true'}\n"
             ),
             [
-                "rules/x.yaml:8:5: error[unknown-field]: rule a: unknown field `expresion`, expected one of `expression`, `message`, `messageExpression`, `fieldPath`, `fieldPathExpression`",
+                "rules/x.yaml:8:5: error[unknown-field]: rule a: unknown field `expresion`, expected one of `expression`, `message`, `messageExpression`, `fieldPath`, `fieldPathExpression`, `at`, `atExpression`",
                 "rules/x.yaml:10:3: error[unknown-field]: rule b: unknown field `sevrity`, expected one of `id`, `severity`, `description`, `when`, `variables`, `forEach`, `validate`, `mutate`",
             ]
         );

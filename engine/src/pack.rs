@@ -141,6 +141,13 @@ struct ValidateSpec {
     field_path: Option<String>,
     #[serde(default)]
     field_path_expression: Option<String>,
+    /// `value` (the default) or `key`: where in the file the finding points, the value at
+    /// `fieldPath` or the key of its last mapping entry (a problem with the key itself).
+    #[serde(default)]
+    at: Option<String>,
+    /// CEL giving `value` or `key`, as `at` (exclusive with it).
+    #[serde(default)]
+    at_expression: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -203,6 +210,18 @@ pub struct Validate {
     pub(crate) expression: Expr,
     pub(crate) message: Message,
     pub(crate) field_path: Option<FieldPathSpec>,
+    /// `at` / `atExpression`: whether the finding points at the key of the field path's last
+    /// entry; `None`: at its value.
+    pub(crate) at: Option<AtSpec>,
+}
+
+/// Where a finding points within its field path (`validate.at`, `validate.atExpression`).
+#[derive(Debug, Clone)]
+pub enum AtSpec {
+    /// `at: key`.
+    Key,
+    /// `atExpression` (must give `key` or `value`).
+    Expr(Expr),
 }
 
 /// A compiled mutation.
@@ -1775,6 +1794,37 @@ fn compile_validate(
         )?)),
         (None, None) => None,
     };
+    let at = match (v.at.as_deref(), &v.at_expression) {
+        (Some(_), Some(_)) => {
+            return Err(problem(
+                ProblemKind::Shape,
+                doc,
+                &format!("{base}.validate"),
+                id,
+                "at and atExpression are mutually exclusive".into(),
+            ));
+        }
+        (Some("key"), None) => Some(AtSpec::Key),
+        (Some("value") | None, None) => None,
+        (Some(other), None) => {
+            return Err(problem(
+                ProblemKind::Shape,
+                doc,
+                &format!("{base}.validate.at"),
+                id,
+                format!(
+                    "at must be key or value, got {}",
+                    crate::quote::go_quote(other)
+                ),
+            ));
+        }
+        (None, Some(e)) => Some(AtSpec::Expr(compile_expr(
+            doc,
+            &format!("{base}.validate.atExpression"),
+            id,
+            e,
+        )?)),
+    };
     Ok(Validate {
         expression: compile_expr(
             doc,
@@ -1784,6 +1834,7 @@ fn compile_validate(
         )?,
         message,
         field_path,
+        at,
     })
 }
 
@@ -2215,7 +2266,7 @@ mod tests {
             [
                 "rule pack error: rules/x.yaml:3:21: unknown field `descripton`, expected `name` or `description`",
                 "rule pack error: rules/x.yaml:5:1: unknown field `knd`, expected one of `apiVersion`, `kind`, `metadata`, `stage`, `match`, `variables`, `fragments`, `rules`, `entries`",
-                "rule pack error: rules/x.yaml:9:5: rule r: unknown field `expresion`, expected one of `expression`, `message`, `messageExpression`, `fieldPath`, `fieldPathExpression`",
+                "rule pack error: rules/x.yaml:9:5: rule r: unknown field `expresion`, expected one of `expression`, `message`, `messageExpression`, `fieldPath`, `fieldPathExpression`, `at`, `atExpression`",
                 "rule pack error: rules/x.yaml:12:25: rule q: CEL does not compile: Syntax error: no viable alternative at input '.(' (expression column 8)",
             ]
         );

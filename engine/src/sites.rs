@@ -357,7 +357,10 @@ pub(crate) fn pack_sites(pack: &CompiledPack) -> Vec<Site<'_>> {
                 push(vb.clone().key("messageExpression"), owner.clone(), e);
             }
             if let Some(FieldPathSpec::Expr(e)) = &v.field_path {
-                push(vb.key("fieldPathExpression"), owner.clone(), e);
+                push(vb.clone().key("fieldPathExpression"), owner.clone(), e);
+            }
+            if let Some(crate::pack::AtSpec::Expr(e)) = &v.at {
+                push(vb.key("atExpression"), owner.clone(), e);
             }
         }
         for (j, m) in r.mutate.iter().enumerate() {

@@ -163,6 +163,7 @@ pub(crate) fn built_in_finding(
         rule_line: 0,
         stage: None,
         rule_error: false,
+        at_key: false,
     }
 }
 

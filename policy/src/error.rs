@@ -274,6 +274,7 @@ mod tests {
             rule_line: 1,
             stage: None,
             rule_error: false,
+            at_key: false,
         }
     }
 

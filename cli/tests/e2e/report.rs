@@ -796,7 +796,7 @@ fn rules_lint_reports_every_lint_with_file_line_and_column() {
          lint/a.yaml:13:35: error[escaped-key-on-map]: rule app-label: labels.app__dot__kubernetes__dot__io never matches: labels is a free-form map whose keys are not escaped, so __dot__/__slash__ stay literal there; write labels['app.kubernetes.io']\n\
          lint/a.yaml:14:16: warning[message-looks-like-cel]: rule app-label: message looks like a CEL expression (it contains \"object.\") but is printed as written; use messageExpression to compute the message\n\
          lint/a.yaml:17:40: error[compile]: rule broken: CEL does not compile: Syntax error: missing ')' at '<EOF>' (expression column 22)\n\
-         lint/a.yaml:20:7: error[unknown-field]: rule typo: unknown field `expresion`, expected one of `expression`, `message`, `messageExpression`, `fieldPath`, `fieldPathExpression`\n\
+         lint/a.yaml:20:7: error[unknown-field]: rule typo: unknown field `expresion`, expected one of `expression`, `message`, `messageExpression`, `fieldPath`, `fieldPathExpression`, `at`, `atExpression`\n\
          lint/b.yaml:6:9: error[duplicate-id]: rule app-label: duplicate rule id (first defined at lint/a.yaml:9:5)\n\
          lint/b.yaml:11:18: error[contract]: unknown table \"table\"; known tables: gang-defaults, gpu-defaults, gpu-products, list-merge, nccl-base-env, nic-detection, platform-detection, runtime-templates, scheduling, test-scale, workloadrun-platform-overrides\n\
          lint/b.yaml:14:3: warning[unused-fragment]: fragment \"spare\" is never used: nothing in table table inserts {$fragment: spare} or reads fragments.spare\n"

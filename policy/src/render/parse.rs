@@ -987,10 +987,13 @@ pub(super) fn locate_findings(e: PolicyError, doc: &Document, applied: &[usize])
             .iter()
             .find_map(|c| {
                 let p = FieldPath::parse(c).ok()?;
-                if doc.spans.contains(&p) {
-                    doc.spans.lookup(&p)
-                } else {
+                if !doc.spans.contains(&p) {
                     None
+                } else if f.at_key {
+                    // A finding about a key (`validate.at: key`) points at the key.
+                    doc.spans.lookup_key(&p).or_else(|| doc.spans.lookup(&p))
+                } else {
+                    doc.spans.lookup(&p)
                 }
             })
             .or_else(|| written_below(doc, &path, applied));
