@@ -373,6 +373,14 @@ fn at(doc: &nvcre_engine::Document, file: &str, path: &FieldPath) -> String {
     }
 }
 
+/// [`at`] the key of `path`'s last entry (an unknown key is what is wrong, not its value).
+fn at_key(doc: &nvcre_engine::Document, file: &str, path: &FieldPath) -> String {
+    match doc.spans.lookup_key(path) {
+        Some(pos) => format!("{file}:{pos}"),
+        None => at(doc, file, path),
+    }
+}
+
 /// `key → expression` from the mapping at `base` of `doc` (absent: none), each value a string,
 /// checked as `check` checks a WorkloadRun's thresholds: the unknown keys (one message, at the
 /// first of them, prefixed by `context`), then each expression compiled. Every message starts
@@ -414,7 +422,7 @@ fn mapping(
     if let Some(e) = unknown_keys_message(out.keys().map(String::as_str)) {
         let first = out.keys().find(|k| threshold_key(k).is_none());
         let path = first.map_or_else(|| base.clone(), |k| base.clone().key(k.clone()));
-        problems.push(format!("{}: {context}{e}", at(doc, file, &path)));
+        problems.push(format!("{}: {context}{e}", at_key(doc, file, &path)));
     }
     for (key, expression) in &out {
         if threshold_key(key).is_none() {

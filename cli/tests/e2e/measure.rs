@@ -495,7 +495,7 @@ fn threshold_errors_of_a_file_name_the_file_line_and_column() {
             2,
             String::new(),
             format!(
-                "Error: {th}:3:18: unknown threshold key(s) [avgTFLOPSPerGPU]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]\nError: {th}:2:19: algBandwidthGBps: Threshold \"algBandwidthGBps\": compile threshold expression \"value >= '1'\": operator '>=' does not take double and string\n"
+                "Error: {th}:3:1: unknown threshold key(s) [avgTFLOPSPerGPU]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]\nError: {th}:2:19: algBandwidthGBps: Threshold \"algBandwidthGBps\": compile threshold expression \"value >= '1'\": operator '>=' does not take double and string\n"
             )
         )
     );
