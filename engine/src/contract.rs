@@ -145,7 +145,8 @@ impl std::fmt::Debug for TableContract {
 ///         "type": "object",
 ///         "properties": {"size": {"type": "integer"}},
 ///         "additionalProperties": false
-///     }), None)?;
+///     }), None);
+/// contract.compile_row_schemas()?;
 /// let bad = Source::new("rules/p.yaml", "\
 /// apiVersion: policy.nvcre.nvidia.com/v1alpha1
 /// kind: RulePack
@@ -249,18 +250,17 @@ impl Contract {
     }
 
     /// Declares a table with the JSON Schema of its rows and, when `Some`, the params it is
-    /// rendered with. The schema is compiled when a row is first checked against it
-    /// ([`Contract::compile_row_schemas`] compiles them all now).
-    ///
-    /// # Errors
-    /// None today; kept for the declarations that check their input.
+    /// rendered with. The schema is compiled when a row is first checked against it: an
+    /// invalid one is then an [`Error::InvalidContract`] ([`Contract::compile_row_schemas`]
+    /// compiles them all now, for a test).
+    #[must_use]
     pub fn table(
         mut self,
         name: &str,
         description: &str,
         row_schema: Value,
         params: Option<&[&str]>,
-    ) -> Result<Contract, Error> {
+    ) -> Contract {
         let validator = RowValidator::new(name, row_schema.clone());
         self.tables.push(TableContract {
             name: name.to_string(),
@@ -270,7 +270,7 @@ impl Contract {
             cel_fields: Vec::new(),
             validator: Arc::new(validator),
         });
-        Ok(self)
+        self
     }
 
     /// Declares that rows of `table` hold, at JSON pointer `pointer` (e.g. `/when/expression`),
@@ -894,6 +894,23 @@ mod tests {
     use miette::Diagnostic;
     use serde_json::json;
 
+    #[test]
+    fn an_invalid_row_schema_is_an_error_when_compiled() {
+        // Declaring compiles nothing; compiling names the table and the schema's fault.
+        let c = Contract::new().table(
+            "bad",
+            "a table",
+            serde_json::json!({"type": "no-such-type"}),
+            None,
+        );
+        let err = c.compile_row_schemas().expect_err("the schema is refused");
+        assert_eq!(
+            err.to_string(),
+            "invalid contract: row schema of table \"bad\": \"no-such-type\" is not valid under any of the schemas listed in the 'anyOf' keyword"
+        );
+        assert!(contract().compile_row_schemas().is_ok());
+    }
+
     fn contract() -> Contract {
         let row = json!({
             "type": "object",
@@ -913,7 +930,6 @@ mod tests {
             .stage("admission", "first", &[])
             .stage("labels", "labels", &["labelsPath"])
             .table("rows", "rows", row, Some(&["n", "name"]))
-            .expect("schema compiles")
     }
 
     fn load(text: &str) -> Vec<String> {

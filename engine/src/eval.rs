@@ -973,16 +973,14 @@ impl Run<'_, '_> {
                         let at_key = at_key(v.at.as_ref(), &s);
                         match (message, path, at_key) {
                             (Ok(message), Ok(path), Ok(at_key)) => {
-                                let mut finding = self.finding(
+                                let finding = self.finding_at(
                                     &rule.id,
                                     rule.severity,
                                     rule.pos.line,
                                     message,
                                     path,
+                                    at_key,
                                 );
-                                if at_key {
-                                    self.point_at_key(&mut finding);
-                                }
                                 self.findings.push(finding);
                             }
                             (Err(e), _, _) => {
@@ -1142,21 +1140,6 @@ impl Run<'_, '_> {
         self.findings.push(finding);
     }
 
-    /// Points `finding` at the key of its field path's last mapping entry, where the document
-    /// has one (else it stays at the value).
-    fn point_at_key(&self, finding: &mut Finding) {
-        finding.at_key = true;
-        let key = finding
-            .field_path
-            .as_deref()
-            .and_then(|p| FieldPath::parse(p).ok())
-            .and_then(|p| self.origin.spans.and_then(|s| s.lookup_key(&p)));
-        if let Some(pos) = key {
-            finding.line = Some(pos.line);
-            finding.column = Some(pos.column);
-        }
-    }
-
     fn finding(
         &self,
         rule_id: &str,
@@ -1165,9 +1148,27 @@ impl Run<'_, '_> {
         message: String,
         path: Option<FieldPath>,
     ) -> Finding {
-        let pos = path
-            .as_ref()
-            .and_then(|p| self.origin.spans.and_then(|s| s.lookup(p)));
+        self.finding_at(rule_id, severity, rule_line, message, path, false)
+    }
+
+    /// A finding at `path`: at the key of its last mapping entry when `at_key` (and the
+    /// document has one there), else at its value.
+    fn finding_at(
+        &self,
+        rule_id: &str,
+        severity: Severity,
+        rule_line: usize,
+        message: String,
+        path: Option<FieldPath>,
+        at_key: bool,
+    ) -> Finding {
+        let pos = path.as_ref().and_then(|p| {
+            let spans = self.origin.spans?;
+            at_key
+                .then(|| spans.lookup_key(p))
+                .flatten()
+                .or_else(|| spans.lookup(p))
+        });
         Finding {
             rule_id: rule_id.to_string(),
             pack: self.pack.name.clone(),
@@ -1183,7 +1184,7 @@ impl Run<'_, '_> {
             rule_line,
             stage: self.pack.stage.clone(),
             rule_error: false,
-            at_key: false,
+            at_key,
         }
     }
 }

@@ -434,25 +434,20 @@ pub struct RuleSet {
 /// run a few stages: a `check` of WorkloadRuns never runs the lint pack, the costliest to
 /// compile).
 #[derive(Debug, Clone)]
-struct PackSlot {
-    stage: Option<String>,
-    /// The pack's `match.resources`, read from its document (a pack not compiled yet).
-    resources: Matcher,
-    compiled: std::sync::OnceLock<Arc<CompiledPack>>,
-    /// The document to compile, for a pack not compiled yet.
-    deferred: Option<Arc<Document>>,
+enum PackSlot {
+    /// Compiled when the set loaded.
+    Compiled(Arc<CompiledPack>),
+    /// Compiled when first asked for.
+    Deferred {
+        stage: Option<String>,
+        /// The pack's `match.resources`, read from its document.
+        resources: Matcher,
+        doc: Arc<Document>,
+        compiled: std::sync::OnceLock<Arc<CompiledPack>>,
+    },
 }
 
 impl PackSlot {
-    fn compiled(pack: CompiledPack) -> PackSlot {
-        PackSlot {
-            stage: pack.stage.clone(),
-            resources: Matcher::default(),
-            compiled: std::sync::OnceLock::from(Arc::new(pack)),
-            deferred: None,
-        }
-    }
-
     fn deferred(doc: Document) -> PackSlot {
         let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
         let resources = doc
@@ -465,30 +460,52 @@ impl PackSlot {
                     .collect()
             })
             .unwrap_or_default();
-        PackSlot {
+        PackSlot::Deferred {
             stage: text(&doc.value, "stage"),
             resources: Matcher {
                 resources,
                 ..Matcher::default()
             },
+            doc: Arc::new(doc),
             compiled: std::sync::OnceLock::new(),
-            deferred: Some(Arc::new(doc)),
+        }
+    }
+
+    fn stage(&self) -> Option<&str> {
+        match self {
+            PackSlot::Compiled(p) => p.stage.as_deref(),
+            PackSlot::Deferred { stage, .. } => stage.as_deref(),
         }
     }
 
     /// [`CompiledPack::matches_resource`], without compiling the pack.
-    fn matches_resource(&self, doc: &Value) -> bool {
-        match self.compiled.get() {
-            Some(p) => p.matches_resource(doc),
-            None => self.resources.matches_resource(doc),
+    fn matches_resource(&self, value: &Value) -> bool {
+        match self {
+            PackSlot::Compiled(p) => p.matches_resource(value),
+            PackSlot::Deferred { resources, .. } => resources.matches_resource(value),
+        }
+    }
+
+    /// Whether the pack is compiled yet.
+    #[cfg(test)]
+    fn is_compiled(&self) -> bool {
+        match self {
+            PackSlot::Compiled(_) => true,
+            PackSlot::Deferred { compiled, .. } => compiled.get().is_some(),
         }
     }
 
     fn get(&self) -> &Arc<CompiledPack> {
-        self.compiled.get_or_init(|| {
-            let Some(doc) = self.deferred.as_deref() else {
-                return Arc::new(CompiledPack::broken(None, None, self.resources.clone()));
-            };
+        let (resources, doc, compiled) = match self {
+            PackSlot::Compiled(p) => return p,
+            PackSlot::Deferred {
+                resources,
+                doc,
+                compiled,
+                ..
+            } => (resources, doc, compiled),
+        };
+        compiled.get_or_init(|| {
             let mut problems = Vec::new();
             let pack = compile_pack(doc, Checks::CompileOnly, &mut problems);
             // A trusted set loads in full (the test suite checks it), so its packs compile;
@@ -496,9 +513,9 @@ impl PackSlot {
             match (pack, problems.into_iter().next()) {
                 (Some(p), None) => Arc::new(p),
                 (_, first) => Arc::new(CompiledPack::broken(
-                    Some(doc),
+                    doc,
                     first.map(|p| p.error),
-                    self.resources.clone(),
+                    resources.clone(),
                 )),
             }
         })
@@ -509,13 +526,14 @@ impl CompiledPack {
     /// A pack that fails every run on a document `matcher` (its `match.resources`) takes, with
     /// `why` (its first load problem) as a rule pack error (see [`CompiledPack::broken`]'s
     /// field).
-    fn broken(doc: Option<&Document>, why: Option<Error>, matcher: Matcher) -> CompiledPack {
+    fn broken(doc: &Document, why: Option<Error>, matcher: Matcher) -> CompiledPack {
+        let text = |k: &str| doc.value.get(k).and_then(Value::as_str).map(str::to_string);
         let name = doc
-            .and_then(|d| d.value.pointer("/metadata/name"))
+            .value
+            .pointer("/metadata/name")
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let file = doc.map(|d| d.source.name.clone()).unwrap_or_default();
         let broken = match why {
             Some(Error::Pack {
                 file,
@@ -524,7 +542,7 @@ impl CompiledPack {
                 message,
             }) => (file, pos, rule, message),
             other => (
-                file,
+                doc.source.name.clone(),
                 None,
                 None,
                 format!(
@@ -534,11 +552,8 @@ impl CompiledPack {
             ),
         };
         CompiledPack {
-            stage: doc
-                .and_then(|d| d.value.get("stage"))
-                .and_then(Value::as_str)
-                .map(str::to_string),
-            source: doc.map_or_else(|| Source::new("", ""), |d| d.source.clone()),
+            stage: text("stage"),
+            source: doc.source.clone(),
             broken: Some(Box::new(broken)),
             name,
             description: None,
@@ -834,7 +849,7 @@ impl RuleSet {
                                 }
                             }
                         }
-                        set.packs.push(PackSlot::compiled(*pack));
+                        set.packs.push(PackSlot::Compiled(Arc::new(*pack)));
                     }
                     Loaded::Table(doc, table) => {
                         if !names.insert(format!("table/{}", table.name)) {
@@ -943,7 +958,7 @@ impl RuleSet {
     pub fn stage<'a>(&'a self, stage: &'a str) -> impl Iterator<Item = &'a Arc<CompiledPack>> + 'a {
         self.packs
             .iter()
-            .filter(move |p| p.stage.as_deref() == Some(stage))
+            .filter(move |p| p.stage() == Some(stage))
             .map(PackSlot::get)
     }
 
@@ -1744,6 +1759,17 @@ fn compile_pack(
     })
 }
 
+/// The problem of a `validate` block that sets both `a` and `b`, one of which it may set.
+fn exclusive(doc: &Document, base: &str, id: Option<&str>, a: &str, b: &str) -> Problem {
+    problem(
+        ProblemKind::Shape,
+        doc,
+        &format!("{base}.validate"),
+        id,
+        format!("{a} and {b} are mutually exclusive"),
+    )
+}
+
 fn compile_validate(
     doc: &Document,
     base: &str,
@@ -1752,15 +1778,7 @@ fn compile_validate(
     v: &ValidateSpec,
 ) -> Result<Validate, Problem> {
     let message = match (&v.message, &v.message_expression) {
-        (Some(_), Some(_)) => {
-            return Err(problem(
-                ProblemKind::Shape,
-                doc,
-                &format!("{base}.validate"),
-                id,
-                "message and messageExpression are mutually exclusive".into(),
-            ));
-        }
+        (Some(_), Some(_)) => return Err(exclusive(doc, base, id, "message", "messageExpression")),
         (Some(m), None) => Message::Static(m.clone()),
         (None, Some(e)) => Message::Expr(compile_expr(
             doc,
@@ -1772,13 +1790,7 @@ fn compile_validate(
     };
     let field_path = match (&v.field_path, &v.field_path_expression) {
         (Some(_), Some(_)) => {
-            return Err(problem(
-                ProblemKind::Shape,
-                doc,
-                &format!("{base}.validate"),
-                id,
-                "fieldPath and fieldPathExpression are mutually exclusive".into(),
-            ));
+            return Err(exclusive(doc, base, id, "fieldPath", "fieldPathExpression"));
         }
         (Some(p), None) => Some(FieldPathSpec::Static(compile_field_path(
             doc,
@@ -1795,15 +1807,7 @@ fn compile_validate(
         (None, None) => None,
     };
     let at = match (v.at.as_deref(), &v.at_expression) {
-        (Some(_), Some(_)) => {
-            return Err(problem(
-                ProblemKind::Shape,
-                doc,
-                &format!("{base}.validate"),
-                id,
-                "at and atExpression are mutually exclusive".into(),
-            ));
-        }
+        (Some(_), Some(_)) => return Err(exclusive(doc, base, id, "at", "atExpression")),
         (Some("key"), None) => Some(AtSpec::Key),
         (Some("value") | None, None) => None,
         (Some(other), None) => {
@@ -2153,12 +2157,8 @@ mod tests {
             (pack("c", "three", "C", "object.spec.("), None),
         ];
         let set = RuleSet::load_prepared_trusted(sources, None).expect("loads");
-        let compiled = |set: &RuleSet| -> Vec<bool> {
-            set.packs
-                .iter()
-                .map(|p| p.compiled.get().is_some())
-                .collect()
-        };
+        let compiled =
+            |set: &RuleSet| -> Vec<bool> { set.packs.iter().map(PackSlot::is_compiled).collect() };
         assert_eq!(compiled(&set), [false, false, false]);
         let names: Vec<&str> = set.stage("one").map(|p| p.name.as_str()).collect();
         assert_eq!(names, ["a"]);

@@ -241,67 +241,67 @@ pub fn contract() -> Result<Contract, Error> {
             "the queue and queue label key of a gang scheduler that leaves them unset",
             row_schema::<GangDefaults>(),
             Some(&[]),
-        )?
+        )
         .table(
             DEFAULTS_TABLE,
             "GPUs and NICs per node and the MNNVL default, by architecture and platform",
             row_schema::<DefaultsRow>(),
             Some(params::GPU_DEFAULTS),
-        )?
+        )
         .table(
             GPU_PRODUCTS_TABLE,
             "GPU product labels and --gpu-arch spellings to architecture names",
             row_schema::<GpuProductRow>(),
             Some(&[]),
-        )?
+        )
         .table(
             LIST_MERGE_TABLE,
             "merge key or replacement per list for override resolution",
             row_schema::<ListMergeRow>(),
             Some(&[]),
-        )?
+        )
         .table(
             NCCL_ENV_TABLE,
             "the NCCL environment every workload container starts from",
             row_schema::<EnvVar>(),
             Some(params::NCCL_BASE_ENV),
-        )?
+        )
         .table(
             NIC_TABLE,
             "where NIC resource names are detected from the nodes",
             row_schema::<NicRow>(),
             Some(params::NIC_DETECTION),
-        )?
+        )
         .table(
             PLATFORM_TABLE,
             "providerID prefixes and node labels to platform",
             row_schema::<PlatformRow>(),
             Some(params::PLATFORM_DETECTION),
-        )?
+        )
         .table(
             RUNTIME_TEMPLATES_TABLE,
             "scripts, mounts, resources, probes and timings of the generated TrainingRuntime",
             row_schema::<RuntimeTemplates>(),
             Some(&["schedulerName"]),
-        )?
+        )
         .table(
             SCHEDULING_TABLE,
             "the tolerations of a job whose target names no taintSelectors",
             row_schema::<SchedulingRow>(),
             Some(params::SCHEDULING),
-        )?
+        )
         .table(
             TEST_SCALE_TABLE,
             "what spec.orchestration.testScale means: nodes per job, strict topology domains",
             row_schema::<TestScale>(),
             Some(params::TEST_SCALE),
-        )?
+        )
         .table(
             OVERRIDE_TABLE,
             "platform and GPU overrides applied to WorkloadRun builds",
             row_schema::<PlatformOverride>(),
             Some(params::OVERRIDES),
-        )?
+        )
         .cel_field(OVERRIDE_TABLE, "/when/expression", WHEN_VARIABLES)
         .map(|c| {
             c.document_kind(
