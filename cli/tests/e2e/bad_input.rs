@@ -683,6 +683,15 @@ fn a_directory_walk_skips_pipes_and_reports_every_other_file() {
             ("d/broken.yaml".to_string(), 1)
         ]
     );
+    // Every file the walk found is counted, the one that could not be read too: the summary
+    // agrees with the entries of `results` (the pipe, skipped, is neither).
+    assert_eq!(
+        report["results"].as_array().map(Vec::len),
+        Some(3),
+        "{report:#}"
+    );
+    assert_eq!(report["summary"]["files"], 3);
+    assert_eq!(report["summary"]["documents"], 1);
 }
 
 #[test]

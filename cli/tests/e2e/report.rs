@@ -242,7 +242,7 @@ fn sarif_with_warnings_and_input_errors_validates_too() {
     assert_eq!(
         timeless(&stderr),
         "Error: reading missing dir/x.yaml: no such file or directory\n\
-         Summary: 3 documents in 1 file checked in Ts: 2 errors, 1 warning, 0 info; 1 input error\n"
+         Summary: 3 documents in 2 files checked in Ts: 2 errors, 1 warning, 0 info; 1 input error\n"
     );
     let log: Value = serde_json::from_str(&stdout).expect("SARIF is JSON");
     assert_valid_sarif(&log);
@@ -327,7 +327,7 @@ fn json_is_a_versioned_envelope_grouped_by_file() {
     assert_eq!(
         timeless(&stderr),
         "Error: reading missing.yaml: no such file or directory\n\
-         Summary: 4 documents in 2 files checked in Ts: 2 errors, 1 warning, 0 info; 1 input error\n"
+         Summary: 4 documents in 3 files checked in Ts: 2 errors, 1 warning, 0 info; 1 input error\n"
     );
     // The whole envelope: apiVersion/kind, tool, the rule set (source, digest, files), results
     // by file in input order (a path that could not be read last), the summary.
