@@ -44,13 +44,18 @@ struct Node {
 /// Lookups take a [`FieldPath`]; a path that does not exist (a missing field) falls back to its
 /// nearest existing ancestor, so a finding about an absent key points at the mapping that lacks it.
 ///
-/// Serializable (for [`PreparedDocument`](super::PreparedDocument)): as a two-element sequence,
-/// `[spans, leading_zeros]`, where `spans` is a sequence of `[pointer, key, value, scalar]`
-/// sorted by JSON pointer (`key` is `null` or `[line, column]`, `value` is `[line, column]`,
-/// `scalar` a boolean) and `leading_zeros` a sequence of `[pointer, source text]` in document
-/// order. Sorted, so the same index always serializes to the same text.
+/// Serializable (for [`PreparedDocument`](super::PreparedDocument)): as a three-element
+/// sequence `[segments, nodes, leading_zeros]`, the index as it is held. `segments` is every
+/// node's segment (its key, or its index in decimal) one after another; `nodes` is one
+/// `[parent, length, key line, key column, value line, value column, scalar]` per node in
+/// document order (`parent` is the parent's place in `nodes` plus one, `0` for the root; `length`
+/// the segment's bytes in `segments`; a key line of `0` for no key; `scalar` `0` or `1`);
+/// `leading_zeros` is `[node, source text]` pairs in document order. Reading it back builds no
+/// path: the build script writes the embedded rule files' indexes so, and every start reads
+/// them. A form whose parents do not come before their children, or whose lengths overrun
+/// `segments`, does not deserialize.
 #[derive(Debug, Clone, Default, serde::Serialize, serde::Deserialize)]
-#[serde(from = "SpanIndexForm", into = "SpanIndexForm")]
+#[serde(try_from = "SpanIndexForm", into = "SpanIndexForm")]
 pub struct SpanIndex {
     /// The nodes, each after its parent.
     nodes: Vec<Node>,
@@ -64,9 +69,6 @@ pub struct SpanIndex {
     /// The node and source text of each integer written with a redundant leading zero (`010`),
     /// in document order: YAML 1.1 tools read such a number as octal.
     leading_zeros: Vec<(u32, String)>,
-    /// The nodes are not in document order (read back from the serialized form, by pointer):
-    /// a subtree is then not one run of nodes.
-    unordered: bool,
 }
 
 impl SpanIndex {
@@ -198,8 +200,9 @@ impl SpanIndex {
             return out;
         };
         // The new id of each node from `top` on (`new_id[id - top]`; nodes come after their
-        // parents). In document order a subtree is one run of nodes: the first node outside it
-        // ends it, so the items of a `List` cost their own size, not the List's each.
+        // parents). Nodes are in document order, also when read back from the serialized form,
+        // so a subtree is one run of nodes: the first node outside it ends it, and the items of
+        // a `List` cost their own size, not the List's each.
         let mapped = |new_id: &[u32], id: u32| {
             id.checked_sub(top)
                 .and_then(|i| new_id.get(i as usize))
@@ -212,8 +215,7 @@ impl SpanIndex {
                 Some(parent) => {
                     new_id.push(out.push(Some(parent), self.segment(id), self.span(id)));
                 }
-                None if !self.unordered => break,
-                None => new_id.push(NO_PARENT),
+                None => break,
             }
         }
         for (id, raw) in &self.leading_zeros {
@@ -259,74 +261,82 @@ impl PartialEq for SpanIndex {
 
 impl Eq for SpanIndex {}
 
-/// One entry of a serialized [`SpanIndex`]: pointer, key position, value position, scalar.
-type SpanEntry = (String, Option<(usize, usize)>, (usize, usize), bool);
+/// One node of a serialized [`SpanIndex`]: parent + 1 (`0` for the root), segment length,
+/// key line and column (line `0`: no key), value line and column, scalar (`0` or `1`).
+type NodeForm = [usize; 7];
 
 /// The serialized shape of a [`SpanIndex`] (see there).
 #[derive(serde::Serialize, serde::Deserialize)]
-struct SpanIndexForm(Vec<SpanEntry>, Vec<(String, String)>);
+struct SpanIndexForm(String, Vec<NodeForm>, Vec<(u32, String)>);
 
 impl From<SpanIndex> for SpanIndexForm {
     fn from(index: SpanIndex) -> SpanIndexForm {
-        let pair = |p: Pos| (p.line, p.column);
-        let mut spans: Vec<SpanEntry> = (0..index.nodes.len() as u32)
-            .map(|id| {
-                let s = index.span(id);
-                (index.pointer(id), s.key.map(pair), pair(s.value), s.scalar)
+        let nodes = index
+            .nodes
+            .iter()
+            .map(|n| {
+                let parent = if n.parent == NO_PARENT {
+                    0
+                } else {
+                    n.parent as usize + 1
+                };
+                let key = n.span.key.map_or((0, 0), |k| (k.line, k.column));
+                [
+                    parent,
+                    n.segment.1 - n.segment.0,
+                    key.0,
+                    key.1,
+                    n.span.value.line,
+                    n.span.value.column,
+                    usize::from(n.span.scalar),
+                ]
             })
             .collect();
-        spans.sort_unstable_by(|a, b| a.0.cmp(&b.0));
-        let zeros = index
-            .leading_zero_integers()
-            .into_iter()
-            .map(|(p, raw)| (p, raw.to_string()))
-            .collect();
-        SpanIndexForm(spans, zeros)
+        SpanIndexForm(index.segments, nodes, index.leading_zeros)
     }
 }
 
-impl From<SpanIndexForm> for SpanIndex {
-    fn from(form: SpanIndexForm) -> SpanIndex {
-        let pos = |(line, column): (usize, usize)| Pos { line, column };
-        let mut index = SpanIndex {
-            unordered: true,
-            ..SpanIndex::default()
-        };
-        // Sorted by pointer, a node's parent (a prefix of its pointer) comes before it; the
-        // rule files' documents are read this way at every start, so each parent is found by
-        // its pointer, once.
-        let mut ids: std::collections::HashMap<&str, u32, foldhash::fast::RandomState> =
-            std::collections::HashMap::default();
-        let mut entries: Vec<&SpanEntry> = form.0.iter().collect();
-        if !entries.is_sorted_by(|a, b| a.0 <= b.0) {
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
-        }
-        for (pointer, key, value, scalar) in entries {
+impl TryFrom<SpanIndexForm> for SpanIndex {
+    type Error = String;
+
+    fn try_from(form: SpanIndexForm) -> Result<SpanIndex, String> {
+        let SpanIndexForm(segments, nodes, leading_zeros) = form;
+        let mut index = SpanIndex::default();
+        index.nodes.reserve(nodes.len());
+        index.segments.reserve(segments.len());
+        let mut at: usize = 0;
+        for (id, [parent, len, key_line, key_column, line, column, scalar]) in
+            nodes.into_iter().enumerate()
+        {
+            let segment = segments.get(at..at.saturating_add(len)).ok_or_else(|| {
+                format!("node {id}: its segment of {len} bytes does not fit the segments")
+            })?;
+            at += len;
+            let parent = match parent.checked_sub(1) {
+                None => None,
+                Some(p) if p < id => Some(p as u32),
+                Some(p) => return Err(format!("node {id}: its parent {p} does not come first")),
+            };
             let span = NodeSpan {
-                key: key.map(pos),
-                value: pos(*value),
-                scalar: *scalar,
+                key: (key_line > 0).then_some(Pos {
+                    line: key_line,
+                    column: key_column,
+                }),
+                value: Pos { line, column },
+                scalar: scalar != 0,
             };
-            let id = match pointer.rfind('/') {
-                None => index.push(None, "", span),
-                // A pointer whose parent is not in the form (never written so) is left out.
-                Some(cut) => match ids.get(&pointer[..cut]) {
-                    Some(&parent) => index.push(
-                        Some(parent),
-                        &super::unescape_pointer(&pointer[cut + 1..]),
-                        span,
-                    ),
-                    None => continue,
-                },
-            };
-            ids.insert(pointer.as_str(), id);
+            index.push(parent, segment, span);
         }
-        for (pointer, raw) in form.1 {
-            if let Some(&id) = ids.get(pointer.as_str()) {
-                index.push_leading_zero(id, raw);
+        if at != segments.len() {
+            return Err("the segments run past the last node".to_string());
+        }
+        for (id, raw) in leading_zeros {
+            if id as usize >= index.nodes.len() {
+                return Err(format!("leading zero of node {id}, which is not there"));
             }
+            index.push_leading_zero(id, raw);
         }
-        index
+        Ok(index)
     }
 }
 
@@ -394,11 +404,10 @@ mod tests {
         assert_eq!(sub.nodes.len(), 3);
         assert_eq!(s.sub(&path("missing")).nodes.len(), 0);
         // The same below the root: every node; and read back from the serialized form (nodes
-        // by pointer, where `/a` and its subtree are not one run), the same subtrees.
+        // in document order), the same subtrees.
         assert_eq!(s.sub(&FieldPath::root()), s);
         let back: SpanIndex =
             serde_json::from_str(&serde_json::to_string(&s).expect("serializes")).expect("reads");
-        assert!(back.unordered);
         for p in ["a", "a[\"b/c\"]", "a[\"b/c\"][1]", "[\"0\"]"] {
             assert_eq!(back.sub(&path(p)), s.sub(&path(p)), "{p}");
         }
@@ -421,15 +430,14 @@ mod tests {
     }
 
     #[test]
-    fn the_serialized_form_is_sorted_pointers_and_reads_back_equal() {
+    fn the_serialized_form_is_the_index_as_held_and_reads_back_equal() {
         let s = index();
         let text = serde_json::to_string(&s).expect("serializes");
         assert_eq!(
             text,
             concat!(
-                r#"[[["",null,[1,5],false],["/0",[6,1],[6,5],true],["/a",[2,1],[2,5],false],"#,
-                r#"["/a/b~1c",[3,1],[3,5],false],["/a/b~1c/0",[4,1],[4,5],true],"#,
-                r#"["/a/b~1c/1",[5,1],[5,5],true]],[["/a/b~1c/1","010"]]]"#
+                r#"["ab/c010",[[0,0,0,0,1,5,0],[1,1,2,1,2,5,0],[2,3,3,1,3,5,0],"#,
+                r#"[3,1,4,1,4,5,1],[3,1,5,1,5,5,1],[1,1,6,1,6,5,1]],[[4,"010"]]]"#
             )
         );
         let back: SpanIndex = serde_json::from_str(&text).expect("reads back");
@@ -440,6 +448,40 @@ mod tests {
         other.push(Some(0), "extra", span(9, true));
         assert_ne!(other, s);
         assert_ne!(s, other);
+    }
+
+    #[test]
+    fn a_malformed_form_does_not_read() {
+        let read = |text: &str| {
+            serde_json::from_str::<SpanIndex>(text)
+                .map(|_| ())
+                .map_err(|e| e.to_string())
+        };
+        assert_eq!(
+            read(r#"["a",[[0,0,0,0,1,1,0],[1,1,0,0,2,1,1]],[]]"#),
+            Ok(())
+        );
+        assert_eq!(
+            read(r#"["a",[[0,0,0,0,1,1,0],[2,1,0,0,2,1,1]],[]]"#),
+            Err("node 1: its parent 1 does not come first".to_string())
+        );
+        assert_eq!(
+            read(r#"["a",[[0,0,0,0,1,1,0],[1,2,0,0,2,1,1]],[]]"#),
+            Err("node 1: its segment of 2 bytes does not fit the segments".to_string())
+        );
+        assert_eq!(
+            read(r#"["ab",[[0,0,0,0,1,1,0],[1,1,0,0,2,1,1]],[]]"#),
+            Err("the segments run past the last node".to_string())
+        );
+        assert_eq!(
+            read(r#"["",[[0,0,0,0,1,1,0]],[[1,"010"]]]"#),
+            Err("leading zero of node 1, which is not there".to_string())
+        );
+        // A length that splits a character is refused too (`é` is two bytes).
+        assert_eq!(
+            read(r#"["é",[[0,0,0,0,1,1,0],[1,1,0,0,2,1,1]],[]]"#),
+            Err("node 1: its segment of 1 bytes does not fit the segments".to_string())
+        );
     }
 
     /// The memory of an index follows the document, not the depth times the key lengths.
