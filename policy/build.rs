@@ -3,6 +3,10 @@
 //! path order. A new rule file is embedded by the next build without a hand-kept list; the test
 //! `every_rule_file_is_embedded` compares this list with what `--rules rules` reads.
 //!
+//! The set's digest (`EMBEDDED_DIGEST`) is computed here too, as `RulesInfo::digest` of the
+//! command computes it for any set (a test there compares the two), so that no run hashes the
+//! embedded files again.
+//!
 //! Each file is also parsed here, with the engine's own rule-file parser
 //! (`nvcre_engine::prepare_rule_file`, the function and limits every load uses), and its
 //! documents (values and spans) are embedded as JSON beside its text, so that loading the
@@ -24,6 +28,7 @@ fn main() {
     let mut files = Vec::new();
     collect(&rules, &mut files);
     files.sort();
+    let mut texts: Vec<(String, String)> = Vec::new();
     let mut out = String::from(
         "/// `(path as shown in messages, contents)` of every embedded rule file, in path order.\n",
     );
@@ -49,6 +54,7 @@ fn main() {
         );
         let text =
             std::fs::read_to_string(f).unwrap_or_else(|e| panic!("reading {}: {e}", f.display()));
+        texts.push((rel.clone(), text.clone()));
         match prepare(&name, text) {
             Some(json) => {
                 let dest = out_dir.join(format!("prepared_{i:03}.json"));
@@ -65,7 +71,33 @@ fn main() {
     out.push_str("];\n");
     prepared.push_str("];\n");
     out.push_str(&prepared);
+    let _ = writeln!(
+        out,
+        "/// `sha256:<hex>` of [`EMBEDDED`], as `RulesInfo::digest` computes it.\n\
+         const EMBEDDED_DIGEST: &str = {:?};",
+        digest(texts)
+    );
     std::fs::write(out_dir.join("embedded_rules.rs"), out).expect("write embedded_rules.rs");
+}
+
+/// `sha256:<hex>` over each file's path below `rules/` and its text, each length-prefixed,
+/// in the order of the (path, text) pairs.
+fn digest(mut files: Vec<(String, String)>) -> String {
+    files.sort();
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for (name, text) in &files {
+        ctx.update(&(name.len() as u64).to_be_bytes());
+        ctx.update(name.as_bytes());
+        ctx.update(&(text.len() as u64).to_be_bytes());
+        ctx.update(text.as_bytes());
+    }
+    let hex: String = ctx
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
 }
 
 /// The documents of the rule file `name` as JSON, or `None` when the file does not parse (the

@@ -63,11 +63,17 @@ impl RulesInfo {
         sources.sort_by(|a, b| {
             (a.0.as_str(), a.1.text.as_str()).cmp(&(b.0.as_str(), b.1.text.as_str()))
         });
+        // The embedded set's digest was computed when it was built (the test
+        // `the_embedded_digest_is_the_digest_of_its_files` checks it is this function's).
+        let digest = match dir {
+            None => OnceLock::from(nvcre_domain::embedded_rules_digest().to_string()),
+            Some(_) => OnceLock::new(),
+        };
         Ok(RulesInfo {
             source: dir.map_or_else(|| "embedded".to_string(), |d| d.display().to_string()),
             files: sources.len(),
             sources,
-            digest: OnceLock::new(),
+            digest,
         })
     }
 
@@ -75,23 +81,7 @@ impl RulesInfo {
     /// path order (a `--rules` copy of the shipped `rules/` has the embedded set's digest), or
     /// `none` for a set that could not be read.
     pub fn digest(&self) -> &str {
-        self.digest.get_or_init(|| {
-            let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
-            for (name, source) in &self.sources {
-                // Length-prefixed, so no two different sets hash the same bytes.
-                ctx.update(&(name.len() as u64).to_be_bytes());
-                ctx.update(name.as_bytes());
-                ctx.update(&(source.text.len() as u64).to_be_bytes());
-                ctx.update(source.text.as_bytes());
-            }
-            let hex: String = ctx
-                .finish()
-                .as_ref()
-                .iter()
-                .map(|b| format!("{b:02x}"))
-                .collect();
-            format!("sha256:{hex}")
-        })
+        self.digest.get_or_init(|| digest_of(&self.sources))
     }
 
     /// The texts of the set's files, in path order.
@@ -112,6 +102,25 @@ impl RulesInfo {
     }
 }
 
+/// `sha256:<hex>` of `sources` (path below the set's root, file), in the order given.
+fn digest_of(sources: &[(String, Arc<Source>)]) -> String {
+    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
+    for (name, source) in sources {
+        // Length-prefixed, so no two different sets hash the same bytes.
+        ctx.update(&(name.len() as u64).to_be_bytes());
+        ctx.update(name.as_bytes());
+        ctx.update(&(source.text.len() as u64).to_be_bytes());
+        ctx.update(source.text.as_bytes());
+    }
+    let hex: String = ctx
+        .finish()
+        .as_ref()
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    format!("sha256:{hex}")
+}
+
 impl serde::Serialize for RulesInfo {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         let mut s = serializer.serialize_struct("RulesInfo", 3)?;
@@ -119,5 +128,22 @@ impl serde::Serialize for RulesInfo {
         s.serialize_field("digest", self.digest())?;
         s.serialize_field("files", &self.files)?;
         s.end()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_embedded_digest_is_the_digest_of_its_files() {
+        let info = RulesInfo::of(None).expect("the embedded set");
+        assert_eq!(info.digest(), digest_of(&info.sources));
+        // And a `--rules` copy of the shipped files has it too.
+        let copy = RulesInfo::of(Some(
+            &Path::new(env!("CARGO_MANIFEST_DIR")).join("../rules"),
+        ))
+        .expect("the rules directory");
+        assert_eq!(copy.digest(), info.digest());
     }
 }

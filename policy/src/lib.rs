@@ -80,8 +80,8 @@ pub use nodes::{Discovery, detect_gpu_architecture, discover_targets};
 pub use nodes::{GpuProductRule, GpuProducts, Node, NodeError, nodes_from_documents};
 pub use nodes_file::read_nodes;
 pub use packs::{
-    SCHEMA_KINDS, WHEN_VARIABLES, contract, default_rules, load_complete_rules, load_rules,
-    rule_file_schema, rule_sources, schema_names,
+    SCHEMA_KINDS, WHEN_VARIABLES, contract, default_rules, embedded_rules_digest,
+    load_complete_rules, load_rules, rule_file_schema, rule_sources, schema_names,
 };
 pub use placement::{
     Group, Placement, PlacementError, PlacementPolicy, SchedulingPolicy, place, place_groups,

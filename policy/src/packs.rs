@@ -24,7 +24,14 @@ use crate::resolve::{LIST_MERGE_TABLE, ListMergeRow};
 // `PREPARED`: the documents of each, as the build script parsed them.
 include!(concat!(env!("OUT_DIR"), "/embedded_rules.rs"));
 
-/// The embedded rule files, named `rules/…` as in the repository.
+/// `sha256:<hex>` of the embedded rule files, computed by the build script: over each file's
+/// path below `rules/` and its text, each prefixed with its length in bytes (a big-endian
+/// `u64`), in (path, text) order.
+pub fn embedded_rules_digest() -> &'static str {
+    EMBEDDED_DIGEST
+}
+
+/// The embedded rule files, each as a [`Source`] named `rules/<path>`, in path order.
 pub fn embedded_sources() -> Vec<Arc<Source>> {
     EMBEDDED
         .iter()
