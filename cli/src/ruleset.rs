@@ -60,9 +60,7 @@ impl RulesInfo {
                 (rel, s)
             })
             .collect();
-        sources.sort_by(|a, b| {
-            (a.0.as_str(), a.1.text.as_str()).cmp(&(b.0.as_str(), b.1.text.as_str()))
-        });
+        sources.sort_by(|a, b| (a.0.as_str(), &*a.1.text).cmp(&(b.0.as_str(), &*b.1.text)));
         // The embedded set's digest was computed when it was built (the test
         // `the_embedded_digest_is_the_digest_of_its_files` checks it is this function's).
         let digest = match dir {
@@ -86,7 +84,7 @@ impl RulesInfo {
 
     /// The texts of the set's files, in path order.
     pub fn texts(&self) -> impl Iterator<Item = &str> {
-        self.sources.iter().map(|(_, s)| s.text.as_str())
+        self.sources.iter().map(|(_, s)| &*s.text)
     }
 
     /// The `--version` text: the tool's version, then the rule set.

@@ -122,6 +122,6 @@ fn example(suite: &Suite, case: &Case) -> Example {
         note: case.note.clone(),
         context: (!parts.is_empty()).then(|| parts.join(", ")),
         input_file: case.input_file.clone(),
-        input: case.input.text.clone(),
+        input: case.input.text.to_string(),
     }
 }

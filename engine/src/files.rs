@@ -290,7 +290,7 @@ mod tests {
         assert!(errors.is_empty(), "{errors:?}");
         let got: Vec<(String, String)> = sources
             .iter()
-            .map(|s| (s.name.clone(), s.text.clone()))
+            .map(|s| (s.name.clone(), s.text.to_string()))
             .collect();
         assert_eq!(
             got,

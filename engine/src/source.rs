@@ -6,6 +6,7 @@
 //! straight from the parser's events (`events`); any other text, and every error, by
 //! `serde-saphyr`, which reads plain YAML to the same documents.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::Arc;
@@ -33,8 +34,9 @@ pub const MAX_SOURCE_BYTES: usize = 64 * 1024 * 1024;
 pub struct Source {
     /// Display name used in findings and errors (a path as given, or `<stdin>`).
     pub name: String,
-    /// The full text.
-    pub text: String,
+    /// The full text: borrowed for a file built into the program (the embedded rules, which
+    /// are then not copied at every start), owned for one read at run time.
+    pub text: Cow<'static, str>,
     /// Byte offset of each line's start, found on the first [`Source::line_text`].
     line_starts: std::sync::OnceLock<Vec<usize>>,
 }
@@ -50,9 +52,18 @@ impl Eq for Source {}
 impl Source {
     /// Wraps a name and text into a shareable source.
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> Arc<Source> {
+        Source::of(name.into(), Cow::Owned(text.into()))
+    }
+
+    /// [`Source::new`] of a text built into the program, which is borrowed, not copied.
+    pub fn from_static(name: impl Into<String>, text: &'static str) -> Arc<Source> {
+        Source::of(name.into(), Cow::Borrowed(text))
+    }
+
+    fn of(name: String, text: Cow<'static, str>) -> Arc<Source> {
         Arc::new(Source {
-            name: name.into(),
-            text: text.into(),
+            name,
+            text,
             line_starts: std::sync::OnceLock::new(),
         })
     }

@@ -35,7 +35,7 @@ pub fn embedded_rules_digest() -> &'static str {
 pub fn embedded_sources() -> Vec<Arc<Source>> {
     EMBEDDED
         .iter()
-        .map(|(name, text)| Source::new(*name, *text))
+        .map(|(name, text)| Source::from_static(*name, text))
         .collect()
 }
 
@@ -55,7 +55,7 @@ pub fn embedded_prepared() -> Vec<PreparedSource> {
                 .copied()
                 .flatten()
                 .map(|json| Prepared::Json(json.into()));
-            (Source::new(*name, *text), docs)
+            (Source::from_static(*name, text), docs)
         })
         .collect()
 }
@@ -492,12 +492,12 @@ mod tests {
                     .strip_prefix(&root)
                     .map(|p| p.display().to_string())
                     .unwrap_or_else(|_| s.name.clone());
-                (name, s.text.clone())
+                (name, s.text.to_string())
             })
             .collect();
         let embedded: Vec<(String, String)> = embedded_sources()
             .iter()
-            .map(|s| (s.name.clone(), s.text.clone()))
+            .map(|s| (s.name.clone(), s.text.to_string()))
             .collect();
         let names = |v: &[(String, String)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
         assert_eq!(names(&embedded), names(&on_disk));
