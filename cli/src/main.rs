@@ -500,12 +500,30 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                             continue;
                         }
                     };
+                    // Among several documents, the summary (stand-in nodes, groups) names its
+                    // document's place, after a line's `note: ` lead as for the render's
+                    // warnings (`Warning: file:line:col: …`), else first.
                     for line in &expanded.summary {
-                        report::stderr_line(line);
+                        if docs.len() > 1 {
+                            let place = nvcre_domain::document_place(doc);
+                            report::stderr_line(&match line.strip_prefix("note: ") {
+                                Some(rest) => format!("note: {place}: {rest}"),
+                                None => format!("{place}: {line}"),
+                            });
+                        } else {
+                            report::stderr_line(line);
+                        }
                     }
-                    // Led by the object each is about, as `check` reports them.
+                    // Led by the object each is about, as `check` reports them (the object
+                    // was made here, so its file is its group's name), and among several
+                    // documents by the document's place before it.
                     for f in &expanded.findings {
-                        report::render_note_line(&nvcre_domain::note_line(&led_by_object(f)));
+                        let mut note = nvcre_domain::note_line(&led_by_object(f));
+                        if docs.len() > 1 {
+                            let place = nvcre_domain::document_place(doc);
+                            note.text = format!("{place}: {}", note.text);
+                        }
+                        report::render_note_line(&note);
                     }
                     outputs.extend(expanded.manifests);
                 } else {

@@ -385,6 +385,35 @@ fn stand_in_summary(n: usize) -> String {
     )
 }
 
+/// `--expand` of several documents: each one's summary names the document's place (after the
+/// `note: ` lead), as the render's warnings do; one document keeps the bare lines.
+#[test]
+fn expand_of_several_documents_leads_each_summary_by_its_place() {
+    let one = targeted_run("a", 2, "    nodeSelector: {pool: p1}\n");
+    let two = targeted_run("b", 1, "    nodeSelector: {pool: p2}\n");
+    let (_dir, file) = temp_file("runs.yaml", &format!("{one}---\n{two}"));
+    let (code, _, stderr) = render_on_aws_h100(&file, true);
+    assert_eq!(code, 0, "{stderr}");
+    let at = |line: usize| format!("{file}:{line}:1");
+    assert_eq!(
+        stderr,
+        format!(
+            "note: {}: 2 synthetic aws/h100 node(s) stand in for the fleet; their hostnames are placeholders (give --nodes-file to place on real nodes)\n\
+             {}: group-0: 2 node(s) [aws-h100-node-0, aws-h100-node-1]\n\
+             note: {}: 1 synthetic aws/h100 node(s) stand in for the fleet; their hostnames are placeholders (give --nodes-file to place on real nodes)\n\
+             {}: group-0: 1 node(s) [aws-h100-node-0]\n",
+            at(1),
+            at(1),
+            at(13),
+            at(13)
+        )
+    );
+    let (_dir, file) = temp_file("run.yaml", &one);
+    let (code, _, stderr) = render_on_aws_h100(&file, true);
+    assert_eq!(code, 0, "{stderr}");
+    assert_eq!(stderr, stand_in_summary(2));
+}
+
 /// `--platform --expand` of a run whose target asks for a GPU product: the synthetic nodes
 /// carry that product (they carried none, so none was a target: "No target nodes found").
 #[test]
