@@ -106,9 +106,17 @@ impl Window {
         let before = line.checked_sub(1).and_then(|l| chunk.raw_line(l));
         let after = chunk.raw_line(line + 1);
         let mut text = String::new();
-        text.push_str(before.unwrap_or_default());
-        text.push_str(this);
-        text.push_str(after.unwrap_or_default());
+        for l in [before.unwrap_or_default(), this, after.unwrap_or_default()] {
+            // A CRLF file's lines are shown as LF lines: the `\r` is the terminator's, not a
+            // character of the line a terminal would act on.
+            match l.strip_suffix("\r\n") {
+                Some(body) => {
+                    text.push_str(body);
+                    text.push('\n');
+                }
+                None => text.push_str(l),
+            }
+        }
         Some(Window {
             first_line: if before.is_some() { line - 1 } else { line },
             text,

@@ -2998,3 +2998,36 @@ fn a_byte_order_mark_changes_no_finding() {
     let (bom_code, bom, _) = check("\u{feff}");
     assert_eq!((bom_code, bom), (code, plain));
 }
+
+#[test]
+fn a_crlf_file_shows_its_source_lines_as_an_lf_file_does() {
+    // The text report shows the lines around a finding, which it leaves out when they hold a
+    // character a terminal would act on: the `\r` of a CRLF line end is not one.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let lines = [
+        "apiVersion: batch/v1",
+        "kind: Job",
+        "metadata: {name: j}",
+        "spec:",
+        "  template:",
+        "    spec:",
+        "      containers:",
+        "      - name: m",
+        "        image: app",
+        "        env: [{name: NCCL_IB_GID_INDEX, value: \"x\"}]",
+    ];
+    let check = |name: &str, end: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, lines.map(|l| format!("{l}{end}")).concat()).expect("write");
+        let (code, out, _) = run(&["check", "--color", "never", path.to_str().expect("utf8")]);
+        (code, out.replace(name, "in.yaml"))
+    };
+    let lf = check("lf.yaml", "\n");
+    assert_eq!(lf.0, 1);
+    assert!(
+        lf.1.contains(" 10 │         env: [{name: NCCL_IB_GID_INDEX, value: \"x\"}]\n"),
+        "{}",
+        lf.1
+    );
+    assert_eq!(check("crlf.yaml", "\r\n"), lf);
+}
