@@ -158,7 +158,12 @@ fn main() -> ExitCode {
     #[cfg(target_os = "linux")]
     let _ = rustix::thread::disable_transparent_huge_pages(true);
     let argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
-    let command = with_platform_help(Cli::command(), &argv).color(clap_color(&argv));
+    let mut command = with_platform_help(Cli::command(), &argv).color(clap_color(&argv));
+    // `NVCRE_RULES=` (set, but empty) is unset, as for most tools' variables: clap would take
+    // it for `--rules` without a value and refuse every command.
+    if std::env::var_os("NVCRE_RULES").is_some_and(|v| v.is_empty()) {
+        command = command.mut_arg("rules", |a| a.env(None));
+    }
     let cli = match command
         .try_get_matches_from(&argv)
         .and_then(|m| Cli::from_arg_matches(&m))
@@ -253,7 +258,7 @@ fn clap_color(argv: &[std::ffi::OsString]) -> clap::ColorChoice {
     }
 }
 
-/// `--rules DIR` / `--rules=DIR` from the command line, else `NVCRE_RULES`.
+/// `--rules DIR` / `--rules=DIR` from the command line, else `NVCRE_RULES` (when not empty).
 fn rules_dir(argv: &[std::ffi::OsString]) -> Option<PathBuf> {
     let mut it = argv.iter();
     while let Some(a) = it.next() {
@@ -264,7 +269,9 @@ fn rules_dir(argv: &[std::ffi::OsString]) -> Option<PathBuf> {
             return Some(PathBuf::from(dir));
         }
     }
-    std::env::var_os("NVCRE_RULES").map(PathBuf::from)
+    std::env::var_os("NVCRE_RULES")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 /// The help line of `--platform`.

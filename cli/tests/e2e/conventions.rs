@@ -864,3 +864,22 @@ fn the_license_file_matches_the_cargo_license() {
     );
     assert!(license.contains("END OF TERMS AND CONDITIONS"));
 }
+
+#[test]
+fn an_empty_nvcre_rules_is_unset() {
+    // `NVCRE_RULES=` (set but empty) names no directory: the embedded rules, for every command.
+    let (code, stdout, stderr) = run_in(&root(), &[("NVCRE_RULES", "")], &["-V"]);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    assert!(
+        stdout.starts_with("nvcre-policy 0.1.0\nrules: embedded (25 files, sha256:"),
+        "{stdout}"
+    );
+    let (code, stdout, stderr) = run_in(
+        &root(),
+        &[("NVCRE_RULES", "")],
+        &["check", "-o", "json", "examples/nccl-all-reduce.yaml"],
+    );
+    assert_eq!(code, 0, "{stderr}");
+    let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    assert_eq!(report["rules"]["source"], "embedded");
+}
