@@ -47,13 +47,40 @@ impl InputFile {
 /// reads it: the per-document budgets (`--max-document-bytes` among them) apply to each, and a
 /// `render` of a file reads the same documents as a `check` of it.
 pub fn read_one(file: &InputFile) -> Result<Vec<Document>, String> {
-    let source = read_source(file)?;
-    let mut docs = Vec::new();
+    read_each(file).into_iter().collect()
+}
+
+/// [`read_one`] a document at a time: each document of the file, or the error of a piece that
+/// does not parse (the next pieces are still read, as `check` reads them); a file that cannot
+/// be read, or a stream that cannot be split further, is one error, last.
+pub fn read_each(file: &InputFile) -> Vec<Result<Document, String>> {
+    let source = match read_source(file) {
+        Ok(s) => s,
+        Err(e) => return vec![Err(e)],
+    };
+    let mut out = Vec::new();
+    let mut index = 0;
     for piece in ChunkReader::new(source.text.as_bytes()) {
-        let piece = piece.map_err(|e| format!("{}: {e}", source.name))?;
-        docs.extend(parse_chunk(&source, &piece, docs.len()).map_err(|e| e.to_string())?);
+        let piece = match piece {
+            Ok(p) => p,
+            Err(e) => {
+                out.push(Err(format!("{}: {e}", source.name)));
+                break;
+            }
+        };
+        match parse_chunk(&source, &piece, index) {
+            Ok(docs) => {
+                index += docs.len();
+                out.extend(docs.into_iter().map(Ok));
+            }
+            Err(e) => {
+                // The piece counts as the document it was meant to be.
+                index += 1;
+                out.push(Err(e.to_string()));
+            }
+        }
     }
-    Ok(docs)
+    out
 }
 
 /// Reads the text of a file, or of stdin for `-`, at most `MAX_SOURCE_BYTES` of it (checked

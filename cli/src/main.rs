@@ -414,39 +414,41 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
             ExitCode::from(2)
         }
     })?;
-    let (files, errors) = input::expand(&args.files);
-    if !errors.is_empty() {
-        for (_, message) in &errors {
-            report::error_line(message);
-        }
-        return Err(ExitCode::from(2));
-    }
-    if files.is_empty() {
-        report::error_line(&format!(
-            "{}: no manifest files (.yaml, .yml, .json) to render; name a WorkloadRun or Workflow file",
-            args.files.join(", ")
-        ));
-        return Err(ExitCode::from(2));
-    }
-    let mut docs = Vec::new();
-    for file in &files {
-        let read = input::read_one(file).map_err(|e| {
-            report::error_line(&e);
-            ExitCode::from(2)
-        })?;
+    // Every input in order: its documents, or what kept one from being read (a path that is
+    // not there, a document that does not parse); the others are still rendered, so that every
+    // error is reported in one run.
+    let mut items: Vec<Result<nvcre_engine::Document, String>> = Vec::new();
+    let mut any_file = false;
+    for entry in input::expand_in_order(&args.files) {
+        let file = match entry {
+            Ok(file) => file,
+            Err((_, message)) => {
+                items.push(Err(message));
+                continue;
+            }
+        };
+        any_file = true;
+        let read = input::read_each(&file);
         if read.is_empty() {
             let name = if file.is_stdin() {
                 "<stdin>"
             } else {
                 &file.name
             };
-            report::error_line(&format!(
+            items.push(Err(format!(
                 "{name}: no document to render (the input is empty); give a WorkloadRun or Workflow manifest"
-            ));
-            return Err(ExitCode::from(2));
+            )));
         }
-        docs.extend(read);
+        items.extend(read);
     }
+    if !any_file && items.is_empty() {
+        report::error_line(&format!(
+            "{}: no manifest files (.yaml, .yml, .json) to render; name a WorkloadRun or Workflow file",
+            args.files.join(", ")
+        ));
+        return Err(ExitCode::from(2));
+    }
+    let several = items.len() > 1;
     let mut outputs = Vec::new();
     // Every document is rendered and every error reported (a CI run sees them all at once);
     // once one fails, nothing is printed: a partial stream piped to `kubectl apply` would
@@ -460,7 +462,15 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
             code
         });
     };
-    for doc in &docs {
+    for item in &items {
+        let doc = match item {
+            Ok(doc) => doc,
+            Err(message) => {
+                report::error_line(message);
+                fail(ExitCode::from(2));
+                continue;
+            }
+        };
         // The YAML readings `check` reports (`yaml-quote-it`), so a user who only renders sees
         // them too: a YAML 1.1 reading is a warning (the value is rendered as this tool read
         // it); a number where a string belongs, which the API server refuses, fails the
@@ -488,7 +498,7 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
             Ok(rendered) => {
                 // Among several documents, each note is led by its place, as errors are.
                 for w in &rendered.warnings {
-                    if docs.len() > 1 {
+                    if several {
                         report::render_note_line(&w.located());
                     } else {
                         report::render_note_line(w);
@@ -499,7 +509,7 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                         Ok(expanded) => expanded,
                         Err(e) => {
                             let e = led_by_objects(e);
-                            fail(report_policy_error(&if docs.len() > 1 {
+                            fail(report_policy_error(&if several {
                                 e.located(&nvcre_domain::document_place(doc))
                             } else {
                                 e
@@ -511,7 +521,7 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                     // document's place, after a line's `note: ` lead as for the render's
                     // warnings (`Warning: file:line:col: …`), else first.
                     for line in &expanded.summary {
-                        if docs.len() > 1 {
+                        if several {
                             let place = nvcre_domain::document_place(doc);
                             report::stderr_line(&match line.strip_prefix("note: ") {
                                 Some(rest) => format!("note: {place}: {rest}"),
@@ -526,7 +536,7 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
                     // documents by the document's place before it.
                     for f in &expanded.findings {
                         let mut note = nvcre_domain::note_line(&led_by_object(f));
-                        if docs.len() > 1 {
+                        if several {
                             let place = nvcre_domain::document_place(doc);
                             note.text = format!("{place}: {}", note.text);
                         }
@@ -539,7 +549,7 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
             }
             // Among several documents, an error that names no place names the document's; one
             // document's keeps the original message alone.
-            Err(e) if docs.len() > 1 => {
+            Err(e) if several => {
                 let e = e.located(&nvcre_domain::document_place(doc));
                 fail(report_policy_error(&led_by_place(e, doc)));
             }

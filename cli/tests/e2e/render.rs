@@ -1542,3 +1542,53 @@ fn among_several_documents_each_warning_is_led_by_its_place() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(err, format!("Warning: {unpinned_warning}\n"));
 }
+
+/// An input that cannot be read, or a document that does not parse, does not hide the other
+/// documents' errors: every one is reported, in input order, and nothing is printed.
+#[test]
+fn render_reports_every_input_error_and_every_documents_error() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let run_doc = |name: &str, nodes: u32| {
+        format!(
+            "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata:\n  name: {name}\nspec:\n  image: img\n  framework:\n    torch: {{script: a.py}}\n  numNodes: {nodes}\n"
+        )
+    };
+    std::fs::write(dir.path().join("zero.yaml"), run_doc("a", 0)).expect("write");
+    // A file whose second document does not parse, between two that do.
+    std::fs::write(
+        dir.path().join("mixed.yaml"),
+        format!(
+            "{}---\nkind: WorkloadRun\nmetadata: {{name: x, name: y}}\n---\n{}",
+            run_doc("b", 0),
+            run_doc("c", 0)
+        ),
+    )
+    .expect("write");
+    let out = bin()
+        .current_dir(dir.path())
+        .args([
+            "render",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            "zero.yaml",
+            "missing.yaml",
+            "mixed.yaml",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "");
+    let invalid = ": spec.numNodes: Invalid value: 0: spec.numNodes in body should be greater than or equal to 1";
+    assert_eq!(
+        String::from_utf8_lossy(&out.stderr),
+        format!(
+            "zero.yaml:9:13{invalid}\n\
+             Error: reading missing.yaml: no such file or directory\n\
+             mixed.yaml:9:13{invalid}\n\
+             Error: mixed.yaml:12:21: duplicate key \"name\" at metadata.name: first at 12:12, again at 12:21; keep one\n\
+             mixed.yaml:22:13{invalid}\n"
+        )
+    );
+}
