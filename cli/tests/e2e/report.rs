@@ -887,9 +887,9 @@ const SHIPPED_COST_WARNINGS: [&str; 19] = [
     "rules/lint/workloads.yaml:593:9: warning[cel-cost]: rule lint-claim-not-used",
     "rules/lint/workloads.yaml:609:9: warning[cel-cost]: rule lint-claim-not-declared",
     "rules/lint/workloads.yaml:629:9: warning[cel-cost]: rule lint-compute-domain-nodes",
-    "rules/lint/workloads.yaml:683:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
-    "rules/lint/workloads.yaml:705:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
-    "rules/lint/workloads.yaml:729:9: warning[cel-cost]: rule lint-template-labels",
+    "rules/lint/workloads.yaml:685:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
+    "rules/lint/workloads.yaml:708:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
+    "rules/lint/workloads.yaml:732:9: warning[cel-cost]: rule lint-template-labels",
 ];
 
 // ---------------------------------------------------------------------------------------------
