@@ -870,26 +870,27 @@ fn the_shipped_rules_lint_clean_but_for_cost_estimates() {
 }
 
 /// Where `rules lint` warns about the cost of the shipped rules.
-const SHIPPED_COST_WARNINGS: [&str; 19] = [
+const SHIPPED_COST_WARNINGS: [&str; 20] = [
     "rules/contract/mpi.yaml:52:9: warning[cel-cost]: rule mpi-trainer-env-not-forwarded",
     "rules/contract/resources.yaml:31:7: warning[cel-cost]: pack variable \"gpuCounts\"",
     "rules/contract/resources.yaml:74:11: warning[cel-cost]: rule zero-nic-request",
     "rules/contract/resources.yaml:124:19: warning[cel-cost]: rule gpu-request-missing",
-    "rules/lint/workloads.yaml:168:7: warning[cel-cost]: pack variable \"trainerContainer\"",
-    "rules/lint/workloads.yaml:175:7: warning[cel-cost]: pack variable \"ownMetas\"",
-    "rules/lint/workloads.yaml:201:7: warning[cel-cost]: pack variable \"nestedQueueLabels\"",
-    "rules/lint/workloads.yaml:217:7: warning[cel-cost]: pack variable \"ownContainers\"",
-    "rules/lint/workloads.yaml:239:7: warning[cel-cost]: pack variable \"allEnv\"",
-    "rules/lint/workloads.yaml:255:7: warning[cel-cost]: pack variable \"mpiRuns\"",
-    "rules/lint/workloads.yaml:324:7: warning[cel-cost]: pack variable \"mpiEnv\"",
-    "rules/lint/workloads.yaml:357:7: warning[cel-cost]: pack variable \"claimsUsed\"",
-    "rules/lint/workloads.yaml:578:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
-    "rules/lint/workloads.yaml:593:9: warning[cel-cost]: rule lint-claim-not-used",
-    "rules/lint/workloads.yaml:609:9: warning[cel-cost]: rule lint-claim-not-declared",
-    "rules/lint/workloads.yaml:629:9: warning[cel-cost]: rule lint-compute-domain-nodes",
-    "rules/lint/workloads.yaml:685:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
-    "rules/lint/workloads.yaml:708:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
-    "rules/lint/workloads.yaml:732:9: warning[cel-cost]: rule lint-template-labels",
+    "rules/lint/workloads.yaml:169:7: warning[cel-cost]: pack variable \"trainerContainer\"",
+    "rules/lint/workloads.yaml:176:7: warning[cel-cost]: pack variable \"ownMetas\"",
+    "rules/lint/workloads.yaml:202:7: warning[cel-cost]: pack variable \"nestedQueueLabels\"",
+    "rules/lint/workloads.yaml:218:7: warning[cel-cost]: pack variable \"ownContainers\"",
+    "rules/lint/workloads.yaml:242:7: warning[cel-cost]: pack variable \"efaEnv\"",
+    "rules/lint/workloads.yaml:255:7: warning[cel-cost]: pack variable \"allEnv\"",
+    "rules/lint/workloads.yaml:271:7: warning[cel-cost]: pack variable \"mpiRuns\"",
+    "rules/lint/workloads.yaml:340:7: warning[cel-cost]: pack variable \"mpiEnv\"",
+    "rules/lint/workloads.yaml:373:7: warning[cel-cost]: pack variable \"claimsUsed\"",
+    "rules/lint/workloads.yaml:594:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
+    "rules/lint/workloads.yaml:609:9: warning[cel-cost]: rule lint-claim-not-used",
+    "rules/lint/workloads.yaml:625:9: warning[cel-cost]: rule lint-claim-not-declared",
+    "rules/lint/workloads.yaml:645:9: warning[cel-cost]: rule lint-compute-domain-nodes",
+    "rules/lint/workloads.yaml:701:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
+    "rules/lint/workloads.yaml:722:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
+    "rules/lint/workloads.yaml:743:9: warning[cel-cost]: rule lint-template-labels",
 ];
 
 // ---------------------------------------------------------------------------------------------
