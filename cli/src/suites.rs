@@ -3,7 +3,8 @@
 //! The suites are read with the policy crate's suite format ([`nvcre_domain::load_suite`]);
 //! files that do not load are skipped, as a missing directory is.
 //!
-//! - A failing example of rule R is the first case, in path order, whose `want_findings` names R.
+//! - A failing example of rule R is the first case, in path order, whose `want_findings` are
+//!   all R's; without one, the first whose `want_findings` name R.
 //! - A passing example is the first case with `want_findings: []` in the failing example's
 //!   suite, else in the same folder, or (without one) in the folder named after the pack or
 //!   after the rule file's directory.
@@ -40,13 +41,18 @@ pub struct Examples {
 /// A missing directory or an unreadable suite just yields no example.
 pub fn examples(tests: &Path, id: &str, pack: &str, rule_file: &str) -> Examples {
     let suites = read_suites(tests);
-    let failing = suites.iter().find_map(|suite| {
-        suite
-            .cases
-            .iter()
-            .find(|c| want_findings(c).is_some_and(|w| w.iter().any(|f| f.rule_id == id)))
-            .map(|c| (suite, c))
-    });
+    // A case whose every finding is the rule's shows it alone; else any case that names it.
+    let first_case = |fits: &dyn Fn(&[nvcre_domain::WantFinding]) -> bool| {
+        suites.iter().find_map(|suite| {
+            suite
+                .cases
+                .iter()
+                .find(|c| want_findings(c).is_some_and(|w| !w.is_empty() && fits(w)))
+                .map(|c| (suite, c))
+        })
+    };
+    let failing = first_case(&|w| w.iter().all(|f| f.rule_id == id))
+        .or_else(|| first_case(&|w| w.iter().any(|f| f.rule_id == id)));
     let mut folders: Vec<PathBuf> = Vec::new();
     if let Some(dir) = failing.and_then(|(suite, _)| suite.path.parent()) {
         folders.push(dir.to_path_buf());

@@ -870,27 +870,28 @@ fn the_shipped_rules_lint_clean_but_for_cost_estimates() {
 }
 
 /// Where `rules lint` warns about the cost of the shipped rules.
-const SHIPPED_COST_WARNINGS: [&str; 20] = [
+const SHIPPED_COST_WARNINGS: [&str; 21] = [
     "rules/contract/mpi.yaml:52:9: warning[cel-cost]: rule mpi-trainer-env-not-forwarded",
     "rules/contract/resources.yaml:31:7: warning[cel-cost]: pack variable \"gpuCounts\"",
     "rules/contract/resources.yaml:74:11: warning[cel-cost]: rule zero-nic-request",
     "rules/contract/resources.yaml:124:19: warning[cel-cost]: rule gpu-request-missing",
-    "rules/lint/workloads.yaml:169:7: warning[cel-cost]: pack variable \"trainerContainer\"",
-    "rules/lint/workloads.yaml:176:7: warning[cel-cost]: pack variable \"ownMetas\"",
-    "rules/lint/workloads.yaml:202:7: warning[cel-cost]: pack variable \"nestedQueueLabels\"",
-    "rules/lint/workloads.yaml:218:7: warning[cel-cost]: pack variable \"ownContainers\"",
-    "rules/lint/workloads.yaml:242:7: warning[cel-cost]: pack variable \"efaEnv\"",
-    "rules/lint/workloads.yaml:255:7: warning[cel-cost]: pack variable \"allEnv\"",
-    "rules/lint/workloads.yaml:271:7: warning[cel-cost]: pack variable \"mpiRuns\"",
-    "rules/lint/workloads.yaml:340:7: warning[cel-cost]: pack variable \"mpiEnv\"",
-    "rules/lint/workloads.yaml:373:7: warning[cel-cost]: pack variable \"claimsUsed\"",
-    "rules/lint/workloads.yaml:594:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
-    "rules/lint/workloads.yaml:609:9: warning[cel-cost]: rule lint-claim-not-used",
-    "rules/lint/workloads.yaml:625:9: warning[cel-cost]: rule lint-claim-not-declared",
-    "rules/lint/workloads.yaml:645:9: warning[cel-cost]: rule lint-compute-domain-nodes",
-    "rules/lint/workloads.yaml:701:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
-    "rules/lint/workloads.yaml:722:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
-    "rules/lint/workloads.yaml:743:9: warning[cel-cost]: rule lint-template-labels",
+    "rules/lint/workloads.yaml:156:7: warning[cel-cost]: pack variable \"allPods\"",
+    "rules/lint/workloads.yaml:197:7: warning[cel-cost]: pack variable \"trainerContainer\"",
+    "rules/lint/workloads.yaml:211:7: warning[cel-cost]: pack variable \"ownMetas\"",
+    "rules/lint/workloads.yaml:237:7: warning[cel-cost]: pack variable \"nestedQueueLabels\"",
+    "rules/lint/workloads.yaml:254:7: warning[cel-cost]: pack variable \"containers\"",
+    "rules/lint/workloads.yaml:285:7: warning[cel-cost]: pack variable \"efaEnv\"",
+    "rules/lint/workloads.yaml:298:7: warning[cel-cost]: pack variable \"allEnv\"",
+    "rules/lint/workloads.yaml:314:7: warning[cel-cost]: pack variable \"mpiRuns\"",
+    "rules/lint/workloads.yaml:383:7: warning[cel-cost]: pack variable \"mpiEnv\"",
+    "rules/lint/workloads.yaml:416:7: warning[cel-cost]: pack variable \"claimsUsed\"",
+    "rules/lint/workloads.yaml:661:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
+    "rules/lint/workloads.yaml:676:9: warning[cel-cost]: rule lint-claim-not-used",
+    "rules/lint/workloads.yaml:692:9: warning[cel-cost]: rule lint-claim-not-declared",
+    "rules/lint/workloads.yaml:712:9: warning[cel-cost]: rule lint-compute-domain-nodes",
+    "rules/lint/workloads.yaml:768:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
+    "rules/lint/workloads.yaml:789:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
+    "rules/lint/workloads.yaml:810:9: warning[cel-cost]: rule lint-template-labels",
 ];
 
 // ---------------------------------------------------------------------------------------------
