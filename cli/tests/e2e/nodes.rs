@@ -572,3 +572,36 @@ fn stand_in_nodes_satisfy_a_product_exists_target_without_writing_the_product() 
     );
     assert!(!out.contains("NVIDIA-H100"), "{out}");
 }
+
+/// A note about the nodes a document's target selects (cordoned ones left out) is led by the
+/// document's place among several documents, as its errors and findings are; one document keeps
+/// the bare note.
+#[test]
+fn a_nodes_note_among_several_documents_is_led_by_the_documents_place() {
+    let node = |name: &str, cordoned: bool| {
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{nvidia.com/gpu.present: 'true', nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, pool: p1}}\nspec: {{providerID: 'aws:///a/i', unschedulable: {cordoned}}}\nstatus: {{allocatable: {{nvidia.com/gpu: '8'}}}}\n"
+        )
+    };
+    let one = targeted_run("a", 1, "    nodeSelector: {pool: p1}\n");
+    let (dir, file) = temp_file("runs.yaml", &format!("{one}---\n{one}"));
+    let nodes = dir.path().join("nodes.yaml");
+    std::fs::write(
+        &nodes,
+        format!("{}---\n{}", node("n1", false), node("n2", true)),
+    )
+    .expect("write");
+    let nodes = nodes.to_string_lossy().into_owned();
+    let (code, _, err) = run(&["render", "--nodes-file", &nodes, &file]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        err,
+        format!(
+            "Warning: {file}:1:1: cordoned GPU nodes left out: n2\nWarning: {file}:13:1: cordoned GPU nodes left out: n2\n"
+        )
+    );
+    let (_dir, single) = temp_file("run.yaml", &one);
+    let (code, _, err) = run(&["render", "--nodes-file", &nodes, &single]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(err, "Warning: cordoned GPU nodes left out: n2\n");
+}
