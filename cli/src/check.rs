@@ -483,8 +483,14 @@ fn emit(
                 }
             }
             Some(path) => {
+                // A text report in a file is the whole report: the input errors (on stderr
+                // besides, as when it goes to stdout) follow its findings.
                 if let Err(e) = write_atomically(path, |out| {
-                    report::write_report(o.format, &report, false, out)
+                    report::write_report(o.format, &report, false, out)?;
+                    if o.format == Format::Text {
+                        report::write_error_lines(&report, out)?;
+                    }
+                    Ok(())
                 }) {
                     report::error_line(&format!(
                         "writing {}: {}",

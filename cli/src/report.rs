@@ -457,6 +457,18 @@ fn text(report: &Report<'_>, color: bool, out: &mut dyn std::io::Write) -> std::
     Ok(())
 }
 
+/// Writes the report's input errors to `out` as the `Error: <message>` lines stderr shows,
+/// uncoloured (a text report written to a file ends with them).
+///
+/// # Errors
+/// The writer's.
+pub fn write_error_lines(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Result<()> {
+    for e in report.errors {
+        writeln!(out, "Error: {}", e.message)?;
+    }
+    Ok(())
+}
+
 /// Writes `value` as pretty JSON and a line break to `out`, through a buffer; an error of the
 /// writer keeps its kind (a closed pipe is told apart).
 fn write_pretty(

@@ -524,6 +524,32 @@ fn several_formats_in_one_run() {
     assert_eq!(stdout2, text_alone);
 }
 
+/// A text report written to a file is the whole report: the input errors follow the findings,
+/// as on a terminal (where they go to stderr, and still do).
+#[test]
+fn a_text_report_file_ends_with_the_input_errors() {
+    let dir = widgets();
+    let (code, stdout, stderr) = check(
+        dir.path(),
+        &["-o", "text=report.txt", "bad.yaml", "missing.yaml"],
+    );
+    assert_eq!(
+        (code, stdout.as_str(), timeless(&stderr).as_str()),
+        (
+            2,
+            "",
+            "Error: reading missing.yaml: no such file or directory\n\
+             Summary: 3 documents in 2 files checked in Ts: 2 errors, 1 warning, 0 info; 1 input error\n"
+        )
+    );
+    let (_, text_alone, _) = check(dir.path(), &["bad.yaml"]);
+    let written = std::fs::read_to_string(dir.path().join("report.txt")).expect("written");
+    assert_eq!(
+        written,
+        format!("{text_alone}Error: reading missing.yaml: no such file or directory\n")
+    );
+}
+
 /// Two reports to one file, or a report over an input, would lose one without a word: a usage
 /// error, before anything is written.
 #[test]
