@@ -496,20 +496,12 @@ fn render(rules: &RuleSet, args: &RenderArgs) -> Result<ExitCode, ExitCode> {
         }
         match render_document(rules, doc, &req) {
             Ok(rendered) => {
-                // Among several documents, each note is led by its place, as errors are: its
-                // own, else the document's (a note about the nodes the document's target
-                // selects).
+                // Among several documents, each note is led by its place, as errors are.
                 for w in &rendered.warnings {
-                    if !several {
-                        report::render_note_line(w);
-                    } else if w.at.is_some() {
+                    if several {
                         report::render_note_line(&w.located());
                     } else {
-                        let place = nvcre_domain::document_place(doc);
-                        report::render_note_line(&nvcre_domain::Note {
-                            text: format!("{place}: {}", w.text),
-                            ..w.clone()
-                        });
+                        report::render_note_line(w);
                     }
                 }
                 if args.expand {

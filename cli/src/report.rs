@@ -1122,7 +1122,9 @@ struct Case {
     failures: Vec<String>,
     failure_message: Option<(String, Severity)>,
     output: Vec<String>,
-    error: Option<String>,
+    /// An `<error>`: its message and type (`input` for an input that could not be read,
+    /// `rule-error` for a rule that could not be evaluated, whose findings are the `failures`).
+    error: Option<(String, String)>,
 }
 
 /// Where the findings of one input are kept ([`crate::findings::Iter::offset`]), by document,
@@ -1147,7 +1149,7 @@ fn junit_cases(
             failures: Vec::new(),
             failure_message: None,
             output: Vec::new(),
-            error: Some(e.message.clone()),
+            error: Some((e.message.clone(), "input".to_string())),
         })?;
     }
     for doc in file.documents {
@@ -1175,7 +1177,13 @@ fn junit_cases(
                 error: None,
             };
             for f in findings.iter().filter(|f| f.rule_id == id) {
-                if f.severity >= report.fail_on {
+                // A rule that could not be evaluated is an error of the test, not a failure
+                // of the document: JUnit's `<error>`, with every finding of the rule.
+                if f.rule_error {
+                    case.error
+                        .get_or_insert_with(|| (f.message.clone(), "rule-error".to_string()));
+                }
+                if f.rule_error || f.severity >= report.fail_on {
                     case.failure_message
                         .get_or_insert_with(|| (f.message.clone(), f.severity));
                     case.failures.push(finding_summary(f));
@@ -1296,8 +1304,9 @@ impl<W: std::io::Write> JunitXml<W> {
         let mut tag = BytesStart::new("testcase");
         tag.push_attribute(("name", xml_text(&c.name).as_str()));
         tag.push_attribute(("classname", xml_text(&c.classname).as_str()));
-        let status = if let Some(e) = &c.error {
-            Some(("error", e.clone(), "input".to_string(), None))
+        let status = if let Some((message, ty)) = &c.error {
+            let description = (!c.failures.is_empty()).then(|| c.failures.join("\n"));
+            Some(("error", message.clone(), ty.clone(), description))
         } else {
             c.failure_message.as_ref().map(|(message, severity)| {
                 let description = Some(c.failures.join("\n"));
@@ -1631,11 +1640,14 @@ mod tests {
         for (name, cases) in suites {
             let mut suite = quick_junit::TestSuite::new(p(name));
             for c in cases {
-                let status = if let Some(e) = &c.error {
+                let status = if let Some((e, ty)) = &c.error {
                     let mut st = quick_junit::TestCaseStatus::non_success(
                         quick_junit::NonSuccessKind::Error,
                     );
-                    st.set_message(p(e)).set_type("input");
+                    st.set_message(p(e)).set_type(p(ty));
+                    if !c.failures.is_empty() {
+                        st.set_description(p(&c.failures.join("\n")));
+                    }
                     st
                 } else if let Some((message, severity)) = &c.failure_message {
                     let mut st = quick_junit::TestCaseStatus::non_success(
@@ -1726,7 +1738,7 @@ mod tests {
             proptest::collection::vec(tricky(), 0..3),
             proptest::option::of((tricky(), severity)),
             proptest::collection::vec(tricky(), 0..3),
-            proptest::option::of(tricky()),
+            proptest::option::of((tricky(), tricky())),
         )
             .prop_map(
                 |(name, classname, failures, failure_message, output, error)| Case {

@@ -415,6 +415,31 @@ fn junit_with_fail_on_warning_turns_the_warning_into_a_failure() {
     assert!(stdout.contains("failures=\"3\""), "{stdout}");
 }
 
+/// A rule that could not be evaluated is a JUnit `<error>` of its test case (type
+/// `rule-error`), counted among the errors, not a failure of the document.
+#[test]
+fn junit_reports_a_rule_error_as_an_error() {
+    let dir = widgets();
+    write(
+        dir.path(),
+        "odd.yaml",
+        "kind: Widget\nmetadata: {name: o}\nspec: {size: big}\n",
+    );
+    let (code, stdout, _) = check(dir.path(), &["-o", "junit", "odd.yaml"]);
+    assert_eq!(code, 2);
+    let message = "rule widget-size could not be evaluated at spec.size: operator &apos;&lt;=&apos; does not take string and int (expression: object.spec.size &lt;= 10) (a rule error, not a policy violation)";
+    assert!(
+        stdout.contains(&format!(
+            "        <testcase name=\"widget-size\" classname=\"odd.yaml document 0\">\n            <error message=\"{message}\" type=\"rule-error\">odd.yaml:3:14: error[widget-size]: {message} (spec.size)</error>\n        </testcase>\n"
+        )),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("<testsuites name=\"nvcre-policy\" tests=\"3\" skipped=\"0\" failures=\"0\" errors=\"1\">"),
+        "{stdout}"
+    );
+}
+
 #[test]
 fn text_is_the_default_and_has_no_colour_when_piped() {
     let dir = widgets();

@@ -267,7 +267,13 @@ fn resolve_node_context(
     warnings: &mut Vec<Note>,
 ) -> Result<(NodeContext, String), PolicyError> {
     let ctx = node_context(rules, req, run.spec.target.as_ref())?;
-    warnings.extend(ctx.notes.iter().cloned().map(Note::from));
+    // About the nodes this document's target selects: among several documents, led by the
+    // document's place.
+    let place = crate::document_place(doc);
+    warnings.extend(ctx.notes.iter().map(|text| Note {
+        at: Some(place.clone()),
+        ..Note::from(text.clone())
+    }));
     let arch = match (ctx.from_nodes, req.gpu_arch.is_some()) {
         (true, _) | (false, true) => ctx.gpu_architecture.clone(),
         (false, false) => {
