@@ -364,9 +364,9 @@ pub struct Report<'a> {
 /// report.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Summary {
-    /// Input files, read or not: a directory counts its manifest files, and a path that could
-    /// not be read (a dangling symlink, a file removed while listed) counts once, as it has its
-    /// own entry in the JSON `results`.
+    /// Input files, read or not, one per entry of the JSON `results`: a directory counts its
+    /// manifest files; a path that could not be read (a dangling symlink, a file removed while
+    /// listed), and a nodes file or `--rules` set that could not be used, count too.
     pub files: usize,
     /// Documents checked.
     pub documents: usize,
@@ -384,7 +384,9 @@ impl Summary {
     /// The counts of `report`.
     pub fn of(report: &Report<'_>) -> Summary {
         Summary {
-            files: report.files.len() + unread_paths(report.errors),
+            // Every entry of the JSON results: the inputs, the paths that could not be read,
+            // and a nodes file or rule set that could not be used.
+            files: entries(report).len(),
             documents: report.files.iter().map(|f| f.documents.len()).sum(),
             errors: report.findings.count(Severity::Error),
             warnings: report.findings.count(Severity::Warning),
@@ -588,20 +590,6 @@ fn entries<'a>(report: &Report<'a>) -> Vec<Entry<'a>> {
         }
     }
     out
-}
-
-/// How many distinct paths among `errors` could not be read (one path may have several errors).
-fn unread_paths(errors: &[InputError]) -> usize {
-    let mut seen: Vec<(usize, &str)> = errors
-        .iter()
-        .filter_map(|e| match e.place {
-            Place::Unread(k) => Some((k, e.file.as_str())),
-            Place::Input(_) | Place::Other => None,
-        })
-        .collect();
-    seen.sort_unstable();
-    seen.dedup();
-    seen.len()
 }
 
 /// One entry of the JSON report's `results`.

@@ -2651,6 +2651,8 @@ fn a_flag_the_rules_cannot_serve_is_an_error_of_the_rules_in_the_report() {
             serde_json::json!([{"file": "rules", "documents": 0, "findings": [], "errors": [{"message": message}]}])
         );
         assert_eq!(report["summary"]["inputErrors"], 1);
+        // One file, as the results hold one entry.
+        assert_eq!(report["summary"]["files"], 1);
         assert_eq!(report["summary"]["passed"], false);
     }
     // A usage error stays one: stderr alone, no summary.
