@@ -921,28 +921,29 @@ fn the_shipped_rules_lint_clean_but_for_cost_estimates() {
 }
 
 /// Where `rules lint` warns about the cost of the shipped rules.
-const SHIPPED_COST_WARNINGS: [&str; 21] = [
+const SHIPPED_COST_WARNINGS: [&str; 22] = [
     "rules/contract/mpi.yaml:52:9: warning[cel-cost]: rule mpi-trainer-env-not-forwarded",
     "rules/contract/resources.yaml:31:7: warning[cel-cost]: pack variable \"gpuCounts\"",
     "rules/contract/resources.yaml:74:11: warning[cel-cost]: rule zero-nic-request",
     "rules/contract/resources.yaml:124:19: warning[cel-cost]: rule gpu-request-missing",
     "rules/lint/workloads.yaml:156:7: warning[cel-cost]: pack variable \"allPods\"",
-    "rules/lint/workloads.yaml:197:7: warning[cel-cost]: pack variable \"trainerContainer\"",
-    "rules/lint/workloads.yaml:211:7: warning[cel-cost]: pack variable \"ownMetas\"",
-    "rules/lint/workloads.yaml:237:7: warning[cel-cost]: pack variable \"nestedQueueLabels\"",
-    "rules/lint/workloads.yaml:254:7: warning[cel-cost]: pack variable \"containers\"",
-    "rules/lint/workloads.yaml:285:7: warning[cel-cost]: pack variable \"efaEnv\"",
-    "rules/lint/workloads.yaml:298:7: warning[cel-cost]: pack variable \"allEnv\"",
-    "rules/lint/workloads.yaml:314:7: warning[cel-cost]: pack variable \"mpiRuns\"",
-    "rules/lint/workloads.yaml:383:7: warning[cel-cost]: pack variable \"mpiEnv\"",
-    "rules/lint/workloads.yaml:416:7: warning[cel-cost]: pack variable \"claimsUsed\"",
-    "rules/lint/workloads.yaml:661:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
-    "rules/lint/workloads.yaml:676:9: warning[cel-cost]: rule lint-claim-not-used",
-    "rules/lint/workloads.yaml:692:9: warning[cel-cost]: rule lint-claim-not-declared",
-    "rules/lint/workloads.yaml:712:9: warning[cel-cost]: rule lint-compute-domain-nodes",
-    "rules/lint/workloads.yaml:768:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
-    "rules/lint/workloads.yaml:789:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
-    "rules/lint/workloads.yaml:810:9: warning[cel-cost]: rule lint-template-labels",
+    "rules/lint/workloads.yaml:199:7: warning[cel-cost]: pack variable \"trainerNode\"",
+    "rules/lint/workloads.yaml:218:7: warning[cel-cost]: pack variable \"ownMetas\"",
+    "rules/lint/workloads.yaml:244:7: warning[cel-cost]: pack variable \"nestedQueueLabels\"",
+    "rules/lint/workloads.yaml:261:7: warning[cel-cost]: pack variable \"containers\"",
+    "rules/lint/workloads.yaml:281:7: warning[cel-cost]: pack variable \"efaContainers\"",
+    "rules/lint/workloads.yaml:303:7: warning[cel-cost]: pack variable \"efaEnv\"",
+    "rules/lint/workloads.yaml:315:7: warning[cel-cost]: pack variable \"allEnv\"",
+    "rules/lint/workloads.yaml:331:7: warning[cel-cost]: pack variable \"mpiRuns\"",
+    "rules/lint/workloads.yaml:400:7: warning[cel-cost]: pack variable \"mpiEnv\"",
+    "rules/lint/workloads.yaml:433:7: warning[cel-cost]: pack variable \"claimsUsed\"",
+    "rules/lint/workloads.yaml:678:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
+    "rules/lint/workloads.yaml:693:9: warning[cel-cost]: rule lint-claim-not-used",
+    "rules/lint/workloads.yaml:709:9: warning[cel-cost]: rule lint-claim-not-declared",
+    "rules/lint/workloads.yaml:729:9: warning[cel-cost]: rule lint-compute-domain-nodes",
+    "rules/lint/workloads.yaml:786:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
+    "rules/lint/workloads.yaml:807:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
+    "rules/lint/workloads.yaml:828:9: warning[cel-cost]: rule lint-template-labels",
 ];
 
 // ---------------------------------------------------------------------------------------------
