@@ -196,6 +196,91 @@ impl Diagnostic for Snippet {
     }
 }
 
+/// How many bytes of `rest` (the line from a finding's column on) the value there spans: a
+/// quoted scalar to its closing quote, a flow mapping or sequence to its closing bracket, a
+/// plain scalar inside a flow collection (`before`, the line up to the column, leaves one open)
+/// to the `,`, `}` or `]` that ends it, else to the line's end; never a ` #` comment. At least 1.
+fn value_extent(before: &str, rest: &str) -> usize {
+    let bytes = rest.as_bytes();
+    // The end of a quoted scalar that opens at `i`, past its closing quote (`\"` escapes in
+    // double quotes, `''` in single).
+    let quoted_end = |i: usize| -> Option<usize> {
+        let q = bytes[i];
+        let mut j = i + 1;
+        while j < bytes.len() {
+            match bytes[j] {
+                b'\\' if q == b'"' => j += 2,
+                b'\'' if q == b'\'' && bytes.get(j + 1) == Some(&b'\'') => j += 2,
+                c if c == q => return Some(j + 1),
+                _ => j += 1,
+            }
+        }
+        None
+    };
+    let end = match bytes.first() {
+        Some(b'"' | b'\'') => quoted_end(0),
+        Some(b'{' | b'[') => {
+            let mut depth = 0usize;
+            let mut i = 0;
+            let mut end = None;
+            while i < bytes.len() {
+                match bytes[i] {
+                    b'"' | b'\'' => {
+                        i = quoted_end(i).unwrap_or(bytes.len());
+                        continue;
+                    }
+                    b'{' | b'[' => depth += 1,
+                    b'}' | b']' => {
+                        depth = depth.saturating_sub(1);
+                        if depth == 0 {
+                            end = Some(i + 1);
+                            break;
+                        }
+                    }
+                    _ => {}
+                }
+                i += 1;
+            }
+            end
+        }
+        _ => {
+            let in_flow = flow_depth(before) > 0;
+            let mut end = bytes.len();
+            for (i, &c) in bytes.iter().enumerate() {
+                let comment = c == b'#' && i > 0 && bytes[i - 1].is_ascii_whitespace();
+                if comment || (in_flow && matches!(c, b',' | b'}' | b']')) {
+                    end = i;
+                    break;
+                }
+            }
+            Some(end)
+        }
+    };
+    rest[..end.unwrap_or(rest.len())].trim_end().len().max(1)
+}
+
+/// How many flow collections (`{`, `[`) `line` leaves open, quoted scalars skipped.
+fn flow_depth(line: &str) -> usize {
+    let mut depth = 0usize;
+    let mut quote: Option<char> = None;
+    let mut chars = line.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some('"'), '\\') => {
+                chars.next();
+            }
+            (Some(q), c) if c == q => quote = None,
+            (Some(_), _) => {}
+            (None, '"' | '\'') => quote = Some(c),
+            (None, '#') => break,
+            (None, '{' | '[') => depth += 1,
+            (None, '}' | ']') => depth = depth.saturating_sub(1),
+            (None, _) => {}
+        }
+    }
+    depth
+}
+
 /// Text report of one finding: `file:line:col: severity[rule]: message`, for a rule error
 /// the line `  rule: <rule file>:<line>`, then the source line underlined (when the lines
 /// around it are known) without repeating the message. Colour only when `color`.
@@ -227,7 +312,7 @@ pub fn finding_block(f: &Finding, window: Option<&Window>, color: bool) -> Strin
             .find('\n')
             .map(|i| start + i)
             .unwrap_or(w.text.len());
-        let len = w.text[start..line_end].trim_end().len().max(1);
+        let len = value_extent(&w.text[line_start..start], &w.text[start..line_end]);
         let snippet = Snippet {
             message: f.message.clone(),
             src: WindowSource {
@@ -1462,6 +1547,39 @@ fn github(report: &Report<'_>, out: &mut dyn std::io::Write) -> std::io::Result<
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The underline covers the value at the column: a flow scalar to its `,` / `}` / `]`, a
+    /// quoted scalar to its quote, a flow collection to its bracket, never a comment.
+    #[test]
+    fn the_underline_spans_the_value_alone() {
+        let cases = [
+            (
+                "    - {name: a, env: [{name: X, value: ",
+                "efa}], resources: {}}",
+                "efa",
+            ),
+            ("  runtimeRef: {name: ", "rt, kind: TrainingRuntime}", "rt"),
+            ("  image: ", "nvcr.io/x:1 # pinned", "nvcr.io/x:1"),
+            ("  image: ", "\"a, b} c\" # q", "\"a, b} c\""),
+            ("  x: {a: ", "'it''s, here'}", "'it''s, here'"),
+            (
+                "  limits: ",
+                "{cpu: \"1}\", gpu: [1, 2]} # c",
+                "{cpu: \"1}\", gpu: [1, 2]}",
+            ),
+            ("  open: ", "[a, b,", "[a, b,"),
+            ("  url: ", "http://h#frag", "http://h#frag"),
+            ("  k: \"{\" ", "v, w", "v, w"),
+            ("  e: ", "", ""),
+        ];
+        for (before, rest, want) in cases {
+            assert_eq!(
+                value_extent(before, rest),
+                want.len().max(1),
+                "{before}|{rest}"
+            );
+        }
+    }
 
     fn finding(file: &str, document: usize, line: Option<usize>, severity: Severity) -> Finding {
         Finding {

@@ -474,7 +474,7 @@ fn text_names_the_rule_file_and_line_of_a_rule_error() {
     assert_eq!(code, 2);
     assert_eq!(
         stdout,
-        "odd.yaml:3:14: error[widget-size]: rule widget-size could not be evaluated at spec.size: operator '<=' does not take string and int (expression: object.spec.size <= 10) (a rule error, not a policy violation) (spec.size)\n  rule: rules/widgets/widget.yaml:11\n   ╭─[odd.yaml:3:14]\n 2 │ metadata: {name: o}\n 3 │ spec: {size: big}\n   ·              ──┬─\n   ·                ╰── widget-size\n   ╰────\n"
+        "odd.yaml:3:14: error[widget-size]: rule widget-size could not be evaluated at spec.size: operator '<=' does not take string and int (expression: object.spec.size <= 10) (a rule error, not a policy violation) (spec.size)\n  rule: rules/widgets/widget.yaml:11\n   ╭─[odd.yaml:3:14]\n 2 │ metadata: {name: o}\n 3 │ spec: {size: big}\n   ·              ─┬─\n   ·               ╰── widget-size\n   ╰────\n"
     );
 }
 
