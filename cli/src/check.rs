@@ -233,8 +233,14 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
         // A nodes file that cannot be used is an input error of that file, in every report
         // asked for (a CI job reading `-o json` gets the envelope, not an empty stdout).
         Err(input::NodeArgsError::NodesFile { file, message }) => {
+            let pos = pos_in_message(&file, &message);
+            let mut errors = vec![InputError {
+                pos,
+                ..InputError::new(file, message)
+            }];
+            errors.extend(unreadable_paths(&args.paths));
             let checked = Checked {
-                errors: vec![InputError::new(file, message)],
+                errors,
                 ..Checked::default()
             };
             return emit(rules, rules_info, args, &outputs, &checked, started);
@@ -244,14 +250,16 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
         Err(input::NodeArgsError::Flags(e))
             if !matches!(e.cause(), nvcre_domain::PolicyError::Usage(_)) =>
         {
+            let mut errors = vec![InputError {
+                place: Place::Other,
+                ..InputError::new(
+                    rules_info.source.clone(),
+                    format!("{}: {e}", rules_info.source),
+                )
+            }];
+            errors.extend(unreadable_paths(&args.paths));
             let checked = Checked {
-                errors: vec![InputError {
-                    place: Place::Other,
-                    ..InputError::new(
-                        rules_info.source.clone(),
-                        format!("{}: {e}", rules_info.source),
-                    )
-                }],
+                errors,
                 ..Checked::default()
             };
             return emit(rules, rules_info, args, &outputs, &checked, started);
@@ -268,6 +276,30 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
         );
     }
     emit(rules, rules_info, args, &outputs, &checked, started)
+}
+
+/// The given paths that cannot be read (a missing file, a dangling link), as the input errors
+/// a check reports for them: when nothing can be checked (the rule set or the nodes file cannot
+/// be used) these are still reported, so that one run names every input to fix.
+fn unreadable_paths(paths: &[String]) -> Vec<InputError> {
+    input::expand_in_order(paths)
+        .into_iter()
+        .filter_map(Result::err)
+        .map(|(file, message)| InputError {
+            place: Place::Unread(0),
+            ..InputError::new(file, message)
+        })
+        .collect()
+}
+
+/// The `line:col` a message about `file` leads with (`file:line:col: …`), when it does.
+fn pos_in_message(file: &str, message: &str) -> Option<nvcre_engine::Pos> {
+    let rest = message.strip_prefix(file)?.strip_prefix(':')?;
+    let mut parts = rest.splitn(3, ':');
+    let line = parts.next()?.parse().ok()?;
+    let column = parts.next()?.parse().ok()?;
+    parts.next()?;
+    Some(nvcre_engine::Pos { line, column })
 }
 
 /// Runs `check` when the rule set did not load: each load error is an input error of its rule
@@ -304,6 +336,7 @@ pub fn run_unloaded(
                     place: Place::Other,
                 }
             })
+            .chain(unreadable_paths(&args.paths))
             .collect(),
         ..Checked::default()
     };

@@ -2134,7 +2134,7 @@ fn check_reports_a_nodes_file_or_rules_that_cannot_be_used_in_its_json_envelope(
         ),
         (
             Some(2),
-            &serde_json::json!([{"file": "nodes.yaml", "documents": 0, "findings": [], "errors": [{"message": "nodes.yaml:1:4: unclosed bracket '['"}]}]),
+            &serde_json::json!([{"file": "nodes.yaml", "documents": 0, "findings": [], "errors": [{"message": "nodes.yaml:1:4: unclosed bracket '['", "line": 1, "column": 4}]}]),
             &serde_json::json!(false)
         )
     );
@@ -3032,4 +3032,63 @@ fn a_crlf_file_shows_its_source_lines_as_an_lf_file_does() {
         lf.1
     );
     assert_eq!(check("crlf.yaml", "\r\n"), lf);
+}
+
+/// When nothing can be checked (a nodes file or a `--rules` set that cannot be used), the
+/// inputs that cannot be read are still named: one run lists every input to fix. A nodes file's
+/// error carries its line and column in JSON, as an input's does.
+#[test]
+fn an_unusable_nodes_file_or_rule_set_still_names_the_unreadable_inputs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("nodes.yaml"), "items: [\n").expect("write");
+    std::fs::write(dir.path().join("run.yaml"), "kind: Pod\n").expect("write");
+    let out = bin()
+        .current_dir(dir.path())
+        .args([
+            "check",
+            "-o",
+            "json",
+            "--nodes-file",
+            "nodes.yaml",
+            "gone.yaml",
+            "run.yaml",
+        ])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let nodes_error = report["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .find(|r| r["file"] == "nodes.yaml")
+        .expect("the nodes file's entry")["errors"][0]
+        .clone();
+    assert_eq!(
+        (nodes_error["line"].as_u64(), nodes_error["column"].as_u64()),
+        (Some(1), Some(8))
+    );
+    let gone: Vec<&serde_json::Value> = report["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter(|r| r["file"] == "gone.yaml")
+        .collect();
+    assert_eq!(
+        gone[0]["errors"],
+        serde_json::json!([{"message": "reading gone.yaml: no such file or directory"}])
+    );
+    assert_eq!(report["summary"]["files"], 2);
+    assert_eq!(report["summary"]["inputErrors"], 2);
+    let out = bin()
+        .current_dir(dir.path())
+        .args(["--rules", "no-such-rules", "check", "gone.yaml", "run.yaml"])
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("Error: reading gone.yaml: no such file or directory\n"),
+        "{stderr}"
+    );
 }
