@@ -1541,6 +1541,13 @@ fn among_several_documents_each_warning_is_led_by_its_place() {
     let (code, _, err) = run(&["render", "--gpu-arch", "h100", u]);
     assert_eq!(code, 0, "{err}");
     assert_eq!(err, format!("Warning: {unpinned_warning}\n"));
+    // The older API group's note is bare too when it is the only document's.
+    let (code, _, err) = run(&["render", "--gpu-arch", "h100", o]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        err,
+        "Warning: apiVersion cre.nvidia.com/v1alpha1 is the older API group; treating it as nvcre.nvidia.com/v1alpha1\n"
+    );
 }
 
 /// An input that cannot be read, or a document that does not parse, does not hide the other

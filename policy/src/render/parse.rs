@@ -110,6 +110,35 @@ fn strip_nulls_outside_overrides(value: &mut Value) {
     }
 }
 
+/// A note [`prepare_document`] made, as a render warning: its `file:line:col: ` lead (the
+/// document's own source name, then its place) becomes the note's place, which `render` shows
+/// only among several documents, as for its other notes.
+pub(crate) fn document_note(doc: &Document, note: String) -> super::Note {
+    let split = note
+        .strip_prefix(doc.source.name.as_str())
+        .and_then(|rest| {
+            let rest = rest.strip_prefix(':')?;
+            let mut parts = rest.splitn(3, ':');
+            let line = parts.next()?;
+            let column = parts.next()?;
+            let text = parts.next()?.strip_prefix(' ')?;
+            let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+            (numeric(line) && numeric(column)).then(|| {
+                (
+                    format!("{}:{line}:{column}", doc.source.name),
+                    text.to_string(),
+                )
+            })
+        });
+    match split {
+        Some((at, text)) => super::Note {
+            at: Some(at),
+            ..super::Note::from(text)
+        },
+        None => super::Note::from(note),
+    }
+}
+
 /// Normalises the API group: the legacy `cre.nvidia.com` is accepted with a warning, led by
 /// `at` (where `apiVersion` is written).
 fn normalize_api_version(value: &mut Value, warnings: &mut Vec<String>, at: &str) {

@@ -50,7 +50,11 @@ fn render_noting(
     (warnings, findings): (&mut Vec<Note>, &mut Vec<nvcre_engine::Finding>),
 ) -> Result<Rendered, PolicyError> {
     let (doc, notes) = prepare_document(doc, "Workflow")?;
-    warnings.extend(notes.into_iter().map(Note::from));
+    warnings.extend(
+        notes
+            .into_iter()
+            .map(|n| super::parse::document_note(&doc, n)),
+    );
     let workflow: Workflow = parse_typed(&doc, "Workflow")?;
     let target: Option<TargetSpec> = workflow
         .spec
