@@ -335,3 +335,58 @@ fn an_error_before_any_case_runs_is_in_the_report() {
         "{stdout}"
     );
 }
+
+/// A rule that cannot be evaluated on a case's input is shown with its message among the
+/// findings compared (the case said only "could not run" with an empty error); listed among
+/// the wanted findings, it passes.
+#[test]
+fn a_rule_error_in_a_case_shows_its_message() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join("myrules")).expect("mkdir");
+    std::fs::write(
+        dir.path().join("myrules/names.yaml"),
+        r#"apiVersion: policy.nvcre.nvidia.com/v1alpha1
+kind: RulePack
+metadata: {name: names}
+stage: admission
+match:
+  resources: [{kind: WorkloadRun}]
+rules:
+  - id: team-label
+    validate:
+      expression: object.metadata.labels['team'] != ''
+      message: no team
+"#,
+    )
+    .expect("write");
+    std::fs::write(
+        dir.path().join("cases.yaml"),
+        r#"cases:
+  - note: wants nothing
+    rules: myrules
+    input: |
+      apiVersion: nvcre.nvidia.com/v1alpha1
+      kind: WorkloadRun
+      metadata: {name: a}
+      spec: {image: img, numNodes: 1, framework: {exec: {command: [run]}}}
+    want_findings: []
+  - note: wants the rule error
+    rules: myrules
+    input: |
+      apiVersion: nvcre.nvidia.com/v1alpha1
+      kind: WorkloadRun
+      metadata: {name: a}
+      spec: {image: img, numNodes: 1, framework: {exec: {command: [run]}}}
+    want_findings:
+      - {ruleId: team-label, messageRegex: "^rule team-label could not be evaluated"}
+"#,
+    )
+    .expect("write");
+    let (code, stdout, stderr) = run(bin().arg("test").arg(dir.path().join("cases.yaml")));
+    assert_eq!(code, 1, "{stderr}");
+    assert!(
+        stdout.contains("unexpected:") && stdout.contains("rule team-label could not be evaluated"),
+        "{stdout}"
+    );
+    assert!(stdout.ends_with("1 passed, 1 failed\n"), "{stdout}");
+}

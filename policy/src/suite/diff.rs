@@ -12,11 +12,14 @@ pub(super) fn compare(case: &Case, got: &CaseOutcome) -> Vec<String> {
     let mut diff = Vec::new();
     match &case.expect {
         Expectation::Findings(want) => {
-            if got.exit == 2 {
-                diff.push("expected findings, but the case could not run:".into());
-                diff.push(format!("  error: {}", got.error.as_deref().unwrap_or("")));
-            } else {
-                diff_findings(want, &got.findings, &mut diff);
+            // An error that stopped the case; a rule that could not be evaluated is a finding
+            // (exit 2 without an error), compared with the others so that its message shows.
+            match got.error.as_deref() {
+                Some(error) if got.exit == 2 => {
+                    diff.push("expected findings, but the case could not run:".into());
+                    diff.push(format!("  error: {error}"));
+                }
+                _ => diff_findings(want, &got.findings, &mut diff),
             }
         }
         Expectation::Output { value, exact } => match &got.output {
