@@ -80,24 +80,13 @@ fn main() {
     std::fs::write(out_dir.join("embedded_rules.rs"), out).expect("write embedded_rules.rs");
 }
 
-/// `sha256:<hex>` over each file's path below `rules/` and its text, each length-prefixed,
-/// in the order of the (path, text) pairs.
+// `rules_digest`, the crate's own definition.
+include!("src/digest.rs");
+
+/// [`rules_digest`] of the files in path order, as the loaded embedded set holds them.
 fn digest(mut files: Vec<(String, String)>) -> String {
     files.sort();
-    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
-    for (name, text) in &files {
-        ctx.update(&(name.len() as u64).to_be_bytes());
-        ctx.update(name.as_bytes());
-        ctx.update(&(text.len() as u64).to_be_bytes());
-        ctx.update(text.as_bytes());
-    }
-    let hex: String = ctx
-        .finish()
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("sha256:{hex}")
+    rules_digest(files.iter().map(|(n, t)| (n.as_str(), t.as_str())))
 }
 
 /// The documents of the rule file `name` as JSON, or `None` when the file does not parse (the

@@ -100,23 +100,10 @@ impl RulesInfo {
     }
 }
 
-/// `sha256:<hex>` of `sources` (path below the set's root, file), in the order given.
+/// `sha256:<hex>` of `sources` (path below the set's root, file), in the order given
+/// ([`nvcre_domain::rules_digest`]).
 fn digest_of(sources: &[(String, Arc<Source>)]) -> String {
-    let mut ctx = ring::digest::Context::new(&ring::digest::SHA256);
-    for (name, source) in sources {
-        // Length-prefixed, so no two different sets hash the same bytes.
-        ctx.update(&(name.len() as u64).to_be_bytes());
-        ctx.update(name.as_bytes());
-        ctx.update(&(source.text.len() as u64).to_be_bytes());
-        ctx.update(source.text.as_bytes());
-    }
-    let hex: String = ctx
-        .finish()
-        .as_ref()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
-    format!("sha256:{hex}")
+    nvcre_domain::rules_digest(sources.iter().map(|(name, s)| (name.as_str(), &*s.text)))
 }
 
 impl serde::Serialize for RulesInfo {

@@ -229,7 +229,7 @@ fn not_an_object_finding(doc: &Document) -> Finding {
 }
 
 /// A warning finding for each note [`prepare_document`] made (the legacy API group).
-fn legacy_findings(doc: &Document, notes: &[String]) -> Vec<Finding> {
+fn legacy_findings(doc: &Document, notes: &[crate::render::Note]) -> Vec<Finding> {
     let path = nvcre_engine::FieldPath::root().key("apiVersion");
     notes
         .iter()
@@ -241,9 +241,7 @@ fn legacy_findings(doc: &Document, notes: &[String]) -> Vec<Finding> {
                     "input",
                     nvcre_engine::Severity::Warning,
                 ),
-                n.split_once(": ")
-                    .map(|(_, m)| m.to_string())
-                    .unwrap_or_else(|| n.clone()),
+                n.text.clone(),
                 Some(&path),
                 None,
             )

@@ -74,6 +74,7 @@ pub use detect::{
     GangDefaults, gang_defaults, gpu_products, placement_policy, scheduling_policy,
     selectable_platforms,
 };
+pub use digest::rules_digest;
 pub use error::{PolicyError, document_place};
 pub use hazards::{NULL_QUANTITY_RULE, YAML_QUOTE_RULE, yaml_quote_findings};
 pub use nodes::{Discovery, detect_gpu_architecture, discover_targets};
@@ -105,6 +106,7 @@ mod check;
 mod contract;
 pub mod crd;
 mod detect;
+mod digest;
 mod error;
 mod hazards;
 pub mod measure;

@@ -24,7 +24,7 @@ use crate::error::PolicyError;
 pub fn prepare_document(
     doc: &Document,
     expected: &str,
-) -> Result<(Document, Vec<String>), PolicyError> {
+) -> Result<(Document, Vec<super::Note>), PolicyError> {
     let mut doc = doc.clone();
     let mut notes = Vec::new();
     if !doc.value.is_object() {
@@ -110,42 +110,16 @@ fn strip_nulls_outside_overrides(value: &mut Value) {
     }
 }
 
-/// A note [`prepare_document`] made, as a render warning: its `file:line:col: ` lead (the
-/// document's own source name, then its place) becomes the note's place, which `render` shows
-/// only among several documents, as for its other notes.
-pub(crate) fn document_note(doc: &Document, note: String) -> super::Note {
-    let split = note
-        .strip_prefix(doc.source.name.as_str())
-        .and_then(|rest| {
-            let rest = rest.strip_prefix(':')?;
-            let mut parts = rest.splitn(3, ':');
-            let line = parts.next()?;
-            let column = parts.next()?;
-            let text = parts.next()?.strip_prefix(' ')?;
-            let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-            (numeric(line) && numeric(column)).then(|| {
-                (
-                    format!("{}:{line}:{column}", doc.source.name),
-                    text.to_string(),
-                )
-            })
-        });
-    match split {
-        Some((at, text)) => super::Note {
-            at: Some(at),
-            ..super::Note::from(text)
-        },
-        None => super::Note::from(note),
-    }
-}
-
-/// Normalises the API group: the legacy `cre.nvidia.com` is accepted with a warning, led by
-/// `at` (where `apiVersion` is written).
-fn normalize_api_version(value: &mut Value, warnings: &mut Vec<String>, at: &str) {
+/// Normalises the API group: the legacy `cre.nvidia.com` is accepted with a warning at `at`
+/// (where `apiVersion` is written), which `render` shows among several documents.
+fn normalize_api_version(value: &mut Value, warnings: &mut Vec<super::Note>, at: &str) {
     if value.get("apiVersion").and_then(Value::as_str) == Some(LEGACY_API_VERSION) {
-        warnings.push(format!(
-            "{at}: apiVersion {LEGACY_API_VERSION} is the older API group; treating it as {API_VERSION}"
-        ));
+        warnings.push(super::Note {
+            at: Some(at.to_string()),
+            ..super::Note::from(format!(
+                "apiVersion {LEGACY_API_VERSION} is the older API group; treating it as {API_VERSION}"
+            ))
+        });
         if let Some(m) = value.as_object_mut() {
             m.insert("apiVersion".into(), json!(API_VERSION));
         }
@@ -311,7 +285,7 @@ pub fn read_workload_run(
     let (doc, notes) = prepare_document(doc, "WorkloadRun")?;
     let run: crate::api::WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
     check_user_overrides(&doc, &run.spec.overrides)?;
-    Ok((run, notes))
+    Ok((run, notes.iter().map(|n| n.located().text).collect()))
 }
 
 /// serde's type names in the words a manifest author uses (`i64` → an integer, `a sequence` →

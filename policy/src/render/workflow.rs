@@ -50,11 +50,7 @@ fn render_noting(
     (warnings, findings): (&mut Vec<Note>, &mut Vec<nvcre_engine::Finding>),
 ) -> Result<Rendered, PolicyError> {
     let (doc, notes) = prepare_document(doc, "Workflow")?;
-    warnings.extend(
-        notes
-            .into_iter()
-            .map(|n| super::parse::document_note(&doc, n)),
-    );
+    warnings.extend(notes);
     let workflow: Workflow = parse_typed(&doc, "Workflow")?;
     let target: Option<TargetSpec> = workflow
         .spec

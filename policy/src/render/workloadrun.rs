@@ -247,11 +247,7 @@ fn parse_and_admit(
     warnings: &mut Vec<Note>,
 ) -> Result<(Document, WorkloadRun, Vec<nvcre_engine::Finding>), PolicyError> {
     let (doc, notes) = prepare_document(doc, "WorkloadRun")?;
-    warnings.extend(
-        notes
-            .into_iter()
-            .map(|n| super::parse::document_note(&doc, n)),
-    );
+    warnings.extend(notes);
     // Type errors (a string where a number belongs) are input errors with their line, found
     // before any rule reads the document.
     let run: WorkloadRun = parse_typed(&doc, "WorkloadRun")?;
