@@ -17,8 +17,9 @@
 //! loop, a string function that walks its whole receiver (`s.contains(…)`, `s.split(…)`,
 //! `s.replace(…)`, `s.indexOf(…)`, `s.lastIndexOf(…)`, `s.lowerAscii()`, `s.upperAscii()`,
 //! `s.trim()`, `s.substring(…)`, `s.charAt(…)`, `size(s)`) is charged one unit per started 64
-//! bytes of that string each time it runs. Other functions are not charged: their work is
-//! linear in their arguments, once per evaluation.
+//! bytes of that string each time it runs. `fieldTypeErrors` is charged one unit per value it
+//! visits. Other functions are not charged: their work is linear in their arguments, once per
+//! evaluation.
 //!
 //! # Enforcement
 //!
@@ -52,7 +53,8 @@
 //! YAML node of the document), a list literal its written length. A comprehension over the
 //! elements of an element that the enclosing comprehension visits (`jobs.all(j,
 //! j.containers.all(c, …))`) visits at most the node budget over all of them together, since
-//! the visited elements are disjoint parts of one document; any other nesting multiplies.
+//! the visited elements are disjoint parts of one document; any other nesting multiplies. A
+//! `fieldTypeErrors(holder, …)` call is estimated as a comprehension over `holder`'s parts.
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -746,7 +748,6 @@ struct Walk<'i> {
 
 impl Walk<'_> {
     fn at<'a>(&self, e: &'a IdedExpr, evaluations: u128, frames: &mut Vec<Frame<'a>>) -> u128 {
-        let bound = self.bound;
         let mut cost = 0u128;
         let Ast::Comprehension(c) = &e.expr else {
             if let Ast::Call(call) = &e.expr
@@ -754,6 +755,15 @@ impl Walk<'_> {
                 && matches!(call.func_name.as_str(), "matches" | "find" | "findAll")
             {
                 cost = cost.saturating_add(evaluations);
+            }
+            // `fieldTypeErrors(holder, …)` visits the values below `holder`, as a
+            // comprehension over its parts would.
+            if let Ast::Call(call) = &e.expr
+                && call.target.is_none()
+                && call.func_name == crate::expr::FIELD_TYPE_ERRORS
+                && let Some(holder) = call.args.first()
+            {
+                cost = cost.saturating_add(self.iterations(holder, evaluations, frames).0);
             }
             children(e, &mut |c| {
                 cost = cost.saturating_add(self.at(c, evaluations, frames));
@@ -763,46 +773,7 @@ impl Walk<'_> {
         cost = cost
             .saturating_add(self.at(&c.iter_range, evaluations, frames))
             .saturating_add(self.at(&c.accu_init, evaluations, frames));
-        let literal = match &c.iter_range.expr {
-            Ast::List(l) => Some(l.elements.len()),
-            Ast::Map(m) => Some(m.entries.len()),
-            _ => None,
-        };
-        let range = range_of(&c.iter_range);
-        // The innermost comprehension binding the range's root, if any.
-        let binder = range.as_ref().and_then(|r| {
-            frames
-                .iter()
-                .enumerate()
-                .rev()
-                .find(|(_, f)| f.vars.contains(&Some(r.root)))
-        });
-        let innermost = frames.len().checked_sub(1);
-        let all = evaluations.saturating_mul(bound);
-        let (iterations, input, disjoint) = match (literal, &range, binder) {
-            (Some(n), _, _) => (
-                evaluations.saturating_mul(u128::try_from(n).unwrap_or(u128::MAX)),
-                false,
-                evaluations,
-            ),
-            // Parts of the elements the enclosing comprehension visits: disjoint, so at most
-            // the bound over all its evaluations.
-            (None, Some(r), Some((i, f))) if f.input && Some(i) == innermost => (
-                f.disjoint_evaluations.saturating_mul(bound).min(all),
-                r.parts,
-                f.disjoint_evaluations,
-            ),
-            (None, Some(r), Some((_, f))) => (all, f.input && r.parts, evaluations),
-            (None, Some(r), None) => {
-                let b = lookup(r.root, self.known);
-                let iterations = match b.len.filter(|_| r.bare) {
-                    Some(n) => evaluations.saturating_mul(u128::from(n)),
-                    None => all,
-                };
-                (iterations, r.parts && b.input, evaluations)
-            }
-            (None, None, _) => (all, false, evaluations),
-        };
+        let (iterations, input, disjoint) = self.iterations(&c.iter_range, evaluations, frames);
         cost = cost.saturating_add(iterations);
         frames.push(Frame {
             vars: [Some(c.iter_var.as_str()), c.iter_var2.as_deref()],
@@ -822,6 +793,57 @@ impl Walk<'_> {
         cost = cost.saturating_add(self.at(&c.result, evaluations, frames));
         frames.pop();
         cost
+    }
+
+    /// How many elements a comprehension over `range`, evaluated `evaluations` times inside
+    /// `frames`, visits in all; whether they are disjoint parts of the input; and how many
+    /// evaluations of an enclosing comprehension over such parts that is.
+    fn iterations<'a>(
+        &self,
+        range: &'a IdedExpr,
+        evaluations: u128,
+        frames: &[Frame<'a>],
+    ) -> (u128, bool, u128) {
+        let literal = match &range.expr {
+            Ast::List(l) => Some(l.elements.len()),
+            Ast::Map(m) => Some(m.entries.len()),
+            _ => None,
+        };
+        let range = range_of(range);
+        // The innermost comprehension binding the range's root, if any.
+        let binder = range.as_ref().and_then(|r| {
+            frames
+                .iter()
+                .enumerate()
+                .rev()
+                .find(|(_, f)| f.vars.contains(&Some(r.root)))
+        });
+        let innermost = frames.len().checked_sub(1);
+        let all = evaluations.saturating_mul(self.bound);
+        match (literal, &range, binder) {
+            (Some(n), _, _) => (
+                evaluations.saturating_mul(u128::try_from(n).unwrap_or(u128::MAX)),
+                false,
+                evaluations,
+            ),
+            // Parts of the elements the enclosing comprehension visits: disjoint, so at most
+            // the bound over all its evaluations.
+            (None, Some(r), Some((i, f))) if f.input && Some(i) == innermost => (
+                f.disjoint_evaluations.saturating_mul(self.bound).min(all),
+                r.parts,
+                f.disjoint_evaluations,
+            ),
+            (None, Some(r), Some((_, f))) => (all, f.input && r.parts, evaluations),
+            (None, Some(r), None) => {
+                let b = lookup(r.root, self.known);
+                let iterations = match b.len.filter(|_| r.bare) {
+                    Some(n) => evaluations.saturating_mul(u128::from(n)),
+                    None => all,
+                };
+                (iterations, r.parts && b.input, evaluations)
+            }
+            (None, None, _) => (all, false, evaluations),
+        }
     }
 }
 
@@ -1123,6 +1145,21 @@ mod tests {
     }
 
     #[test]
+    fn a_field_type_walk_is_charged_per_value() {
+        let table = "{'l': {'types': ['list'], 'shape': 'a list', 'items': {'types': ['int'], 'shape': 'an int'}}}";
+        with_test_limits(small(100, 1000), || {
+            assert_eq!(
+                eval(&format!("fieldTypeErrors(params, {table}, '')"), &list(80)),
+                Ok(json!([]))
+            );
+            assert_eq!(
+                eval(&format!("fieldTypeErrors(params, {table}, '')"), &list(100)),
+                Err(OVER_EXPRESSION.to_string())
+            );
+        });
+    }
+
+    #[test]
     fn each_thread_meters_its_own_documents() {
         let s = list(80);
         with_test_limits(small(100, 150), || {
@@ -1231,6 +1268,12 @@ mod tests {
         assert_eq!(
             est("object.spec.env.all(e, keys.x.all(k, true))"),
             1000 + 1000 * 1000
+        );
+        // A field-type walk visits the parts of its holder, as a comprehension over them would.
+        assert_eq!(est("fieldTypeErrors(object.spec, keys, 'spec')"), 1000);
+        assert_eq!(
+            est("object.spec.jobs.all(j, size(fieldTypeErrors(j, keys, '')) == 0)"),
+            2000
         );
         // Regex calls count one unit per evaluation.
         assert_eq!(

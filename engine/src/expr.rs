@@ -34,6 +34,10 @@ use crate::error::{CompileError, ConversionError, EvaluationError};
 use crate::view::{NodeRef, json_node};
 
 mod direct;
+mod field_types;
+
+/// The name of the field-type walk (`fieldTypeErrors`), which the cost estimate counts.
+pub(crate) const FIELD_TYPE_ERRORS: &str = field_types::NAME;
 pub use direct::set_direct_evaluation;
 use direct::{Charge, Charges, Direct};
 
@@ -1879,6 +1883,9 @@ fn string_operand<'x, 'a>(
 /// - `typeName(x)` → `'list' | 'map' | 'string' | 'int' | 'uint' | 'double' | 'bool' | 'null' |
 ///   'bytes'`: `typeName(object.spec.replicatedJobs) == 'list'`.
 ///
+/// - `fieldTypeErrors(holder, fields, path)` → the fields of `holder` whose types the table
+///   `fields` does not allow, as `{at, f, shape, got}` maps (see `field_types`).
+///
 /// And one string function:
 ///
 /// - `goQuote(s)` → `s` quoted as Go's `%q` does (the original's messages quote names and
@@ -1895,6 +1902,25 @@ fn register_types(ctx: &mut cel::Context<'static, 'static>) {
             Ok(CowVal::owned(CelString::from(
                 crate::view::val_type_name(*v).to_string(),
             )))
+        }),
+    );
+    add_raw(
+        ctx,
+        field_types::NAME,
+        Box::new(|ftx| {
+            let ops = operands(ftx);
+            let [holder, fields, path] = ops.as_slice() else {
+                return Err(ExecutionError::invalid_argument_count(3, ops.len()));
+            };
+            let Some(path) = path.downcast_ref::<CelString>() else {
+                return Err(ExecutionError::no_such_overload(
+                    ftx.name,
+                    ops.iter()
+                        .map(|v| crate::view::val_type_name(*v).to_string())
+                        .collect(),
+                ));
+            };
+            field_types::field_type_errors(*holder, *fields, path.inner()).map(CowVal::Owned)
         }),
     );
     add_raw(

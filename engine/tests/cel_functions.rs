@@ -314,6 +314,58 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
         ("goQuote('a\\x01\"')", ok(json!("\"a\\x01\\\"\""))),
         ("goQuote(object.metadata.name)", ok(json!("\"t\""))),
         ("'x'.goQuote()", ok(json!("\"x\""))),
+        // fieldTypeErrors: the holder's order; a null field is absent; items, values, fields.
+        (
+            "fieldTypeErrors(object.spec, {'replicas': {'types': ['string'], 'shape': 'a string'}, \
+             'none': {'types': ['string'], 'shape': 'a string'}, \
+             'jobs': {'types': ['list'], 'shape': 'a list of jobs', 'items': {'types': ['map'], 'shape': 'a job', \
+               'fields': {'name': {'types': ['string'], 'shape': 'a string'}, 'n': {'types': ['string'], 'shape': 'a string'}}}}, \
+             'args': {'types': ['list'], 'shape': 'a list of lists', 'items': {'types': ['map'], 'shape': 'a map'}}}, 'spec')",
+            ok(json!([
+                {"at": "spec.replicas", "f": "replicas", "shape": "a string", "got": "int"},
+                {"at": "spec.jobs[0].n", "f": "n", "shape": "a string", "got": "int"},
+                {"at": "spec.jobs[1].n", "f": "n", "shape": "a string", "got": "int"},
+                {"at": "spec.args[0]", "f": "args[0]", "shape": "a map", "got": "list"},
+                {"at": "spec.args[1]", "f": "args[1]", "shape": "a map", "got": "list"},
+            ])),
+        ),
+        (
+            "fieldTypeErrors(object.metadata, {'labels': {'types': ['map'], 'shape': 'a map', \
+               'values': {'types': ['int'], 'shape': 'a number'}}}, 'metadata')",
+            ok(json!([
+                {"at": "metadata.labels[\"kai.scheduler/queue\"]", "f": "kai.scheduler/queue", "shape": "a number", "got": "string"},
+                {"at": "metadata.labels[\"team\"]", "f": "team", "shape": "a number", "got": "string"},
+            ])),
+        ),
+        // A value of a wrong type is not looked into; a map CEL built is walked in key order.
+        (
+            "fieldTypeErrors({'b': 1, 'a': [1]}, {'a': {'types': ['map'], 'shape': 'a map', 'fields': {}}, \
+               'b': {'types': ['string'], 'shape': 'a string'}}, '')",
+            ok(json!([
+                {"at": ".a", "f": "a", "shape": "a map", "got": "list"},
+                {"at": ".b", "f": "b", "shape": "a string", "got": "int"},
+            ])),
+        ),
+        (
+            "fieldTypeErrors(object.spec.jobs, {'name': {'types': ['int'], 'shape': 'a number'}}, 'spec.jobs')",
+            ok(json!([])),
+        ),
+        (
+            "fieldTypeErrors(object.spec, {'replicas': {'types': 'int', 'shape': 'a number'}}, 'spec')",
+            err(
+                "Error executing function 'fieldTypeErrors': the table's entry for \"spec.replicas\" is not a map with 'types' (a list of type names) and 'shape' (a string), and optionally 'items', 'values' or 'fields'",
+            ),
+        ),
+        (
+            "fieldTypeErrors(object.spec, [], 'spec')",
+            err(
+                "Error executing function 'fieldTypeErrors': the fields of \"spec\" are not described by a map of field names to their types",
+            ),
+        ),
+        (
+            "fieldTypeErrors(object.spec, {}, 1)",
+            err("function 'fieldTypeErrors' does not take (map, map, int)"),
+        ),
         // Messages in words.
         (
             "0.03 + 'a'",
