@@ -26,6 +26,9 @@ pub struct BuiltInRule {
 /// Rule id of the warning that `check --platform` used the unknown architecture's defaults.
 pub const UNKNOWN_ARCH_RULE: &str = "gpu-architecture-unknown";
 
+/// Rule id of the warning that target nodes were left out because they are cordoned.
+pub const CORDONED_NODES_RULE: &str = "cordoned-nodes-left-out";
+
 /// Rule id of the warning that `--gpu-arch` names another architecture than the run's
 /// `nvidia.com/gpu.product` node selector.
 pub const ARCH_CONTRADICTS_SELECTOR_RULE: &str = "gpu-architecture-contradicts-selector";
@@ -45,6 +48,16 @@ pub const BUILT_IN_RULES: &[BuiltInRule] = &[
 schedulable and carry nvidia.com/gpu.present=true, partitioned into groups of spec.numNodes. \
 The message is the controller's own. Give the run fewer nodes per group (spec.numNodes), widen \
 spec.target, or check the nodes file is the fleet you mean.",
+    },
+    BuiltInRule {
+        id: CORDONED_NODES_RULE,
+        pack: "placement",
+        severity: Severity::Warning,
+        description: "With --nodes-file (or in the cluster), GPU nodes that the run's target selects are cordoned (spec.unschedulable) and left out of its groups.",
+        explanation: "Cordoned nodes take no new pods, so the run is placed on the target's other nodes: fewer \
+groups than the fleet suggests, or a placement that fails for want of nodes. Uncordon the nodes \
+(kubectl uncordon NODE) if they are meant to run it, or select them on purpose: a target \
+whose taintSelectors name the node.kubernetes.io/unschedulable taint keeps cordoned nodes.",
     },
     BuiltInRule {
         id: YAML_QUOTE_RULE,
@@ -80,7 +93,7 @@ the paths given to check, or add the apiVersion and kind the document is meant t
         id: UNKNOWN_ARCH_RULE,
         pack: "input",
         severity: Severity::Warning,
-        description: "check --platform of a WorkloadRun whose GPU architecture nothing names: its overrides and per-node defaults are the unknown architecture's.",
+        description: "check --platform of a WorkloadRun whose GPU architecture nothing names, or a run whose target nodes (--nodes-file) carry no nvidia.com/gpu.product: its overrides and per-node defaults are the unknown architecture's.",
         explanation: "render refuses such a run (it cannot tell which GPUs the nodes have); check goes on with the \
 unknown architecture's defaults so the other findings are still reported, but the post-override \
 checks (GPU limits against processes per node, NIC requests) then describe a run that will not \

@@ -605,3 +605,88 @@ fn a_nodes_note_among_several_documents_is_led_by_the_documents_place() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(err, "Warning: cordoned GPU nodes left out: n2\n");
 }
+
+/// `check --nodes-file` reports the cordoned target nodes it left out as a warning finding at
+/// the run's target (render prints it as a note); a Workflow's render and check note them too.
+#[test]
+fn check_reports_the_cordoned_nodes_it_left_out() {
+    let node = |name: &str, cordoned: bool| {
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{nvidia.com/gpu.present: 'true', nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, pool: p1}}\nspec: {{providerID: 'aws:///a/i', unschedulable: {cordoned}}}\nstatus: {{allocatable: {{nvidia.com/gpu: '8'}}}}\n"
+        )
+    };
+    let (dir, file) = temp_file(
+        "run.yaml",
+        &targeted_run("a", 1, "    nodeSelector: {pool: p1}\n"),
+    );
+    let nodes = dir.path().join("nodes.yaml");
+    std::fs::write(
+        &nodes,
+        format!("{}---\n{}", node("n1", false), node("n2", true)),
+    )
+    .expect("write");
+    let nodes = nodes.to_string_lossy().into_owned();
+    let (code, out, err) = run(&["check", "-o", "json", "--nodes-file", &nodes, &file]);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let findings = &report["results"][0]["findings"];
+    let cordoned: Vec<_> = findings
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["ruleId"] == "cordoned-nodes-left-out")
+        .map(|f| {
+            (
+                f["severity"].clone(),
+                f["pack"].clone(),
+                f["message"].clone(),
+                f["fieldPath"].clone(),
+                f["line"].clone(),
+                f["column"].clone(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        cordoned,
+        [(
+            serde_json::json!("warning"),
+            serde_json::json!("placement"),
+            serde_json::json!("cordoned GPU nodes left out: n2"),
+            serde_json::json!("spec.target"),
+            serde_json::json!(10),
+            serde_json::json!(3),
+        )],
+        "{out}"
+    );
+
+    // The Workflow the run renders to: its render prints the note, its check reports it at
+    // the orchestration's target.
+    let (code, workflow, err) = run(&["render", "--nodes-file", &nodes, &file]);
+    assert_eq!(
+        (code, err.as_str()),
+        (0, "Warning: cordoned GPU nodes left out: n2\n")
+    );
+    let wf = dir.path().join("wf.yaml");
+    std::fs::write(&wf, &workflow).expect("write");
+    let wf = wf.to_string_lossy().into_owned();
+    let (code, _, err) = run(&["render", "--nodes-file", &nodes, &wf]);
+    assert_eq!(
+        (code, err.as_str()),
+        (0, "Warning: cordoned GPU nodes left out: n2\n")
+    );
+    let (code, out, err) = run(&["check", "-o", "json", "--nodes-file", &nodes, &wf]);
+    assert_eq!(code, 0, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let paths: Vec<_> = report["results"][0]["findings"]
+        .as_array()
+        .expect("findings")
+        .iter()
+        .filter(|f| f["ruleId"] == "cordoned-nodes-left-out")
+        .map(|f| f["fieldPath"].clone())
+        .collect();
+    assert_eq!(
+        paths,
+        [serde_json::json!("spec.orchestration.target")],
+        "{out}"
+    );
+}

@@ -962,6 +962,7 @@ fn rules_list_shows_id_severity_pack_and_source_line() {
          widget-color                           warning  widgets    rules/widgets/widget.yaml:17\n\
          widget:name,required                   error    widgets    rules/widgets/widget.yaml:24\n\
          placement                              error    placement  <built-in>\n\
+         cordoned-nodes-left-out                warning  placement  <built-in>\n\
          yaml-quote-it                          error    input      <built-in>\n\
          null-quantity                          warning  input      <built-in>\n\
          not-a-kubernetes-object                warning  input      <built-in>\n\

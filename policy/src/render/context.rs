@@ -54,8 +54,19 @@ pub struct NodeContext {
     pub nodes: Vec<Node>,
     /// True when the context came from `--nodes-file`.
     pub from_nodes: bool,
-    /// Notes for stderr (e.g. NIC detection).
-    pub notes: Vec<String>,
+    /// What the discovery of the target nodes noted (architecture unknown, cordoned nodes left
+    /// out): `render` prints each, `check` and the controller report each as a finding of its
+    /// rule.
+    pub notes: Vec<ContextNote>,
+}
+
+/// A note of node discovery: the built-in rule it is reported under, and its text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContextNote {
+    /// Its `ruleId` (one of [`crate::builtins::BUILT_IN_RULES`]).
+    pub rule: &'static str,
+    /// The message.
+    pub text: String,
 }
 
 /// The exact message for `--nodes-file` combined with `--platform` / `--gpu-arch` (the
@@ -108,16 +119,22 @@ pub fn node_context(
     let arch = nodes::detect_gpu_architecture(&discovery.nodes, &*detect::gpu_products(rules)?);
     let mut notes = Vec::new();
     if arch == nodes::UNKNOWN_ARCH {
-        notes.push(format!(
-            "no target node carries {}: the GPU architecture is unknown, so no architecture override applies and the per-node defaults of an unknown architecture are used (set spec.gpusPerNode)",
-            nodes::GPU_PRODUCT_LABEL
-        ));
+        notes.push(ContextNote {
+            rule: crate::builtins::UNKNOWN_ARCH_RULE,
+            text: format!(
+                "no target node carries {}: the GPU architecture is unknown, so no architecture override applies and the per-node defaults of an unknown architecture are used (set spec.gpusPerNode)",
+                nodes::GPU_PRODUCT_LABEL
+            ),
+        });
     }
     if !discovery.cordoned.is_empty() {
-        notes.push(format!(
-            "cordoned GPU nodes left out: {}",
-            discovery.cordoned.join(", ")
-        ));
+        notes.push(ContextNote {
+            rule: crate::builtins::CORDONED_NODES_RULE,
+            text: format!(
+                "cordoned GPU nodes left out: {}",
+                discovery.cordoned.join(", ")
+            ),
+        });
     }
     Ok(NodeContext {
         platform,
