@@ -232,8 +232,7 @@ pub fn run(rules: &RuleSet, rules_info: &RulesInfo, args: &CheckArgs) -> ExitCod
         },
         // A nodes file that cannot be used is an input error of that file, in every report
         // asked for (a CI job reading `-o json` gets the envelope, not an empty stdout).
-        Err(input::NodeArgsError::NodesFile { file, message }) => {
-            let pos = pos_in_message(&file, &message);
+        Err(input::NodeArgsError::NodesFile { file, message, pos }) => {
             let mut errors = vec![InputError {
                 pos,
                 ..InputError::new(file, message)
@@ -290,16 +289,6 @@ fn unreadable_paths(paths: &[String]) -> Vec<InputError> {
             ..InputError::new(file, message)
         })
         .collect()
-}
-
-/// The `line:col` a message about `file` leads with (`file:line:col: …`), when it does.
-fn pos_in_message(file: &str, message: &str) -> Option<nvcre_engine::Pos> {
-    let rest = message.strip_prefix(file)?.strip_prefix(':')?;
-    let mut parts = rest.splitn(3, ':');
-    let line = parts.next()?.parse().ok()?;
-    let column = parts.next()?.parse().ok()?;
-    parts.next()?;
-    Some(nvcre_engine::Pos { line, column })
 }
 
 /// Runs `check` when the rule set did not load: each load error is an input error of its rule

@@ -214,9 +214,10 @@ impl NodeArgs {
         nvcre_domain::check_flags(rules, &flags).map_err(NodeArgsError::Flags)?;
         let nodes = match &self.nodes_file {
             Some(f) => Some(std::sync::Arc::new(nvcre_domain::read_nodes(f).map_err(
-                |message| NodeArgsError::NodesFile {
+                |e| NodeArgsError::NodesFile {
                     file: f.clone(),
-                    message,
+                    message: e.message,
+                    pos: e.pos,
                 },
             )?)),
             None => None,
@@ -236,6 +237,8 @@ pub enum NodeArgsError {
         file: String,
         /// The message, which names the file.
         message: String,
+        /// Where in the file, when known.
+        pos: Option<nvcre_engine::Pos>,
     },
 }
 

@@ -79,7 +79,7 @@ pub use error::{PolicyError, document_place};
 pub use hazards::{NULL_QUANTITY_RULE, YAML_QUOTE_RULE, yaml_quote_findings};
 pub use nodes::{Discovery, detect_gpu_architecture, discover_targets};
 pub use nodes::{GpuProductRule, GpuProducts, Node, NodeError, nodes_from_documents};
-pub use nodes_file::read_nodes;
+pub use nodes_file::{NodesFileError, read_nodes};
 pub use packs::{
     SCHEMA_KINDS, WHEN_VARIABLES, contract, default_rules, embedded_rules_digest,
     load_complete_rules, load_rules, rule_file_schema, rule_sources, schema_names,

@@ -289,13 +289,37 @@ fn lean_value(doc: Lean<LeanDoc>, at: &FieldPath) -> Result<Value, Problem> {
     }
 }
 
+/// Why a nodes file cannot be used: the message the command line prints, and where in the file
+/// the problem is, when that is known (the message then leads with it: `<path>:<line>:<col>: `).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodesFileError {
+    /// The whole message, led by the file (and the position, when known).
+    pub message: String,
+    /// Where in the file, when known.
+    pub pos: Option<Pos>,
+}
+
+impl From<String> for NodesFileError {
+    fn from(message: String) -> Self {
+        NodesFileError { message, pos: None }
+    }
+}
+
+impl std::fmt::Display for NodesFileError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for NodesFileError {}
+
 /// Reads a nodes file, `-` for standard input: a v1 NodeList and/or Node documents.
 ///
 /// # Errors
-/// The message the command line prints: `reading <path>: <cause>` for a file that cannot be
-/// read, a file above the size limit, the YAML error (with file, line and column), or
-/// `<path>: <problem>` for documents that are not nodes.
-pub fn read_nodes(path: &str) -> Result<Vec<Node>, String> {
+/// [`NodesFileError`], whose message is what the command line prints: `reading <path>:
+/// <cause>` for a file that cannot be read, a file above the size limit, the YAML error (with
+/// file, line and column), or `<path>:<line>:<col>: <problem>` for documents that are not nodes.
+pub fn read_nodes(path: &str) -> Result<Vec<Node>, NodesFileError> {
     let limits = nvcre_engine::limits::limits();
     let (name, text) = if path == "-" {
         let text = read_text_limited(
@@ -320,7 +344,13 @@ pub fn read_nodes(path: &str) -> Result<Vec<Node>, String> {
     let scale = limits.scale_for(text.len());
     let source = Source::new(name, text);
     let docs: Vec<Option<LeanMap<LeanDoc>>> =
-        parse_documents_as(&source, scale).map_err(|e| e.to_string())?;
+        parse_documents_as(&source, scale).map_err(|e| NodesFileError {
+            pos: match &e {
+                nvcre_engine::Error::Yaml { pos, .. } => *pos,
+                _ => None,
+            },
+            message: e.to_string(),
+        })?;
     // The index in the file of each document read (empty documents are not nodes).
     let mut indices = Vec::with_capacity(docs.len());
     let values: Vec<Value> = docs
@@ -332,7 +362,10 @@ pub fn read_nodes(path: &str) -> Result<Vec<Node>, String> {
             lean_value(d.0, &FieldPath::root())
         })
         .collect::<Result<_, _>>()
-        .map_err(|(pos, message)| format!("{name}:{pos}: {message}"))?;
+        .map_err(|(pos, message)| NodesFileError {
+            message: format!("{name}:{pos}: {message}"),
+            pos: Some(pos),
+        })?;
     nodes_from_documents(&values).map_err(|mut e| {
         // The reader above keeps no positions: on an error the file is parsed again with them
         // (refused for a file above a limit of the spanned parse: the message goes without).
@@ -352,9 +385,13 @@ pub fn read_nodes(path: &str) -> Result<Vec<Node>, String> {
             *first_at = at(*first_index, first_field).map(|pos| format!("{name}:{pos}"));
         }
         let (index, field) = e.location();
-        match at(index, field) {
-            Some(pos) => format!("{name}:{pos}: {e}"),
-            None => format!("{path}: {e}"),
+        let pos = at(index, field);
+        NodesFileError {
+            message: match pos {
+                Some(pos) => format!("{name}:{pos}: {e}"),
+                None => format!("{path}: {e}"),
+            },
+            pos,
         }
     })
 }

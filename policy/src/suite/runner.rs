@@ -146,7 +146,7 @@ impl<'a> SuiteRunner<'a> {
             None => None,
             Some(path) => match crate::read_nodes(&path.display().to_string()) {
                 Ok(n) => Some(n),
-                Err(e) => return failed(e),
+                Err(e) => return failed(e.message),
             },
         };
         let base = match parse_documents(&case.input) {
@@ -227,7 +227,7 @@ impl<'a> SuiteRunner<'a> {
             None => None,
             Some(path) => match crate::read_nodes(&path.display().to_string()) {
                 Ok(n) => Some(n),
-                Err(e) => return failed(e),
+                Err(e) => return failed(e.message),
             },
         };
         let rules = match self.rules(&case.rules) {
