@@ -52,8 +52,9 @@ pub fn set_direct_evaluation(on: bool) {
 /// An expression in direct form (see the module docs).
 #[derive(Debug)]
 pub(crate) enum Direct {
-    /// A literal: null, bool, int, string, `[]` or `{}`.
-    Literal(Value),
+    /// A literal: null, bool, int, string, or a list or map of those (shared: a variable
+    /// that is a literal is stored without a copy).
+    Literal(std::sync::Arc<Value>),
     /// An identifier, then selects: plain (`.key`) or optional (`.?key`, `[?'key']`).
     Path {
         root: String,
@@ -389,7 +390,7 @@ impl Direct {
                 )
             }
             AstExpr::Literal(_) | AstExpr::List(_) | AstExpr::Map(_) => {
-                Direct::Literal(literal_json(e)?)
+                Direct::Literal(std::sync::Arc::new(literal_json(e)?))
             }
             AstExpr::Ident(_) => Direct::path(e)?,
             AstExpr::Select(s) if s.test => Direct::Has {
@@ -642,6 +643,13 @@ impl Direct {
     ) -> Option<Stored> {
         if !ENABLED.load(Ordering::Relaxed) {
             return None;
+        }
+        // A literal is the same on every document: stored once, shared.
+        if let Direct::Literal(v) = self {
+            return Some(Stored::Json {
+                root: std::sync::Arc::clone(v),
+                path: std::sync::Arc::from(Vec::new()),
+            });
         }
         let v = self.eval(scope, None, charges)?;
         if let V::Json(v @ (Value::Object(_) | Value::Array(_))) = v
