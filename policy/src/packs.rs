@@ -577,7 +577,7 @@ mod tests {
         let files: Vec<&str> = cost.iter().map(|f| f.file.as_str()).collect();
         let mut want = vec!["rules/contract/mpi.yaml"; 1];
         want.extend(["rules/contract/resources.yaml"; 3]);
-        want.extend(["rules/lint/workloads.yaml"; 20]);
+        want.extend(["rules/lint/workloads.yaml"; 21]);
         assert_eq!(files, want);
     }
 
