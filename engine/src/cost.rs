@@ -100,7 +100,7 @@ const TEXT_METHODS: [&str; 11] = [
 const TEXT_BYTES_PER_UNIT: usize = 64;
 
 /// What the units count, for messages.
-const UNITS: &str = "comprehension iterations, the elements they accumulate, and 64-byte blocks of the text regex and string functions scan";
+const UNITS: &str = "comprehension iterations, the elements they accumulate, 64-byte blocks of the text regex and string functions scan, and the values fieldTypeErrors visits";
 
 /// Which budget an evaluation spent.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -966,8 +966,8 @@ mod tests {
             .map_err(|e| e.to_string())
     }
 
-    const OVER_EXPRESSION: &str = "CEL cost limit exceeded: the expression used more than 100 units (comprehension iterations, the elements they accumulate, and 64-byte blocks of the text regex and string functions scan), the per-expression limit; raise it with --cel-cost-limit or simplify the rule";
-    const OVER_DOCUMENT: &str = "CEL cost limit exceeded: the expressions evaluated on this document used more than 150 units (comprehension iterations, the elements they accumulate, and 64-byte blocks of the text regex and string functions scan), the per-document limit; raise it with --cel-document-cost-limit or simplify the rules";
+    const OVER_EXPRESSION: &str = "CEL cost limit exceeded: the expression used more than 100 units (comprehension iterations, the elements they accumulate, 64-byte blocks of the text regex and string functions scan, and the values fieldTypeErrors visits), the per-expression limit; raise it with --cel-cost-limit or simplify the rule";
+    const OVER_DOCUMENT: &str = "CEL cost limit exceeded: the expressions evaluated on this document used more than 150 units (comprehension iterations, the elements they accumulate, 64-byte blocks of the text regex and string functions scan, and the values fieldTypeErrors visits), the per-document limit; raise it with --cel-document-cost-limit or simplify the rules";
 
     #[test]
     fn a_spent_budget_stops_the_evaluation_and_no_operator_absorbs_it() {

@@ -94,11 +94,14 @@ the paths given to check, or add the apiVersion and kind the document is meant t
         pack: "input",
         severity: Severity::Warning,
         description: "check --platform of a WorkloadRun whose GPU architecture nothing names, or a run whose target nodes (--nodes-file) carry no nvidia.com/gpu.product: its overrides and per-node defaults are the unknown architecture's.",
-        explanation: "render refuses such a run (it cannot tell which GPUs the nodes have); check goes on with the \
-unknown architecture's defaults so the other findings are still reported, but the post-override \
-checks (GPU limits against processes per node, NIC requests) then describe a run that will not \
-happen. Pass --gpu-arch ARCH, set nvidia.com/gpu.product in spec.target.nodeSelector, or give \
---nodes-file to detect it.",
+        explanation: "Without --nodes-file, render refuses such a run (it cannot tell which GPUs the nodes have); \
+check goes on with the unknown architecture's defaults so the other findings are still reported, \
+but the post-override checks (GPU limits against processes per node, NIC requests) then describe \
+a run that will not happen. Pass --gpu-arch ARCH, set nvidia.com/gpu.product in \
+spec.target.nodeSelector, or give --nodes-file to detect it. With --nodes-file whose target nodes \
+carry no nvidia.com/gpu.product (GPU feature discovery not running on them), render and check \
+both go on with the unknown architecture's defaults and warn: label the nodes, or set \
+spec.gpusPerNode.",
     },
     BuiltInRule {
         id: ARCH_CONTRADICTS_SELECTOR_RULE,

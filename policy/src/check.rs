@@ -186,8 +186,20 @@ pub(crate) fn input_warning(
 /// A placement failure, located at `spec.numNodes` (the nodes the fleet cannot supply), else
 /// at the document's start.
 fn placement_finding(doc: &Document, message: String) -> Finding {
-    let num_nodes = nvcre_engine::FieldPath::root().key("spec").key("numNodes");
-    let path = doc.value.pointer("/spec/numNodes").map(|_| &num_nodes);
+    // No target node at all is the target's doing (a WorkloadRun's spec.target, a Workflow's
+    // spec.orchestration.target); too few, the nodes per group's (spec.numNodes).
+    let spec = nvcre_engine::FieldPath::root().key("spec");
+    let candidates = if message.starts_with("No target nodes found") {
+        vec![
+            spec.clone().key("target"),
+            spec.clone().key("orchestration").key("target"),
+            spec.clone().key("orchestration"),
+        ]
+    } else {
+        vec![spec.clone().key("numNodes")]
+    };
+    let found = candidates.into_iter().find(|p| p.get(&doc.value).is_some());
+    let path = found.as_ref();
     let start = doc.spans.lookup(&nvcre_engine::FieldPath::root());
     built_in_finding(
         doc,

@@ -1003,7 +1003,7 @@ fn a_cel_evaluation_error_is_a_rule_error() {
 // ---- CEL cost budgets ----------------------------------------------------------------------
 
 /// What the cost messages say the units are.
-const UNITS: &str = "comprehension iterations, the elements they accumulate, and 64-byte blocks of the text regex and string functions scan";
+const UNITS: &str = "comprehension iterations, the elements they accumulate, 64-byte blocks of the text regex and string functions scan, and the values fieldTypeErrors visits";
 
 /// `(document, ruleId, ruleError, message)` of every finding of a `check -o json` report.
 fn finding_rows(stdout: &str) -> Vec<(u64, String, bool, String)> {
@@ -1037,7 +1037,7 @@ refused!(
     ],
     run_yaml("  framework: {exec: {command: [a]}}\n"),
     2,
-    "in.yaml:3:18: metadata.name: rule wr-name could not be evaluated at metadata.name: CEL cost limit exceeded: the expression used more than 0 units (comprehension iterations, the elements they accumulate, and 64-byte blocks of the text regex and string functions scan), the per-expression limit; raise it with --cel-cost-limit or simplify the rule (expression: object.?metadata.?name.orValue('').matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(object.?metadata.?name.orValue('')) <= 63) (a rule error, not a policy violation)\n"
+    "in.yaml:3:18: metadata.name: rule wr-name could not be evaluated at metadata.name: CEL cost limit exceeded: the expression used more than 0 units (comprehension iterations, the elements they accumulate, 64-byte blocks of the text regex and string functions scan, and the values fieldTypeErrors visits), the per-expression limit; raise it with --cel-cost-limit or simplify the rule (expression: object.?metadata.?name.orValue('').matches('^[a-z]([-a-z0-9]*[a-z0-9])?$') && size(object.?metadata.?name.orValue('')) <= 63) (a rule error, not a policy violation)\n"
 );
 
 /// Nested comprehensions over a list of 3,000 env entries (2.7 × 10^10 iterations) stop at the

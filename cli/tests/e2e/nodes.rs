@@ -690,3 +690,58 @@ fn check_reports_the_cordoned_nodes_it_left_out() {
         "{out}"
     );
 }
+
+/// When every target node is cordoned, the placement error names them, and `check` locates it
+/// at the target: a WorkloadRun's `spec.target`, a Workflow's `spec.orchestration.target`.
+#[test]
+fn no_target_node_because_all_are_cordoned_names_them_at_the_target() {
+    let node = |name: &str| {
+        format!(
+            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{nvidia.com/gpu.present: 'true', nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, pool: p1}}\nspec: {{providerID: 'aws:///a/i', unschedulable: {}}}\nstatus: {{allocatable: {{nvidia.com/gpu: '8'}}}}\n",
+            name != "n0"
+        )
+    };
+    let (dir, file) = temp_file(
+        "run.yaml",
+        &targeted_run("a", 1, "    nodeSelector: {pool: p1}\n"),
+    );
+    let write = |name: &str, text: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).expect("write");
+        p.to_string_lossy().into_owned()
+    };
+    let some = write("some.yaml", format!("{}---\n{}", node("n0"), node("n1")));
+    let all = write("all.yaml", format!("{}---\n{}", node("n1"), node("n2")));
+    let message = "No target nodes found matching orchestration target (2 node(s) given; a target node matches spec.target, carries nvidia.com/gpu.present=true and is schedulable); cordoned GPU nodes left out: n1, n2";
+    let (code, _, err) = run(&["render", "--nodes-file", &all, &file]);
+    assert_eq!((code, err), (1, format!("{message}\n")));
+    let placement = |out: &str| -> Vec<(serde_json::Value, serde_json::Value)> {
+        let report: serde_json::Value = serde_json::from_str(out).expect("json");
+        report["results"][0]["findings"]
+            .as_array()
+            .expect("findings")
+            .iter()
+            .filter(|f| f["ruleId"] == "placement")
+            .map(|f| (f["message"].clone(), f["fieldPath"].clone()))
+            .collect()
+    };
+    let (code, out, _) = run(&["check", "-o", "json", "--nodes-file", &all, &file]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        placement(&out),
+        [(serde_json::json!(message), serde_json::json!("spec.target"))]
+    );
+    // The Workflow the run renders to on a fleet with a schedulable node.
+    let (code, workflow, err) = run(&["render", "--nodes-file", &some, &file]);
+    assert_eq!(code, 0, "{err}");
+    let wf = write("wf.yaml", workflow);
+    let (code, out, _) = run(&["check", "-o", "json", "--nodes-file", &all, &wf]);
+    assert_eq!(code, 1);
+    assert_eq!(
+        placement(&out),
+        [(
+            serde_json::json!(message),
+            serde_json::json!("spec.orchestration.target")
+        )]
+    );
+}

@@ -104,8 +104,17 @@ pub fn node_context(
     };
     let discovery = nodes::discover_targets(all, target);
     let Some(first) = discovery.nodes.first() else {
+        // The cordoned ones are why, when there are any: name them.
+        let cordoned = if discovery.cordoned.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; cordoned GPU nodes left out: {}",
+                discovery.cordoned.join(", ")
+            )
+        };
         return Err(PolicyError::Placement(format!(
-            "No target nodes found matching orchestration target ({} node(s) given; a target node matches spec.target, carries {}=true and is schedulable)",
+            "No target nodes found matching orchestration target ({} node(s) given; a target node matches spec.target, carries {}=true and is schedulable){cordoned}",
             all.len(),
             nodes::GPU_PRESENT_LABEL
         )));
