@@ -38,6 +38,16 @@ mod field_types;
 
 /// The name of the field-type walk (`fieldTypeErrors`), which the cost estimate counts.
 pub(crate) const FIELD_TYPE_ERRORS: &str = field_types::NAME;
+
+pub(crate) use field_types::check_table as check_field_type_table;
+
+/// Our functions of a fixed number of operands (a method's receiver counted), with how their
+/// operands are named: a call with another number is refused when the rules load.
+pub(crate) const FIXED_ARITIES: [(&str, usize, &str); 3] = [
+    ("typeName", 1, "(x)"),
+    ("goQuote", 1, "(s)"),
+    (field_types::NAME, 3, "(holder, fields, path)"),
+];
 pub use direct::set_direct_evaluation;
 use direct::{Charge, Charges, Direct};
 
@@ -285,7 +295,7 @@ pub(crate) fn sorted_keys(keys: impl Iterator<Item = Cel>) -> Vec<Cel> {
 }
 
 /// A literal as JSON, when JSON holds it exactly.
-fn literal_json(e: &IdedExpr) -> Option<Value> {
+pub(crate) fn literal_json(e: &IdedExpr) -> Option<Value> {
     Some(match &e.expr {
         AstExpr::Literal(LiteralValue::String(s)) => Value::String(s.inner().to_string()),
         AstExpr::Literal(LiteralValue::Int(i)) => Value::from(*i.inner()),

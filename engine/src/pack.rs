@@ -1045,6 +1045,69 @@ fn undefined_variables(doc: &Document, pack: &CompiledPack, out: &mut Vec<Proble
         };
         unknown_identifiers(doc, &site, id, PACK_NAMES, &item, out);
         unknown_fragment_reads(doc, &site, id, &pack.fragments, out);
+        function_calls(doc, &site, id, pack, out);
+    }
+}
+
+/// Calls of our functions of a fixed number of operands with another number, and
+/// `fieldTypeErrors` tables written as literals (in the call, or as the pack variable it reads)
+/// that are not tables: both would fail on every document that reaches them.
+fn function_calls(
+    doc: &Document,
+    site: &crate::sites::Site<'_>,
+    id: Option<&str>,
+    pack: &CompiledPack,
+    out: &mut Vec<Problem>,
+) {
+    fn walk(e: &cel::IdedExpr, found: &mut Vec<String>, pack: &CompiledPack) {
+        if let cel::common::ast::Expr::Call(c) = &e.expr {
+            let n = c.args.len() + usize::from(c.target.is_some());
+            if let Some((name, want, operands)) = crate::expr::FIXED_ARITIES
+                .iter()
+                .find(|(f, _, _)| *f == c.func_name)
+            {
+                if n != *want {
+                    found.push(format!(
+                        "{name}{operands} takes {want} operand{}, given {n}",
+                        if *want == 1 { "" } else { "s" }
+                    ));
+                } else if *name == crate::expr::FIELD_TYPE_ERRORS
+                    && c.target.is_none()
+                    && let Some(table) = c.args.get(1)
+                {
+                    let (literal, from) = match &table.expr {
+                        cel::common::ast::Expr::Ident(v) => match v
+                            .strip_prefix(crate::expr::VARIABLE_PREFIX)
+                            .and_then(|v| pack.variables.iter().find(|(n, _)| n == v))
+                        {
+                            Some((n, x)) => (
+                                crate::expr::literal_json(x.ast()),
+                                format!(" (variables.{n})"),
+                            ),
+                            None => (None, String::new()),
+                        },
+                        _ => (crate::expr::literal_json(table), String::new()),
+                    };
+                    if let Some(Err(e)) = literal.map(|t| crate::expr::check_field_type_table(&t)) {
+                        found.push(format!("{name}{from}: {e}"));
+                    }
+                }
+            }
+        }
+        crate::cost::children(e, &mut |c| walk(c, found, pack));
+    }
+    let mut found = Vec::new();
+    walk(site.expr.ast(), &mut found, pack);
+    for message in found {
+        out.push(Problem {
+            kind: ProblemKind::Compile,
+            error: Error::Pack {
+                file: doc.source.name.clone(),
+                pos: doc.spans.lookup(&site.path),
+                rule: id.map(|r| Inside::in_doc(doc, r)),
+                message,
+            },
+        });
     }
 }
 
@@ -2279,6 +2342,25 @@ mod tests {
         assert!(
             msg.starts_with("rule pack error: rules/x.yaml:8:5: rule r: unknown field `expresion`"),
             "{msg}"
+        );
+    }
+
+    #[test]
+    fn a_call_of_a_wrong_arity_or_a_literal_table_that_is_not_one_is_refused_at_load() {
+        let text = format!(
+            "{HEAD}variables:\n- {{name: t, expression: \"{{'c': {{'types': ['list'], 'shape': 'a list', 'item': {{}}}}}}\"}}\nrules:\n- id: r\n  validate:\n    expression: \"size(fieldTypeErrors(object, variables.t, '')) == 0 && goQuote('a', 'b') != '' && size(fieldTypeErrors(object, {{'a': {{'types': [], 'shape': 's'}}}}, '')) == 0\"\n"
+        );
+        let errors: Vec<String> = match load(&text) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.errors.iter().map(ToString::to_string).collect(),
+        };
+        assert_eq!(
+            errors,
+            [
+                "rule pack error: rules/x.yaml:10:17: rule r: fieldTypeErrors (variables.t): the table's entry for \"c\" has the key \"item\", which is none of types, shape, items, values, fields",
+                "rule pack error: rules/x.yaml:10:17: rule r: goQuote(s) takes 1 operand, given 2",
+                "rule pack error: rules/x.yaml:10:17: rule r: fieldTypeErrors: the table's entry for \"a\" is not a map with 'types' (a list of type names) and 'shape' (a string), and optionally 'items', 'values' or 'fields'",
+            ]
         );
     }
 

@@ -357,6 +357,18 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
             ),
         ),
         (
+            "fieldTypeErrors(object.spec, {'replicas': {'types': ['integer'], 'shape': 'a number'}}, 'spec')",
+            err(
+                "Error executing function 'fieldTypeErrors': the table's entry for \"spec.replicas\" names the type \"integer\", which is none of typeName's: list, map, string, int, uint, double, bool, null, bytes",
+            ),
+        ),
+        (
+            "fieldTypeErrors(object.spec, {'jobs': {'types': ['list'], 'shape': 'a list', 'item': {}}}, 'spec')",
+            err(
+                "Error executing function 'fieldTypeErrors': the table's entry for \"spec.jobs\" has the key \"item\", which is none of types, shape, items, values, fields",
+            ),
+        ),
+        (
             "fieldTypeErrors(object.spec, [], 'spec')",
             err(
                 "Error executing function 'fieldTypeErrors': the fields of \"spec\" are not described by a map of field names to their types",

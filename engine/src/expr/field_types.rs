@@ -45,7 +45,8 @@
 //!
 //! # Errors
 //! A table that is not written as above (an entry without `types` or `shape`, a `types` that
-//! is not a list of strings), naming the entry.
+//! is empty or names no type `typeName` gives, a key other than the five above), naming the
+//! entry. An entry is read when a value meets it: an entry no document reaches is not.
 
 use std::collections::HashMap;
 
@@ -57,6 +58,14 @@ use crate::view::{json_node, val_type_name};
 
 /// The name rule files call it by.
 pub(crate) const NAME: &str = "fieldTypeErrors";
+
+/// The type names an entry's `types` may list: those `typeName` gives.
+const TYPE_NAMES: [&str; 9] = [
+    "list", "map", "string", "int", "uint", "double", "bool", "null", "bytes",
+];
+
+/// The keys an entry may have.
+const ENTRY_KEYS: [&str; 5] = ["types", "shape", "items", "values", "fields"];
 
 /// One entry of the table, read from its CEL map (owned: a table read from a document is
 /// viewed, and a view's lookups give values of their own).
@@ -215,12 +224,44 @@ fn entry_of<'s>(spec: &'s dyn Val, table: &str) -> Result<Entry<'s>, ExecutionEr
             let mut it = list.iter();
             while let Some(x) = it.next() {
                 match x.downcast_ref::<CelString>() {
-                    Some(s) => types.push(s.inner().to_string()),
+                    Some(s) if TYPE_NAMES.contains(&s.inner()) => types.push(s.inner().to_string()),
+                    Some(s) => {
+                        return Err(ExecutionError::function_error(
+                            NAME,
+                            format!(
+                                "the table's entry for {table:?} names the type {:?}, which is none of typeName's: {}",
+                                s.inner(),
+                                TYPE_NAMES.join(", ")
+                            ),
+                        ));
+                    }
                     None => return Err(malformed(table, WANT)),
                 }
             }
+            if types.is_empty() {
+                return Err(malformed(table, WANT));
+            }
         }
         _ => return Err(malformed(table, WANT)),
+    }
+    // A misspelt key ('item') would check nothing below it, silently.
+    if let Some(keys) = spec.as_iterable() {
+        let mut it = keys.iter();
+        while let Some(k) = it.next() {
+            let known = k
+                .downcast_ref::<CelString>()
+                .is_some_and(|k| ENTRY_KEYS.contains(&k.inner()));
+            if !known {
+                return Err(ExecutionError::function_error(
+                    NAME,
+                    format!(
+                        "the table's entry for {table:?} has the key {}, which is none of {}",
+                        crate::view::to_json(k).map_or_else(|| "?".to_string(), |v| v.to_string()),
+                        ENTRY_KEYS.join(", ")
+                    ),
+                ));
+            }
+        }
     }
     let shape = match field("shape") {
         Some(s) => match s.as_ref().downcast_ref::<CelString>() {
@@ -252,4 +293,75 @@ fn error(at: &str, f: &str, shape: &str, got: &str) -> Box<dyn Val + 'static> {
         );
     }
     Box::new(CelMap::from(map))
+}
+
+/// Checks a table written as a literal (JSON) when the rules load: `Err` names the first entry
+/// that is not written as the module docs say, by its place in the table (`command.items`).
+pub(crate) fn check_table(table: &serde_json::Value) -> Result<(), String> {
+    check_fields(table, "")
+}
+
+fn check_fields(fields: &serde_json::Value, at: &str) -> Result<(), String> {
+    let serde_json::Value::Object(map) = fields else {
+        return Err(format!(
+            "the table{} is not a map of field names to their types",
+            if at.is_empty() {
+                String::new()
+            } else {
+                format!(" of {at:?}")
+            }
+        ));
+    };
+    for (name, entry) in map {
+        let place = if at.is_empty() {
+            name.clone()
+        } else {
+            format!("{at}.{name}")
+        };
+        check_entry(entry, &place)?;
+    }
+    Ok(())
+}
+
+fn check_entry(entry: &serde_json::Value, at: &str) -> Result<(), String> {
+    const WANT: &str = "a map with 'types' (a list of type names) and 'shape' (a string), \
+                        and optionally 'items', 'values' or 'fields'";
+    let serde_json::Value::Object(map) = entry else {
+        return Err(format!("the table's entry for {at:?} is not {WANT}"));
+    };
+    if let Some(key) = map.keys().find(|k| !ENTRY_KEYS.contains(&k.as_str())) {
+        return Err(format!(
+            "the table's entry for {at:?} has the key {key:?}, which is none of {}",
+            ENTRY_KEYS.join(", ")
+        ));
+    }
+    match map.get("types") {
+        Some(serde_json::Value::Array(types)) if !types.is_empty() => {
+            for t in types {
+                match t.as_str() {
+                    Some(t) if TYPE_NAMES.contains(&t) => {}
+                    Some(t) => {
+                        return Err(format!(
+                            "the table's entry for {at:?} names the type {t:?}, which is none of typeName's: {}",
+                            TYPE_NAMES.join(", ")
+                        ));
+                    }
+                    None => return Err(format!("the table's entry for {at:?} is not {WANT}")),
+                }
+            }
+        }
+        _ => return Err(format!("the table's entry for {at:?} is not {WANT}")),
+    }
+    if !map.get("shape").is_some_and(serde_json::Value::is_string) {
+        return Err(format!("the table's entry for {at:?} is not {WANT}"));
+    }
+    for nested in ["items", "values"] {
+        if let Some(e) = map.get(nested) {
+            check_entry(e, &format!("{at}.{nested}"))?;
+        }
+    }
+    if let Some(f) = map.get("fields") {
+        check_fields(f, at)?;
+    }
+    Ok(())
 }
