@@ -923,9 +923,14 @@ fn sarif_rule(
         Some(at) => format!("{short} (pack {pack}, defined at {at})"),
         None => format!("{short} (pack {pack})"),
     };
-    let help = format!(
-        "{short}\nRun `nvcre-policy rules explain {id}` for the rule's expression, message and a passing and a failing example."
-    );
+    // A pipeline finding has no rule file: its explanation is why it matters and what to do.
+    let help = if at.as_deref() == Some(nvcre_domain::BUILT_IN) {
+        format!("{short}\nRun `nvcre-policy rules explain {id}` for why it matters and what to do.")
+    } else {
+        format!(
+            "{short}\nRun `nvcre-policy rules explain {id}` for the rule's expression, message and a passing and a failing example."
+        )
+    };
     sarif::ReportingDescriptor::builder()
         .id(id)
         .short_description(multiformat(short))
