@@ -940,13 +940,13 @@ const SHIPPED_COST_WARNINGS: [&str; 25] = [
     "rules/lint/workloads.yaml:526:7: warning[cel-cost]: pack variable \"mpiEnv\"",
     "rules/lint/workloads.yaml:559:7: warning[cel-cost]: pack variable \"claimsUsed\"",
     "rules/lint/workloads.yaml:578:9: warning[cel-cost]: rule lint-field-type",
-    "rules/lint/workloads.yaml:807:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
-    "rules/lint/workloads.yaml:822:9: warning[cel-cost]: rule lint-claim-not-used",
-    "rules/lint/workloads.yaml:838:9: warning[cel-cost]: rule lint-claim-not-declared",
-    "rules/lint/workloads.yaml:858:9: warning[cel-cost]: rule lint-compute-domain-nodes",
-    "rules/lint/workloads.yaml:916:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
-    "rules/lint/workloads.yaml:939:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
-    "rules/lint/workloads.yaml:960:9: warning[cel-cost]: rule lint-template-labels",
+    "rules/lint/workloads.yaml:810:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
+    "rules/lint/workloads.yaml:827:9: warning[cel-cost]: rule lint-claim-not-used",
+    "rules/lint/workloads.yaml:843:9: warning[cel-cost]: rule lint-claim-not-declared",
+    "rules/lint/workloads.yaml:863:9: warning[cel-cost]: rule lint-compute-domain-nodes",
+    "rules/lint/workloads.yaml:921:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
+    "rules/lint/workloads.yaml:944:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
+    "rules/lint/workloads.yaml:965:9: warning[cel-cost]: rule lint-template-labels",
 ];
 
 // ---------------------------------------------------------------------------------------------
