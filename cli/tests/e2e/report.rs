@@ -940,13 +940,13 @@ const SHIPPED_COST_WARNINGS: [&str; 25] = [
     "rules/lint/workloads.yaml:527:7: warning[cel-cost]: pack variable \"mpiEnv\"",
     "rules/lint/workloads.yaml:560:7: warning[cel-cost]: pack variable \"claimsUsed\"",
     "rules/lint/workloads.yaml:579:9: warning[cel-cost]: rule lint-field-type",
-    "rules/lint/workloads.yaml:811:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
-    "rules/lint/workloads.yaml:828:9: warning[cel-cost]: rule lint-claim-not-used",
-    "rules/lint/workloads.yaml:847:9: warning[cel-cost]: rule lint-claim-not-declared",
-    "rules/lint/workloads.yaml:877:9: warning[cel-cost]: rule lint-compute-domain-nodes",
-    "rules/lint/workloads.yaml:935:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
-    "rules/lint/workloads.yaml:958:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
-    "rules/lint/workloads.yaml:979:9: warning[cel-cost]: rule lint-template-labels",
+    "rules/lint/workloads.yaml:813:19: warning[cel-cost]: rule lint-mpi-env-forward-mismatch",
+    "rules/lint/workloads.yaml:830:9: warning[cel-cost]: rule lint-claim-not-used",
+    "rules/lint/workloads.yaml:849:9: warning[cel-cost]: rule lint-claim-not-declared",
+    "rules/lint/workloads.yaml:879:9: warning[cel-cost]: rule lint-compute-domain-nodes",
+    "rules/lint/workloads.yaml:937:9: warning[cel-cost]: rule lint-efa-plugin-without-efa",
+    "rules/lint/workloads.yaml:960:9: warning[cel-cost]: rule lint-efa-plugin-disabled",
+    "rules/lint/workloads.yaml:981:9: warning[cel-cost]: rule lint-template-labels",
 ];
 
 // ---------------------------------------------------------------------------------------------
