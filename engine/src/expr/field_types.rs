@@ -209,74 +209,102 @@ fn walk_value(
 
 /// Reads the table's entry for the value at `at` (`table`, for an error's words).
 fn entry_of<'s>(spec: &'s dyn Val, table: &str) -> Result<Entry<'s>, ExecutionError> {
-    const WANT: &str = "a map with 'types' (a list of type names) and 'shape' (a string), \
-                        and optionally 'items', 'values' or 'fields'";
+    let refused = |e: String| ExecutionError::function_error(NAME, e);
     let Some(index) = spec.as_indexer().filter(|_| val_type_name(spec) == "map") else {
         return Err(malformed(table, WANT));
     };
     let field = |name: &str| index.get(&CelString::from(name)).ok();
-    let mut types = Vec::new();
-    match field("types") {
-        Some(t) if val_type_name(t.as_ref()) == "list" => {
-            let Some(list) = t.as_ref().as_iterable() else {
-                return Err(malformed(table, WANT));
-            };
-            let mut it = list.iter();
-            while let Some(x) = it.next() {
-                match x.downcast_ref::<CelString>() {
-                    Some(s) if TYPE_NAMES.contains(&s.inner()) => types.push(s.inner().to_string()),
-                    Some(s) => {
-                        return Err(ExecutionError::function_error(
-                            NAME,
-                            format!(
-                                "the table's entry for {table:?} names the type {:?}, which is none of typeName's: {}",
-                                s.inner(),
-                                TYPE_NAMES.join(", ")
-                            ),
-                        ));
-                    }
-                    None => return Err(malformed(table, WANT)),
-                }
-            }
-            if types.is_empty() {
-                return Err(malformed(table, WANT));
-            }
-        }
-        _ => return Err(malformed(table, WANT)),
-    }
     // A misspelt key ('item') would check nothing below it, silently.
+    let mut unknown_key = None;
     if let Some(keys) = spec.as_iterable() {
         let mut it = keys.iter();
         while let Some(k) = it.next() {
-            let known = k
-                .downcast_ref::<CelString>()
-                .is_some_and(|k| ENTRY_KEYS.contains(&k.inner()));
-            if !known {
-                return Err(ExecutionError::function_error(
-                    NAME,
-                    format!(
-                        "the table's entry for {table:?} has the key {}, which is none of {}",
+            match k.downcast_ref::<CelString>() {
+                Some(k) if ENTRY_KEYS.contains(&k.inner()) => {}
+                Some(k) => unknown_key = Some(format!("{:?}", k.inner())),
+                None => {
+                    unknown_key = Some(
                         crate::view::to_json(k).map_or_else(|| "?".to_string(), |v| v.to_string()),
-                        ENTRY_KEYS.join(", ")
-                    ),
-                ));
+                    );
+                }
+            }
+            if unknown_key.is_some() {
+                break;
             }
         }
     }
-    let shape = match field("shape") {
-        Some(s) => match s.as_ref().downcast_ref::<CelString>() {
-            Some(s) => s.inner().to_string(),
-            None => return Err(malformed(table, WANT)),
-        },
-        None => return Err(malformed(table, WANT)),
-    };
+    let types_val = field("types");
+    let types: Option<Vec<Option<&str>>> = types_val
+        .as_ref()
+        .filter(|t| val_type_name(t.as_ref()) == "list")
+        .and_then(|t| t.as_ref().as_iterable())
+        .map(|list| {
+            let mut out = Vec::new();
+            let mut it = list.iter();
+            while let Some(x) = it.next() {
+                out.push(x.downcast_ref::<CelString>().map(CelString::inner));
+            }
+            out
+        });
+    let shape_val = field("shape");
+    let shape = shape_val
+        .as_ref()
+        .and_then(|s| s.as_ref().downcast_ref::<CelString>())
+        .map(CelString::inner);
+    judge(table, unknown_key, types.as_deref(), shape.is_some()).map_err(refused)?;
     Ok(Entry {
-        types,
-        shape,
+        types: types
+            .unwrap_or_default()
+            .into_iter()
+            .flatten()
+            .map(str::to_string)
+            .collect(),
+        shape: shape.unwrap_or_default().to_string(),
         items: field("items"),
         values: field("values"),
         fields: field("fields"),
     })
+}
+
+/// What an entry must be, in an error's words.
+const WANT: &str = "a map with 'types' (a list of type names) and 'shape' (a string), \
+                    and optionally 'items', 'values' or 'fields'";
+
+/// Judges an entry for the value at `at` (a table read at run time and a literal table read
+/// when the rules load, alike): the first key that is none of [`ENTRY_KEYS`] (as written),
+/// its `types` (`None` when not a list; an item that is not a string as `None`), whether its
+/// `shape` is a string.
+fn judge(
+    at: &str,
+    unknown_key: Option<String>,
+    types: Option<&[Option<&str>]>,
+    shape: bool,
+) -> Result<(), String> {
+    if let Some(key) = unknown_key {
+        return Err(format!(
+            "the table's entry for {at:?} has the key {key}, which is none of {}",
+            ENTRY_KEYS.join(", ")
+        ));
+    }
+    let Some(types) = types.filter(|t| !t.is_empty()) else {
+        return Err(format!("the table's entry for {at:?} is not {WANT}"));
+    };
+    for t in types {
+        match t {
+            Some(t) if TYPE_NAMES.contains(t) => {}
+            Some(t) => {
+                return Err(format!(
+                    "the table's entry for {at:?} names the type {t:?}, which is none of typeName's: {}",
+                    TYPE_NAMES.join(", ")
+                ));
+            }
+            None => return Err(format!("the table's entry for {at:?} is not {WANT}")),
+        }
+    }
+    if !shape {
+        return Err(format!("the table's entry for {at:?} is not {WANT}"));
+    }
+    Ok(())
 }
 
 fn malformed(at: &str, want: &str) -> ExecutionError {
@@ -324,37 +352,21 @@ fn check_fields(fields: &serde_json::Value, at: &str) -> Result<(), String> {
 }
 
 fn check_entry(entry: &serde_json::Value, at: &str) -> Result<(), String> {
-    const WANT: &str = "a map with 'types' (a list of type names) and 'shape' (a string), \
-                        and optionally 'items', 'values' or 'fields'";
     let serde_json::Value::Object(map) = entry else {
         return Err(format!("the table's entry for {at:?} is not {WANT}"));
     };
-    if let Some(key) = map.keys().find(|k| !ENTRY_KEYS.contains(&k.as_str())) {
-        return Err(format!(
-            "the table's entry for {at:?} has the key {key:?}, which is none of {}",
-            ENTRY_KEYS.join(", ")
-        ));
-    }
-    match map.get("types") {
-        Some(serde_json::Value::Array(types)) if !types.is_empty() => {
-            for t in types {
-                match t.as_str() {
-                    Some(t) if TYPE_NAMES.contains(&t) => {}
-                    Some(t) => {
-                        return Err(format!(
-                            "the table's entry for {at:?} names the type {t:?}, which is none of typeName's: {}",
-                            TYPE_NAMES.join(", ")
-                        ));
-                    }
-                    None => return Err(format!("the table's entry for {at:?} is not {WANT}")),
-                }
-            }
-        }
-        _ => return Err(format!("the table's entry for {at:?} is not {WANT}")),
-    }
-    if !map.get("shape").is_some_and(serde_json::Value::is_string) {
-        return Err(format!("the table's entry for {at:?} is not {WANT}"));
-    }
+    let types: Option<Vec<Option<&str>>> = map
+        .get("types")
+        .and_then(serde_json::Value::as_array)
+        .map(|types| types.iter().map(serde_json::Value::as_str).collect());
+    judge(
+        at,
+        map.keys()
+            .find(|k| !ENTRY_KEYS.contains(&k.as_str()))
+            .map(|k| format!("{k:?}")),
+        types.as_deref(),
+        map.get("shape").is_some_and(serde_json::Value::is_string),
+    )?;
     for nested in ["items", "values"] {
         if let Some(e) = map.get(nested) {
             check_entry(e, &format!("{at}.{nested}"))?;
