@@ -189,7 +189,7 @@ fn placement_finding(doc: &Document, message: String) -> Finding {
     // No target node at all is the target's doing (a WorkloadRun's spec.target, a Workflow's
     // spec.orchestration.target); too few, the nodes per group's (spec.numNodes).
     let spec = nvcre_engine::FieldPath::root().key("spec");
-    let candidates = if message.starts_with("No target nodes found") {
+    let candidates = if message.starts_with(crate::render::NO_TARGET_NODES) {
         vec![
             spec.clone().key("target"),
             spec.clone().key("orchestration").key("target"),

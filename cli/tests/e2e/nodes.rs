@@ -573,22 +573,24 @@ fn stand_in_nodes_satisfy_a_product_exists_target_without_writing_the_product() 
     assert!(!out.contains("NVIDIA-H100"), "{out}");
 }
 
+/// An 8-GPU H100 Node of pool `p1` named `name`, cordoned when `cordoned`.
+fn pool_node(name: &str, cordoned: bool) -> String {
+    format!(
+        "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{nvidia.com/gpu.present: 'true', nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, pool: p1}}\nspec: {{providerID: 'aws:///a/i', unschedulable: {cordoned}}}\nstatus: {{allocatable: {{nvidia.com/gpu: '8'}}}}\n"
+    )
+}
+
 /// A note about the nodes a document's target selects (cordoned ones left out) is led by the
 /// document's place among several documents, as its errors and findings are; one document keeps
 /// the bare note.
 #[test]
 fn a_nodes_note_among_several_documents_is_led_by_the_documents_place() {
-    let node = |name: &str, cordoned: bool| {
-        format!(
-            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{nvidia.com/gpu.present: 'true', nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, pool: p1}}\nspec: {{providerID: 'aws:///a/i', unschedulable: {cordoned}}}\nstatus: {{allocatable: {{nvidia.com/gpu: '8'}}}}\n"
-        )
-    };
     let one = targeted_run("a", 1, "    nodeSelector: {pool: p1}\n");
     let (dir, file) = temp_file("runs.yaml", &format!("{one}---\n{one}"));
     let nodes = dir.path().join("nodes.yaml");
     std::fs::write(
         &nodes,
-        format!("{}---\n{}", node("n1", false), node("n2", true)),
+        format!("{}---\n{}", pool_node("n1", false), pool_node("n2", true)),
     )
     .expect("write");
     let nodes = nodes.to_string_lossy().into_owned();
@@ -610,11 +612,6 @@ fn a_nodes_note_among_several_documents_is_led_by_the_documents_place() {
 /// the run's target (render prints it as a note); a Workflow's render and check note them too.
 #[test]
 fn check_reports_the_cordoned_nodes_it_left_out() {
-    let node = |name: &str, cordoned: bool| {
-        format!(
-            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{nvidia.com/gpu.present: 'true', nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, pool: p1}}\nspec: {{providerID: 'aws:///a/i', unschedulable: {cordoned}}}\nstatus: {{allocatable: {{nvidia.com/gpu: '8'}}}}\n"
-        )
-    };
     let (dir, file) = temp_file(
         "run.yaml",
         &targeted_run("a", 1, "    nodeSelector: {pool: p1}\n"),
@@ -622,7 +619,7 @@ fn check_reports_the_cordoned_nodes_it_left_out() {
     let nodes = dir.path().join("nodes.yaml");
     std::fs::write(
         &nodes,
-        format!("{}---\n{}", node("n1", false), node("n2", true)),
+        format!("{}---\n{}", pool_node("n1", false), pool_node("n2", true)),
     )
     .expect("write");
     let nodes = nodes.to_string_lossy().into_owned();
@@ -695,12 +692,6 @@ fn check_reports_the_cordoned_nodes_it_left_out() {
 /// at the target: a WorkloadRun's `spec.target`, a Workflow's `spec.orchestration.target`.
 #[test]
 fn no_target_node_because_all_are_cordoned_names_them_at_the_target() {
-    let node = |name: &str| {
-        format!(
-            "apiVersion: v1\nkind: Node\nmetadata:\n  name: {name}\n  labels: {{nvidia.com/gpu.present: 'true', nvidia.com/gpu.product: NVIDIA-H100-80GB-HBM3, pool: p1}}\nspec: {{providerID: 'aws:///a/i', unschedulable: {}}}\nstatus: {{allocatable: {{nvidia.com/gpu: '8'}}}}\n",
-            name != "n0"
-        )
-    };
     let (dir, file) = temp_file(
         "run.yaml",
         &targeted_run("a", 1, "    nodeSelector: {pool: p1}\n"),
@@ -710,8 +701,14 @@ fn no_target_node_because_all_are_cordoned_names_them_at_the_target() {
         std::fs::write(&p, text).expect("write");
         p.to_string_lossy().into_owned()
     };
-    let some = write("some.yaml", format!("{}---\n{}", node("n0"), node("n1")));
-    let all = write("all.yaml", format!("{}---\n{}", node("n1"), node("n2")));
+    let some = write(
+        "some.yaml",
+        format!("{}---\n{}", pool_node("n0", false), pool_node("n1", true)),
+    );
+    let all = write(
+        "all.yaml",
+        format!("{}---\n{}", pool_node("n1", true), pool_node("n2", true)),
+    );
     let message = "No target nodes found matching orchestration target (2 node(s) given; a target node matches spec.target, carries nvidia.com/gpu.present=true and is schedulable); cordoned GPU nodes left out: n1, n2";
     let (code, _, err) = run(&["render", "--nodes-file", &all, &file]);
     assert_eq!((code, err), (1, format!("{message}\n")));

@@ -6,7 +6,7 @@
 //! over the target nodes. With flags only, [`synthetic_nodes`] stands in for the fleet when
 //! nodes are needed (`--expand`). NIC resource detection reads the nodes too.
 
-use nvcre_engine::RuleSet;
+use nvcre_engine::{Document, RuleSet};
 use serde::Deserialize;
 use serde_json::{Map, Value};
 
@@ -60,6 +60,39 @@ pub struct NodeContext {
     pub notes: Vec<ContextNote>,
 }
 
+impl NodeContext {
+    /// Its notes as `render` prints them, led by `doc`'s place among several documents.
+    pub(super) fn notes_of(&self, doc: &Document) -> impl Iterator<Item = super::Note> + '_ {
+        let place = crate::document_place(doc);
+        self.notes.iter().map(move |n| super::Note {
+            at: Some(place.clone()),
+            ..super::Note::from(n.text.clone())
+        })
+    }
+
+    /// Its notes as warnings of their built-in rules, at `path` (the target) of `doc` when
+    /// `doc` has it, else at its start: what `check` and the controller report.
+    pub(super) fn findings_of(
+        &self,
+        doc: &Document,
+        path: &nvcre_engine::FieldPath,
+    ) -> Vec<nvcre_engine::Finding> {
+        self.notes
+            .iter()
+            .map(|n| {
+                let pack = crate::builtins::built_in_rule(n.rule).map_or("input", |r| r.pack);
+                crate::check::built_in_finding(
+                    doc,
+                    (n.rule, pack, nvcre_engine::Severity::Warning),
+                    n.text.clone(),
+                    Some(path).filter(|p| p.get(&doc.value).is_some()),
+                    doc.spans.lookup(&nvcre_engine::FieldPath::root()),
+                )
+            })
+            .collect()
+    }
+}
+
 /// A note of node discovery: the built-in rule it is reported under, and its text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ContextNote {
@@ -68,6 +101,9 @@ pub struct ContextNote {
     /// The message.
     pub text: String,
 }
+
+/// How the placement error for a target that selects no node begins (the controller's words).
+pub const NO_TARGET_NODES: &str = "No target nodes found matching orchestration target";
 
 /// The exact message for `--nodes-file` combined with `--platform` / `--gpu-arch` (the
 /// original's sentence, then what to do instead).
@@ -114,7 +150,7 @@ pub fn node_context(
             )
         };
         return Err(PolicyError::Placement(format!(
-            "No target nodes found matching orchestration target ({} node(s) given; a target node matches spec.target, carries {}=true and is schedulable){cordoned}",
+            "{NO_TARGET_NODES} ({} node(s) given; a target node matches spec.target, carries {}=true and is schedulable){cordoned}",
             all.len(),
             nodes::GPU_PRESENT_LABEL
         )));

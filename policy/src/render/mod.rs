@@ -27,7 +27,7 @@ use crate::error::PolicyError;
 use crate::nodes::Node;
 use crate::resolve::AppliedOverride;
 
-pub use context::{NIC_DETECTION, RenderRequest, check_flags};
+pub use context::{NIC_DETECTION, NO_TARGET_NODES, RenderRequest, check_flags};
 pub(crate) use context::{NIC_TABLE, NicRow};
 pub use enforce::note_line;
 pub use expand::{Expanded, Verify, expand, expand_verifying};

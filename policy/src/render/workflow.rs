@@ -59,11 +59,7 @@ fn render_noting(
         .and_then(|t| serde_json::from_value(t.clone()).ok());
     let ctx = node_context(rules, req, target.as_ref())?;
     // As a WorkloadRun's render: printed as notes, reported as findings.
-    let place = crate::document_place(&doc);
-    warnings.extend(ctx.notes.iter().map(|n| Note {
-        at: Some(place.clone()),
-        ..Note::from(n.text.clone())
-    }));
+    warnings.extend(ctx.notes_of(&doc));
     let orchestration = nvcre_engine::FieldPath::root()
         .key("spec")
         .key("orchestration");
@@ -71,7 +67,7 @@ fn render_noting(
         Some(_) => orchestration.key("target"),
         None => orchestration,
     };
-    findings.extend(super::workloadrun::context_findings(&doc, &ctx, &at));
+    findings.extend(ctx.findings_of(&doc, &at));
     let (platform, arch) = if ctx.from_nodes {
         (ctx.platform.clone(), ctx.gpu_architecture.clone())
     } else {

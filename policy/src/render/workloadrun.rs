@@ -147,7 +147,7 @@ fn render_noting(
         Some(_) => spec.key("target"),
         None => spec,
     };
-    findings.extend(context_findings(&doc, &ctx, &target));
+    findings.extend(ctx.findings_of(&doc, &target));
     let sizing = sizing(rules, &run, &ctx, &arch, warnings)?;
     let listed = rows_listed(rules, req, &ctx);
     let rows = platform_rows(
@@ -276,11 +276,7 @@ fn resolve_node_context(
     let ctx = node_context(rules, req, run.spec.target.as_ref())?;
     // About the nodes this document's target selects: among several documents, led by the
     // document's place.
-    let place = crate::document_place(doc);
-    warnings.extend(ctx.notes.iter().map(|n| Note {
-        at: Some(place.clone()),
-        ..Note::from(n.text.clone())
-    }));
+    warnings.extend(ctx.notes_of(doc));
     let arch = match (ctx.from_nodes, req.gpu_arch.is_some()) {
         (true, _) | (false, true) => ctx.gpu_architecture.clone(),
         (false, false) => {
@@ -363,31 +359,6 @@ fn unknown_architecture(
             ctx.platform
         )
     })
-}
-
-/// The notes of node discovery as warnings of their built-in rules, at `path` (the target) of
-/// `doc`.
-pub(super) fn context_findings(
-    doc: &Document,
-    ctx: &NodeContext,
-    path: &nvcre_engine::FieldPath,
-) -> Vec<nvcre_engine::Finding> {
-    ctx.notes
-        .iter()
-        .map(|n| {
-            let pack = crate::builtins::BUILT_IN_RULES
-                .iter()
-                .find(|r| r.id == n.rule)
-                .map_or("input", |r| r.pack);
-            crate::check::built_in_finding(
-                doc,
-                (n.rule, pack, nvcre_engine::Severity::Warning),
-                n.text.clone(),
-                Some(path).filter(|p| p.get(&doc.value).is_some()),
-                doc.spans.lookup(&nvcre_engine::FieldPath::root()),
-            )
-        })
-        .collect()
 }
 
 /// What the run asks of each node: the spec's values, else the per-node defaults of the
