@@ -1244,7 +1244,8 @@ fn junit_cases(
                 extra.push(&f.rule_id);
             }
         }
-        let classname = format!("{} document {}", file.file, doc.index);
+        // Counted from one, as every message counts documents ("document 2" is the second).
+        let classname = format!("{} document {}", file.file, doc.index + 1);
         for id in doc.rules.iter().map(String::as_str).chain(extra) {
             let mut case = Case {
                 name: id.to_string(),

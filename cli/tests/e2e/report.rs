@@ -371,7 +371,7 @@ fn junit_has_a_suite_per_file_and_a_case_per_document_and_rule() {
     assert_eq!(first.name.as_str(), "widget-size");
     assert_eq!(
         first.classname.as_ref().map(|c| c.as_str()),
-        Some("bad.yaml document 0")
+        Some("bad.yaml document 1")
     );
     match &first.status {
         quick_junit::TestCaseStatus::NonSuccess {
@@ -408,7 +408,7 @@ fn junit_with_fail_on_warning_turns_the_warning_into_a_failure() {
     assert_eq!(code, 1);
     assert!(
         stdout.contains(
-            "        <testcase name=\"widget-color\" classname=\"bad.yaml document 0\">\n            <failure message=\"not blue, use blue\" type=\"warning\">bad.yaml:5:10: warning[widget-color]: not blue, use blue (spec.color)</failure>\n        </testcase>\n"
+            "        <testcase name=\"widget-color\" classname=\"bad.yaml document 1\">\n            <failure message=\"not blue, use blue\" type=\"warning\">bad.yaml:5:10: warning[widget-color]: not blue, use blue (spec.color)</failure>\n        </testcase>\n"
         ),
         "{stdout}"
     );
@@ -430,7 +430,7 @@ fn junit_reports_a_rule_error_as_an_error() {
     let message = "rule widget-size could not be evaluated at spec.size: operator &apos;&lt;=&apos; does not take string and int (expression: object.spec.size &lt;= 10) (a rule error, not a policy violation)";
     assert!(
         stdout.contains(&format!(
-            "        <testcase name=\"widget-size\" classname=\"odd.yaml document 0\">\n            <error message=\"{message}\" type=\"rule-error\">odd.yaml:3:14: error[widget-size]: {message} (spec.size)</error>\n        </testcase>\n"
+            "        <testcase name=\"widget-size\" classname=\"odd.yaml document 1\">\n            <error message=\"{message}\" type=\"rule-error\">odd.yaml:3:14: error[widget-size]: {message} (spec.size)</error>\n        </testcase>\n"
         )),
         "{stdout}"
     );
