@@ -1042,11 +1042,20 @@ const EQUALS_FUNCTION: &str = "@eq";
 const NOT_EQUALS_FUNCTION: &str = "@ne";
 /// The function `in` is routed to.
 pub(crate) const MEMBER_FUNCTION: &str = "@member";
+/// The functions `<`, `<=`, `>` and `>=` are routed to, with the operator each stands for.
+const ORDER_FUNCTIONS: [(&str, &str); 4] = [
+    ("@lt", operators::LESS),
+    ("@le", operators::LESS_EQUALS),
+    ("@gt", operators::GREATER),
+    ("@ge", operators::GREATER_EQUALS),
+];
 
 /// Routes every `==`, `!=` and `in` of `e` to our own functions: the interpreter asks the left
 /// operand only, and its own maps do not know a map that views a document in place, so
 /// `{'a': 1} == object.m` would be false where `object.m == {'a': 1}` is true, and so would
-/// `object.m in [{'a': 1}]`. Ours ask the other side too. No rule can name them (`@` starts
+/// `object.m in [{'a': 1}]`. Ours ask the other side too. `<`, `<=`, `>` and `>=` go to ours
+/// as well: the interpreter refuses to order a NaN (`operator '>' does not take double and
+/// double`), where CEL makes every such comparison false. No rule can name them (`@` starts
 /// no CEL identifier).
 fn route_equality(e: &mut IdedExpr) {
     if let AstExpr::Call(c) = &mut e.expr
@@ -1059,6 +1068,11 @@ fn route_equality(e: &mut IdedExpr) {
             c.func_name = NOT_EQUALS_FUNCTION.to_string();
         } else if c.func_name == operators::IN {
             c.func_name = MEMBER_FUNCTION.to_string();
+        } else if let Some((name, _)) = ORDER_FUNCTIONS
+            .iter()
+            .find(|(_, op)| *op == c.func_name.as_str())
+        {
+            c.func_name = (*name).to_string();
         }
     }
     crate::cost::children_mut(e, &mut route_equality);
@@ -1077,6 +1091,56 @@ fn register_equality(ctx: &mut cel::Context<'static, 'static>) {
                 };
                 let same = a.equals(*b) || b.equals(*a);
                 Ok(CowVal::owned(CelBool::from(same == equal)))
+            }),
+        );
+    }
+    // `a < b` and the others: the interpreter's own ordering, except that a NaN beside a number
+    // orders nothing (false), as in every CEL implementation and IEEE 754.
+    for (name, op) in ORDER_FUNCTIONS {
+        add_raw(
+            ctx,
+            name,
+            Box::new(move |ftx| {
+                let ops = operands(ftx);
+                let [a, b] = ops.as_slice() else {
+                    return Err(ExecutionError::invalid_argument_count(2, ops.len()));
+                };
+                let number = |v: &dyn Val| {
+                    matches!(v.get_type().kind(), Kind::Int | Kind::UInt | Kind::Double)
+                };
+                let nan = |v: &dyn Val| {
+                    v.downcast_ref::<cel::common::types::CelDouble>()
+                        .is_some_and(|d| d.inner().is_nan())
+                };
+                if (nan(*a) && number(*b)) || (nan(*b) && number(*a)) {
+                    return Ok(CowVal::owned(CelBool::from(false)));
+                }
+                let refused = || {
+                    ExecutionError::no_such_overload(
+                        op,
+                        ops.iter()
+                            .map(|v| crate::view::val_type_name(*v).to_string())
+                            .collect(),
+                    )
+                };
+                let order =
+                    a.as_comparer()
+                        .ok_or_else(refused)?
+                        .compare(*b)
+                        .map_err(|e| match e {
+                            ExecutionError::NoSuchOverload(_)
+                            | ExecutionError::ValuesNotComparable(..)
+                            | ExecutionError::UnsupportedKeyType(_)
+                            | ExecutionError::UnexpectedType { .. } => refused(),
+                            other => other,
+                        })?;
+                let holds = match op {
+                    operators::LESS => order.is_lt(),
+                    operators::LESS_EQUALS => order.is_le(),
+                    operators::GREATER => order.is_gt(),
+                    _ => order.is_ge(),
+                };
+                Ok(CowVal::owned(CelBool::from(holds)))
             }),
         );
     }

@@ -394,6 +394,24 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
             err("operator '[]' does not take map and list"),
         ),
         ("1 < 'a'", err("operator '<' does not take int and string")),
+        (
+            "object.spec.jobs < [1]",
+            err("operator '<' does not take list and list"),
+        ),
+        // Ordering: across numeric types, strings, a document's numbers in place; a NaN beside
+        // a number orders nothing (false both ways), as CEL and IEEE 754 have it.
+        (
+            "[1 < 2u, 2.5 >= 2, 'a' < 'b', object.spec.ratio <= 0.5, 3 > object.spec.replicas]",
+            ok(json!([true, true, true, true, false])),
+        ),
+        (
+            "[double('NaN') < 1.0, double('NaN') >= 1, 1u > double('NaN'), double('NaN') <= double('NaN'), 0.0 / 0.0 > object.spec.ratio]",
+            ok(json!([false, false, false, false, false])),
+        ),
+        (
+            "double('NaN') < 'a'",
+            err("operator '<' does not take double and string"),
+        ),
         ("{'a': 1, 'a': 2}", err("map literal repeats the key \"a\"")),
         ("nope", err("Undeclared reference to 'nope'")),
         ("nope(1)", err("Undeclared reference to 'nope'")),

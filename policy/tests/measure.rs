@@ -654,3 +654,86 @@ fn rows_that_match_but_do_not_parse_say_why() {
         Some("size \"99999999999999999999\" is not a whole number of bytes up to 2^63-1")
     );
 }
+
+/// The goodput status and warnings of `log` read with the shipped LogProfile `name`.
+fn shipped_goodput(name: &str, log: &str) -> (GoodputMeasurementStatus, Vec<String>) {
+    let profiles = profiles();
+    let mut p = GoodputParser::new(profiles.get(name).expect("profile")).expect("parser");
+    for line in log.lines() {
+        p.feed(line.as_bytes());
+    }
+    (p.status(), p.warnings())
+}
+
+#[test]
+fn stock_megatron_checkpoint_lines_without_a_time_of_their_own_take_the_kubelet_time() {
+    // Megatron-LM prints its checkpoint lines with print_rank_0, without a bracketed time.
+    let log = "\
+2026-05-01T10:00:00Z [before the start of training step] datetime: 2026-05-01 10:00:00
+2026-05-01T10:00:10Z  [2026-05-01 10:00:10] iteration       10/    1000 | consumed samples:         1280 | elapsed time per iteration (ms): 1000.0 | throughput per GPU (TFLOP/s/GPU): 50.0 | learning rate: 1.000000E-05 | global batch size:   128 | lm loss: 5.0 | loss scale: 1.0 |
+2026-05-01T10:00:10.5Z saving checkpoint at iteration      10 to /ckpt in torch_dist format
+2026-05-01T10:00:40Z   successfully saved checkpoint from iteration      10 to /ckpt [ t 1/8, p 1/1 ]
+2026-05-01T10:00:50Z  [2026-05-01 10:00:50] iteration       20/    1000 | consumed samples:         1280 | elapsed time per iteration (ms): 1000.0 | throughput per GPU (TFLOP/s/GPU): 50.0 | learning rate: 1.000000E-05 | global batch size:   128 | lm loss: 5.0 | loss scale: 1.0 |
+";
+    let (s, warnings) = shipped_goodput("megatron-training", log);
+    assert_eq!(s.checkpoint_save_time_sec.as_deref(), Some("29.500000"));
+    assert_eq!(s.last_checkpoint_step, 10);
+    assert_eq!(
+        s.last_checkpoint_time.as_deref(),
+        Some("2026-05-01T10:00:40Z")
+    );
+    assert_eq!(s.result.as_deref(), Some("0.210000"));
+    assert_eq!(warnings, Vec::<String>::new());
+
+    // Read without --timestamps, the save has no time to measure from: 0, and said so.
+    let plain: String = log
+        .lines()
+        .map(|l| l.split_once(' ').map_or(l, |(_, rest)| rest).to_string() + "\n")
+        .collect();
+    let (s, warnings) = shipped_goodput("megatron-training", &plain);
+    assert_eq!(s.checkpoint_save_time_sec.as_deref(), Some("0.000000"));
+    assert_eq!(s.last_checkpoint_step, 10);
+    assert_eq!(
+        warnings,
+        [
+            "checkpointSaveTimeSec not measured for 1 checkpoint save(s): a save or done line has no time (no kubelet timestamp, no timestamp capture of the LogProfile); read the log with kubectl logs --timestamps"
+        ]
+    );
+}
+
+#[test]
+fn megatron_world_size_lines_of_other_releases_start_the_application() {
+    for line in [
+        // No separator before tensor-model-parallel (the concatenated format string).
+        "using world size: 16, data-parallel size: 8, context-parallel size: 1, hierarchical context-parallel sizes: Nonetensor-model-parallel size: 2, encoder-tensor-model-parallel size: 0, pipeline-model-parallel size: 1, encoder-pipeline-model-parallel size: 0",
+        // Older releases: data-parallel-size, no context parallelism.
+        "using world size: 16, data-parallel-size: 8, tensor-model-parallel size: 2, pipeline-model-parallel size: 1 ",
+    ] {
+        let log = format!(
+            "2026-05-01T10:00:00Z {line}\n2026-05-01T10:01:00Z  [2026-05-01 10:01:00] iteration        1/    1000 | consumed samples:         1280 | elapsed time per iteration (ms): 1000.0 | throughput per GPU (TFLOP/s/GPU): 50.0 | learning rate: 1.000000E-05 | global batch size:   128 | lm loss: 5.0 | loss scale: 1.0 |\n"
+        );
+        let (s, _) = shipped_goodput("megatron-training", &log);
+        assert_eq!(
+            s.application_start_time.as_deref(),
+            Some("2026-05-01T10:00:00Z"),
+            "{line}"
+        );
+        assert_eq!(s.resume_time_sec.as_deref(), Some("60.000000"), "{line}");
+    }
+}
+
+#[test]
+fn nemo_2_checkpoint_save_lines_with_a_start_time_give_their_duration() {
+    let log = "\
+2026-02-17T17:58:00Z [NeMo I 2026-02-17 17:58:00 nemo_logging:393] Application initialized
+2026-02-17T17:58:10Z Training epoch 0, iteration 23/100 | lr: 1e-05 | global_batch_size: 64 | global_step: 23 | reduced_train_loss: 2.1 | train_step_timing in s: 1.0 | TFLOPS_per_GPU: 400.0
+2026-02-17T17:58:40Z [NeMo I 2026-02-17 17:58:40 nemo_logging:393] Global Checkpoint Save : Rank: 0 : Iteration: 24 : Start time: 1771351120.135s : Save duration: 25.537s
+2026-02-17T17:58:41Z [NeMo I 2026-02-17 17:58:41 nemo_logging:393] Successfully saved checkpoint from iteration      24 to /ckpt/step=24.ckpt
+2026-02-17T17:59:00Z Training epoch 0, iteration 24/100 | lr: 1e-05 | global_batch_size: 64 | global_step: 24 | reduced_train_loss: 2.1 | train_step_timing in s: 1.0 | TFLOPS_per_GPU: 400.0
+";
+    let (s, warnings) = shipped_goodput("nemo-training", log);
+    assert_eq!(s.checkpoint_save_time_sec.as_deref(), Some("25.537000"));
+    assert_eq!(s.last_checkpoint_step, 24);
+    assert_eq!(s.result.as_deref(), Some("0.407717"));
+    assert_eq!(warnings, Vec::<String>::new());
+}

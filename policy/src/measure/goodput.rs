@@ -86,6 +86,9 @@ pub struct GoodputParser<'p> {
     save_time: f64,
     /// Spans not measured because their two times were of different clocks.
     mixed_spans: std::collections::BTreeSet<&'static str>,
+    /// Checkpoint saves whose save or done line had no time (neither a kubelet timestamp nor a
+    /// `timestamp` capture), so their save time could not be measured.
+    untimed_saves: u64,
     /// A later step's time was not kept as the last step's: it was of another clock.
     stale_last_step: bool,
     unparsed_times: u64,
@@ -174,6 +177,7 @@ impl<'p> GoodputParser<'p> {
             counted_step: None,
             save_time: 0.0,
             mixed_spans: std::collections::BTreeSet::new(),
+            untimed_saves: 0,
             stale_last_step: false,
             unparsed_times: 0,
             first_unparsed_time: None,
@@ -449,10 +453,15 @@ impl<'p> GoodputParser<'p> {
         let duration = if caps.name("saveDuration").is_some() {
             p.seconds("saveDuration", float(caps, "saveDuration"))
         } else {
-            match (ts, pending.as_ref().and_then(|s| s.ts)) {
-                (Some(done), Some(start)) => self
+            match (ts, pending.as_ref().map(|s| s.ts)) {
+                (Some(done), Some(Some(start))) => self
                     .span("checkpointSaveTimeSec", start, done)
                     .map_or(0.0, |d| d.max(0.0)),
+                // A save line was read, but one of the two has no time to measure from.
+                (_, Some(_)) => {
+                    self.untimed_saves += 1;
+                    0.0
+                }
                 _ => 0.0,
             }
         };
@@ -493,8 +502,9 @@ impl<'p> GoodputParser<'p> {
 
     /// Warnings about what was read but not measured: spans between an event time of a line with
     /// a kubelet timestamp and one of a line without (different clocks), e.g.
-    /// `resumeTimeSec not measured: …`. Empty for a log whose lines all have a kubelet
-    /// timestamp, or none has.
+    /// `resumeTimeSec not measured: …`, and checkpoint saves whose lines have no time at all
+    /// (`checkpointSaveTimeSec not measured for 1 checkpoint save(s): …`). Empty for a log whose
+    /// lines all have a kubelet timestamp.
     pub fn warnings(&self) -> Vec<String> {
         let mut spans = self.mixed_spans.clone();
         if let (Some(a), Some(s)) = (self.app_start, self.first_step_ts)
@@ -514,6 +524,12 @@ impl<'p> GoodputParser<'p> {
             .iter()
             .map(|what| format!("{what} not measured: its times are from {WHY}"))
             .collect();
+        if self.untimed_saves > 0 {
+            out.push(format!(
+                "checkpointSaveTimeSec not measured for {} checkpoint save(s): a save or done line has no time (no kubelet timestamp, no timestamp capture of the LogProfile); read the log with kubectl logs --timestamps",
+                self.untimed_saves
+            ));
+        }
         if self.stale_last_step && self.last_step().is_some() {
             out.push(format!(
                 "lastStepTimestamp is not the last step's time: the log mixes {WHY}"
