@@ -141,6 +141,14 @@ fn measure(rules: &RuleSet, command: &MeasureCommand) -> Result<ExitCode, ExitCo
                     nvcre_domain::measure::MAX_SIZES
                 ));
             }
+            if let (n @ 1.., first) = p.dropped_transports() {
+                report::warning_line(&format!(
+                    "transports past the first {} were not listed ({} naming them); the first: {}",
+                    nvcre_domain::measure::MAX_TRANSPORTS,
+                    count(n, "line", "lines"),
+                    first.unwrap_or_default()
+                ));
+            }
             unmeasured = p.dropped_rows();
             (
                 Measured::Bandwidth(p.status()),
@@ -373,6 +381,15 @@ fn at(doc: &nvcre_engine::Document, file: &str, path: &FieldPath) -> String {
     }
 }
 
+/// [`at`] where the value at `path` starts, also for a mapping or list (a value of the wrong
+/// type is what is wrong, not its key).
+fn at_value(doc: &nvcre_engine::Document, file: &str, path: &FieldPath) -> String {
+    match doc.spans.lookup_value(path) {
+        Some(pos) => format!("{file}:{pos}"),
+        None => at(doc, file, path),
+    }
+}
+
 /// [`at`] the key of `path`'s last entry (an unknown key is what is wrong, not its value).
 fn at_key(doc: &nvcre_engine::Document, file: &str, path: &FieldPath) -> String {
     match doc.spans.lookup_key(path) {
@@ -399,7 +416,7 @@ fn mapping(
     let Value::Object(m) = value else {
         return Err(vec![format!(
             "{}: thresholds must be a mapping of key to CEL expression (valid keys: {})",
-            at(doc, file, base),
+            at_value(doc, file, base),
             THRESHOLD_KEYS
                 .iter()
                 .map(|k| k.key)
@@ -412,7 +429,7 @@ fn mapping(
         let Value::String(s) = v else {
             return Err(vec![format!(
                 "{}: threshold {k}: expected a CEL expression string such as \"value >= 400\", got {}",
-                at(doc, file, &base.clone().key(k.clone())),
+                at_value(doc, file, &base.clone().key(k.clone())),
                 nvcre_engine::json_type_name(v)
             )]);
         };
@@ -420,7 +437,8 @@ fn mapping(
     }
     let mut problems = Vec::new();
     if let Some(e) = unknown_keys_message(out.keys().map(String::as_str)) {
-        let first = out.keys().find(|k| threshold_key(k).is_none());
+        // The first in the file, not in key order.
+        let first = m.keys().find(|k| threshold_key(k).is_none());
         let path = first.map_or_else(|| base.clone(), |k| base.clone().key(k.clone()));
         problems.push(format!("{}: {context}{e}", at_key(doc, file, &path)));
     }
@@ -453,7 +471,8 @@ fn file_thresholds(path: &str) -> Result<BTreeMap<String, String>, Vec<String>> 
     }
 }
 
-/// `spec.thresholds` of the WorkloadRun in `path`, checked as [`mapping`] does.
+/// `spec.thresholds` of the WorkloadRun in `path`, checked as [`mapping`] does; the run itself is
+/// read as `check` reads it (its API group, the older one warned about; its field types).
 fn run_thresholds(path: &str) -> Result<BTreeMap<String, String>, Vec<String>> {
     let docs = input::read_one(&input::InputFile::given(path)).map_err(|e| vec![e])?;
     let name = if path == "-" { "<stdin>" } else { path };
@@ -463,6 +482,14 @@ fn run_thresholds(path: &str) -> Result<BTreeMap<String, String>, Vec<String>> {
         .collect();
     match runs.as_slice() {
         [doc] => {
+            // The run as `check` reads it: its API group (the older one with a warning), its
+            // field types.
+            let notes = nvcre_domain::read_workload_run(doc)
+                .map_err(|e| vec![e.to_string()])?
+                .1;
+            for n in notes {
+                report::warning_line(&n);
+            }
             let run = doc
                 .value
                 .pointer("/metadata/name")

@@ -520,6 +520,32 @@ fn threshold_errors_of_a_file_name_the_file_line_and_column() {
     let (code, _, err) = run(&["check", &run_file]);
     assert_eq!(code, 2);
     assert!(err.starts_with(&want), "{err}");
+
+    // Unknown keys point at the first of them in the file (not in key order); a value that is
+    // not a string, at the value (also a list or mapping, flow or block).
+    for (text, want) in [
+        (
+            "zeta: value > 1\nbusBandwidthGBps: value > 1\nalpha: value > 1\n",
+            ":1:1: unknown threshold key(s) [alpha, zeta]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]",
+        ),
+        (
+            "busBandwidthGBps: [value > 1]\n",
+            ":1:19: threshold busBandwidthGBps: expected a CEL expression string such as \"value >= 400\", got list",
+        ),
+        (
+            "busBandwidthGBps:\n  a: b\n",
+            ":2:3: threshold busBandwidthGBps: expected a CEL expression string such as \"value >= 400\", got mapping",
+        ),
+    ] {
+        let f = dir.path().join("more.yaml");
+        std::fs::write(&f, text).expect("write");
+        let f = f.to_string_lossy().into_owned();
+        assert_eq!(
+            measure("--thresholds", &f),
+            (2, String::new(), format!("Error: {f}{want}\n")),
+            "{text}"
+        );
+    }
 }
 
 #[test]
@@ -745,5 +771,65 @@ fn a_byte_order_mark_hides_no_row() {
     assert!(
         out.contains("    1 MB       5.16 GB/s    9.68 GB/s    1\n"),
         "{out}"
+    );
+}
+
+/// Transports past the 256 kept are said, with the first of them, not dropped silently.
+#[test]
+fn transports_past_the_kept_ones_are_warned_about() {
+    let mut text: String = (0..256)
+        .map(|i| format!("x NCCL INFO Using network zz{i:03}\n"))
+        .collect();
+    text.push_str("x NCCL INFO Using network IB\nx NCCL INFO Using network Socket\n");
+    text.push_str(&nccl_row(1024, "9.00"));
+    let (code, doc, err) = measure_text("bandwidth", "nccl-bandwidth", None, &text);
+    assert_eq!(code, 0);
+    assert_eq!(
+        err,
+        "Warning: transports past the first 256 were not listed (2 lines naming them); the first: IB\n"
+    );
+    let listed = doc["status"]["transport"].as_array().map_or(0, Vec::len);
+    assert_eq!(listed, 256);
+}
+
+/// `--run` reads the WorkloadRun as `check` does: the older API group with a warning, another
+/// group refused at its line.
+#[test]
+fn a_run_of_the_older_api_group_is_warned_about_and_another_group_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let nccl = log("nccl-h100-16rank.log");
+    let manifest = |group: &str| {
+        format!(
+            "apiVersion: {group}/v1alpha1\nkind: WorkloadRun\nmetadata: {{name: ar}}\nspec:\n  image: i\n  framework: {{exec: {{command: [a]}}}}\n  numNodes: 2\n  thresholds: {{busBandwidthGBps: \"value > 1\"}}\n"
+        )
+    };
+    let measure = |group: &str| {
+        let f = dir.path().join(format!("{group}.yaml"));
+        std::fs::write(&f, manifest(group)).expect("write");
+        let f = f.to_string_lossy().into_owned();
+        let (code, _, err) = run(&[
+            "measure",
+            "bandwidth",
+            "--profile",
+            "nccl-bandwidth",
+            "--run",
+            &f,
+            &nccl,
+        ]);
+        (code, err.replace(&f, "RUN"))
+    };
+    assert_eq!(
+        measure("cre.nvidia.com"),
+        (
+            0,
+            "Warning: RUN:1:13: apiVersion cre.nvidia.com/v1alpha1 is the older API group; treating it as nvcre.nvidia.com/v1alpha1\n".to_string()
+        )
+    );
+    assert_eq!(
+        measure("foo.example.com"),
+        (
+            2,
+            "Error: RUN:1:13: expected apiVersion nvcre.nvidia.com/v1alpha1 (or the older cre.nvidia.com/v1alpha1), got \"foo.example.com/v1alpha1\"\n".to_string()
+        )
     );
 }

@@ -1049,7 +1049,9 @@ fn a_workflow_render_admits_its_input_and_keeps_warnings_with_a_rejection() {
         [
             "Info: this run is a benchmark [note-info]",
             "Warning: this run has no owner [note-warning]",
-            "validate resolved job template: this run is refused",
+            // A placement-stage error, in its own words (only the resolved-job-template
+            // checks that follow placement are prefixed).
+            "this run is refused",
         ]
     );
     // A Workflow the admission stage refuses is refused by the render too (it was rendered).

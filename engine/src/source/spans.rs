@@ -179,6 +179,13 @@ impl SpanIndex {
         })
     }
 
+    /// The position where the value at `path` starts, also for a mapping or list (whose
+    /// [`SpanIndex::lookup`] is its key's): the `[` or `{` of a flow collection, the first
+    /// entry of a block one. For a value whose type is wrong, where the wrong value is.
+    pub fn lookup_value(&self, path: &FieldPath) -> Option<Pos> {
+        Some(self.span(self.find(path, false)?).value)
+    }
+
     /// The position of the key of `path`'s mapping entry (the name of a field rather than its
     /// value); falls back to [`SpanIndex::lookup`].
     pub fn lookup_key(&self, path: &FieldPath) -> Option<Pos> {

@@ -44,6 +44,8 @@ pub struct BandwidthParser<'p> {
     sums: Vec<Sums>,
     index: HashMap<i64, usize>,
     transports: BTreeSet<String>,
+    /// Transport lines naming a transport past [`MAX_TRANSPORTS`], and the first such name.
+    dropped_transports: (u64, Option<String>),
     first: Option<Timestamp>,
     last: Option<Timestamp>,
     rows: u64,
@@ -75,6 +77,7 @@ impl<'p> BandwidthParser<'p> {
             sums: Vec::new(),
             index: HashMap::new(),
             transports: BTreeSet::new(),
+            dropped_transports: (0, None),
             first: None,
             last: None,
             rows: 0,
@@ -161,10 +164,13 @@ impl<'p> BandwidthParser<'p> {
     }
 
     fn transport_line(&mut self, text: &[u8]) {
-        if let Some(t) = self.transport(text)
-            && (self.transports.len() < MAX_TRANSPORTS || self.transports.contains(&t))
-        {
-            self.transports.insert(t);
+        if let Some(t) = self.transport(text) {
+            if self.transports.len() < MAX_TRANSPORTS || self.transports.contains(&t) {
+                self.transports.insert(t);
+            } else {
+                self.dropped_transports.0 += 1;
+                self.dropped_transports.1.get_or_insert(t);
+            }
         }
     }
 
@@ -218,6 +224,15 @@ impl<'p> BandwidthParser<'p> {
     /// Why the first of the [`BandwidthParser::unread_rows`] was not read.
     pub fn first_unread(&self) -> Option<&str> {
         self.first_unread.as_deref()
+    }
+
+    /// Transport lines ignored because [`MAX_TRANSPORTS`] distinct transports were already kept,
+    /// with the first transport they named (escaped as the listed ones are).
+    pub fn dropped_transports(&self) -> (u64, Option<&str>) {
+        (
+            self.dropped_transports.0,
+            self.dropped_transports.1.as_deref(),
+        )
     }
 
     /// Rows ignored because [`MAX_SIZES`] distinct sizes were already kept.

@@ -21,7 +21,7 @@ use super::{
 };
 
 /// Renders a Workflow document for a platform (the original's `workflow render`): overrides
-/// resolved, placement and resolved-job-template checks (errors prefixed
+/// resolved, placement checks, resolved-job-template checks (their errors prefixed
 /// `validate resolved job template: `), `spec.overrides` cleared, detection and applied-override
 /// annotations written.
 ///
@@ -102,7 +102,7 @@ fn render_noting(
         // The findings so far (admission warnings, overrides that never apply) belong with a
         // rejection too.
         Err(e) => {
-            return Err(match prefix_resolved(e) {
+            return Err(match prefix_resolved(rules, e) {
                 PolicyError::Rejected(rejected) => {
                     findings.extend(rejected);
                     PolicyError::Rejected(std::mem::take(findings))
@@ -187,14 +187,20 @@ fn build_time_rows_note(
 }
 
 /// Adds the `validate resolved job template: ` prefix of the Workflow render path to a
-/// rejection's errors (the warnings beside them keep their own words).
-fn prefix_resolved(e: PolicyError) -> PolicyError {
+/// rejection's errors: the resolved-job-template checks' (workload labels, gang contract), not
+/// the placement checks' that run before them and report in their own words, as the original's
+/// `workflow render` does. The warnings beside them keep their own words too.
+fn prefix_resolved(rules: &RuleSet, e: PolicyError) -> PolicyError {
     match e {
         PolicyError::Rejected(mut findings) => {
-            for f in findings
-                .iter_mut()
-                .filter(|f| f.severity == nvcre_engine::Severity::Error)
-            {
+            let placement: Vec<String> = rules
+                .stage(crate::contract::PLACEMENT)
+                .map(|p| p.name.clone())
+                .chain([crate::contract::PLACEMENT.to_string()])
+                .collect();
+            for f in findings.iter_mut().filter(|f| {
+                f.severity == nvcre_engine::Severity::Error && !placement.contains(&f.pack)
+            }) {
                 f.message = format!("validate resolved job template: {}", f.message);
             }
             PolicyError::Rejected(findings)
