@@ -368,6 +368,23 @@ fn outputs(args: &CheckArgs) -> Option<Vec<Output>> {
         .filter(|p| *p != "-")
         .map(|p| (p, same_file_key(Path::new(p))))
         .collect();
+    // The manifests a directory input is read for, by what they name: a symbolic link in the
+    // directory reads its target, which may lie outside it. Walked only when a report goes to
+    // a file.
+    let walked: Vec<(&String, PathBuf)> = if outputs.iter().any(|o| o.path.is_some()) {
+        inputs
+            .iter()
+            .filter(|(_, given)| given.is_dir())
+            .flat_map(|(input, given)| {
+                nvcre_engine::walk_files(given, &nvcre_engine::WalkOptions::MANIFESTS)
+                    .0
+                    .into_iter()
+                    .map(move |f| (*input, same_file_key(&f)))
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
     let to_stdout = outputs.iter().any(|o| o.path.is_none());
     let mut seen: Vec<(PathBuf, &Path)> = Vec::new();
     for path in outputs.iter().filter_map(|o| o.path.as_deref()) {
@@ -389,22 +406,24 @@ fn outputs(args: &CheckArgs) -> Option<Vec<Output>> {
             ));
             return None;
         }
-        for (input, given) in &inputs {
-            let inside = given.is_dir()
-                && key.starts_with(given)
-                && key.is_file()
-                && key
-                    .extension()
-                    .and_then(|e| e.to_str())
-                    .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
-            if *given == key || inside {
-                report::error_line(&format!(
-                    "-o: {} is {}the input {input}; writing the report there would replace it, so give the report another path",
-                    path.display(),
-                    if inside { "a manifest of " } else { "" }
-                ));
-                return None;
-            }
+        let read = inputs
+            .iter()
+            .filter(|(_, given)| *given == key)
+            .map(|(input, _)| (*input, false))
+            .chain(
+                walked
+                    .iter()
+                    .filter(|(_, f)| *f == key)
+                    .map(|(input, _)| (*input, true)),
+            )
+            .next();
+        if let Some((input, inside)) = read {
+            report::error_line(&format!(
+                "-o: {} is {}the input {input}; writing the report there would replace it, so give the report another path",
+                path.display(),
+                if inside { "a manifest of " } else { "" }
+            ));
+            return None;
         }
         seen.push((key, path));
     }

@@ -603,6 +603,8 @@ fn a_report_path_used_twice_or_naming_an_input_is_refused() {
     write(dir.path(), "d/x.yaml", BAD);
     #[cfg(unix)]
     std::os::unix::fs::symlink("new.json", dir.path().join("link.json")).expect("symlink");
+    #[cfg(unix)]
+    std::os::unix::fs::symlink("../bad.yaml", dir.path().join("d/outside.yaml")).expect("symlink");
     for (args, message) in [
         (
             vec!["-o", "json=d/x.yaml", "d"],
@@ -613,6 +615,18 @@ fn a_report_path_used_twice_or_naming_an_input_is_refused() {
             vec!["-o", "json=new.json", "-o", "sarif=link.json", "bad.yaml"],
             "Error: -o: new.json and link.json are the same file; give each report its own path\n",
         ),
+        // A symbolic link in the directory reads a file outside it: that file is an input too,
+        // by either name.
+        #[cfg(unix)]
+        (
+            vec!["-o", "json=bad.yaml", "d"],
+            "Error: -o: bad.yaml is a manifest of the input d; writing the report there would replace it, so give the report another path\n",
+        ),
+        #[cfg(unix)]
+        (
+            vec!["-o", "json=d/outside.yaml", "d"],
+            "Error: -o: d/outside.yaml is a manifest of the input d; writing the report there would replace it, so give the report another path\n",
+        ),
     ] {
         let (code, stdout, stderr) = check(dir.path(), &args);
         assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", message));
@@ -620,6 +634,10 @@ fn a_report_path_used_twice_or_naming_an_input_is_refused() {
     assert_eq!(
         std::fs::read_to_string(dir.path().join("d/x.yaml")).expect("read"),
         BAD
+    );
+    assert_eq!(
+        std::fs::read(dir.path().join("bad.yaml")).expect("read"),
+        before
     );
 }
 
