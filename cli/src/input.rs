@@ -120,9 +120,39 @@ pub fn expand(paths: &[String]) -> (Vec<InputFile>, Vec<(String, String)>) {
 }
 
 /// As [`expand`], the files and the errors in the order of `paths` (a missing path between
-/// two files stays between them).
+/// two files stays between them). A file named again (the same path twice, a file inside a
+/// directory also given, a symbolic link beside its target) is read once, where it first
+/// comes, with a note on stderr: its findings would otherwise be reported, and counted, twice.
 pub fn expand_in_order(paths: &[String]) -> Vec<Result<InputFile, (String, String)>> {
     let mut out = Vec::new();
+    expand_paths(paths, &mut out);
+    let mut seen: std::collections::HashMap<PathBuf, String> = std::collections::HashMap::new();
+    out.retain(|item| {
+        let Ok(f) = item else { return true };
+        if f.name == "-" {
+            return true;
+        }
+        let Ok(key) = std::fs::canonicalize(&f.path) else {
+            return true;
+        };
+        match seen.get(&key) {
+            Some(first) => {
+                eprintln!(
+                    "note: {} is {first}, already read; it is checked once",
+                    f.name
+                );
+                false
+            }
+            None => {
+                seen.insert(key, f.name.clone());
+                true
+            }
+        }
+    });
+    out
+}
+
+fn expand_paths(paths: &[String], out: &mut Vec<Result<InputFile, (String, String)>>) {
     for p in paths {
         if p == "-" {
             out.push(Ok(InputFile::given(p)));
@@ -164,7 +194,6 @@ pub fn expand_in_order(paths: &[String]) -> Vec<Result<InputFile, (String, Strin
             )));
         }
     }
-    out
 }
 
 /// The node-context flags `render` and `check` share.

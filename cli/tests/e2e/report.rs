@@ -1431,3 +1431,36 @@ fn rules_lint_warns_about_override_rows_that_never_match() {
         ]
     );
 }
+
+/// A file named twice (by two spellings, or inside a directory also given) is read once: its
+/// findings are not reported, nor counted, twice.
+#[test]
+fn a_file_named_twice_is_checked_once() {
+    let dir = widgets();
+    write(dir.path(), "d/x.yaml", BAD);
+    let (code, stdout, stderr) = check(
+        dir.path(),
+        &["-o", "json", "bad.yaml", "./bad.yaml", "d", "d/x.yaml"],
+    );
+    assert_eq!(code, 1);
+    let doc: serde_json::Value = serde_json::from_str(&stdout).expect("json");
+    let files: Vec<&str> = doc["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .filter_map(|r| r["file"].as_str())
+        .collect();
+    assert_eq!(files, ["bad.yaml", "d/x.yaml"]);
+    let notes: Vec<&str> = stderr.lines().filter(|l| l.starts_with("note:")).collect();
+    assert_eq!(
+        notes,
+        [
+            "note: ./bad.yaml is bad.yaml, already read; it is checked once",
+            "note: d/x.yaml is d/x.yaml, already read; it is checked once",
+        ]
+    );
+    assert!(
+        stderr.contains("\nSummary: 6 documents in 2 files checked in "),
+        "{stderr}"
+    );
+}
