@@ -1216,30 +1216,61 @@ impl<'a> Checker<'a> {
     }
 }
 
-/// The ids of the rules whose pack matches `doc`'s apiVersion and kind, computed once per pair.
+/// The ids of the rules whose pack matches `doc`'s apiVersion and kind, computed once per pair:
+/// the older API group counted as ours (it is checked as ours), and a `List` (`kind: List`,
+/// `WorkloadRunList`, … with `items`) with the rules of each item's kind too, as each item is
+/// checked as a document of its own.
 fn applicable_rules(
     rules: &RuleSet,
     cache: &mut HashMap<(String, String), Arc<Vec<String>>>,
     doc: &Document,
 ) -> Arc<Vec<String>> {
-    let field = |k: &str| {
-        doc.value
-            .get(k)
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or_default()
-            .to_string()
+    let mut of = |v: &serde_json::Value| {
+        let field = |k: &str| {
+            v.get(k)
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let mut api = field("apiVersion");
+        if api == nvcre_domain::crd::LEGACY_API_VERSION {
+            api = nvcre_domain::crd::API_VERSION.to_string();
+        }
+        let kind = field("kind");
+        cache
+            .entry((api.clone(), kind.clone()))
+            .or_insert_with(|| {
+                let matched = serde_json::json!({"apiVersion": api, "kind": kind});
+                Arc::new(
+                    rules
+                        .packs_for(&matched)
+                        .flat_map(|p| p.rules.iter().map(|r| r.id.clone()))
+                        .collect(),
+                )
+            })
+            .clone()
     };
-    cache
-        .entry((field("apiVersion"), field("kind")))
-        .or_insert_with(|| {
-            Arc::new(
-                rules
-                    .packs_for(&doc.value)
-                    .flat_map(|p| p.rules.iter().map(|r| r.id.clone()))
-                    .collect(),
-            )
-        })
-        .clone()
+    let own = of(&doc.value);
+    let items = doc
+        .value
+        .get("items")
+        .and_then(serde_json::Value::as_array)
+        .filter(|_| {
+            doc.value
+                .get("kind")
+                .and_then(serde_json::Value::as_str)
+                .is_some_and(|k| k.ends_with("List"))
+        });
+    let Some(items) = items else { return own };
+    let mut all: Vec<String> = own.as_ref().clone();
+    for item in items {
+        for id in of(item).iter() {
+            if !all.contains(id) {
+                all.push(id.clone());
+            }
+        }
+    }
+    Arc::new(all)
 }
 
 /// Checks the documents of `batch` on every core and empties it: findings (in source order

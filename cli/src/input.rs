@@ -127,8 +127,13 @@ pub fn expand_in_order(paths: &[String]) -> Vec<Result<InputFile, (String, Strin
     let mut out = Vec::new();
     expand_paths(paths, &mut out);
     let mut seen: std::collections::HashMap<PathBuf, String> = std::collections::HashMap::new();
+    let mut failed: std::collections::HashSet<String> = std::collections::HashSet::new();
     out.retain(|item| {
-        let Ok(f) = item else { return true };
+        let f = match item {
+            Ok(f) => f,
+            // A path that could not be read, named again: the same error, once.
+            Err((at, _)) => return failed.insert(at.clone()),
+        };
         if f.name == "-" {
             return true;
         }

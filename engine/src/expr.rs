@@ -94,6 +94,53 @@ static ROOT: LazyLock<cel::Context<'static, 'static>> = LazyLock::new(|| {
     ctx
 });
 
+/// A call an expression makes that the interpreter cannot resolve, found when the rules load
+/// ([`Expr::unknown_calls`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum UnknownCall {
+    /// `f(…)` or `x.f(…)`: no function or method `f` (`sizee`, `isBiggerThan`).
+    Function(String),
+    /// `ns.f(…)` where `ns` is an identifier that is neither a namespace with a function `f`
+    /// (`sets.contains`, `lists.nope`) nor one of `bound` (a comprehension's variable): the
+    /// caller tells whether `ns` is a name the expression can read.
+    Qualified {
+        /// The identifier before the dot.
+        target: String,
+        /// The function after it.
+        function: String,
+    },
+}
+
+/// Whether the interpreter resolves a call of this shape, asked of the interpreter itself:
+/// `probe` (e.g. `sizee(null)`, `null.startsWith(null)`) is evaluated once per process, and
+/// only an undeclared reference counts (a call with the wrong operands is an overload error,
+/// which is still a known name). `Some(name)` is the name it found undeclared.
+fn probe_undeclared(probe: &str) -> Option<String> {
+    static PROBES: LazyLock<Mutex<HashMap<String, Option<String>>>> =
+        LazyLock::new(Default::default);
+    if let Some(known) = PROBES.lock().ok().and_then(|m| m.get(probe).cloned()) {
+        return known;
+    }
+    let found = match ENV.compile(probe) {
+        Err(_) => None,
+        Ok(program) => {
+            let root: &cel::Context<'_, '_> = &ROOT;
+            let (result, _) = crate::cost::measure(|| {
+                let ctx = root.new_inner_scope();
+                match program.execute(&ctx) {
+                    Err(ExecutionError::UndeclaredReference(name)) => Some(name.to_string()),
+                    _ => None,
+                }
+            });
+            result
+        }
+    };
+    if let Ok(mut m) = PROBES.lock() {
+        m.insert(probe.to_string(), found.clone());
+    }
+    found
+}
+
 /// Expressions already compiled, by text: rule files repeat many expressions (`params.entryName`,
 /// `has(object.spec)`), and parsing is most of the cost of loading a rule set. A compiled
 /// expression is immutable, so one copy serves every pack and thread.
@@ -528,6 +575,95 @@ impl Expr {
     /// [`Expr::free_names`] for the names a caller must bind.
     pub fn references(&self) -> &[String] {
         &self.refs
+    }
+
+    /// The calls of functions and methods the interpreter does not know, in the order the
+    /// parser met them (each once): `sizee(x)`, `q.isBiggerThan(r)`, `sets.contains(…)`.
+    /// Operators, macros (expanded by the parser) and our own functions are known. Found by
+    /// asking the interpreter to resolve a call of the same shape with null operands, so the
+    /// answer is the interpreter's, whatever its version registers.
+    pub(crate) fn unknown_calls(&self) -> Vec<UnknownCall> {
+        fn walk(e: &IdedExpr, bound: &mut Vec<String>, out: &mut Vec<UnknownCall>) {
+            match &e.expr {
+                AstExpr::Call(c) => {
+                    let name = c.func_name.as_str();
+                    let plain = name
+                        .chars()
+                        .next()
+                        .is_some_and(|ch| ch.is_ascii_alphabetic())
+                        && name
+                            .chars()
+                            .all(|ch| ch.is_ascii_alphanumeric() || ch == '_' || ch == '.');
+                    if plain {
+                        let nulls = vec!["null"; c.args.len()].join(", ");
+                        let member = format!("null.{name}({nulls})");
+                        let found = match c.target.as_deref().map(|t| &t.expr) {
+                            None => probe_undeclared(&format!("{name}({nulls})"))
+                                .map(|_| UnknownCall::Function(name.to_string())),
+                            // A variable (`variables.x` is read as a binding of its own)
+                            // or a comprehension's is a value, not a namespace.
+                            Some(AstExpr::Ident(x))
+                                if !bound.contains(x) && !x.starts_with(VARIABLE_PREFIX) =>
+                            {
+                                match probe_undeclared(&format!("{x}.{name}({nulls})")) {
+                                    Some(u) if u == *x => Some(match probe_undeclared(&member) {
+                                        Some(_) => UnknownCall::Function(name.to_string()),
+                                        None => UnknownCall::Qualified {
+                                            target: x.clone(),
+                                            function: name.to_string(),
+                                        },
+                                    }),
+                                    Some(_) => Some(UnknownCall::Function(name.to_string())),
+                                    None => None,
+                                }
+                            }
+                            Some(_) => probe_undeclared(&member)
+                                .map(|_| UnknownCall::Function(name.to_string())),
+                        };
+                        if let Some(f) = found
+                            && !out.contains(&f)
+                        {
+                            out.push(f);
+                        }
+                    }
+                    if let Some(t) = &c.target {
+                        walk(t, bound, out);
+                    }
+                    for a in &c.args {
+                        walk(a, bound, out);
+                    }
+                }
+                AstExpr::Comprehension(c) => {
+                    walk(&c.iter_range, bound, out);
+                    walk(&c.accu_init, bound, out);
+                    let depth = bound.len();
+                    bound.push(c.iter_var.clone());
+                    bound.extend(c.iter_var2.iter().cloned());
+                    bound.push(c.accu_var.clone());
+                    for x in [&c.loop_cond, &c.loop_step, &c.result] {
+                        walk(x, bound, out);
+                    }
+                    bound.truncate(depth);
+                }
+                _ => crate::cost::children(e, &mut |child| walk(child, bound, out)),
+            }
+        }
+        let mut out = Vec::new();
+        walk(&self.ast, &mut Vec::new(), &mut out);
+        out
+    }
+
+    /// The functions and methods the expression calls that the interpreter does not know
+    /// (`["sizee"]` for `sizee(x) == 0`), each once: a caller that compiles an expression of
+    /// its own (a rule test's invariant) refuses it as the rule loader does.
+    pub fn unknown_functions(&self) -> Vec<String> {
+        self.unknown_calls()
+            .into_iter()
+            .filter_map(|c| match c {
+                UnknownCall::Function(f) => Some(f),
+                UnknownCall::Qualified { .. } => None,
+            })
+            .collect()
     }
 
     /// The names the expression needs bound, in the order the parser met them: the

@@ -1044,6 +1044,26 @@ mod tests {
         );
     }
 
+    /// A function or method the interpreter does not know (a typo, a library that is not
+    /// available) is refused when the rules load, also behind a `||` that would hide it until
+    /// a document reaches it; known functions of every kind are not: the standard library,
+    /// its extensions, namespaced ones, ours, methods on a comprehension's variable or a
+    /// pack variable.
+    #[test]
+    fn calls_of_functions_the_interpreter_does_not_know_are_errors() {
+        assert_eq!(
+            pack(
+                "variables:\n  - {name: n, expression: \"'a'\"}\nrules:\n  - id: r\n    forEach: {in: '[\"x\"]', as: it}\n    validate:\n      expression: size(object) > 0 || sizee(object) == 0 || sets.contains([1], [1]) || quantity('1').isBiggerThan(quantity('2')) || lists.nope(1) == 1 || it.startsWith('x') && variables.n.matches('a') && lists.range(2).all(x, string(x) != '') && optional.of(1).hasValue() && format.labelValue().validate('a').hasValue() && strings.quote('a') != '' && object.?spec.orValue(1) == 1\n"
+            ),
+            [
+                "rules/x.yaml:11:19: error[compile]: rule r: sizee is not a function or method of the CEL library here (the standard library, its strings, lists and optional extensions, and ours: see the rules documentation); the expression would fail wherever it reaches the call",
+                "rules/x.yaml:11:19: error[compile]: rule r: sets.contains is not a function of the CEL library here, and sets is not a name the expression can read (the Kubernetes sets, URL, IP and semver libraries are not available)",
+                "rules/x.yaml:11:19: error[compile]: rule r: isBiggerThan is not a function or method of the CEL library here (the standard library, its strings, lists and optional extensions, and ours: see the rules documentation); the expression would fail wherever it reaches the call",
+                "rules/x.yaml:11:19: error[compile]: rule r: nope is not a function or method of the CEL library here (the standard library, its strings, lists and optional extensions, and ours: see the rules documentation); the expression would fail wherever it reaches the call",
+            ]
+        );
+    }
+
     /// A `fragments.x` read that names no fragment of the file, `has()` and `in` tests
     /// included (a typo there switches a branch off for good), is an error where it is read.
     #[test]

@@ -1044,6 +1044,7 @@ fn undefined_variables(doc: &Document, pack: &CompiledPack, out: &mut Vec<Proble
             _ => Vec::new(),
         };
         unknown_identifiers(doc, &site, id, PACK_NAMES, &item, out);
+        unknown_calls(doc, &site, id, PACK_NAMES, &item, out);
         unknown_fragment_reads(doc, &site, id, &pack.fragments, out);
         function_calls(doc, &site, id, pack, out);
     }
@@ -1189,6 +1190,47 @@ fn unknown_identifiers(
     }
 }
 
+/// Each call of a function or method the interpreter does not know (`sizee(x)`,
+/// `q.isBiggerThan(r)`), and each `ns.f(…)` whose `ns` is neither a function namespace nor a
+/// name the expression can read (`sets.contains(…)`: the sets library is not available): every
+/// evaluation that reached it would fail, even behind a `||` that hides it until then.
+fn unknown_calls(
+    doc: &Document,
+    site: &crate::sites::Site<'_>,
+    id: Option<&str>,
+    names: &[&str],
+    item: &[&str],
+    out: &mut Vec<Problem>,
+) {
+    for call in site.expr.unknown_calls() {
+        let message = match call {
+            crate::expr::UnknownCall::Function(f) => format!(
+                "{f} is not a function or method of the CEL library here (the standard library, its strings, lists and optional extensions, and ours: see the rules documentation); the expression would fail wherever it reaches the call"
+            ),
+            crate::expr::UnknownCall::Qualified { target, function } => {
+                if names.contains(&target.as_str())
+                    || item.contains(&target.as_str())
+                    || target == "variables"
+                {
+                    continue;
+                }
+                format!(
+                    "{target}.{function} is not a function of the CEL library here, and {target} is not a name the expression can read (the Kubernetes sets, URL, IP and semver libraries are not available)"
+                )
+            }
+        };
+        out.push(Problem {
+            kind: ProblemKind::Compile,
+            error: Error::Pack {
+                file: doc.source.name.clone(),
+                pos: doc.spans.lookup(&site.path),
+                rule: id.map(|r| Inside::in_doc(doc, r)),
+                message,
+            },
+        });
+    }
+}
+
 /// A table has no variables: every `variables.x` read is undefined.
 fn undefined_table_variables(doc: &Document, table: &Table, out: &mut Vec<Problem>) {
     for site in table_sites(table) {
@@ -1197,6 +1239,7 @@ fn undefined_table_variables(doc: &Document, table: &Table, out: &mut Vec<Proble
             out.push(undefined(doc, &site.path, id, &name));
         }
         unknown_identifiers(doc, &site, id, TABLE_NAMES, &[], out);
+        unknown_calls(doc, &site, id, TABLE_NAMES, &[], out);
         unknown_fragment_reads(doc, &site, id, &table.fragments, out);
     }
 }

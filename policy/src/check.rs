@@ -360,6 +360,19 @@ fn route(doc: &Value) -> Route<'_> {
     }
 }
 
+/// The kinds of our API group, as the CustomResourceDefinitions name them (WorkloadRun,
+/// Workflow, LogProfile, BandwidthMeasurement, GoodputMeasurement): any other kind of the group
+/// is a misspelling, refused.
+fn our_kinds() -> &'static [String] {
+    static KINDS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
+        crate::crd::crds()
+            .into_iter()
+            .map(|c| c.spec.names.kind)
+            .collect()
+    });
+    &KINDS
+}
+
 /// Whether a WorkloadRun or Workflow is one of ours: its apiVersion names our API group (or the
 /// legacy one), or none (a missing apiVersion is reported by admission), or a group that is
 /// ours misspelt (within two edits of one, or another group under `nvidia.com`): it is then
@@ -480,17 +493,27 @@ pub fn check_document_in(
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or("");
-    if (api == crate::api::API_VERSION || api == crate::api::LEGACY_API_VERSION)
-        && !matches!(kind, "WorkloadRun" | "Workflow")
-    {
-        return Err(crate::render::input_error(
-            doc,
-            "kind",
-            format!(
-                "{api} has kinds WorkloadRun and Workflow, got {}",
-                crate::detect::quote(kind)
-            ),
-        ));
+    if api == crate::api::API_VERSION || api == crate::api::LEGACY_API_VERSION {
+        let kinds = our_kinds();
+        let listed = kind
+            .strip_suffix("List")
+            .is_some_and(|k| kinds.iter().any(|o| o == k));
+        if kind == crate::measure::LOG_PROFILE_KIND {
+            // A LogProfile is read as a rule set's is, and refused for what refuses it there.
+            if let Some(p) = crate::measure::check_document(doc).into_iter().next() {
+                return Err(crate::render::input_error(doc, &p.path, p.message));
+            }
+        } else if !(kinds.iter().any(|o| o == kind) || listed) {
+            return Err(crate::render::input_error(
+                doc,
+                "kind",
+                format!(
+                    "{api} has kinds {} (and their lists, such as WorkloadRunList), got {}",
+                    kinds.join(", "),
+                    crate::detect::quote(kind)
+                ),
+            ));
+        }
     }
     match route(&doc.value) {
         Route::Rendered => {

@@ -24,8 +24,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 pub use crate::api::{
-    API_VERSION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRAINER_API_VERSION, WorkflowResource,
-    WorkflowSpec, WorkloadRunResource, WorkloadRunSpec,
+    API_VERSION, LEGACY_API_VERSION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TRAINER_API_VERSION,
+    WorkflowResource, WorkflowSpec, WorkloadRunResource, WorkloadRunSpec,
 };
 
 /// A status condition (the `metav1.Condition` shape).

@@ -2642,7 +2642,13 @@ fn a_flag_the_rules_cannot_serve_is_an_error_of_the_rules_in_the_report() {
         let (code, stdout, stderr) = run_with_rules(&dir, &args);
         assert_eq!(
             (code, stderr.as_str()),
-            (2, format!("Error: {message}\n").as_str()),
+            (
+                2,
+                format!(
+                    "note: in.yaml is in.yaml, already read; it is checked once\nError: {message}\n"
+                )
+                .as_str()
+            ),
             "{context:?}"
         );
         let report: serde_json::Value = serde_json::from_str(&stdout).expect("json");

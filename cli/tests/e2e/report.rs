@@ -1206,10 +1206,11 @@ fn check_a_file_given_twice(format: &str) -> String {
     out
 }
 
-/// A file given twice, in a row or not, is checked twice, and each of its JSON results lists
-/// the findings of its own check (before, the first listed both checks' and the second none).
+/// A file given twice, in a row or not, is checked once, where it first comes: one JSON result
+/// with its own findings (before, it was checked twice and reported twice, with the same
+/// SARIF fingerprints; earlier still, the first result listed both checks').
 #[test]
-fn json_results_of_a_file_given_twice_each_list_their_own_findings() {
+fn json_results_of_a_file_given_twice_list_its_findings_once() {
     let out = check_a_file_given_twice("json");
     let report: Value = serde_json::from_str(&out).expect("JSON");
     let results: Vec<(String, u64, Vec<String>)> = report["results"]
@@ -1239,18 +1240,15 @@ fn json_results_of_a_file_given_twice_each_list_their_own_findings() {
         results,
         [
             ("one.yaml".to_string(), 1, bad("Bad_Name")),
-            ("one.yaml".to_string(), 1, bad("Bad_Name")),
             ("two.yaml".to_string(), 1, bad("Also_Bad")),
-            ("one.yaml".to_string(), 1, bad("Bad_Name")),
         ]
     );
-    assert_eq!(report["summary"]["errors"], 4);
+    assert_eq!(report["summary"]["errors"], 2);
 }
 
-/// A file given twice, in a row or not, has a JUnit suite per check, each failing with its own
-/// check's findings (before, each suite listed both checks').
+/// A file given twice, in a row or not, has one JUnit suite, failing with its findings once.
 #[test]
-fn junit_suites_of_a_file_given_twice_each_list_their_own_failures() {
+fn junit_suites_of_a_file_given_twice_list_its_failures_once() {
     let out = check_a_file_given_twice("junit");
     let report = quick_junit::Report::deserialize_from_str(&out).expect("JUnit");
     let suites: Vec<(String, usize, Vec<String>)> = report
@@ -1279,18 +1277,17 @@ fn junit_suites_of_a_file_given_twice_each_list_their_own_failures() {
         suites,
         [
             ("one.yaml".to_string(), 1, bad("one.yaml", "Bad_Name")),
-            ("one.yaml".to_string(), 1, bad("one.yaml", "Bad_Name")),
             ("two.yaml".to_string(), 1, bad("two.yaml", "Also_Bad")),
-            ("one.yaml".to_string(), 1, bad("one.yaml", "Bad_Name")),
         ]
     );
 }
 
-/// A file that does not parse and a missing path, each given twice, are four entries in the
-/// order given, each with its one error, in the JSON results and the JUnit suites (before, each
-/// bad file's entry listed both errors, and the missing path was one entry after the others).
+/// A file that does not parse and a missing path, each given twice, are two entries in the
+/// order first given, each with its one error, in the JSON results and the JUnit suites
+/// (before, each bad file's entry listed both errors, and the missing path was one entry after
+/// the others).
 #[test]
-fn errors_of_a_file_given_twice_are_each_their_own_inputs() {
+fn errors_of_a_file_given_twice_are_reported_once() {
     let dir = TempDir::new().expect("tmp");
     write(dir.path(), "bad.yaml", "a: [1\n");
     let args = ["bad.yaml", "missing.yaml", "bad.yaml", "missing.yaml"];
@@ -1316,19 +1313,14 @@ fn errors_of_a_file_given_twice_are_each_their_own_inputs() {
     let one = |file: &str, message: &str| (file.to_string(), vec![message.to_string()]);
     assert_eq!(
         results,
-        [
-            one("bad.yaml", unclosed),
-            one("missing.yaml", missing),
-            one("bad.yaml", unclosed),
-            one("missing.yaml", missing),
-        ]
+        [one("bad.yaml", unclosed), one("missing.yaml", missing)]
     );
     // stderr lists them in the same order.
     let errors: Vec<&str> = err
         .lines()
         .filter_map(|l| l.strip_prefix("Error: "))
         .collect();
-    assert_eq!(errors, [unclosed, missing, unclosed, missing]);
+    assert_eq!(errors, [unclosed, missing]);
     let (code, out, _) = run(dir.path(), &[&["check", "-o", "junit"][..], &args].concat());
     assert_eq!(code, 2);
     let report = quick_junit::Report::deserialize_from_str(&out).expect("JUnit");
@@ -1340,8 +1332,6 @@ fn errors_of_a_file_given_twice_are_each_their_own_inputs() {
     assert_eq!(
         suites,
         [
-            ("bad.yaml".to_string(), 1, 1),
-            ("missing.yaml".to_string(), 1, 1),
             ("bad.yaml".to_string(), 1, 1),
             ("missing.yaml".to_string(), 1, 1),
         ]
@@ -1463,4 +1453,96 @@ fn a_file_named_twice_is_checked_once() {
         stderr.contains("\nSummary: 6 documents in 2 files checked in "),
         "{stderr}"
     );
+}
+
+/// Every kind of our API group is checked as its kind: a LogProfile as a rule set reads it
+/// (a regex that does not compile is an input error at its line), the lists of our kinds item
+/// by item (`WorkloadRunList`, what an API list call returns), a misspelt kind refused naming
+/// the kinds there are.
+#[test]
+fn the_kinds_of_our_api_group_are_each_checked_as_theirs() {
+    let dir = TempDir::new().expect("tmp");
+    let profile = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../rules/measure/nccl-bandwidth.yaml"),
+    )
+    .expect("profile");
+    write(dir.path(), "profile.yaml", &profile);
+    write(
+        dir.path(),
+        "broken.yaml",
+        &profile.replacen("(?P<size>", "(?P<size", 1),
+    );
+    write(
+        dir.path(),
+        "runs.yaml",
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRunList\nitems:\n- apiVersion: nvcre.nvidia.com/v1alpha1\n  kind: WorkloadRun\n  metadata: {name: B}\n  spec: {image: i, numNodes: 1, framework: {exec: {command: [a]}}}\n---\napiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRn\nmetadata: {name: a}\n",
+    );
+    let (code, _, err) = run(dir.path(), &["check", "profile.yaml"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = run(dir.path(), &["check", "broken.yaml"]);
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with("Error: broken.yaml:29:14: LogProfile \"nccl-bandwidth\": compiling bandwidthResult regex: error parsing regexp: invalid named capture"),
+        "{err}"
+    );
+    let (code, out, err) = run(dir.path(), &["check", "-o", "json", "runs.yaml"]);
+    assert_eq!(code, 2, "{err}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    let result = &report["results"][0];
+    assert_eq!(result["findings"][0]["ruleId"], "wr-name");
+    assert_eq!(result["findings"][0]["fieldPath"], "items[0].metadata.name");
+    assert_eq!(
+        result["errors"][0]["message"],
+        "runs.yaml:10:7: nvcre.nvidia.com/v1alpha1 has kinds WorkloadRun, Workflow, LogProfile, BandwidthMeasurement, GoodputMeasurement (and their lists, such as WorkloadRunList), got \"WorkloadRn\""
+    );
+}
+
+/// JUnit has a testcase per rule that applies to a document: the older API group's WorkloadRun
+/// gets the same cases as one of ours (and the legacy-group note), a List the cases of its
+/// items' kinds, so a rule that passes is a passing case, not a missing one.
+#[test]
+fn junit_cases_of_an_older_group_run_and_of_a_list_are_those_of_their_kinds() {
+    let dir = TempDir::new().expect("tmp");
+    let example = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/nccl-all-reduce.yaml"),
+    )
+    .expect("example");
+    write(dir.path(), "ours.yaml", &example);
+    write(
+        dir.path(),
+        "older.yaml",
+        &example.replace(
+            "apiVersion: nvcre.nvidia.com/v1alpha1",
+            "apiVersion: cre.nvidia.com/v1alpha1",
+        ),
+    );
+    let body: String = example
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| format!("  {l}\n"))
+        .collect();
+    write(
+        dir.path(),
+        "list.yaml",
+        &format!("apiVersion: v1\nkind: List\nitems:\n-{}", &body[1..]),
+    );
+    let cases = |file: &str| {
+        let (_, out, _) = run(dir.path(), &["check", "-o", "junit", file]);
+        let report = quick_junit::Report::deserialize_from_str(&out).expect("JUnit");
+        let mut names: Vec<String> = report
+            .test_suites
+            .iter()
+            .flat_map(|s| s.test_cases.iter().map(|c| c.name.to_string()))
+            .collect();
+        names.sort();
+        names
+    };
+    let ours = cases("ours.yaml");
+    assert!(ours.len() > 50, "{ours:?}");
+    let mut older = ours.clone();
+    older.push("legacy-api-group".to_string());
+    older.sort();
+    assert_eq!(cases("older.yaml"), older);
+    let list = cases("list.yaml");
+    assert!(ours.iter().all(|c| list.contains(c)), "{list:?}");
 }

@@ -171,7 +171,15 @@ pub enum Generator {
 pub(super) fn compile(raw: RawProperty) -> Result<Property, (FieldPath, String)> {
     let at = |k: &str| FieldPath::root().key(k);
     let cel = |path: FieldPath, text: &str| {
-        Expr::compile(text).map_err(|e| (path, format!("invalid CEL: {}", e.message)))
+        let e = Expr::compile(text)
+            .map_err(|e| (path.clone(), format!("invalid CEL: {}", e.message)))?;
+        match e.unknown_functions().first() {
+            Some(f) => Err((
+                path,
+                format!("invalid CEL: {f} is not a function or method of the CEL library here"),
+            )),
+            None => Ok(e),
+        }
     };
     if raw.generate.is_empty() {
         return Err((at("generate"), "give at least one generator".into()));
