@@ -364,11 +364,20 @@ fn route(doc: &Value) -> Route<'_> {
 /// Workflow, LogProfile, BandwidthMeasurement, GoodputMeasurement): any other kind of the group
 /// is a misspelling, refused.
 fn our_kinds() -> &'static [String] {
+    use crate::measure::{
+        BandwidthMeasurementResource, GoodputMeasurementResource, LogProfileResource,
+    };
+    use kube::Resource;
+    // The resources' own kinds, as `crd::crds` lists them (not the CRDs: building their
+    // schemas costs more than checking a document).
     static KINDS: std::sync::LazyLock<Vec<String>> = std::sync::LazyLock::new(|| {
-        crate::crd::crds()
-            .into_iter()
-            .map(|c| c.spec.names.kind)
-            .collect()
+        vec![
+            crate::api::WorkloadRunResource::kind(&()).into_owned(),
+            crate::api::WorkflowResource::kind(&()).into_owned(),
+            LogProfileResource::kind(&()).into_owned(),
+            BandwidthMeasurementResource::kind(&()).into_owned(),
+            GoodputMeasurementResource::kind(&()).into_owned(),
+        ]
     });
     &KINDS
 }
@@ -630,5 +639,18 @@ pub fn check_document_in(
             }
             Ok(findings)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// The kinds `check` knows of our group are the CustomResourceDefinitions' kinds.
+    #[test]
+    fn our_kinds_are_the_crds_kinds() {
+        let crds: Vec<String> = crate::crd::crds()
+            .into_iter()
+            .map(|c| c.spec.names.kind)
+            .collect();
+        assert_eq!(super::our_kinds(), crds.as_slice());
     }
 }
