@@ -803,6 +803,45 @@ fn sarif_level(s: Severity) -> sarif::ResultLevel {
     }
 }
 
+/// A reported file's path as SARIF names it: relative to the working directory where it can be
+/// (`./a.yaml`, `a.yaml` and `$PWD/a.yaml` are one `a.yaml`, as code scanning resolves paths
+/// against the checkout), `.` segments dropped; a path outside the working directory is a
+/// `file://` URI (a bare absolute path is a relative reference, which readers resolve against
+/// a base they do not have).
+fn sarif_uri(file: &str) -> String {
+    use std::path::{Component, Path};
+    let path = Path::new(file);
+    static CWD: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let cwd = CWD.get_or_init(|| std::env::current_dir().ok());
+    let inside = path
+        .is_absolute()
+        .then(|| cwd.as_deref().and_then(|c| path.strip_prefix(c).ok()))
+        .flatten();
+    let (path, absolute) = match inside {
+        Some(rel) if !rel.as_os_str().is_empty() => (rel, false),
+        _ => (path, path.is_absolute()),
+    };
+    let parts: Vec<String> = path
+        .components()
+        .filter_map(|c| match c {
+            Component::CurDir | Component::RootDir => None,
+            other => Some(other.as_os_str().to_string_lossy().into_owned()),
+        })
+        .collect();
+    let joined = parts.join("/");
+    if joined.is_empty() || file == "<stdin>" {
+        return uri_reference(file);
+    }
+    if absolute {
+        format!(
+            "file:///{}",
+            uri_reference(&joined).trim_start_matches("./")
+        )
+    } else {
+        uri_reference(&joined)
+    }
+}
+
 /// A path as a URI reference: unreserved characters, `/` and a few sub-delimiters as written,
 /// everything else percent-encoded (`<stdin>` → `%3Cstdin%3E`, a backslash `%5C`; on
 /// Windows a backslash is a separator, `/`); `./` ahead of a first segment with a colon.
@@ -860,7 +899,7 @@ fn sarif_fingerprint(f: &Finding) -> String {
     let document = f.document.to_string();
     let line = f.line.map(|l| l.to_string()).unwrap_or_default();
     let at = f.field_path.as_deref().unwrap_or(&line);
-    let file = uri_reference(&f.file);
+    let file = sarif_uri(&f.file);
     match &f.object {
         // (Appended only when present: the other findings keep the fingerprints they had.)
         Some(object) => sha256_hex(&[&f.rule_id, &file, &document, at, object]),
@@ -891,7 +930,7 @@ fn multiformat(text: String) -> sarif::MultiformatMessageString {
 
 fn physical_location(file: &str, pos: Option<(usize, usize)>) -> sarif::PhysicalLocation {
     let artifact = sarif::ArtifactLocation::builder()
-        .uri(uri_reference(file))
+        .uri(sarif_uri(file))
         .build();
     match pos {
         Some((line, column)) => sarif::PhysicalLocation::builder()
@@ -1944,6 +1983,21 @@ mod tests {
         assert_eq!(github_data("100% a\r\nb: c, d"), "100%25 a%0D%0Ab: c, d");
         assert_eq!(github_property("a:b,c%\n"), "a%3Ab%2Cc%25%0A");
         assert_eq!(github_data("a\u{1b}[2Jb\tc"), "a\\u{1b}[2Jb\tc");
+    }
+
+    #[test]
+    fn sarif_uris_are_relative_to_the_working_directory_or_file_uris() {
+        let cwd = std::env::current_dir().expect("cwd");
+        let inside = cwd.join("dir/a b.yaml");
+        for spelling in ["dir/a b.yaml", "./dir/a b.yaml", "dir/./a b.yaml"] {
+            assert_eq!(sarif_uri(spelling), "dir/a%20b.yaml", "{spelling}");
+        }
+        assert_eq!(sarif_uri(&inside.to_string_lossy()), "dir/a%20b.yaml");
+        if cfg!(unix) && !cwd.starts_with("/nowhere") {
+            assert_eq!(sarif_uri("/nowhere/x.yaml"), "file:///nowhere/x.yaml");
+        }
+        assert_eq!(sarif_uri("<stdin>"), "%3Cstdin%3E");
+        assert_eq!(sarif_uri("../up.yaml"), "../up.yaml");
     }
 
     #[test]

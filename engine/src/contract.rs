@@ -169,6 +169,7 @@ pub struct Contract {
     tables: Vec<TableContract>,
     kinds: Vec<KindContract>,
     require_every_table: bool,
+    complete_when_whole: bool,
 }
 
 /// A problem a [`KindContract`] check found in one document: the field path it is at
@@ -224,6 +225,25 @@ impl Contract {
     /// True when [`Contract::require_every_table`] is on.
     pub fn requires_every_table(&self) -> bool {
         self.require_every_table
+    }
+
+    /// When `yes`, a set that defines any of the declared tables is taken as a whole set (one
+    /// that replaces the built-in rules) and loaded as [`Contract::require_every_table`]
+    /// loads every set: refused without a declared table, without a pack of a declared stage,
+    /// or with a file that holds no document. A set that defines none (packs alone) is loaded
+    /// as it is.
+    ///
+    /// This is disabled by default.
+    pub fn complete_when_whole(mut self, yes: bool) -> Contract {
+        self.complete_when_whole = yes;
+        self
+    }
+
+    /// Whether a set that defines the tables `defined` tells (by name) must be complete: see
+    /// [`Contract::require_every_table`] and [`Contract::complete_when_whole`].
+    pub fn requires_complete(&self, defined: impl Fn(&str) -> bool) -> bool {
+        self.require_every_table
+            || (self.complete_when_whole && self.tables.iter().any(|t| defined(&t.name)))
     }
 
     /// Declares a stage and the params it passes.
@@ -952,16 +972,36 @@ mod tests {
             Ok(_) => Vec::new(),
             Err(e) => e.errors.iter().map(ToString::to_string).collect(),
         };
+        // The stage `labels` has no pack either: a whole set lost it too.
         assert_eq!(
             errors,
             [
+                "rule pack error: cm: no rule file defines a pack of stage \"labels\" (labels); the pipeline runs it, so the set is refused (a deleted or emptied file?)",
                 "rule pack error: cm: no rule file defines table \"rows\" (rows); the pipeline renders it, so the set is refused"
             ]
         );
         let e = RuleSet::load(&sources, Some(&strict)).expect_err("refused");
         assert_eq!(
-            e.errors.first().map(Error::code),
-            Some("nvcre::rules::missing_table")
+            e.errors.iter().map(Error::code).collect::<Vec<_>>(),
+            ["nvcre::rules::empty_stage", "nvcre::rules::missing_table"]
+        );
+        // Complete when whole: packs alone are used as they are; a set with a table is whole,
+        // and an emptied file in it is refused.
+        let whole = contract().complete_when_whole(true);
+        assert!(RuleSet::load(&sources, Some(&whole)).is_ok());
+        let table = Source::new("cm/t.yaml", format!("{TABLE}entries: []\n"));
+        let emptied = Source::new("cm/e.yaml", "# emptied\n");
+        let errors: Vec<String> =
+            match RuleSet::load(&[sources[0].clone(), table, emptied], Some(&whole)) {
+                Ok(_) => Vec::new(),
+                Err(e) => e.errors.iter().map(ToString::to_string).collect(),
+            };
+        assert_eq!(
+            errors,
+            [
+                "rule pack error: cm/e.yaml: the rule file has no document, so it would load nothing and drop whatever it held; the set is refused: restore the file, or delete it",
+                "rule pack error: cm: no rule file defines a pack of stage \"labels\" (labels); the pipeline runs it, so the set is refused (a deleted or emptied file?)"
+            ]
         );
     }
 

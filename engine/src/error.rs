@@ -59,6 +59,10 @@ pub enum ContractViolation {
     MissingTable,
     /// A pack reads `objects` although its stage does not bind it.
     UnboundObjects,
+    /// A stage the contract declares that no pack of a whole set runs in.
+    EmptyStage,
+    /// A file of a whole set that holds no document (emptied or truncated).
+    EmptyFile,
 }
 
 impl ContractViolation {
@@ -73,6 +77,8 @@ impl ContractViolation {
             ContractViolation::RowExpression => "nvcre::rules::row_expression",
             ContractViolation::MissingTable => "nvcre::rules::missing_table",
             ContractViolation::UnboundObjects => "nvcre::rules::unbound_objects",
+            ContractViolation::EmptyStage => "nvcre::rules::empty_stage",
+            ContractViolation::EmptyFile => "nvcre::rules::empty_file",
         }
     }
 }

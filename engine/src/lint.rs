@@ -77,8 +77,11 @@ pub enum Lint {
     EmptyFile,
     /// `missing-table`: a table the caller's [`Contract`] declares that no file defines, in a
     /// directory that defines others (a set used whole, as `--rules` or a controller's mounted
-    /// rules, is refused without it; a warning, as a directory linted may be a part of a set).
+    /// rules, is refused without it, so an error).
     MissingTable,
+    /// `empty-stage`: a stage the caller's [`Contract`] declares that no pack runs in, in a
+    /// directory that defines tables (a set used whole is refused without it).
+    EmptyStage,
     /// `never-matches`: a table row whose condition names a value that never occurs (a caller's
     /// lint: the pipeline knows which values occur).
     NeverMatches,
@@ -102,6 +105,7 @@ impl Lint {
             Lint::CelCost => "cel-cost",
             Lint::EmptyFile => "empty-file",
             Lint::MissingTable => "missing-table",
+            Lint::EmptyStage => "empty-stage",
             Lint::NeverMatches => "never-matches",
         }
     }
@@ -115,7 +119,6 @@ impl Lint {
             | Lint::UnusedFragment
             | Lint::CelCost
             | Lint::EmptyFile
-            | Lint::MissingTable
             | Lint::NeverMatches => Severity::Warning,
             _ => Severity::Error,
         }
@@ -193,6 +196,9 @@ pub fn lint(sources: &[Arc<Source>], contract: Option<&Contract>) -> Vec<LintFin
         .map(|(i, s)| (s.name.as_str(), i))
         .collect();
     let mut out: Vec<LintFinding> = Vec::new();
+    // As at load: a file that does not parse or a misspelt stage is not also a stage without
+    // a pack.
+    let other_problems = !problems.is_empty();
     for p in problems {
         let lint = match p.kind {
             ProblemKind::Syntax => Lint::Yaml,
@@ -205,15 +211,19 @@ pub fn lint(sources: &[Arc<Source>], contract: Option<&Contract>) -> Vec<LintFin
         };
         out.push(from_error(lint, p.error));
     }
+    // A directory with none of the tables is a part of a set (packs linted alone); one with
+    // some is a set used whole, which `--rules` and a controller refuse for an emptied file, a
+    // lost table or a stage no pack runs in: errors there, as they are at load.
+    let whole = contract.filter(|c| c.tables().iter().any(|t| set.table(&t.name).is_some()));
     for source in sources {
-        let has_document = source.text.lines().any(|l| {
-            let t = l.trim();
-            !t.is_empty() && !t.starts_with('#') && t != "---" && t != "..."
-        });
-        if !has_document {
+        if !has_document(&source.text) {
             out.push(LintFinding {
                 lint: Lint::EmptyFile,
-                severity: Lint::EmptyFile.severity(),
+                severity: if whole.is_some() {
+                    Severity::Error
+                } else {
+                    Lint::EmptyFile.severity()
+                },
                 file: source.name.clone(),
                 pos: Some(Pos { line: 1, column: 1 }),
                 rule: None,
@@ -221,12 +231,27 @@ pub fn lint(sources: &[Arc<Source>], contract: Option<&Contract>) -> Vec<LintFin
             });
         }
     }
-    // A directory with none of the tables is a part of a set (packs linted alone); one with
-    // some is a set that lost the others.
-    if let Some(contract) =
-        contract.filter(|c| c.tables().iter().any(|t| set.table(&t.name).is_some()))
-    {
+    if let Some(contract) = whole {
         let place = crate::pack::common_dir(sources);
+        for stage in contract.stages().iter().filter(|_| !other_problems) {
+            if !set
+                .packs()
+                .iter()
+                .any(|p| p.stage.as_deref() == Some(stage.name.as_str()))
+            {
+                out.push(LintFinding {
+                    lint: Lint::EmptyStage,
+                    severity: Lint::EmptyStage.severity(),
+                    file: place.clone(),
+                    pos: None,
+                    rule: None,
+                    message: format!(
+                        "no rule file defines a pack of stage {:?} ({}); the pipeline runs it, so a set used whole (--rules, a controller's mounted rules) is refused without it",
+                        stage.name, stage.description
+                    ),
+                });
+            }
+        }
         for t in contract.tables() {
             if set.table(&t.name).is_none() {
                 out.push(LintFinding {
@@ -845,6 +870,15 @@ fn pos_of_offset(text: &str, offset: usize) -> Pos {
     Pos { line, column }
 }
 
+/// Whether a rule file's text holds a YAML document: a line that is not blank, a comment or a
+/// document marker.
+pub(crate) fn has_document(text: &str) -> bool {
+    text.lines().any(|l| {
+        let t = l.trim();
+        !t.is_empty() && !t.starts_with('#') && t != "---" && t != "..."
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1115,7 +1149,8 @@ mod tests {
     }
 
     #[test]
-    fn an_empty_file_and_a_missing_table_are_warnings() -> Result<(), Box<dyn std::error::Error>> {
+    fn an_empty_file_and_a_missing_table_of_a_whole_set_are_errors()
+    -> Result<(), Box<dyn std::error::Error>> {
         let empty = Source::new("rules/empty.yaml", "# truncated\n---\n");
         let kept = Source::new(
             "rules/kept.yaml",
@@ -1137,8 +1172,8 @@ mod tests {
         assert_eq!(
             found,
             [
-                "rules/empty.yaml:1:1: warning[empty-file]: the rule file has no document, so it loads nothing: an emptied or truncated file drops its packs and tables without a word; restore it, or delete it",
-                "rules: warning[missing-table]: no rule file defines table \"t\" (a table); the pipeline renders it, so a set used whole (--rules, a controller's mounted rules) is refused without it",
+                "rules/empty.yaml:1:1: error[empty-file]: the rule file has no document, so it loads nothing: an emptied or truncated file drops its packs and tables without a word; restore it, or delete it",
+                "rules: error[missing-table]: no rule file defines table \"t\" (a table); the pipeline renders it, so a set used whole (--rules, a controller's mounted rules) is refused without it",
             ]
         );
         Ok(())

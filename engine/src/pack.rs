@@ -717,12 +717,48 @@ impl RuleSet {
         contract: Option<&Contract>,
     ) -> Result<RuleSet, LoadErrors> {
         let mut errors: Vec<Error> = problems.into_iter().map(|p| p.error).collect();
+        // A stage without a pack is reported only when nothing else was: a file that does not
+        // parse, a pack whose stage is misspelt, also leave a stage without its pack, the same
+        // mistake, not another.
+        let other_problems = !errors.is_empty();
         // A set is used whole (it replaces the built-in rules), so a declared table that no file
         // defines would fail every render later: refuse the set now, while a caller can still
         // keep its last good one. (Lint, which reads parts of a set, does not ask for this.)
         // Only when the contract asks: fixtures load a single table.
-        if let Some(contract) = contract.filter(|c| c.requires_every_table()) {
+        if let Some(contract) = contract.filter(|c| c.requires_complete(|t| set.table(t).is_some()))
+        {
             let place = common_dir(sources);
+            // A file emptied (a ConfigMap key cleared, a truncated write) drops its packs and
+            // tables; a stage no pack runs in lost its file: the set is not what was meant.
+            for source in sources {
+                if !crate::lint::has_document(&source.text) {
+                    errors.push(Error::Contract {
+                        violation: crate::error::ContractViolation::EmptyFile,
+                        file: source.name.clone(),
+                        pos: None,
+                        rule: None,
+                        message: "the rule file has no document, so it would load nothing and drop whatever it held; the set is refused: restore the file, or delete it".to_string(),
+                    });
+                }
+            }
+            for stage in contract.stages().iter().filter(|_| !other_problems) {
+                if !set
+                    .packs
+                    .iter()
+                    .any(|p| p.stage() == Some(stage.name.as_str()))
+                {
+                    errors.push(Error::Contract {
+                        violation: crate::error::ContractViolation::EmptyStage,
+                        file: place.clone(),
+                        pos: None,
+                        rule: None,
+                        message: format!(
+                            "no rule file defines a pack of stage {:?} ({}); the pipeline runs it, so the set is refused (a deleted or emptied file?)",
+                            stage.name, stage.description
+                        ),
+                    });
+                }
+            }
             for t in contract.tables() {
                 if set.table(&t.name).is_none() {
                     errors.push(Error::Contract {

@@ -420,24 +420,15 @@ pub fn load_complete_rules(dir: &Path) -> Result<RuleSet, LoadErrors> {
 /// Every problem: unreadable files, [`Error::Pack`] and [`Error::Contract`] with file, line,
 /// column and rule id.
 pub fn load_rules(dir: Option<&Path>) -> Result<RuleSet, LoadErrors> {
-    let contract = contract()?;
     match dir {
-        Some(d) => {
-            let set = RuleSet::load_dir_with(d, Some(&contract))?;
-            // A set that defines some of the tables the pipeline renders and not the others
-            // lost them (a deleted file, a ConfigMap without a key): refused, as a controller
-            // refuses it, with an error for each missing table. A directory of packs alone
-            // defines none and is used as it is.
-            let defined = |t: &&nvcre_engine::TableContract| set.table(&t.name).is_some();
-            let tables = contract.tables();
-            if tables.iter().any(|t| defined(&t)) && !tables.iter().all(|t| defined(&t)) {
-                return load_complete_rules(d);
-            }
-            Ok(set)
-        }
+        // A set that defines some of the tables the pipeline renders is a whole set: one that
+        // lost a table, a stage's packs or a file's contents (a deleted file, a ConfigMap
+        // key emptied) is refused, as a controller refuses it, with an error for each. A
+        // directory of packs alone defines none and is used as it is.
+        Some(d) => RuleSet::load_dir_with(d, Some(&contract()?.complete_when_whole(true))),
         // The embedded set is loaded in full by the test suite
         // (`the_embedded_set_passes_every_load_check`); here it is only compiled.
-        None => RuleSet::load_prepared_trusted(embedded_prepared(), Some(&contract)),
+        None => RuleSet::load_prepared_trusted(embedded_prepared(), Some(&contract()?)),
     }
 }
 

@@ -174,3 +174,43 @@ fn a_templated_row_value_is_checked_against_the_schema_as_rendered() {
         )
     );
 }
+
+/// A whole set that lost a stage's packs (a deleted file) or a file's contents (a ConfigMap
+/// key emptied) is refused by `--rules` and reported by `rules lint`, not run without that
+/// policy: the gang contract would otherwise pass a runtime that moves the queue.
+#[test]
+fn a_deleted_or_emptied_pack_file_refuses_the_set() {
+    let (_dir, rules) = rules_copy();
+    std::fs::remove_file(rules.join("contract/gang.yaml")).expect("rm");
+    let dir = rules.to_str().expect("utf8");
+    let (code, stdout, stderr) = render_example(dir, &["--gpu-arch", "h100"]);
+    assert_eq!((code, stdout.as_str()), (2, ""), "{stderr}");
+    assert_eq!(
+        stderr,
+        format!(
+            "Error: rule pack error: {dir}: no rule file defines a pack of stage \"gang-contract\" (post-override gang contract, when spec.gangScheduler names a scheduler); the pipeline runs it, so the set is refused (a deleted or emptied file?)\n"
+        )
+    );
+    let (code, stdout, _) = run(&["--rules", dir, "rules", "lint"]);
+    assert_eq!(code, 1);
+    assert!(
+        stdout.contains(&format!(
+            "{dir}: error[empty-stage]: no rule file defines a pack of stage \"gang-contract\""
+        )),
+        "{stdout}"
+    );
+
+    let (_dir, rules) = rules_copy();
+    let labels = rules.join("contract/workload-labels.yaml");
+    std::fs::write(&labels, "# emptied\n").expect("write");
+    let dir = rules.to_str().expect("utf8");
+    let (code, _, stderr) = render_example(dir, &["--gpu-arch", "h100"]);
+    assert_eq!(code, 2);
+    assert!(
+        stderr.starts_with(&format!(
+            "Error: rule pack error: {}: the rule file has no document, so it would load nothing and drop whatever it held; the set is refused: restore the file, or delete it\n",
+            labels.display()
+        )),
+        "{stderr}"
+    );
+}

@@ -149,41 +149,77 @@ fn finding_mismatches(want: &WantFinding, got: &Finding) -> Vec<&'static str> {
     out
 }
 
+/// The findings as a diff: the longest run of expected findings met in order (each `ok`),
+/// and between two of them what was not met, an expected and an actual finding of the same
+/// rule paired as one that `differs`, the others `missing` and `unexpected`. (Compared by
+/// position alone, one extra finding made every finding after it look wrong.) Indexes are the
+/// actual list's, and the expected list's for a missing finding.
 fn diff_findings(want: &[WantFinding], got: &[Finding], diff: &mut Vec<String>) {
-    let mut lines = Vec::new();
-    let mut bad = false;
-    for i in 0..want.len().max(got.len()) {
-        match (want.get(i), got.get(i)) {
-            (Some(w), Some(g)) => {
-                let fields = finding_mismatches(w, g);
-                if fields.is_empty() {
-                    lines.push(format!("  [{i}] ok: {}", g.rule_id));
-                } else {
-                    bad = true;
-                    lines.push(format!("  [{i}] differs in {}:", fields.join(", ")));
-                    lines.push(format!("      expected: {}", want_line(w)));
-                    lines.push(format!("      actual:   {}", finding_line(g)));
-                }
-            }
-            (Some(w), None) => {
-                bad = true;
-                lines.push(format!("  [{i}] missing:"));
-                lines.push(format!("      expected: {}", want_line(w)));
-            }
-            (None, Some(g)) => {
-                bad = true;
-                lines.push(format!("  [{i}] unexpected:"));
-                lines.push(format!("      actual:   {}", finding_line(g)));
-            }
-            (None, None) => {}
+    let (n, m) = (want.len(), got.len());
+    let same = |i: usize, j: usize| finding_mismatches(&want[i], &got[j]).is_empty();
+    // lcs[i][j]: the longest in-order match of want[i..] and got[j..].
+    let mut lcs = vec![vec![0usize; m + 1]; n + 1];
+    for i in (0..n).rev() {
+        for j in (0..m).rev() {
+            lcs[i][j] = if same(i, j) {
+                lcs[i + 1][j + 1] + 1
+            } else {
+                lcs[i + 1][j].max(lcs[i][j + 1])
+            };
         }
     }
+    let mut lines = Vec::new();
+    let mut bad = false;
+    let (mut i, mut j) = (0, 0);
+    // The unmatched findings since the last match: expected, actual.
+    let mut gap: (Vec<usize>, Vec<usize>) = (Vec::new(), Vec::new());
+    let flush = |gap: &mut (Vec<usize>, Vec<usize>), lines: &mut Vec<String>| {
+        let (mut ws, mut gs) = (std::mem::take(&mut gap.0), std::mem::take(&mut gap.1));
+        // Pair an expected finding with the first actual one of its rule.
+        let mut pairs = Vec::new();
+        ws.retain(
+            |&w| match gs.iter().position(|&g| got[g].rule_id == want[w].rule_id) {
+                Some(k) => {
+                    pairs.push((w, gs.remove(k)));
+                    false
+                }
+                None => true,
+            },
+        );
+        for (w, g) in pairs {
+            let fields = finding_mismatches(&want[w], &got[g]);
+            lines.push(format!("  [{g}] differs in {}:", fields.join(", ")));
+            lines.push(format!("      expected: {}", want_line(&want[w])));
+            lines.push(format!("      actual:   {}", finding_line(&got[g])));
+        }
+        for w in ws {
+            lines.push(format!("  [{w}] missing:"));
+            lines.push(format!("      expected: {}", want_line(&want[w])));
+        }
+        for g in gs {
+            lines.push(format!("  [{g}] unexpected:"));
+            lines.push(format!("      actual:   {}", finding_line(&got[g])));
+        }
+    };
+    while i < n || j < m {
+        if i < n && j < m && same(i, j) && lcs[i][j] == lcs[i + 1][j + 1] + 1 {
+            flush(&mut gap, &mut lines);
+            lines.push(format!("  [{j}] ok: {}", got[j].rule_id));
+            i += 1;
+            j += 1;
+        } else if j < m && (i == n || lcs[i][j + 1] >= lcs[i + 1][j]) {
+            bad = true;
+            gap.1.push(j);
+            j += 1;
+        } else {
+            bad = true;
+            gap.0.push(i);
+            i += 1;
+        }
+    }
+    flush(&mut gap, &mut lines);
     if bad {
-        diff.push(format!(
-            "findings differ (expected {}, got {}):",
-            want.len(),
-            got.len()
-        ));
+        diff.push(format!("findings differ (expected {n}, got {m}):"));
         diff.extend(lines);
     }
 }
@@ -262,6 +298,78 @@ fn diff_value(at: &FieldPath, want: &Value, got: &Value, exact: bool, out: &mut 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn found(rule: &str, message: &str) -> Finding {
+        Finding {
+            rule_id: rule.into(),
+            pack: "p".into(),
+            severity: nvcre_engine::Severity::Error,
+            message: message.into(),
+            file: "f".into(),
+            document: 0,
+            object: None,
+            field_path: None,
+            line: None,
+            column: None,
+            rule_file: "r".into(),
+            rule_line: 1,
+            stage: None,
+            rule_error: false,
+            at_key: false,
+        }
+    }
+
+    fn wanted(rule: &str, message: &str) -> WantFinding {
+        WantFinding {
+            rule_id: rule.into(),
+            severity: None,
+            message: Some(MessageMatch::Exact(message.into())),
+            field_path: None,
+            line: None,
+            column: None,
+        }
+    }
+
+    /// An extra finding ahead of the expected ones is one `unexpected` line: the expected
+    /// findings after it are met, not each reported as differing from its neighbour.
+    #[test]
+    fn findings_are_diffed_by_the_longest_match_in_order() {
+        let want = [wanted("a", "one"), wanted("b", "two"), wanted("c", "three")];
+        let got = [
+            found("x", "extra"),
+            found("a", "one"),
+            found("b", "TWO"),
+            found("c", "three"),
+        ];
+        let mut out = Vec::new();
+        diff_findings(&want, &got, &mut out);
+        assert_eq!(
+            out,
+            [
+                "findings differ (expected 3, got 4):",
+                "  [0] unexpected:",
+                "      actual:   {ruleId: x, severity: error, message: \"extra\"}",
+                "  [1] ok: a",
+                "  [2] differs in message:",
+                "      expected: {ruleId: b, message: \"two\"}",
+                "      actual:   {ruleId: b, severity: error, message: \"TWO\"}",
+                "  [3] ok: c",
+            ]
+        );
+        let mut out = Vec::new();
+        diff_findings(&want, &got[1..2], &mut out);
+        assert_eq!(
+            out,
+            [
+                "findings differ (expected 3, got 1):",
+                "  [0] ok: a",
+                "  [1] missing:",
+                "      expected: {ruleId: b, message: \"two\"}",
+                "  [2] missing:",
+                "      expected: {ruleId: c, message: \"three\"}",
+            ]
+        );
+    }
 
     #[test]
     fn output_subset_and_exact_diffs_name_json_paths() {

@@ -381,7 +381,12 @@ fn run_render(
     let mut rendered = Vec::new();
     for doc in docs {
         match render_document(rules, doc, &req) {
-            Ok(r) => rendered.push(r.workflow),
+            // A successful render's warnings and info (what `render` prints on stderr) are
+            // the case's findings: `want_findings` pins them, and `[]` means there are none.
+            Ok(r) => {
+                out.findings.extend(r.findings);
+                rendered.push(r.workflow);
+            }
             Err(PolicyError::Rejected(findings)) => {
                 out.error = Some(
                     findings
