@@ -425,6 +425,25 @@ fn outputs(args: &CheckArgs) -> Option<Vec<Output>> {
             ));
             return None;
         }
+        // A report that cannot be written is said before the check runs, not after it.
+        let parent = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let unwritable = if path.is_dir() {
+            Some("it is a directory; name a file in it".to_string())
+        } else if !parent.is_dir() {
+            Some(format!("directory {} does not exist", parent.display()))
+        } else {
+            None
+        };
+        if let Some(why) = unwritable {
+            report::error_line(&format!(
+                "-o: cannot write the report to {}: {why}",
+                path.display()
+            ));
+            return None;
+        }
         seen.push((key, path));
     }
     Some(outputs)

@@ -595,6 +595,21 @@ fn a_report_path_used_twice_or_naming_an_input_is_refused() {
         assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", message));
     }
     assert!(!dir.path().join("r.out").exists());
+    // A report that cannot be written is said before anything is checked.
+    std::fs::create_dir(dir.path().join("adir")).expect("mkdir");
+    for (arg, message) in [
+        (
+            "sarif=nodir/x.sarif",
+            "Error: -o: cannot write the report to nodir/x.sarif: directory nodir does not exist\n",
+        ),
+        (
+            "sarif=adir",
+            "Error: -o: cannot write the report to adir: it is a directory; name a file in it\n",
+        ),
+    ] {
+        let (code, stdout, stderr) = check(dir.path(), &["-o", arg, "bad.yaml"]);
+        assert_eq!((code, stdout.as_str(), stderr.as_str()), (2, "", message));
+    }
     assert_eq!(
         std::fs::read(dir.path().join("bad.yaml")).expect("read"),
         before
@@ -939,8 +954,11 @@ fn the_shipped_rules_lint_clean_but_for_cost_estimates() {
 }
 
 /// Where `rules lint` warns about the cost of the shipped rules.
-const SHIPPED_COST_WARNINGS: [&str; 25] = [
-    "rules/contract/mpi.yaml:52:9: warning[cel-cost]: rule mpi-trainer-env-not-forwarded",
+const SHIPPED_COST_WARNINGS: [&str; 28] = [
+    "rules/contract/mpi.yaml:55:7: warning[cel-cost]: pack variable \"workerSpecs\"",
+    "rules/contract/mpi.yaml:69:7: warning[cel-cost]: pack variable \"workerEnv\"",
+    "rules/contract/mpi.yaml:89:9: warning[cel-cost]: rule mpi-worker-env-not-forwarded",
+    "rules/contract/mpi.yaml:105:9: warning[cel-cost]: rule mpi-trainer-env-not-forwarded",
     "rules/contract/resources.yaml:31:7: warning[cel-cost]: pack variable \"gpuCounts\"",
     "rules/contract/resources.yaml:74:11: warning[cel-cost]: rule zero-nic-request",
     "rules/contract/resources.yaml:124:19: warning[cel-cost]: rule gpu-request-missing",
