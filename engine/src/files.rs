@@ -205,10 +205,7 @@ pub fn read_files(root: &Path, options: &WalkOptions<'_>) -> (Vec<Arc<Source>>, 
                 let line = bytes[..at].iter().filter(|b| **b == b'\n').count() + 1;
                 std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
-                    format!(
-                        "not UTF-8 text: invalid byte 0x{:02x} at byte offset {at} (line {line})",
-                        bytes.get(at).copied().unwrap_or(0)
-                    ),
+                    crate::limits::invalid_utf8(bytes, at, Some(line)),
                 )
             })
         });

@@ -159,14 +159,34 @@ pub fn read_text_limited(
     }
     String::from_utf8(bytes).map_err(|e| {
         format!(
-            "{name}: not UTF-8 text: invalid byte 0x{:02x} at byte offset {}",
-            e.as_bytes()
-                .get(e.utf8_error().valid_up_to())
-                .copied()
-                .unwrap_or(0),
-            e.utf8_error().valid_up_to()
+            "{name}: {}",
+            invalid_utf8(e.as_bytes(), e.utf8_error().valid_up_to(), None)
         )
     })
+}
+
+/// What is wrong with text that is not UTF-8, from where it stops being UTF-8: a file that
+/// starts with a UTF-16 byte-order mark (what PowerShell's `>` writes) is named as UTF-16 with
+/// the fix, any other as `not UTF-8 text: invalid byte 0x.. at byte offset N` (and `(line L)`
+/// when given).
+pub(crate) fn invalid_utf8(start: &[u8], offset: usize, line: Option<usize>) -> String {
+    let encoding = match start {
+        [0xFF, 0xFE, ..] if offset == 0 => Some("UTF-16LE"),
+        [0xFE, 0xFF, ..] if offset == 0 => Some("UTF-16BE"),
+        _ => None,
+    };
+    if let Some(encoding) = encoding {
+        return format!(
+            "the file is {encoding} (it starts with that byte-order mark); convert it to UTF-8 first, e.g. iconv -f UTF-16 -t UTF-8"
+        );
+    }
+    let byte = start.get(offset).copied().unwrap_or(0);
+    match line {
+        Some(l) => {
+            format!("not UTF-8 text: invalid byte 0x{byte:02x} at byte offset {offset} (line {l})")
+        }
+        None => format!("not UTF-8 text: invalid byte 0x{byte:02x} at byte offset {offset}"),
+    }
 }
 
 /// An I/O error in plain words: the system's description without its ` (os error N)` code,

@@ -295,14 +295,19 @@ impl<R: BufRead> Iterator for ChunkReader<R> {
                         Err(e) => {
                             self.done = true;
                             let at = e.valid_up_to();
-                            let byte = line.get(at).copied().unwrap_or(0);
-                            return Some(Err(std::io::Error::new(
-                                std::io::ErrorKind::InvalidData,
+                            let message = if self.offset == 0 {
+                                crate::limits::invalid_utf8(line, at, Some(self.lines + 1))
+                            } else {
+                                let byte = line.get(at).copied().unwrap_or(0);
                                 format!(
                                     "not UTF-8 text: invalid byte 0x{byte:02x} at byte offset {} (line {})",
                                     self.offset + at,
                                     self.lines + 1
-                                ),
+                                )
+                            };
+                            return Some(Err(std::io::Error::new(
+                                std::io::ErrorKind::InvalidData,
+                                message,
                             )));
                         }
                     }

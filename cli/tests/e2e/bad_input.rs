@@ -3102,3 +3102,25 @@ fn an_unusable_nodes_file_or_rule_set_still_names_the_unreadable_inputs() {
         "{stderr}"
     );
 }
+
+/// A manifest saved as UTF-16 (PowerShell's `>`) is named as such, with the fix, not as an
+/// invalid byte at offset 0.
+#[test]
+fn a_utf16_manifest_is_named_as_utf16() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut bytes = vec![0xFF, 0xFE];
+    for unit in "kind: ConfigMap\n".encode_utf16() {
+        bytes.extend(unit.to_le_bytes());
+    }
+    std::fs::write(dir.path().join("in.yaml"), &bytes).expect("write");
+    let out = bin()
+        .args(["check", "in.yaml"])
+        .current_dir(dir.path())
+        .output()
+        .expect("runs");
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        without_summary(&["check"], &String::from_utf8_lossy(&out.stderr)),
+        "Error: reading in.yaml: the file is UTF-16LE (it starts with that byte-order mark); convert it to UTF-8 first, e.g. iconv -f UTF-16 -t UTF-8\n"
+    );
+}
