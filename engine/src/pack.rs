@@ -815,7 +815,15 @@ impl RuleSet {
         let mut problems = Vec::new();
         // rule id → where it was first defined
         let mut rule_ids: HashMap<String, String> = HashMap::new();
-        let mut names: HashSet<String> = HashSet::new();
+        // kind/name → where it was first defined
+        let mut names: HashMap<String, String> = HashMap::new();
+        let defined_at = |doc: &Document| {
+            let at = FieldPath::root().key("metadata").key("name");
+            match doc.spans.lookup(&at) {
+                Some(pos) => format!("{}:{pos}", doc.source.name),
+                None => doc.source.name.clone(),
+            }
+        };
         // Parsing and compiling is most of the cost of a load: each file on its own thread
         // (rayon's pool), then the results are assembled in file and document order, so the
         // problems read the same as a sequential load.
@@ -861,14 +869,19 @@ impl RuleSet {
                     // Trusted: its name and rule ids were checked with the rest.
                     Loaded::Deferred(doc) => set.packs.push(PackSlot::deferred(*doc)),
                     Loaded::Pack(doc, pack) => {
-                        if !names.insert(format!("pack/{}", pack.name)) {
+                        if let Some(first) = names.get(&format!("pack/{}", pack.name)).cloned() {
                             problems.push(problem(
                                 ProblemKind::Duplicate,
                                 &doc,
                                 "metadata.name",
                                 None,
-                                format!("duplicate pack name {:?}", pack.name),
+                                format!(
+                                    "duplicate pack name {:?} (first defined at {first})",
+                                    pack.name
+                                ),
                             ));
+                        } else {
+                            names.insert(format!("pack/{}", pack.name), defined_at(&doc));
                         }
                         for (i, r) in pack.rules.iter().enumerate() {
                             let here = format!("{}:{}", doc.source.name, r.pos);
@@ -888,14 +901,19 @@ impl RuleSet {
                         set.packs.push(PackSlot::Compiled(Arc::new(*pack)));
                     }
                     Loaded::Table(doc, table) => {
-                        if !names.insert(format!("table/{}", table.name)) {
+                        if let Some(first) = names.get(&format!("table/{}", table.name)).cloned() {
                             problems.push(problem(
                                 ProblemKind::Duplicate,
                                 &doc,
                                 "metadata.name",
                                 None,
-                                format!("duplicate table name {:?}", table.name),
+                                format!(
+                                    "duplicate table name {:?} (first defined at {first})",
+                                    table.name
+                                ),
                             ));
+                        } else {
+                            names.insert(format!("table/{}", table.name), defined_at(&doc));
                         }
                         set.tables.push(Arc::new(*table));
                     }
@@ -906,14 +924,18 @@ impl RuleSet {
                             .and_then(Value::as_str)
                             .unwrap_or("")
                             .to_string();
-                        if !names.insert(format!("{other}/{name}")) {
+                        if let Some(first) = names.get(&format!("{other}/{name}")).cloned() {
                             problems.push(problem(
                                 ProblemKind::Duplicate,
                                 &doc,
                                 "metadata.name",
                                 None,
-                                format!("duplicate {other} name {name:?}"),
+                                format!(
+                                    "duplicate {other} name {name:?} (first defined at {first})"
+                                ),
                             ));
+                        } else {
+                            names.insert(format!("{other}/{name}"), defined_at(&doc));
                         }
                         problems.extend(found);
                         set.documents.push(Arc::new(*doc));

@@ -272,7 +272,7 @@ fn units_groups_layouts_and_unknown_keys_are_checked() {
     assert_eq!(
         load(&[("a.yaml", &ok), ("b.yaml", &ok)]),
         Err(vec![
-            "rule pack error: b.yaml:3:18: duplicate LogProfile name \"bad\"".to_string()
+            "rule pack error: b.yaml:3:18: duplicate LogProfile name \"bad\" (first defined at a.yaml:3:18)".to_string()
         ])
     );
     assert_eq!(
