@@ -256,9 +256,18 @@ pub fn run_explain(rules: &RuleSet, rules_dir: Option<&Path>, args: &ExplainArgs
             print(&explain_built_in(b));
             return ExitCode::SUCCESS;
         }
+        if let Some(text) = explain_table_row(rules, &args.id) {
+            print(&text);
+            return ExitCode::SUCCESS;
+        }
+        let rows = rules
+            .tables
+            .iter()
+            .flat_map(|t| t.entries.iter().map(|e| e.id.as_str()));
         let close: Vec<&str> = rules
             .rules()
             .map(|(_, r)| r.id.as_str())
+            .chain(rows)
             .filter(|id| id.contains(args.id.as_str()))
             .collect();
         let hint = if close.is_empty() {
@@ -291,6 +300,61 @@ pub fn run_explain(rules: &RuleSet, rules_dir: Option<&Path>, args: &ExplainArgs
     }
     print(&out);
     ExitCode::SUCCESS
+}
+
+/// The block of a table row (`rules explain aws-h100-efa`): its table, where it is written and
+/// the row as written, from its line to the next row's (the comments above a row belong to it,
+/// the ones above the next to the next); `None` when no table has a row of that id.
+fn explain_table_row(rules: &RuleSet, id: &str) -> Option<String> {
+    let (table, i) = rules.tables.iter().find_map(|t| {
+        t.entries
+            .iter()
+            .position(|e| e.id == id)
+            .map(|i| (t.as_ref(), i))
+    })?;
+    let entry = &table.entries[i];
+    let lines: Vec<&str> = table.source.text.lines().collect();
+    let start = entry.pos.line.saturating_sub(1);
+    // The row ends where the next begins, or at the end of the table's document.
+    let end = table
+        .entries
+        .iter()
+        .map(|e| e.pos.line.saturating_sub(1))
+        .filter(|&l| l > start)
+        .min()
+        .or_else(|| {
+            lines
+                .iter()
+                .enumerate()
+                .skip(start + 1)
+                .find(|(_, l)| **l == "---")
+                .map(|(n, _)| n)
+        })
+        .unwrap_or(lines.len());
+    let mut row: Vec<&str> = lines.get(start..end).unwrap_or_default().to_vec();
+    while row
+        .last()
+        .is_some_and(|l| l.trim().is_empty() || l.trim_start().starts_with('#'))
+    {
+        row.pop();
+    }
+    // As written, less the indentation the rows share.
+    let indent = row
+        .iter()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| l.len() - l.trim_start().len())
+        .min()
+        .unwrap_or(0);
+    let row: Vec<&str> = row.iter().map(|l| l.get(indent..).unwrap_or("")).collect();
+    let mut out = format!("{id}\n");
+    field(&mut out, "table", &table.name);
+    field(
+        &mut out,
+        "source",
+        &format!("{}:{}", table.source.name, entry.pos.line),
+    );
+    field(&mut out, "row", &row.join("\n"));
+    Some(out)
 }
 
 /// The description block of a finding the pipeline reports without a rule file.

@@ -1136,6 +1136,38 @@ fn rules_explain_of_an_unknown_id_is_a_usage_error() {
     );
 }
 
+/// A table row (a platform override) is explained by its id too: its table, where it is
+/// written, and the row as written; a part of its id finds it.
+#[test]
+fn rules_explain_of_a_table_row_shows_the_row_as_written() {
+    let dir = TempDir::new().expect("tmp");
+    let (code, stdout, stderr) = run(dir.path(), &["rules", "explain", "aws-h100-efa"]);
+    assert_eq!((code, stderr.as_str()), (0, ""));
+    let head: Vec<&str> = stdout.lines().take(5).collect();
+    assert_eq!(
+        head,
+        [
+            "aws-h100-efa",
+            "  table        workloadrun-platform-overrides",
+            "  source       rules/overrides/workloadrun.yaml:244",
+            "  row          - id: aws-h100-efa",
+            "                 when: {platform: {equals: aws}, gpuArchitecture: {equals: h100}}",
+        ]
+    );
+    assert!(
+        stdout.ends_with("                               requests: {vpc.amazonaws.com/efa: 32}\n"),
+        "{stdout}"
+    );
+    let (code, _, stderr) = run(dir.path(), &["rules", "explain", "aws-h1"]);
+    assert_eq!(
+        (code, stderr.as_str()),
+        (
+            2,
+            "Error: no rule with id \"aws-h1\"; rules whose id contains it: aws-h100-efa\n"
+        )
+    );
+}
+
 /// A document whose check failed with an input error ran no rule: JUnit shows its error, not
 /// passing test cases for the rules that would have run.
 #[test]
