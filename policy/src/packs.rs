@@ -684,6 +684,18 @@ mod tests {
     }
 
     #[test]
+    fn when_expressions_that_call_unknown_functions_are_refused() {
+        assert_eq!(
+            load_override_rows(
+                "- id: a\n  when: {platform: {equals: aws}, expression: \"platform == 'aws' || sizee(platform) > 0 || platform.startsWith('a')\"}\n  mpiArgs: [-x, A=1]\n"
+            ),
+            [
+                "rule pack error: o.yaml:6:47: entry a: when.expression calls sizee is not a function or method of the CEL library here; variables: platform, gpuArchitecture, workloadKind, topologyMode, domainCount",
+            ]
+        );
+    }
+
+    #[test]
     fn embedded_rules_compile_and_have_every_stage() {
         let set = default_rules().expect("embedded rules compile");
         for stage in ["admission", "placement", "workload-labels", "gang-contract"] {

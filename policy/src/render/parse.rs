@@ -446,6 +446,12 @@ pub fn check_user_overrides(doc: &Document, overrides: &[OverrideSpec]) -> Resul
         if let Some(e) = &o.when.expression {
             let expr = nvcre_engine::Expr::compile(e)
                 .map_err(|m| fail("when.expression", format!("CEL does not compile: {m}")))?;
+            if let Some(f) = expr.unknown_functions().first() {
+                return Err(fail(
+                    "when.expression",
+                    format!("{f} is not a function or method of the CEL library here"),
+                ));
+            }
             // Must type-check to bool (a `when` is a condition): try it on an empty context.
             let mut scope = nvcre_engine::Scope::new();
             for (k, v) in [
