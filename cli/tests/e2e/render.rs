@@ -1177,7 +1177,7 @@ fn an_input_error_after_admission_keeps_the_findings_before_it() {
     assert_eq!(
         err,
         format!(
-            "Warning: metadata.name is 54 characters: the TrainJobs of a multi-group run (\"{long_name}-group-<i>-overflow\") would exceed the 63-character limit; keep it at most 48 [wr-name-group-length]\n\
+            "Warning: metadata.name is 54 characters: the TrainJob of a multi-group run's overflow group (\"{long_name}-group-<i>-overflow\", 18 characters more for up to 100 groups) would exceed the 63-character limit; keep it at most 45 [wr-name-group-length]\n\
              Error: {r}:20:5: cannot determine GPU architecture: nvidia.com/gpu.product label required in target.nodeSelector (or pass --gpu-arch ARCH, or --nodes-file FILE to detect it from the target nodes)\n"
         )
     );
@@ -1280,7 +1280,7 @@ fn an_input_error_after_admission_keeps_the_findings_before_it() {
         )
     );
     assert!(
-        lines[1].ends_with("keep it at most 48 [wr-name-group-length]"),
+        lines[1].ends_with("keep it at most 45 [wr-name-group-length]"),
         "{err}"
     );
     assert!(
