@@ -430,8 +430,21 @@ fn outputs(args: &CheckArgs) -> Option<Vec<Output>> {
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
+        // A symbolic link is written through: its target is what must be writable.
+        let target = std::fs::symlink_metadata(path)
+            .ok()
+            .filter(|m| m.file_type().is_symlink())
+            .and_then(|_| std::fs::read_link(path).ok())
+            .map(|t| parent.join(t));
+        let parent = target
+            .as_deref()
+            .and_then(Path::parent)
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(parent);
         let unwritable = if path.is_dir() {
             Some("it is a directory; name a file in it".to_string())
+        } else if parent.exists() && !parent.is_dir() {
+            Some(format!("{} is not a directory", parent.display()))
         } else if !parent.is_dir() {
             Some(format!("directory {} does not exist", parent.display()))
         } else {

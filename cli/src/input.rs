@@ -142,10 +142,14 @@ pub fn expand_in_order(paths: &[String]) -> Vec<Result<InputFile, (String, Strin
         };
         match seen.get(&key) {
             Some(first) => {
-                eprintln!(
-                    "note: {} is {first}, already read; it is checked once",
-                    f.name
-                );
+                if *first == f.name {
+                    eprintln!("note: {first} is named twice; it is checked once");
+                } else {
+                    eprintln!(
+                        "note: {} is {first}, already read; it is checked once",
+                        f.name
+                    );
+                }
                 false
             }
             None => {

@@ -803,43 +803,71 @@ fn sarif_level(s: Severity) -> sarif::ResultLevel {
     }
 }
 
-/// A reported file's path as SARIF names it: relative to the working directory where it can be
-/// (`./a.yaml`, `a.yaml` and `$PWD/a.yaml` are one `a.yaml`, as code scanning resolves paths
-/// against the checkout), `.` segments dropped; a path outside the working directory is a
-/// `file://` URI (a bare absolute path is a relative reference, which readers resolve against
-/// a base they do not have).
+/// A reported file's path as SARIF names it: the file as it is on disk (symbolic links, `.`
+/// and `..` resolved), relative to the working directory where it is below it (`./a.yaml`,
+/// `a.yaml`, `x/../a.yaml` and `$PWD/a.yaml` are one `a.yaml`, as code scanning resolves
+/// paths against the checkout); a file elsewhere is a `file://` URI (a bare absolute or `../`
+/// path is a relative reference, which readers resolve against a base they do not have).
 fn sarif_uri(file: &str) -> String {
-    use std::path::{Component, Path};
-    let path = Path::new(file);
-    static CWD: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
-    let cwd = CWD.get_or_init(|| std::env::current_dir().ok());
-    let inside = path
-        .is_absolute()
-        .then(|| cwd.as_deref().and_then(|c| path.strip_prefix(c).ok()))
-        .flatten();
-    let (path, absolute) = match inside {
-        Some(rel) if !rel.as_os_str().is_empty() => (rel, false),
-        _ => (path, path.is_absolute()),
-    };
-    let parts: Vec<String> = path
-        .components()
-        .filter_map(|c| match c {
-            Component::CurDir | Component::RootDir => None,
-            other => Some(other.as_os_str().to_string_lossy().into_owned()),
-        })
-        .collect();
-    let joined = parts.join("/");
-    if joined.is_empty() || file == "<stdin>" {
+    use std::collections::HashMap;
+    use std::path::{Component, Path, PathBuf};
+    use std::sync::{Mutex, OnceLock};
+    static CWD: OnceLock<Option<PathBuf>> = OnceLock::new();
+    // One answer per file name: a report names the same files over and over.
+    static SEEN: OnceLock<Mutex<HashMap<String, String>>> = OnceLock::new();
+    let seen = SEEN.get_or_init(Default::default);
+    if let Some(uri) = seen.lock().ok().and_then(|m| m.get(file).cloned()) {
+        return uri;
+    }
+    if file == "<stdin>" || file.is_empty() {
         return uri_reference(file);
     }
-    if absolute {
-        format!(
-            "file:///{}",
-            uri_reference(&joined).trim_start_matches("./")
-        )
-    } else {
-        uri_reference(&joined)
+    let cwd = CWD.get_or_init(|| std::env::current_dir().and_then(std::fs::canonicalize).ok());
+    // The file as it is on disk (symbolic links, `.` and `..` resolved), else the path with
+    // `.` and `..` worked out by name.
+    let absolute = std::fs::canonicalize(file).ok().or_else(|| {
+        let joined = match cwd {
+            Some(c) if Path::new(file).is_relative() => c.join(file),
+            _ => PathBuf::from(file),
+        };
+        let mut out = PathBuf::new();
+        for c in joined.components() {
+            match c {
+                Component::CurDir => {}
+                Component::ParentDir => {
+                    out.pop();
+                }
+                other => out.push(other.as_os_str()),
+            }
+        }
+        out.is_absolute().then_some(out)
+    });
+    let uri = match (absolute, cwd) {
+        (Some(abs), Some(c)) if abs.starts_with(c) && abs != *c => {
+            let rel = abs.strip_prefix(c).unwrap_or(&abs);
+            let parts: Vec<String> = rel
+                .components()
+                .map(|p| p.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            uri_reference(&parts.join("/"))
+        }
+        (Some(abs), _) => {
+            let parts: Vec<String> = abs
+                .components()
+                .filter(|p| !matches!(p, Component::RootDir))
+                .map(|p| p.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            format!(
+                "file:///{}",
+                uri_reference(&parts.join("/")).trim_start_matches("./")
+            )
+        }
+        (None, _) => uri_reference(file),
+    };
+    if let Ok(mut m) = seen.lock() {
+        m.insert(file.to_string(), uri.clone());
     }
+    uri
 }
 
 /// A path as a URI reference: unreserved characters, `/` and a few sub-delimiters as written,
@@ -1989,7 +2017,12 @@ mod tests {
     fn sarif_uris_are_relative_to_the_working_directory_or_file_uris() {
         let cwd = std::env::current_dir().expect("cwd");
         let inside = cwd.join("dir/a b.yaml");
-        for spelling in ["dir/a b.yaml", "./dir/a b.yaml", "dir/./a b.yaml"] {
+        for spelling in [
+            "dir/a b.yaml",
+            "./dir/a b.yaml",
+            "dir/./a b.yaml",
+            "dir/../dir/a b.yaml",
+        ] {
             assert_eq!(sarif_uri(spelling), "dir/a%20b.yaml", "{spelling}");
         }
         assert_eq!(sarif_uri(&inside.to_string_lossy()), "dir/a%20b.yaml");
@@ -1997,7 +2030,13 @@ mod tests {
             assert_eq!(sarif_uri("/nowhere/x.yaml"), "file:///nowhere/x.yaml");
         }
         assert_eq!(sarif_uri("<stdin>"), "%3Cstdin%3E");
-        assert_eq!(sarif_uri("../up.yaml"), "../up.yaml");
+        // Above the working directory: a file URI, not a `../` reference.
+        let up = std::fs::canonicalize(&cwd)
+            .expect("cwd")
+            .parent()
+            .map(|p| p.join("up.yaml"))
+            .expect("parent");
+        assert_eq!(sarif_uri("../up.yaml"), format!("file://{}", up.display()));
     }
 
     #[test]

@@ -870,12 +870,25 @@ fn pos_of_offset(text: &str, offset: usize) -> Pos {
     Pos { line, column }
 }
 
-/// Whether a rule file's text holds a YAML document: a line that is not blank, a comment or a
-/// document marker.
+/// Whether a rule file's text holds a YAML document that can load something: a line that is
+/// not blank, a comment, a document marker (`---`, `...`, also followed by a comment) or a null
+/// (`null`, `~`, `--- null`).
 pub(crate) fn has_document(text: &str) -> bool {
     text.lines().any(|l| {
-        let t = l.trim();
-        !t.is_empty() && !t.starts_with('#') && t != "---" && t != "..."
+        let mut t = l.trim();
+        for marker in ["---", "..."] {
+            if let Some(rest) = t.strip_prefix(marker)
+                && (rest.is_empty() || rest.starts_with([' ', '\t']))
+            {
+                t = rest.trim_start();
+            }
+        }
+        let t = if t.starts_with('#') {
+            ""
+        } else {
+            t.split(" #").next().unwrap_or("").trim_end()
+        };
+        !matches!(t, "" | "null" | "Null" | "NULL" | "~")
     })
 }
 
@@ -1146,6 +1159,30 @@ mod tests {
                 "rules/x.yaml:10:17: warning[cel-cost]: rule r: the estimated worst case of this expression is 62500250000 CEL cost units (comprehension iterations), more than the per-expression limit of 1000000 (--cel-cost-limit), with lists of up to 250000 elements (--max-yaml-nodes): a document with lists that long makes it a rule error; avoid nesting comprehensions over whole lists of the document"
             ]
         );
+    }
+
+    #[test]
+    fn a_file_of_markers_comments_and_nulls_has_no_document() {
+        for text in [
+            "",
+            "# c\n",
+            "---\n...\n",
+            "--- # c\n...\n",
+            "null\n",
+            "~\n",
+            "--- null\n",
+            "---\nnull # c\n",
+        ] {
+            assert!(!has_document(text), "{text:?}");
+        }
+        for text in [
+            "a: 1\n",
+            "--- {a: 1}\n",
+            "---\nkind: Table\n",
+            "nullable: x\n",
+        ] {
+            assert!(has_document(text), "{text:?}");
+        }
     }
 
     #[test]

@@ -2648,10 +2648,8 @@ fn a_flag_the_rules_cannot_serve_is_an_error_of_the_rules_in_the_report() {
             (code, stderr.as_str()),
             (
                 2,
-                format!(
-                    "note: in.yaml is in.yaml, already read; it is checked once\nError: {message}\n"
-                )
-                .as_str()
+                format!("note: in.yaml is named twice; it is checked once\nError: {message}\n")
+                    .as_str()
             ),
             "{context:?}"
         );

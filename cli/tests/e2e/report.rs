@@ -1498,7 +1498,7 @@ fn a_file_named_twice_is_checked_once() {
         notes,
         [
             "note: ./bad.yaml is bad.yaml, already read; it is checked once",
-            "note: d/x.yaml is d/x.yaml, already read; it is checked once",
+            "note: d/x.yaml is named twice; it is checked once",
         ]
     );
     assert!(
