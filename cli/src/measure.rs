@@ -476,10 +476,31 @@ fn file_thresholds(path: &str) -> Result<BTreeMap<String, String>, Vec<String>> 
 fn run_thresholds(path: &str) -> Result<BTreeMap<String, String>, Vec<String>> {
     let docs = input::read_one(&input::InputFile::given(path)).map_err(|e| vec![e])?;
     let name = if path == "-" { "<stdin>" } else { path };
-    let runs: Vec<_> = docs
-        .iter()
-        .filter(|d| d.value.get("kind").and_then(Value::as_str) == Some("WorkloadRun"))
-        .collect();
+    // The WorkloadRuns of the file, also the items of a List (`kubectl get -o yaml`), each with
+    // the lines of its own place.
+    let kind = |v: &Value| v.get("kind").and_then(Value::as_str).map(str::to_string);
+    let mut runs: Vec<nvcre_engine::Document> = Vec::new();
+    for d in &docs {
+        match (
+            kind(&d.value),
+            d.value.get("items").and_then(Value::as_array),
+        ) {
+            (Some(k), _) if k == "WorkloadRun" => runs.push(d.clone()),
+            (Some(k), Some(items)) if k.ends_with("List") => {
+                for (i, item) in items.iter().enumerate() {
+                    if kind(item).as_deref() == Some("WorkloadRun") {
+                        runs.push(nvcre_engine::Document {
+                            source: d.source.clone(),
+                            index: d.index,
+                            value: item.clone(),
+                            spans: d.spans.sub(&FieldPath::root().key("items").index(i)),
+                        });
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
     match runs.as_slice() {
         [doc] => {
             // The run as `check` reads it: its API group (the older one with a warning), its

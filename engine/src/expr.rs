@@ -654,14 +654,18 @@ impl Expr {
     }
 
     /// The functions and methods the expression calls that the interpreter does not know
-    /// (`["sizee"]` for `sizee(x) == 0`), each once: a caller that compiles an expression of
-    /// its own (a rule test's invariant) refuses it as the rule loader does.
-    pub fn unknown_functions(&self) -> Vec<String> {
+    /// (`["sizee"]` for `sizee(x) == 0`), each once, and `ns.f` for a call `ns.f(…)` whose `ns`
+    /// is neither a namespace of the library nor one of `names` (`["sets.contains"]`): a caller
+    /// that compiles an expression of its own (a rule test's invariant, over the names it
+    /// binds) refuses it as the rule loader does.
+    pub fn unknown_functions(&self, names: &[&str]) -> Vec<String> {
         self.unknown_calls()
             .into_iter()
             .filter_map(|c| match c {
                 UnknownCall::Function(f) => Some(f),
-                UnknownCall::Qualified { .. } => None,
+                UnknownCall::Qualified { target, function } => {
+                    (!names.contains(&target.as_str())).then(|| format!("{target}.{function}"))
+                }
             })
             .collect()
     }

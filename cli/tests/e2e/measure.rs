@@ -825,6 +825,36 @@ fn a_run_of_the_older_api_group_is_warned_about_and_another_group_refused() {
             "Warning: RUN:1:13: apiVersion cre.nvidia.com/v1alpha1 is the older API group; treating it as nvcre.nvidia.com/v1alpha1\n".to_string()
         )
     );
+    // A List holding the run (`kubectl get workloadruns -o yaml`) is read for it, each line in
+    // place.
+    let listed = dir.path().join("list.yaml");
+    let item: String = manifest("nvcre.nvidia.com")
+        .replace("value > 1", "value >")
+        .lines()
+        .map(|l| format!("  {l}\n"))
+        .collect();
+    std::fs::write(
+        &listed,
+        format!("apiVersion: v1\nkind: List\nitems:\n-{}", &item[1..]),
+    )
+    .expect("write");
+    let listed = listed.to_string_lossy().into_owned();
+    let (code, _, err) = run(&[
+        "measure",
+        "bandwidth",
+        "--profile",
+        "nccl-bandwidth",
+        "--run",
+        &listed,
+        &nccl,
+    ]);
+    assert_eq!(code, 2);
+    assert!(
+        err.starts_with(&format!(
+            "Error: {listed}:11:36: spec.thresholds.busBandwidthGBps: Threshold \"busBandwidthGBps\": compile threshold expression \"value >\""
+        )),
+        "{err}"
+    );
     assert_eq!(
         measure("foo.example.com"),
         (

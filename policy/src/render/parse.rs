@@ -446,7 +446,16 @@ pub fn check_user_overrides(doc: &Document, overrides: &[OverrideSpec]) -> Resul
         if let Some(e) = &o.when.expression {
             let expr = nvcre_engine::Expr::compile(e)
                 .map_err(|m| fail("when.expression", format!("CEL does not compile: {m}")))?;
-            if let Some(f) = expr.unknown_functions().first() {
+            // What a `when` is evaluated with, each empty.
+            let context = [
+                ("platform", json!("")),
+                ("gpuArchitecture", json!("")),
+                ("workloadKind", json!("")),
+                ("topologyMode", json!("")),
+                ("domainCount", json!(0)),
+            ];
+            let names: Vec<&str> = context.iter().map(|(k, _)| *k).collect();
+            if let Some(f) = expr.unknown_functions(&names).first() {
                 return Err(fail(
                     "when.expression",
                     format!("{f} is not a function or method of the CEL library here"),
@@ -454,14 +463,8 @@ pub fn check_user_overrides(doc: &Document, overrides: &[OverrideSpec]) -> Resul
             }
             // Must type-check to bool (a `when` is a condition): try it on an empty context.
             let mut scope = nvcre_engine::Scope::new();
-            for (k, v) in [
-                ("platform", json!("")),
-                ("gpuArchitecture", json!("")),
-                ("workloadKind", json!("")),
-                ("topologyMode", json!("")),
-                ("domainCount", json!(0)),
-            ] {
-                scope.bind(k, &v);
+            for (k, v) in &context {
+                scope.bind(k, v);
             }
             if let Ok(v) = expr.eval(&scope)
                 && !matches!(v, nvcre_engine::CelValue::Bool(_))

@@ -173,7 +173,11 @@ pub(super) fn compile(raw: RawProperty) -> Result<Property, (FieldPath, String)>
     let cel = |path: FieldPath, text: &str| {
         let e = Expr::compile(text)
             .map_err(|e| (path.clone(), format!("invalid CEL: {}", e.message)))?;
-        match e.unknown_functions().first() {
+        // The names a property's expressions are evaluated with (each reads some of them).
+        let names = [
+            "input", "output", "findings", "exit", "error", "gen", "context", "row",
+        ];
+        match e.unknown_functions(&names).first() {
             Some(f) => Err((
                 path,
                 format!("invalid CEL: {f} is not a function or method of the CEL library here"),
@@ -691,6 +695,21 @@ mod tests {
             ),
             "{e}"
         );
+        // A call the interpreter does not know: refused when the suite loads, not a failure
+        // of every generated case.
+        for (invariant, call) in [
+            ("exit == 0 || sizee(findings) == 0", "sizee"),
+            ("exit == 0 || sets.contains([1], [1])", "sets.contains"),
+        ] {
+            assert_eq!(
+                suite_error(&format!(
+                    "      generate: {{n: {{values: [1]}}}}\n      invariant: '{invariant}'\n"
+                )),
+                format!(
+                    "rule test suite error: t.yaml:10:7: cases[0].property.invariant: invalid CEL: {call} is not a function or method of the CEL library here"
+                )
+            );
+        }
         assert_eq!(
             suite_error("      generate: {n: {values: []}}\n      invariant: 'true'\n"),
             "rule test suite error: t.yaml:9:22: cases[0].property.generate.n.values: must not be empty"
