@@ -795,26 +795,19 @@ impl<'a> Instance<'a> {
             ));
         }
         for call in expr.unknown_calls() {
-            let what = match call {
-                crate::expr::UnknownCall::Function(f) => {
-                    format!("{f} is not a function or method of the CEL library here")
-                }
-                crate::expr::UnknownCall::Qualified { target, function } => {
-                    if field.variables.contains(&target) {
-                        continue;
-                    }
-                    format!(
-                        "{target}.{function} is not a function of the CEL library here, and {target} is not one of its variables"
-                    )
-                }
-            };
+            if let crate::expr::UnknownCall::Qualified { target, .. } = &call
+                && field.variables.contains(target)
+            {
+                continue;
+            }
             out.push(violation(
                 doc,
                 ContractViolation::RowExpression,
                 &origin.path,
                 Some(entry),
                 format!(
-                    "{name} calls {what}; variables: {}",
+                    "{name}: {}; variables: {}",
+                    call.text(),
                     field.variables.join(", ")
                 ),
             ));

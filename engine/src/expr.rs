@@ -111,6 +111,21 @@ pub(crate) enum UnknownCall {
     },
 }
 
+impl UnknownCall {
+    /// What is wrong, in one phrase: `sizee is not a function or method of the CEL library
+    /// here`, `sets.contains is not a function of the CEL library here`.
+    pub(crate) fn text(&self) -> String {
+        match self {
+            UnknownCall::Function(f) => {
+                format!("{f} is not a function or method of the CEL library here")
+            }
+            UnknownCall::Qualified { target, function } => {
+                format!("{target}.{function} is not a function of the CEL library here")
+            }
+        }
+    }
+}
+
 /// Whether the interpreter resolves a call of this shape, asked of the interpreter itself:
 /// `probe` (e.g. `sizee(null)`, `null.startsWith(null)`) is evaluated once per process, and
 /// only an undeclared reference counts (a call with the wrong operands is an overload error,
@@ -653,20 +668,20 @@ impl Expr {
         out
     }
 
-    /// The functions and methods the expression calls that the interpreter does not know
-    /// (`["sizee"]` for `sizee(x) == 0`), each once, and `ns.f` for a call `ns.f(…)` whose `ns`
-    /// is neither a namespace of the library nor one of `names` (`["sets.contains"]`): a caller
-    /// that compiles an expression of its own (a rule test's invariant, over the names it
-    /// binds) refuses it as the rule loader does.
+    /// What is wrong with each call of a function or method the interpreter does not know
+    /// (`sizee is not a function or method of the CEL library here` for `sizee(x) == 0`), and
+    /// of each `ns.f(…)` whose `ns` is neither a namespace of the library nor one of `names`
+    /// (`sets.contains is not a function of the CEL library here`), each once: a caller that
+    /// compiles an expression of its own (a rule test's invariant, over the names it binds)
+    /// refuses it as the rule loader does.
     pub fn unknown_functions(&self, names: &[&str]) -> Vec<String> {
         self.unknown_calls()
             .into_iter()
-            .filter_map(|c| match c {
-                UnknownCall::Function(f) => Some(f),
-                UnknownCall::Qualified { target, function } => {
-                    (!names.contains(&target.as_str())).then(|| format!("{target}.{function}"))
-                }
+            .filter(|c| match c {
+                UnknownCall::Function(_) => true,
+                UnknownCall::Qualified { target, .. } => !names.contains(&target.as_str()),
             })
+            .map(|c| c.text())
             .collect()
     }
 
@@ -1218,100 +1233,89 @@ fn route_equality(e: &mut IdedExpr) {
     crate::cost::children_mut(e, &mut route_equality);
 }
 
-/// `@eq(a, b)` and `@ne(a, b)`: CEL equality, whichever side views a document.
+/// Adds `name` as a two-operand boolean function: `holds(a, b)` is its value.
+fn add_binary(
+    ctx: &mut cel::Context<'static, 'static>,
+    name: &str,
+    holds: impl Fn(&dyn Val, &dyn Val) -> Result<bool, ExecutionError> + Send + Sync + 'static,
+) {
+    add_raw(
+        ctx,
+        name,
+        Box::new(move |ftx| {
+            let ops = operands(ftx);
+            let [a, b] = ops.as_slice() else {
+                return Err(ExecutionError::invalid_argument_count(2, ops.len()));
+            };
+            Ok(CowVal::owned(CelBool::from(holds(*a, *b)?)))
+        }),
+    );
+}
+
+/// The error of operator `op` given operands it has no overload for, naming their types as a
+/// rule author writes them.
+fn no_overload(op: &str, operands: [&dyn Val; 2]) -> ExecutionError {
+    ExecutionError::no_such_overload(
+        op,
+        operands
+            .iter()
+            .map(|v| crate::view::val_type_name(*v).to_string())
+            .collect(),
+    )
+}
+
+/// `@eq(a, b)` and `@ne(a, b)`: CEL equality, whichever side views a document; `<`, `<=`, `>`,
+/// `>=`; and `in`.
 fn register_equality(ctx: &mut cel::Context<'static, 'static>) {
     for (name, equal) in [(EQUALS_FUNCTION, true), (NOT_EQUALS_FUNCTION, false)] {
-        add_raw(
-            ctx,
-            name,
-            Box::new(move |ftx| {
-                let ops = operands(ftx);
-                let [a, b] = ops.as_slice() else {
-                    return Err(ExecutionError::invalid_argument_count(2, ops.len()));
-                };
-                let same = a.equals(*b) || b.equals(*a);
-                Ok(CowVal::owned(CelBool::from(same == equal)))
-            }),
-        );
+        add_binary(ctx, name, move |a, b| {
+            Ok((a.equals(b) || b.equals(a)) == equal)
+        });
     }
     // `a < b` and the others: the interpreter's own ordering, except that a NaN beside a number
     // orders nothing (false), as in every CEL implementation and IEEE 754.
     for (name, op) in ORDER_FUNCTIONS {
-        add_raw(
-            ctx,
-            name,
-            Box::new(move |ftx| {
-                let ops = operands(ftx);
-                let [a, b] = ops.as_slice() else {
-                    return Err(ExecutionError::invalid_argument_count(2, ops.len()));
-                };
-                let number = |v: &dyn Val| {
-                    matches!(v.get_type().kind(), Kind::Int | Kind::UInt | Kind::Double)
-                };
-                let nan = |v: &dyn Val| {
-                    v.downcast_ref::<cel::common::types::CelDouble>()
-                        .is_some_and(|d| d.inner().is_nan())
-                };
-                if (nan(*a) && number(*b)) || (nan(*b) && number(*a)) {
-                    return Ok(CowVal::owned(CelBool::from(false)));
-                }
-                let refused = || {
-                    ExecutionError::no_such_overload(
-                        op,
-                        ops.iter()
-                            .map(|v| crate::view::val_type_name(*v).to_string())
-                            .collect(),
-                    )
-                };
-                let order =
-                    a.as_comparer()
-                        .ok_or_else(refused)?
-                        .compare(*b)
-                        .map_err(|e| match e {
-                            ExecutionError::NoSuchOverload(_)
-                            | ExecutionError::ValuesNotComparable(..)
-                            | ExecutionError::UnsupportedKeyType(_)
-                            | ExecutionError::UnexpectedType { .. } => refused(),
-                            other => other,
-                        })?;
-                let holds = match op {
-                    operators::LESS => order.is_lt(),
-                    operators::LESS_EQUALS => order.is_le(),
-                    operators::GREATER => order.is_gt(),
-                    _ => order.is_ge(),
-                };
-                Ok(CowVal::owned(CelBool::from(holds)))
-            }),
-        );
+        add_binary(ctx, name, move |a, b| {
+            let number =
+                |v: &dyn Val| matches!(v.get_type().kind(), Kind::Int | Kind::UInt | Kind::Double);
+            let nan = |v: &dyn Val| {
+                v.downcast_ref::<cel::common::types::CelDouble>()
+                    .is_some_and(|d| d.inner().is_nan())
+            };
+            if (nan(a) && number(b)) || (nan(b) && number(a)) {
+                return Ok(false);
+            }
+            let order = a
+                .as_comparer()
+                .ok_or_else(|| no_overload(op, [a, b]))?
+                .compare(b)
+                .map_err(|e| match e {
+                    ExecutionError::NoSuchOverload(_)
+                    | ExecutionError::ValuesNotComparable(..)
+                    | ExecutionError::UnsupportedKeyType(_)
+                    | ExecutionError::UnexpectedType { .. } => no_overload(op, [a, b]),
+                    other => other,
+                })?;
+            Ok(match op {
+                operators::LESS => order.is_lt(),
+                operators::LESS_EQUALS => order.is_le(),
+                operators::GREATER => order.is_gt(),
+                _ => order.is_ge(),
+            })
+        });
     }
     // `x in list` is true when some element equals `x` as `==` has it; `k in map` is the map's
     // own key lookup.
-    add_raw(
-        ctx,
-        MEMBER_FUNCTION,
-        Box::new(|ftx| {
-            let ops = operands(ftx);
-            let [x, c] = ops.as_slice() else {
-                return Err(ExecutionError::invalid_argument_count(2, ops.len()));
-            };
-            let found = match (c.get_type().kind(), c.as_iterable(), c.as_container()) {
-                (Kind::List, Some(items), _) => {
-                    let mut items = items.iter();
-                    std::iter::from_fn(|| items.next()).any(|e| x.equals(e) || e.equals(*x))
-                }
-                (_, _, Some(container)) => container.contains(*x)?,
-                _ => {
-                    return Err(ExecutionError::no_such_overload(
-                        operators::IN,
-                        ops.iter()
-                            .map(|v| crate::view::val_type_name(*v).to_string())
-                            .collect(),
-                    ));
-                }
-            };
-            Ok(CowVal::owned(CelBool::from(found)))
-        }),
-    );
+    add_binary(ctx, MEMBER_FUNCTION, |x, c| {
+        match (c.get_type().kind(), c.as_iterable(), c.as_container()) {
+            (Kind::List, Some(items), _) => {
+                let mut items = items.iter();
+                Ok(std::iter::from_fn(|| items.next()).any(|e| x.equals(e) || e.equals(x)))
+            }
+            (_, _, Some(container)) => container.contains(x),
+            _ => Err(no_overload(operators::IN, [x, c])),
+        }
+    });
 }
 
 fn entry_reads(entries: &[IdedEntryExpr], name: &str, out: &mut FieldReads) {

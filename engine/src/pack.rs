@@ -1158,15 +1158,13 @@ fn function_calls(
     let mut found = Vec::new();
     walk(site.expr.ast(), &mut found, pack);
     for message in found {
-        out.push(Problem {
-            kind: ProblemKind::Compile,
-            error: Error::Pack {
-                file: doc.source.name.clone(),
-                pos: doc.spans.lookup(&site.path),
-                rule: id.map(|r| Inside::in_doc(doc, r)),
-                message,
-            },
-        });
+        out.push(problem_at(
+            ProblemKind::Compile,
+            doc,
+            &site.path,
+            id,
+            message,
+        ));
     }
 }
 
@@ -1261,11 +1259,12 @@ fn unknown_calls(
     out: &mut Vec<Problem>,
 ) {
     for call in site.expr.unknown_calls() {
-        let message = match call {
-            crate::expr::UnknownCall::Function(f) => format!(
-                "{f} is not a function or method of the CEL library here (the standard library, its strings, lists and optional extensions, and ours: see the rules documentation); the expression would fail wherever it reaches the call"
+        let message = match &call {
+            crate::expr::UnknownCall::Function(_) => format!(
+                "{} (the standard library, its strings, lists and optional extensions, and ours: see the rules documentation); the expression would fail wherever it reaches the call",
+                call.text()
             ),
-            crate::expr::UnknownCall::Qualified { target, function } => {
+            crate::expr::UnknownCall::Qualified { target, .. } => {
                 if names.contains(&target.as_str())
                     || item.contains(&target.as_str())
                     || target == "variables"
@@ -1273,19 +1272,18 @@ fn unknown_calls(
                     continue;
                 }
                 format!(
-                    "{target}.{function} is not a function of the CEL library here, and {target} is not a name the expression can read (the Kubernetes sets, URL, IP and semver libraries are not available)"
+                    "{}, and {target} is not a name the expression can read (the Kubernetes sets, URL, IP and semver libraries are not available)",
+                    call.text()
                 )
             }
         };
-        out.push(Problem {
-            kind: ProblemKind::Compile,
-            error: Error::Pack {
-                file: doc.source.name.clone(),
-                pos: doc.spans.lookup(&site.path),
-                rule: id.map(|r| Inside::in_doc(doc, r)),
-                message,
-            },
-        });
+        out.push(problem_at(
+            ProblemKind::Compile,
+            doc,
+            &site.path,
+            id,
+            message,
+        ));
     }
 }
 
@@ -1321,15 +1319,7 @@ fn undefined_name(
     rule: Option<&str>,
     message: String,
 ) -> Problem {
-    Problem {
-        kind: ProblemKind::UndefinedVariable,
-        error: Error::Pack {
-            file: doc.source.name.clone(),
-            pos: doc.spans.lookup(path),
-            rule: rule.map(|r| Inside::in_doc(doc, r)),
-            message,
-        },
-    }
+    problem_at(ProblemKind::UndefinedVariable, doc, path, rule, message)
 }
 
 /// The deepest directory holding every source (`.` when they share none), to name a whole set.
@@ -1361,14 +1351,33 @@ fn problem(
     rule: Option<&str>,
     message: String,
 ) -> Problem {
-    let pos = FieldPath::parse(path)
-        .ok()
-        .and_then(|p| doc.spans.lookup(&p));
+    match FieldPath::parse(path) {
+        Ok(p) => problem_at(kind, doc, &p, rule, message),
+        Err(_) => Problem {
+            kind,
+            error: Error::Pack {
+                file: doc.source.name.clone(),
+                pos: None,
+                rule: rule.map(|r| Inside::in_doc(doc, r)),
+                message,
+            },
+        },
+    }
+}
+
+/// [`problem`] at a parsed field path (an expression's site).
+fn problem_at(
+    kind: ProblemKind,
+    doc: &Document,
+    path: &FieldPath,
+    rule: Option<&str>,
+    message: String,
+) -> Problem {
     Problem {
         kind,
         error: Error::Pack {
             file: doc.source.name.clone(),
-            pos,
+            pos: doc.spans.lookup(path),
             rule: rule.map(|r| Inside::in_doc(doc, r)),
             message,
         },

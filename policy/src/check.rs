@@ -506,16 +506,7 @@ pub fn check_document_in(
     let ours = [crate::api::API_VERSION, crate::api::LEGACY_API_VERSION];
     if ours.iter().any(|o| o.starts_with(&format!("{group}/"))) && !ours.contains(&api) {
         // Our group, another version: the API server serves none but v1alpha1.
-        return Err(crate::render::input_error(
-            doc,
-            "apiVersion",
-            format!(
-                "expected apiVersion {} (or the older {}), got {}",
-                crate::api::API_VERSION,
-                crate::api::LEGACY_API_VERSION,
-                crate::detect::quote(api)
-            ),
-        ));
+        return Err(crate::render::api_version_error(doc, api));
     }
     if api == crate::api::API_VERSION || api == crate::api::LEGACY_API_VERSION {
         let kinds = our_kinds();

@@ -690,7 +690,7 @@ mod tests {
                 "- id: a\n  when: {platform: {equals: aws}, expression: \"platform == 'aws' || sizee(platform) > 0 || platform.startsWith('a')\"}\n  mpiArgs: [-x, A=1]\n"
             ),
             [
-                "rule pack error: o.yaml:6:47: entry a: when.expression calls sizee is not a function or method of the CEL library here; variables: platform, gpuArchitecture, workloadKind, topologyMode, domainCount",
+                "rule pack error: o.yaml:6:47: entry a: when.expression: sizee is not a function or method of the CEL library here; variables: platform, gpuArchitecture, workloadKind, topologyMode, domainCount",
             ]
         );
     }

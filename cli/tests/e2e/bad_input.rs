@@ -3122,3 +3122,13 @@ fn a_utf16_manifest_is_named_as_utf16() {
         "Error: reading in.yaml: the file is UTF-16LE (it starts with that byte-order mark); convert it to UTF-8 first, e.g. iconv -f UTF-16 -t UTF-8\n"
     );
 }
+
+refused!(
+    a_user_override_when_calling_an_unknown_function,
+    ["render", "in.yaml"],
+    run_yaml(
+        "  framework: {exec: {command: [a]}}\n  overrides:\n    - when: {expression: \"platform == 'aws' || sizee(platform) > 0\"}\n      orchestration: {iterations: 2}\n"
+    ),
+    2,
+    "Error: in.yaml:9:26: spec.overrides[0].when.expression: sizee is not a function or method of the CEL library here\n"
+);

@@ -803,9 +803,10 @@ fn a_run_of_the_older_api_group_is_warned_about_and_another_group_refused() {
             "apiVersion: {group}/v1alpha1\nkind: WorkloadRun\nmetadata: {{name: ar}}\nspec:\n  image: i\n  framework: {{exec: {{command: [a]}}}}\n  numNodes: 2\n  thresholds: {{busBandwidthGBps: \"value > 1\"}}\n"
         )
     };
-    let measure = |group: &str| {
-        let f = dir.path().join(format!("{group}.yaml"));
-        std::fs::write(&f, manifest(group)).expect("write");
+    // `measure --run FILE` of a file holding `text`: (exit code, stderr with FILE as RUN).
+    let measure_file = |name: &str, text: &str| {
+        let f = dir.path().join(name);
+        std::fs::write(&f, text).expect("write");
         let f = f.to_string_lossy().into_owned();
         let (code, _, err) = run(&[
             "measure",
@@ -818,6 +819,7 @@ fn a_run_of_the_older_api_group_is_warned_about_and_another_group_refused() {
         ]);
         (code, err.replace(&f, "RUN"))
     };
+    let measure = |group: &str| measure_file(&format!("{group}.yaml"), &manifest(group));
     assert_eq!(
         measure("cre.nvidia.com"),
         (
@@ -827,32 +829,20 @@ fn a_run_of_the_older_api_group_is_warned_about_and_another_group_refused() {
     );
     // A List holding the run (`kubectl get workloadruns -o yaml`) is read for it, each line in
     // place.
-    let listed = dir.path().join("list.yaml");
     let item: String = manifest("nvcre.nvidia.com")
         .replace("value > 1", "value >")
         .lines()
         .map(|l| format!("  {l}\n"))
         .collect();
-    std::fs::write(
-        &listed,
-        format!("apiVersion: v1\nkind: List\nitems:\n-{}", &item[1..]),
-    )
-    .expect("write");
-    let listed = listed.to_string_lossy().into_owned();
-    let (code, _, err) = run(&[
-        "measure",
-        "bandwidth",
-        "--profile",
-        "nccl-bandwidth",
-        "--run",
-        &listed,
-        &nccl,
-    ]);
+    let (code, err) = measure_file(
+        "list.yaml",
+        &format!("apiVersion: v1\nkind: List\nitems:\n-{}", &item[1..]),
+    );
     assert_eq!(code, 2);
     assert!(
-        err.starts_with(&format!(
-            "Error: {listed}:11:36: spec.thresholds.busBandwidthGBps: Threshold \"busBandwidthGBps\": compile threshold expression \"value >\""
-        )),
+        err.starts_with(
+            "Error: RUN:11:36: spec.thresholds.busBandwidthGBps: Threshold \"busBandwidthGBps\": compile threshold expression \"value >\""
+        ),
         "{err}"
     );
     assert_eq!(

@@ -32,8 +32,8 @@ pub(crate) use context::{NIC_TABLE, NicRow};
 pub use enforce::note_line;
 pub use expand::{Expanded, Verify, expand, expand_verifying};
 pub(crate) use parse::{
-    check_user_overrides, check_workflow_thresholds, input_error, override_when_findings,
-    parse_typed, prepare_document,
+    api_version_error, check_user_overrides, check_workflow_thresholds, input_error,
+    override_when_findings, parse_typed, prepare_document,
 };
 pub use parse::{override_table_lints, read_workload_run};
 pub(crate) use platform::PlatformOverride;

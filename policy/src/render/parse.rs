@@ -65,16 +65,7 @@ pub fn prepare_document(
     }
     match doc.value.get("apiVersion").and_then(Value::as_str) {
         None | Some(API_VERSION) | Some(LEGACY_API_VERSION) => {}
-        Some(other) => {
-            return Err(input_error(
-                &doc,
-                "apiVersion",
-                format!(
-                    "expected apiVersion {API_VERSION} (or the older {LEGACY_API_VERSION}), got {}",
-                    quote(other)
-                ),
-            ));
-        }
+        Some(other) => return Err(api_version_error(&doc, other)),
     }
     let at = match doc
         .spans
@@ -90,6 +81,19 @@ pub fn prepare_document(
         m.entry("kind").or_insert_with(|| json!(expected));
     }
     Ok((doc, notes))
+}
+
+/// The input error of a document of ours whose `apiVersion` is `got`, another than ours, at
+/// its `apiVersion`.
+pub(crate) fn api_version_error(doc: &Document, got: &str) -> PolicyError {
+    input_error(
+        doc,
+        "apiVersion",
+        format!(
+            "expected apiVersion {API_VERSION} (or the older {LEGACY_API_VERSION}), got {}",
+            quote(got)
+        ),
+    )
 }
 
 /// Removes every `null` field, as the API server does for a custom resource's fields that are
@@ -455,11 +459,8 @@ pub fn check_user_overrides(doc: &Document, overrides: &[OverrideSpec]) -> Resul
                 ("domainCount", json!(0)),
             ];
             let names: Vec<&str> = context.iter().map(|(k, _)| *k).collect();
-            if let Some(f) = expr.unknown_functions(&names).first() {
-                return Err(fail(
-                    "when.expression",
-                    format!("{f} is not a function or method of the CEL library here"),
-                ));
+            if let Some(why) = expr.unknown_functions(&names).into_iter().next() {
+                return Err(fail("when.expression", why));
             }
             // Must type-check to bool (a `when` is a condition): try it on an empty context.
             let mut scope = nvcre_engine::Scope::new();
