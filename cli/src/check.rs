@@ -658,14 +658,14 @@ impl AsText {
             _ => Err(DocumentChecked {
                 index: self.index,
                 findings: Vec::new(),
-                error: Some(InputError::new(
+                errors: vec![InputError::new(
                     self.source.name.clone(),
                     format!(
                         "{}: document {} could not be read again after it was held",
                         self.source.name,
                         self.index + 1
                     ),
-                )),
+                )],
             }),
         }
     }
@@ -1319,8 +1319,10 @@ fn check_batch(
         for f in checked.findings {
             out.findings.push(input, f);
         }
-        if let Some(e) = checked.error {
+        if !checked.errors.is_empty() {
             out.unchecked.insert((input, checked.index));
+        }
+        for e in checked.errors {
             errors.push(InputError {
                 place: Place::Input(input),
                 ..e
@@ -1330,11 +1332,12 @@ fn check_batch(
 }
 
 /// What checking one document gave: its findings in source order (those without a line last),
-/// each encoded with the lines around it, and the input error that stopped its check.
+/// each encoded with the lines around it, and the input errors that stopped its check (one, or
+/// one per List item that could not be checked).
 struct DocumentChecked {
     index: usize,
     findings: Vec<Encoded>,
-    error: Option<InputError>,
+    errors: Vec<InputError>,
 }
 
 /// Checks `docs` on every core (rayon's pool), keeping input order. Everything a document's
@@ -1412,21 +1415,29 @@ fn document_checked(
         let window = at.and_then(|i| windows[i].1.as_ref());
         encoded.push(Encoded::new(f, window));
     }
+    // A List's items that could not be checked are an error each.
+    let errors = match error {
+        Some(nvcre_domain::PolicyError::Items(items)) => items,
+        e => e.into_iter().collect(),
+    };
     DocumentChecked {
         index: doc.index,
         findings: encoded,
-        error: error.map(|e| InputError {
-            file: doc.source.name.clone(),
-            // An error of the whole document is reported at its start, and names it.
-            pos: match &e {
-                nvcre_domain::PolicyError::Input { pos, .. } => *pos,
-                e if !e.names_place() => doc.spans.lookup(&nvcre_engine::FieldPath::root()),
-                _ => None,
-            },
-            message: e.located(&nvcre_domain::document_place(doc)).to_string(),
-            // Set by the checker, which knows the input (`check_batch`).
-            place: Place::Other,
-        }),
+        errors: errors
+            .into_iter()
+            .map(|e| InputError {
+                file: doc.source.name.clone(),
+                // An error of the whole document is reported at its start, and names it.
+                pos: match &e {
+                    nvcre_domain::PolicyError::Input { pos, .. } => *pos,
+                    e if !e.names_place() => doc.spans.lookup(&nvcre_engine::FieldPath::root()),
+                    _ => None,
+                },
+                message: e.located(&nvcre_domain::document_place(doc)).to_string(),
+                // Set by the checker, which knows the input (`check_batch`).
+                place: Place::Other,
+            })
+            .collect(),
     }
 }
 
@@ -1672,7 +1683,7 @@ mod tests {
         let checked = check_all(&rules, released, &CheckRequest::default());
         let indexes: Vec<usize> = checked.iter().map(|c| c.index).collect();
         assert_eq!(indexes, (0..30).collect::<Vec<_>>());
-        assert!(checked.iter().all(|c| c.error.is_none()));
+        assert!(checked.iter().all(|c| c.errors.is_empty()));
     }
 
     #[test]

@@ -1416,7 +1416,7 @@ impl<W: std::io::Write> JunitXml<W> {
         let mut w = quick_xml::Writer::new_with_indent(out, b' ', 4);
         w.write_event(Event::Decl(BytesDecl::new("1.0", Some("UTF-8"), None)))?;
         let mut tag = BytesStart::new("testsuites");
-        tag.push_attribute(("name", xml_text(name).as_str()));
+        push_text_attribute(&mut tag, "name", name);
         tag.extend_attributes([
             ("tests", totals.tests.to_string().as_str()),
             ("skipped", "0"),
@@ -1431,8 +1431,8 @@ impl<W: std::io::Write> JunitXml<W> {
     fn suite(&mut self, name: &str, counts: JunitCounts) -> std::io::Result<()> {
         use quick_xml::events::{BytesStart, Event};
         let mut tag = BytesStart::new("testsuite");
+        push_text_attribute(&mut tag, "name", name);
         tag.extend_attributes([
-            ("name", xml_text(name).as_str()),
             ("tests", counts.tests.to_string().as_str()),
             ("skipped", "0"),
             ("errors", counts.errors.to_string().as_str()),
@@ -1448,8 +1448,8 @@ impl<W: std::io::Write> JunitXml<W> {
     fn case(&mut self, c: &Case) -> std::io::Result<()> {
         use quick_xml::events::{BytesStart, Event};
         let mut tag = BytesStart::new("testcase");
-        tag.push_attribute(("name", xml_text(&c.name).as_str()));
-        tag.push_attribute(("classname", xml_text(&c.classname).as_str()));
+        push_text_attribute(&mut tag, "name", &c.name);
+        push_text_attribute(&mut tag, "classname", &c.classname);
         let status = if let Some((message, ty)) = &c.error {
             let description = (!c.failures.is_empty()).then(|| c.failures.join("\n"));
             Some(("error", message.clone(), ty.clone(), description))
@@ -1470,8 +1470,8 @@ impl<W: std::io::Write> JunitXml<W> {
         self.0.write_event(Event::Start(tag))?;
         if let Some((name, message, ty, description)) = status {
             let mut tag = BytesStart::new(name);
-            tag.push_attribute(("message", xml_text(&message).as_str()));
-            tag.push_attribute(("type", xml_text(&ty).as_str()));
+            push_text_attribute(&mut tag, "message", &message);
+            push_text_attribute(&mut tag, "type", &ty);
             match description {
                 Some(d) => self.text_element(tag, &d)?,
                 None => self.0.write_event(Event::Empty(tag))?,
@@ -1562,6 +1562,17 @@ fn xml_text(text: &str) -> quick_junit::XmlString {
     } else {
         quick_junit::XmlString::new(text)
     }
+}
+
+/// Adds attribute `key` = `value` (read as [`xml_text`]) to `tag`, escaped for an attribute:
+/// a line break as a character reference, which a reader keeps, where a literal one is
+/// read back as a space (XML's attribute-value normalisation) and a multi-line message would
+/// reach the CI's test view on one line.
+fn push_text_attribute(tag: &mut quick_xml::events::BytesStart<'_>, key: &str, value: &str) {
+    let value = xml_text(value);
+    // `xml_text` has escaped every other control character.
+    let escaped = quick_xml::escape::escape(value.as_str()).replace('\n', "&#10;");
+    tag.push_attribute((key.as_bytes(), escaped.as_bytes()));
 }
 
 /// GitHub's escaping of a workflow command's message.
@@ -1904,6 +1915,28 @@ mod tests {
         .prop_map(|parts| parts.concat())
     }
 
+    /// `xml` with each line break inside an attribute value (between a `="` and its `"`)
+    /// written as `&#10;`.
+    fn literal_attribute_breaks(xml: &str) -> String {
+        let mut out = String::with_capacity(xml.len());
+        let mut in_tag = false;
+        let mut in_value = false;
+        for c in xml.chars() {
+            match c {
+                '<' if !in_value => in_tag = true,
+                '>' if !in_value => in_tag = false,
+                '"' if in_tag => in_value = !in_value,
+                '\n' if in_value => {
+                    out.push_str("&#10;");
+                    continue;
+                }
+                _ => {}
+            }
+            out.push(c);
+        }
+        out
+    }
+
     fn case() -> impl proptest::strategy::Strategy<Value = Case> {
         use proptest::prelude::*;
         let severity = prop_oneof![
@@ -1933,7 +1966,9 @@ mod tests {
 
     proptest::proptest! {
         /// The JUnit report written a test case at a time is byte for byte the report
-        /// quick-junit writes whole, for any names, messages and outputs.
+        /// quick-junit writes whole, for any names, messages and outputs, but for the line
+        /// breaks in attributes, which quick-junit writes literally (a reader takes them for
+        /// spaces) and we as `&#10;`.
         #[test]
         fn junit_written_a_case_at_a_time_is_quick_junits_report(
             suites in proptest::collection::vec(
@@ -1941,7 +1976,10 @@ mod tests {
                 0..4,
             )
         ) {
-            proptest::prop_assert_eq!(junit_streamed(&suites), junit_whole(&suites));
+            proptest::prop_assert_eq!(
+                junit_streamed(&suites),
+                literal_attribute_breaks(&junit_whole(&suites))
+            );
         }
     }
 
@@ -2004,6 +2042,33 @@ mod tests {
             printable("plain → text\twith tab", false),
             std::borrow::Cow::Borrowed(_)
         ));
+    }
+
+    #[test]
+    fn junit_attributes_keep_line_breaks_as_character_references() {
+        let mut tag = quick_xml::events::BytesStart::new("failure");
+        push_text_attribute(&mut tag, "message", "a <b> & \"c\"\nd\te\r\u{1b}[0m");
+        let mut w = quick_xml::Writer::new(Vec::new());
+        w.write_event(quick_xml::events::Event::Empty(tag))
+            .expect("write");
+        let xml = String::from_utf8(w.into_inner()).expect("utf8");
+        assert_eq!(
+            xml,
+            "<failure message=\"a &lt;b&gt; &amp; &quot;c&quot;&#10;de\\r\\u{1b}[0m\"/>"
+        );
+        // Read back, the attribute is the text as written.
+        let mut reader = quick_xml::Reader::from_str(&xml);
+        let quick_xml::events::Event::Empty(e) = reader.read_event().expect("read") else {
+            panic!("one empty element: {xml}");
+        };
+        let value = e
+            .try_get_attribute("message")
+            .expect("attribute")
+            .expect("present")
+            .unescape_value()
+            .expect("unescape")
+            .into_owned();
+        assert_eq!(value, "a <b> & \"c\"\nde\\r\\u{1b}[0m");
     }
 
     #[test]

@@ -596,6 +596,7 @@ pub fn check_document_in(
         Route::List(items) => {
             // `kubectl get workloadruns -o yaml` prints a List: check every item at its own line.
             let mut findings = Vec::new();
+            let mut failed = Vec::new();
             for (i, item) in items.iter().cloned().enumerate() {
                 let at = nvcre_engine::FieldPath::root().key("items").index(i);
                 let sub = Document {
@@ -618,15 +619,23 @@ pub fn check_document_in(
                 };
                 match check_document_in(rules, &sub, req, Some(objects)) {
                     Ok(f) => findings.extend(f.into_iter().map(in_list)),
-                    // The items before it, and what this item noted, stay beside its error.
+                    // A bad item stops only itself: what it noted stays, and the items after
+                    // it are checked.
                     Err(e) => {
                         let (e, noted_by_item, _) = e.into_parts();
                         findings.extend(noted_by_item.into_iter().map(in_list));
-                        return Err(noted(e, findings));
+                        match e {
+                            PolicyError::Rejected(f) => findings.extend(f.into_iter().map(in_list)),
+                            e => failed.push(in_item(e, &sub, &at)),
+                        }
                     }
                 }
             }
-            Ok(findings)
+            match failed.len() {
+                0 => Ok(findings),
+                1 => Err(noted(failed.remove(0), findings)),
+                _ => Err(noted(PolicyError::Items(failed), findings)),
+            }
         }
         // Not a Kubernetes object (values files, kustomizations without kind, prose): no rule
         // checks it, and the report says so.
@@ -645,6 +654,32 @@ pub fn check_document_in(
             }
             Ok(findings)
         }
+    }
+}
+
+/// `e`, the error that stopped checking `item` (at `at`, `items[N]`, of its List), as an input
+/// error led by the item's path: among a List's items the message alone would not say which one
+/// failed. An error naming no place of its own is put at the item's start. Nested Lists' item
+/// errors keep their own paths after this one.
+fn in_item(e: PolicyError, item: &Document, at: &nvcre_engine::FieldPath) -> PolicyError {
+    match e {
+        PolicyError::Input { file, pos, message } => PolicyError::Input {
+            file,
+            pos,
+            message: format!("{at}: {message}"),
+        },
+        PolicyError::Items(errors) => {
+            PolicyError::Items(errors.into_iter().map(|e| in_item(e, item, at)).collect())
+        }
+        e => PolicyError::Input {
+            file: item.source.name.clone(),
+            pos: if e.names_place() {
+                None
+            } else {
+                item.spans.lookup(&nvcre_engine::FieldPath::root())
+            },
+            message: format!("{at}: {e}"),
+        },
     }
 }
 

@@ -80,6 +80,11 @@ pub enum PolicyError {
         /// The deserialisation error.
         message: String,
     },
+    /// Several items of one `List` could not be checked: each item's error, in item order,
+    /// each an [`PolicyError::Input`] whose message is led by the item's path (`items[2]: …`).
+    /// Displayed one per line.
+    #[error("{}", .0.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n"))]
+    Items(Vec<PolicyError>),
 }
 
 /// `file:line:col` of `doc`'s first node (`file` alone for an empty document): the place an
@@ -151,6 +156,7 @@ impl PolicyError {
             PolicyError::Rejected(_)
             | PolicyError::Usage(_)
             | PolicyError::Input { .. }
+            | PolicyError::Items(_)
             | PolicyError::TableEntry { .. } => true,
         }
     }

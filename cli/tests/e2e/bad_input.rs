@@ -3132,3 +3132,80 @@ refused!(
     2,
     "Error: in.yaml:9:26: spec.overrides[0].when.expression: sizee is not a function or method of the CEL library here\n"
 );
+
+/// A List item that cannot be checked (an unknown field, an invalid LogProfile, a misspelt
+/// kind of our group) is an input error of that item, led by its path; it hides neither the
+/// other bad items nor the findings of the good ones.
+#[test]
+fn each_bad_list_item_is_its_own_error_and_hides_nothing() {
+    let list = "apiVersion: v1
+kind: List
+items:
+- apiVersion: nvcre.nvidia.com/v1alpha1
+  kind: WorkloadRun
+  metadata: {name: a}
+  spec:
+    bogus: 1
+- apiVersion: nvcre.nvidia.com/v1alpha1
+  kind: WorkloadRunn
+  metadata: {name: b}
+- apiVersion: nvcre.nvidia.com/v1alpha1
+  kind: WorkloadRun
+  metadata: {name: c}
+  spec: {}
+";
+    let (code, out, err) = run_in(&["check", "-o", "json", "in.yaml"], list);
+    assert_eq!(code, 2, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let errors: Vec<(String, u64, u64)> = report["results"][0]["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .map(|e| {
+            (
+                e["message"].as_str().unwrap_or("").to_string(),
+                e["line"].as_u64().unwrap_or(0),
+                e["column"].as_u64().unwrap_or(0),
+            )
+        })
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            (
+                "in.yaml:8:5: items[0]: strict decoding error: unknown field \"spec.bogus\": correct or remove it".to_string(),
+                8,
+                5
+            ),
+            (
+                "in.yaml:10:9: items[1]: nvcre.nvidia.com/v1alpha1 has kinds WorkloadRun, Workflow, LogProfile, BandwidthMeasurement, GoodputMeasurement (and their lists, such as WorkloadRunList), got \"WorkloadRunn\"".to_string(),
+                10,
+                9
+            ),
+        ]
+    );
+    assert_eq!(
+        located_rows(&report, "fieldPath"),
+        [
+            (
+                "wr-image-required".to_string(),
+                15,
+                3,
+                "items[2].spec.image".to_string()
+            ),
+            (
+                "wr-framework-min-properties".to_string(),
+                15,
+                3,
+                "items[2].spec.framework".to_string()
+            ),
+            (
+                "wr-num-nodes-minimum".to_string(),
+                15,
+                3,
+                "items[2].spec.numNodes".to_string()
+            ),
+        ]
+    );
+    assert_eq!(report["summary"]["inputErrors"], 2, "{}", report["summary"]);
+}
