@@ -518,6 +518,9 @@ pub fn check_document_in(
             if let Some(p) = crate::measure::check_document(doc).into_iter().next() {
                 return Err(crate::render::input_error(doc, &p.path, p.message));
             }
+        } else if let Some(validate) = measurement_validator(kind) {
+            // Read as the API server reads it: a wrong type, a missing or unknown field.
+            validate(doc)?;
         } else if !(kinds.iter().any(|o| o == kind) || listed) {
             return Err(crate::render::input_error(
                 doc,
@@ -654,6 +657,23 @@ pub fn check_document_in(
             }
             Ok(findings)
         }
+    }
+}
+
+/// The strict validation of `kind` when it is one of our measurement kinds.
+fn measurement_validator(kind: &str) -> Option<fn(&Document) -> Result<(), PolicyError>> {
+    use crate::measure::{
+        BandwidthMeasurementResource, BandwidthMeasurementSpec, BandwidthMeasurementStatus,
+        GoodputMeasurementResource, GoodputMeasurementSpec, GoodputMeasurementStatus,
+    };
+    use crate::render::validate_object;
+    use kube::Resource;
+    if kind == BandwidthMeasurementResource::kind(&()) {
+        Some(validate_object::<BandwidthMeasurementSpec, BandwidthMeasurementStatus>)
+    } else if kind == GoodputMeasurementResource::kind(&()) {
+        Some(validate_object::<GoodputMeasurementSpec, GoodputMeasurementStatus>)
+    } else {
+        None
     }
 }
 

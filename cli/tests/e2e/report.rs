@@ -1563,6 +1563,70 @@ fn the_kinds_of_our_api_group_are_each_checked_as_theirs() {
     );
 }
 
+/// A BandwidthMeasurement or GoodputMeasurement is read as the API server reads it: every
+/// unknown field, a value of the wrong type, a missing required field is an input error at its
+/// line; a measurement as the controller writes it passes.
+#[test]
+fn measurements_are_strictly_decoded() {
+    let dir = TempDir::new().expect("tmp");
+    write(
+        dir.path(),
+        "m.yaml",
+        "apiVersion: nvcre.nvidia.com/v1alpha1
+kind: BandwidthMeasurement
+metadata: {name: bm, labels: {nvcre.nvidia.com/job: j}}
+spec:
+  jobRef: {apiGroup: nvcre.nvidia.com, kind: Job, name: j}
+  logProfileRef: nccl-bandwidth
+  sampleInterval: 30s
+  testType: all_reduce
+status:
+  results: [{sizeBytes: 1024, algBW: \"1.50\", busBW: \"2.63\", samples: 3}]
+  transport: [IB]
+---
+apiVersion: nvcre.nvidia.com/v1alpha1
+kind: BandwidthMeasurement
+metadata: {name: bm}
+spec:
+  logProfileRef: nccl-bandwidth
+  sampleIntervall: 30s
+  jobRef: {apiGroup: nvcre.nvidia.com, kind: Job, name: j, namespace: x}
+---
+apiVersion: nvcre.nvidia.com/v1alpha1
+kind: GoodputMeasurement
+metadata: {name: gm}
+spec:
+  jobRef: {kind: Job, name: j}
+---
+apiVersion: nvcre.nvidia.com/v1alpha1
+kind: GoodputMeasurement
+metadata: {name: gm}
+spec:
+  logProfileRef: megatron
+status:
+  currentStep: many
+",
+    );
+    let (code, out, err) = run(dir.path(), &["check", "-o", "json", "m.yaml"]);
+    assert_eq!(code, 2, "{err}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    let errors: Vec<&str> = report["results"][0]["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .filter_map(|e| e["message"].as_str())
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            "m.yaml:18:3: strict decoding error: unknown field \"spec.sampleIntervall\", unknown field \"spec.jobRef.namespace\": correct or remove them",
+            "m.yaml:24:1: spec: missing field `logProfileRef`",
+            "m.yaml:33:3: status.currentStep: invalid type: string \"many\", expected an integer",
+        ]
+    );
+    assert_eq!(report["summary"]["inputErrors"], 3, "{}", report["summary"]);
+}
+
 /// JUnit has a testcase per rule that applies to a document: the older API group's WorkloadRun
 /// gets the same cases as one of ours (and the legacy-group note), a List the cases of its
 /// items' kinds, so a rule that passes is a passing case, not a missing one.

@@ -37,6 +37,7 @@ pub(crate) use parse::{
 };
 pub use parse::{override_table_lints, read_workload_run};
 pub(crate) use platform::PlatformOverride;
+pub(crate) use strict::validate_object;
 pub use workflow::render_workflow;
 pub(crate) use workloadrun::render_admitted_run;
 pub use workloadrun::render_workload_run;

@@ -238,6 +238,51 @@ pub(crate) fn validate(
             }
         }
     }
+    refuse(doc, problems)
+}
+
+/// Strict field validation of a whole object of one of our measurement kinds
+/// (`BandwidthMeasurement`, `GoodputMeasurement`: `metadata` as ObjectMeta, `spec` as `S`,
+/// `status` as `T`): a value of the wrong type or a missing required field is an input error at
+/// its field, and every field the types do not have is reported, as [`validate`] reports them.
+///
+/// # Errors
+/// As [`validate`].
+pub(crate) fn validate_object<S: DeserializeOwned, T: DeserializeOwned>(
+    doc: &Document,
+) -> Result<(), PolicyError> {
+    let mut problems = Vec::new();
+    if let Some(top) = doc.value.as_object() {
+        for (key, value) in top {
+            let at = FieldPath::root().key(key.clone());
+            match key.as_str() {
+                "apiVersion" | "kind" => {}
+                // Absent and null read alike, as the API server reads them.
+                _ if value.is_null() && key != "spec" => {}
+                "metadata" => problems.extend(validate_as::<ObjectMeta>(value, &at)),
+                "spec" => problems.extend(validate_as::<S>(value, &at)),
+                "status" => problems.extend(validate_as::<T>(value, &at)),
+                _ => problems.push(Problem {
+                    message: format!("strict decoding error: unknown field \"{at}\""),
+                    path: at,
+                    at_value: false,
+                }),
+            }
+        }
+        if !top.contains_key("spec") {
+            problems.push(Problem {
+                message: "spec: Required value".to_string(),
+                path: FieldPath::root(),
+                at_value: false,
+            });
+        }
+    }
+    refuse(doc, problems)
+}
+
+/// The input error `problems` of `doc` make, if any: a type error alone (the first), or every
+/// unknown field in document order.
+fn refuse(doc: &Document, mut problems: Vec<Problem>) -> Result<(), PolicyError> {
     let type_error = problems
         .iter()
         .find(|p| !p.message.starts_with("strict decoding error: "));
