@@ -660,8 +660,11 @@ pub fn check_document_in(
     }
 }
 
+/// A strict validation of a whole document (see [`measurement_validator`]).
+type Validator = fn(&Document) -> Result<(), PolicyError>;
+
 /// The strict validation of `kind` when it is one of our measurement kinds.
-fn measurement_validator(kind: &str) -> Option<fn(&Document) -> Result<(), PolicyError>> {
+fn measurement_validator(kind: &str) -> Option<Validator> {
     use crate::measure::{
         BandwidthMeasurementResource, BandwidthMeasurementSpec, BandwidthMeasurementStatus,
         GoodputMeasurementResource, GoodputMeasurementSpec, GoodputMeasurementStatus,
