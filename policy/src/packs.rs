@@ -566,8 +566,9 @@ mod tests {
         let other: Vec<String> = other.iter().map(ToString::to_string).collect();
         assert_eq!(other, Vec::<String>::new());
         let files: Vec<&str> = cost.iter().map(|f| f.file.as_str()).collect();
-        let mut want = vec!["rules/contract/mpi.yaml"; 5];
-        want.extend(["rules/contract/resources.yaml"; 3]);
+        let mut want = vec!["rules/contract/manifests.yaml"; 1];
+        want.extend(["rules/contract/mpi.yaml"; 5]);
+        want.extend(["rules/contract/resources.yaml"; 4]);
         want.extend(["rules/lint/workloads.yaml"; 21]);
         assert_eq!(files, want);
     }
