@@ -471,14 +471,16 @@ pub struct GangSchedulerSpec {
     #[serde(default)]
     #[schemars(length(min = 1))]
     pub scheduler_name: String,
-    /// Queue; `default-queue` when unset or empty.
+    /// Queue; when unset or empty, the `queue` of the rule set's `gang-defaults` table (the
+    /// shipped rules give `default-queue`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(max = 63),
         regex(pattern = r"^$|^[a-zA-Z0-9]([a-zA-Z0-9._-]*[a-zA-Z0-9])?$")
     )]
     pub queue: Option<String>,
-    /// Queue label key; `kai.scheduler/queue` when unset or empty.
+    /// Queue label key; when unset or empty, the `queueLabelKey` of the rule set's
+    /// `gang-defaults` table (the shipped rules give `kai.scheduler/queue`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(
         length(max = 317),
