@@ -49,6 +49,11 @@ pub struct ListArgs {
     /// Output format.
     #[arg(short = 'o', long = "output", value_enum, default_value = "text")]
     output: ListFormat,
+    /// List the rows of the rule set's tables instead (the platform override rows, the GPU
+    /// products, …): id, table, file:line; as JSON or YAML `{id, table, file, line}`. A row's
+    /// id is what `rules explain` takes.
+    #[arg(long)]
+    tables: bool,
 }
 
 /// Arguments of `rules schema`.
@@ -169,6 +174,9 @@ pub fn run_schema(args: &SchemaArgs) -> ExitCode {
 /// `rules list`: `id  severity  pack  file:line`, columns aligned; the rule files' rules, then
 /// the findings the pipeline reports itself (file `<built-in>`, no line or stage).
 pub fn run_list(rules: &RuleSet, args: &ListArgs) -> ExitCode {
+    if args.tables {
+        return list_table_rows(rules, args.output);
+    }
     let built_in = nvcre_domain::BUILT_IN_RULES;
     if args.output != ListFormat::Text {
         let items: Vec<Value> = rules
@@ -244,6 +252,61 @@ pub fn run_list(rules: &RuleSet, args: &ListArgs) -> ExitCode {
     let mut out = String::new();
     for [id, severity, pack, at] in &rows {
         let _ = writeln!(out, "{id:w0$}  {severity:w1$}  {pack:w2$}  {at}");
+    }
+    print(&out);
+    ExitCode::SUCCESS
+}
+
+/// `rules list --tables`: one line per table row, tables in load order and rows as written.
+fn list_table_rows(rules: &RuleSet, format: ListFormat) -> ExitCode {
+    let rows = rules
+        .tables
+        .iter()
+        .flat_map(|t| t.entries.iter().map(move |e| (t.as_ref(), e)));
+    if format != ListFormat::Text {
+        let list = Value::Array(
+            rows.map(|(t, e)| {
+                serde_json::json!({
+                    "id": e.id,
+                    "table": t.name,
+                    "file": t.source.name,
+                    "line": e.pos.line,
+                })
+            })
+            .collect(),
+        );
+        let text = if format == ListFormat::Json {
+            serde_json::to_string_pretty(&list)
+                .map(|s| s + "\n")
+                .map_err(|e| e.to_string())
+        } else {
+            to_yaml(&list).map_err(|e| e.to_string())
+        };
+        return match text {
+            Ok(t) => {
+                print(&t);
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                report::error_line(&format!("rendering the table rows: {e}"));
+                ExitCode::from(2)
+            }
+        };
+    }
+    let rows: Vec<(&str, &str, String)> = rows
+        .map(|(t, e)| {
+            (
+                e.id.as_str(),
+                t.name.as_str(),
+                format!("{}:{}", t.source.name, e.pos.line),
+            )
+        })
+        .collect();
+    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
+    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
+    let mut out = String::new();
+    for (id, table, at) in &rows {
+        let _ = writeln!(out, "{id:w0$}  {table:w1$}  {at}");
     }
     print(&out);
     ExitCode::SUCCESS

@@ -1020,6 +1020,44 @@ fn rules_list_shows_id_severity_pack_and_source_line() {
     );
 }
 
+/// `rules list --tables` lists every table row (what `rules explain` takes), text and JSON.
+#[test]
+fn rules_list_tables_shows_each_row_with_its_table_and_line() {
+    let (code, text, err) = run(&root(), &["rules", "list", "--tables"]);
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.first().copied(),
+        Some(
+            "kai-scheduler-queue                     gang-defaults                   rules/defaults/gang.yaml:12"
+        )
+    );
+    assert!(
+        lines.contains(&"aws-h100-efa                            workloadrun-platform-overrides  rules/overrides/workloadrun.yaml:LINE".replace("LINE", &row_line("aws-h100-efa")).as_str()),
+        "{text}"
+    );
+    let (code, json, _) = run(&root(), &["rules", "list", "--tables", "-o", "json"]);
+    assert_eq!(code, 0);
+    let rows: Value = serde_json::from_str(&json).expect("json");
+    let rows = rows.as_array().expect("array");
+    assert_eq!(rows.len(), lines.len());
+    assert_eq!(
+        rows[0],
+        serde_json::json!({"id": "kai-scheduler-queue", "table": "gang-defaults", "file": "rules/defaults/gang.yaml", "line": 12})
+    );
+}
+
+/// The 1-based line of table row `id` in rules/overrides/workloadrun.yaml.
+fn row_line(id: &str) -> String {
+    let text =
+        std::fs::read_to_string(root().join("rules/overrides/workloadrun.yaml")).expect("rules");
+    let at = text
+        .lines()
+        .position(|l| l.trim_start() == format!("- id: {id}"))
+        .expect("row");
+    (at + 1).to_string()
+}
+
 fn with_suites() -> TempDir {
     let dir = widgets();
     write(
