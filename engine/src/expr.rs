@@ -398,16 +398,21 @@ pub(crate) fn literal_json(e: &IdedExpr) -> Option<Value> {
 /// The prefix under which `variables.<name>` is bound (see [`rewrite_optional_select`]).
 pub(crate) const VARIABLE_PREFIX: &str = "__variables__";
 
+/// The macros [`ENV`] declares beyond the standard ones, which only its (ANTLR) parser expands:
+/// the lists extension's `sortBy`, the optional library's `optMap` and `optFlatMap` (each binds
+/// a variable, so unexpanded it would read as an undefined name).
+const ENV_MACROS: [&str; 3] = ["sortBy", "optMap", "optFlatMap"];
+
 /// The prefix of a failed fragment's key among a scope's failures (no identifier has a dot).
 const FRAGMENT_FAILURE_PREFIX: &str = "fragments.";
 
 /// Parses `text`: with the Pratt parser, which builds the same tree as the ANTLR one in a
 /// fraction of the time (engine/tests/parsers.rs holds them to that over every shipped rule
 /// expression); with the ANTLR parser for what the Pratt one refuses, so that what compiles and
-/// the error messages are the ANTLR parser's, and for the `sortBy` macro of the lists extension,
-/// which only the ANTLR parser expands.
+/// the error messages are the ANTLR parser's, and for the macros the Pratt parser does not
+/// know ([`ENV_MACROS`]).
 fn parse(text: &str) -> Result<IdedExpr, cel::ParseErrors> {
-    if !text.contains("sortBy")
+    if !ENV_MACROS.iter().any(|m| text.contains(m))
         && let Ok(ast) = cel::parser::PrattParser::new()
             .enable_optional_syntax(true)
             .parse(text)
@@ -3219,6 +3224,36 @@ mod tests {
         );
         assert_eq!(e("['b','a'].join(',')"), json!("b,a"));
         assert_eq!(e("goQuote('a\\x01\"')"), json!("\"a\\x01\\\"\""));
+    }
+
+    /// `optMap` and `optFlatMap` are macros of the optional library, which bind their first
+    /// argument: they are expanded (by the parser that knows them), never read as calls of an
+    /// undefined name.
+    #[test]
+    fn the_optional_librarys_macros_bind_their_variable() {
+        let s = scope(json!({"labels": {"team": "ab"}}));
+        let e = |t: &str| {
+            Expr::compile(t)
+                .expect("compiles")
+                .eval_json(&s)
+                .expect("evals")
+        };
+        assert_eq!(
+            e("params.?labels.?team.optMap(v, size(v)).orValue(0)"),
+            json!(2)
+        );
+        assert_eq!(
+            e("params.?labels.?gone.optMap(v, size(v)).orValue(0)"),
+            json!(0)
+        );
+        assert_eq!(
+            e("params.?labels.optFlatMap(l, l.?team).orValue('')"),
+            json!("ab")
+        );
+        let free = crate::sites::free_value_identifiers(
+            &Expr::compile("params.?labels.optMap(l, size(l))").expect("compiles"),
+        );
+        assert_eq!(free, ["params"]);
     }
 
     #[test]
