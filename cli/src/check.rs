@@ -468,14 +468,27 @@ fn outputs(args: &CheckArgs) -> Option<Vec<Output>> {
 #[cfg(unix)]
 fn is_standard_output(path: &Path) -> bool {
     use std::os::fd::AsFd;
+    is_stream(std::io::stdout().as_fd(), path)
+}
+
+/// Whether `path` names the file this process's standard error is, as
+/// [`is_standard_output`] tells it of standard output.
+#[cfg(unix)]
+fn is_standard_error(path: &Path) -> bool {
+    use std::os::fd::AsFd;
+    is_stream(std::io::stderr().as_fd(), path)
+}
+
+/// Whether `path` names the file `stream` writes to (`/dev/null` aside).
+#[cfg(unix)]
+fn is_stream(stream: std::os::fd::BorrowedFd<'_>, path: &Path) -> bool {
     use std::os::unix::fs::MetadataExt;
     let id = |m: std::fs::Metadata| (m.dev(), m.ino());
-    let stdout = std::io::stdout()
-        .as_fd()
+    let stream = stream
         .try_clone_to_owned()
         .map(std::fs::File::from)
         .and_then(|f| f.metadata());
-    match (stdout, std::fs::metadata(path)) {
+    match (stream, std::fs::metadata(path)) {
         (Ok(out), Ok(file)) => {
             let null = std::fs::metadata("/dev/null").map(id).ok();
             id(out.clone()) == id(file) && null != Some(id(out))
@@ -488,6 +501,12 @@ fn is_standard_output(path: &Path) -> bool {
 #[cfg(not(unix))]
 fn is_standard_output(path: &Path) -> bool {
     path == Path::new("/dev/stdout")
+}
+
+/// Without file identities, only the names of standard error.
+#[cfg(not(unix))]
+fn is_standard_error(path: &Path) -> bool {
+    path == Path::new("/dev/stderr")
 }
 
 /// What `path` names, for telling whether two paths are one file: its directory resolved
@@ -558,13 +577,23 @@ fn emit(
             Some(path) => {
                 // A text report in a file is the whole report: the input errors (on stderr
                 // besides, as when it goes to stdout) follow its findings.
-                if let Err(e) = write_atomically(path, |out| {
+                let write = |out: &mut dyn Write| {
                     report::write_report(o.format, &report, false, out)?;
                     if o.format == Format::Text {
                         report::write_error_lines(&report, out)?;
                     }
                     Ok(())
-                }) {
+                };
+                // The file standard error goes to (`-o json=log 2>log`) is written through
+                // the stream: replaced, it would lose the messages before the report and the
+                // summary after it.
+                let written = if is_standard_error(path) {
+                    let mut out = std::io::BufWriter::new(std::io::stderr().lock());
+                    write(&mut out).and_then(|()| out.flush())
+                } else {
+                    write_atomically(path, write)
+                };
+                if let Err(e) = written {
                     report::error_line(&format!(
                         "writing {}: {}",
                         path.display(),

@@ -1714,3 +1714,38 @@ fn junit_cases_of_an_older_group_run_and_of_a_list_are_those_of_their_kinds() {
     // The List's own kind adds no case: its item's are all there, and only those.
     assert_eq!(cases("list.yaml"), ours);
 }
+
+/// A report written to the file standard error goes to (`-o json=log 2>log`) goes through the
+/// stream: the messages before it and the summary after it stay in the file with it.
+#[test]
+fn a_report_to_the_file_of_standard_error_keeps_the_messages_and_the_summary() {
+    let dir = TempDir::new().expect("tmp");
+    write(
+        dir.path(),
+        "bad.yaml",
+        "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: a}\nspec:\n  bogus: 1\n",
+    );
+    let log = dir.path().join("log");
+    let file = std::fs::File::create(&log).expect("log");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_nvcre-policy"))
+        .current_dir(dir.path())
+        .args(["check", "-o", "json=log", "bad.yaml"])
+        .stderr(file)
+        .status()
+        .expect("runs");
+    assert_eq!(status.code(), Some(2));
+    let text = std::fs::read_to_string(&log).expect("log");
+    let (report, rest) = text.split_at(text.find("\n}\n").expect("report end") + 3);
+    let report: Value = serde_json::from_str(report).expect("json");
+    assert_eq!(report["summary"]["inputErrors"], 1);
+    let rest: Vec<&str> = rest.lines().collect();
+    assert_eq!(
+        rest[0],
+        "Error: bad.yaml:5:3: strict decoding error: unknown field \"spec.bogus\": correct or remove it"
+    );
+    assert!(
+        rest[1].starts_with("Summary: 1 document in 1 file checked in "),
+        "{text}"
+    );
+    assert_eq!(rest.len(), 2, "{text}");
+}
