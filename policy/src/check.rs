@@ -216,7 +216,7 @@ pub const NOT_AN_OBJECT_RULE: &str = "not-a-kubernetes-object";
 /// A document no rule checks because it is not a Kubernetes object: info for a mapping
 /// without `kind` (a values file, a kustomization), a warning for a scalar or a list (prose,
 /// a list of things: a wrong file more likely than a config), at the document's start.
-fn not_an_object_finding(doc: &Document) -> Finding {
+fn not_an_object_finding(doc: &Document, item: Option<&nvcre_engine::FieldPath>) -> Finding {
     let (severity, what) = match &doc.value {
         Value::Object(_) => (
             nvcre_engine::Severity::Info,
@@ -232,8 +232,11 @@ fn not_an_object_finding(doc: &Document) -> Finding {
         doc,
         (NOT_AN_OBJECT_RULE, "input", severity),
         format!(
-            "document {} is {what}, not a Kubernetes object (apiVersion, kind, metadata): no rule checked it",
-            doc.index + 1
+            "{} is {what}, not a Kubernetes object (apiVersion, kind, metadata): no rule checked it",
+            match item {
+                Some(at) => format!("{at} of document {}", doc.index + 1),
+                None => format!("document {}", doc.index + 1),
+            }
         ),
         None,
         doc.spans.lookup(&nvcre_engine::FieldPath::root()),
@@ -332,7 +335,7 @@ fn as_the_api_server_reads(v: &Value) -> Value {
 /// them needs no [`input_objects`].
 pub fn reads_objects(rules: &RuleSet, doc: &Value) -> bool {
     match route(doc) {
-        Route::Rendered | Route::NotAnObject => false,
+        Route::Rendered | Route::NotAnObject | Route::BadItems => false,
         Route::List(items) => items.iter().any(|i| reads_objects(rules, i)),
         Route::Linted => rules.packs_for(doc).any(|p| p.reads_objects()),
     }
@@ -344,6 +347,9 @@ enum Route<'a> {
     Rendered,
     /// A `…List` with its `items`: each item checked at its own place.
     List(&'a [Value]),
+    /// A list of certain kind (`v1` `List`, a list of one of our kinds) whose `items` is not a
+    /// list: an input error at `items`.
+    BadItems,
     /// No kind: not a Kubernetes object, which no rule checks.
     NotAnObject,
     /// Any other kind: the packs whose resources match it.
@@ -356,8 +362,24 @@ fn route(doc: &Value) -> Route<'_> {
         ("WorkloadRun" | "Workflow", _) if ours(doc) => Route::Rendered,
         ("", _) => Route::NotAnObject,
         (_, Some(items)) if kind.ends_with("List") => Route::List(items),
+        // A list without items (`items: null`, or none) lists nothing.
+        (_, None) if certainly_a_list(doc, kind) => match doc.get("items") {
+            None | Some(Value::Null) => Route::List(&[]),
+            Some(_) => Route::BadItems,
+        },
         _ => Route::Linted,
     }
+}
+
+/// Whether `doc` (of kind `kind`) is a list by its kind alone: `v1` `List`, or the list of one
+/// of our kinds (`WorkloadRunList`). Another kind ending in `List` may be an object of its own.
+fn certainly_a_list(doc: &Value, kind: &str) -> bool {
+    let api = doc.get("apiVersion").and_then(Value::as_str).unwrap_or("");
+    (api == "v1" && kind == "List")
+        || ([crate::api::API_VERSION, crate::api::LEGACY_API_VERSION].contains(&api)
+            && kind
+                .strip_suffix("List")
+                .is_some_and(|k| our_kinds().iter().any(|o| o == k)))
 }
 
 /// The kinds of our API group, as the CustomResourceDefinitions name them (WorkloadRun,
@@ -434,7 +456,8 @@ pub fn check_document(
 /// line of its input). An input error that one of those readings explains (an unquoted value
 /// read as a number or boolean where a string belongs, on the error's line) gives way to them:
 /// they name every such value of the document, where the typed read stops at the first, and
-/// say how to write each; the findings made before the error stay.
+/// say how to write each; the findings made before the error stay. Beside an error they do not
+/// explain (of the document, or of one item of a List) the readings are reported too.
 ///
 /// # Errors
 /// As [`check_document_in`], but for the input errors the YAML readings explain.
@@ -451,19 +474,29 @@ pub fn check_document_as_reported(
             Ok(f)
         }
         Err(e) => {
-            let PolicyError::Input { pos: Some(pos), .. } = e.cause() else {
-                return Err(e);
-            };
-            let quoted = crate::yaml_quote_findings(doc, line);
-            let covers = quoted
-                .iter()
-                .any(|q| q.severity == nvcre_engine::Severity::Error && q.line == Some(pos.line));
-            if !covers {
+            if matches!(e.cause(), PolicyError::Rejected(_)) {
                 return Err(e);
             }
-            let (_, mut f, _) = e.into_parts();
+            let quoted = crate::yaml_quote_findings(doc, line);
+            let covered = |e: &PolicyError| {
+                matches!(e, PolicyError::Input { pos: Some(pos), .. }
+                    if quoted.iter().any(|q| q.severity == nvcre_engine::Severity::Error
+                        && q.line == Some(pos.line)))
+            };
+            let (cause, mut f, notes) = e.into_parts();
+            // A List's items fail one by one: each item's error the readings explain gives way.
+            let mut left: Vec<PolicyError> = match cause {
+                PolicyError::Items(items) => items,
+                cause => vec![cause],
+            };
+            left.retain(|e| !covered(e));
+            // The readings of the values the check reached are never dropped beside an error.
             f.extend(quoted);
-            Ok(f)
+            match left.len() {
+                0 => Ok(f),
+                1 => Err(left.remove(0).noted(f, notes)),
+                _ => Err(PolicyError::Items(left).noted(f, notes)),
+            }
         }
     }
 }
@@ -620,6 +653,11 @@ pub fn check_document_in(
                     }
                     f
                 };
+                if matches!(route(&sub.value), Route::NotAnObject) {
+                    // Named as the List's item, not as a document of its own.
+                    findings.push(in_list(not_an_object_finding(&sub, Some(&at))));
+                    continue;
+                }
                 match check_document_in(rules, &sub, req, Some(objects)) {
                     Ok(f) => findings.extend(f.into_iter().map(in_list)),
                     // A bad item stops only itself: what it noted stays, and the items after
@@ -642,7 +680,15 @@ pub fn check_document_in(
         }
         // Not a Kubernetes object (values files, kustomizations without kind, prose): no rule
         // checks it, and the report says so.
-        Route::NotAnObject => Ok(vec![not_an_object_finding(doc)]),
+        Route::NotAnObject => Ok(vec![not_an_object_finding(doc, None)]),
+        Route::BadItems => Err(crate::render::input_error(
+            doc,
+            "items",
+            format!(
+                "items: expected a list of objects, got a {}",
+                nvcre_engine::json_type_name(doc.value.get("items").unwrap_or(&Value::Null))
+            ),
+        )),
         Route::Linted => {
             let mut alone = None;
             let objects = objects_or_alone(objects, &doc.value, &mut alone);
@@ -682,10 +728,20 @@ fn measurement_validator(kind: &str) -> Option<Validator> {
 
 /// `e`, the error that stopped checking `item` (at `at`, `items[N]`, of its List), as an input
 /// error led by the item's path: among a List's items the message alone would not say which one
-/// failed. An error naming no place of its own is put at the item's start. Nested Lists' item
-/// errors keep their own paths after this one.
+/// failed. An error naming no place of its own is put at the item's start. A nested List's
+/// item error continues the path (`items[0].items[1]: …`).
 fn in_item(e: PolicyError, item: &Document, at: &nvcre_engine::FieldPath) -> PolicyError {
     match e {
+        // A nested List's item (`items[1]: …`) or items (`items: …`) continue the path.
+        PolicyError::Input { file, pos, message }
+            if message.starts_with("items[") || message.starts_with("items: ") =>
+        {
+            PolicyError::Input {
+                file,
+                pos,
+                message: format!("{at}.{message}"),
+            }
+        }
         PolicyError::Input { file, pos, message } => PolicyError::Input {
             file,
             pos,

@@ -127,17 +127,32 @@ struct Fields<'a> {
 fn fields(doc: &Value) -> Fields<'_> {
     let mut out = Fields::default();
     walk(&mut out, &mut Vec::new(), doc);
-    if let Some(kind) = doc.get("kind").and_then(Value::as_str)
-        && matches!(kind, "ConfigMap" | "Secret")
-    {
-        let key = if kind == "ConfigMap" {
-            "data"
-        } else {
-            "stringData"
-        };
-        string_entries(&mut out, FieldPath::root().key(key), doc.get(key));
-    }
+    data_entries(&mut out, FieldPath::root(), doc);
     out
+}
+
+/// The string entries of `object` (at `at`) when it is a ConfigMap (`data`) or a Secret
+/// (`stringData`), or of each such item of a List, at its own path.
+fn data_entries<'a>(out: &mut Fields<'a>, at: FieldPath, object: &'a Value) {
+    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("");
+    match kind {
+        "ConfigMap" | "Secret" => {
+            let key = if kind == "ConfigMap" {
+                "data"
+            } else {
+                "stringData"
+            };
+            string_entries(out, at.key(key), object.get(key));
+        }
+        _ if kind.ends_with("List") => {
+            if let Some(items) = object.get("items").and_then(Value::as_array) {
+                for (i, item) in items.iter().enumerate() {
+                    data_entries(out, at.clone().key("items").index(i), item);
+                }
+            }
+        }
+        _ => {}
+    }
 }
 
 /// One step of [`walk`]'s path, borrowed from the document: a path is made only for a field

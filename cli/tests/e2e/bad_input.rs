@@ -1280,7 +1280,7 @@ fn label_value_a_number_in_a_workloadrun() {
 refused!(
     owner_reference_typo,
     ["check", "in.yaml"],
-    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t, ownerReferences: [{apiVersion: v1, kind: K, name: n, uid: u, controler: true}]}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
+    "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: WorkloadRun\nmetadata: {name: t, ownerReferences: [{apiVersion: v1, kind: K, name: o, uid: u, controler: true}]}\nspec:\n  image: i\n  numNodes: 1\n  framework: {exec: {command: [a]}}\n",
     2,
     "Error: in.yaml:3:82: strict decoding error: unknown field \"metadata.ownerReferences[0].controler\": correct or remove it\n"
 );

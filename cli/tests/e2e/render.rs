@@ -1292,14 +1292,18 @@ fn an_input_error_after_admission_keeps_the_findings_before_it() {
     let (code, out, err) = run(&["check", "-o", "json", r]);
     assert_eq!(code, 2, "{err}");
     let report: Value = serde_json::from_str(&out).expect("json");
+    // The YAML reading of the label `team: on` stays beside the error too.
     assert_eq!(
         located_rows(&report, "severity"),
-        [(
-            "wr-name-group-length".to_string(),
-            7,
-            9,
-            "warning".to_string()
-        )]
+        [
+            (
+                "wr-name-group-length".to_string(),
+                7,
+                9,
+                "warning".to_string()
+            ),
+            ("yaml-quote-it".to_string(), 8, 18, "warning".to_string())
+        ]
     );
     assert_eq!(report["summary"]["inputErrors"], 1, "{}", report["summary"]);
 }

@@ -15,7 +15,7 @@ use crate::resolve::{
 };
 
 use super::RenderRequest;
-use super::parse::{input_error, locate_each, locate_findings};
+use super::parse::{Merged, input_error, locate_each, locate_findings};
 
 /// Runs `stages` ([`enforce`]) over a Workflow's JSON as [`Workflow::into_json`] wrote it and
 /// hands the result back as [`Workflow::from_json`] then [`Workflow::into_json`] would give it:
@@ -146,14 +146,26 @@ pub(super) fn resolve_and_enforce(
                     usize::MAX
                 })
                 .collect();
+            let merged = Merged {
+                value: &value,
+                lists: &lists,
+            };
             return Err(locate_findings(
                 PolicyError::Rejected(errors),
                 doc,
                 &user_applied,
+                Some(&merged),
             ));
         }
     }
     let params = crate::packs::params::placement(displaced(provenance, &applied, doc, &value));
+    // What the user's overrides merged, kept to locate the findings in them (the stages below
+    // take the Workflow over).
+    let resolved = (!user_applied.is_empty()).then(|| value.clone());
+    let merged = resolved.as_ref().map(|value| Merged {
+        value,
+        lists: &lists,
+    });
     let (workflow, findings) = enforce_workflow(
         rules,
         &contract::AFTER_OVERRIDES,
@@ -162,7 +174,7 @@ pub(super) fn resolve_and_enforce(
         &params,
         report,
     )
-    .map_err(|e| locate_findings(e, doc, &user_applied))?;
+    .map_err(|e| locate_findings(e, doc, &user_applied, merged.as_ref()))?;
     let below_error = findings
         .into_iter()
         .filter(|f| f.severity != nvcre_engine::Severity::Error)
@@ -170,7 +182,7 @@ pub(super) fn resolve_and_enforce(
     Ok((
         workflow,
         applied,
-        locate_each(below_error, doc, &user_applied),
+        locate_each(below_error, doc, &user_applied, merged.as_ref()),
     ))
 }
 

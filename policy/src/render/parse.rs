@@ -882,14 +882,66 @@ fn written_below(doc: &Document, path: &str, applied: &[usize]) -> Option<nvcre_
     best.map(|(_, pos)| pos)
 }
 
+/// The Workflow the overrides resolved to and the list policy they merged by: what maps an
+/// item of a merged list back to the item of an override that wrote it.
+pub(super) struct Merged<'a> {
+    /// The resolved Workflow's JSON.
+    pub value: &'a Value,
+    /// How each list was merged.
+    pub lists: &'a nvcre_engine::patch::ListPolicy,
+}
+
+/// Where override `i` of `doc` wrote the field at `rest` (a path below the resolved Workflow's
+/// `spec`: `.jobTemplate.spec…runtimePatches[1]…`), as a path of `doc`; `None` when the
+/// override wrote no such field. An index of a list merged by key (runtimePatches by manager,
+/// containers and env by name) is the index of the override's item with the same key, not the
+/// merged list's, which keeps the Workflow's own items first.
+fn written_by(rest: &str, i: usize, doc: &Document, merged: &Merged<'_>) -> Option<String> {
+    use nvcre_engine::Segment;
+    use nvcre_engine::patch::ListMerge;
+    let below_spec = FieldPath::parse(&format!("spec{rest}")).ok()?;
+    let mut resolved = merged.value.get("spec")?;
+    let mut written = doc.value.get("spec")?.get("overrides")?.get(i)?;
+    let mut out = FieldPath::root().key("spec").key("overrides").index(i);
+    // The list's path below `spec`, as the list policy names it.
+    let mut at = FieldPath::root();
+    for seg in below_spec.segments().get(1..).unwrap_or_default() {
+        match seg {
+            Segment::Key(k) => {
+                resolved = resolved.get(k)?;
+                written = written.get(k)?;
+                out = out.key(k.clone());
+                at = at.key(k.clone());
+            }
+            Segment::Index(n) => {
+                let item = resolved.get(*n)?;
+                let items = written.as_array()?;
+                let j = match (merged.lists.list_merge(&at), item) {
+                    (ListMerge::ByKey(key), Value::Object(m)) if m.contains_key(key) => {
+                        items.iter().position(|w| w.get(key) == m.get(key))?
+                    }
+                    // Replaced whole (or an item without the key, which replaces the list).
+                    _ => *n,
+                };
+                resolved = item;
+                written = items.get(j)?;
+                out = out.index(j);
+                at = at.index(*n);
+            }
+        }
+    }
+    Some(out.to_string())
+}
+
 /// [`locate_findings`] for findings that are not a rejection (warnings of a render that went
 /// through).
 pub(super) fn locate_each(
     findings: Vec<nvcre_engine::Finding>,
     doc: &Document,
     applied: &[usize],
+    merged: Option<&Merged<'_>>,
 ) -> Vec<nvcre_engine::Finding> {
-    match locate_findings(PolicyError::Rejected(findings), doc, applied) {
+    match locate_findings(PolicyError::Rejected(findings), doc, applied, merged) {
         PolicyError::Rejected(f) => f,
         _ => Vec::new(),
     }
@@ -907,7 +959,12 @@ fn below<'p>(path: &'p str, prefix: &str) -> Option<&'p str> {
 /// applied and changed something, in the order they did, that writes it: `spec.X` there is
 /// `spec.overrides[i].X`), in the document itself, or, for a WorkloadRun, at
 /// `spec.workloadMetadata`.
-pub(super) fn locate_findings(e: PolicyError, doc: &Document, applied: &[usize]) -> PolicyError {
+pub(super) fn locate_findings(
+    e: PolicyError,
+    doc: &Document,
+    applied: &[usize],
+    merged: Option<&Merged<'_>>,
+) -> PolicyError {
     let PolicyError::Rejected(mut findings) = e else {
         return e;
     };
@@ -921,8 +978,11 @@ pub(super) fn locate_findings(e: PolicyError, doc: &Document, applied: &[usize])
         // The last override that wrote the field wrote its value; else the document did.
         let mut candidates = Vec::new();
         if let Some(rest) = below(&path, "spec") {
-            for i in applied.iter().rev() {
-                candidates.push(format!("spec.overrides[{i}]{rest}"));
+            for &i in applied.iter().rev() {
+                match merged {
+                    Some(m) => candidates.extend(written_by(rest, i, doc, m)),
+                    None => candidates.push(format!("spec.overrides[{i}]{rest}")),
+                }
             }
         }
         // An RFC 6902 patch of the jobTemplate: the operation on the field or around it; the

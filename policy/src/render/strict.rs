@@ -52,11 +52,21 @@ fn validate_as<T: DeserializeOwned>(value: &Value, at: &FieldPath) -> Vec<Proble
                     serde_path_to_error::Segment::Unknown => path,
                 };
             }
-            vec![Problem {
+            // The unknown fields read before it stay: a missing field gives way to them.
+            let mut problems: Vec<Problem> = unknown
+                .into_iter()
+                .map(|path| Problem {
+                    message: format!("strict decoding error: unknown field \"{path}\""),
+                    path,
+                    at_value: false,
+                })
+                .collect();
+            problems.push(Problem {
                 message: format!("{path}: {}", kubernetes_words(&e.inner().to_string())),
                 path,
                 at_value: false,
-            }]
+            });
+            problems
         }
     }
 }
@@ -281,11 +291,15 @@ pub(crate) fn validate_object<S: DeserializeOwned, T: DeserializeOwned>(
 }
 
 /// The input error `problems` of `doc` make, if any: a type error alone (the first), or every
-/// unknown field in document order.
+/// unknown field in document order (also beside a missing field, which one of them usually
+/// misspells).
 fn refuse(doc: &Document, mut problems: Vec<Problem>) -> Result<(), PolicyError> {
-    let type_error = problems
-        .iter()
-        .find(|p| !p.message.starts_with("strict decoding error: "));
+    const UNKNOWN: &str = "strict decoding error: ";
+    // A missing field beside unknown ones is mostly one of them misspelt: those are named.
+    let misspelt = problems.iter().any(|p| p.message.starts_with(UNKNOWN));
+    let type_error = problems.iter().find(|p| {
+        !p.message.starts_with(UNKNOWN) && !(misspelt && p.message.contains(": missing field `"))
+    });
     let (at, message) = match type_error {
         Some(p) if p.at_value => {
             return Err(PolicyError::Input {

@@ -611,7 +611,7 @@ fn compose_labels(
         ..origin(doc)
     };
     let locate = |findings: Vec<nvcre_engine::Finding>| {
-        let mut findings = locate_each(findings, doc, &[]);
+        let mut findings = locate_each(findings, doc, &[], None);
         for f in &mut findings {
             if f.line.is_none()
                 && let Some(pos) = f
