@@ -298,7 +298,8 @@ fn refuse(doc: &Document, mut problems: Vec<Problem>) -> Result<(), PolicyError>
     // A missing field beside unknown ones is mostly one of them misspelt: those are named.
     let misspelt = problems.iter().any(|p| p.message.starts_with(UNKNOWN));
     let type_error = problems.iter().find(|p| {
-        !p.message.starts_with(UNKNOWN) && !(misspelt && p.message.contains(": missing field `"))
+        let missing = misspelt && p.message.contains(": missing field `");
+        !(p.message.starts_with(UNKNOWN) || missing)
     });
     let (at, message) = match type_error {
         Some(p) if p.at_value => {
