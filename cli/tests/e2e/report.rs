@@ -1645,6 +1645,12 @@ spec:
   logProfileRef: megatron
 status:
   currentStep: many
+---
+apiVersion: nvcre.nvidia.com/v1alpha1
+kind: GoodputMeasurement
+metadata: {name: gm}
+spec: null
+extra: null
 ",
     );
     let (code, out, err) = run(dir.path(), &["check", "-o", "json", "m.yaml"]);
@@ -1662,9 +1668,10 @@ status:
             "m.yaml:18:3: strict decoding error: unknown field \"spec.sampleIntervall\", unknown field \"spec.jobRef.namespace\": correct or remove them",
             "m.yaml:24:1: spec: missing field `logProfileRef`",
             "m.yaml:33:3: status.currentStep: invalid type: string \"many\", expected an integer",
+            "m.yaml:35:1: spec: Required value",
         ]
     );
-    assert_eq!(report["summary"]["inputErrors"], 3, "{}", report["summary"]);
+    assert_eq!(report["summary"]["inputErrors"], 4, "{}", report["summary"]);
 }
 
 /// JUnit has a testcase per rule that applies to a document: the older API group's WorkloadRun

@@ -268,7 +268,7 @@ pub(crate) fn validate_object<S: DeserializeOwned, T: DeserializeOwned>(
             match key.as_str() {
                 "apiVersion" | "kind" => {}
                 // Absent and null read alike, as the API server reads them.
-                _ if value.is_null() && key != "spec" => {}
+                "metadata" | "spec" | "status" if value.is_null() => {}
                 "metadata" => problems.extend(validate_as::<ObjectMeta>(value, &at)),
                 "spec" => problems.extend(validate_as::<S>(value, &at)),
                 "status" => problems.extend(validate_as::<T>(value, &at)),
@@ -279,7 +279,7 @@ pub(crate) fn validate_object<S: DeserializeOwned, T: DeserializeOwned>(
                 }),
             }
         }
-        if !top.contains_key("spec") {
+        if top.get("spec").is_none_or(Value::is_null) {
             problems.push(Problem {
                 message: "spec: Required value".to_string(),
                 path: FieldPath::root(),
