@@ -1502,31 +1502,78 @@ pub struct Scope {
 /// `variables` map holds (a rule's own and its pack's).
 #[derive(Debug, Clone)]
 pub(crate) struct VarBindings {
-    vars: Vec<(Arc<str>, Arc<str>, Expr)>,
+    vars: Vec<VarBinding>,
     names: Arc<[String]>,
     map: Arc<str>,
 }
 
+/// One variable of [`VarBindings`].
+#[derive(Debug, Clone)]
+struct VarBinding {
+    name: Arc<str>,
+    /// `__variables__<name>`.
+    binding: Arc<str>,
+    expr: Expr,
+    /// The shared value, when the variable is constant.
+    constant: Option<Arc<ConstCell>>,
+}
+
+/// The value of a constant variable ([`VarBindings::new`]), computed for the first document
+/// that reads it and shared by every later one: the JSON value, its place, and the CEL cost it
+/// took, which each later document is charged again. Empty until a computation succeeds;
+/// `None` when the value is not one JSON holds (it is computed each time then).
+type ConstCell = OnceLock<Option<(Arc<Value>, Arc<[String]>, u64)>>;
+
 impl VarBindings {
-    /// `vars` in order, with a `variables` map of their names and the names in `visible`.
+    /// `vars` in order, with a `variables` map of their names and the names in `visible`. A
+    /// variable whose expression reads nothing but literals and earlier such variables (a
+    /// policy table written as a CEL map: the workload lint's field types, queue keys) is
+    /// constant: its value is the same for every document, so it is computed once.
     pub(crate) fn new<'a>(
         vars: &[(String, Expr)],
         visible: impl IntoIterator<Item = &'a String>,
     ) -> VarBindings {
         let mut names: std::collections::BTreeSet<&String> = visible.into_iter().collect();
         names.extend(vars.iter().map(|(n, _)| n));
+        let mut constant: Vec<String> = Vec::new();
         VarBindings {
             vars: vars
                 .iter()
                 .map(|(n, e)| {
                     let binding = Arc::from(format!("{VARIABLE_PREFIX}{n}"));
-                    (Arc::from(n.as_str()), binding, e.clone())
+                    let cell = is_constant(e, &constant).then(|| {
+                        constant.push(format!("{VARIABLE_PREFIX}{n}"));
+                        Arc::new(ConstCell::new())
+                    });
+                    VarBinding {
+                        name: Arc::from(n.as_str()),
+                        binding,
+                        expr: e.clone(),
+                        constant: cell,
+                    }
                 })
                 .collect(),
             names: names.into_iter().cloned().collect(),
             map: Arc::from("variables"),
         }
     }
+}
+
+/// Whether `e` reads nothing but the variables `constant` (bindings, `__variables__<name>`):
+/// no document, item, parameter or fragment, nor the `variables` map; only the identifiers its
+/// own comprehensions bind and CEL's type names besides. (A receiver such as `key` of
+/// `key.split('/')` is read too; so is a function namespace such as `lists`, which makes an
+/// expression that calls one count as not constant: never wrongly constant.)
+fn is_constant(e: &Expr, constant: &[String]) -> bool {
+    let variables_ok = e
+        .refs
+        .iter()
+        .all(|r| !r.starts_with(VARIABLE_PREFIX) || constant.iter().any(|c| c == r));
+    variables_ok
+        && !e.refs.iter().any(|r| r == "variables")
+        && crate::sites::free_identifiers(e)
+            .iter()
+            .all(|n| n == "variables" || crate::sites::CEL_TYPES.contains(&n.as_str()))
 }
 
 /// One lazy binding of a [`Scope`], and the ones bound before it.
@@ -1610,6 +1657,8 @@ enum LazyHow {
         name: Arc<str>,
         expr: Expr,
         scope: Scope,
+        /// The shared value of a constant variable.
+        constant: Option<Arc<ConstCell>>,
     },
     /// The `variables` map of the variables `names` (sorted), as `scope` binds them.
     Map { names: Arc<[String]>, scope: Scope },
@@ -1666,8 +1715,40 @@ impl Lazy {
     /// The value, or why not: [`EvalError::Unavailable`] as the expression met it, any other
     /// failure as [`EvalError::Upstream`] naming this variable.
     fn compute(&self) -> Result<Stored, EvalError> {
+        if let LazyHow::Var {
+            constant: Some(cell),
+            ..
+        } = &self.how
+        {
+            if let Some(Some((root, path, cost))) = cell.get()
+                && crate::cost::charge_document(*cost)
+            {
+                return Ok(Stored::Json {
+                    root: root.clone(),
+                    path: path.clone(),
+                });
+            }
+            let (stored, cost) = crate::cost::counted(|| self.compute_once());
+            match &stored {
+                Ok(Stored::Json { root, path }) => {
+                    let _ = cell.set(Some((root.clone(), path.clone(), cost)));
+                }
+                Ok(Stored::Val(_)) => {
+                    let _ = cell.set(None);
+                }
+                Err(_) => {}
+            }
+            return stored;
+        }
+        self.compute_once()
+    }
+
+    /// [`Lazy::compute`] without the shared value of a constant variable.
+    fn compute_once(&self) -> Result<Stored, EvalError> {
         let value = match &self.how {
-            LazyHow::Var { name, expr, scope } => {
+            LazyHow::Var {
+                name, expr, scope, ..
+            } => {
                 if let Some(stored) = expr.path.as_ref().and_then(|p| p.walk(scope)) {
                     return Ok(stored);
                 }
@@ -1893,6 +1974,7 @@ impl Scope {
             name: Arc::from(name),
             expr: expr.clone(),
             scope: self.clone(),
+            constant: None,
         };
         self.push_lazy(Arc::from(format!("{VARIABLE_PREFIX}{name}")), how);
     }
@@ -1904,13 +1986,14 @@ impl Scope {
     /// with `variable "name" (expression) failed: error`, the error of a failed variable it
     /// reads being that one's message.
     pub(crate) fn bind_variables(&mut self, b: &VarBindings) {
-        for (name, binding, expr) in &b.vars {
+        for v in &b.vars {
             let how = LazyHow::Var {
-                name: name.clone(),
-                expr: expr.clone(),
+                name: v.name.clone(),
+                expr: v.expr.clone(),
                 scope: self.clone(),
+                constant: v.constant.clone(),
             };
-            self.push_lazy(binding.clone(), how);
+            self.push_lazy(v.binding.clone(), how);
         }
         let how = LazyHow::Map {
             names: b.names.clone(),
@@ -3224,6 +3307,48 @@ mod tests {
         );
         assert_eq!(e("['b','a'].join(',')"), json!("b,a"));
         assert_eq!(e("goQuote('a\\x01\"')"), json!("\"a\\x01\\\"\""));
+    }
+
+    /// A variable that reads only literals and earlier such variables is constant: computed
+    /// for the first scope that reads it and shared by later ones, with the same value. One
+    /// that reads the document, an item (also as a method's receiver) or a namespace is not.
+    #[test]
+    fn constant_variables_are_computed_once_and_shared() {
+        let compile = |t: &str| Expr::compile(t).expect("compiles");
+        let vars = [
+            ("a", compile("{'x': [1, 2]}")),
+            ("b", compile("variables.a.x.map(i, i * 2)")),
+            ("c", compile("object.y")),
+            ("d", compile("key.split('/')")),
+            ("e", compile("lists.range(2)")),
+            ("f", compile("variables.c + 1")),
+        ]
+        .map(|(n, e)| (n.to_string(), e));
+        let b = VarBindings::new(&vars, []);
+        let constant: Vec<&str> = b
+            .vars
+            .iter()
+            .filter(|v| v.constant.is_some())
+            .map(|v| v.name.as_ref())
+            .collect();
+        assert_eq!(constant, ["a", "b"]);
+        let read = |object: Value| {
+            let mut scope = Scope::new();
+            scope.bind("object", &object);
+            scope.bind_variables(&b);
+            (
+                compile("variables.b").eval_json(&scope).expect("b"),
+                compile("variables.f").eval_json(&scope).expect("f"),
+            )
+        };
+        assert_eq!(read(json!({"y": 1})), (json!([2, 4]), json!(2)));
+        assert!(
+            b.vars[1]
+                .constant
+                .as_ref()
+                .is_some_and(|c| c.get().is_some())
+        );
+        assert_eq!(read(json!({"y": 5})), (json!([2, 4]), json!(6)));
     }
 
     /// `optMap` and `optFlatMap` are macros of the optional library, which bind their first
