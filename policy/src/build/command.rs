@@ -56,25 +56,20 @@ pub fn mpi_env_args(merged: &[EnvVar], mpi_args: &[String]) -> Vec<String> {
     out
 }
 
-/// The whole mpirun argument list: `-N <gpus> --allow-run-as-root
-/// --mca plm_rsh_args <plm_rsh_args as one element>`, the env forwarding of [`mpi_env_args`], `mpi_args`
-/// (platform args already prepended by the caller), the binary, then its args.
+/// The whole mpirun argument list: `-N <gpus>`, `launch_args` (the `runtime-templates` row's:
+/// `--allow-run-as-root --mca plm_rsh_args <value>` in the shipped rules), the env forwarding
+/// of [`mpi_env_args`], `mpi_args` (platform args already prepended by the caller), the binary,
+/// then its args.
 pub fn layout_mpirun_args(
-    plm_rsh_args: &str,
+    launch_args: &[String],
     gpus_per_node: i64,
     merged: &[EnvVar],
     mpi_args: &[String],
     binary: &str,
     args: &[String],
 ) -> Vec<String> {
-    let mut out: Vec<String> = vec![
-        "-N".to_string(),
-        gpus_per_node.to_string(),
-        "--allow-run-as-root".to_string(),
-        "--mca".to_string(),
-        "plm_rsh_args".to_string(),
-        plm_rsh_args.to_string(),
-    ];
+    let mut out: Vec<String> = vec!["-N".to_string(), gpus_per_node.to_string()];
+    out.extend(launch_args.iter().cloned());
     out.extend(mpi_env_args(merged, mpi_args));
     out.extend(mpi_args.iter().cloned());
     out.push(binary.to_string());
@@ -156,7 +151,7 @@ pub(super) fn trainer_command(
             mpi.mpirun_path.clone(),
         ];
         let args = layout_mpirun_args(
-            &params.templates.mpi.plm_rsh_args,
+            &params.templates.mpi.launch_args,
             params.gpus_per_node,
             merged_env,
             &mpi_args,
@@ -298,7 +293,12 @@ mod tests {
         let merged = merge_env(&base_nccl_env(false), &[]);
         let mpi_args = strings(&["-x", "NCCL_NET_PLUGIN=none"]);
         let args = layout_mpirun_args(
-            "-o StrictHostKeyChecking=no -o ConnectionAttempts=10",
+            &strings(&[
+                "--allow-run-as-root",
+                "--mca",
+                "plm_rsh_args",
+                "-o StrictHostKeyChecking=no -o ConnectionAttempts=10",
+            ]),
             8,
             &merged,
             &mpi_args,
@@ -522,10 +522,24 @@ exec 'sh' '-c' 'echo "a\b" '\''c'\'' $X
     #[test]
     fn example_layout_mpirun_args() -> Result<(), Box<dyn std::error::Error>> {
         use super::layout_mpirun_args;
-        let args = layout_mpirun_args("-o A=1", 8, &[], &[], "/bin/true", &["-v".to_string()]);
-        assert_eq!(args[..3], ["-N", "8", "--allow-run-as-root"]);
-        assert_eq!(args[5], "-o A=1");
-        assert_eq!(args[6..], ["/bin/true", "-v"]);
+        let launch = [
+            "--mca".to_string(),
+            "plm_rsh_args".to_string(),
+            "-o A=1".to_string(),
+        ];
+        let args = layout_mpirun_args(&launch, 8, &[], &[], "/bin/true", &["-v".to_string()]);
+        assert_eq!(
+            args,
+            [
+                "-N",
+                "8",
+                "--mca",
+                "plm_rsh_args",
+                "-o A=1",
+                "/bin/true",
+                "-v"
+            ]
+        );
         Ok(())
     }
 

@@ -56,7 +56,7 @@ entries:
       securityContext: {seccompProfile: {type: RuntimeDefault}}
     mpi:
       timeoutSeconds: "3600"
-      plmRshArgs: -o StrictHostKeyChecking=no -o ConnectionAttempts=10
+      launchArgs: [--allow-run-as-root, --mca, plm_rsh_args, -o StrictHostKeyChecking=no -o ConnectionAttempts=10]
       sshAuthMountPath: ${{ fragments.auth }}
       workerScript: "install sshd\n${{ fragments.copy }}\nexec /usr/sbin/sshd -De"
       workerSecurityContext: {capabilities: {add: [IPC_LOCK]}}

@@ -57,8 +57,9 @@ pub struct TorchTemplates {
 pub struct MpiTemplates {
     /// Seconds of the `timeout` that wraps mpirun.
     pub timeout_seconds: String,
-    /// The `--mca plm_rsh_args` value (one argv element).
-    pub plm_rsh_args: String,
+    /// The mpirun arguments after `-N <processes per node>` and before the env it forwards,
+    /// one argv element each (`--allow-run-as-root`, `--mca`, `plm_rsh_args`, its value).
+    pub launch_args: Vec<String>,
     /// Where the Trainer's ssh secret is mounted (read-only), also `mlPolicy.mpi.sshAuthMountPath`.
     pub ssh_auth_mount_path: String,
     /// The worker's `sh -c` bootstrap script.
@@ -158,7 +159,7 @@ impl RuntimeTemplates {
             mpi:
                 MpiTemplates {
                     timeout_seconds,
-                    plm_rsh_args,
+                    launch_args,
                     ssh_auth_mount_path,
                     worker_script,
                     worker_security_context,
@@ -172,13 +173,13 @@ impl RuntimeTemplates {
             default_timeout_per_job,
             node_health_expression,
             timeout_seconds,
-            plm_rsh_args,
             ssh_auth_mount_path,
             worker_script,
             launcher_script,
         ] {
             f(s);
         }
+        launch_args.iter_mut().for_each(&mut *f);
         for v in [
             volume,
             mount,
@@ -228,7 +229,7 @@ entries:
     torch: {{terminationGracePeriodSeconds: 1, securityContext: {{}}}}
     mpi:
       timeoutSeconds: '9'
-      plmRshArgs: ''
+      launchArgs: []
       sshAuthMountPath: /p
       workerScript: w
       workerSecurityContext: {{}}
