@@ -1605,3 +1605,33 @@ fn render_reports_every_input_error_and_every_documents_error() {
         )
     );
 }
+
+/// A finding about an item of a list the user's override merged by key (runtimePatches by
+/// manager) is located at the item the override wrote, whatever its index in the merged list
+/// (the controller's own patch comes first there): here the first patch's env on `node`, not
+/// the second patch's valid env on a sidecar, which has the same index in the override.
+#[test]
+fn a_finding_in_a_list_merged_by_key_points_at_the_item_written() {
+    let run_file = path("cli/tests/data/override-runtime-patches.yaml");
+    let (code, out, err) = run(&[
+        "check",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "-o",
+        "json",
+        &run_file,
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let report: Value = serde_json::from_str(&out).expect("json");
+    assert_eq!(
+        located_rows(&report, "fieldPath"),
+        [(
+            "workflow-patch-env".to_string(),
+            31,
+            41,
+            "spec.jobTemplate.spec.workload.trainJob.runtimePatches[1].trainingRuntimeSpec.template.spec.replicatedJobs[0].template.spec.template.spec.containers[0].env".to_string()
+        )]
+    );
+}

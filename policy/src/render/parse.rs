@@ -891,46 +891,103 @@ pub(super) struct Merged<'a> {
     pub lists: &'a nvcre_engine::patch::ListPolicy,
 }
 
+/// What override `i` of a document wrote of a field of the resolved Workflow
+/// ([`written_by`]).
+enum Written {
+    /// The field itself, at this path of the document.
+    Whole(String),
+    /// Not the field, but its nearest parent (at this path): the field is not there.
+    Parent(FieldPath),
+    /// Nothing on the way: an item on the field's path is another's (a platform row's, the
+    /// document's), merged in by its key.
+    Not,
+}
+
 /// Where override `i` of `doc` wrote the field at `rest` (a path below the resolved Workflow's
-/// `spec`: `.jobTemplate.spec…runtimePatches[1]…`), as a path of `doc`; `None` when the
-/// override wrote no such field. An index of a list merged by key (runtimePatches by manager,
-/// containers and env by name) is the index of the override's item with the same key, not the
-/// merged list's, which keeps the Workflow's own items first.
-fn written_by(rest: &str, i: usize, doc: &Document, merged: &Merged<'_>) -> Option<String> {
+/// `spec`: `.jobTemplate.spec…runtimePatches[1]…`). An index of a list merged by key
+/// (runtimePatches by manager, containers and env by name) is the index of the override's item
+/// with the same key, not the merged list's, which keeps the Workflow's own items first; an
+/// item whose key the override has no item of was written by another.
+fn written_by(rest: &str, i: usize, doc: &Document, merged: &Merged<'_>) -> Written {
     use nvcre_engine::Segment;
     use nvcre_engine::patch::ListMerge;
-    let below_spec = FieldPath::parse(&format!("spec{rest}")).ok()?;
-    let mut resolved = merged.value.get("spec")?;
-    let mut written = doc.value.get("spec")?.get("overrides")?.get(i)?;
+    let Ok(below_spec) = FieldPath::parse(&format!("spec{rest}")) else {
+        return Written::Not;
+    };
+    let Some(mut written) = doc
+        .value
+        .get("spec")
+        .and_then(|s| s.get("overrides"))
+        .and_then(|o| o.get(i))
+    else {
+        return Written::Not;
+    };
+    // Absent below a field the Workflow does not have (the finding is about a missing one).
+    let mut resolved = merged.value.get("spec");
     let mut out = FieldPath::root().key("spec").key("overrides").index(i);
     // The list's path below `spec`, as the list policy names it.
     let mut at = FieldPath::root();
     for seg in below_spec.segments().get(1..).unwrap_or_default() {
         match seg {
             Segment::Key(k) => {
-                resolved = resolved.get(k)?;
-                written = written.get(k)?;
+                let Some(w) = written.get(k) else {
+                    return Written::Parent(out);
+                };
+                resolved = resolved.and_then(|r| r.get(k));
+                written = w;
                 out = out.key(k.clone());
                 at = at.key(k.clone());
             }
             Segment::Index(n) => {
-                let item = resolved.get(*n)?;
-                let items = written.as_array()?;
+                let Some(items) = written.as_array() else {
+                    return Written::Parent(out);
+                };
+                let item = resolved.and_then(|r| r.get(*n));
                 let j = match (merged.lists.list_merge(&at), item) {
-                    (ListMerge::ByKey(key), Value::Object(m)) if m.contains_key(key) => {
-                        items.iter().position(|w| w.get(key) == m.get(key))?
+                    (ListMerge::ByKey(key), Some(Value::Object(m))) if m.contains_key(key) => {
+                        match items.iter().position(|w| w.get(key) == m.get(key)) {
+                            Some(j) => j,
+                            None => return Written::Not,
+                        }
                     }
                     // Replaced whole (or an item without the key, which replaces the list).
                     _ => *n,
                 };
+                let Some(w) = items.get(j) else {
+                    return Written::Parent(out);
+                };
                 resolved = item;
-                written = items.get(j)?;
+                written = w;
                 out = out.index(j);
                 at = at.index(*n);
             }
         }
     }
-    Some(out.to_string())
+    Written::Whole(out.to_string())
+}
+
+/// The nearest parent the user's overrides wrote (`parents`, found by [`written_by`]) of a
+/// field at `path` the resolved Workflow does not have (a requirement without its `values`):
+/// the deepest, at least one field into an override. A field the Workflow has was written by
+/// another (a platform row, the document), and is not located in an override.
+fn written_parent(
+    doc: &Document,
+    path: &str,
+    parents: &[FieldPath],
+    merged: &Merged<'_>,
+) -> Option<nvcre_engine::Pos> {
+    let present = FieldPath::parse(path)
+        .ok()
+        .is_some_and(|p| p.get(merged.value).is_some());
+    if present {
+        return None;
+    }
+    parents
+        .iter()
+        // `spec`, `overrides`, the index, and one field of the override.
+        .filter(|p| p.segments().len() > 4 && doc.spans.contains(p))
+        .max_by_key(|p| p.segments().len())
+        .and_then(|p| doc.spans.lookup(p))
 }
 
 /// [`locate_findings`] for findings that are not a rejection (warnings of a render that went
@@ -977,10 +1034,15 @@ pub(super) fn locate_findings(
         };
         // The last override that wrote the field wrote its value; else the document did.
         let mut candidates = Vec::new();
+        // With the merged Workflow at hand, the parents of a field the overrides did not write
+        // (for a finding about a missing field).
+        let mut parents = Vec::new();
         if let Some(rest) = below(&path, "spec") {
             for &i in applied.iter().rev() {
-                match merged {
-                    Some(m) => candidates.extend(written_by(rest, i, doc, m)),
+                match merged.map(|m| written_by(rest, i, doc, m)) {
+                    Some(Written::Whole(c)) => candidates.push(c),
+                    Some(Written::Parent(p)) => parents.push(p),
+                    Some(Written::Not) => {}
                     None => candidates.push(format!("spec.overrides[{i}]{rest}")),
                 }
             }
@@ -1069,7 +1131,10 @@ pub(super) fn locate_findings(
                     doc.spans.lookup(&p)
                 }
             })
-            .or_else(|| written_below(doc, &path, applied));
+            .or_else(|| match merged {
+                Some(m) => written_parent(doc, &path, &parents, m),
+                None => written_below(doc, &path, applied),
+            });
         if let Some(pos) = found {
             f.line = Some(pos.line);
             f.column = Some(pos.column);
