@@ -360,6 +360,9 @@ fn route(doc: &Value) -> Route<'_> {
     let kind = doc.get("kind").and_then(Value::as_str).unwrap_or("");
     match (kind, doc.get("items").and_then(Value::as_array)) {
         ("WorkloadRun" | "Workflow", _) if ours(doc) => Route::Rendered,
+        // A kind of another type (`kind: 7`) is an object written wrong: checked, and its
+        // type reported (`object-metadata-type`).
+        ("", _) if doc.get("kind").is_some_and(|k| !k.is_null()) => Route::Linted,
         ("", _) => Route::NotAnObject,
         (_, Some(items)) if kind.ends_with("List") => Route::List(items),
         // A list without items (`items: null`, or none) lists nothing.

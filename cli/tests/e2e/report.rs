@@ -955,7 +955,7 @@ fn the_shipped_rules_lint_clean_but_for_cost_estimates() {
 
 /// Where `rules lint` warns about the cost of the shipped rules.
 const SHIPPED_COST_WARNINGS: [&str; 31] = [
-    "rules/contract/manifests.yaml:163:9: warning[cel-cost]: rule trainjob-patch-env",
+    "rules/contract/manifests.yaml:188:9: warning[cel-cost]: rule trainjob-patch-env",
     "rules/contract/mpi.yaml:46:7: warning[cel-cost]: pack variable \"forwards\"",
     "rules/contract/mpi.yaml:64:7: warning[cel-cost]: pack variable \"workerSpecs\"",
     "rules/contract/mpi.yaml:81:7: warning[cel-cost]: pack variable \"workerEnvNames\"",
