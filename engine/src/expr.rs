@@ -701,6 +701,18 @@ impl Expr {
             .collect()
     }
 
+    /// The fields of binding `name` the expression selects (`gen.n`, `gen['n']`, `gen[?'n']`),
+    /// sorted; `None` when it uses `name` whole (passes it on, iterates it, indexes it by a
+    /// computed key), so that any field may be read.
+    pub fn selected_fields(&self, name: &str) -> Option<Vec<String>> {
+        let mut r = FieldReads::Fields(BTreeSet::new());
+        field_reads(&self.ast, name, &mut r);
+        match r {
+            FieldReads::Fields(f) => Some(f.into_iter().collect()),
+            FieldReads::All => None,
+        }
+    }
+
     /// True when the expression may observe the field at `keys` of the binding `name` (e.g.
     /// `object`, `["spec", "overrides"]`): it selects that field, a field above it (a value
     /// holding it) or below it, or uses `name` in any way this reading cannot follow.

@@ -170,6 +170,7 @@ pub enum Generator {
 /// Checks a `property:` as written; the error is `(field path below the property, message)`.
 pub(super) fn compile(raw: RawProperty) -> Result<Property, (FieldPath, String)> {
     let at = |k: &str| FieldPath::root().key(k);
+    let generator_names: Vec<String> = raw.generate.keys().cloned().collect();
     let cel = |path: FieldPath, text: &str| {
         let e = Expr::compile(text)
             .map_err(|e| (path.clone(), format!("invalid CEL: {}", e.message)))?;
@@ -177,10 +178,38 @@ pub(super) fn compile(raw: RawProperty) -> Result<Property, (FieldPath, String)>
         let names = [
             "input", "output", "findings", "exit", "error", "gen", "context", "row",
         ];
-        match e.unknown_functions(&names).into_iter().next() {
-            Some(why) => Err((path, format!("invalid CEL: {why}"))),
-            None => Ok(e),
+        if let Some(why) = e.unknown_functions(&names).into_iter().next() {
+            return Err((path, format!("invalid CEL: {why}")));
         }
+        // A misspelt name or generator would fail every case alike: refused here instead.
+        if let Some(name) = e
+            .free_names()
+            .into_iter()
+            .find(|n| !names.contains(&n.as_str()))
+        {
+            return Err((
+                path,
+                format!(
+                    "invalid CEL: {name} is not defined here: the expression can read {}",
+                    names.join(", ")
+                ),
+            ));
+        }
+        if let Some(g) = e
+            .selected_fields("gen")
+            .unwrap_or_default()
+            .into_iter()
+            .find(|g| !generator_names.contains(g))
+        {
+            return Err((
+                path,
+                format!(
+                    "invalid CEL: gen.{g} is not a generator of this property; it has {}",
+                    generator_names.join(", ")
+                ),
+            ));
+        }
+        Ok(e)
     };
     if raw.generate.is_empty() {
         return Err((at("generate"), "give at least one generator".into()));
@@ -702,6 +731,15 @@ mod tests {
             (
                 "exit == 0 || sets.contains([1], [1])",
                 "sets.contains is not a function of the CEL library here",
+            ),
+            // A misspelt name or generator: every case would fail alike.
+            (
+                "exitt == 0",
+                "exitt is not defined here: the expression can read input, output, findings, exit, error, gen, context, row",
+            ),
+            (
+                "gen.nn > 0",
+                "gen.nn is not a generator of this property; it has n",
             ),
         ] {
             assert_eq!(
