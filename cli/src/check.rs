@@ -1462,7 +1462,18 @@ fn document_checked(
                     e if !e.names_place() => doc.spans.lookup(&nvcre_engine::FieldPath::root()),
                     _ => None,
                 },
-                message: e.located(&nvcre_domain::document_place(doc)).to_string(),
+                message: {
+                    let place = nvcre_domain::document_place(doc);
+                    let message = e.located(&place).to_string();
+                    // An error of a rule file met while checking this document (a table whose
+                    // render ran out of the document's CEL budget) names the rule file: among
+                    // several documents, it is led by the document's place too.
+                    if message.starts_with(&doc.source.name) {
+                        message
+                    } else {
+                        format!("{place}: {message}")
+                    }
+                },
                 // Set by the checker, which knows the input (`check_batch`).
                 place: Place::Other,
             })

@@ -3209,3 +3209,35 @@ items:
     );
     assert_eq!(report["summary"]["inputErrors"], 2, "{}", report["summary"]);
 }
+
+/// A rule file's error met while checking a document (a table render that ran out of the
+/// document's CEL budget) is led by that document's place: among several documents, each
+/// error says which one it stopped.
+#[test]
+fn a_rule_file_error_met_by_a_document_names_the_document() {
+    let a = path("examples/nccl-all-reduce.yaml");
+    let b = path("examples/env-nccl-debug.yaml");
+    let (code, _, err) = run(&[
+        "check",
+        "--cel-document-cost-limit",
+        "30",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        &a,
+        &b,
+    ]);
+    assert_eq!(code, 2, "{err}");
+    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("Error: ")).collect();
+    assert_eq!(errors.len(), 2, "{err}");
+    for (line, file) in errors.iter().zip([&a, &b]) {
+        assert!(
+            line.starts_with(&format!(
+                "Error: {file}:4:1: rule pack error: rules/overrides/workloadrun.yaml:"
+            )),
+            "{line}"
+        );
+        assert!(line.contains("CEL"), "{line}");
+    }
+}
