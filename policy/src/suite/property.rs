@@ -167,21 +167,21 @@ pub enum Generator {
     Table(String, FieldPath, Option<Expr>),
 }
 
+/// The fields of the node context an invariant reads (`context.platform`, …).
+const CONTEXT_FIELDS: [&str; 3] = ["platform", "gpuArch", "nodesFile"];
+
 /// Checks a `property:` as written; the error is `(field path below the property, message)`.
 pub(super) fn compile(raw: RawProperty) -> Result<Property, (FieldPath, String)> {
     let at = |k: &str| FieldPath::root().key(k);
     let generator_names: Vec<String> = raw.generate.keys().cloned().collect();
-    let cel = |path: FieldPath, text: &str| {
+    // Each expression is checked against the names its site is evaluated with: a misspelt or
+    // misplaced name or generator would fail every case alike, so it is refused here.
+    let cel = |path: FieldPath, text: &str, names: &[&str]| {
         let e = Expr::compile(text)
             .map_err(|e| (path.clone(), format!("invalid CEL: {}", e.message)))?;
-        // The names a property's expressions are evaluated with (each reads some of them).
-        let names = [
-            "input", "output", "findings", "exit", "error", "gen", "context", "row",
-        ];
-        if let Some(why) = e.unknown_functions(&names).into_iter().next() {
+        if let Some(why) = e.unknown_functions(names).into_iter().next() {
             return Err((path, format!("invalid CEL: {why}")));
         }
-        // A misspelt name or generator would fail every case alike: refused here instead.
         if let Some(name) = e
             .free_names()
             .into_iter()
@@ -195,17 +195,28 @@ pub(super) fn compile(raw: RawProperty) -> Result<Property, (FieldPath, String)>
                 ),
             ));
         }
-        if let Some(g) = e
-            .selected_fields("gen")
-            .unwrap_or_default()
-            .into_iter()
-            .find(|g| !generator_names.contains(g))
-        {
+        let unknown_field = |binding: &str, known: &[&str]| {
+            e.selected_fields(binding)
+                .unwrap_or_default()
+                .into_iter()
+                .find(|f| !known.contains(&f.as_str()))
+        };
+        let generators: Vec<&str> = generator_names.iter().map(String::as_str).collect();
+        if let Some(g) = unknown_field("gen", &generators) {
             return Err((
                 path,
                 format!(
                     "invalid CEL: gen.{g} is not a generator of this property; it has {}",
-                    generator_names.join(", ")
+                    generators.join(", ")
+                ),
+            ));
+        }
+        if let Some(f) = unknown_field("context", &CONTEXT_FIELDS) {
+            return Err((
+                path,
+                format!(
+                    "invalid CEL: context.{f} is not a field of the node context; it has {}",
+                    CONTEXT_FIELDS.join(", ")
                 ),
             ));
         }
@@ -248,7 +259,7 @@ pub(super) fn compile(raw: RawProperty) -> Result<Property, (FieldPath, String)>
                     .map_err(|e| (gat.clone().key("table").key("field"), e.message))?;
                 let filter = t
                     .where_
-                    .map(|w| cel(gat.clone().key("table").key("where"), &w))
+                    .map(|w| cel(gat.clone().key("table").key("where"), &w, &["row"]))
                     .transpose()?;
                 Generator::Table(t.name, field, filter)
             }
@@ -268,7 +279,7 @@ pub(super) fn compile(raw: RawProperty) -> Result<Property, (FieldPath, String)>
         if p.segments().is_empty() {
             return Err((sat, "cannot replace the whole document".into()));
         }
-        set.push((p, cel(sat, &expr)?));
+        set.push((p, cel(sat, &expr, &["gen", "input"])?));
     }
     let ctx = raw.context.unwrap_or(RawPropertyContext {
         platform: None,
@@ -276,13 +287,19 @@ pub(super) fn compile(raw: RawProperty) -> Result<Property, (FieldPath, String)>
     });
     let platform = ctx
         .platform
-        .map(|e| cel(at("context").key("platform"), &e))
+        .map(|e| cel(at("context").key("platform"), &e, &["gen"]))
         .transpose()?;
     let gpu_arch = ctx
         .gpu_arch
-        .map(|e| cel(at("context").key("gpuArch"), &e))
+        .map(|e| cel(at("context").key("gpuArch"), &e, &["gen"]))
         .transpose()?;
-    let invariant = cel(at("invariant"), &raw.invariant)?;
+    let invariant = cel(
+        at("invariant"),
+        &raw.invariant,
+        &[
+            "input", "output", "findings", "exit", "error", "gen", "context",
+        ],
+    )?;
     if raw.cases == Some(0) {
         return Err((at("cases"), "must be at least 1".into()));
     }
@@ -735,7 +752,15 @@ mod tests {
             // A misspelt name or generator: every case would fail alike.
             (
                 "exitt == 0",
-                "exitt is not defined here: the expression can read input, output, findings, exit, error, gen, context, row",
+                "exitt is not defined here: the expression can read input, output, findings, exit, error, gen, context",
+            ),
+            (
+                "row.id == 1",
+                "row is not defined here: the expression can read input, output, findings, exit, error, gen, context",
+            ),
+            (
+                "context.platfrm == 1",
+                "context.platfrm is not a field of the node context; it has platform, gpuArch, nodesFile",
             ),
             (
                 "gen.nn > 0",
@@ -751,6 +776,13 @@ mod tests {
                 )
             );
         }
+        // A name of another site: `set` reads `gen` and `input` only.
+        assert_eq!(
+            suite_error(
+                "      generate: {n: {values: [1]}}\n      set: {metadata.name: exit}\n      invariant: 'true'\n"
+            ),
+            "rule test suite error: t.yaml:10:13: cases[0].property.set[\"metadata.name\"]: invalid CEL: exit is not defined here: the expression can read gen, input"
+        );
         assert_eq!(
             suite_error("      generate: {n: {values: []}}\n      invariant: 'true'\n"),
             "rule test suite error: t.yaml:9:22: cases[0].property.generate.n.values: must not be empty"
