@@ -1454,28 +1454,35 @@ fn document_checked(
         findings: encoded,
         errors: errors
             .into_iter()
-            .map(|e| InputError {
-                file: doc.source.name.clone(),
+            .map(|e| {
+                let start = doc.spans.lookup(&nvcre_engine::FieldPath::root());
+                let place = nvcre_domain::document_place(doc);
                 // An error of the whole document is reported at its start, and names it.
-                pos: match &e {
-                    nvcre_domain::PolicyError::Input { pos, .. } => *pos,
-                    e if !e.names_place() => doc.spans.lookup(&nvcre_engine::FieldPath::root()),
+                let own_pos = match &e {
+                    nvcre_domain::PolicyError::Input { pos, .. } => Some(*pos),
+                    e if !e.names_place() => Some(start),
                     _ => None,
-                },
-                message: {
-                    let place = nvcre_domain::document_place(doc);
-                    let message = e.located(&place).to_string();
-                    // An error of a rule file met while checking this document (a table whose
-                    // render ran out of the document's CEL budget) names the rule file: among
-                    // several documents, it is led by the document's place too.
-                    if message.starts_with(&doc.source.name) {
-                        message
-                    } else {
+                };
+                let message = e.located(&place).to_string();
+                // An error of a rule file met while checking this document (a table whose
+                // render ran out of the document's CEL budget) names the rule file: among
+                // several documents, it is led by the document's place too, and is at its start.
+                let foreign = !message.starts_with(&doc.source.name);
+                InputError {
+                    file: doc.source.name.clone(),
+                    pos: match own_pos {
+                        Some(pos) => pos,
+                        None if foreign => start,
+                        None => None,
+                    },
+                    message: if foreign {
                         format!("{place}: {message}")
-                    }
-                },
-                // Set by the checker, which knows the input (`check_batch`).
-                place: Place::Other,
+                    } else {
+                        message
+                    },
+                    // Set by the checker, which knows the input (`check_batch`).
+                    place: Place::Other,
+                }
             })
             .collect(),
     }

@@ -564,7 +564,14 @@ pub fn check_document_in(
                 format!(
                     "{api} has kinds {} (and their lists, such as WorkloadRunList), got {}",
                     kinds.join(", "),
-                    crate::detect::quote(kind)
+                    match doc.value.get("kind") {
+                        None | Some(Value::Null) => "no kind".to_string(),
+                        Some(Value::String(k)) => crate::detect::quote(k),
+                        Some(other) => format!(
+                            "a {} ({other}), not a string",
+                            nvcre_engine::json_type_name(other)
+                        ),
+                    }
                 ),
             ));
         }

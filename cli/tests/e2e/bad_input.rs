@@ -3240,4 +3240,23 @@ fn a_rule_file_error_met_by_a_document_names_the_document() {
         );
         assert!(line.contains("CEL"), "{line}");
     }
+    // In the reports too: at the document's start.
+    let (_, out, _) = run(&[
+        "check",
+        "--cel-document-cost-limit",
+        "30",
+        "--platform",
+        "aws",
+        "--gpu-arch",
+        "h100",
+        "-o",
+        "json",
+        &a,
+    ]);
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let e = &report["results"][0]["errors"][0];
+    assert_eq!(
+        (e["line"].as_u64(), e["column"].as_u64()),
+        (Some(4), Some(1))
+    );
 }
