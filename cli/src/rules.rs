@@ -334,7 +334,8 @@ pub fn run_explain(rules: &RuleSet, rules_dir: Option<&Path>, args: &ExplainArgs
             .filter(|id| id.contains(args.id.as_str()))
             .collect();
         let hint = if close.is_empty() {
-            "; `nvcre-policy rules list` shows them all".to_string()
+            "; `nvcre-policy rules list` shows them all, and `rules list --tables` the table rows"
+                .to_string()
         } else {
             format!("; rules whose id contains it: {}", close.join(", "))
         };
@@ -369,12 +370,22 @@ pub fn run_explain(rules: &RuleSet, rules_dir: Option<&Path>, args: &ExplainArgs
 /// the row as written, from its line to the next row's (the comments above a row belong to it,
 /// the ones above the next to the next); `None` when no table has a row of that id.
 fn explain_table_row(rules: &RuleSet, id: &str) -> Option<String> {
-    let (table, i) = rules.tables.iter().find_map(|t| {
-        t.entries
-            .iter()
-            .position(|e| e.id == id)
-            .map(|i| (t.as_ref(), i))
-    })?;
+    // `TABLE/ID` names the row of one table (two tables may have rows of one id); a plain id,
+    // the first table's row of that id.
+    let (in_table, row) = match id.split_once('/') {
+        Some((t, r)) if rules.tables.iter().any(|x| x.name == t) => (Some(t), r),
+        _ => (None, id),
+    };
+    let (table, i) = rules
+        .tables
+        .iter()
+        .filter(|t| in_table.is_none_or(|n| t.name == n))
+        .find_map(|t| {
+            t.entries
+                .iter()
+                .position(|e| e.id == row)
+                .map(|i| (t.as_ref(), i))
+        })?;
     let entry = &table.entries[i];
     let lines: Vec<&str> = table.source.text.lines().collect();
     let start = entry.pos.line.saturating_sub(1);

@@ -448,7 +448,7 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
         let Some(path) = path_of_pointer(&doc.value, &pointer) else {
             continue;
         };
-        if warned.contains(&path.to_string()) {
+        if warned.contains(&path.to_string()) || is_identity_field(&path) {
             continue;
         }
         let here = path
@@ -469,9 +469,39 @@ pub fn yaml_quote_findings(doc: &Document, line: &dyn Fn(usize) -> Option<String
     out
 }
 
+/// Whether `path` is an object's `apiVersion`, `kind` or `metadata.name`, `generateName` or
+/// `namespace` (of the document, or of a List's item): a string-only field, whose number of
+/// any spelling is a type error reported as such, never a number to write another way.
+fn is_identity_field(path: &FieldPath) -> bool {
+    let keys: Vec<&str> = path
+        .segments()
+        .iter()
+        .filter_map(|s| match s {
+            Segment::Key(k) => Some(k.as_str()),
+            Segment::Index(_) => None,
+        })
+        .collect();
+    // The keys below the items of any Lists around the object.
+    let object: Vec<&str> = keys.iter().copied().skip_while(|k| *k == "items").collect();
+    matches!(
+        object.as_slice(),
+        ["apiVersion" | "kind"] | ["metadata", "name" | "generateName" | "namespace"]
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn identity_fields_of_an_object_and_of_list_items() {
+        let at = |p: &str| is_identity_field(&FieldPath::parse(p).expect("path"));
+        assert!(at("metadata.name"));
+        assert!(at("kind"));
+        assert!(at("items[2].metadata.namespace"));
+        assert!(!at("spec.metadata.name"));
+        assert!(!at("metadata.labels.name"));
+    }
 
     #[test]
     fn overrides_are_found_in_a_document_and_in_the_items_of_lists() {

@@ -1045,6 +1045,15 @@ fn rules_list_tables_shows_each_row_with_its_table_and_line() {
         rows[0],
         serde_json::json!({"id": "kai-scheduler-queue", "table": "gang-defaults", "file": "rules/defaults/gang.yaml", "line": 12})
     );
+    // `TABLE/ID` names one table's row.
+    let (code, text, _) = run(&root(), &["rules", "explain", "gpu-defaults/a100"]);
+    assert_eq!(code, 0);
+    assert!(
+        text.starts_with(
+            "gpu-defaults/a100\n  table        gpu-defaults\n  source       rules/defaults/gpu-defaults.yaml:14\n"
+        ),
+        "{text}"
+    );
 }
 
 /// The 1-based line of table row `id` in rules/overrides/workloadrun.yaml.
