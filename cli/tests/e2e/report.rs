@@ -1182,7 +1182,7 @@ fn rules_explain_of_an_unknown_id_is_a_usage_error() {
     let (_, _, stderr) = run(dir.path(), &["--rules", "rules", "rules", "explain", "zzz"]);
     assert_eq!(
         stderr,
-        "Error: no rule with id \"zzz\"; `nvcre-policy rules list` shows them all\n"
+        "Error: no rule with id \"zzz\"; `nvcre-policy rules list` shows them all, and `rules list --tables` the table rows\n"
     );
 }
 
