@@ -628,7 +628,8 @@ fn man(args: &ManArgs) -> ExitCode {
 
 /// A rejection among several documents with each error finding of the later stages (whose
 /// messages are the original's sentences, printed alone) led by its place: its `file:line:col`,
-/// else the document's. Admission findings name their place already.
+/// else the document's. Admission findings name their place already; a rule file's error is
+/// led by the document's place.
 fn led_by_place(e: PolicyError, doc: &nvcre_engine::Document) -> PolicyError {
     let findings = match e {
         PolicyError::Rejected(findings) => findings,
@@ -643,6 +644,11 @@ fn led_by_place(e: PolicyError, doc: &nvcre_engine::Document) -> PolicyError {
                 findings,
                 notes: notes.iter().map(nvcre_domain::Note::located).collect(),
             };
+        }
+        // A rule file's error met while rendering this document (a table render out of the
+        // document's CEL budget) names the rule file, not the document: both are named.
+        PolicyError::Engine(e) => {
+            return PolicyError::Build(format!("{}: {e}", nvcre_domain::document_place(doc)));
         }
         other => return other,
     };
