@@ -85,6 +85,9 @@ pub enum Lint {
     /// `never-matches`: a table row whose condition names a value that never occurs (a caller's
     /// lint: the pipeline knows which values occur).
     NeverMatches,
+    /// `ambiguous-id`: a table row whose id is also a rule's id or another table's row id:
+    /// `rules explain ID` shows the other one (`TABLE/ID` names this row).
+    AmbiguousId,
 }
 
 impl Lint {
@@ -107,6 +110,7 @@ impl Lint {
             Lint::MissingTable => "missing-table",
             Lint::EmptyStage => "empty-stage",
             Lint::NeverMatches => "never-matches",
+            Lint::AmbiguousId => "ambiguous-id",
         }
     }
 
@@ -119,7 +123,8 @@ impl Lint {
             | Lint::UnusedFragment
             | Lint::CelCost
             | Lint::EmptyFile
-            | Lint::NeverMatches => Severity::Warning,
+            | Lint::NeverMatches
+            | Lint::AmbiguousId => Severity::Warning,
             _ => Severity::Error,
         }
     }
@@ -274,6 +279,7 @@ pub fn lint(sources: &[Arc<Source>], contract: Option<&Contract>) -> Vec<LintFin
     for table in &set.tables {
         lint_table(table, &mut out);
     }
+    ambiguous_ids(&set, &mut out);
     out.sort_by_key(|f| {
         (
             order.get(f.file.as_str()).copied().unwrap_or(usize::MAX),
@@ -281,6 +287,46 @@ pub fn lint(sources: &[Arc<Source>], contract: Option<&Contract>) -> Vec<LintFin
         )
     });
     out
+}
+
+/// Each table row whose id a rule or an earlier table's row already has (`ambiguous-id`): an id
+/// names the first of them to `rules explain`, which reads rules first, then tables in load
+/// order.
+fn ambiguous_ids(set: &RuleSet, out: &mut Vec<LintFinding>) {
+    let mut seen: HashMap<&str, String> = set
+        .rules()
+        .map(|(p, r)| {
+            (
+                r.id.as_str(),
+                format!("rule {} ({}:{})", r.id, p.source.name, r.pos.line),
+            )
+        })
+        .collect();
+    for table in &set.tables {
+        for e in &table.entries {
+            if let Some(first) = seen.get(e.id.as_str()) {
+                out.push(LintFinding {
+                    lint: Lint::AmbiguousId,
+                    severity: Lint::AmbiguousId.severity(),
+                    file: table.source.name.clone(),
+                    pos: Some(e.pos),
+                    rule: Some(crate::error::Inside::Entry(e.id.clone())),
+                    message: format!(
+                        "row id {:?} of table {} is also the id of {first}: `rules explain {}` shows that one; rename the row, or explain it as {}/{}",
+                        e.id, table.name, e.id, table.name, e.id
+                    ),
+                });
+            } else {
+                seen.insert(
+                    e.id.as_str(),
+                    format!(
+                        "table {}'s row ({}:{})",
+                        table.name, table.source.name, e.pos.line
+                    ),
+                );
+            }
+        }
+    }
 }
 
 /// Turns an error of the loader into a finding of `lint`.
@@ -929,6 +975,41 @@ mod tests {
             [
                 "rules/x.yaml:8:25: error[compile]: rule a: CEL does not compile: Syntax error: no viable alternative at input '.(' (expression column 8)",
                 "rules/x.yaml:13:13: error[compile]: rule c: CEL does not compile: Syntax error: mismatched input '<EOF>' expecting {'[', '{', '(', '.', '-', '!', 'true', 'false', 'null', NUM_FLOAT, NUM_INT, NUM_UINT, STRING, BYTES, IDENTIFIER} (expression column 4)",
+            ]
+        );
+    }
+
+    /// A table row whose id a rule or an earlier table's row has is warned about: `rules
+    /// explain` would show the other one.
+    #[test]
+    fn a_row_id_shared_with_a_rule_or_another_row_is_ambiguous() {
+        let table = |name: &str, ids: &[&str]| {
+            let rows: String = ids
+                .iter()
+                .map(|id| format!("  - id: {id}\n    include: 'true'\n    v: 1\n"))
+                .collect();
+            format!(
+                "apiVersion: policy.nvcre.nvidia.com/v1alpha1\nkind: Table\nmetadata:\n  name: {name}\nentries:\n{rows}"
+            )
+        };
+        let sources = [
+            Source::new(
+                "rules/p.yaml",
+                format!("{HEAD}rules:\n- id: r\n  validate: {{expression: 'true'}}\n"),
+            ),
+            Source::new("rules/a.yaml", table("a", &["x", "y"])),
+            Source::new("rules/b.yaml", table("b", &["r", "x", "z"])),
+        ];
+        let found: Vec<String> = lint(&sources, None)
+            .iter()
+            .filter(|f| f.lint == Lint::AmbiguousId)
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            found,
+            [
+                "rules/b.yaml:6:5: warning[ambiguous-id]: entry r: row id \"r\" of table b is also the id of rule r (rules/p.yaml:6): `rules explain r` shows that one; rename the row, or explain it as b/r",
+                "rules/b.yaml:9:5: warning[ambiguous-id]: entry x: row id \"x\" of table b is also the id of table a's row (rules/a.yaml:6): `rules explain x` shows that one; rename the row, or explain it as b/x",
             ]
         );
     }
