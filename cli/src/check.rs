@@ -1463,11 +1463,11 @@ fn document_checked(
                     e if !e.names_place() => Some(start),
                     _ => None,
                 };
-                let message = e.located(&place).to_string();
                 // An error of a rule file met while checking this document (a table whose
                 // render ran out of the document's CEL budget) names the rule file: among
                 // several documents, it is led by the document's place too, and is at its start.
-                let foreign = !message.starts_with(&doc.source.name);
+                let foreign = e.in_rule_file();
+                let message = e.located(&place).to_string();
                 InputError {
                     file: doc.source.name.clone(),
                     pos: match own_pos {

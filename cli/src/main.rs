@@ -647,8 +647,8 @@ fn led_by_place(e: PolicyError, doc: &nvcre_engine::Document) -> PolicyError {
         }
         // A rule file's error met while rendering this document (a table render out of the
         // document's CEL budget) names the rule file, not the document: both are named.
-        PolicyError::Engine(e) => {
-            return PolicyError::Build(format!("{}: {e}", nvcre_domain::document_place(doc)));
+        other if other.in_rule_file() => {
+            return PolicyError::Build(format!("{}: {other}", nvcre_domain::document_place(doc)));
         }
         other => return other,
     };

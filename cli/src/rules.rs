@@ -204,24 +204,7 @@ pub fn run_list(rules: &RuleSet, args: &ListArgs) -> ExitCode {
                 })
             }))
             .collect();
-        let list = Value::Array(items);
-        let text = if args.output == ListFormat::Json {
-            serde_json::to_string_pretty(&list)
-                .map(|s| s + "\n")
-                .map_err(|e| e.to_string())
-        } else {
-            to_yaml(&list).map_err(|e| e.to_string())
-        };
-        return match text {
-            Ok(t) => {
-                print(&t);
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                report::error_line(&format!("rendering the rule list: {e}"));
-                ExitCode::from(2)
-            }
-        };
+        return print_list(&Value::Array(items), args.output, "the rule list");
     }
     let rows: Vec<[String; 4]> = rules
         .rules()
@@ -242,19 +225,49 @@ pub fn run_list(rules: &RuleSet, args: &ListArgs) -> ExitCode {
             ]
         }))
         .collect();
-    let width = |i: usize| {
-        rows.iter()
-            .map(|r| r.get(i).map_or(0, String::len))
-            .max()
-            .unwrap_or(0)
-    };
-    let (w0, w1, w2) = (width(0), width(1), width(2));
+    print_columns(&rows);
+    ExitCode::SUCCESS
+}
+
+/// Prints `rows` as aligned columns two spaces apart, each padded to its widest cell but the
+/// last, which ends the line.
+fn print_columns<const N: usize>(rows: &[[String; N]]) {
+    let widths: Vec<usize> = (0..N)
+        .map(|i| rows.iter().map(|r| r[i].len()).max().unwrap_or(0))
+        .collect();
     let mut out = String::new();
-    for [id, severity, pack, at] in &rows {
-        let _ = writeln!(out, "{id:w0$}  {severity:w1$}  {pack:w2$}  {at}");
+    for row in rows {
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 == N {
+                let _ = writeln!(out, "{cell}");
+            } else {
+                let _ = write!(out, "{cell:w$}  ", w = widths[i]);
+            }
+        }
     }
     print(&out);
-    ExitCode::SUCCESS
+}
+
+/// Prints `list` as JSON or YAML (`format`, not text); 2 when it cannot be written, naming
+/// `what` it is.
+fn print_list(list: &Value, format: ListFormat, what: &str) -> ExitCode {
+    let text = if format == ListFormat::Json {
+        serde_json::to_string_pretty(list)
+            .map(|s| s + "\n")
+            .map_err(|e| e.to_string())
+    } else {
+        to_yaml(list).map_err(|e| e.to_string())
+    };
+    match text {
+        Ok(t) => {
+            print(&t);
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            report::error_line(&format!("rendering {what}: {e}"));
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// `rules list --tables`: one line per table row, tables in load order and rows as written.
@@ -275,40 +288,18 @@ fn list_table_rows(rules: &RuleSet, format: ListFormat) -> ExitCode {
             })
             .collect(),
         );
-        let text = if format == ListFormat::Json {
-            serde_json::to_string_pretty(&list)
-                .map(|s| s + "\n")
-                .map_err(|e| e.to_string())
-        } else {
-            to_yaml(&list).map_err(|e| e.to_string())
-        };
-        return match text {
-            Ok(t) => {
-                print(&t);
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                report::error_line(&format!("rendering the table rows: {e}"));
-                ExitCode::from(2)
-            }
-        };
+        return print_list(&list, format, "the table rows");
     }
-    let rows: Vec<(&str, &str, String)> = rows
+    let rows: Vec<[String; 3]> = rows
         .map(|(t, e)| {
-            (
-                e.id.as_str(),
-                t.name.as_str(),
+            [
+                e.id.clone(),
+                t.name.clone(),
                 format!("{}:{}", t.source.name, e.pos.line),
-            )
+            ]
         })
         .collect();
-    let w0 = rows.iter().map(|r| r.0.len()).max().unwrap_or(0);
-    let w1 = rows.iter().map(|r| r.1.len()).max().unwrap_or(0);
-    let mut out = String::new();
-    for (id, table, at) in &rows {
-        let _ = writeln!(out, "{id:w0$}  {table:w1$}  {at}");
-    }
-    print(&out);
+    print_columns(&rows);
     ExitCode::SUCCESS
 }
 

@@ -380,9 +380,13 @@ fn certainly_a_list(doc: &Value, kind: &str) -> bool {
     let api = doc.get("apiVersion").and_then(Value::as_str).unwrap_or("");
     (api == "v1" && kind == "List")
         || ([crate::api::API_VERSION, crate::api::LEGACY_API_VERSION].contains(&api)
-            && kind
-                .strip_suffix("List")
-                .is_some_and(|k| our_kinds().iter().any(|o| o == k)))
+            && lists_our_kind(kind))
+}
+
+/// Whether `kind` is the list of one of our kinds (`WorkloadRunList`).
+fn lists_our_kind(kind: &str) -> bool {
+    kind.strip_suffix("List")
+        .is_some_and(|k| our_kinds().iter().any(|o| o == k))
 }
 
 /// The kinds of our API group, as the CustomResourceDefinitions name them (WorkloadRun,
@@ -546,9 +550,7 @@ pub fn check_document_in(
     }
     if api == crate::api::API_VERSION || api == crate::api::LEGACY_API_VERSION {
         let kinds = our_kinds();
-        let listed = kind
-            .strip_suffix("List")
-            .is_some_and(|k| kinds.iter().any(|o| o == k));
+        let listed = lists_our_kind(kind);
         if kind == crate::measure::LOG_PROFILE_KIND {
             // A LogProfile is read as a rule set's is, and refused for what refuses it there.
             if let Some(p) = crate::measure::check_document(doc).into_iter().next() {

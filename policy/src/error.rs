@@ -161,6 +161,18 @@ impl PolicyError {
         }
     }
 
+    /// True when the error is about a rule file and names its place there (a rule file's or a
+    /// table entry's error met while rendering or checking), not the input's: among several
+    /// documents, the one it stopped must be named beside it.
+    pub fn in_rule_file(&self) -> bool {
+        match self {
+            PolicyError::Noted { error, .. } => error.in_rule_file(),
+            PolicyError::Engine(e) => e.location().is_some(),
+            PolicyError::TableEntry { .. } => true,
+            _ => false,
+        }
+    }
+
     /// This error with `findings` and `notes` (made before it) ahead of those it
     /// carries. A rejection is returned as it is (it carries its findings itself), and so is
     /// an error when both are empty.

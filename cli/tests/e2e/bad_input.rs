@@ -3217,51 +3217,31 @@ items:
 fn a_rule_file_error_met_by_a_document_names_the_document() {
     let a = path("examples/nccl-all-reduce.yaml");
     let b = path("examples/env-nccl-debug.yaml");
-    let (code, _, err) = run(&[
-        "check",
-        "--cel-document-cost-limit",
-        "30",
-        "--platform",
-        "aws",
-        "--gpu-arch",
-        "h100",
-        &a,
-        &b,
-    ]);
-    assert_eq!(code, 2, "{err}");
-    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("Error: ")).collect();
-    assert_eq!(errors.len(), 2, "{err}");
-    for (line, file) in errors.iter().zip([&a, &b]) {
-        assert!(
-            line.starts_with(&format!(
-                "Error: {file}:4:1: rule pack error: rules/overrides/workloadrun.yaml:"
-            )),
-            "{line}"
-        );
-        assert!(line.contains("CEL"), "{line}");
-    }
-    // `render` of several documents names each one too.
-    let (code, _, err) = run(&[
-        "render",
-        "--cel-document-cost-limit",
-        "30",
-        "--platform",
-        "aws",
-        "--gpu-arch",
-        "h100",
-        &a,
-        &b,
-    ]);
-    assert_eq!(code, 2, "{err}");
-    let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("Error: ")).collect();
-    assert_eq!(errors.len(), 2, "{err}");
-    for (line, file) in errors.iter().zip([&a, &b]) {
-        assert!(
-            line.starts_with(&format!(
-                "Error: {file}:4:1: rule pack error: rules/overrides/workloadrun.yaml:"
-            )),
-            "{line}"
-        );
+    // `check`, and `render` of several documents, alike.
+    for command in ["check", "render"] {
+        let (code, _, err) = run(&[
+            command,
+            "--cel-document-cost-limit",
+            "30",
+            "--platform",
+            "aws",
+            "--gpu-arch",
+            "h100",
+            &a,
+            &b,
+        ]);
+        assert_eq!(code, 2, "{command}: {err}");
+        let errors: Vec<&str> = err.lines().filter(|l| l.starts_with("Error: ")).collect();
+        assert_eq!(errors.len(), 2, "{command}: {err}");
+        for (line, file) in errors.iter().zip([&a, &b]) {
+            assert!(
+                line.starts_with(&format!(
+                    "Error: {file}:4:1: rule pack error: rules/overrides/workloadrun.yaml:"
+                )),
+                "{command}: {line}"
+            );
+            assert!(line.contains("CEL cost"), "{command}: {line}");
+        }
     }
     // In the reports too: at the document's start.
     let (_, out, _) = run(&[

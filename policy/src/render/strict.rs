@@ -27,6 +27,20 @@ struct Problem {
     at_value: bool,
 }
 
+/// The prefix of an unknown field's message, as kubectl's strict field validation words it.
+const UNKNOWN: &str = "strict decoding error: ";
+
+impl Problem {
+    /// The field at `path`, which its type does not have.
+    fn unknown_field(path: FieldPath) -> Problem {
+        Problem {
+            message: format!("{UNKNOWN}unknown field \"{path}\""),
+            path,
+            at_value: false,
+        }
+    }
+}
+
 /// Reads `value` (at `at`) as `T`: a type error, or every ignored (unknown) field.
 fn validate_as<T: DeserializeOwned>(value: &Value, at: &FieldPath) -> Vec<Problem> {
     let mut unknown: Vec<FieldPath> = Vec::new();
@@ -34,14 +48,7 @@ fn validate_as<T: DeserializeOwned>(value: &Value, at: &FieldPath) -> Vec<Proble
     let ignored = serde_ignored::Deserializer::new(nvcre_engine::MappingValue(value), &mut record);
     let result = serde_path_to_error::deserialize::<_, T>(ignored);
     match result {
-        Ok(_) => unknown
-            .into_iter()
-            .map(|path| Problem {
-                message: format!("strict decoding error: unknown field \"{path}\""),
-                path,
-                at_value: false,
-            })
-            .collect(),
+        Ok(_) => unknown.into_iter().map(Problem::unknown_field).collect(),
         Err(e) => {
             let mut path = at.clone();
             for seg in e.path().iter() {
@@ -53,14 +60,8 @@ fn validate_as<T: DeserializeOwned>(value: &Value, at: &FieldPath) -> Vec<Proble
                 };
             }
             // The unknown fields read before it stay: a missing field gives way to them.
-            let mut problems: Vec<Problem> = unknown
-                .into_iter()
-                .map(|path| Problem {
-                    message: format!("strict decoding error: unknown field \"{path}\""),
-                    path,
-                    at_value: false,
-                })
-                .collect();
+            let mut problems: Vec<Problem> =
+                unknown.into_iter().map(Problem::unknown_field).collect();
             problems.push(Problem {
                 message: format!("{path}: {}", kubernetes_words(&e.inner().to_string())),
                 path,
@@ -163,25 +164,13 @@ pub(crate) fn validate(
     workload_run: bool,
     unknown: Vec<FieldPath>,
 ) -> Result<(), PolicyError> {
-    let mut problems: Vec<Problem> = unknown
-        .into_iter()
-        .map(|path| Problem {
-            message: format!("strict decoding error: unknown field \"{path}\""),
-            path,
-            at_value: false,
-        })
-        .collect();
+    let mut problems: Vec<Problem> = unknown.into_iter().map(Problem::unknown_field).collect();
     // The object itself: what every Kubernetes object has (`status` as the API server
     // returns it).
     if let Some(top) = doc.value.as_object() {
         for key in top.keys() {
             if !["apiVersion", "kind", "metadata", "spec", "status"].contains(&key.as_str()) {
-                let path = FieldPath::root().key(key.clone());
-                problems.push(Problem {
-                    message: format!("strict decoding error: unknown field \"{path}\""),
-                    path,
-                    at_value: false,
-                });
+                problems.push(Problem::unknown_field(FieldPath::root().key(key.clone())));
             }
         }
     }
@@ -272,11 +261,7 @@ pub(crate) fn validate_object<S: DeserializeOwned, T: DeserializeOwned>(
                 "metadata" => problems.extend(validate_as::<ObjectMeta>(value, &at)),
                 "spec" => problems.extend(validate_as::<S>(value, &at)),
                 "status" => problems.extend(validate_as::<T>(value, &at)),
-                _ => problems.push(Problem {
-                    message: format!("strict decoding error: unknown field \"{at}\""),
-                    path: at,
-                    at_value: false,
-                }),
+                _ => problems.push(Problem::unknown_field(at)),
             }
         }
         if top.get("spec").is_none_or(Value::is_null) {
@@ -294,7 +279,6 @@ pub(crate) fn validate_object<S: DeserializeOwned, T: DeserializeOwned>(
 /// unknown field in document order (also beside a missing field, which one of them usually
 /// misspells).
 fn refuse(doc: &Document, mut problems: Vec<Problem>) -> Result<(), PolicyError> {
-    const UNKNOWN: &str = "strict decoding error: ";
     // A missing field beside unknown ones is mostly one of them misspelt: those are named.
     let misspelt = problems.iter().any(|p| p.message.starts_with(UNKNOWN));
     let type_error = problems.iter().find(|p| {
@@ -319,15 +303,12 @@ fn refuse(doc: &Document, mut problems: Vec<Problem>) -> Result<(), PolicyError>
             };
             let unknown: Vec<&str> = problems
                 .iter()
-                .filter_map(|p| p.message.strip_prefix("strict decoding error: "))
+                .filter_map(|p| p.message.strip_prefix(UNKNOWN))
                 .collect();
             let them = if unknown.len() == 1 { "it" } else { "them" };
             (
                 &first.path,
-                format!(
-                    "strict decoding error: {}: correct or remove {them}",
-                    unknown.join(", ")
-                ),
+                format!("{UNKNOWN}{}: correct or remove {them}", unknown.join(", ")),
             )
         }
     };
