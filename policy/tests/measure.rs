@@ -452,6 +452,29 @@ fn warmup_steps_log_interval_and_checkpoint_durations() {
     );
 }
 
+#[test]
+fn a_loaded_checkpoint_alone_does_not_re_arm_warmup() {
+    let profile = "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: LogProfile\nmetadata: {name: p}\nspec:\n  timestamp: {layout: '2006-01-02T15:04:05Z'}\n  warmupSteps: 2\n  logInterval: 10\n  patterns:\n    trainingStep:\n      regex: 'step (?P<globalStep>\\d+) took (?P<stepTiming>[\\d.]+)s'\n    checkpointRestore: {regex: 'restoring from'}\n    checkpointLoaded: {regex: 'loaded checkpoint (?P<path>\\S+) at step (?P<step>\\d+)'}\n";
+    let log = "\
+2026-01-01T00:00:10Z step 10 took 1s
+2026-01-01T00:00:20Z step 20 took 1s
+2026-01-01T00:00:30Z step 30 took 1s
+2026-01-01T00:00:31Z loaded checkpoint /ck2 at step 20
+2026-01-01T00:00:40Z step 40 took 1s
+2026-01-01T00:00:50Z step 50 took 1s
+";
+    // Warmup: 10 and 11 would be warmup from base 10 (only 10 is on the interval); the loaded
+    // line starts no new run, so 40 is not a new base.
+    let (s, _) = goodput_with(profile, log);
+    assert_eq!(s.warmup_base_step, Some(10));
+    assert_eq!(s.warmup_time_sec.as_deref(), Some("1.000000"));
+    // A restore does start one: 40 becomes the base.
+    let restored = log.replace("loaded checkpoint /ck2 at step 20", "restoring from /ck2");
+    let (s, _) = goodput_with(profile, &restored);
+    assert_eq!(s.warmup_base_step, Some(40));
+    assert_eq!(s.warmup_time_sec.as_deref(), Some("2.000000"));
+}
+
 /// The goodput status and warnings of `log` read with the one LogProfile `profile` (YAML).
 fn goodput_with(profile: &str, log: &str) -> (GoodputMeasurementStatus, Vec<String>) {
     let rules = RuleSet::load(

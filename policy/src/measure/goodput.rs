@@ -342,18 +342,20 @@ impl<'p> GoodputParser<'p> {
             }
             return;
         }
-        for which in [
-            PatternName::CheckpointRestore,
-            PatternName::CheckpointLoaded,
-        ] {
-            if let Some(p) = self.pattern(which)
-                && let Some(caps) = p.captures(text)
-            {
-                self.event_ts(&caps, line_ts);
-                // A restore starts a new run: warmup counts from its first step again.
-                self.need_base = true;
-                return;
-            }
+        if let Some(p) = self.pattern(PatternName::CheckpointRestore)
+            && let Some(caps) = p.captures(text)
+        {
+            self.event_ts(&caps, line_ts);
+            // A restore starts a new run: warmup counts from its first step again.
+            self.need_base = true;
+            return;
+        }
+        // A loaded checkpoint only names the step and path of a restore already seen; alone
+        // it starts nothing, so it does not re-arm warmup.
+        if let Some(p) = self.pattern(PatternName::CheckpointLoaded)
+            && let Some(caps) = p.captures(text)
+        {
+            self.event_ts(&caps, line_ts);
         }
     }
 
