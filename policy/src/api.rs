@@ -177,11 +177,11 @@ pub struct WorkloadRunSpec {
     pub thresholds: BTreeMap<String, String>,
     /// Goodput measurement config, copied to the Job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::crd::measurement")]
+    #[schemars(schema_with = "crate::crd::goodput_measurement")]
     pub goodput_measurement: Option<Value>,
     /// Bandwidth measurement config, copied to the Job.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::crd::measurement")]
+    #[schemars(schema_with = "crate::crd::bandwidth_measurement")]
     pub bandwidth_measurement: Option<Value>,
     /// User overrides, appended after the platform overrides.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -407,8 +407,8 @@ pub(crate) fn object_list(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
-/// `goodputMeasurement` / `bandwidthMeasurement` of a WorkloadRun.
-pub(crate) fn measurement(_: &mut SchemaGenerator) -> Schema {
+/// `bandwidthMeasurement` of a WorkloadRun (BandwidthMeasurementConfig).
+pub(crate) fn bandwidth_measurement(_: &mut SchemaGenerator) -> Schema {
     json_schema!({
         "type": "object",
         "required": ["logProfileRef"],
@@ -416,6 +416,19 @@ pub(crate) fn measurement(_: &mut SchemaGenerator) -> Schema {
             "logProfileRef": { "type": "string", "minLength": 1 },
             "sampleInterval": { "type": "string" },
             "testType": { "type": "string" }
+        }
+    })
+}
+
+/// `goodputMeasurement` of a WorkloadRun (GoodputMeasurementConfig: no `testType`, which
+/// only a bandwidth measurement labels its results with).
+pub(crate) fn goodput_measurement(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "required": ["logProfileRef"],
+        "properties": {
+            "logProfileRef": { "type": "string", "minLength": 1 },
+            "sampleInterval": { "type": "string" }
         }
     })
 }
