@@ -521,11 +521,6 @@ pub fn check_document_in(
 ) -> Result<Vec<Finding>, PolicyError> {
     // One CEL cost budget for the document, its render and its List items (nested opens share).
     let _budget = nvcre_engine::cost::DocumentBudget::open();
-    let origin = Origin {
-        file: &doc.source.name,
-        document: doc.index,
-        spans: Some(&doc.spans),
-    };
     let kind = doc.value.get("kind").and_then(Value::as_str).unwrap_or("");
     let render_req = RenderRequest {
         platform: req.platform.clone(),
@@ -543,11 +538,60 @@ pub fn check_document_in(
         .and_then(Value::as_str)
         .unwrap_or("");
     let group = api.split_once('/').map_or(api, |(g, _)| g);
-    let ours = [crate::api::API_VERSION, crate::api::LEGACY_API_VERSION];
-    if ours.iter().any(|o| o.starts_with(&format!("{group}/"))) && !ours.contains(&api) {
+    let ours_versions = [crate::api::API_VERSION, crate::api::LEGACY_API_VERSION];
+    if ours_versions
+        .iter()
+        .any(|o| o.starts_with(&format!("{group}/")))
+        && !ours_versions.contains(&api)
+    {
         // Our group, another version: the API server serves none but v1alpha1.
         return Err(crate::render::api_version_error(doc, api));
     }
+    // A LogProfile or measurement is read as ours under a misspelt group too (as a WorkloadRun
+    // is): refused, never skipped as someone else's object.
+    let measured_kind =
+        kind == crate::measure::LOG_PROFILE_KIND || measurement_validator(kind).is_some();
+    if measured_kind && !ours_versions.contains(&api) && ours(&doc.value) {
+        return Err(crate::render::api_version_error(doc, api));
+    }
+    // The older group is accepted with the warning a WorkloadRun gets.
+    let legacy = (measured_kind && api == crate::api::LEGACY_API_VERSION).then(|| {
+        legacy_findings(
+            doc,
+            &[crate::render::Note::from(format!(
+                "apiVersion {} is the older API group; treating it as {}",
+                crate::api::LEGACY_API_VERSION,
+                crate::api::API_VERSION
+            ))],
+        )
+    });
+    if let Some(legacy) = legacy {
+        return match check_ours(rules, doc, req, objects, kind, api, render_req) {
+            Ok(mut f) => {
+                f.splice(0..0, legacy);
+                Ok(f)
+            }
+            Err(e) => Err(noted(e, legacy)),
+        };
+    }
+    check_ours(rules, doc, req, objects, kind, api, render_req)
+}
+
+/// [`check_document_in`] once the group is known to be served.
+fn check_ours(
+    rules: &RuleSet,
+    doc: &Document,
+    req: &CheckRequest,
+    objects: Option<&Objects>,
+    kind: &str,
+    api: &str,
+    render_req: RenderRequest,
+) -> Result<Vec<Finding>, PolicyError> {
+    let origin = Origin {
+        file: &doc.source.name,
+        document: doc.index,
+        spans: Some(&doc.spans),
+    };
     if api == crate::api::API_VERSION || api == crate::api::LEGACY_API_VERSION {
         let kinds = our_kinds();
         let listed = lists_our_kind(kind);

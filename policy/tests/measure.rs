@@ -760,3 +760,68 @@ fn nemo_2_checkpoint_save_lines_with_a_start_time_give_their_duration() {
     assert_eq!(s.result.as_deref(), Some("0.407717"));
     assert_eq!(warnings, Vec::<String>::new());
 }
+
+/// The problems of the one LogProfile `yaml` as a rule set's load and `check` report them.
+fn profile_problems(yaml: &str) -> Vec<(String, String)> {
+    let source = std::sync::Arc::new(nvcre_engine::Source::new("p.yaml", yaml));
+    let docs = nvcre_engine::parse_documents(&source).expect("YAML");
+    match nvcre_domain::measure::profile_from_value(&docs[0].value) {
+        Ok(_) => Vec::new(),
+        Err(ps) => ps.into_iter().map(|p| (p.path, p.message)).collect(),
+    }
+}
+
+#[test]
+fn a_log_profile_is_held_to_its_schema_values() {
+    let head = "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: LogProfile\nmetadata: {name: bad}\nspec:\n  timestamp: {layout: '2006-01-02T15:04:05Z'}\n";
+    let yaml = format!(
+        "{head}  workerStrategy: {{type: Many, lifecyclePod: middle, trainingStepPod: nope}}\n  warmupSteps: -1\n  logInterval: 0\n  patterns:\n    trainingStep: {{regex: 'step (?P<globalStep>\\d+)'}}\n    warmupStep: {{regex: ''}}\n"
+    );
+    let problem = |path: &str, what: &str| {
+        (
+            path.to_string(),
+            format!("LogProfile \"bad\": {path}: {what}"),
+        )
+    };
+    assert_eq!(
+        profile_problems(&yaml),
+        vec![
+            problem(
+                "spec.patterns.warmupStep.regex",
+                "Invalid value: \"\": spec.patterns.warmupStep.regex in body should be at least 1 chars long"
+            ),
+            problem(
+                "spec.workerStrategy.type",
+                "Unsupported value: \"Many\": supported values: \"Single\", \"Multi\""
+            ),
+            problem(
+                "spec.workerStrategy.lifecyclePod",
+                "Unsupported value: \"middle\": supported values: \"first\", \"last\""
+            ),
+            problem(
+                "spec.workerStrategy.trainingStepPod",
+                "Unsupported value: \"nope\": supported values: \"first\", \"last\""
+            ),
+            problem(
+                "spec.warmupSteps",
+                "Invalid value: -1: spec.warmupSteps in body should be greater than or equal to 0"
+            ),
+            problem(
+                "spec.logInterval",
+                "Invalid value: 0: spec.logInterval in body should be greater than or equal to 1"
+            ),
+        ]
+    );
+    // A type error names its field, in the author's words.
+    let yaml = format!("{head}  warmupSteps: two\n  patterns: {{}}\n");
+    assert_eq!(
+        profile_problems(&yaml),
+        vec![problem(
+            "spec.warmupSteps",
+            "invalid type: string \"two\", expected an integer"
+        )]
+    );
+    // The older API group is read as ours.
+    let legacy = format!("{head}  patterns: {{}}\n").replace("nvcre.nvidia.com", "cre.nvidia.com");
+    assert_eq!(profile_problems(&legacy), vec![]);
+}

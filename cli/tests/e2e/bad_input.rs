@@ -3263,3 +3263,58 @@ fn a_rule_file_error_met_by_a_document_names_the_document() {
         (Some(4), Some(1))
     );
 }
+
+#[test]
+fn a_measurement_or_log_profile_under_a_misspelt_group_is_refused_and_the_older_group_warned() {
+    let input = "\
+apiVersion: cre.nvidia.com/v1alpha1
+kind: LogProfile
+metadata: {name: p}
+spec:
+  timestamp: {layout: '2006-01-02T15:04:05Z'}
+  patterns:
+    trainingStep: {regex: 'step (?P<globalStep>\\d+)'}
+---
+apiVersion: cre.nvidia.com/v1alpha1
+kind: BandwidthMeasurement
+metadata: {name: b}
+spec: {logProfileRef: nccl-bandwidth}
+---
+apiVersion: foo.nvidia.com/v1
+kind: GoodputMeasurement
+metadata: {name: g}
+spec: {bogus: 1}
+";
+    let (code, out, err) = run_in(&["check", "-o", "json", "in.yaml"], input);
+    assert_eq!(code, 2, "{err}");
+    let report: serde_json::Value = serde_json::from_str(&out).expect("json");
+    let errors: Vec<&str> = report["results"][0]["errors"]
+        .as_array()
+        .expect("errors")
+        .iter()
+        .map(|e| e["message"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        errors,
+        [
+            "in.yaml:14:13: expected apiVersion nvcre.nvidia.com/v1alpha1 (or the older cre.nvidia.com/v1alpha1), got \"foo.nvidia.com/v1\""
+        ]
+    );
+    assert_eq!(
+        located_rows(&report, "fieldPath"),
+        [
+            (
+                "legacy-api-group".to_string(),
+                1,
+                13,
+                "apiVersion".to_string()
+            ),
+            (
+                "legacy-api-group".to_string(),
+                9,
+                13,
+                "apiVersion".to_string()
+            ),
+        ]
+    );
+}

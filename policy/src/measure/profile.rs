@@ -199,7 +199,7 @@ impl CompiledProfile {
         name: &str,
         spec: &LogProfileSpec,
     ) -> Result<CompiledProfile, Vec<ProfileProblem>> {
-        let mut problems = Vec::new();
+        let mut problems = schema_problems(spec);
         let layout = GoLayout::compile(&spec.timestamp.layout).map_err(|message| ProfileProblem {
             path: "spec.timestamp.layout".to_string(),
             message,
@@ -207,6 +207,10 @@ impl CompiledProfile {
         let mut patterns = BTreeMap::new();
         for which in PatternName::ALL {
             let Some(p) = which.get(spec) else { continue };
+            if p.regex.is_empty() {
+                // Refused by the schema above.
+                continue;
+            }
             match compile_pattern(which, p) {
                 Ok(c) => {
                     patterns.insert(which, c);
@@ -295,6 +299,76 @@ fn bad_group_name(regex: &str) -> Option<&str> {
         }
     }
     None
+}
+
+/// What the CustomResourceDefinition's schema refuses beyond the types: an empty regex
+/// (`minLength: 1`), a `workerStrategy` value outside its enum, a `warmupSteps` below 0 or a
+/// `logInterval` below 1; in the API server's words, each at its field.
+fn schema_problems(spec: &LogProfileSpec) -> Vec<ProfileProblem> {
+    let mut problems = Vec::new();
+    let mut push = |path: String, message: String| {
+        problems.push(ProfileProblem {
+            message: format!("{path}: {message}"),
+            path,
+        })
+    };
+    for which in PatternName::ALL {
+        if let Some(p) = which.get(spec)
+            && p.regex.is_empty()
+        {
+            let path = format!("spec.patterns.{}.regex", which.as_str());
+            push(
+                path.clone(),
+                format!("Invalid value: \"\": {path} in body should be at least 1 chars long"),
+            );
+        }
+    }
+    if let Some(w) = &spec.worker_strategy {
+        let fields: [(&str, Option<&str>, &[&str]); 3] = [
+            ("type", Some(w.type_.as_str()), &["Single", "Multi"]),
+            (
+                "lifecyclePod",
+                w.lifecycle_pod.as_deref(),
+                &["first", "last"],
+            ),
+            (
+                "trainingStepPod",
+                w.training_step_pod.as_deref(),
+                &["first", "last"],
+            ),
+        ];
+        for (field, value, allowed) in fields {
+            if let Some(v) = value
+                && !allowed.contains(&v)
+            {
+                let supported: Vec<String> = allowed.iter().map(|a| format!("{a:?}")).collect();
+                push(
+                    format!("spec.workerStrategy.{field}"),
+                    format!(
+                        "Unsupported value: {v:?}: supported values: {}",
+                        supported.join(", ")
+                    ),
+                );
+            }
+        }
+    }
+    for (field, value, min) in [
+        ("warmupSteps", spec.warmup_steps, 0),
+        ("logInterval", spec.log_interval, 1),
+    ] {
+        if let Some(v) = value
+            && v < min
+        {
+            let path = format!("spec.{field}");
+            push(
+                path.clone(),
+                format!(
+                    "Invalid value: {v}: {path} in body should be greater than or equal to {min}"
+                ),
+            );
+        }
+    }
+    problems
 }
 
 fn compile_pattern(
@@ -417,7 +491,8 @@ pub fn profile_from_value(value: &Value) -> Result<CompiledProfile, Vec<ProfileP
         .get("apiVersion")
         .and_then(Value::as_str)
         .unwrap_or("");
-    if api_version != crate::api::API_VERSION {
+    // The older group is read as ours (`check` warns about it).
+    if api_version != crate::api::API_VERSION && api_version != crate::api::LEGACY_API_VERSION {
         return Err(vec![problem(
             "apiVersion",
             format!(
@@ -442,10 +517,8 @@ pub fn profile_from_value(value: &Value) -> Result<CompiledProfile, Vec<ProfileP
         } else {
             format!("spec.{rel}")
         };
-        vec![problem(
-            &path,
-            nvcre_engine::plain_type_words(&e.inner().to_string()),
-        )]
+        let message = crate::render::plain_serde_message(&e.inner().to_string());
+        vec![problem(&path, format!("{path}: {message}"))]
     })?;
     CompiledProfile::compile(name, &spec).map_err(|ps| {
         ps.into_iter()

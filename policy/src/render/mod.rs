@@ -33,7 +33,7 @@ pub use enforce::note_line;
 pub use expand::{Expanded, Verify, expand, expand_verifying};
 pub(crate) use parse::{
     api_version_error, check_user_overrides, check_workflow_thresholds, input_error,
-    override_when_findings, parse_typed, prepare_document,
+    override_when_findings, parse_typed, plain_serde_message, prepare_document,
 };
 pub use parse::{override_table_lints, read_workload_run};
 pub(crate) use platform::PlatformOverride;

@@ -294,7 +294,7 @@ pub fn read_workload_run(
 
 /// serde's type names in the words a manifest author uses (`i64` → an integer, `a sequence` →
 /// a list, `struct X` → a mapping).
-pub(super) fn plain_serde_message(m: &str) -> String {
+pub(crate) fn plain_serde_message(m: &str) -> String {
     // Lists, mappings and our struct names in the author's words first.
     let mut out = nvcre_engine::plain_type_words(&out_of_range(m).unwrap_or_else(|| m.to_string()));
     for (from, to) in [
