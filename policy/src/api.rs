@@ -959,7 +959,7 @@ pub struct WorkflowSpec {
     pub overrides: Vec<OverrideSpec>,
     /// `validation.performance`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(schema_with = "crate::crd::any_object")]
+    #[schemars(schema_with = "crate::crd::workflow_validation")]
     pub validation: Option<Value>,
     /// The persisted gang-scheduling contract (resolved).
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -407,9 +407,19 @@ pub(crate) fn object_list(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
-/// `bandwidthMeasurement` of a WorkloadRun (BandwidthMeasurementConfig).
+/// `bandwidthMeasurement` of a WorkloadRun or a JobSpec (BandwidthMeasurementConfig).
 pub(crate) fn bandwidth_measurement(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
+    Schema::try_from(bandwidth_measurement_value()).unwrap_or_default()
+}
+
+/// `goodputMeasurement` of a WorkloadRun or a JobSpec (GoodputMeasurementConfig: no
+/// `testType`, which only a bandwidth measurement labels its results with).
+pub(crate) fn goodput_measurement(_: &mut SchemaGenerator) -> Schema {
+    Schema::try_from(goodput_measurement_value()).unwrap_or_default()
+}
+
+fn bandwidth_measurement_value() -> Value {
+    serde_json::json!({
         "type": "object",
         "required": ["logProfileRef"],
         "properties": {
@@ -420,15 +430,49 @@ pub(crate) fn bandwidth_measurement(_: &mut SchemaGenerator) -> Schema {
     })
 }
 
-/// `goodputMeasurement` of a WorkloadRun (GoodputMeasurementConfig: no `testType`, which
-/// only a bandwidth measurement labels its results with).
-pub(crate) fn goodput_measurement(_: &mut SchemaGenerator) -> Schema {
-    json_schema!({
+fn goodput_measurement_value() -> Value {
+    serde_json::json!({
         "type": "object",
         "required": ["logProfileRef"],
         "properties": {
             "logProfileRef": { "type": "string", "minLength": 1 },
             "sampleInterval": { "type": "string" }
+        }
+    })
+}
+
+/// `Workflow.spec.validation`: `performance` (PerformanceValidationSpec), closed but for its
+/// schemaless `config`. Note the double nesting: `performance.thresholds` is a ThresholdSpec
+/// whose one field `thresholds` is the map of metric key to CEL expression.
+pub(crate) fn workflow_validation(_: &mut SchemaGenerator) -> Schema {
+    json_schema!({
+        "type": "object",
+        "properties": {
+            "performance": {
+                "type": "object",
+                "properties": {
+                    "enabled": { "type": "boolean", "default": false },
+                    "plugin": { "type": "string" },
+                    "config": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+                    "tracking": {
+                        "type": "object",
+                        "properties": {
+                            "perNode": { "type": "boolean" },
+                            "perDomain": { "type": "boolean" }
+                        }
+                    },
+                    "thresholds": {
+                        "type": "object",
+                        "properties": {
+                            "thresholds": {
+                                "type": "object",
+                                "additionalProperties": { "type": "string" }
+                            }
+                        }
+                    },
+                    "measurementTimeout": { "type": "string" }
+                }
+            }
         }
     })
 }
@@ -489,6 +533,7 @@ pub(crate) fn job_template(_: &mut SchemaGenerator) -> Schema {
 pub(crate) fn override_job_template(_: &mut SchemaGenerator) -> Schema {
     let mut props = Value::Object(job_spec_properties());
     patch_shape(&mut props);
+    without_required(&mut props);
     json_schema!({
         "type": "object",
         "properties": {
@@ -509,6 +554,17 @@ fn job_spec_properties() -> serde_json::Map<String, Value> {
         "bandwidthMeasurement",
     ] {
         props.insert(name.to_string(), immutable(name));
+    }
+    // The measurement configs are closed (GoodputMeasurementConfig, BandwidthMeasurementConfig):
+    // a misspelt field is an unknown field, never a measurement silently left unconfigured.
+    for (name, schema) in [
+        ("goodputMeasurement", goodput_measurement_value()),
+        ("bandwidthMeasurement", bandwidth_measurement_value()),
+    ] {
+        if let (Some(Value::Object(slot)), Value::Object(schema)) = (props.get_mut(name), schema) {
+            slot.remove("x-kubernetes-preserve-unknown-fields");
+            slot.extend(schema);
+        }
     }
     // The JobSpec's bounded fields, as the API server holds them (their defaults too); the
     // admission pack checks the same bounds offline.
@@ -540,7 +596,7 @@ fn job_spec_properties() -> serde_json::Map<String, Value> {
             }
         },
         "stallMultiplier": { "type": "integer", "minimum": 1 },
-        "thresholds": { "type": "object", "x-kubernetes-preserve-unknown-fields": true },
+        "thresholds": { "type": "object", "additionalProperties": { "type": "string" } },
         "startupStallTimeoutSeconds": { "type": "integer", "minimum": 1, "default": 1200 },
         "schedulingStallGraceSeconds": { "type": "integer", "minimum": 1, "default": 300 },
         "measurementTimeout": { "type": "string", "default": "5m" }
@@ -575,6 +631,23 @@ fn patch_shape(schema: &mut Value) {
             map.values_mut().for_each(patch_shape);
         }
         Value::Array(items) => items.iter_mut().for_each(patch_shape),
+        _ => {}
+    }
+}
+
+/// `schema` without `required`: an override's `jobTemplate` is merged (strategic merge), so it
+/// names only what it changes (`{sampleInterval: 1m}` merged into a measurement config keeps
+/// its `logProfileRef`).
+fn without_required(schema: &mut Value) {
+    match schema {
+        Value::Object(map) => {
+            // (A field named `required` is a schema, not a list.)
+            if map.get("required").is_some_and(Value::is_array) {
+                map.remove("required");
+            }
+            map.values_mut().for_each(without_required);
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_required),
         _ => {}
     }
 }
