@@ -159,5 +159,5 @@ fn workflow_crd_rules_agree_with_the_admission_pack() {
             "jobTemplate.spec.workloadMetadata: workloadMetadata is immutable",
         ]
     );
-    assert_eq!(agree("workflow-admission", &rules), 15);
+    assert_eq!(agree("workflow-admission", &rules), 16);
 }

@@ -645,7 +645,7 @@ fn check_ours(
             } else {
                 // Without a node context a Workflow is checked as written (no override
                 // applied, so nothing displaced).
-                let params = crate::packs::params::placement(Vec::new());
+                let params = crate::packs::params::placement(Vec::new(), false);
                 let mut value = Cow::Borrowed(&doc.value);
                 for stage in contract::AFTER_OVERRIDES {
                     match run_stage(rules, stage, value, origin, &params) {

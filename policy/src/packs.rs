@@ -71,7 +71,7 @@ pub(crate) mod params {
     pub(crate) const WORKLOAD_LABELS: &[&str] =
         &["labelsPath", "defaultQueue", "defaultQueueLabelKey"];
     /// Params of the `placement` stage.
-    pub(crate) const PLACEMENT: &[&str] = &["displaced"];
+    pub(crate) const PLACEMENT: &[&str] = &["displaced", "overridesPending"];
     /// Params of the `gang-contract` stage: the `gang-defaults` row, added by `run_stage`.
     pub(crate) const GANG_CONTRACT: &[&str] = &["defaultQueue", "defaultQueueLabelKey"];
     /// Params of the `platform-detection` table.
@@ -123,10 +123,12 @@ pub(crate) mod params {
         m
     }
 
-    /// `{displaced}`: the values of the WorkloadRun's spec that an override deleted or
-    /// replaced (the other post-override stages receive it too and declare no use of it).
-    pub(crate) fn placement(displaced: Vec<Value>) -> Value {
-        json!({"displaced": displaced})
+    /// `{displaced, overridesPending}`: the values of the WorkloadRun's spec that an override
+    /// deleted or replaced, and whether the platform rows are still to be applied (a
+    /// WorkloadRun rendered without a platform: what a row supplies is not there yet). The
+    /// other post-override stages receive them too and declare no use of them.
+    pub(crate) fn placement(displaced: Vec<Value>, overrides_pending: bool) -> Value {
+        json!({"displaced": displaced, "overridesPending": overrides_pending})
     }
 
     /// `{labelsPath}`: where the labels the messages name live.
@@ -539,7 +541,7 @@ mod tests {
             .filter(|p| p.reads_objects())
             .map(|p| p.name.as_str())
             .collect();
-        assert_eq!(reading, ["workload-lint"]);
+        assert_eq!(reading, ["measurement-lint", "workload-lint"]);
         let doc = |api: &str, kind: &str| serde_json::json!({"apiVersion": api, "kind": kind});
         let train_job = doc("trainer.kubeflow.org/v1alpha1", "TrainJob");
         let run = doc(crate::api::API_VERSION, "WorkloadRun");
@@ -547,6 +549,8 @@ mod tests {
         assert!(reads(&train_job));
         assert!(!reads(&run));
         assert!(!reads(&doc(crate::api::API_VERSION, "Workflow")));
+        // Two LogProfiles of one name in an input are one's error.
+        assert!(reads(&doc(crate::api::API_VERSION, "LogProfile")));
         assert!(!reads(&doc("v1", "ConfigMap")));
         assert!(!reads(&serde_json::json!({"a": 1})));
         let list = |items: Vec<serde_json::Value>| serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
@@ -605,7 +609,10 @@ mod tests {
         labels.extend(defaults.iter().copied());
         assert_eq!(stage(WORKLOAD_LABELS), labels);
         assert_eq!(stage(GANG_CONTRACT), defaults);
-        assert_eq!(stage(PLACEMENT), keys(&params::placement(Vec::new())));
+        assert_eq!(
+            stage(PLACEMENT),
+            keys(&params::placement(Vec::new(), false))
+        );
         for s in [ADMISSION, MANIFESTS] {
             assert_eq!(stage(s), Vec::<String>::new(), "{s}");
         }

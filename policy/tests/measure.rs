@@ -264,7 +264,7 @@ fn units_groups_layouts_and_unknown_keys_are_checked() {
     assert_eq!(
         load(&[("p.yaml", &text)]),
         Err(vec![
-            "rule pack error: p.yaml:7:39: LogProfile \"bad\": unknown field `exmple`, expected one of `regex`, `example`, `units`".to_string(),
+            "rule pack error: p.yaml:7:39: LogProfile \"bad\": spec.patterns.warmupStep.exmple: unknown field `exmple`, expected one of `regex`, `example`, `units`".to_string(),
         ])
     );
     // A duplicate profile name, and a LogProfile without the contract's kinds.

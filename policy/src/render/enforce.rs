@@ -158,7 +158,8 @@ pub(super) fn resolve_and_enforce(
             ));
         }
     }
-    let params = crate::packs::params::placement(displaced(provenance, &applied, doc, &value));
+    let params =
+        crate::packs::params::placement(displaced(provenance, &applied, doc, &value), false);
     // What the user's overrides merged, kept to locate the findings in them (the stages below
     // take the Workflow over).
     let resolved = (!user_applied.is_empty()).then(|| value.clone());

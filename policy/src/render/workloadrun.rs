@@ -21,7 +21,8 @@ use super::context::{
 };
 use super::enforce::{Provenance, enforce_workflow, note_line, report_mode, resolve_and_enforce};
 use super::parse::{
-    admit, build_error, check_user_overrides, locate_each, origin, parse_typed, prepare_document,
+    admit, build_error, check_user_overrides, locate_each, locate_findings, origin, parse_typed,
+    prepare_document,
 };
 use super::platform::{PlatformOverride, apply_user_env, may_match};
 use super::{ANNOTATION_ARCH, ANNOTATION_PLATFORM, Note, OVERRIDE_TABLE, RenderRequest, Rendered};
@@ -655,6 +656,33 @@ fn resolve_for_platform(
     (warnings, findings): (&mut Vec<Note>, &mut Vec<nvcre_engine::Finding>),
 ) -> Result<(Value, Vec<AppliedOverride>), PolicyError> {
     if ctx.platform.is_empty() {
+        // The overrides stay unresolved; the Workflow as written is still held to the
+        // `placement` stage, as `check` holds that Workflow: a GPU limit below the processes
+        // per node is wrong whatever platform resolves it. Its rules read
+        // `params.overridesPending` and leave alone what a platform row may still supply (a
+        // topology key).
+        let origin = Origin {
+            file: &doc.source.name,
+            document: doc.index,
+            spans: None,
+        };
+        let params = crate::packs::params::placement(Vec::new(), true);
+        let (workflow, post) = enforce_workflow(
+            rules,
+            &[contract::PLACEMENT],
+            workflow,
+            origin,
+            &params,
+            report_mode(req),
+        )
+        .map_err(|e| locate_findings(e, doc, &[], None))?;
+        let post: Vec<_> = post
+            .into_iter()
+            .filter(|f| f.severity != nvcre_engine::Severity::Error)
+            .collect();
+        let post = locate_each(post, doc, &[], None);
+        warnings.extend(post.iter().map(note_line));
+        findings.extend(post);
         return Ok((workflow, Vec::new()));
     }
     let workflow = Workflow::from_json(workflow).map_err(|e| PolicyError::Build(e.to_string()))?;
