@@ -495,7 +495,7 @@ mod tests {
         let names = |v: &[(String, String)]| v.iter().map(|(n, _)| n.clone()).collect::<Vec<_>>();
         assert_eq!(names(&embedded), names(&on_disk));
         assert_eq!(embedded, on_disk);
-        assert_eq!(embedded.len(), 26);
+        assert_eq!(embedded.len(), 27);
     }
 
     #[test]
@@ -572,6 +572,7 @@ mod tests {
         let files: Vec<&str> = cost.iter().map(|f| f.file.as_str()).collect();
         let mut want = vec!["rules/contract/manifests.yaml"; 1];
         want.extend(["rules/contract/mpi.yaml"; 5]);
+        want.extend(["rules/contract/pod-templates.yaml"; 3]);
         want.extend(["rules/contract/resources.yaml"; 4]);
         want.extend(["rules/lint/workloads.yaml"; 21]);
         assert_eq!(files, want);

@@ -621,7 +621,7 @@ fn version_names_the_rules_in_force() {
     assert_eq!(digest.len(), "sha256:".len() + 64);
     assert_eq!(
         stdout,
-        format!("nvcre-policy 0.1.0\nrules: embedded (26 files, {digest})\n")
+        format!("nvcre-policy 0.1.0\nrules: embedded (27 files, {digest})\n")
     );
     // A copy of the shipped rules is the same set: the same digest.
     let (_guard, copy) = rules_copy();
@@ -630,7 +630,7 @@ fn version_names_the_rules_in_force() {
     assert_eq!(code, 0);
     assert_eq!(
         stdout,
-        format!("nvcre-policy 0.1.0\nrules: {c} (26 files, {digest})\n")
+        format!("nvcre-policy 0.1.0\nrules: {c} (27 files, {digest})\n")
     );
     // So is a copy in a directory whose name is not UTF-8 (shown with U+FFFD).
     {
@@ -647,7 +647,7 @@ fn version_names_the_rules_in_force() {
         assert_eq!(
             String::from_utf8_lossy(&out.stdout),
             format!(
-                "nvcre-policy 0.1.0\nrules: {} (26 files, {digest})\n",
+                "nvcre-policy 0.1.0\nrules: {} (27 files, {digest})\n",
                 latin1.to_string_lossy()
             )
         );
@@ -659,7 +659,7 @@ fn version_names_the_rules_in_force() {
     assert_eq!(edited.len(), 64 + ")\n".len());
     assert!(!stdout.contains(&digest), "{stdout}");
     assert!(stdout.starts_with(&format!(
-        "nvcre-policy 0.1.0\nrules: {c} (26 files, sha256:"
+        "nvcre-policy 0.1.0\nrules: {c} (27 files, sha256:"
     )));
     // A set that does not load is in force nowhere: the line, and an error saying so.
     edit(
@@ -671,7 +671,7 @@ fn version_names_the_rules_in_force() {
     assert_eq!(code, 2);
     assert!(
         stdout.starts_with(&format!(
-            "nvcre-policy 0.1.0\nrules: {c} (26 files, sha256:"
+            "nvcre-policy 0.1.0\nrules: {c} (27 files, sha256:"
         )),
         "{stdout}"
     );
@@ -871,7 +871,7 @@ fn an_empty_nvcre_rules_is_unset() {
     let (code, stdout, stderr) = run_in(&root(), &[("NVCRE_RULES", "")], &["-V"]);
     assert_eq!((code, stderr.as_str()), (0, ""));
     assert!(
-        stdout.starts_with("nvcre-policy 0.1.0\nrules: embedded (26 files, sha256:"),
+        stdout.starts_with("nvcre-policy 0.1.0\nrules: embedded (27 files, sha256:"),
         "{stdout}"
     );
     let (code, stdout, stderr) = run_in(

@@ -954,13 +954,16 @@ fn the_shipped_rules_lint_clean_but_for_cost_estimates() {
 }
 
 /// Where `rules lint` warns about the cost of the shipped rules.
-const SHIPPED_COST_WARNINGS: [&str; 31] = [
+const SHIPPED_COST_WARNINGS: [&str; 34] = [
     "rules/contract/manifests.yaml:188:9: warning[cel-cost]: rule trainjob-patch-env",
     "rules/contract/mpi.yaml:46:7: warning[cel-cost]: pack variable \"forwards\"",
     "rules/contract/mpi.yaml:64:7: warning[cel-cost]: pack variable \"workerSpecs\"",
     "rules/contract/mpi.yaml:81:7: warning[cel-cost]: pack variable \"workerEnvNames\"",
     "rules/contract/mpi.yaml:106:9: warning[cel-cost]: rule mpi-worker-env-not-forwarded",
     "rules/contract/mpi.yaml:131:9: warning[cel-cost]: rule mpi-trainer-env-not-forwarded",
+    "rules/contract/pod-templates.yaml:42:7: warning[cel-cost]: pack variable \"patchVolumes\"",
+    "rules/contract/pod-templates.yaml:112:11: warning[cel-cost]: rule pod-volume-mount-not-found",
+    "rules/contract/pod-templates.yaml:132:11: warning[cel-cost]: rule pod-mount-path-duplicate",
     "rules/contract/resources.yaml:31:7: warning[cel-cost]: pack variable \"gpuCounts\"",
     "rules/contract/resources.yaml:74:11: warning[cel-cost]: rule zero-nic-request",
     "rules/contract/resources.yaml:124:19: warning[cel-cost]: rule gpu-request-missing",
