@@ -133,7 +133,7 @@ fn workloadrun_crd_rules_agree_with_the_admission_pack() {
         .map(|r| r.message.as_str())
         .collect();
     assert_eq!(create_time.len(), 9, "{create_time:#?}");
-    assert_eq!(agree("workloadrun-admission", &rules), 97);
+    assert_eq!(agree("workloadrun-admission", &rules), 101);
 }
 
 #[test]

@@ -132,7 +132,7 @@ fn valid_threshold_keys_are_the_admission_rule_list() {
     assert_eq!(
         err,
         format!(
-            "{}:12:3: spec.thresholds: workloadrun nccl-all-reduce: unknown threshold key(s) [zeta]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]\n",
+            "{}:13:11: spec.thresholds.zeta: workloadrun nccl-all-reduce: unknown threshold key(s) [zeta]; valid keys: [busBandwidthGBps, algBandwidthGBps, goodputRatio, avgTFLOPsPerGPU, avgStepTimeSec]\n",
             s(&run_file)
         )
     );
@@ -551,6 +551,7 @@ spec:
                       spec:
                         template:
                           spec:
+                            volumes: [{{name: scratch, emptyDir: {{}}}}]
                             containers:
                               - name: node
                                 volumeMounts:{}

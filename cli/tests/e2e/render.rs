@@ -375,7 +375,7 @@ fn a_rule_with_a_cel_syntax_error_is_refused_with_file_line_and_rule() {
     assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     let want = format!(
-        "Error: rule pack error: {}:231:61: rule wr-gang-queue-length: CEL does not compile: Syntax error: missing ')' at '<EOF>' (expression column 43)\n",
+        "Error: rule pack error: {}:238:61: rule wr-gang-queue-length: CEL does not compile: Syntax error: missing ')' at '<EOF>' (expression column 43)\n",
         pack.display()
     );
     assert_eq!(stderr, want);
@@ -413,7 +413,7 @@ fn check_reports_a_too_long_queue_at_its_line_and_column() {
             "line": 18,
             "column": 12,
             "ruleFile": "rules/admission/workloadrun.yaml",
-            "ruleLine": 227
+            "ruleLine": 234
         }])
     );
     let text_out = bin()
