@@ -93,7 +93,7 @@ the paths given to check, or add the apiVersion and kind the document is meant t
         id: UNKNOWN_ARCH_RULE,
         pack: "input",
         severity: Severity::Warning,
-        description: "check --platform of a WorkloadRun whose GPU architecture nothing names, or a run whose target nodes (--nodes-file) carry no nvidia.com/gpu.product: its overrides and per-node defaults are the unknown architecture's.",
+        description: "check --platform of a WorkloadRun whose GPU architecture nothing names, a run whose target nodes (--nodes-file) carry no nvidia.com/gpu.product, or one whose nvidia.com/gpu.product names an architecture the gpu-defaults table has no row for (NVIDIA-Tesla-V100): its overrides and per-node defaults are the unknown architecture's.",
         explanation: "Without --nodes-file, render refuses such a run (it cannot tell which GPUs the nodes have); \
 check goes on with the unknown architecture's defaults so the other findings are still reported, \
 but the post-override checks (GPU limits against processes per node, NIC requests) then describe \

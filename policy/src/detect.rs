@@ -341,6 +341,22 @@ pub fn selectable_architectures(rules: &RuleSet) -> Result<Vec<String>, PolicyEr
     Ok(selectable)
 }
 
+/// Every architecture the defaults table has a row for (selectable or not, any platform),
+/// sorted, without the unknown architecture's `""`.
+///
+/// # Errors
+/// A missing or malformed defaults table.
+pub fn listed_architectures(rules: &RuleSet) -> Result<Vec<String>, PolicyError> {
+    let mut listed: Vec<String> = defaults_rows(rules)?
+        .iter()
+        .map(|r| r.gpu_architecture.clone())
+        .filter(|a| !a.is_empty())
+        .collect();
+    listed.sort();
+    listed.dedup();
+    Ok(listed)
+}
+
 /// Normalises (by the `gpu-products` table) and checks a `--gpu-arch` value (with the shipped
 /// rows, `gb300`, `NVIDIA-GB300` and `NVIDIA GB300` are the same).
 ///

@@ -2332,6 +2332,33 @@ fn check_with_a_platform_but_no_architecture_says_what_it_assumed() {
     );
 }
 
+#[test]
+fn a_gpu_product_of_an_architecture_the_defaults_table_lacks_is_warned_about() {
+    let run = gpu_run("  target:\n    nodeSelector: {nvidia.com/gpu.product: NVIDIA-Tesla-V100}\n");
+    let want = "names GPU architecture \"tesla\", which the gpu-defaults table has no row for (known: a100, b200, gb200, gb300, h100, h200, l40, l40s, rtxpro6000): the per-node defaults of an unknown architecture are used and no architecture override applies; set spec.gpusPerNode and spec.mlnxPerNode, or correct the product";
+    let (code, stdout, _) = run_in(&["check", "in.yaml"], run.clone());
+    assert_eq!(
+        (code, stdout.lines().next()),
+        (
+            0,
+            Some(
+                format!("in.yaml:9:44: warning[gpu-architecture-unknown]: nvidia.com/gpu.product \"NVIDIA-Tesla-V100\" {want} (spec.target.nodeSelector[\"nvidia.com/gpu.product\"])")
+                    .as_str()
+            )
+        )
+    );
+    let (code, _, err) = run_in(&["render", "in.yaml"], run);
+    assert_eq!(
+        (code, err),
+        (
+            0,
+            format!(
+                "Warning: nvidia.com/gpu.product \"NVIDIA-Tesla-V100\" {want} [gpu-architecture-unknown]\n"
+            )
+        )
+    );
+}
+
 refused!(
     a_whole_number_with_a_decimal_point_where_an_integer_belongs,
     ["check", "in.yaml"],

@@ -128,6 +128,22 @@ fn render_noting(
             &path,
         ));
     }
+    if let Some(message) = unlisted_architecture(rules, req, &run, &arch)? {
+        let path = match selector_product(&run) {
+            Some(_) if req.gpu_arch.is_none() && !ctx.from_nodes => spec
+                .clone()
+                .key("target")
+                .key("nodeSelector")
+                .key(crate::nodes::GPU_PRODUCT_LABEL),
+            _ => spec.clone(),
+        };
+        findings.push(crate::check::input_warning(
+            &doc,
+            crate::builtins::UNKNOWN_ARCH_RULE,
+            message,
+            &path,
+        ));
+    }
     if let Some(message) = arch_contradicts_selector(rules, req, &run, &ctx, &arch)? {
         let path = spec
             .clone()
@@ -360,6 +376,44 @@ fn unknown_architecture(
             ctx.platform
         )
     })
+}
+
+/// When the architecture the node selector or the nodes name (`NVIDIA-Tesla-V100` → `tesla`)
+/// has no row in the defaults table (`--gpu-arch` is refused for such a value): the warning
+/// that the unknown architecture's per-node defaults are used, and no architecture override
+/// applies.
+///
+/// # Errors
+/// A missing or malformed defaults table.
+fn unlisted_architecture(
+    rules: &RuleSet,
+    req: &RenderRequest,
+    run: &WorkloadRun,
+    arch: &str,
+) -> Result<Option<String>, PolicyError> {
+    if req.gpu_arch.is_some() || arch.is_empty() || arch == crate::nodes::UNKNOWN_ARCH {
+        return Ok(None);
+    }
+    let known = detect::listed_architectures(rules)?;
+    if known.iter().any(|a| a == arch) {
+        return Ok(None);
+    }
+    let named = match selector_product(run) {
+        Some(p) => format!(
+            "{} {} names GPU architecture {}",
+            crate::nodes::GPU_PRODUCT_LABEL,
+            detect::quote(&p),
+            detect::quote(arch)
+        ),
+        None => format!(
+            "the target nodes' GPU architecture is {}",
+            detect::quote(arch)
+        ),
+    };
+    Ok(Some(format!(
+        "{named}, which the gpu-defaults table has no row for (known: {}): the per-node defaults of an unknown architecture are used and no architecture override applies; set spec.gpusPerNode and spec.mlnxPerNode, or correct the product",
+        known.join(", ")
+    )))
 }
 
 /// What the run asks of each node: the spec's values, else the per-node defaults of the
