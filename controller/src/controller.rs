@@ -677,9 +677,17 @@ fn observed_job(job: &DynamicObject) -> ObservedJob {
     }
 }
 
-async fn reconcile_workflow_inner(wf: &WorkflowResource, ctx: &Ctx) -> Result<Action, Error> {
-    let ns = wf.namespace().unwrap_or_default();
-    let name = wf.name_any();
+async fn reconcile_workflow_inner(cached: &WorkflowResource, ctx: &Ctx) -> Result<Action, Error> {
+    let ns = cached.namespace().unwrap_or_default();
+    let name = cached.name_any();
+    // Uncached, and before the TrainJobs are listed: the status is this controller's record of
+    // what it started, and a cached copy older than its last write would start a group again
+    // (re-creating a TrainJob deleted since) or take a replaced TrainJob for a deleted one.
+    let workflows: Api<WorkflowResource> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(fresh) = workflows.get_opt(&name).await? else {
+        return Ok(Action::await_change());
+    };
+    let wf = &fresh;
     let nodes = list_nodes(&ctx.client).await?;
     let tj = train_job_resource();
     let jobs_api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &tj);
