@@ -97,6 +97,9 @@ pub const DEFAULT_TIMEOUT_SECS: i64 = 24 * 3600;
 
 /// Group reason of a TrainJob that reported `Failed`.
 pub const JOB_FAILED: &str = "JobFailed";
+/// Group reason of a running group whose TrainJob no longer exists (and that this controller
+/// did not replace). Retried as a failed job is.
+pub const JOB_DELETED: &str = "JobDeleted";
 /// Group reason of a running group stopped because its Workflow failed for another cause (its
 /// TrainJob deleted): it says nothing about the group's nodes.
 pub const WORKFLOW_FAILED: &str = "WorkflowFailed";
@@ -342,9 +345,9 @@ fn done(g: &GroupStatus) -> bool {
 /// Per pass: on the first, place the Workflow (failing it with the placement's reason) and
 /// record the groups; on later ones, render the recorded groups again ([`plan_recorded`]; a
 /// failure then fails the Workflow through [`fail_workflow`]). Follow each running group's
-/// TrainJob (Complete/Succeeded → Succeeded; Failed → retried while `retryFailedGroups`
-/// allows, else Failed; past `timeoutPerJob` → Failed and the TrainJob deleted), start pending
-/// groups
+/// TrainJob (Complete/Succeeded → Succeeded; Failed, or gone → retried while
+/// `retryFailedGroups` allows, else Failed; past `timeoutPerJob` → Failed and the TrainJob
+/// deleted; a later attempt this controller made is followed instead), start pending groups
 /// within `maxConcurrent` (overflow groups after
 /// every full group), and when every group is done record the iteration, start the next one or
 /// finish: `Succeeded`/`JobCompleted` when no group failed in any iteration, `Failed` otherwise
@@ -444,21 +447,39 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
 
     // Follow each running group's TrainJob.
     for g in &mut orch.groups {
-        let Some(job_name) = g.job_ref.clone() else {
+        let Some(mut job_name) = g.job_ref.clone() else {
             continue;
         };
         if done(g) {
             continue;
         }
-        let Some(job) = obs.jobs.get(&job_name) else {
-            continue;
+        let base = planned
+            .groups
+            .iter()
+            .find(|p| p.name == g.name)
+            .and_then(|p| p.job_name.as_deref());
+        // The recorded job is gone but a later attempt of the group exists: this controller
+        // replaced it on a pass whose status write failed. Follow the replacement.
+        if !obs.jobs.contains_key(&job_name)
+            && let Some((retries, newer)) =
+                base.and_then(|b| latest_attempt(b, iteration, g.retries, obs.jobs))
+        {
+            g.message = Some(format!(
+                "retry {retries} after: TrainJob {job_name} was replaced by {newer}"
+            ));
+            g.retries = retries;
+            g.job_ref = Some(newer.clone());
+            job_name = newer;
+        }
+        let failure = match obs.jobs.get(&job_name) {
+            Some(job) => follow_job(g, &job_name, job, &planned.measurement, exec, &obs),
+            None => Some(job_gone(g, &job_name, exec, &obs)),
         };
-        let failure = follow_job(g, &job_name, job, &planned.measurement, exec, &obs);
         let Some((reason, message)) = failure else {
             continue;
         };
         let retry = reason != JOB_TIMED_OUT && g.retries < exec.retry_failed_groups;
-        if retry || reason == JOB_TIMED_OUT {
+        if (retry || reason == JOB_TIMED_OUT) && obs.jobs.contains_key(&job_name) {
             delete.push(train_job_ref(&job_name));
         }
         if retry {
@@ -488,6 +509,15 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
         let Some(pg) = planned.groups.iter().find(|p| p.name == g.name) else {
             continue;
         };
+        // A later attempt already exists (a retry whose status write failed): starting the
+        // recorded attempt again would re-run a job that already ended.
+        if let Some((retries, _)) = pg
+            .job_name
+            .as_deref()
+            .and_then(|b| latest_attempt(b, iteration, g.retries, obs.jobs))
+        {
+            g.retries = retries;
+        }
         for m in &pg.manifests {
             apply.push(for_attempt(m, iteration, g.retries));
         }
@@ -691,8 +721,52 @@ fn follow_job(
     }
 }
 
+/// The failure of a running group whose TrainJob `job_name` no longer exists: `JobTimedOut`
+/// when the job was not seen complete and the group started more than `timeoutPerJob` ago
+/// (this controller deleted it for that on a pass whose status write failed, or it was past
+/// its time anyway), else `JobDeleted`.
+fn job_gone(
+    g: &GroupStatus,
+    job_name: &str,
+    exec: Execution,
+    obs: &WorkflowObservation<'_>,
+) -> (&'static str, String) {
+    let started = g
+        .start_time
+        .as_deref()
+        .filter(|_| g.completion_time.is_none())
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .map(|t| t.as_second());
+    if started.is_some_and(|s| obs.now_secs.saturating_sub(s) > exec.timeout_secs) {
+        (JOB_TIMED_OUT, timed_out_message(job_name, exec))
+    } else {
+        (
+            JOB_DELETED,
+            format!("TrainJob {job_name} was deleted before its group finished"),
+        )
+    }
+}
+
 fn timed_out_message(job_name: &str, exec: Execution) -> String {
     format!("TrainJob {job_name} timed out after {}s", exec.timeout_secs)
+}
+
+/// The latest attempt of the TrainJob `base` in `iteration` that `jobs` holds, when it is later
+/// than attempt `after`: `(retries, name)`.
+fn latest_attempt(
+    base: &str,
+    iteration: i32,
+    after: i32,
+    jobs: &BTreeMap<String, ObservedJob>,
+) -> Option<(i32, String)> {
+    let prefix = format!("{}-retry", attempt_job_name(base, iteration, 0));
+    jobs.keys()
+        .filter_map(|name| {
+            let r: i32 = name.strip_prefix(&prefix)?.parse().ok()?;
+            // Only the exact spelling this controller makes (`-retry01` is not attempt 1).
+            (r > after && attempt_job_name(base, iteration, r) == *name).then(|| (r, name.clone()))
+        })
+        .max()
 }
 
 fn train_job_ref(name: &str) -> ChildRef {

@@ -853,6 +853,213 @@ fn a_taken_node_result_config_map_name_is_neither_written_nor_referenced() {
     assert_eq!(failed.delete, Vec::new());
 }
 
+/// `now_secs` of [`NOW`] plus `secs`: the group start times are [`NOW`].
+fn at(secs: i64) -> i64 {
+    NOW.parse::<k8s_openapi::jiff::Timestamp>()
+        .expect("NOW")
+        .as_second()
+        + secs
+}
+
+#[test]
+fn a_deleted_train_job_fails_its_group_and_the_run_still_finishes() {
+    let nodes = aws_h100(4);
+    let mut wf = workflow("orchestration: {timeoutPerJob: 2s}\n", &nodes);
+    step(&mut wf, &nodes, &BTreeMap::new(), at(0));
+    // Someone deletes nccl-group-0 while it runs.
+    let jobs = BTreeMap::from([job("nccl-group-1", at(0), None)]);
+    let d = step(&mut wf, &nodes, &jobs, at(1));
+    assert_eq!(
+        (d.delete.clone(), d.apply.clone()),
+        (Vec::new(), Vec::new())
+    );
+    assert_eq!(
+        group_state(&wf, 0),
+        state(
+            "Failed",
+            Some("JobDeleted"),
+            Some("TrainJob nccl-group-0 was deleted before its group finished"),
+            Some("nccl-group-0"),
+            0
+        )
+    );
+    assert_eq!(group(&wf, 0).completion_time.as_deref(), Some(NOW));
+    assert_eq!(group_state(&wf, 1).0, "Running");
+    let jobs = BTreeMap::from([job("nccl-group-1", at(0), Some(("Complete", "")))]);
+    let d = step(&mut wf, &nodes, &jobs, at(2));
+    assert_eq!(
+        true_condition(&wf),
+        c(
+            "Failed",
+            "True",
+            "IterationsFailed",
+            "1 groups failed across 1 iterations"
+        )
+    );
+    assert_eq!(
+        node_list(&d, "nccl-failed-nodes"),
+        Some(json!(
+            "node-0: WorkloadFailed: TrainJob nccl-group-0 was deleted before its group finished\nnode-1: WorkloadFailed: TrainJob nccl-group-0 was deleted before its group finished"
+        ))
+    );
+    assert_eq!(
+        node_list(&d, "nccl-succeeded-nodes"),
+        Some(json!("node-2,node-3"))
+    );
+}
+
+#[test]
+fn a_deleted_train_job_is_retried_while_retries_are_left() {
+    let (mut wf, _) = started_on_four();
+    set_execution(&mut wf, "retryFailedGroups", json!(1));
+    let nodes = aws_h100(4);
+    let jobs = BTreeMap::from([job("nccl-group-1", 0, None)]);
+    let d = step(&mut wf, &nodes, &jobs, 10);
+    // Nothing to delete: it is gone already.
+    assert_eq!(d.delete, Vec::new());
+    assert_eq!(
+        kinds_and_names(&d.apply),
+        [
+            (
+                "TrainingRuntime".to_string(),
+                "nccl-runtime-nccl-group-0".to_string()
+            ),
+            ("TrainJob".to_string(), "nccl-group-0-retry1".to_string())
+        ]
+    );
+    assert_eq!(
+        group_state(&wf, 0),
+        state(
+            "Running",
+            None,
+            Some("retry 1 after: TrainJob nccl-group-0 was deleted before its group finished"),
+            Some("nccl-group-0-retry1"),
+            1
+        )
+    );
+}
+
+#[test]
+fn a_retry_whose_status_write_failed_is_followed_under_its_new_name() {
+    let (mut wf, _) = started_on_four();
+    set_execution(&mut wf, "retryFailedGroups", json!(1));
+    let nodes = aws_h100(4);
+    let failed = BTreeMap::from([
+        job("nccl-group-0", 0, None),
+        job("nccl-group-1", 0, Some(("Failed", "pod node-3 OOMKilled"))),
+    ]);
+    // The pass deletes nccl-group-1 and creates nccl-group-1-retry1; its status write fails.
+    let d = decide(&wf, &nodes, &failed, 10);
+    assert_eq!(
+        (
+            d.delete.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            kinds_and_names(&d.apply)[1].1.as_str()
+        ),
+        (vec!["nccl-group-1"], "nccl-group-1-retry1")
+    );
+    // The next pass sees the old status: group-1 on nccl-group-1, which is gone.
+    let jobs = BTreeMap::from([
+        job("nccl-group-0", 0, None),
+        job("nccl-group-1-retry1", 10, None),
+    ]);
+    let d = step(&mut wf, &nodes, &jobs, 20);
+    assert_eq!(
+        (d.delete.clone(), d.apply.clone()),
+        (Vec::new(), Vec::new())
+    );
+    assert_eq!(
+        group_state(&wf, 1),
+        state(
+            "Running",
+            None,
+            Some("retry 1 after: TrainJob nccl-group-1 was replaced by nccl-group-1-retry1"),
+            Some("nccl-group-1-retry1"),
+            1
+        )
+    );
+    let jobs = BTreeMap::from([
+        job("nccl-group-0", 0, Some(("Complete", ""))),
+        job("nccl-group-1-retry1", 10, Some(("Complete", ""))),
+    ]);
+    step(&mut wf, &nodes, &jobs, 30);
+    assert_eq!(
+        true_condition(&wf),
+        c(
+            "Succeeded",
+            "True",
+            "JobCompleted",
+            "All 1 iterations completed successfully"
+        )
+    );
+}
+
+#[test]
+fn a_pending_group_starts_its_latest_attempt_not_one_that_already_ended() {
+    // The status says group-1 waits for its first retry (maxConcurrent held it back), but the
+    // cluster already has its second: a pass whose status write failed made it.
+    let nodes = aws_h100(4);
+    let mut wf = workflow("orchestration: {maxConcurrent: 1}\n", &nodes);
+    set_execution(&mut wf, "retryFailedGroups", json!(3));
+    step(&mut wf, &nodes, &BTreeMap::new(), 0);
+    if let Some(o) = wf.status.as_mut().and_then(|s| s.orchestration.as_mut()) {
+        o.groups[0].phase = "Succeeded".into();
+        o.groups[1].retries = 1;
+    }
+    let jobs = BTreeMap::from([
+        job("nccl-group-0", 0, Some(("Complete", ""))),
+        job("nccl-group-1-retry2", 5, None),
+    ]);
+    let d = step(&mut wf, &nodes, &jobs, 10);
+    assert_eq!(
+        kinds_and_names(&d.apply)[1],
+        ("TrainJob".to_string(), "nccl-group-1-retry2".to_string())
+    );
+    assert_eq!(
+        group_state(&wf, 1),
+        state("Running", None, None, Some("nccl-group-1-retry2"), 2)
+    );
+}
+
+#[test]
+fn a_job_deleted_for_its_timeout_on_a_pass_whose_status_write_failed_stays_timed_out() {
+    let nodes = aws_h100(2);
+    let mut wf = workflow("orchestration: {timeoutPerJob: 10m}\n", &nodes);
+    set_execution(&mut wf, "retryFailedGroups", json!(3));
+    step(&mut wf, &nodes, &BTreeMap::new(), at(0));
+    let d = decide(
+        &wf,
+        &nodes,
+        &BTreeMap::from([job("nccl-job", at(0), None)]),
+        at(601),
+    );
+    assert_eq!(
+        d.delete.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        ["nccl-job"]
+    );
+    // That status write failed; the job is gone on the next pass. Not retried, not a deletion.
+    let d = step(&mut wf, &nodes, &BTreeMap::new(), at(602));
+    assert_eq!((d.delete.clone(), d.apply.len()), (Vec::new(), 2));
+    assert_eq!(
+        group_state(&wf, 0),
+        state(
+            "Failed",
+            Some("JobTimedOut"),
+            Some("TrainJob nccl-job timed out after 600s"),
+            Some("nccl-job"),
+            0
+        )
+    );
+    assert_eq!(
+        true_condition(&wf),
+        c(
+            "Failed",
+            "True",
+            "JobTimedOut",
+            "1 groups failed across 1 iterations"
+        )
+    );
+}
+
 /// The hostnames a TrainJob's required node affinity pins (every `kubernetes.io/hostname In`
 /// requirement found in it, in order).
 fn pinned_hosts(v: &Value) -> Vec<Vec<String>> {

@@ -70,6 +70,11 @@ scenario!(
     scenarios::foreign_train_job
 );
 scenario!(
+    a_deleted_train_job_fails_its_group_and_the_run_finishes_on_the_fake_server,
+    a_deleted_train_job_fails_its_group_and_the_run_finishes_on_a_real_cluster,
+    scenarios::deleted_train_job
+);
+scenario!(
     nodes_changing_mid_run_leave_the_partition_as_recorded_on_the_fake_server,
     nodes_changing_mid_run_leave_the_partition_as_recorded_on_a_real_cluster,
     scenarios::nodes_change_mid_run

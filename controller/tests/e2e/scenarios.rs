@@ -929,6 +929,62 @@ async fn node_results(env: &Env, name: &str) -> String {
         .expect("nodes key")
 }
 
+/// A TrainJob deleted under a running group fails the group with `JobDeleted` instead of
+/// leaving it Running for ever: the other group finishes and the run fails, the deleted
+/// group's nodes listed as failed.
+pub async fn deleted_train_job(env: &Env) {
+    let controller = env.start(env.config());
+    let runs: Api<WorkloadRunResource> = Api::namespaced(env.client.clone(), &env.ns);
+    runs.create(&PostParams::default(), &run_manifest(env, "nccl"))
+        .await
+        .expect("create run");
+    // Both groups recorded as running (before that, the TrainJobs may exist unrecorded).
+    groups_when(env, "nccl", "both groups running", |g| {
+        g.iter().all(|g| g.phase == "Running")
+    })
+    .await;
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.ns, &train_job_resource());
+    jobs.delete("nccl-group-0", &kube::api::DeleteParams::background())
+        .await
+        .expect("delete");
+    let deleted = "TrainJob nccl-group-0 was deleted before its group finished";
+    let groups = groups_when(env, "nccl", "group-0 to fail", |g| g[0].phase == "Failed").await;
+    assert_eq!(
+        groups,
+        [
+            (
+                "group-0".to_string(),
+                "Failed".to_string(),
+                Some("JobDeleted".to_string()),
+                Some(deleted.to_string())
+            ),
+            ("group-1".to_string(), "Running".to_string(), None, None)
+        ]
+    );
+    complete_job(env, "nccl-group-1").await;
+    assert_eq!(
+        run_condition(env, "nccl", "Failed").await,
+        (
+            "WorkflowFailed".to_string(),
+            "1 groups failed across 1 iterations".to_string()
+        )
+    );
+    assert_eq!(
+        node_results(env, "nccl-failed-nodes").await,
+        format!(
+            "{0}: WorkloadFailed: {deleted}\n{1}: WorkloadFailed: {deleted}",
+            env.node_name(0),
+            env.node_name(1)
+        )
+    );
+    assert_eq!(
+        node_results(env, "nccl-succeeded-nodes").await,
+        format!("{},{}", env.node_name(2), env.node_name(3))
+    );
+    controller.stop().await.expect("graceful stop");
+}
+
 /// Nodes cordoned, removed and added while a run is under way change nothing: the partition
 /// recorded at the start holds, the pending group starts on its recorded nodes, and the run
 /// succeeds.
