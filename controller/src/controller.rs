@@ -31,7 +31,7 @@ use crate::error::Error;
 use crate::http::{Health, router};
 use crate::metrics::{ControllerLabel, ErrorLabels, Metrics};
 use crate::rules::{Reload, RulesHolder, RulesSource};
-use crate::workflow::{ObservedJob, WorkflowObservation, decide_workflow};
+use crate::workflow::{ChildRef, ObservedJob, WorkflowObservation, decide_workflow};
 use crate::workloadrun::{EventNote, RunAction, RunObservation, decide_workload_run};
 
 /// Lease-based leader election settings.
@@ -677,9 +677,17 @@ fn observed_job(job: &DynamicObject) -> ObservedJob {
     }
 }
 
-async fn reconcile_workflow_inner(wf: &WorkflowResource, ctx: &Ctx) -> Result<Action, Error> {
-    let ns = wf.namespace().unwrap_or_default();
-    let name = wf.name_any();
+async fn reconcile_workflow_inner(cached: &WorkflowResource, ctx: &Ctx) -> Result<Action, Error> {
+    let ns = cached.namespace().unwrap_or_default();
+    let name = cached.name_any();
+    // Uncached, and before the TrainJobs are listed: the status is this controller's record of
+    // what it started, and a cached copy older than its last write would start a group again
+    // (re-creating a TrainJob deleted since) or take a replaced TrainJob for a deleted one.
+    let workflows: Api<WorkflowResource> = Api::namespaced(ctx.client.clone(), &ns);
+    let Some(fresh) = workflows.get_opt(&name).await? else {
+        return Ok(Action::await_change());
+    };
+    let wf = &fresh;
     let nodes = list_nodes(&ctx.client).await?;
     let tj = train_job_resource();
     let jobs_api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &tj);
@@ -704,27 +712,32 @@ async fn reconcile_workflow_inner(wf: &WorkflowResource, ctx: &Ctx) -> Result<Ac
             now: &now,
         },
     );
-    for child in &decision.delete {
-        let ar = crate::apply::resource_of(
-            &json!({"apiVersion": child.api_version, "kind": child.kind}),
-        )?;
-        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &ar);
-        match api.delete(&child.name, &DeleteParams::background()).await {
-            Ok(_) => {}
-            // Already gone (deleted on an earlier pass whose status write failed).
-            Err(kube::Error::Api(s)) if s.code == 404 => {}
-            Err(e) => return Err(e.into()),
-        }
-    }
+    delete_children(ctx, &ns, &decision.delete).await?;
     let uid = wf.metadata.uid.clone().unwrap_or_default();
-    for m in &decision.apply {
+    for (i, m) in decision.apply.iter().enumerate() {
         match apply_owned(&ctx.client, &ns, m, &uid).await {
             Ok(()) => {}
             Err(Error::OwnedByOther { kind, name: child }) => {
                 warn!(%kind, %child, workflow = %name, "name collision; the Workflow fails");
-                let status = crate::workflow::collision_status(wf, &kind, &child, &now);
-                write_workflow_status(ctx, wf, &status).await?;
-                return Ok(Action::await_change());
+                let created: Vec<String> = decision.apply[..i]
+                    .iter()
+                    .filter(|m| m.get("kind").and_then(Value::as_str) == Some("TrainJob"))
+                    .filter_map(|m| m.pointer("/metadata/name").and_then(Value::as_str))
+                    .map(str::to_string)
+                    .collect();
+                let status = decision
+                    .status
+                    .clone()
+                    .unwrap_or_else(|| wf.status.clone().unwrap_or_default());
+                let failed = crate::workflow::collision_decision(
+                    wf,
+                    status,
+                    &jobs,
+                    &created,
+                    (&kind, &child),
+                    &now,
+                );
+                return stop_workflow(ctx, wf, failed).await;
             }
             Err(e) => return Err(e),
         }
@@ -733,6 +746,58 @@ async fn reconcile_workflow_inner(wf: &WorkflowResource, ctx: &Ctx) -> Result<Ac
         write_workflow_status(ctx, wf, status).await?;
     }
     Ok(action(decision.requeue_after))
+}
+
+/// Deletes `children` (background propagation); one already gone is fine.
+async fn delete_children(ctx: &Ctx, ns: &str, children: &[ChildRef]) -> Result<(), Error> {
+    for child in children {
+        let ar = crate::apply::resource_of(
+            &json!({"apiVersion": child.api_version, "kind": child.kind}),
+        )?;
+        let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), ns, &ar);
+        match api.delete(&child.name, &DeleteParams::background()).await {
+            Ok(_) => {}
+            // Already gone (deleted on an earlier pass whose status write failed).
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Carries out a [`crate::workflow::fail_workflow`] decision after a collision: deletes the
+/// running TrainJobs, writes the node result ConfigMaps (one whose name another owner holds is
+/// left out, and so is its reference) and the Failed status. Terminal: never looked at again.
+async fn stop_workflow(
+    ctx: &Ctx,
+    wf: &WorkflowResource,
+    decision: crate::workflow::WorkflowDecision,
+) -> Result<Action, Error> {
+    let ns = wf.namespace().unwrap_or_default();
+    delete_children(ctx, &ns, &decision.delete).await?;
+    let uid = wf.metadata.uid.clone().unwrap_or_default();
+    let mut status = decision
+        .status
+        .unwrap_or_else(|| wf.status.clone().unwrap_or_default());
+    for m in &decision.apply {
+        match apply_owned(&ctx.client, &ns, m, &uid).await {
+            Ok(()) => {}
+            Err(Error::OwnedByOther { kind, name: child }) => {
+                warn!(%kind, %child, workflow = %wf.name_any(), "node results not written: name taken");
+                for slot in [
+                    &mut status.succeeded_nodes_ref,
+                    &mut status.failed_nodes_ref,
+                ] {
+                    if slot.as_ref().is_some_and(|r| r.name == child) {
+                        *slot = None;
+                    }
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    write_workflow_status(ctx, wf, &status).await?;
+    Ok(Action::await_change())
 }
 
 /// Writes a Workflow's status through `/status` and publishes the Event of a transition.

@@ -1,6 +1,7 @@
 //! Workflow reconcile decisions, as a pure function of what was observed
-//! ([`decide_workflow`]): resolve the Workflow for the cluster's nodes and place it (the same
-//! library calls as `nvcre-policy render --nodes-file --expand`), start each group's
+//! ([`decide_workflow`]): resolve the Workflow for the cluster's nodes and place it once (the
+//! same library calls as `nvcre-policy render --nodes-file --expand`; the partition recorded
+//! in status is fixed from then on, [`plan_recorded`]), start each group's
 //! TrainingRuntime + TrainJob within `maxConcurrent`, follow each TrainJob's conditions, time
 //! jobs out after `timeoutPerJob`, run `iterations` rounds, and publish the succeeded / failed
 //! node lists as ConfigMaps.
@@ -17,7 +18,10 @@ use nvcre_domain::crd::{
     FailedGroup, GroupStatus, IterationRecord, OrchestrationStatus, TypedLocalObjectReference,
     WORKLOAD_RUN_LABEL, WorkflowResource, WorkflowStatus,
 };
-use nvcre_domain::{Node, PolicyError, RenderRequest, expand, place, render_workflow};
+use nvcre_domain::{
+    Group, Node, Placement, PolicyError, RenderRequest, Rendered, expand, place, place_recorded,
+    render_workflow, verify_placement,
+};
 use nvcre_engine::{RuleSet, Source, parse_documents};
 use serde_json::{Value, json};
 
@@ -93,6 +97,12 @@ pub const DEFAULT_TIMEOUT_SECS: i64 = 24 * 3600;
 
 /// Group reason of a TrainJob that reported `Failed`.
 pub const JOB_FAILED: &str = "JobFailed";
+/// Group reason of a running group whose TrainJob no longer exists (and that this controller
+/// did not replace). Retried as a failed job is.
+pub const JOB_DELETED: &str = "JobDeleted";
+/// Group reason of a running group stopped because its Workflow failed for another cause (its
+/// TrainJob deleted): it says nothing about the group's nodes.
+pub const WORKFLOW_FAILED: &str = "WorkflowFailed";
 /// Group (and Workflow) reason of a TrainJob that ran past `timeoutPerJob`.
 pub const JOB_TIMED_OUT: &str = "JobTimedOut";
 /// Group reason: a threshold's expression returned false.
@@ -264,31 +274,30 @@ pub fn collision_message(kind: &str, child: &str, namespace: &str, workflow: &st
     )
 }
 
-/// The status after a collision: the observed one with `Failed` True (terminal: a person has
-/// to rename or remove the other object; retrying cannot help).
-pub fn collision_status(
+/// The decision after a collision: the Workflow fails (terminal: a person has to rename or
+/// remove the other object; retrying cannot help), cleaned up by [`fail_workflow`] from
+/// `status` (the status the pass decided, whose applies stopped at the collision); `created`
+/// names the TrainJobs that pass applied before it. The other object is neither deleted nor
+/// written.
+pub fn collision_decision(
     wf: &WorkflowResource,
-    kind: &str,
-    child: &str,
+    status: WorkflowStatus,
+    jobs: &BTreeMap<String, ObservedJob>,
+    created: &[String],
+    (kind, child): (&str, &str),
     now: &str,
-) -> WorkflowStatus {
-    let mut status = wf.status.clone().unwrap_or_default();
-    status.observed_generation = wf.metadata.generation;
-    set_execution(
-        &mut status.conditions,
-        FAILED,
-        collision_reason(kind),
-        &collision_message(
+) -> WorkflowDecision {
+    let failure = Failure {
+        reason: collision_reason(kind),
+        message: collision_message(
             kind,
             child,
             &wf.namespace().unwrap_or_default(),
             &wf.name_any(),
         ),
-        wf.metadata.generation,
-        now,
-    );
-    status.phase = conditions::true_execution(&status.conditions).map(|c| c.type_.clone());
-    status
+        foreign: Some((kind, child)),
+    };
+    fail_workflow(wf, status, jobs, created, &failure, now)
 }
 
 /// The execution settings of the resolved Workflow (after overrides).
@@ -333,10 +342,13 @@ fn done(g: &GroupStatus) -> bool {
 
 /// Decides what to do for one observation of a Workflow. Pure: the caller applies.
 ///
-/// Per pass: place the Workflow (failing it with the placement's reason), record the groups on
-/// the first pass, follow each running group's TrainJob (Complete/Succeeded → Succeeded; Failed
-/// → retried while `retryFailedGroups` allows, else Failed; past `timeoutPerJob` → Failed and
-/// the TrainJob deleted), start pending groups within `maxConcurrent` (overflow groups after
+/// Per pass: on the first, place the Workflow (failing it with the placement's reason) and
+/// record the groups; on later ones, render the recorded groups again ([`plan_recorded`]; a
+/// failure then fails the Workflow through [`fail_workflow`]). Follow each running group's
+/// TrainJob (Complete/Succeeded → Succeeded; Failed, or gone → retried while
+/// `retryFailedGroups` allows, else Failed; past `timeoutPerJob` → Failed and the TrainJob
+/// deleted; a later attempt this controller made is followed instead), start pending groups
+/// within `maxConcurrent` (overflow groups after
 /// every full group), and when every group is done record the iteration, start the next one or
 /// finish: `Succeeded`/`JobCompleted` when no group failed in any iteration, `Failed` otherwise
 /// (`JobTimedOut` when every failure was a timeout, else `IterationsFailed`), with the node
@@ -359,18 +371,26 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
     let mut apply = Vec::new();
     let mut delete = Vec::new();
 
-    let planned = match plan(rules, wf, obs.nodes) {
+    // Once the groups are recorded the partition is fixed: the nodes are not partitioned
+    // again, so a node joining, leaving or cordoned mid-run neither moves a group nor fails
+    // the Workflow.
+    let planned = match status
+        .orchestration
+        .as_ref()
+        .filter(|o| !o.groups.is_empty())
+    {
+        Some(recorded) => plan_recorded(rules, wf, obs.nodes, recorded),
+        None => plan(rules, wf, obs.nodes),
+    };
+    let planned = match planned {
         Ok(p) => p,
         Err((reason, message)) => {
-            set_execution(
-                &mut status.conditions,
-                FAILED,
+            let failure = Failure {
                 reason,
-                &message,
-                gen_,
-                obs.now,
-            );
-            return finish(&old, status, apply, delete, None);
+                message,
+                foreign: None,
+            };
+            return fail_workflow(wf, status, obs.jobs, &[], &failure, obs.now);
         }
     };
     let exec = planned.execution;
@@ -425,81 +445,42 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
     let iteration = orch.current_iteration.max(1);
     apply.extend(planned.workflow_dependencies.iter().cloned());
 
-    // Follow the jobs that exist.
+    // Follow each running group's TrainJob.
     for g in &mut orch.groups {
-        let Some(job_name) = g.job_ref.clone() else {
+        let Some(mut job_name) = g.job_ref.clone() else {
             continue;
         };
         if done(g) {
             continue;
         }
-        let Some(job) = obs.jobs.get(&job_name) else {
-            continue;
-        };
-        let cond = |t: &str| {
-            job.conditions
-                .iter()
-                .find(|(ty, st, _)| ty == t && st == "True")
-                .map(|(_, _, m)| m.clone())
-        };
-        let failure = if cond("Complete").or_else(|| cond("Succeeded")).is_some() {
-            // The wait counts from the job's completion; without a transition time on its
-            // condition, from when this controller first saw it complete.
-            let first_seen = g
-                .completion_time
-                .as_deref()
-                .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
-                .map(|t| t.as_second());
-            let waited = job
-                .finished_at
-                .or(first_seen)
-                .map_or(0, |t| obs.now_secs.saturating_sub(t));
-            match validate_job(
-                &planned.measurement,
-                obs.measurements.get(&job_name),
-                waited,
-            ) {
-                Ok(()) => {
-                    g.phase = "Succeeded".into();
-                    g.completion_time = Some(obs.now.to_string());
-                    if g.message.as_deref() == Some(AWAITING_MEASUREMENTS) {
-                        g.message = None;
-                    }
-                    None
-                }
-                // The job is done; its measurements are not final yet.
-                Err(None) => {
-                    g.phase = "Running".into();
-                    g.message = Some(AWAITING_MEASUREMENTS.into());
-                    g.completion_time.get_or_insert_with(|| obs.now.to_string());
-                    None
-                }
-                Err(Some((reason, message))) => Some((reason, message)),
-            }
-        } else if let Some(m) = cond("Failed") {
-            Some((JOB_FAILED, m))
-        } else if job
-            .created_at
-            .is_some_and(|c| obs.now_secs.saturating_sub(c) > exec.timeout_secs)
+        let base = planned
+            .groups
+            .iter()
+            .find(|p| p.name == g.name)
+            .and_then(|p| p.job_name.as_deref());
+        // The recorded job is gone but a later attempt of the group exists: this controller
+        // replaced it on a pass whose status write failed. Follow the replacement.
+        if !obs.jobs.contains_key(&job_name)
+            && let Some((retries, newer)) =
+                base.and_then(|b| latest_attempt(b, iteration, g.retries, obs.jobs))
         {
-            Some((
-                JOB_TIMED_OUT,
-                format!("TrainJob {job_name} timed out after {}s", exec.timeout_secs),
-            ))
-        } else {
-            g.phase = "Running".into();
-            None
+            g.message = Some(format!(
+                "retry {retries} after: TrainJob {job_name} was replaced by {newer}"
+            ));
+            g.retries = retries;
+            g.job_ref = Some(newer.clone());
+            job_name = newer;
+        }
+        let failure = match obs.jobs.get(&job_name) {
+            Some(job) => follow_job(g, &job_name, job, &planned.measurement, exec, &obs),
+            None => Some(job_gone(g, &job_name, exec, &obs)),
         };
         let Some((reason, message)) = failure else {
             continue;
         };
         let retry = reason != JOB_TIMED_OUT && g.retries < exec.retry_failed_groups;
-        if retry || reason == JOB_TIMED_OUT {
-            delete.push(ChildRef {
-                api_version: "trainer.kubeflow.org/v1alpha1".into(),
-                kind: "TrainJob".into(),
-                name: job_name.clone(),
-            });
+        if (retry || reason == JOB_TIMED_OUT) && obs.jobs.contains_key(&job_name) {
+            delete.push(train_job_ref(&job_name));
         }
         if retry {
             g.retries += 1;
@@ -528,6 +509,15 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
         let Some(pg) = planned.groups.iter().find(|p| p.name == g.name) else {
             continue;
         };
+        // A later attempt already exists (a retry whose status write failed): starting the
+        // recorded attempt again would re-run a job that already ended.
+        if let Some((retries, _)) = pg
+            .job_name
+            .as_deref()
+            .and_then(|b| latest_attempt(b, iteration, g.retries, obs.jobs))
+        {
+            g.retries = retries;
+        }
         for m in &pg.manifests {
             apply.push(for_attempt(m, iteration, g.retries));
         }
@@ -668,6 +658,242 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
     finish(&old, status, apply, delete, requeue)
 }
 
+/// The failure, if any, a running group's observed TrainJob reports; marks the group Running
+/// or Succeeded otherwise.
+///
+/// Complete/Succeeded → the performance validation decides (a group waiting for its
+/// measurements stays Running); Failed → `JobFailed` with the condition's message; running
+/// past `timeoutPerJob` since its creation → `JobTimedOut`.
+fn follow_job(
+    g: &mut GroupStatus,
+    job_name: &str,
+    job: &ObservedJob,
+    measurement: &MeasurementPlan,
+    exec: Execution,
+    obs: &WorkflowObservation<'_>,
+) -> Option<(&'static str, String)> {
+    let cond = |t: &str| {
+        job.conditions
+            .iter()
+            .find(|(ty, st, _)| ty == t && st == "True")
+            .map(|(_, _, m)| m.clone())
+    };
+    if cond("Complete").or_else(|| cond("Succeeded")).is_some() {
+        // The wait counts from the job's completion; without a transition time on its
+        // condition, from when this controller first saw it complete.
+        let first_seen = g
+            .completion_time
+            .as_deref()
+            .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+            .map(|t| t.as_second());
+        let waited = job
+            .finished_at
+            .or(first_seen)
+            .map_or(0, |t| obs.now_secs.saturating_sub(t));
+        match validate_job(measurement, obs.measurements.get(job_name), waited) {
+            Ok(()) => {
+                g.phase = "Succeeded".into();
+                g.completion_time = Some(obs.now.to_string());
+                if g.message.as_deref() == Some(AWAITING_MEASUREMENTS) {
+                    g.message = None;
+                }
+                None
+            }
+            // The job is done; its measurements are not final yet.
+            Err(None) => {
+                g.phase = "Running".into();
+                g.message = Some(AWAITING_MEASUREMENTS.into());
+                g.completion_time.get_or_insert_with(|| obs.now.to_string());
+                None
+            }
+            Err(Some((reason, message))) => Some((reason, message)),
+        }
+    } else if let Some(m) = cond("Failed") {
+        Some((JOB_FAILED, m))
+    } else if job
+        .created_at
+        .is_some_and(|c| obs.now_secs.saturating_sub(c) > exec.timeout_secs)
+    {
+        Some((JOB_TIMED_OUT, timed_out_message(job_name, exec)))
+    } else {
+        g.phase = "Running".into();
+        None
+    }
+}
+
+/// The failure of a running group whose TrainJob `job_name` no longer exists: `JobTimedOut`
+/// when the job was not seen complete and the group started more than `timeoutPerJob` ago
+/// (this controller deleted it for that on a pass whose status write failed, or it was past
+/// its time anyway), else `JobDeleted`.
+fn job_gone(
+    g: &GroupStatus,
+    job_name: &str,
+    exec: Execution,
+    obs: &WorkflowObservation<'_>,
+) -> (&'static str, String) {
+    let started = g
+        .start_time
+        .as_deref()
+        .filter(|_| g.completion_time.is_none())
+        .and_then(|t| t.parse::<k8s_openapi::jiff::Timestamp>().ok())
+        .map(|t| t.as_second());
+    if started.is_some_and(|s| obs.now_secs.saturating_sub(s) > exec.timeout_secs) {
+        (JOB_TIMED_OUT, timed_out_message(job_name, exec))
+    } else {
+        (
+            JOB_DELETED,
+            format!("TrainJob {job_name} was deleted before its group finished"),
+        )
+    }
+}
+
+fn timed_out_message(job_name: &str, exec: Execution) -> String {
+    format!("TrainJob {job_name} timed out after {}s", exec.timeout_secs)
+}
+
+/// The latest attempt of the TrainJob `base` in `iteration` that `jobs` holds, when it is later
+/// than attempt `after`: `(retries, name)`.
+fn latest_attempt(
+    base: &str,
+    iteration: i32,
+    after: i32,
+    jobs: &BTreeMap<String, ObservedJob>,
+) -> Option<(i32, String)> {
+    let prefix = format!("{}-retry", attempt_job_name(base, iteration, 0));
+    jobs.keys()
+        .filter_map(|name| {
+            let r: i32 = name.strip_prefix(&prefix)?.parse().ok()?;
+            // Only the exact spelling this controller makes (`-retry01` is not attempt 1).
+            (r > after && attempt_job_name(base, iteration, r) == *name).then(|| (r, name.clone()))
+        })
+        .max()
+}
+
+fn train_job_ref(name: &str) -> ChildRef {
+    ChildRef {
+        api_version: "trainer.kubeflow.org/v1alpha1".into(),
+        kind: "TrainJob".into(),
+        name: name.to_string(),
+    }
+}
+
+/// Why a Workflow fails outside the end of its last iteration (its spec no longer resolves,
+/// a child's name is taken): the Failed condition's reason and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Failure<'a> {
+    /// The Failed reason.
+    pub reason: &'a str,
+    /// The Failed message.
+    pub message: String,
+    /// `(kind, name)` of an object of that name that another owner controls: it is neither
+    /// deleted nor written.
+    pub foreign: Option<(&'a str, &'a str)>,
+}
+
+/// Fails the Workflow with `failure` from `status`, cleaning up as the end of the last
+/// iteration would: every running TrainJob (`jobs` not finished, and those in `created`,
+/// applied on this pass) is deleted, its group fails with reason `WorkflowFailed`, a running
+/// group whose TrainJob was never created goes back to Pending, and, once the groups are
+/// recorded, the node result ConfigMaps are written (a node whose group did not finish is in
+/// neither list).
+pub fn fail_workflow(
+    wf: &WorkflowResource,
+    mut status: WorkflowStatus,
+    jobs: &BTreeMap<String, ObservedJob>,
+    created: &[String],
+    failure: &Failure<'_>,
+    now: &str,
+) -> WorkflowDecision {
+    let old = wf.status.clone().unwrap_or_default();
+    let name = wf.name_any();
+    let foreign_job = failure
+        .foreign
+        .filter(|(kind, _)| *kind == "TrainJob")
+        .map(|(_, n)| n);
+    let finished = |j: &ObservedJob| {
+        j.conditions.iter().any(|(t, st, _)| {
+            st == "True" && matches!(t.as_str(), "Complete" | "Succeeded" | "Failed")
+        })
+    };
+    let mut delete: Vec<ChildRef> = Vec::new();
+    let mut stop = |job: &str| {
+        if Some(job) != foreign_job && !delete.iter().any(|c| c.name == job) {
+            delete.push(train_job_ref(job));
+        }
+    };
+    let mut apply = Vec::new();
+    if let Some(orch) = status.orchestration.as_mut() {
+        for g in orch.groups.iter_mut().filter(|g| g.phase == "Running") {
+            let Some(job) = g.job_ref.clone() else {
+                continue;
+            };
+            let observed = jobs.get(&job).filter(|_| Some(job.as_str()) != foreign_job);
+            let message = match observed {
+                Some(j) if finished(j) => {
+                    format!("the Workflow failed before TrainJob {job} was evaluated")
+                }
+                Some(_) => {
+                    stop(&job);
+                    format!("TrainJob {job} deleted: the Workflow failed")
+                }
+                None if created.contains(&job) && Some(job.as_str()) != foreign_job => {
+                    stop(&job);
+                    format!("TrainJob {job} deleted: the Workflow failed")
+                }
+                None => {
+                    g.phase = "Pending".into();
+                    g.job_ref = None;
+                    g.start_time = None;
+                    continue;
+                }
+            };
+            g.phase = "Failed".into();
+            g.reason = Some(WORKFLOW_FAILED.into());
+            g.message = Some(message);
+            g.completion_time = Some(now.to_string());
+        }
+    }
+    // Any other TrainJob of this Workflow still running (one created on a pass whose status
+    // write failed) is stopped too.
+    for (job, j) in jobs {
+        if !finished(j) {
+            stop(job);
+        }
+    }
+    if let Some(orch) = status
+        .orchestration
+        .as_ref()
+        .filter(|o| !o.groups.is_empty())
+    {
+        let (succeeded_nodes, failed_nodes) = node_results(orch);
+        for (suffix, data) in [("succeeded", succeeded_nodes), ("failed", failed_nodes)] {
+            let cm = format!("{name}-{suffix}-nodes");
+            let slot = if suffix == "succeeded" {
+                &mut status.succeeded_nodes_ref
+            } else {
+                &mut status.failed_nodes_ref
+            };
+            // Another owner's ConfigMap of that name is not ours to point at.
+            if failure.foreign == Some(("ConfigMap", cm.as_str())) {
+                *slot = None;
+                continue;
+            }
+            *slot = Some(config_map_ref(&cm));
+            apply.push(node_config_map(wf, &cm, data));
+        }
+    }
+    status.observed_generation = wf.metadata.generation;
+    set_execution(
+        &mut status.conditions,
+        FAILED,
+        failure.reason,
+        &failure.message,
+        wf.metadata.generation,
+        now,
+    );
+    finish(&old, status, apply, delete, None)
+}
+
 fn finish(
     old: &WorkflowStatus,
     mut status: WorkflowStatus,
@@ -729,7 +955,7 @@ pub struct Plan {
 
 /// Resolves and places the Workflow: [`render_workflow`] with the nodes, the [`expand`] checks
 /// (gang contract on each group's working copy, the manifests stage), then [`place`] for the
-/// groups.
+/// groups. What the first pass partitions; later passes use [`plan_recorded`].
 ///
 /// # Errors
 /// `(reason, message)` of the Failed condition: `GangSchedulingConflict` (contract findings),
@@ -740,12 +966,135 @@ pub fn plan(
     wf: &WorkflowResource,
     nodes: &Arc<Vec<Node>>,
 ) -> Result<Plan, (&'static str, String)> {
-    let fail = |e: PolicyError| match e.into_parts().0 {
+    let rendered = render(rules, wf, node_request(Arc::clone(nodes))).map_err(fail)?;
+    expand(rules, &rendered).map_err(fail)?;
+    let resolved = resolved_of(&rendered)?;
+    let policy = nvcre_domain::placement_policy(rules).map_err(fail)?;
+    let placement = place(&resolved, &rendered.nodes, &policy)
+        .map_err(|e| ("PartitionError", e.to_string()))?;
+    Ok(assemble(wf, &rendered.platform, &resolved, placement))
+}
+
+/// Resolves the Workflow again and renders the groups recorded in `orch` for exactly their
+/// recorded nodes ([`place_recorded`], checked as [`expand`] checks them), whatever the
+/// cluster's nodes are now: the partition is fixed once recorded.
+///
+/// The resolution (overrides, execution settings, thresholds) sees the recorded nodes that are
+/// still in the cluster, cordoned or not (under Unpinned, which records no nodes, every node,
+/// cordoned or not); when none of them is a target any more, the recorded platform and GPU
+/// architecture. The partition's description (`placement`, `total_nodes`, `nodes_per_job`,
+/// `gpu_architecture`, `gpu_products`) is the recorded one; `excluded` is empty.
+///
+/// # Errors
+/// As [`plan`], but never for the nodes alone: they no longer decide the groups.
+pub fn plan_recorded(
+    rules: &RuleSet,
+    wf: &WorkflowResource,
+    nodes: &Arc<Vec<Node>>,
+    orch: &OrchestrationStatus,
+) -> Result<Plan, (&'static str, String)> {
+    let placed: std::collections::BTreeSet<&str> = orch
+        .groups
+        .iter()
+        .flat_map(|g| &g.nodes)
+        .map(String::as_str)
+        .collect();
+    // A cordon is the node health monitor's business, not a reason to resolve differently.
+    let context: Vec<Node> = nodes
+        .iter()
+        .filter(|n| placed.is_empty() || placed.contains(n.name.as_str()))
+        .map(|n| Node {
+            unschedulable: false,
+            ..n.clone()
+        })
+        .collect();
+    let rendered = match render(rules, wf, node_request(Arc::new(context))) {
+        Ok(r) => r,
+        // No target node is left to detect from: resolve for what was detected at partition.
+        Err(e) => match e.into_parts().0 {
+            PolicyError::Placement(_) => {
+                let (Some(platform), Some(arch)) = (
+                    orch.detected_platform.clone(),
+                    orch.detected_gpu_architecture.clone(),
+                ) else {
+                    return Err((
+                        "NodeDiscoveryError",
+                        "no recorded node is left and the status records no platform and GPU architecture to resolve for".to_string(),
+                    ));
+                };
+                let req = RenderRequest {
+                    platform: Some(platform),
+                    gpu_arch: Some(arch),
+                    allow_unknown_arch: true,
+                    admitted: true,
+                    ..RenderRequest::default()
+                };
+                render(rules, wf, req).map_err(fail)?
+            }
+            other => return Err(fail(other)),
+        },
+    };
+    let resolved = resolved_of(&rendered)?;
+    let policy = nvcre_domain::placement_policy(rules).map_err(fail)?;
+    let groups = orch
+        .groups
+        .iter()
+        .map(|g| Group {
+            name: g.name.clone(),
+            nodes: g.nodes.clone(),
+            overflow: g.overflow,
+            ..Group::default()
+        })
+        .collect();
+    let placement = place_recorded(
+        &resolved,
+        groups,
+        orch.gpu_products.clone(),
+        i64::from(orch.nodes_per_job),
+        &policy,
+    )
+    .map_err(|e| ("PartitionError", e.to_string()))?;
+    verify_placement(rules, &resolved, &placement).map_err(fail)?;
+    let mut planned = assemble(wf, &rendered.platform, &resolved, placement);
+    planned.total_nodes = orch.total_nodes;
+    planned.nodes_per_job = orch.nodes_per_job;
+    if let Some(placement) = &orch.placement {
+        planned.placement = placement.clone();
+    }
+    if let Some(arch) = &orch.detected_gpu_architecture {
+        planned.gpu_architecture = arch.clone();
+    }
+    Ok(planned)
+}
+
+/// `(reason, message)` of the Failed condition for a render, check or placement error.
+fn fail(e: PolicyError) -> (&'static str, String) {
+    match e.into_parts().0 {
         e @ PolicyError::Rejected(_) => ("GangSchedulingConflict", e.to_string()),
         PolicyError::Placement(m) => ("PartitionError", m),
         PolicyError::Resolve(r) => ("OverrideError", format!("Failed to apply overrides: {r}")),
         other => ("NodeDiscoveryError", other.to_string()),
-    };
+    }
+}
+
+/// A render for the cluster's `nodes` (platform and architecture detected from them).
+fn node_request(nodes: Arc<Vec<Node>>) -> RenderRequest {
+    RenderRequest {
+        nodes: Some(nodes),
+        allow_unknown_arch: true,
+        // The API server admitted the object with the CRD's schema and rules, which the
+        // admission stage mirrors: a failure here would be reported as a contract conflict.
+        admitted: true,
+        ..RenderRequest::default()
+    }
+}
+
+/// [`render_workflow`] of `wf` as a Workflow document.
+fn render(
+    rules: &RuleSet,
+    wf: &WorkflowResource,
+    req: RenderRequest,
+) -> Result<Rendered, PolicyError> {
     let name = wf.name_any();
     let value = json!({
         "apiVersion": nvcre_domain::crd::API_VERSION,
@@ -753,27 +1102,28 @@ pub fn plan(
         "metadata": {"name": name, "namespace": wf.namespace()},
         "spec": wf.spec,
     });
-    let text = serde_json::to_string(&value).map_err(|e| ("NodeDiscoveryError", e.to_string()))?;
+    let text = serde_json::to_string(&value).map_err(|e| PolicyError::Build(e.to_string()))?;
     let source = Source::new(format!("workflow/{name}"), text);
-    let docs = parse_documents(&source).map_err(|e| ("NodeDiscoveryError", e.to_string()))?;
+    let docs = parse_documents(&source).map_err(|e| PolicyError::Build(e.to_string()))?;
     let doc = docs
         .first()
-        .ok_or(("NodeDiscoveryError", "empty Workflow document".to_string()))?;
-    let req = RenderRequest {
-        nodes: Some(Arc::clone(nodes)),
-        allow_unknown_arch: true,
-        // The API server admitted the object with the CRD's schema and rules, which the
-        // admission stage mirrors: a failure here would be reported as a contract conflict.
-        admitted: true,
-        ..RenderRequest::default()
-    };
-    let rendered = render_workflow(rules, doc, &req).map_err(fail)?;
-    expand(rules, &rendered).map_err(fail)?;
-    let resolved: nvcre_domain::Workflow = serde_json::from_value(rendered.workflow.clone())
-        .map_err(|e| ("NodeDiscoveryError", e.to_string()))?;
-    let policy = nvcre_domain::placement_policy(rules).map_err(fail)?;
-    let placement = place(&resolved, &rendered.nodes, &policy)
-        .map_err(|e| ("PartitionError", e.to_string()))?;
+        .ok_or_else(|| PolicyError::Build("empty Workflow document".to_string()))?;
+    render_workflow(rules, doc, &req)
+}
+
+/// The resolved Workflow of a render.
+fn resolved_of(rendered: &Rendered) -> Result<nvcre_domain::Workflow, (&'static str, String)> {
+    serde_json::from_value(rendered.workflow.clone())
+        .map_err(|e| ("NodeDiscoveryError", e.to_string()))
+}
+
+/// The [`Plan`] of a placement: every manifest owned by `wf` and labelled with its run.
+fn assemble(
+    wf: &WorkflowResource,
+    platform: &str,
+    resolved: &nvcre_domain::Workflow,
+    placement: Placement,
+) -> Plan {
     let owner = owner_ref(wf);
     let run_label = wf.labels().get(WORKLOAD_RUN_LABEL).cloned();
     let owned = |m: &Value| {
@@ -793,8 +1143,8 @@ pub fn plan(
         }
         m
     };
-    Ok(Plan {
-        platform: rendered.platform.clone(),
+    Plan {
+        platform: platform.to_string(),
         gpu_architecture: placement.gpu_architecture.clone(),
         placement: format!("{:?}", placement.mode),
         total_nodes: i32::try_from(placement.total_nodes).unwrap_or(i32::MAX),
@@ -821,7 +1171,7 @@ pub fn plan(
                 manifests: g.manifests.iter().map(owned).collect(),
             })
             .collect(),
-    })
+    }
 }
 
 /// The controller ownerReference of `wf` for its children (`blockOwnerDeletion: true`).
@@ -869,30 +1219,54 @@ fn for_attempt(m: &Value, iteration: i32, retries: i32) -> Value {
 
 /// Succeeded node names (comma-joined) and failed nodes (`name: <reason>: message` lines,
 /// `ThresholdViolation` for a failed performance validation, else `WorkloadFailed`): a node
-/// failed when a group holding it failed in any iteration (the latest failure's message); every
+/// failed when a group holding it failed in any iteration (the latest failure's message). A
+/// node of a group that did not finish the current iteration (never started, or stopped with
+/// the Workflow: reason `WorkflowFailed`) was not fully tested and is in neither list; every
 /// other placed node succeeded.
 fn node_results(
     orch: &OrchestrationStatus,
 ) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
+    let failed_here =
+        |g: &&GroupStatus| g.phase == "Failed" && g.reason.as_deref() != Some(WORKFLOW_FAILED);
+    // The current iteration is recorded in the history only once it completed; at the end of
+    // the last one it repeats the last record.
+    let current = orch.groups.iter().filter(failed_here).map(|g| {
+        (
+            g.name.clone(),
+            g.reason.clone().unwrap_or_else(|| JOB_FAILED.into()),
+            g.message.clone().unwrap_or_default(),
+        )
+    });
+    let recorded = orch
+        .iteration_history
+        .iter()
+        .flat_map(|r| &r.failed_groups)
+        .map(|f| (f.name.clone(), f.reason.clone(), f.message.clone()));
     let mut failed = BTreeMap::new();
-    for f in orch.iteration_history.iter().flat_map(|r| &r.failed_groups) {
-        let Some(g) = orch.groups.iter().find(|g| g.name == f.name) else {
+    for (name, reason, message) in recorded.chain(current) {
+        let Some(g) = orch.groups.iter().find(|g| g.name == name) else {
             continue;
         };
-        let reason = if is_validation_reason(&f.reason) {
+        let reason = if is_validation_reason(&reason) {
             "ThresholdViolation"
         } else {
             "WorkloadFailed"
         };
         for n in &g.nodes {
-            failed.insert(n.clone(), (reason, f.message.clone()));
+            failed.insert(n.clone(), (reason, message.clone()));
         }
     }
+    let untested: std::collections::BTreeSet<&String> = orch
+        .groups
+        .iter()
+        .filter(|g| g.phase != "Succeeded" && !failed_here(g))
+        .flat_map(|g| &g.nodes)
+        .collect();
     let ok: std::collections::BTreeSet<&String> = orch
         .groups
         .iter()
         .flat_map(|g| &g.nodes)
-        .filter(|n| !failed.contains_key(*n))
+        .filter(|n| !failed.contains_key(*n) && !untested.contains(n))
         .collect();
     let ok = ok.into_iter().cloned().collect::<Vec<_>>().join(",");
     let failed = failed

@@ -674,24 +674,646 @@ fn execution_settings_and_their_defaults() {
     );
 }
 
+/// A Workflow two 2-node groups started on 4 nodes.
+fn started_on_four() -> (WorkflowResource, WorkflowDecision) {
+    let nodes = aws_h100(4);
+    let mut wf = workflow("", &nodes);
+    let d = step(&mut wf, &nodes, &BTreeMap::new(), 0);
+    (wf, d)
+}
+
+fn group(wf: &WorkflowResource, i: usize) -> GroupStatus {
+    wf.status
+        .as_ref()
+        .and_then(|s| s.orchestration.as_ref())
+        .map(|o| o.groups[i].clone())
+        .expect("group")
+}
+
+/// `(phase, reason, message, jobRef, retries)` of group `i`.
+fn group_state(
+    wf: &WorkflowResource,
+    i: usize,
+) -> (String, Option<String>, Option<String>, Option<String>, i32) {
+    let g = group(wf, i);
+    (g.phase, g.reason, g.message, g.job_ref, g.retries)
+}
+
+fn state(
+    phase: &str,
+    reason: Option<&str>,
+    message: Option<&str>,
+    job: Option<&str>,
+    retries: i32,
+) -> (String, Option<String>, Option<String>, Option<String>, i32) {
+    (
+        phase.into(),
+        reason.map(Into::into),
+        message.map(Into::into),
+        job.map(Into::into),
+        retries,
+    )
+}
+
+/// The `nodes` entry of the node result ConfigMap `name` among `d.apply`.
+fn node_list(d: &WorkflowDecision, name: &str) -> Option<Value> {
+    d.apply
+        .iter()
+        .find(|m| m["kind"] == "ConfigMap" && m["metadata"]["name"] == name)
+        .map(|m| m["data"]["nodes"].clone())
+}
+
+fn true_condition(wf: &WorkflowResource) -> (String, String, String, String) {
+    conds(&wf.status.as_ref().expect("status").conditions)
+        .into_iter()
+        .find(|c| c.1 == "True")
+        .expect("a True condition")
+}
+
 #[test]
-fn a_name_collision_fails_the_workflow_with_the_kind_reason() {
-    let nodes = aws_h100(2);
-    let wf = workflow("", &nodes);
-    let status = nvcre_controller::workflow::collision_status(&wf, "TrainJob", "nccl-job", NOW);
+fn a_name_collision_fails_the_workflow_and_stops_what_the_pass_started() {
+    // The first pass applied group-0's TrainJob, then group-1's name was taken.
+    let (wf, d) = started_on_four();
+    let failed = nvcre_controller::workflow::collision_decision(
+        &wf,
+        d.status.clone().expect("status"),
+        &BTreeMap::new(),
+        &["nccl-group-0".to_string()],
+        ("TrainJob", "nccl-group-1"),
+        NOW,
+    );
     assert_eq!(
-        conds(&status.conditions)[2],
+        failed
+            .delete
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect::<Vec<_>>(),
+        ["nccl-group-0"]
+    );
+    let mut after = wf.clone();
+    after.status = failed.status.clone();
+    assert_eq!(
+        true_condition(&after),
         c(
             "Failed",
             "True",
             "JobNameCollision",
-            "TrainJob \"nccl-job\" already exists in namespace \"team-a\" and is not controlled by Workflow \"nccl\"; refusing to adopt it"
+            "TrainJob \"nccl-group-1\" already exists in namespace \"team-a\" and is not controlled by Workflow \"nccl\"; refusing to adopt it"
         )
     );
-    assert_eq!(status.phase.as_deref(), Some("Failed"));
-    let status =
-        nvcre_controller::workflow::collision_status(&wf, "TrainingRuntime", "nccl-runtime", NOW);
+    assert_eq!(
+        group_state(&after, 0),
+        state(
+            "Failed",
+            Some("WorkflowFailed"),
+            Some("TrainJob nccl-group-0 deleted: the Workflow failed"),
+            Some("nccl-group-0"),
+            0
+        )
+    );
+    // Never created: back to Pending, and the other owner's TrainJob is left alone.
+    assert_eq!(
+        group_state(&after, 1),
+        state("Pending", None, None, None, 0)
+    );
+    // No node finished its test: neither list names one.
+    assert_eq!(
+        kinds_and_names(&failed.apply),
+        [
+            ("ConfigMap".to_string(), "nccl-succeeded-nodes".to_string()),
+            ("ConfigMap".to_string(), "nccl-failed-nodes".to_string())
+        ]
+    );
+    assert_eq!(node_list(&failed, "nccl-succeeded-nodes"), Some(json!("")));
+    assert_eq!(node_list(&failed, "nccl-failed-nodes"), Some(json!("")));
+    let status = failed.status.expect("status");
+    assert_eq!(
+        (
+            status.phase.as_deref(),
+            status.succeeded_nodes_ref.map(|r| r.name),
+            status.failed_nodes_ref.map(|r| r.name)
+        ),
+        (
+            Some("Failed"),
+            Some("nccl-succeeded-nodes".to_string()),
+            Some("nccl-failed-nodes".to_string())
+        )
+    );
+    assert_eq!(failed.requeue_after, None);
+
+    // Any other kind is a dependency collision.
+    let failed = nvcre_controller::workflow::collision_decision(
+        &wf,
+        d.status.clone().expect("status"),
+        &BTreeMap::new(),
+        &[],
+        ("TrainingRuntime", "nccl-runtime-nccl-group-0"),
+        NOW,
+    );
+    let status = failed.status.expect("status");
     assert_eq!(conds(&status.conditions)[2].2, "DependencyNameCollision");
+    assert_eq!(failed.delete, Vec::new());
+}
+
+#[test]
+fn a_taken_node_result_config_map_name_is_neither_written_nor_referenced() {
+    let (mut wf, _) = started_on_four();
+    let nodes = aws_h100(4);
+    let jobs = BTreeMap::from([
+        job("nccl-group-0", 0, Some(("Complete", ""))),
+        job("nccl-group-1", 0, Some(("Complete", ""))),
+    ]);
+    let before = wf.clone();
+    let d = step(&mut wf, &nodes, &jobs, 10);
+    // Applying the failed-nodes ConfigMap met another owner's object of that name.
+    let failed = nvcre_controller::workflow::collision_decision(
+        &before,
+        d.status.clone().expect("status"),
+        &jobs,
+        &[],
+        ("ConfigMap", "nccl-failed-nodes"),
+        NOW,
+    );
+    assert_eq!(
+        kinds_and_names(&failed.apply),
+        [("ConfigMap".to_string(), "nccl-succeeded-nodes".to_string())]
+    );
+    assert_eq!(
+        node_list(&failed, "nccl-succeeded-nodes"),
+        Some(json!("node-0,node-1,node-2,node-3"))
+    );
+    let status = failed.status.expect("status");
+    assert_eq!(
+        (
+            status.failed_nodes_ref.map(|r| r.name),
+            conds(&status.conditions)[2].2.as_str()
+        ),
+        (None, "DependencyNameCollision")
+    );
+    assert_eq!(failed.delete, Vec::new());
+}
+
+/// `now_secs` of [`NOW`] plus `secs`: the group start times are [`NOW`].
+fn at(secs: i64) -> i64 {
+    NOW.parse::<k8s_openapi::jiff::Timestamp>()
+        .expect("NOW")
+        .as_second()
+        + secs
+}
+
+#[test]
+fn a_deleted_train_job_fails_its_group_and_the_run_still_finishes() {
+    let nodes = aws_h100(4);
+    let mut wf = workflow("orchestration: {timeoutPerJob: 2s}\n", &nodes);
+    step(&mut wf, &nodes, &BTreeMap::new(), at(0));
+    // Someone deletes nccl-group-0 while it runs.
+    let jobs = BTreeMap::from([job("nccl-group-1", at(0), None)]);
+    let d = step(&mut wf, &nodes, &jobs, at(1));
+    assert_eq!(
+        (d.delete.clone(), d.apply.clone()),
+        (Vec::new(), Vec::new())
+    );
+    assert_eq!(
+        group_state(&wf, 0),
+        state(
+            "Failed",
+            Some("JobDeleted"),
+            Some("TrainJob nccl-group-0 was deleted before its group finished"),
+            Some("nccl-group-0"),
+            0
+        )
+    );
+    assert_eq!(group(&wf, 0).completion_time.as_deref(), Some(NOW));
+    assert_eq!(group_state(&wf, 1).0, "Running");
+    let jobs = BTreeMap::from([job("nccl-group-1", at(0), Some(("Complete", "")))]);
+    let d = step(&mut wf, &nodes, &jobs, at(2));
+    assert_eq!(
+        true_condition(&wf),
+        c(
+            "Failed",
+            "True",
+            "IterationsFailed",
+            "1 groups failed across 1 iterations"
+        )
+    );
+    assert_eq!(
+        node_list(&d, "nccl-failed-nodes"),
+        Some(json!(
+            "node-0: WorkloadFailed: TrainJob nccl-group-0 was deleted before its group finished\nnode-1: WorkloadFailed: TrainJob nccl-group-0 was deleted before its group finished"
+        ))
+    );
+    assert_eq!(
+        node_list(&d, "nccl-succeeded-nodes"),
+        Some(json!("node-2,node-3"))
+    );
+}
+
+#[test]
+fn a_deleted_train_job_is_retried_while_retries_are_left() {
+    let (mut wf, _) = started_on_four();
+    set_execution(&mut wf, "retryFailedGroups", json!(1));
+    let nodes = aws_h100(4);
+    let jobs = BTreeMap::from([job("nccl-group-1", 0, None)]);
+    let d = step(&mut wf, &nodes, &jobs, 10);
+    // Nothing to delete: it is gone already.
+    assert_eq!(d.delete, Vec::new());
+    assert_eq!(
+        kinds_and_names(&d.apply),
+        [
+            (
+                "TrainingRuntime".to_string(),
+                "nccl-runtime-nccl-group-0".to_string()
+            ),
+            ("TrainJob".to_string(), "nccl-group-0-retry1".to_string())
+        ]
+    );
+    assert_eq!(
+        group_state(&wf, 0),
+        state(
+            "Running",
+            None,
+            Some("retry 1 after: TrainJob nccl-group-0 was deleted before its group finished"),
+            Some("nccl-group-0-retry1"),
+            1
+        )
+    );
+}
+
+#[test]
+fn a_retry_whose_status_write_failed_is_followed_under_its_new_name() {
+    let (mut wf, _) = started_on_four();
+    set_execution(&mut wf, "retryFailedGroups", json!(1));
+    let nodes = aws_h100(4);
+    let failed = BTreeMap::from([
+        job("nccl-group-0", 0, None),
+        job("nccl-group-1", 0, Some(("Failed", "pod node-3 OOMKilled"))),
+    ]);
+    // The pass deletes nccl-group-1 and creates nccl-group-1-retry1; its status write fails.
+    let d = decide(&wf, &nodes, &failed, 10);
+    assert_eq!(
+        (
+            d.delete.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            kinds_and_names(&d.apply)[1].1.as_str()
+        ),
+        (vec!["nccl-group-1"], "nccl-group-1-retry1")
+    );
+    // The next pass sees the old status: group-1 on nccl-group-1, which is gone.
+    let jobs = BTreeMap::from([
+        job("nccl-group-0", 0, None),
+        job("nccl-group-1-retry1", 10, None),
+    ]);
+    let d = step(&mut wf, &nodes, &jobs, 20);
+    assert_eq!(
+        (d.delete.clone(), d.apply.clone()),
+        (Vec::new(), Vec::new())
+    );
+    assert_eq!(
+        group_state(&wf, 1),
+        state(
+            "Running",
+            None,
+            Some("retry 1 after: TrainJob nccl-group-1 was replaced by nccl-group-1-retry1"),
+            Some("nccl-group-1-retry1"),
+            1
+        )
+    );
+    let jobs = BTreeMap::from([
+        job("nccl-group-0", 0, Some(("Complete", ""))),
+        job("nccl-group-1-retry1", 10, Some(("Complete", ""))),
+    ]);
+    step(&mut wf, &nodes, &jobs, 30);
+    assert_eq!(
+        true_condition(&wf),
+        c(
+            "Succeeded",
+            "True",
+            "JobCompleted",
+            "All 1 iterations completed successfully"
+        )
+    );
+}
+
+#[test]
+fn a_pending_group_starts_its_latest_attempt_not_one_that_already_ended() {
+    // The status says group-1 waits for its first retry (maxConcurrent held it back), but the
+    // cluster already has its second: a pass whose status write failed made it.
+    let nodes = aws_h100(4);
+    let mut wf = workflow("orchestration: {maxConcurrent: 1}\n", &nodes);
+    set_execution(&mut wf, "retryFailedGroups", json!(3));
+    step(&mut wf, &nodes, &BTreeMap::new(), 0);
+    if let Some(o) = wf.status.as_mut().and_then(|s| s.orchestration.as_mut()) {
+        o.groups[0].phase = "Succeeded".into();
+        o.groups[1].retries = 1;
+    }
+    let jobs = BTreeMap::from([
+        job("nccl-group-0", 0, Some(("Complete", ""))),
+        job("nccl-group-1-retry2", 5, None),
+    ]);
+    let d = step(&mut wf, &nodes, &jobs, 10);
+    assert_eq!(
+        kinds_and_names(&d.apply)[1],
+        ("TrainJob".to_string(), "nccl-group-1-retry2".to_string())
+    );
+    assert_eq!(
+        group_state(&wf, 1),
+        state("Running", None, None, Some("nccl-group-1-retry2"), 2)
+    );
+}
+
+#[test]
+fn a_job_deleted_for_its_timeout_on_a_pass_whose_status_write_failed_stays_timed_out() {
+    let nodes = aws_h100(2);
+    let mut wf = workflow("orchestration: {timeoutPerJob: 10m}\n", &nodes);
+    set_execution(&mut wf, "retryFailedGroups", json!(3));
+    step(&mut wf, &nodes, &BTreeMap::new(), at(0));
+    let d = decide(
+        &wf,
+        &nodes,
+        &BTreeMap::from([job("nccl-job", at(0), None)]),
+        at(601),
+    );
+    assert_eq!(
+        d.delete.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        ["nccl-job"]
+    );
+    // That status write failed; the job is gone on the next pass. Not retried, not a deletion.
+    let d = step(&mut wf, &nodes, &BTreeMap::new(), at(602));
+    assert_eq!((d.delete.clone(), d.apply.len()), (Vec::new(), 2));
+    assert_eq!(
+        group_state(&wf, 0),
+        state(
+            "Failed",
+            Some("JobTimedOut"),
+            Some("TrainJob nccl-job timed out after 600s"),
+            Some("nccl-job"),
+            0
+        )
+    );
+    assert_eq!(
+        true_condition(&wf),
+        c(
+            "Failed",
+            "True",
+            "JobTimedOut",
+            "1 groups failed across 1 iterations"
+        )
+    );
+}
+
+/// The hostnames a TrainJob's required node affinity pins (every `kubernetes.io/hostname In`
+/// requirement found in it, in order).
+fn pinned_hosts(v: &Value) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    match v {
+        Value::Object(m) => {
+            if m.get("key") == Some(&json!("kubernetes.io/hostname"))
+                && m.get("operator") == Some(&json!("In"))
+            {
+                out.push(
+                    m["values"]
+                        .as_array()
+                        .expect("values")
+                        .iter()
+                        .map(|h| h.as_str().expect("host").to_string())
+                        .collect(),
+                );
+            }
+            for x in m.values() {
+                out.extend(pinned_hosts(x));
+            }
+        }
+        Value::Array(a) => {
+            for x in a {
+                out.extend(pinned_hosts(x));
+            }
+        }
+        _ => {}
+    }
+    out
+}
+
+fn nodes_from(docs: Vec<Value>) -> Arc<Vec<nvcre_domain::Node>> {
+    Arc::new(nvcre_domain::nodes_from_documents(&docs).expect("nodes"))
+}
+
+fn h100_doc(name: &str, i: usize) -> Value {
+    node_doc(
+        name,
+        "NVIDIA-H100-80GB-HBM3",
+        &format!("aws:///us-east-1a/i-{i}"),
+    )
+}
+
+/// The TrainJob among `d.apply`.
+fn train_job(d: &WorkflowDecision) -> &Value {
+    d.apply
+        .iter()
+        .find(|m| m["kind"] == "TrainJob")
+        .expect("a TrainJob")
+}
+
+#[test]
+fn a_node_joining_mid_run_does_not_move_a_pending_group() {
+    let nodes = aws_h100(6);
+    let mut wf = workflow("orchestration: {maxConcurrent: 1}\n", &nodes);
+    step(&mut wf, &nodes, &BTreeMap::new(), 0);
+    // A node sorting before every other joins: a new partition would shift every group.
+    let docs: Vec<Value> = std::iter::once(h100_doc("a-0", 9))
+        .chain((0..6).map(|i| h100_doc(&format!("node-{i}"), i)))
+        .collect();
+    let more = nodes_from(docs);
+    let jobs = BTreeMap::from([job("nccl-group-0", 0, Some(("Complete", "")))]);
+    let d = step(&mut wf, &more, &jobs, 10);
+    let tj = train_job(&d);
+    assert_eq!(tj["metadata"]["name"], "nccl-group-1");
+    assert_eq!(
+        pinned_hosts(tj),
+        [["node-2", "node-3"], ["node-2", "node-3"]],
+        "the node and launcher replicated jobs"
+    );
+    assert_eq!(
+        tj["metadata"]["annotations"]["nvcre.nvidia.com/group-nodes"],
+        "node-2,node-3"
+    );
+    assert_eq!(group(&wf, 1).nodes, ["node-2", "node-3"]);
+    assert_eq!(
+        true_condition(&wf),
+        c(
+            "InProgress",
+            "True",
+            "GroupsPartitioned",
+            "Discovered 6 nodes, partitioned into 3 groups (2 nodes/job)"
+        )
+    );
+}
+
+#[test]
+fn nodes_cordoned_or_removed_mid_run_neither_fail_the_workflow_nor_strand_a_group() {
+    let nodes = aws_h100(4);
+    let mut wf = workflow("orchestration: {maxConcurrent: 1}\n", &nodes);
+    step(&mut wf, &nodes, &BTreeMap::new(), 0);
+    // node-0 (group-0's, running) is cordoned; node-3 (group-1's, pending) is removed.
+    let mut docs: Vec<Value> = (0..3).map(|i| h100_doc(&format!("node-{i}"), i)).collect();
+    docs[0]["spec"]["unschedulable"] = json!(true);
+    let changed = nodes_from(docs);
+    let running = BTreeMap::from([job("nccl-group-0", 0, None)]);
+    let d = step(&mut wf, &changed, &running, 5);
+    assert_eq!(
+        (d.status.is_none(), d.apply.clone(), d.delete.clone()),
+        (true, Vec::new(), Vec::new())
+    );
+    let jobs = BTreeMap::from([job("nccl-group-0", 0, Some(("Complete", "")))]);
+    let d = step(&mut wf, &changed, &jobs, 10);
+    let tj = train_job(&d);
+    assert_eq!(tj["metadata"]["name"], "nccl-group-1");
+    assert_eq!(
+        pinned_hosts(tj),
+        [["node-2", "node-3"], ["node-2", "node-3"]]
+    );
+    assert_eq!(group_state(&wf, 1).0, "Running");
+    let jobs = BTreeMap::from([
+        job("nccl-group-0", 0, Some(("Complete", ""))),
+        job("nccl-group-1", 10, Some(("Complete", ""))),
+    ]);
+    let d = step(&mut wf, &changed, &jobs, 20);
+    assert_eq!(
+        true_condition(&wf),
+        c(
+            "Succeeded",
+            "True",
+            "JobCompleted",
+            "All 1 iterations completed successfully"
+        )
+    );
+    assert_eq!(
+        node_list(&d, "nccl-succeeded-nodes"),
+        Some(json!("node-0,node-1,node-2,node-3"))
+    );
+}
+
+#[test]
+fn every_node_gone_mid_run_resolves_for_the_recorded_platform_and_architecture() {
+    let nodes = aws_h100(2);
+    let mut wf = workflow("orchestration: {timeoutPerJob: 1h}\n", &nodes);
+    step(&mut wf, &nodes, &BTreeMap::new(), 0);
+    let none = Arc::new(Vec::new());
+    let running = BTreeMap::from([job("nccl-job", 0, None)]);
+    let d = step(&mut wf, &none, &running, 10);
+    assert_eq!(
+        (d.status.is_none(), d.apply.clone(), d.delete.clone()),
+        (true, Vec::new(), Vec::new())
+    );
+    // timeoutPerJob still applies: it comes from the resolved Workflow.
+    let d = step(&mut wf, &none, &running, 3601);
+    assert_eq!(
+        (
+            d.delete.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+            group_state(&wf, 0).2
+        ),
+        (
+            vec!["nccl-job"],
+            Some("TrainJob nccl-job timed out after 3600s".to_string())
+        )
+    );
+}
+
+#[test]
+fn a_new_iteration_runs_the_recorded_partition_again() {
+    let nodes = aws_h100(4);
+    let mut wf = workflow("orchestration: {repeatCount: 2}\n", &nodes);
+    step(&mut wf, &nodes, &BTreeMap::new(), 0);
+    let jobs = BTreeMap::from([
+        job("nccl-group-0", 0, Some(("Complete", ""))),
+        job("nccl-group-1", 0, Some(("Complete", ""))),
+    ]);
+    step(&mut wf, &nodes, &jobs, 10);
+    // Between the iterations node-1 is cordoned and node-4 joins.
+    let mut docs: Vec<Value> = (0..5).map(|i| h100_doc(&format!("node-{i}"), i)).collect();
+    docs[1]["spec"]["unschedulable"] = json!(true);
+    let d = step(&mut wf, &nodes_from(docs), &BTreeMap::new(), 11);
+    let pinned: Vec<(Value, Vec<Vec<String>>)> = d
+        .apply
+        .iter()
+        .filter(|m| m["kind"] == "TrainJob")
+        .map(|m| (m["metadata"]["name"].clone(), pinned_hosts(m)))
+        .collect();
+    assert_eq!(
+        pinned,
+        [
+            (
+                json!("nccl-group-0-iter2"),
+                vec![vec!["node-0".to_string(), "node-1".to_string()]; 2]
+            ),
+            (
+                json!("nccl-group-1-iter2"),
+                vec![vec!["node-2".to_string(), "node-3".to_string()]; 2]
+            )
+        ]
+    );
+}
+
+#[test]
+fn a_spec_that_no_longer_resolves_mid_run_fails_and_stops_the_running_jobs() {
+    let nodes = aws_h100(4);
+    let mut wf = workflow("orchestration: {maxConcurrent: 1}\n", &nodes);
+    step(&mut wf, &nodes, &BTreeMap::new(), 0);
+    step(
+        &mut wf,
+        &nodes,
+        &BTreeMap::from([job("nccl-group-0", 0, Some(("Complete", "")))]),
+        10,
+    );
+    wf.spec
+        .orchestration
+        .insert("placement".into(), json!("Spread"));
+    let jobs = BTreeMap::from([
+        job("nccl-group-0", 0, Some(("Complete", ""))),
+        job("nccl-group-1", 10, None),
+    ]);
+    let d = step(&mut wf, &nodes, &jobs, 20);
+    assert_eq!(
+        d.delete.iter().map(|c| c.name.as_str()).collect::<Vec<_>>(),
+        ["nccl-group-1"]
+    );
+    assert_eq!(
+        true_condition(&wf),
+        c(
+            "Failed",
+            "True",
+            "PartitionError",
+            "spec.orchestration.placement: unsupported value \"Spread\": must be Pinned or Unpinned"
+        )
+    );
+    assert_eq!(group_state(&wf, 0).0, "Succeeded");
+    assert_eq!(
+        group_state(&wf, 1),
+        state(
+            "Failed",
+            Some("WorkflowFailed"),
+            Some("TrainJob nccl-group-1 deleted: the Workflow failed"),
+            Some("nccl-group-1"),
+            0
+        )
+    );
+    // group-1 was stopped, not failed by its nodes: they are in neither list.
+    assert_eq!(
+        (
+            node_list(&d, "nccl-succeeded-nodes"),
+            node_list(&d, "nccl-failed-nodes")
+        ),
+        (Some(json!("node-0,node-1")), Some(json!("")))
+    );
+    let status = wf.status.expect("status");
+    assert_eq!(
+        (
+            status.succeeded_nodes_ref.map(|r| r.name),
+            status.failed_nodes_ref.map(|r| r.name)
+        ),
+        (
+            Some("nccl-succeeded-nodes".to_string()),
+            Some("nccl-failed-nodes".to_string())
+        )
+    );
 }
 
 mod thresholds {

@@ -86,11 +86,12 @@ pub use packs::{
 };
 pub use placement::{
     Group, Placement, PlacementError, PlacementPolicy, SchedulingPolicy, place, place_groups,
+    place_recorded,
 };
 pub use render::{
     ANNOTATION_ARCH, ANNOTATION_PLATFORM, Expanded, NIC_DETECTION, Note, RenderRequest, Rendered,
     check_flags, expand, note_line, override_table_lints, read_workload_run, render_document,
-    render_workflow, render_workload_run, sort_string_maps,
+    render_workflow, render_workload_run, sort_string_maps, verify_placement,
 };
 pub use suite::{
     Case, CaseContext, CaseResult, Coverage, DEFAULT_CASES, DEFAULT_SEED, Expectation, Generator,

@@ -69,6 +69,21 @@ scenario!(
     a_foreign_train_job_is_never_adopted_on_a_real_cluster,
     scenarios::foreign_train_job
 );
+scenario!(
+    a_deleted_train_job_fails_its_group_and_the_run_finishes_on_the_fake_server,
+    a_deleted_train_job_fails_its_group_and_the_run_finishes_on_a_real_cluster,
+    scenarios::deleted_train_job
+);
+scenario!(
+    nodes_changing_mid_run_leave_the_partition_as_recorded_on_the_fake_server,
+    nodes_changing_mid_run_leave_the_partition_as_recorded_on_a_real_cluster,
+    scenarios::nodes_change_mid_run
+);
+scenario!(
+    a_collision_mid_pass_stops_what_the_pass_created_on_the_fake_server,
+    a_collision_mid_pass_stops_what_the_pass_created_on_a_real_cluster,
+    scenarios::collision_mid_pass
+);
 
 /// A lease shorter than 2 s leaves no grace to renew in: refused before anything runs.
 #[tokio::test]

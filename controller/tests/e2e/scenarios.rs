@@ -868,6 +868,270 @@ pub async fn foreign_train_job(env: &Env) {
     controller.stop().await.expect("graceful stop");
 }
 
+/// The TrainJob `job` completes (its `Complete` condition, as the Trainer reports it).
+async fn complete_job(env: &Env, job: &str) {
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.ns, &train_job_resource());
+    let now = k8s_openapi::jiff::Timestamp::now()
+        .strftime("%Y-%m-%dT%H:%M:%SZ")
+        .to_string();
+    let status = json!({"status": {"conditions": [{
+        "type": "Complete", "status": "True", "reason": "JobsCompleted",
+        "message": "jobs completed", "lastTransitionTime": now}]}});
+    jobs.patch_status(job, &PatchParams::default(), &Patch::Merge(&status))
+        .await
+        .expect("complete");
+}
+
+/// `(name, phase, reason, message)` of each group of Workflow `name`, once `ready` holds.
+async fn groups_when(
+    env: &Env,
+    name: &str,
+    what: &str,
+    ready: impl Fn(&[nvcre_domain::crd::GroupStatus]) -> bool,
+) -> Vec<(String, String, Option<String>, Option<String>)> {
+    let workflows: Api<WorkflowResource> = Api::namespaced(env.client.clone(), &env.ns);
+    eventually(what, || async {
+        let wf = workflows.get_opt(name).await.expect("get workflow")?;
+        let groups = wf.status?.orchestration?.groups;
+        ready(&groups).then(|| {
+            groups
+                .into_iter()
+                .map(|g| (g.name, g.phase, g.reason, g.message))
+                .collect()
+        })
+    })
+    .await
+}
+
+/// `(reason, message)` of the run's True `condition`, once it is True.
+async fn run_condition(env: &Env, name: &str, condition: &str) -> (String, String) {
+    let runs: Api<WorkloadRunResource> = Api::namespaced(env.client.clone(), &env.ns);
+    eventually(&format!("the run {condition}"), || async {
+        let run = runs.get(name).await.expect("run");
+        run.status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == condition && c.status == "True")
+            .map(|c| (c.reason, c.message))
+    })
+    .await
+}
+
+/// The `nodes` of the node result ConfigMap `name`.
+async fn node_results(env: &Env, name: &str) -> String {
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    cms.get(name)
+        .await
+        .expect("node results")
+        .data
+        .and_then(|d| d.get("nodes").cloned())
+        .expect("nodes key")
+}
+
+/// A TrainJob deleted under a running group fails the group with `JobDeleted` instead of
+/// leaving it Running for ever: the other group finishes and the run fails, the deleted
+/// group's nodes listed as failed.
+pub async fn deleted_train_job(env: &Env) {
+    let controller = env.start(env.config());
+    let runs: Api<WorkloadRunResource> = Api::namespaced(env.client.clone(), &env.ns);
+    runs.create(&PostParams::default(), &run_manifest(env, "nccl"))
+        .await
+        .expect("create run");
+    // Both groups recorded as running (before that, the TrainJobs may exist unrecorded).
+    groups_when(env, "nccl", "both groups running", |g| {
+        g.iter().all(|g| g.phase == "Running")
+    })
+    .await;
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.ns, &train_job_resource());
+    jobs.delete("nccl-group-0", &kube::api::DeleteParams::background())
+        .await
+        .expect("delete");
+    let deleted = "TrainJob nccl-group-0 was deleted before its group finished";
+    let groups = groups_when(env, "nccl", "group-0 to fail", |g| g[0].phase == "Failed").await;
+    assert_eq!(
+        groups,
+        [
+            (
+                "group-0".to_string(),
+                "Failed".to_string(),
+                Some("JobDeleted".to_string()),
+                Some(deleted.to_string())
+            ),
+            ("group-1".to_string(), "Running".to_string(), None, None)
+        ]
+    );
+    complete_job(env, "nccl-group-1").await;
+    assert_eq!(
+        run_condition(env, "nccl", "Failed").await,
+        (
+            "WorkflowFailed".to_string(),
+            "1 groups failed across 1 iterations".to_string()
+        )
+    );
+    assert_eq!(
+        node_results(env, "nccl-failed-nodes").await,
+        format!(
+            "{0}: WorkloadFailed: {deleted}\n{1}: WorkloadFailed: {deleted}",
+            env.node_name(0),
+            env.node_name(1)
+        )
+    );
+    assert_eq!(
+        node_results(env, "nccl-succeeded-nodes").await,
+        format!("{},{}", env.node_name(2), env.node_name(3))
+    );
+    controller.stop().await.expect("graceful stop");
+}
+
+/// Nodes cordoned, removed and added while a run is under way change nothing: the partition
+/// recorded at the start holds, the pending group starts on its recorded nodes, and the run
+/// succeeds.
+pub async fn nodes_change_mid_run(env: &Env) {
+    use k8s_openapi::api::core::v1::Node;
+    let controller = env.start(env.config());
+    let runs: Api<WorkloadRunResource> = Api::namespaced(env.client.clone(), &env.ns);
+    runs.create(
+        &PostParams::default(),
+        &run_with(env, "nccl", json!({"orchestration": {"maxConcurrent": 1}})),
+    )
+    .await
+    .expect("create run");
+    // The partition is recorded: group-0 runs, group-1 waits.
+    groups_when(env, "nccl", "group-0 running", |g| {
+        g.iter()
+            .map(|g| g.phase.as_str())
+            .eq(["Running", "Pending"])
+    })
+    .await;
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.ns, &train_job_resource());
+    // group-0's first node is cordoned, group-1's last removed, and a node joins that sorts
+    // before group-1's (a new partition would leave no group-1).
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    nodes
+        .patch(
+            &env.node_name(0),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon");
+    nodes
+        .delete(&env.node_name(3), &kube::api::DeleteParams::default())
+        .await
+        .expect("delete node");
+    let mut joined = env.node_docs()[0].clone();
+    let name = format!("{}-00", env.id);
+    joined["metadata"]["name"] = json!(name);
+    joined["metadata"]["labels"]["kubernetes.io/hostname"] = json!(name);
+    nodes
+        .create(
+            &PostParams::default(),
+            &serde_json::from_value(joined).expect("node"),
+        )
+        .await
+        .expect("join");
+
+    complete_job(env, "nccl-group-0").await;
+    let second = eventually("group-1's TrainJob", || async {
+        jobs.get_opt("nccl-group-1").await.expect("get job")
+    })
+    .await;
+    let recorded = format!("{},{}", env.node_name(2), env.node_name(3));
+    assert_eq!(
+        second
+            .annotations()
+            .get("nvcre.nvidia.com/group-nodes")
+            .map(String::as_str),
+        Some(recorded.as_str())
+    );
+    complete_job(env, "nccl-group-1").await;
+    assert_eq!(
+        run_condition(env, "nccl", "Succeeded").await,
+        (
+            "WorkflowSucceeded".to_string(),
+            "Workflow completed successfully".to_string()
+        )
+    );
+    assert_eq!(
+        node_results(env, "nccl-succeeded-nodes").await,
+        (0..4)
+            .map(|i| env.node_name(i))
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    // Never failed on the way: the Workflow's only transitions.
+    let events = eventually("the Workflow's Events", || async {
+        let e = env.events_about("Workflow", "nccl").await;
+        e.iter().any(|e| e.1 == "JobCompleted").then_some(e)
+    })
+    .await;
+    assert_eq!(
+        events.iter().map(|e| e.1.as_str()).collect::<Vec<_>>(),
+        ["GroupsPartitioned", "JobCompleted"]
+    );
+    controller.stop().await.expect("graceful stop");
+}
+
+/// A name collision in the middle of a pass fails the Workflow and stops the TrainJob the pass
+/// had already created; the node result ConfigMaps are written as at a normal end.
+pub async fn collision_mid_pass(env: &Env) {
+    let cms: Api<ConfigMap> = Api::namespaced(env.client.clone(), &env.ns);
+    let owner: ConfigMap =
+        serde_json::from_value(json!({"metadata": {"name": "someone-else"}})).expect("configmap");
+    let owner = cms
+        .create(&PostParams::default(), &owner)
+        .await
+        .expect("owner");
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.ns, &train_job_resource());
+    let foreign: DynamicObject = serde_json::from_value(json!({
+        "apiVersion": "trainer.kubeflow.org/v1alpha1", "kind": "TrainJob",
+        "metadata": {"name": "nccl-group-1", "ownerReferences": [{
+            "apiVersion": "v1", "kind": "ConfigMap", "name": "someone-else",
+            "uid": owner.metadata.uid, "controller": true}]},
+        "spec": {"runtimeRef": {"name": "theirs"}}
+    }))
+    .expect("trainjob");
+    jobs.create(&PostParams::default(), &foreign)
+        .await
+        .expect("foreign trainjob");
+
+    let controller = env.start(env.config());
+    let runs: Api<WorkloadRunResource> = Api::namespaced(env.client.clone(), &env.ns);
+    runs.create(&PostParams::default(), &run_manifest(env, "nccl"))
+        .await
+        .expect("create run");
+    let (reason, _) = run_condition(env, "nccl", "Failed").await;
+    assert_eq!(reason, "WorkflowFailed");
+    let groups = groups_when(env, "nccl", "the stopped groups", |_| true).await;
+    assert_eq!(
+        groups,
+        [
+            (
+                "group-0".to_string(),
+                "Failed".to_string(),
+                Some("WorkflowFailed".to_string()),
+                Some("TrainJob nccl-group-0 deleted: the Workflow failed".to_string())
+            ),
+            ("group-1".to_string(), "Pending".to_string(), None, None)
+        ]
+    );
+    // Only the other owner's TrainJob is left.
+    let left = eventually("nccl-group-0 deleted", || async {
+        let j = jobs.list(&ListParams::default()).await.expect("jobs").items;
+        (j.len() == 1).then_some(j)
+    })
+    .await;
+    assert_eq!(child_names(&left), ["nccl-group-1"]);
+    // No node finished its test.
+    assert_eq!(node_results(env, "nccl-succeeded-nodes").await, "");
+    assert_eq!(node_results(env, "nccl-failed-nodes").await, "");
+    controller.stop().await.expect("graceful stop");
+}
+
 /// The launcher pod of group `job`'s TrainJob, as JobSet labels it, with one container
 /// `node`, in `phase`.
 async fn launcher_pod(env: &Env, job: &str, phase: &str) {

@@ -230,23 +230,8 @@ pub fn place(
     };
 
     // 9. per-group manifests.
-    let render = GroupRender::new(workflow, &spec, &gpu_products, npj, policy)?;
-    let single = groups.len() <= 1;
-    // Every object made for a run carries its run's label, by which the WorkloadRun
-    // controller finds them (its grandchildren): `render --expand` prints what it creates.
-    let run_label = workflow
-        .metadata
-        .labels
-        .get(crate::crd::WORKLOAD_RUN_LABEL)
-        .map(|run| (crate::crd::WORKLOAD_RUN_LABEL, run.as_str()));
-    for g in &mut groups {
-        g.manifests = render.manifests(g, single)?;
-        g.manifests.iter_mut().for_each(|m| add_label(m, run_label));
-    }
-    let mut workflow_dependencies = render.workflow_dependencies();
-    workflow_dependencies
-        .iter_mut()
-        .for_each(|m| add_label(m, run_label));
+    let workflow_dependencies =
+        render_groups(workflow, &spec, &mut groups, &gpu_products, npj, policy)?;
 
     Ok(Placement {
         groups,
@@ -258,6 +243,104 @@ pub fn place(
         gpu_products,
         workflow_dependencies,
     })
+}
+
+/// Renders the manifests of groups partitioned earlier (the partition a Workflow controller
+/// recorded), without discovering or partitioning the nodes again: each group keeps its name,
+/// nodes and overflow flag whatever the cluster's nodes are now, so its TrainJob is pinned to
+/// exactly those nodes. `gpu_products` and `nodes_per_job` are the ones recorded with the
+/// partition.
+///
+/// The result has the groups (with their manifests) and the Workflow dependencies of
+/// [`place`]; `total_nodes` counts the distinct nodes of the groups, `mode` is read from the
+/// Workflow, and nothing is detected again: `excluded` is empty and `gpu_architecture` is the
+/// empty string.
+///
+/// # Errors
+/// The orchestration shape, and [`PlacementError::InvalidDocument`] when the job template or
+/// a dependency is not shaped as expected (as [`place`]).
+///
+/// # Example
+/// ```
+/// use nvcre_domain::{Group, Workflow, place_recorded};
+/// let wf: Workflow = serde_json::from_value(serde_json::json!({
+///     "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "Workflow", "metadata": {"name": "wf"},
+///     "spec": {"orchestration": {}, "jobTemplate": {"spec": {"workload": {"trainJob": {
+///         "runtimeRef": {"name": "wf-runtime", "kind": "TrainingRuntime"},
+///         "trainer": {"numNodes": 2}}}}}}
+/// }))?;
+/// let recorded = vec![Group {
+///     name: "group-1".into(),
+///     nodes: vec!["node-7".into(), "node-9".into()],
+///     ..Group::default()
+/// }];
+/// let policy = nvcre_domain::placement_policy(&nvcre_domain::default_rules()?)?;
+/// let placement = place_recorded(&wf, recorded, Vec::new(), 2, &policy)?;
+/// let job = &placement.groups[0].manifests[0];
+/// assert_eq!(job["metadata"]["annotations"]["nvcre.nvidia.com/group-nodes"], "node-7,node-9");
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+pub fn place_recorded(
+    workflow: &Workflow,
+    mut groups: Vec<Group>,
+    gpu_products: Vec<String>,
+    nodes_per_job: i64,
+    policy: &PlacementPolicy,
+) -> Result<Placement, PlacementError> {
+    let spec = PlacementSpec::from_orchestration(&workflow.spec.orchestration)?;
+    let workflow_dependencies = render_groups(
+        workflow,
+        &spec,
+        &mut groups,
+        &gpu_products,
+        nodes_per_job,
+        policy,
+    )?;
+    let total_nodes = groups
+        .iter()
+        .flat_map(|g| &g.nodes)
+        .collect::<BTreeSet<_>>()
+        .len();
+    Ok(Placement {
+        groups,
+        total_nodes,
+        nodes_per_job,
+        excluded: Vec::new(),
+        mode: spec.mode,
+        gpu_architecture: String::new(),
+        gpu_products,
+        workflow_dependencies,
+    })
+}
+
+/// Step 9 of [`place`]: fills each group's manifests and returns the Workflow-scoped
+/// dependencies, every object labelled with the Workflow's run.
+fn render_groups(
+    workflow: &Workflow,
+    spec: &PlacementSpec,
+    groups: &mut [Group],
+    gpu_products: &[String],
+    nodes_per_job: i64,
+    policy: &PlacementPolicy,
+) -> Result<Vec<Value>, PlacementError> {
+    let render = GroupRender::new(workflow, spec, gpu_products, nodes_per_job, policy)?;
+    let single = groups.len() <= 1;
+    // Every object made for a run carries its run's label, by which the WorkloadRun
+    // controller finds them (its grandchildren): `render --expand` prints what it creates.
+    let run_label = workflow
+        .metadata
+        .labels
+        .get(crate::crd::WORKLOAD_RUN_LABEL)
+        .map(|run| (crate::crd::WORKLOAD_RUN_LABEL, run.as_str()));
+    for g in groups.iter_mut() {
+        g.manifests = render.manifests(g, single)?;
+        g.manifests.iter_mut().for_each(|m| add_label(m, run_label));
+    }
+    let mut workflow_dependencies = render.workflow_dependencies();
+    workflow_dependencies
+        .iter_mut()
+        .for_each(|m| add_label(m, run_label));
+    Ok(workflow_dependencies)
 }
 
 /// `label` (key, value) added to `object`'s `metadata.labels`, when there is one and the
@@ -444,6 +527,42 @@ mod tests {
             => "spec.orchestration.target: invalid type: string \"x\", expected a map";
         pinned_diagnose: mpi_workflow("wf", 1, json!({"diagnose": {}})), h100(2)
             => "orchestration.diagnose is not supported by placement: diagnose groups are built by the diagnose stages";
+    }
+
+    #[test]
+    fn a_recorded_partition_renders_as_placed_whatever_the_nodes_are_now() {
+        let wf = mpi_workflow("wf", 2, json!({}));
+        let placed = place(&wf, &h100(5), &fixture_policy()).unwrap();
+        let recorded: Vec<Group> = placed
+            .groups
+            .iter()
+            .map(|g| Group {
+                name: g.name.clone(),
+                nodes: g.nodes.clone(),
+                overflow: g.overflow,
+                ..Group::default()
+            })
+            .collect();
+        let again = place_recorded(
+            &wf,
+            recorded,
+            placed.gpu_products.clone(),
+            placed.nodes_per_job,
+            &fixture_policy(),
+        )
+        .unwrap();
+        let manifests = |p: &Placement| -> Vec<Vec<Value>> {
+            p.groups.iter().map(|g| g.manifests.clone()).collect()
+        };
+        assert_eq!(manifests(&again), manifests(&placed));
+        assert_eq!(
+            (
+                again.workflow_dependencies.clone(),
+                again.total_nodes,
+                again.nodes_per_job
+            ),
+            (placed.workflow_dependencies.clone(), 5, 2)
+        );
     }
 
     #[test]

@@ -9,6 +9,7 @@ use std::borrow::Cow;
 use crate::api::{TargetSpec, Workflow};
 use crate::contract::{self, enforce};
 use crate::error::PolicyError;
+use crate::placement::{Group, Placement};
 
 use super::Rendered;
 use super::context::synthetic_nodes;
@@ -141,9 +142,7 @@ pub fn expand_verifying(
         summary: Vec::new(),
         findings: Vec::new(),
     };
-    for m in &placement.workflow_dependencies {
-        check_manifest(rules, m, &workflow.metadata.name, &mut out.findings)?;
-    }
+    check_dependencies(rules, &workflow, &placement, &mut out.findings)?;
     if synthetic {
         let names = if named {
             "named as the target names its nodes"
@@ -163,16 +162,7 @@ pub fn expand_verifying(
     let last = placement.groups.len().saturating_sub(1);
     for (i, group) in placement.groups.iter().enumerate() {
         if verify == Verify::EveryGroup || i == 0 || i == last {
-            check_group(
-                rules,
-                &workflow,
-                &placement.workflow_dependencies,
-                group,
-                &mut out.findings,
-            )?;
-            for m in &group.manifests {
-                check_manifest(rules, m, &group.name, &mut out.findings)?;
-            }
+            check_placed_group(rules, &workflow, &placement, group, &mut out.findings)?;
         }
         out.manifests.extend(group.manifests.iter().cloned());
         let nodes = if group.nodes.is_empty() {
@@ -190,6 +180,61 @@ pub fn expand_verifying(
             .push(format!("{}: {nodes}{domains}{overflow}", group.name));
     }
     Ok(out)
+}
+
+/// The checks [`expand`] runs on every group, for a placement made elsewhere (a Workflow
+/// controller's recorded partition, [`crate::place_recorded`]): the `manifests` stage on each
+/// Workflow dependency, then per group the gang contract on its working copy and the
+/// `manifests` stage on each of its objects. Returns the findings below error.
+///
+/// # Errors
+/// [`PolicyError::Rejected`] with the findings so far, at the first check that rejects.
+pub fn verify_placement(
+    rules: &RuleSet,
+    workflow: &Workflow,
+    placement: &Placement,
+) -> Result<Vec<nvcre_engine::Finding>, PolicyError> {
+    let mut findings = Vec::new();
+    check_dependencies(rules, workflow, placement, &mut findings)?;
+    for group in &placement.groups {
+        check_placed_group(rules, workflow, placement, group, &mut findings)?;
+    }
+    Ok(findings)
+}
+
+/// The `manifests` stage on each Workflow-scoped dependency of `placement`.
+fn check_dependencies(
+    rules: &RuleSet,
+    workflow: &Workflow,
+    placement: &Placement,
+    notes: &mut Vec<nvcre_engine::Finding>,
+) -> Result<(), PolicyError> {
+    for m in &placement.workflow_dependencies {
+        check_manifest(rules, m, &workflow.metadata.name, notes)?;
+    }
+    Ok(())
+}
+
+/// The gang contract on `group`'s working copy, then the `manifests` stage on each of its
+/// objects.
+fn check_placed_group(
+    rules: &RuleSet,
+    workflow: &Workflow,
+    placement: &Placement,
+    group: &Group,
+    notes: &mut Vec<nvcre_engine::Finding>,
+) -> Result<(), PolicyError> {
+    check_group(
+        rules,
+        workflow,
+        &placement.workflow_dependencies,
+        group,
+        notes,
+    )?;
+    for m in &group.manifests {
+        check_manifest(rules, m, &group.name, notes)?;
+    }
+    Ok(())
 }
 
 /// Names shown in a summary line before the rest are counted: a group of thousands of nodes is
@@ -265,7 +310,7 @@ fn check_group(
     rules: &RuleSet,
     workflow: &Workflow,
     workflow_deps: &[Value],
-    group: &crate::placement::Group,
+    group: &Group,
     notes: &mut Vec<nvcre_engine::Finding>,
 ) -> Result<(), PolicyError> {
     let mut copy = workflow.clone();

@@ -30,7 +30,7 @@ use crate::resolve::AppliedOverride;
 pub use context::{NIC_DETECTION, NO_TARGET_NODES, RenderRequest, check_flags};
 pub(crate) use context::{NIC_TABLE, NicRow};
 pub use enforce::note_line;
-pub use expand::{Expanded, Verify, expand, expand_verifying};
+pub use expand::{Expanded, Verify, expand, expand_verifying, verify_placement};
 pub(crate) use parse::{
     api_version_error, check_user_overrides, check_workflow_thresholds, input_error,
     override_when_findings, parse_typed, plain_serde_message, prepare_document,
