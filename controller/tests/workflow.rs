@@ -29,11 +29,24 @@ fn decide(
     jobs: &BTreeMap<String, ObservedJob>,
     now_secs: i64,
 ) -> WorkflowDecision {
+    decide_with(wf, nodes, &BTreeMap::new(), jobs, now_secs)
+}
+
+/// [`decide`] with the nodes as the API server returns them (what the node health monitor
+/// reads).
+fn decide_with(
+    wf: &WorkflowResource,
+    nodes: &Arc<Vec<nvcre_domain::Node>>,
+    node_objects: &BTreeMap<String, Value>,
+    jobs: &BTreeMap<String, ObservedJob>,
+    now_secs: i64,
+) -> WorkflowDecision {
     decide_workflow(
         &rules(),
         WorkflowObservation {
             workflow: wf,
             nodes,
+            node_objects,
             jobs,
             measurements: &BTreeMap::new(),
             now_secs,
@@ -67,6 +80,7 @@ fn job(name: &str, created: i64, cond: Option<(&str, &str)>) -> (String, Observe
                 .map(|(t, m)| vec![(t.to_string(), "True".to_string(), m.to_string())])
                 .unwrap_or_default(),
             finished_at: cond.map(|_| created),
+            nodes: Vec::new(),
         },
     )
 }
