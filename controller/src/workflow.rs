@@ -1363,15 +1363,16 @@ fn for_attempt(m: &Value, iteration: i32, retries: i32) -> Value {
 /// `ThresholdViolation` for a failed performance validation, else `WorkloadFailed`): a node
 /// failed when a group holding it failed in any iteration (the latest failure's message). A
 /// node of a group that did not finish the current iteration (never started, or stopped with
-/// the Workflow: reason `WorkflowFailed`; or stopped for another node's hardware) was not
-/// fully tested and is in neither list; every other placed node succeeded. A node the node
+/// the Workflow: reason `WorkflowFailed`; by its node health expression failing; or for a
+/// node's hardware) was not fully tested and is in neither list; every other placed node succeeded. A node the node
 /// health monitor found unhealthy is failed for good, `HardwareFailureDetected: Hardware
 /// failure detected by node health check`, whatever its group did later.
 fn node_results(
     orch: &OrchestrationStatus,
 ) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
-    let failed_here =
-        |g: &&GroupStatus| g.phase == "Failed" && g.reason.as_deref() != Some(WORKFLOW_FAILED);
+    let failed_here = |g: &&GroupStatus| {
+        g.phase == "Failed" && !g.reason.as_deref().is_some_and(says_nothing_of_its_nodes)
+    };
     // The current iteration is recorded in the history only once it completed; at the end of
     // the last one it repeats the last record.
     let current = orch.groups.iter().filter(failed_here).map(|g| {
@@ -1388,8 +1389,7 @@ fn node_results(
         .map(|f| (f.name.clone(), f.reason.clone(), f.message.clone()));
     let mut failed = BTreeMap::new();
     for (name, reason, message) in recorded.chain(current) {
-        // A hardware failure lists the unhealthy nodes alone (below).
-        if reason == JOB_HARDWARE_FAILED {
+        if says_nothing_of_its_nodes(&reason) {
             continue;
         }
         let Some(g) = orch.groups.iter().find(|g| g.name == name) else {
@@ -1413,14 +1413,10 @@ fn node_results(
             ),
         );
     }
-    // The other nodes of a group stopped for a node's hardware were not fully tested.
     let untested: std::collections::BTreeSet<&String> = orch
         .groups
         .iter()
-        .filter(|g| {
-            g.phase != "Succeeded"
-                && (!failed_here(g) || g.reason.as_deref() == Some(JOB_HARDWARE_FAILED))
-        })
+        .filter(|g| g.phase != "Succeeded" && !failed_here(g))
         .flat_map(|g| &g.nodes)
         .collect();
     let ok: std::collections::BTreeSet<&String> = orch
@@ -1438,6 +1434,16 @@ fn node_results(
     (
         BTreeMap::from([("nodes".to_string(), ok)]),
         BTreeMap::from([("nodes".to_string(), failed)]),
+    )
+}
+
+/// A group failure that fails none of the group's nodes: the Workflow stopped it
+/// (`WorkflowFailed`), its node health expression failed (`NodeHealthCheckError`), or another
+/// node's hardware stopped it (`JobHardwareFailed`: the unhealthy nodes are listed apart).
+fn says_nothing_of_its_nodes(reason: &str) -> bool {
+    matches!(
+        reason,
+        WORKFLOW_FAILED | NODE_HEALTH_CHECK_ERROR | JOB_HARDWARE_FAILED
     )
 }
 
