@@ -387,8 +387,17 @@ async fn run_controllers(
         ),
         None => (Api::all(client.clone()), Api::all(client.clone())),
     };
-    let workflow_controller = Controller::new(workflows, watcher::Config::default())
+    let workflow_controller = Controller::new(workflows, watcher::Config::default());
+    let on_node = workflows_on_node(workflow_controller.store());
+    let workflow_controller = workflow_controller
         .owns_with(jobs.clone(), tj.clone(), watcher::Config::default())
+        // A node's health changing is when the node health monitor of the groups on it can
+        // find something: the Workflows running there are looked at again at once.
+        .watches(
+            Api::<KubeNode>::all(client.clone()),
+            watcher::Config::default(),
+            on_node,
+        )
         // A measurement completing is when a group's thresholds can be evaluated.
         .owns(bms.clone(), watcher::Config::default())
         .owns(gms.clone(), watcher::Config::default())
@@ -439,6 +448,74 @@ async fn run_controllers(
     );
 }
 
+/// Maps a Node change to the Workflows whose running groups are on that node (under Unpinned,
+/// which records no nodes, every Workflow with a running group), read from the Workflow
+/// controller's cache. Only a change of what a node's health is usually judged on (labels,
+/// taints, `spec.unschedulable`, the type, status, reason and message of its conditions) maps
+/// to anything: the kubelet's heartbeats, which rewrite the conditions' times every few
+/// seconds, do not.
+fn workflows_on_node(
+    store: kube::runtime::reflector::Store<WorkflowResource>,
+) -> impl Fn(KubeNode) -> Vec<ObjectRef<WorkflowResource>> + Clone + Send + Sync + 'static {
+    use std::hash::{Hash, Hasher};
+    let seen: Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>> = Arc::default();
+    move |node: KubeNode| {
+        let name = node.name_any();
+        let conditions: Vec<(String, String, Option<String>, Option<String>)> = node
+            .status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .map(|cs| {
+                cs.iter()
+                    .map(|c| {
+                        (
+                            c.type_.clone(),
+                            c.status.clone(),
+                            c.reason.clone(),
+                            c.message.clone(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let spec = node.spec.as_ref();
+        let taints = spec
+            .and_then(|s| s.taints.as_ref())
+            .map(|t| serde_json::to_string(t).unwrap_or_default());
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        (
+            node.metadata.labels.as_ref(),
+            taints,
+            spec.and_then(|s| s.unschedulable),
+            conditions,
+        )
+            .hash(&mut h);
+        let print = h.finish();
+        if let Ok(mut seen) = seen.lock() {
+            if seen.get(&name) == Some(&print) {
+                return Vec::new();
+            }
+            seen.insert(name.clone(), print);
+        }
+        store
+            .state()
+            .iter()
+            .filter(|wf| {
+                wf.status
+                    .as_ref()
+                    .filter(|s| !crate::conditions::is_terminal(&s.conditions))
+                    .and_then(|s| s.orchestration.as_ref())
+                    .is_some_and(|o| {
+                        o.groups.iter().any(|g| {
+                            g.phase == "Running" && (g.nodes.is_empty() || g.nodes.contains(&name))
+                        })
+                    })
+            })
+            .map(|wf| ObjectRef::from_obj(wf.as_ref()))
+            .collect()
+    }
+}
+
 /// Maps a TrainJob to its measurement of kind `K`, which has a deterministic name:
 /// `<job>-bandwidth`, `<job>-goodput`.
 fn measured<K>(suffix: &'static str) -> impl Fn(DynamicObject) -> Option<ObjectRef<K>> + Clone
@@ -463,6 +540,13 @@ fn now() -> (i64, String) {
 }
 
 async fn list_nodes(client: &Client) -> Result<Arc<Vec<Node>>, Error> {
+    Ok(list_node_objects(client).await?.0)
+}
+
+/// The cluster's nodes, and each as the API server returned it (JSON, by name).
+async fn list_node_objects(
+    client: &Client,
+) -> Result<(Arc<Vec<Node>>, BTreeMap<String, Value>), Error> {
     let api: Api<KubeNode> = Api::all(client.clone());
     let list = api.list(&ListParams::default()).await?;
     let docs: Vec<Value> = list
@@ -477,9 +561,17 @@ async fn list_nodes(client: &Client) -> Result<Arc<Vec<Node>>, Error> {
             Ok(v)
         })
         .collect::<Result<_, serde_json::Error>>()?;
-    nvcre_domain::nodes_from_documents(&docs)
+    let nodes = nvcre_domain::nodes_from_documents(&docs)
         .map(Arc::new)
-        .map_err(|e| Error::Nodes(e.to_string()))
+        .map_err(|e| Error::Nodes(e.to_string()))?;
+    let objects = docs
+        .into_iter()
+        .filter_map(|d| {
+            let name = d.pointer("/metadata/name")?.as_str()?.to_string();
+            Some((name, d))
+        })
+        .collect();
+    Ok((nodes, objects))
 }
 
 async fn publish(ctx: &Ctx, obj: &impl Resource<DynamicType = ()>, note: &EventNote) {
@@ -674,6 +766,7 @@ fn observed_job(job: &DynamicObject) -> ObservedJob {
             .map(|t| t.0.as_second()),
         conditions,
         finished_at,
+        nodes: Vec::new(),
     }
 }
 
@@ -688,16 +781,17 @@ async fn reconcile_workflow_inner(cached: &WorkflowResource, ctx: &Ctx) -> Resul
         return Ok(Action::await_change());
     };
     let wf = &fresh;
-    let nodes = list_nodes(&ctx.client).await?;
+    let (nodes, node_objects) = list_node_objects(&ctx.client).await?;
     let tj = train_job_resource();
     let jobs_api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &ns, &tj);
-    let jobs: BTreeMap<String, ObservedJob> = jobs_api
+    let mut jobs: BTreeMap<String, ObservedJob> = jobs_api
         .list(&ListParams::default().labels(&format!("{WORKFLOW_LABEL}={name}")))
         .await?
         .items
         .iter()
         .map(|j| (j.name_any(), observed_job(j)))
         .collect();
+    bind_unpinned_nodes(ctx, wf, &mut jobs).await?;
     let measurements = crate::measure::final_measurements(&ctx.client, &ns, &name).await?;
     let rules = ctx.rules.current();
     let (now_secs, now) = now();
@@ -707,6 +801,7 @@ async fn reconcile_workflow_inner(cached: &WorkflowResource, ctx: &Ctx) -> Resul
             workflow: wf,
             nodes: &nodes,
             jobs: &jobs,
+            node_objects: &node_objects,
             measurements: &measurements,
             now_secs,
             now: &now,
@@ -745,7 +840,57 @@ async fn reconcile_workflow_inner(cached: &WorkflowResource, ctx: &Ctx) -> Resul
     if let Some(status) = &decision.status {
         write_workflow_status(ctx, wf, status).await?;
     }
+    for note in &decision.events {
+        publish(ctx, wf, note).await;
+    }
     Ok(action(decision.requeue_after))
+}
+
+/// The label JobSet puts on the pods of a TrainJob (the JobSet is named after it).
+const JOBSET_NAME_LABEL: &str = "jobset.sigs.k8s.io/jobset-name";
+
+/// Under Unpinned placement (the group records no nodes), the nodes each running group's
+/// unfinished TrainJob's pods are bound to, read from the pods JobSet labels with the job's
+/// name: what the node health monitor evaluates there. Nothing is read otherwise.
+async fn bind_unpinned_nodes(
+    ctx: &Ctx,
+    wf: &WorkflowResource,
+    jobs: &mut BTreeMap<String, ObservedJob>,
+) -> Result<(), Error> {
+    let Some(orch) = wf.status.as_ref().and_then(|s| s.orchestration.as_ref()) else {
+        return Ok(());
+    };
+    let monitored = wf
+        .spec
+        .job_template
+        .pointer("/spec/nodeHealthMonitor/cel/expression")
+        .is_some();
+    if !monitored {
+        return Ok(());
+    }
+    let pods: Api<k8s_openapi::api::core::v1::Pod> =
+        Api::namespaced(ctx.client.clone(), &wf.namespace().unwrap_or_default());
+    for g in orch
+        .groups
+        .iter()
+        .filter(|g| g.phase == "Running" && g.nodes.is_empty())
+    {
+        let Some(job) = g.job_ref.as_ref().and_then(|j| jobs.get_mut(j)) else {
+            continue;
+        };
+        let list = pods
+            .list(&ListParams::default().labels(&format!("{JOBSET_NAME_LABEL}={}", job.name)))
+            .await?;
+        let mut nodes: Vec<String> = list
+            .items
+            .iter()
+            .filter_map(|p| p.spec.as_ref()?.node_name.clone())
+            .collect();
+        nodes.sort();
+        nodes.dedup();
+        job.nodes = nodes;
+    }
+    Ok(())
 }
 
 /// Deletes `children` (background propagation); one already gone is fine.

@@ -28,6 +28,7 @@ pub mod error;
 pub mod http;
 pub mod measure;
 pub mod metrics;
+pub mod nodehealth;
 pub mod rules;
 pub mod workflow;
 pub mod workloadrun;

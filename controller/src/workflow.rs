@@ -29,6 +29,11 @@ use crate::conditions::{
     self, FAILED, IN_PROGRESS, SUCCEEDED, VALIDATION_FAILED, is_terminal, set_execution,
 };
 use crate::measure::{JobMeasured, measurement_manifests};
+use crate::nodehealth::{
+    HARDWARE_SUFFIX, JOB_HARDWARE_FAILED, NODE_HEALTH_CHECK_ERROR, NodeHealthCheck,
+    hardware_message,
+};
+use crate::workloadrun::EventNote;
 use nvcre_domain::measure::{Measured, Source as MeasureSource, Thresholds, measured_value};
 
 /// A TrainJob as the reconciler sees it.
@@ -43,6 +48,9 @@ pub struct ObservedJob {
     /// When its `Complete`, `Succeeded` or `Failed` condition turned true, seconds since the
     /// Unix epoch (the wait for measurements counts from it).
     pub finished_at: Option<i64>,
+    /// The nodes its pods are bound to (read under Unpinned placement only, where the group
+    /// records no nodes: what the node health monitor evaluates).
+    pub nodes: Vec<String>,
 }
 
 /// What [`decide_workflow`] looks at.
@@ -52,6 +60,9 @@ pub struct WorkflowObservation<'a> {
     pub workflow: &'a WorkflowResource,
     /// Every node of the cluster.
     pub nodes: &'a Arc<Vec<Node>>,
+    /// The same nodes as the API server returned them (JSON), by name: what the node health
+    /// monitor's expression reads.
+    pub node_objects: &'a BTreeMap<String, Value>,
     /// The TrainJobs labelled with this Workflow, by name.
     pub jobs: &'a BTreeMap<String, ObservedJob>,
     /// The final measurements of those TrainJobs, by TrainJob name (what thresholds read).
@@ -87,6 +98,9 @@ pub struct WorkflowDecision {
     pub status: Option<WorkflowStatus>,
     /// Requeue after this long (`None`: only on watch events).
     pub requeue_after: Option<Duration>,
+    /// Events about the Workflow besides its condition transitions (a hardware failure, a node
+    /// health expression that fails), published once the status is written.
+    pub events: Vec<EventNote>,
 }
 
 /// Poll interval while jobs run (timeouts are noticed within it).
@@ -362,6 +376,7 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
             delete: Vec::new(),
             status: None,
             requeue_after: None,
+            events: Vec::new(),
         };
     }
     let mut status = old.clone();
@@ -429,6 +444,7 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
             }),
             gpu_products: planned.gpu_products.clone(),
             iteration_history: Vec::new(),
+            hardware_failed_nodes: Vec::new(),
         };
         set_execution(
             &mut status.conditions,
@@ -444,6 +460,10 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
     }
     let iteration = orch.current_iteration.max(1);
     apply.extend(planned.workflow_dependencies.iter().cloned());
+    // Compiled once per pass, used for every running group.
+    let health = planned.node_health.as_deref().map(NodeHealthCheck::compile);
+    let mut events = Vec::new();
+    let mut unhealthy_nodes: Vec<String> = Vec::new();
 
     // Follow each running group's TrainJob.
     for g in &mut orch.groups {
@@ -472,14 +492,40 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
             job_name = newer;
         }
         let failure = match obs.jobs.get(&job_name) {
-            Some(job) => follow_job(g, &job_name, job, &planned.measurement, exec, &obs),
+            Some(job) => match check_nodes(g, job, health.as_ref(), obs.node_objects) {
+                Some(NodeVerdict {
+                    reason,
+                    message,
+                    unhealthy,
+                }) => {
+                    events.push(EventNote {
+                        warning: true,
+                        reason: if reason == JOB_HARDWARE_FAILED {
+                            crate::nodehealth::HARDWARE_FAILURE_DETECTED.into()
+                        } else {
+                            reason.into()
+                        },
+                        message: format!("TrainJob {job_name} of {}: {message}", g.name),
+                    });
+                    unhealthy_nodes.extend(unhealthy);
+                    Some((reason, message))
+                }
+                None => follow_job(g, &job_name, job, &planned.measurement, exec, &obs),
+            },
             None => Some(job_gone(g, &job_name, exec, &obs)),
         };
         let Some((reason, message)) = failure else {
             continue;
         };
-        let retry = reason != JOB_TIMED_OUT && g.retries < exec.retry_failed_groups;
-        if (retry || reason == JOB_TIMED_OUT) && obs.jobs.contains_key(&job_name) {
+        // A timeout or an expression that fails would fail the same way again.
+        let retry = !matches!(reason, JOB_TIMED_OUT | NODE_HEALTH_CHECK_ERROR)
+            && g.retries < exec.retry_failed_groups;
+        // A job stopped while running is deleted, so its pods release the GPUs.
+        let stopped = matches!(
+            reason,
+            JOB_TIMED_OUT | JOB_HARDWARE_FAILED | NODE_HEALTH_CHECK_ERROR
+        );
+        if (retry || stopped) && obs.jobs.contains_key(&job_name) {
             delete.push(train_job_ref(&job_name));
         }
         if retry {
@@ -496,6 +542,10 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
             g.completion_time = Some(obs.now.to_string());
         }
     }
+    // Failed nodes accumulate: never removed, whatever a retry or a later iteration finds.
+    orch.hardware_failed_nodes.extend(unhealthy_nodes);
+    orch.hardware_failed_nodes.sort();
+    orch.hardware_failed_nodes.dedup();
     // Start pending groups within maxConcurrent; overflow groups wait for the full groups.
     let mut running = orch.groups.iter().filter(|g| g.phase == "Running").count();
     let full_done = orch.groups.iter().filter(|g| !g.overflow).all(done);
@@ -618,7 +668,10 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                 );
             } else {
                 let validation = failures.iter().any(|f| is_validation_reason(&f.reason));
-                let reason = if failures.iter().all(|f| f.reason == JOB_TIMED_OUT) {
+                let hardware = failures.iter().any(|f| f.reason == JOB_HARDWARE_FAILED);
+                let reason = if hardware {
+                    JOB_HARDWARE_FAILED
+                } else if failures.iter().all(|f| f.reason == JOB_TIMED_OUT) {
                     JOB_TIMED_OUT
                 } else if validation {
                     JOB_VALIDATION_FAILED
@@ -644,8 +697,9 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                     FAILED,
                     reason,
                     &format!(
-                        "{} groups failed across {iteration} iterations",
-                        failures.len()
+                        "{} groups failed across {iteration} iterations{}",
+                        failures.len(),
+                        if hardware { HARDWARE_SUFFIX } else { "" }
                     ),
                     gen_,
                     obs.now,
@@ -655,7 +709,88 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
         }
     }
     status.orchestration = Some(orch);
-    finish(&old, status, apply, delete, requeue)
+    let mut decision = finish(&old, status, apply, delete, requeue);
+    decision.events = events;
+    decision
+}
+
+/// What the node health monitor found on a running group's nodes.
+struct NodeVerdict {
+    reason: &'static str,
+    message: String,
+    unhealthy: Vec<String>,
+}
+
+/// Whether `job` has a True `Complete`, `Succeeded` or `Failed` condition.
+fn job_finished(job: &ObservedJob) -> bool {
+    job.conditions
+        .iter()
+        .any(|(t, st, _)| st == "True" && matches!(t.as_str(), "Complete" | "Succeeded" | "Failed"))
+}
+
+/// The node health monitor on a running group's TrainJob: `None` when there is no monitor, the
+/// job has finished (a terminal job is not evaluated) or every node is healthy. The nodes are
+/// the group's recorded ones (under Unpinned, those the job's pods are bound to), each
+/// evaluated when the cluster still has it.
+///
+/// A node found unhealthy fails the group with `JobHardwareFailed` and
+/// `Hardware failure detected on node(s): [n1 n2]` (every unhealthy node, sorted). An
+/// expression that does not compile or evaluate fails it closed with `NodeHealthCheckError`
+/// and the error (`node <name>: CEL evaluation error: …` for an evaluation).
+fn check_nodes(
+    g: &GroupStatus,
+    job: &ObservedJob,
+    health: Option<&Result<NodeHealthCheck, String>>,
+    node_objects: &BTreeMap<String, Value>,
+) -> Option<NodeVerdict> {
+    let health = health?;
+    if job_finished(job) {
+        return None;
+    }
+    let check = match health {
+        Ok(c) => c,
+        Err(e) => {
+            return Some(NodeVerdict {
+                reason: NODE_HEALTH_CHECK_ERROR,
+                message: e.clone(),
+                unhealthy: Vec::new(),
+            });
+        }
+    };
+    let mut names: Vec<&String> = if g.nodes.is_empty() {
+        job.nodes.iter().collect()
+    } else {
+        g.nodes.iter().collect()
+    };
+    names.sort();
+    names.dedup();
+    let mut unhealthy = Vec::new();
+    let mut error = None;
+    for name in names {
+        let Some(node) = node_objects.get(name) else {
+            continue;
+        };
+        match check.unhealthy(node) {
+            Ok(true) => unhealthy.push(name.clone()),
+            Ok(false) => {}
+            Err(e) => {
+                error.get_or_insert_with(|| format!("node {name}: {e}"));
+            }
+        }
+    }
+    // An unhealthy node is a finding; an error elsewhere does not hide it.
+    if !unhealthy.is_empty() {
+        return Some(NodeVerdict {
+            reason: JOB_HARDWARE_FAILED,
+            message: hardware_message(&unhealthy),
+            unhealthy,
+        });
+    }
+    error.map(|message| NodeVerdict {
+        reason: NODE_HEALTH_CHECK_ERROR,
+        message,
+        unhealthy: Vec::new(),
+    })
 }
 
 /// The failure, if any, a running group's observed TrainJob reports; marks the group Running
@@ -810,11 +945,7 @@ pub fn fail_workflow(
         .foreign
         .filter(|(kind, _)| *kind == "TrainJob")
         .map(|(_, n)| n);
-    let finished = |j: &ObservedJob| {
-        j.conditions.iter().any(|(t, st, _)| {
-            st == "True" && matches!(t.as_str(), "Complete" | "Succeeded" | "Failed")
-        })
-    };
+    let finished = job_finished;
     let mut delete: Vec<ChildRef> = Vec::new();
     let mut stop = |job: &str| {
         if Some(job) != foreign_job && !delete.iter().any(|c| c.name == job) {
@@ -908,6 +1039,7 @@ fn finish(
         delete,
         status: changed.then_some(status),
         requeue_after,
+        events: Vec::new(),
     }
 }
 
@@ -951,6 +1083,9 @@ pub struct Plan {
     pub execution: Execution,
     /// What measuring each group's TrainJob takes.
     pub measurement: MeasurementPlan,
+    /// `jobTemplate.spec.nodeHealthMonitor.cel.expression` of the resolved Workflow (`None`:
+    /// absent or empty, no node health monitor).
+    pub node_health: Option<String>,
 }
 
 /// Resolves and places the Workflow: [`render_workflow`] with the nodes, the [`expand`] checks
@@ -1154,6 +1289,13 @@ fn assemble(
         gpu_products: placement.gpu_products.clone(),
         execution: Execution::from_orchestration(&resolved.spec.orchestration),
         measurement: MeasurementPlan::from_workflow(&resolved.spec),
+        node_health: resolved
+            .spec
+            .job_template
+            .pointer("/spec/nodeHealthMonitor/cel/expression")
+            .and_then(Value::as_str)
+            .filter(|e| !e.is_empty())
+            .map(str::to_string),
         groups: placement
             .groups
             .iter()
@@ -1221,13 +1363,16 @@ fn for_attempt(m: &Value, iteration: i32, retries: i32) -> Value {
 /// `ThresholdViolation` for a failed performance validation, else `WorkloadFailed`): a node
 /// failed when a group holding it failed in any iteration (the latest failure's message). A
 /// node of a group that did not finish the current iteration (never started, or stopped with
-/// the Workflow: reason `WorkflowFailed`) was not fully tested and is in neither list; every
-/// other placed node succeeded.
+/// the Workflow: reason `WorkflowFailed`; by its node health expression failing; or for a
+/// node's hardware) was not fully tested and is in neither list; every other placed node succeeded. A node the node
+/// health monitor found unhealthy is failed for good, `HardwareFailureDetected: Hardware
+/// failure detected by node health check`, whatever its group did later.
 fn node_results(
     orch: &OrchestrationStatus,
 ) -> (BTreeMap<String, String>, BTreeMap<String, String>) {
-    let failed_here =
-        |g: &&GroupStatus| g.phase == "Failed" && g.reason.as_deref() != Some(WORKFLOW_FAILED);
+    let failed_here = |g: &&GroupStatus| {
+        g.phase == "Failed" && !g.reason.as_deref().is_some_and(says_nothing_of_its_nodes)
+    };
     // The current iteration is recorded in the history only once it completed; at the end of
     // the last one it repeats the last record.
     let current = orch.groups.iter().filter(failed_here).map(|g| {
@@ -1244,6 +1389,9 @@ fn node_results(
         .map(|f| (f.name.clone(), f.reason.clone(), f.message.clone()));
     let mut failed = BTreeMap::new();
     for (name, reason, message) in recorded.chain(current) {
+        if says_nothing_of_its_nodes(&reason) {
+            continue;
+        }
         let Some(g) = orch.groups.iter().find(|g| g.name == name) else {
             continue;
         };
@@ -1255,6 +1403,15 @@ fn node_results(
         for n in &g.nodes {
             failed.insert(n.clone(), (reason, message.clone()));
         }
+    }
+    for n in &orch.hardware_failed_nodes {
+        failed.insert(
+            n.clone(),
+            (
+                crate::nodehealth::HARDWARE_FAILURE_DETECTED,
+                crate::nodehealth::HARDWARE_FAILURE_MESSAGE.to_string(),
+            ),
+        );
     }
     let untested: std::collections::BTreeSet<&String> = orch
         .groups
@@ -1277,6 +1434,16 @@ fn node_results(
     (
         BTreeMap::from([("nodes".to_string(), ok)]),
         BTreeMap::from([("nodes".to_string(), failed)]),
+    )
+}
+
+/// A group failure that fails none of the group's nodes: the Workflow stopped it
+/// (`WorkflowFailed`), its node health expression failed (`NodeHealthCheckError`), or another
+/// node's hardware stopped it (`JobHardwareFailed`: the unhealthy nodes are listed apart).
+fn says_nothing_of_its_nodes(reason: &str) -> bool {
+    matches!(
+        reason,
+        WORKFLOW_FAILED | NODE_HEALTH_CHECK_ERROR | JOB_HARDWARE_FAILED
     )
 }
 

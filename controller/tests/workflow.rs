@@ -29,11 +29,24 @@ fn decide(
     jobs: &BTreeMap<String, ObservedJob>,
     now_secs: i64,
 ) -> WorkflowDecision {
+    decide_with(wf, nodes, &BTreeMap::new(), jobs, now_secs)
+}
+
+/// [`decide`] with the nodes as the API server returns them (what the node health monitor
+/// reads).
+fn decide_with(
+    wf: &WorkflowResource,
+    nodes: &Arc<Vec<nvcre_domain::Node>>,
+    node_objects: &BTreeMap<String, Value>,
+    jobs: &BTreeMap<String, ObservedJob>,
+    now_secs: i64,
+) -> WorkflowDecision {
     decide_workflow(
         &rules(),
         WorkflowObservation {
             workflow: wf,
             nodes,
+            node_objects,
             jobs,
             measurements: &BTreeMap::new(),
             now_secs,
@@ -67,6 +80,7 @@ fn job(name: &str, created: i64, cond: Option<(&str, &str)>) -> (String, Observe
                 .map(|(t, m)| vec![(t.to_string(), "True".to_string(), m.to_string())])
                 .unwrap_or_default(),
             finished_at: cond.map(|_| created),
+            nodes: Vec::new(),
         },
     )
 }
@@ -1455,5 +1469,339 @@ mod thresholds {
                 300
             )
         );
+    }
+}
+
+mod node_health {
+    use super::*;
+    use nvcre_controller::workloadrun::EventNote;
+
+    /// The four nodes as the API server returns them; `edit` changes node `i`'s document.
+    fn objects(edit: &[(usize, Value)]) -> BTreeMap<String, Value> {
+        (0..4)
+            .map(|i| {
+                let name = format!("node-{i}");
+                let mut doc = node_doc(&name, "NVIDIA-H100-80GB-HBM3", "aws:///us-east-1a/i-0");
+                for (at, patch) in edit {
+                    if *at == i {
+                        for (section, fields) in patch.as_object().expect("patch") {
+                            for (k, v) in fields.as_object().expect("fields") {
+                                doc[section][k] = v.clone();
+                            }
+                        }
+                    }
+                }
+                (name, doc)
+            })
+            .collect()
+    }
+
+    fn cordoned(i: usize) -> (usize, Value) {
+        (i, json!({"spec": {"unschedulable": true}}))
+    }
+
+    /// Both groups started, `retryFailedGroups` set to `retries`, the node health expression
+    /// replaced by `expression`.
+    fn started(
+        retries: i64,
+        expression: Option<&str>,
+    ) -> (WorkflowResource, Arc<Vec<nvcre_domain::Node>>) {
+        let nodes = aws_h100(4);
+        let mut wf = workflow("", &nodes);
+        if retries > 0 {
+            set_execution(&mut wf, "retryFailedGroups", json!(retries));
+        }
+        if let Some(e) = expression {
+            wf.spec.job_template["spec"]["nodeHealthMonitor"] = json!({"cel": {"expression": e}});
+        }
+        step(&mut wf, &nodes, &BTreeMap::new(), 0);
+        (wf, nodes)
+    }
+
+    fn running() -> BTreeMap<String, ObservedJob> {
+        BTreeMap::from([job("nccl-group-0", 0, None), job("nccl-group-1", 0, None)])
+    }
+
+    fn group_outcomes(
+        wf: &WorkflowResource,
+    ) -> Vec<(String, String, Option<String>, Option<String>)> {
+        wf.status
+            .as_ref()
+            .and_then(|s| s.orchestration.as_ref())
+            .map(|o| {
+                o.groups
+                    .iter()
+                    .map(|g| {
+                        (
+                            g.name.clone(),
+                            g.phase.clone(),
+                            g.reason.clone(),
+                            g.message.clone(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn hardware_failed(wf: &WorkflowResource) -> Vec<String> {
+        wf.status
+            .as_ref()
+            .and_then(|s| s.orchestration.as_ref())
+            .map(|o| o.hardware_failed_nodes.clone())
+            .unwrap_or_default()
+    }
+
+    fn tj(name: &str) -> ChildRef {
+        ChildRef {
+            api_version: "trainer.kubeflow.org/v1alpha1".into(),
+            kind: "TrainJob".into(),
+            name: name.into(),
+        }
+    }
+
+    fn out(
+        name: &str,
+        phase: &str,
+        reason: Option<&str>,
+        message: Option<&str>,
+    ) -> (String, String, Option<String>, Option<String>) {
+        (
+            name.into(),
+            phase.into(),
+            reason.map(str::to_string),
+            message.map(str::to_string),
+        )
+    }
+
+    #[test]
+    fn the_run_renders_the_default_expression() {
+        let nodes = aws_h100(4);
+        let wf = workflow("", &nodes);
+        assert_eq!(
+            wf.spec.job_template["spec"]["nodeHealthMonitor"],
+            json!({"cel": {"expression": "node.spec.unschedulable == true"}})
+        );
+    }
+
+    #[test]
+    fn a_node_cordoned_mid_run_fails_its_group_for_hardware() {
+        let (mut wf, nodes) = started(0, None);
+        let objs = objects(&[cordoned(0)]);
+        let mut jobs = running();
+        let d = decide_with(&wf, &nodes, &objs, &jobs, 10);
+        wf.status = d.status.clone();
+        let hw = "Hardware failure detected on node(s): [node-0]";
+        assert_eq!(
+            group_outcomes(&wf),
+            [
+                out("group-0", "Failed", Some("JobHardwareFailed"), Some(hw)),
+                out("group-1", "Running", None, None),
+            ]
+        );
+        // Stopped so that its pods release the GPUs.
+        assert_eq!(d.delete, [tj("nccl-group-0")]);
+        assert_eq!(
+            d.events,
+            [EventNote {
+                warning: true,
+                reason: "HardwareFailureDetected".into(),
+                message: format!("TrainJob nccl-group-0 of group-0: {hw}"),
+            }]
+        );
+        assert_eq!(hardware_failed(&wf), ["node-0"]);
+        // The node is uncordoned: it stays failed. group-1 completes; the Workflow fails.
+        jobs.remove("nccl-group-0");
+        let (k, v) = job("nccl-group-1", 0, Some(("Complete", "")));
+        jobs.insert(k, v);
+        let d = decide_with(&wf, &nodes, &objects(&[]), &jobs, 20);
+        wf.status = d.status.clone();
+        assert_eq!(
+            true_condition(&wf),
+            c(
+                "Failed",
+                "True",
+                "JobHardwareFailed",
+                "1 groups failed across 1 iterations; hardware failures occurred on one or more nodes"
+            )
+        );
+        assert_eq!(hardware_failed(&wf), ["node-0"]);
+        assert_eq!(
+            node_list(&d, "nccl-failed-nodes"),
+            Some(json!(
+                "node-0: HardwareFailureDetected: Hardware failure detected by node health check"
+            ))
+        );
+        // node-1 was stopped with its group, not tested: in neither list.
+        assert_eq!(
+            node_list(&d, "nccl-succeeded-nodes"),
+            Some(json!("node-2,node-3"))
+        );
+        let status = wf.status.as_ref().expect("status");
+        assert!(
+            !status
+                .conditions
+                .iter()
+                .any(|c| c.type_ == "ValidationFailed")
+        );
+    }
+
+    #[test]
+    fn a_custom_expression_on_a_taint_names_every_unhealthy_node() {
+        let expr = "node.spec.taints.exists(t, t.key == 'nvidia.com/gpu-unhealthy')";
+        let (mut wf, nodes) = started(0, Some(expr));
+        let taint = |i| {
+            (
+                i,
+                json!({"spec": {"taints": [{"key": "nvidia.com/gpu-unhealthy", "effect": "NoSchedule"}]}}),
+            )
+        };
+        // A cordon alone is not what this expression looks at.
+        let d = decide_with(
+            &wf,
+            &nodes,
+            &objects(&[cordoned(0), taint(2), taint(3)]),
+            &running(),
+            10,
+        );
+        wf.status = d.status.clone();
+        let hw = "Hardware failure detected on node(s): [node-2 node-3]";
+        assert_eq!(
+            group_outcomes(&wf),
+            [
+                out("group-0", "Running", None, None),
+                out("group-1", "Failed", Some("JobHardwareFailed"), Some(hw)),
+            ]
+        );
+        assert_eq!(d.delete, [tj("nccl-group-1")]);
+        assert_eq!(hardware_failed(&wf), ["node-2", "node-3"]);
+    }
+
+    #[test]
+    fn healthy_nodes_leave_the_run_alone() {
+        let (wf, nodes) = started(0, None);
+        let d = decide_with(&wf, &nodes, &objects(&[]), &running(), 10);
+        assert_eq!(d.status, None);
+        assert_eq!(d.delete, []);
+        assert_eq!(d.events, []);
+        assert_eq!(
+            d.apply.iter().filter(|m| m["kind"] == "TrainJob").count(),
+            0
+        );
+    }
+
+    #[test]
+    fn a_bad_expression_fails_every_running_group_closed_without_retry() {
+        let (mut wf, nodes) = started(2, Some("size(node.metadata.labels)"));
+        let d = decide_with(&wf, &nodes, &objects(&[]), &running(), 10);
+        wf.status = d.status.clone();
+        let msg = "CEL expression must return bool, got int";
+        assert_eq!(
+            group_outcomes(&wf),
+            [
+                out("group-0", "Failed", Some("NodeHealthCheckError"), Some(msg)),
+                out("group-1", "Failed", Some("NodeHealthCheckError"), Some(msg)),
+            ]
+        );
+        assert_eq!(d.delete, [tj("nccl-group-0"), tj("nccl-group-1")]);
+        assert_eq!(
+            d.events
+                .iter()
+                .map(|e| (e.warning, e.reason.as_str(), e.message.as_str()))
+                .collect::<Vec<_>>(),
+            [
+                (
+                    true,
+                    "NodeHealthCheckError",
+                    "TrainJob nccl-group-0 of group-0: CEL expression must return bool, got int"
+                ),
+                (
+                    true,
+                    "NodeHealthCheckError",
+                    "TrainJob nccl-group-1 of group-1: CEL expression must return bool, got int"
+                ),
+            ]
+        );
+        assert_eq!(
+            true_condition(&wf),
+            c(
+                "Failed",
+                "True",
+                "IterationsFailed",
+                "2 groups failed across 1 iterations"
+            )
+        );
+        // The expression says nothing about the nodes.
+        assert_eq!(node_list(&d, "nccl-failed-nodes"), Some(json!("")));
+        assert_eq!(node_list(&d, "nccl-succeeded-nodes"), Some(json!("")));
+        assert_eq!(hardware_failed(&wf), Vec::<String>::new());
+    }
+
+    #[test]
+    fn an_evaluation_error_names_the_node() {
+        let (mut wf, nodes) = started(0, Some("node.metadata.labels['gpu-health'] == 'bad'"));
+        let d = decide_with(&wf, &nodes, &objects(&[]), &running(), 10);
+        wf.status = d.status.clone();
+        let g = group_outcomes(&wf);
+        assert_eq!(
+            (g[0].1.as_str(), g[0].2.as_deref()),
+            ("Failed", Some("NodeHealthCheckError"))
+        );
+        let m = g[0].3.clone().unwrap_or_default();
+        assert!(m.starts_with("node node-0: CEL evaluation error: "), "{m}");
+    }
+
+    #[test]
+    fn a_terminal_train_job_is_not_evaluated() {
+        let (mut wf, nodes) = started(0, None);
+        let objs = objects(&[cordoned(0), cordoned(2)]);
+        let jobs = BTreeMap::from([
+            job("nccl-group-0", 0, Some(("Complete", ""))),
+            job("nccl-group-1", 0, Some(("Failed", "pods failed"))),
+        ]);
+        let d = decide_with(&wf, &nodes, &objs, &jobs, 10);
+        wf.status = d.status.clone();
+        assert_eq!(
+            group_outcomes(&wf),
+            [
+                out("group-0", "Succeeded", None, None),
+                out("group-1", "Failed", Some("JobFailed"), Some("pods failed")),
+            ]
+        );
+        assert_eq!(d.delete, []);
+        assert_eq!(d.events, []);
+        assert_eq!(hardware_failed(&wf), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_hardware_failure_is_retried_while_retries_allow() {
+        let (mut wf, nodes) = started(1, None);
+        let objs = objects(&[cordoned(1)]);
+        let d = decide_with(&wf, &nodes, &objs, &running(), 10);
+        wf.status = d.status.clone();
+        let hw = "Hardware failure detected on node(s): [node-1]";
+        assert_eq!(
+            group_outcomes(&wf)[0],
+            out(
+                "group-0",
+                "Running",
+                None,
+                Some(&format!("retry 1 after: {hw}"))
+            )
+        );
+        assert_eq!(d.delete, [tj("nccl-group-0")]);
+        // Still cordoned: the retry fails the same way, and retries are spent.
+        let jobs = BTreeMap::from([
+            job("nccl-group-0-retry1", 10, None),
+            job("nccl-group-1", 0, None),
+        ]);
+        let d = decide_with(&wf, &nodes, &objs, &jobs, 20);
+        wf.status = d.status.clone();
+        assert_eq!(
+            group_outcomes(&wf)[0],
+            out("group-0", "Failed", Some("JobHardwareFailed"), Some(hw))
+        );
+        assert_eq!(d.delete, [tj("nccl-group-0-retry1")]);
+        assert_eq!(hardware_failed(&wf), ["node-1"]);
     }
 }

@@ -254,6 +254,10 @@ pub struct OrchestrationStatus {
     /// The iterations finished so far, oldest first.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub iteration_history: Vec<IterationRecord>,
+    /// Nodes the node health monitor found unhealthy while a group's TrainJob ran, sorted.
+    /// They accumulate over retries and iterations and are never removed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hardware_failed_nodes: Vec<String>,
 }
 
 /// `Workflow.status`.

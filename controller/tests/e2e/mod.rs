@@ -80,6 +80,11 @@ scenario!(
     scenarios::nodes_change_mid_run
 );
 scenario!(
+    a_node_cordoned_mid_run_fails_its_group_for_hardware_on_the_fake_server,
+    a_node_cordoned_mid_run_fails_its_group_for_hardware_on_a_real_cluster,
+    scenarios::node_cordoned_mid_run
+);
+scenario!(
     a_collision_mid_pass_stops_what_the_pass_created_on_the_fake_server,
     a_collision_mid_pass_stops_what_the_pass_created_on_a_real_cluster,
     scenarios::collision_mid_pass

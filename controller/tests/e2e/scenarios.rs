@@ -985,9 +985,9 @@ pub async fn deleted_train_job(env: &Env) {
     controller.stop().await.expect("graceful stop");
 }
 
-/// Nodes cordoned, removed and added while a run is under way change nothing: the partition
-/// recorded at the start holds, the pending group starts on its recorded nodes, and the run
-/// succeeds.
+/// Nodes removed and added while a run is under way, and a node cordoned after its group
+/// finished, change nothing: the partition recorded at the start holds, the pending group
+/// starts on its recorded nodes, and the run succeeds.
 pub async fn nodes_change_mid_run(env: &Env) {
     use k8s_openapi::api::core::v1::Node;
     let controller = env.start(env.config());
@@ -1007,17 +1007,9 @@ pub async fn nodes_change_mid_run(env: &Env) {
     .await;
     let jobs: Api<DynamicObject> =
         Api::namespaced_with(env.client.clone(), &env.ns, &train_job_resource());
-    // group-0's first node is cordoned, group-1's last removed, and a node joins that sorts
-    // before group-1's (a new partition would leave no group-1).
+    // group-1's last node is removed, and a node joins that sorts before group-1's (a new
+    // partition would leave no group-1).
     let nodes: Api<Node> = Api::all(env.client.clone());
-    nodes
-        .patch(
-            &env.node_name(0),
-            &PatchParams::default(),
-            &Patch::Merge(&json!({"spec": {"unschedulable": true}})),
-        )
-        .await
-        .expect("cordon");
     nodes
         .delete(&env.node_name(3), &kube::api::DeleteParams::default())
         .await
@@ -1035,6 +1027,20 @@ pub async fn nodes_change_mid_run(env: &Env) {
         .expect("join");
 
     complete_job(env, "nccl-group-0").await;
+    groups_when(env, "nccl", "group-0 to succeed", |g| {
+        g[0].phase == "Succeeded"
+    })
+    .await;
+    // group-0's first node is cordoned once its group finished: a finished group's nodes are
+    // not evaluated by the node health monitor.
+    nodes
+        .patch(
+            &env.node_name(0),
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"spec": {"unschedulable": true}})),
+        )
+        .await
+        .expect("cordon");
     let second = eventually("group-1's TrainJob", || async {
         jobs.get_opt("nccl-group-1").await.expect("get job")
     })
@@ -1562,5 +1568,115 @@ pub async fn measured_goodput(env: &Env) {
     })
     .await;
     assert!((controller.metric(ratio).await - 0.88558).abs() < 1e-6);
+    controller.stop().await.expect("graceful stop");
+}
+
+/// A node cordoned while its group's TrainJob runs fails the group for hardware (the
+/// WorkloadRun's default `node.spec.unschedulable == true`): the TrainJob is deleted, the other
+/// group finishes, and the run fails with the hardware note; the cordoned node alone is in the
+/// failed-nodes ConfigMap, and stays there once uncordoned.
+pub async fn node_cordoned_mid_run(env: &Env) {
+    use k8s_openapi::api::core::v1::Node;
+    let controller = env.start(env.config());
+    let runs: Api<WorkloadRunResource> = Api::namespaced(env.client.clone(), &env.ns);
+    runs.create(&PostParams::default(), &run_manifest(env, "nccl"))
+        .await
+        .expect("create run");
+    groups_when(env, "nccl", "both groups running", |g| {
+        g.iter().all(|g| g.phase == "Running")
+    })
+    .await;
+    let nodes: Api<Node> = Api::all(env.client.clone());
+    let cordon = |on: bool| json!({"spec": {"unschedulable": on}});
+    nodes
+        .patch(
+            &env.node_name(1),
+            &PatchParams::default(),
+            &Patch::Merge(&cordon(true)),
+        )
+        .await
+        .expect("cordon");
+    let hw = format!(
+        "Hardware failure detected on node(s): [{}]",
+        env.node_name(1)
+    );
+    let groups = groups_when(env, "nccl", "group-0 to fail", |g| g[0].phase == "Failed").await;
+    assert_eq!(
+        groups,
+        [
+            (
+                "group-0".to_string(),
+                "Failed".to_string(),
+                Some("JobHardwareFailed".to_string()),
+                Some(hw.clone())
+            ),
+            ("group-1".to_string(), "Running".to_string(), None, None)
+        ]
+    );
+    let jobs: Api<DynamicObject> =
+        Api::namespaced_with(env.client.clone(), &env.ns, &train_job_resource());
+    eventually("nccl-group-0 deleted", || async {
+        jobs.get_opt("nccl-group-0")
+            .await
+            .expect("get")
+            .is_none()
+            .then_some(())
+    })
+    .await;
+    nodes
+        .patch(
+            &env.node_name(1),
+            &PatchParams::default(),
+            &Patch::Merge(&cordon(false)),
+        )
+        .await
+        .expect("uncordon");
+    complete_job(env, "nccl-group-1").await;
+    assert_eq!(
+        run_condition(env, "nccl", "Failed").await,
+        (
+            "WorkflowFailed".to_string(),
+            "1 groups failed across 1 iterations; hardware failures occurred on one or more nodes"
+                .to_string()
+        )
+    );
+    let workflows: Api<WorkflowResource> = Api::namespaced(env.client.clone(), &env.ns);
+    let wf = workflows.get("nccl").await.expect("workflow");
+    let status = wf.status.expect("status");
+    let failed = status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == "Failed")
+        .map(|c| (c.reason.as_str(), c.status.as_str()));
+    assert_eq!(failed, Some(("JobHardwareFailed", "True")));
+    assert_eq!(
+        status
+            .orchestration
+            .expect("orchestration")
+            .hardware_failed_nodes,
+        [env.node_name(1)]
+    );
+    assert_eq!(
+        node_results(env, "nccl-failed-nodes").await,
+        format!(
+            "{}: HardwareFailureDetected: Hardware failure detected by node health check",
+            env.node_name(1)
+        )
+    );
+    assert_eq!(
+        node_results(env, "nccl-succeeded-nodes").await,
+        format!("{},{}", env.node_name(2), env.node_name(3))
+    );
+    let events = eventually("the hardware Event", || async {
+        let e = env.events_about("Workflow", "nccl").await;
+        e.iter().any(|e| e.1 == "JobHardwareFailed").then_some(e)
+    })
+    .await;
+    assert!(
+        events.iter().any(|e| e.0 == "Warning"
+            && e.1 == "HardwareFailureDetected"
+            && e.2 == format!("TrainJob nccl-group-0 of group-0: {hw}")),
+        "{events:?}"
+    );
     controller.stop().await.expect("graceful stop");
 }

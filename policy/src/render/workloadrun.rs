@@ -402,7 +402,7 @@ fn unlisted_architecture(
         Some(p) => format!(
             "{} {} names GPU architecture {}",
             crate::nodes::GPU_PRODUCT_LABEL,
-            detect::quote(&p),
+            detect::quote(p),
             detect::quote(arch)
         ),
         None => format!(
