@@ -709,6 +709,12 @@ fn resolve_for_platform(
     req: &RenderRequest,
     (warnings, findings): (&mut Vec<Note>, &mut Vec<nvcre_engine::Finding>),
 ) -> Result<(Value, Vec<AppliedOverride>), PolicyError> {
+    if ctx.platform.is_empty() && !passes_pod_content(doc) {
+        // Built from the spec alone, the Workflow holds only what the build made of it, which
+        // the `placement` stage finds consistent until a platform row changes it (and then
+        // sees it again): its run would find nothing, at a cost near a whole check's.
+        return Ok((workflow, Vec::new()));
+    }
     if ctx.platform.is_empty() {
         // The overrides stay unresolved; the Workflow as written is still held to the
         // `placement` stage, as `check` holds that Workflow: a GPU limit below the processes
@@ -755,6 +761,24 @@ fn resolve_for_platform(
     findings.extend(post);
     set_annotation(&mut workflow, ANNOTATION_PLATFORM, ctx.platform.clone());
     Ok((workflow, applied))
+}
+
+/// The WorkloadRun fields that pass Kubernetes pod content through to the runtime's pod
+/// templates as written, beside what the build generates: where the two can disagree. (The
+/// user's overrides stay unresolved without a platform, so they are not in the templates.)
+const POD_CONTENT_FIELDS: [&str; 4] = ["resources", "volumes", "volumeMounts", "initContainers"];
+
+/// Whether the WorkloadRun `doc` sets one of [`POD_CONTENT_FIELDS`] (not empty).
+fn passes_pod_content(doc: &Document) -> bool {
+    let Some(spec) = doc.value.get("spec").and_then(Value::as_object) else {
+        return false;
+    };
+    POD_CONTENT_FIELDS.iter().any(|f| match spec.get(*f) {
+        None | Some(Value::Null) => false,
+        Some(Value::Array(a)) => !a.is_empty(),
+        Some(Value::Object(m)) => !m.is_empty(),
+        Some(_) => true,
+    })
 }
 
 /// The output: the architecture annotation written, the Workflow as JSON.
