@@ -98,6 +98,7 @@ pub use suite::{
     TableCoverage, WantFinding, coverage, discover as discover_suites, load_suite, parse_suite,
     suite_schema, table_values,
 };
+pub use trial::{cannot_render_lint, trial_render};
 
 mod api;
 mod build;
@@ -117,3 +118,4 @@ mod placement;
 mod render;
 mod resolve;
 mod suite;
+mod trial;
