@@ -392,6 +392,7 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                 .map(|g| GroupStatus {
                     name: g.name.clone(),
                     nodes: g.nodes.clone(),
+                    domains: g.domains.clone(),
                     overflow: g.overflow,
                     phase: "Pending".into(),
                     iteration: 1,
@@ -591,6 +592,7 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                 *g = GroupStatus {
                     name: g.name.clone(),
                     nodes: g.nodes.clone(),
+                    domains: g.domains.clone(),
                     overflow: g.overflow,
                     phase: "Pending".into(),
                     iteration: iteration + 1,
@@ -692,6 +694,8 @@ pub struct PlannedGroup {
     pub name: String,
     /// Node names (empty under Unpinned).
     pub nodes: Vec<String>,
+    /// Topology domains the nodes span, sorted (topology partitioning only).
+    pub domains: Vec<String>,
     /// Overflow group.
     pub overflow: bool,
     /// The group's TrainJob name.
@@ -810,6 +814,7 @@ pub fn plan(
             .map(|g| PlannedGroup {
                 name: g.name.clone(),
                 nodes: g.nodes.clone(),
+                domains: g.domains.clone(),
                 overflow: g.overflow,
                 job_name: g
                     .manifests
