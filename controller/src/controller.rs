@@ -608,12 +608,23 @@ async fn reconcile_run_inner(run: &WorkloadRunResource, ctx: &Ctx) -> Result<Act
     if let Some(status) = &decision.status {
         let runs: Api<WorkloadRunResource> = Api::namespaced(ctx.client.clone(), &ns);
         let patch = json!({"apiVersion": API_VERSION, "kind": "WorkloadRun", "status": status});
-        runs.patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
+        if let Err(e) = runs
+            .patch_status(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+        {
+            // A build failure creates nothing: until the status lands, the Event is the only
+            // place that says why the run is stuck.
+            if let Some(note) =
+                crate::workloadrun::build_failed_status_update_failed(&decision, &e.to_string())
+            {
+                publish(ctx, run, &note).await;
+            }
+            return Err(e.into());
+        }
     }
     if let Some(note) = &decision.event {
         publish(ctx, run, note).await;
