@@ -112,9 +112,19 @@ pub fn run_lint(rules_dir: Option<&Path>, args: &LintArgs) -> ExitCode {
     };
     let mut findings = lint(&sources, Some(&contract));
     // A set that loads is linted with what the pipeline knows too: override table rows whose
-    // `when` names a platform or an architecture that never occurs.
+    // `when` names a platform or an architecture that never occurs, and the trial renders a
+    // controller runs before it puts the set in force.
     if let Ok(set) = nvcre_engine::RuleSet::load(&sources, Some(&contract)) {
         findings.extend(nvcre_domain::override_table_lints(&set).unwrap_or_default());
+        // Only a whole set renders (packs linted alone do not).
+        let whole = contract
+            .tables()
+            .iter()
+            .all(|t| set.table(&t.name).is_some());
+        let place = dir.map_or_else(|| "rules".to_string(), |d| d.display().to_string());
+        if whole && let Err(e) = nvcre_domain::trial_render(&set, &place) {
+            findings.push(nvcre_domain::cannot_render_lint(e));
+        }
     }
     let mut out = String::new();
     for f in &findings {

@@ -14,7 +14,7 @@ use k8s_openapi::api::core::v1::{Node as KubeNode, ObjectReference};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
-use kube::runtime::reflector::ObjectRef;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use nvcre_domain::Node;
@@ -29,7 +29,7 @@ use tracing::{info, warn};
 use crate::apply::{FIELD_MANAGER, apply_owned, train_job_resource};
 use crate::error::Error;
 use crate::http::{Health, router};
-use crate::metrics::{ControllerLabel, ErrorLabels, Metrics};
+use crate::metrics::{ControllerLabel, ErrorLabels, MeasurementKind, Metrics};
 use crate::rules::{Reload, RulesHolder, RulesSource};
 use crate::workflow::{ChildRef, ObservedJob, WorkflowObservation, decide_workflow};
 use crate::workloadrun::{EventNote, RunAction, RunObservation, decide_workload_run};
@@ -408,13 +408,24 @@ async fn run_controllers(
                 warn!(error = %e, "workflow reconcile");
             }
         });
-    let bandwidth_controller = Controller::new(bms, watcher::Config::default())
-        .watches_with(
-            jobs.clone(),
-            tj.clone(),
-            watcher::Config::default(),
-            measured(crate::measure::BANDWIDTH_SUFFIX),
-        )
+    let bandwidth_controller = Controller::new(bms, watcher::Config::default()).watches_with(
+        jobs.clone(),
+        tj.clone(),
+        watcher::Config::default(),
+        measured(crate::measure::BANDWIDTH_SUFFIX),
+    );
+    let goodput_controller = Controller::new(gms, watcher::Config::default()).watches_with(
+        jobs,
+        tj,
+        watcher::Config::default(),
+        measured(crate::measure::GOODPUT_SUFFIX),
+    );
+    spawn_series_sweep(
+        Arc::clone(&ctx.metrics),
+        (bandwidth_controller.store(), goodput_controller.store()),
+        rx.clone(),
+    );
+    let bandwidth_controller = bandwidth_controller
         .graceful_shutdown_on(stopped(rx.clone()))
         .run(
             reconcile_bandwidth,
@@ -426,13 +437,7 @@ async fn run_controllers(
                 warn!(error = %e, "bandwidthmeasurement reconcile");
             }
         });
-    let goodput_controller = Controller::new(gms, watcher::Config::default())
-        .watches_with(
-            jobs,
-            tj,
-            watcher::Config::default(),
-            measured(crate::measure::GOODPUT_SUFFIX),
-        )
+    let goodput_controller = goodput_controller
         .graceful_shutdown_on(stopped(rx))
         .run(reconcile_goodput, error_policy_goodput, ctx)
         .for_each(|r| async move {
@@ -514,6 +519,44 @@ fn workflows_on_node(
             .map(|wf| ObjectRef::from_obj(wf.as_ref()))
             .collect()
     }
+}
+
+/// How often the measurement gauges are compared with the watch caches.
+const SERIES_SWEEP: Duration = Duration::from_secs(5);
+
+/// Drops the gauges of deleted measurements every [`SERIES_SWEEP`] until `stop` turns true
+/// ([`crate::measure::sweep_series`] says why a sweep rather than a finalizer). A measurement
+/// is present when its controller's cache holds it without a deletion timestamp.
+fn spawn_series_sweep(
+    metrics: Arc<Metrics>,
+    (bms, gms): (
+        Store<BandwidthMeasurementResource>,
+        Store<GoodputMeasurementResource>,
+    ),
+    mut stop: watch::Receiver<bool>,
+) {
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(SERIES_SWEEP) => {}
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            let live = |deleting: Option<bool>| deleting == Some(false);
+            let gone = crate::measure::sweep_series(&metrics, |k| match k.kind {
+                MeasurementKind::Bandwidth => live(
+                    bms.get(&ObjectRef::new(&k.name).within(&k.namespace))
+                        .map(|m| m.metadata.deletion_timestamp.is_some()),
+                ),
+                MeasurementKind::Goodput => live(
+                    gms.get(&ObjectRef::new(&k.name).within(&k.namespace))
+                        .map(|m| m.metadata.deletion_timestamp.is_some()),
+                ),
+            });
+            for k in gone {
+                info!(namespace = %k.namespace, measurement = %k.name, "dropped the gauges of a deleted measurement");
+            }
+        }
+    });
 }
 
 /// Maps a TrainJob to its measurement of kind `K`, which has a deterministic name:
@@ -657,12 +700,23 @@ async fn reconcile_run_inner(run: &WorkloadRunResource, ctx: &Ctx) -> Result<Act
     if let Some(status) = &decision.status {
         let runs: Api<WorkloadRunResource> = Api::namespaced(ctx.client.clone(), &ns);
         let patch = json!({"apiVersion": API_VERSION, "kind": "WorkloadRun", "status": status});
-        runs.patch_status(
-            &name,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&patch),
-        )
-        .await?;
+        if let Err(e) = runs
+            .patch_status(
+                &name,
+                &PatchParams::apply(FIELD_MANAGER).force(),
+                &Patch::Apply(&patch),
+            )
+            .await
+        {
+            // A build failure creates nothing: until the status lands, the Event is the only
+            // place that says why the run is stuck.
+            if let Some(note) =
+                crate::workloadrun::build_failed_status_update_failed(&decision, &e.to_string())
+            {
+                publish(ctx, run, &note).await;
+            }
+            return Err(e.into());
+        }
     }
     if let Some(note) = &decision.event {
         publish(ctx, run, note).await;

@@ -37,7 +37,7 @@ use serde_json::{Value, json};
 use crate::apply::{FIELD_MANAGER, train_job_resource};
 use crate::conditions;
 use crate::error::Error;
-use crate::metrics::{BandwidthLabels, GoodputLabels, Metrics};
+use crate::metrics::{BandwidthLabels, GoodputLabels, MeasurementKey, MeasurementKind, Metrics};
 use crate::workflow::parse_go_duration;
 
 /// Name suffix of a TrainJob's BandwidthMeasurement (`<job>-bandwidth`).
@@ -528,6 +528,8 @@ pub trait Measurement:
     type Status: Clone + Default + PartialEq + serde::Serialize;
     /// `BandwidthMeasurement` or `GoodputMeasurement`.
     const KIND: &'static str;
+    /// Which gauges it exports.
+    const METRICS: MeasurementKind;
     /// `spec.jobRef.name` (empty when unset).
     fn job_name(&self) -> &str;
     /// `spec.logProfileRef`.
@@ -549,6 +551,7 @@ pub trait Measurement:
 impl Measurement for BandwidthMeasurementResource {
     type Status = BandwidthMeasurementStatus;
     const KIND: &'static str = "BandwidthMeasurement";
+    const METRICS: MeasurementKind = MeasurementKind::Bandwidth;
     fn job_name(&self) -> &str {
         self.spec.job_ref.as_ref().map_or("", |j| j.name.as_str())
     }
@@ -581,6 +584,7 @@ impl Measurement for BandwidthMeasurementResource {
 impl Measurement for GoodputMeasurementResource {
     type Status = GoodputMeasurementStatus;
     const KIND: &'static str = "GoodputMeasurement";
+    const METRICS: MeasurementKind = MeasurementKind::Goodput;
     fn job_name(&self) -> &str {
         self.spec.job_ref.as_ref().map_or("", |j| j.name.as_str())
     }
@@ -642,13 +646,23 @@ async fn observe<M: Measurement>(
     ctx: &MeasureCtx,
 ) -> Result<Result<Observed<M::Status>, Option<Duration>>, Error> {
     let old = m.current();
+    let ns = m.meta().namespace.clone().unwrap_or_default();
+    let name = m.meta().name.clone().unwrap_or_default();
+    let key = format!("{}/{ns}/{name}", M::KIND);
+    if m.meta().deletion_timestamp.is_some() {
+        // Going away (another finalizer holds it): its series go now, and nothing is sampled.
+        ctx.metrics.drop_measurement(&MeasurementKey {
+            kind: M::METRICS,
+            namespace: ns,
+            name,
+        });
+        forget(ctx, &key);
+        return Ok(Err(None));
+    }
     if conditions::is_true(M::conditions(&old), "Complete") || m.job_name().is_empty() {
         return Ok(Err(None));
     }
-    let ns = m.meta().namespace.clone().unwrap_or_default();
-    let name = m.meta().name.clone().unwrap_or_default();
     let job_name = m.job_name().to_string();
-    let key = format!("{}/{ns}/{name}", M::KIND);
     let interval = sample_interval(m.interval());
     let (now_secs, now) = now_rfc3339();
     let Some(job) = get_job(&ctx.client, &ns, &job_name).await? else {
@@ -758,12 +772,7 @@ fn export_bandwidth(
 ) {
     for r in &s.results {
         let l = bandwidth_labels(bm, r.size_bytes);
-        if let Ok(v) = r.alg_bw.parse::<f64>() {
-            metrics.nccl_algbw.get_or_create(&l).set(v);
-        }
-        if let Ok(v) = r.bus_bw.parse::<f64>() {
-            metrics.nccl_busbw.get_or_create(&l).set(v);
-        }
+        metrics.set_bandwidth(&l, r.alg_bw.parse().ok(), r.bus_bw.parse().ok());
     }
 }
 
@@ -774,11 +783,32 @@ fn drop_bandwidth(
 ) {
     for s in sets {
         for r in &s.results {
-            let l = bandwidth_labels(bm, r.size_bytes);
-            metrics.nccl_algbw.remove(&l);
-            metrics.nccl_busbw.remove(&l);
+            metrics.remove_bandwidth(&bandwidth_labels(bm, r.size_bytes));
         }
     }
+}
+
+/// Drops the series of every measurement that has some and is gone: `present` says whether
+/// the measurement is still there and not being deleted (the controller asks its watch cache).
+/// Returns the measurements dropped.
+///
+/// Gauges live in this process only, so a finalizer would guard nothing a restart does not
+/// already clear, and would hold every deletion (a namespace's too) while no controller runs;
+/// comparing the series with the cache instead also heals a missed deletion event or a
+/// reconcile that exported after the measurement went.
+pub fn sweep_series(
+    metrics: &Metrics,
+    present: impl Fn(&MeasurementKey) -> bool,
+) -> Vec<MeasurementKey> {
+    let gone: Vec<MeasurementKey> = metrics
+        .measurements()
+        .into_iter()
+        .filter(|k| !present(k))
+        .collect();
+    for k in &gone {
+        metrics.drop_measurement(k);
+    }
+    gone
 }
 
 /// Reconciles one BandwidthMeasurement; returns when to look again (`None`: only on change).
@@ -1006,17 +1036,10 @@ fn export_goodput(
 ) {
     let l = goodput_labels(gm);
     for (metric, value) in goodput_gauges(s) {
-        let Some(family) = metrics.goodput.get(metric) else {
-            continue;
-        };
         match value {
-            // On completion only the ratio stays.
-            Some(v) if !complete || metric == "ratio" => {
-                family.get_or_create(&l).set(v);
-            }
-            _ => {
-                family.remove(&l);
-            }
+            // On completion only the ratio stays (until the measurement is deleted).
+            Some(v) if !complete || metric == "ratio" => metrics.set_goodput(metric, &l, v),
+            _ => metrics.remove_goodput(metric, &l),
         }
     }
 }

@@ -2,7 +2,8 @@
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Mutex;
 use std::sync::atomic::AtomicU64;
 
 use prometheus_client::metrics::family::Family;
@@ -59,6 +60,33 @@ pub struct GoodputLabels {
 /// A gauge of floating-point values.
 pub type FloatGauge = Gauge<f64, AtomicU64>;
 
+/// The measurement kinds that export gauges.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum MeasurementKind {
+    /// A BandwidthMeasurement (`nvcre_nccl_*`).
+    Bandwidth,
+    /// A GoodputMeasurement (`nvcre_goodput_*`).
+    Goodput,
+}
+
+/// One measurement object: kind, namespace and name.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct MeasurementKey {
+    /// Which kind.
+    pub kind: MeasurementKind,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+}
+
+/// The label sets exported for one measurement.
+#[derive(Debug, Default)]
+struct Series {
+    bandwidth: HashSet<BandwidthLabels>,
+    goodput: HashSet<GoodputLabels>,
+}
+
 /// The goodput gauges `nvcre_goodput_<name>`, with their help text.
 pub const GOODPUT_GAUGES: [(&str, &str); 10] = [
     ("ratio", "Goodput ratio, 0 to 1"),
@@ -110,6 +138,9 @@ pub struct Metrics {
     pub nccl_busbw: Family<BandwidthLabels, FloatGauge>,
     /// `nvcre_goodput_<name>` by name (see [`GOODPUT_GAUGES`]).
     pub goodput: BTreeMap<&'static str, Family<GoodputLabels, FloatGauge>>,
+    /// The label sets set per measurement: a `Family` cannot be listed, and the series of a
+    /// measurement that was deleted must be found to be dropped ([`Metrics::drop_measurement`]).
+    series: Mutex<BTreeMap<MeasurementKey, Series>>,
     registry: Registry,
 }
 
@@ -168,7 +199,85 @@ impl Metrics {
             nccl_algbw,
             nccl_busbw,
             goodput,
+            series: Mutex::new(BTreeMap::new()),
             registry,
+        }
+    }
+
+    fn series(&self) -> std::sync::MutexGuard<'_, BTreeMap<MeasurementKey, Series>> {
+        self.series
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Sets the bandwidth gauges of one message size (a value that is `None` is left as it is).
+    pub fn set_bandwidth(&self, l: &BandwidthLabels, alg_bw: Option<f64>, bus_bw: Option<f64>) {
+        if let Some(v) = alg_bw {
+            self.nccl_algbw.get_or_create(l).set(v);
+        }
+        if let Some(v) = bus_bw {
+            self.nccl_busbw.get_or_create(l).set(v);
+        }
+        let key = MeasurementKey {
+            kind: MeasurementKind::Bandwidth,
+            namespace: l.namespace.clone(),
+            name: l.measurement.clone(),
+        };
+        self.series()
+            .entry(key)
+            .or_default()
+            .bandwidth
+            .insert(l.clone());
+    }
+
+    /// Removes the bandwidth gauges of one message size.
+    pub fn remove_bandwidth(&self, l: &BandwidthLabels) {
+        self.nccl_algbw.remove(l);
+        self.nccl_busbw.remove(l);
+    }
+
+    /// Sets the goodput gauge `metric` (a name of [`GOODPUT_GAUGES`]).
+    pub fn set_goodput(&self, metric: &str, l: &GoodputLabels, v: f64) {
+        let Some(family) = self.goodput.get(metric) else {
+            return;
+        };
+        family.get_or_create(l).set(v);
+        let key = MeasurementKey {
+            kind: MeasurementKind::Goodput,
+            namespace: l.namespace.clone(),
+            name: l.measurement.clone(),
+        };
+        self.series()
+            .entry(key)
+            .or_default()
+            .goodput
+            .insert(l.clone());
+    }
+
+    /// Removes the goodput gauge `metric`.
+    pub fn remove_goodput(&self, metric: &str, l: &GoodputLabels) {
+        if let Some(family) = self.goodput.get(metric) {
+            family.remove(l);
+        }
+    }
+
+    /// The measurements that have (or had) series since they were last dropped.
+    pub fn measurements(&self) -> Vec<MeasurementKey> {
+        self.series().keys().cloned().collect()
+    }
+
+    /// Removes every series of the measurement `key` (it was deleted).
+    pub fn drop_measurement(&self, key: &MeasurementKey) {
+        let Some(series) = self.series().remove(key) else {
+            return;
+        };
+        for l in &series.bandwidth {
+            self.remove_bandwidth(l);
+        }
+        for l in &series.goodput {
+            for family in self.goodput.values() {
+                family.remove(l);
+            }
         }
     }
 

@@ -427,6 +427,7 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                 .map(|g| GroupStatus {
                     name: g.name.clone(),
                     nodes: g.nodes.clone(),
+                    domains: g.domains.clone(),
                     overflow: g.overflow,
                     phase: "Pending".into(),
                     iteration: 1,
@@ -631,6 +632,7 @@ pub fn decide_workflow(rules: &RuleSet, obs: WorkflowObservation<'_>) -> Workflo
                 *g = GroupStatus {
                     name: g.name.clone(),
                     nodes: g.nodes.clone(),
+                    domains: g.domains.clone(),
                     overflow: g.overflow,
                     phase: "Pending".into(),
                     iteration: iteration + 1,
@@ -1050,6 +1052,8 @@ pub struct PlannedGroup {
     pub name: String,
     /// Node names (empty under Unpinned).
     pub nodes: Vec<String>,
+    /// Topology domains the nodes span, sorted (topology partitioning only).
+    pub domains: Vec<String>,
     /// Overflow group.
     pub overflow: bool,
     /// The group's TrainJob name.
@@ -1302,6 +1306,7 @@ fn assemble(
             .map(|g| PlannedGroup {
                 name: g.name.clone(),
                 nodes: g.nodes.clone(),
+                domains: g.domains.clone(),
                 overflow: g.overflow,
                 job_name: g
                     .manifests

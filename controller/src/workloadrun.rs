@@ -247,6 +247,25 @@ pub fn transition_event(old: &[Condition], new: &[Condition]) -> Option<EventNot
     })
 }
 
+/// The Warning `BuildFailedStatusUpdateFailed` when the status write of a decision that failed
+/// the build did not succeed: `Failed to update status after build failure: <error>; the build
+/// failed with: <the BuildFailed message>`. `None` for any other decision.
+pub fn build_failed_status_update_failed(decision: &RunDecision, error: &str) -> Option<EventNote> {
+    let failed = decision
+        .status
+        .as_ref()
+        .and_then(|s| conditions::true_execution(&s.conditions))
+        .filter(|c| c.type_ == FAILED && c.reason == "BuildFailed")?;
+    Some(EventNote {
+        warning: true,
+        reason: "BuildFailedStatusUpdateFailed".into(),
+        message: format!(
+            "Failed to update status after build failure: {error}; the build failed with: {}",
+            failed.message
+        ),
+    })
+}
+
 enum Ownership {
     Terminating,
     Predecessor,

@@ -69,3 +69,66 @@ async fn metrics_exposes_reconcile_and_reload_counters() {
         );
     }
 }
+
+/// The gauges of a measurement that is gone from the watch cache (deleted, or being deleted)
+/// are dropped by the sweep; a present one keeps its own.
+#[test]
+fn the_series_sweep_drops_the_gauges_of_deleted_measurements() {
+    use nvcre_controller::metrics::{
+        BandwidthLabels, GoodputLabels, MeasurementKey, MeasurementKind,
+    };
+    let metrics = Metrics::new();
+    let bandwidth = |measurement: &str, size: &str| BandwidthLabels {
+        namespace: "team-a".into(),
+        measurement: measurement.into(),
+        job: "j".into(),
+        workflow: "w".into(),
+        nccl_test: "all_reduce".into(),
+        message_size_bytes: size.into(),
+    };
+    metrics.set_bandwidth(&bandwidth("gone-bandwidth", "8"), Some(0.5), Some(1.0));
+    metrics.set_bandwidth(&bandwidth("gone-bandwidth", "1024"), Some(1.5), Some(2.0));
+    metrics.set_bandwidth(&bandwidth("kept-bandwidth", "8"), Some(3.0), Some(4.0));
+    let goodput = GoodputLabels {
+        namespace: "team-a".into(),
+        measurement: "gone-goodput".into(),
+        job: "j".into(),
+        workflow: "w".into(),
+    };
+    metrics.set_goodput("ratio", &goodput, 0.9);
+    metrics.set_goodput("avg_step_time_seconds", &goodput, 2.0);
+    let gone = nvcre_controller::measure::sweep_series(&metrics, |k| k.name == "kept-bandwidth");
+    assert_eq!(
+        gone,
+        [
+            MeasurementKey {
+                kind: MeasurementKind::Bandwidth,
+                namespace: "team-a".into(),
+                name: "gone-bandwidth".into(),
+            },
+            MeasurementKey {
+                kind: MeasurementKind::Goodput,
+                namespace: "team-a".into(),
+                name: "gone-goodput".into(),
+            },
+        ]
+    );
+    let samples: Vec<String> = metrics
+        .encode()
+        .lines()
+        .filter(|l| l.starts_with("nvcre_nccl_") || l.starts_with("nvcre_goodput_"))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        samples,
+        [
+            "nvcre_nccl_algbw_gbps{namespace=\"team-a\",measurement=\"kept-bandwidth\",job=\"j\",workflow=\"w\",nccl_test=\"all_reduce\",message_size_bytes=\"8\"} 3.0",
+            "nvcre_nccl_busbw_gbps{namespace=\"team-a\",measurement=\"kept-bandwidth\",job=\"j\",workflow=\"w\",nccl_test=\"all_reduce\",message_size_bytes=\"8\"} 4.0",
+        ]
+    );
+    // Swept again, nothing is left to drop.
+    assert_eq!(
+        nvcre_controller::measure::sweep_series(&metrics, |k| k.name == "kept-bandwidth"),
+        []
+    );
+}

@@ -128,3 +128,84 @@ fn an_update_that_drops_a_table_is_refused() {
     );
     assert!(Arc::ptr_eq(&first, &holder.current()));
 }
+
+/// `file` of `files` with its `entries:` list emptied.
+fn emptied(files: &[(String, String)], file: &str) -> Vec<(String, String)> {
+    files
+        .iter()
+        .map(|(k, v)| {
+            let mut v = v.clone();
+            if k == file {
+                let at = v.find("entries:").expect("entries");
+                v.truncate(at);
+                v.push_str("entries: []\n");
+            }
+            (k.clone(), v)
+        })
+        .collect()
+}
+
+/// A set that loads but cannot render (a table emptied of the rows every build needs) fails
+/// its trial renders: refused whole, at start and on reload, the last good set staying.
+#[test]
+fn an_update_that_loads_but_cannot_render_is_refused() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let root = tmp.path();
+    let good = rule_files();
+    publish(root, "2026_01_01_v1", &good);
+    let holder = RulesHolder::load(RulesSource::Dir(root.to_path_buf())).expect("initial load");
+    let first = holder.current();
+
+    let no_defaults = emptied(&good, "defaults-gpu-defaults.yaml");
+    publish(root, "2026_01_01_v2", &no_defaults);
+    let Reload::Refused(errors) = holder.poll() else {
+        panic!("a set whose gpu-defaults has no rows must be refused")
+    };
+    assert_eq!(
+        errors,
+        format!(
+            "rule pack error: {}/defaults-gpu-defaults.yaml: entry unknown: the set cannot serve: \
+             a trial render of a torch WorkloadRun (one GPU node without a product label or \
+             provider id) fails: table gpu-defaults: no row for an unknown architecture \
+             (gpuArchitecture: \"\") (the table has no rows)",
+            root.display()
+        )
+    );
+    assert!(Arc::ptr_eq(&first, &holder.current()));
+
+    // An emptied product table would size every H100 run as an unknown architecture.
+    let no_products = emptied(&good, "defaults-gpu-products.yaml");
+    publish(root, "2026_01_01_v3", &no_products);
+    let Reload::Refused(errors) = holder.poll() else {
+        panic!("a set whose gpu-products has no rows must be refused")
+    };
+    assert_eq!(
+        errors,
+        format!(
+            "rule pack error: {}/defaults-gpu-products.yaml: the set cannot serve: table \
+             gpu-products: no row maps the GPU architecture \"a100\", which table gpu-defaults \
+             makes selectable (entry a100), so --gpu-arch a100 would be refused and every node's \
+             product would read as an unknown architecture; add a row that maps it to itself \
+             (the table has no rows)",
+            root.display()
+        )
+    );
+    assert!(Arc::ptr_eq(&first, &holder.current()));
+
+    // Started on such a set, the controller does not start.
+    let other = tempfile::tempdir().expect("tempdir");
+    publish(other.path(), "2026_01_01_v1", &no_defaults);
+    let refused = RulesHolder::load(RulesSource::Dir(other.path().to_path_buf()))
+        .map(|_| ())
+        .map_err(|e| e.replace(&other.path().display().to_string(), "DIR"));
+    assert_eq!(
+        refused,
+        Err(
+            "rule pack error: DIR/defaults-gpu-defaults.yaml: entry unknown: the set cannot \
+             serve: a trial render of a torch WorkloadRun (one GPU node without a product label \
+             or provider id) fails: table gpu-defaults: no row for an unknown architecture \
+             (gpuArchitecture: \"\") (the table has no rows)"
+                .to_string()
+        )
+    );
+}

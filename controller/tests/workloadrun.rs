@@ -6,7 +6,9 @@ use std::time::Duration;
 use crate::common::*;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
 use kube::api::ObjectMeta;
-use nvcre_controller::workloadrun::{EventNote, RunAction, RunObservation, decide_workload_run};
+use nvcre_controller::workloadrun::{
+    EventNote, RunAction, RunObservation, build_failed_status_update_failed, decide_workload_run,
+};
 use nvcre_domain::crd::{
     Condition, OrchestrationStatus, TypedLocalObjectReference, WorkflowReference, WorkflowResource,
     WorkflowStatus, WorkloadRunResource, WorkloadRunStatus,
@@ -172,6 +174,27 @@ fn no_framework_fails_with_build_failed() {
         Some((true, "BuildFailed".into()))
     );
     assert_eq!(d.requeue_after, None);
+}
+
+/// The status write of a BuildFailed decision that fails is the Warning
+/// `BuildFailedStatusUpdateFailed`; any other decision's failed write is only retried.
+#[test]
+fn a_failed_status_write_after_build_failed_is_a_warning_event() {
+    let failing = run("nccl", "image: img\nnumNodes: 1\nframework: {}\n");
+    let d = decide(&failing, None, &aws_h100(1));
+    assert_eq!(
+        build_failed_status_update_failed(&d, "the server is gone"),
+        Some(EventNote {
+            warning: true,
+            reason: "BuildFailedStatusUpdateFailed".into(),
+            message: "Failed to update status after build failure: the server is gone; the build failed with: workloadrun nccl: exec framework selected but spec.framework.exec is nil".into(),
+        })
+    );
+    let built = decide(&run("nccl", MPI_SPEC), None, &aws_h100(2));
+    assert_eq!(
+        build_failed_status_update_failed(&built, "the server is gone"),
+        None
+    );
 }
 
 #[test]

@@ -88,6 +88,9 @@ pub enum Lint {
     /// `ambiguous-id`: a table row whose id is also a rule's id or another table's row id:
     /// `rules explain ID` shows the other one (`TABLE/ID` names this row).
     AmbiguousId,
+    /// `cannot-render`: a set that loads but fails a trial render (a caller's lint: the
+    /// pipeline renders; a controller refuses such a set).
+    CannotRender,
 }
 
 impl Lint {
@@ -111,6 +114,7 @@ impl Lint {
             Lint::EmptyStage => "empty-stage",
             Lint::NeverMatches => "never-matches",
             Lint::AmbiguousId => "ambiguous-id",
+            Lint::CannotRender => "cannot-render",
         }
     }
 

@@ -121,6 +121,10 @@ pub struct GroupStatus {
     /// Node names of the group (empty under Unpinned).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<String>,
+    /// Topology domains (racks) the group's nodes span, sorted; empty without topology
+    /// partitioning.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub domains: Vec<String>,
     /// Whether this is an overflow group (re-uses nodes of full groups).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub overflow: bool,

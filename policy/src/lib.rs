@@ -99,6 +99,7 @@ pub use suite::{
     TableCoverage, WantFinding, coverage, discover as discover_suites, load_suite, parse_suite,
     suite_schema, table_values,
 };
+pub use trial::{cannot_render_lint, trial_render};
 
 mod api;
 mod build;
@@ -118,3 +119,4 @@ mod placement;
 mod render;
 mod resolve;
 mod suite;
+mod trial;

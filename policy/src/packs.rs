@@ -404,12 +404,17 @@ pub fn rule_sources(dir: Option<&Path>) -> Result<Vec<Arc<Source>>, LoadErrors> 
 /// The rule set of `dir` for a caller that swaps whole sets at run time (a controller reloading
 /// a mounted ConfigMap): as [`load_rules`], and a set in which a table the pipeline renders is
 /// defined by no file is refused too, so a ConfigMap that lost a key never replaces a good set.
+/// A set that loads must then pass [`crate::trial_render`]: one that loads but cannot render
+/// (a table emptied of the rows the pipeline needs) would fail every run it is given.
 ///
 /// # Errors
-/// Every load error, including `nvcre::rules::missing_table` for each missing table.
+/// Every load error, including `nvcre::rules::missing_table` for each missing table; else the
+/// first failure of the trial renders.
 pub fn load_complete_rules(dir: &Path) -> Result<RuleSet, LoadErrors> {
     let contract = contract()?.require_every_table(true);
-    RuleSet::load_dir_with(dir, Some(&contract))
+    let set = RuleSet::load_dir_with(dir, Some(&contract))?;
+    crate::trial_render(&set, &dir.display().to_string()).map_err(|e| LoadErrors::new(vec![e]))?;
+    Ok(set)
 }
 
 /// The rule set from `dir` when given, else the embedded default set, loaded with

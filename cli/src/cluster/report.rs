@@ -3,9 +3,9 @@
 //! GoodputMeasurement children; as JSON ([`WorkloadRunReport`] serialized) or as the 66-column
 //! text box ([`text`]).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
-use nvcre_domain::crd::{GroupStatus, WorkflowResource, WorkloadRunResource};
+use nvcre_domain::crd::{GroupStatus, OrchestrationStatus, WorkflowResource, WorkloadRunResource};
 use serde::Serialize;
 use serde_json::Value;
 use unicode_width::UnicodeWidthChar;
@@ -31,7 +31,7 @@ pub struct WorkloadRunReport {
     pub failed_nodes: Vec<String>,
     /// `PASSED`, `FAILED` or `RUNNING`, from the run's conditions.
     pub result: String,
-    /// One entry per node of every finished group.
+    /// One entry per node of every group that finished at least once.
     pub node_results: Vec<NodeResult>,
 }
 
@@ -77,6 +77,22 @@ pub struct Category {
     /// Per-group peak bandwidth (more than one group and more than one measurement).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub group_bandwidth: Vec<GroupBandwidth>,
+    /// Each iteration of a run of more than one (`repeatCount`), the one in progress last.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub iterations: Vec<IterationResult>,
+}
+
+/// One iteration of a run.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct IterationResult {
+    /// Iteration number (1-based).
+    pub number: i32,
+    /// `Succeeded` (no group failed), `Failed`, or `Running` (the one in progress).
+    pub status: String,
+    /// Wall time, Go style: from the end of the previous iteration (the run's creation for
+    /// the first) to its end (or to now); "" when a time is unknown.
+    pub duration: String,
 }
 
 /// A failed group.
@@ -89,7 +105,8 @@ pub struct FailedGroup {
     pub node_count: usize,
     /// Node names.
     pub nodes: Vec<String>,
-    /// Why it failed (the TrainJob's Failed message, or the timeout).
+    /// Why it failed (the TrainJob's Failed message, or the timeout), led by `iteration <i>: `
+    /// in a run of more than one iteration (the latest failure).
     pub reason: String,
 }
 
@@ -157,7 +174,11 @@ pub struct NodeResult {
     pub name: String,
     /// Group name.
     pub group: String,
-    /// `Passed` or `Failed`.
+    /// The group's first topology domain, when the placement knows one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rack: Option<String>,
+    /// `Failed` when the node failed in any iteration (as `failedNodes` lists it, or its group
+    /// failed), else `Passed`.
     pub status: String,
 }
 
@@ -262,18 +283,6 @@ pub fn build(inputs: &Inputs<'_>) -> WorkloadRunReport {
         || spec_orch.placement.as_deref() == Some("Unpinned");
     let exercised: usize = orch.groups.iter().map(|g| g.nodes.len()).sum();
 
-    let failed_groups: Vec<FailedGroup> = orch
-        .groups
-        .iter()
-        .filter(|g| g.phase == "Failed")
-        .map(|g| FailedGroup {
-            name: g.name.clone(),
-            node_count: g.nodes.len(),
-            nodes: g.nodes.clone(),
-            reason: g.message.clone().unwrap_or_default(),
-        })
-        .collect();
-
     let mut failed_nodes: BTreeSet<String> = BTreeSet::new();
     for line in inputs.failed_nodes_data.unwrap_or_default().lines() {
         let node = line.split(": ").next().unwrap_or_default().trim();
@@ -282,23 +291,62 @@ pub fn build(inputs: &Inputs<'_>) -> WorkloadRunReport {
         }
     }
 
+    let total_iterations = inputs
+        .workflow
+        .and_then(|w| w.spec.orchestration.get("iterations"))
+        .and_then(Value::as_i64)
+        .or(spec_orch.repeat_count)
+        .unwrap_or(1)
+        .max(i64::try_from(orch.iteration_history.len()).unwrap_or(i64::MAX));
+    let failures = group_failures(&orch);
+    let failed_groups: Vec<FailedGroup> = orch
+        .groups
+        .iter()
+        .filter_map(|g| {
+            let (iteration, message) = failures.get(g.name.as_str())?;
+            Some(FailedGroup {
+                name: g.name.clone(),
+                node_count: g.nodes.len(),
+                nodes: g.nodes.clone(),
+                reason: if total_iterations > 1 {
+                    format!("iteration {iteration}: {message}")
+                } else {
+                    message.clone()
+                },
+            })
+        })
+        .collect();
+
+    // A group has a result once it finished in this iteration or any earlier one; a node is
+    // Failed when it failed in any iteration, so the entries agree with `failedNodes`.
     let node_results = orch
         .groups
         .iter()
-        .filter(|g| g.phase == "Succeeded" || g.phase == "Failed")
+        .filter(|g| {
+            g.phase == "Succeeded" || g.phase == "Failed" || !orch.iteration_history.is_empty()
+        })
         .flat_map(|g| {
-            g.nodes.iter().map(|n| NodeResult {
+            let group_failed = failures.contains_key(g.name.as_str());
+            let failed_nodes = &failed_nodes;
+            g.nodes.iter().map(move |n| NodeResult {
                 name: n.clone(),
                 group: g.name.clone(),
-                status: if g.phase == "Succeeded" {
-                    "Passed"
-                } else {
+                rack: g.domains.first().cloned(),
+                status: if group_failed || failed_nodes.contains(n) {
                     "Failed"
+                } else {
+                    "Passed"
                 }
                 .into(),
             })
         })
         .collect();
+
+    let iterations = if total_iterations > 1 {
+        iteration_results(&orch, created, result == "RUNNING", inputs.now_secs)
+    } else {
+        Vec::new()
+    };
 
     let (bandwidth, transport, group_bandwidth) = bandwidth_blocks(&orch.groups, inputs.bandwidth);
     let domains = goodput_block(inputs.goodput, &orch.groups);
@@ -328,11 +376,76 @@ pub fn build(inputs: &Inputs<'_>) -> WorkloadRunReport {
             bandwidth,
             transport,
             group_bandwidth,
+            iterations,
         }],
         failed_nodes: failed_nodes.into_iter().collect(),
         result: result.into(),
         node_results,
     }
+}
+
+/// The latest failure of each group across every iteration, by group name: the iteration and
+/// the message (the finished iterations' `iterationHistory`, then the current groups).
+fn group_failures(orch: &OrchestrationStatus) -> HashMap<String, (i32, String)> {
+    let mut out = HashMap::new();
+    for record in &orch.iteration_history {
+        for f in &record.failed_groups {
+            out.insert(f.name.clone(), (record.iteration, f.message.clone()));
+        }
+    }
+    for g in orch.groups.iter().filter(|g| g.phase == "Failed") {
+        let iteration = g.iteration.max(1);
+        let newer = out.get(&g.name).is_none_or(|(i, _)| *i <= iteration);
+        if newer {
+            out.insert(
+                g.name.clone(),
+                (iteration, g.message.clone().unwrap_or_default()),
+            );
+        }
+    }
+    out
+}
+
+/// Each finished iteration (from `iterationHistory`), then the one in progress while the run
+/// is running. An iteration starts when the previous one finished (the next starts at once);
+/// the first when the run was created.
+fn iteration_results(
+    orch: &OrchestrationStatus,
+    created: Option<i64>,
+    running: bool,
+    now_secs: i64,
+) -> Vec<IterationResult> {
+    let span = |from: Option<i64>, to: Option<i64>| match (from, to) {
+        (Some(a), Some(b)) => {
+            super::format_go_duration((b - a).max(0).saturating_mul(1_000_000_000))
+        }
+        _ => String::new(),
+    };
+    let mut out = Vec::new();
+    let mut start = created;
+    for record in &orch.iteration_history {
+        let end = record.completion_time.as_deref().and_then(rfc3339_secs);
+        out.push(IterationResult {
+            number: record.iteration,
+            status: if record.failed_groups.is_empty() {
+                "Succeeded"
+            } else {
+                "Failed"
+            }
+            .into(),
+            duration: span(start, end),
+        });
+        start = end;
+    }
+    let last = orch.iteration_history.last().map_or(0, |r| r.iteration);
+    if running && orch.current_iteration > last {
+        out.push(IterationResult {
+            number: orch.current_iteration,
+            status: "Running".into(),
+            duration: span(start, Some(now_secs)),
+        });
+    }
+    out
 }
 
 /// `jobRef.name` of a measurement.
@@ -556,7 +669,27 @@ pub fn text(r: &WorkloadRunReport) -> String {
         out.push(rule("├", "┤", "─"));
         out.push(card_line(&format!("Status:    {}", c.status)));
         if !c.runtime.is_empty() {
-            out.push(card_line(&format!("Runtime:   {}", c.runtime)));
+            let across = if c.iterations.len() > 1 {
+                format!(" (across {} iterations)", c.iterations.len())
+            } else {
+                String::new()
+            };
+            out.push(card_line(&format!("Runtime:   {}{across}", c.runtime)));
+        }
+        if !c.iterations.is_empty() {
+            out.push(card_line("Iterations:"));
+            for i in &c.iterations {
+                let mark = match i.status.as_str() {
+                    "Succeeded" => "✓",
+                    "Failed" => "✗",
+                    _ => "…",
+                };
+                let line = format!(
+                    "    {mark}  {:<3} {:<10} {}",
+                    i.number, i.status, i.duration
+                );
+                out.push(card_line(line.trim_end()));
+            }
         }
         out.push(card_line(&format!("Scale:     {}", c.test_scale)));
         if let Some(p) = &c.placement {
@@ -846,6 +979,155 @@ mod tests {
         ] {
             assert!(text.contains(line), "{line}\n{text}");
         }
+    }
+
+    /// repeatCount 2: group-0 failed in iteration 1 and passed in iteration 2, the Workflow
+    /// failed. Its nodes are Failed in `nodeResults` as in `failedNodes`, the group is listed
+    /// with the iteration it failed in, and each iteration has its line.
+    #[test]
+    fn a_failure_in_an_earlier_iteration_is_reported() {
+        let run: WorkloadRunResource = serde_json::from_value(json!({
+            "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "WorkloadRun",
+            "metadata": {"name": "r", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"image": "i", "numNodes": 2, "framework": {"exec": {"command": ["x"]}},
+                     "orchestration": {"repeatCount": 2}},
+            "status": {"conditions": [
+                {"type": "Failed", "status": "True", "reason": "WorkflowFailed",
+                 "message": "1 groups failed across 2 iterations", "lastTransitionTime": "2026-01-01T00:01:30Z"}],
+                 "failedNodesRef": {"kind": "ConfigMap", "name": "r-failed-nodes"}}
+        }))
+        .expect("run");
+        let workflow: WorkflowResource = serde_json::from_value(json!({
+            "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": "r"},
+            "spec": {"jobTemplate": {}, "orchestration": {"iterations": 2}},
+            "status": {"conditions": [{"type": "Failed", "status": "True", "reason": "IterationsFailed", "message": "1 groups failed across 2 iterations"}],
+                "orchestration": {"totalNodes": 2, "nodesPerJob": 2, "totalGroups": 1, "currentIteration": 2, "completedIterations": 2,
+                    "iterationHistory": [
+                        {"iteration": 1, "succeededGroups": 0, "completionTime": "2026-01-01T00:00:50Z",
+                         "failedGroups": [{"name": "group-0", "reason": "JobFailed", "message": "pod OOMKilled"}]},
+                        {"iteration": 2, "succeededGroups": 1, "completionTime": "2026-01-01T00:01:30Z"}],
+                    "groups": [{"name": "group-0", "phase": "Succeeded", "iteration": 2, "nodes": ["n1", "n2"],
+                                "domains": ["rack-a", "rack-b"], "jobRef": "r-job-iter2"}]}}
+        }))
+        .expect("workflow");
+        let r = build(&Inputs {
+            run: &run,
+            workflow: Some(&workflow),
+            failed_nodes_data: Some(
+                "n1: WorkloadFailed: pod OOMKilled\nn2: WorkloadFailed: pod OOMKilled",
+            ),
+            bandwidth: &[],
+            goodput: &[],
+            now_secs: 0,
+        });
+        let value = serde_json::to_value(&r).expect("json");
+        assert_eq!(
+            (
+                &value["result"],
+                &value["failedNodes"],
+                &value["nodeResults"],
+                &value["categories"][0]["failedGroups"],
+                &value["categories"][0]["iterations"],
+            ),
+            (
+                &json!("FAILED"),
+                &json!(["n1", "n2"]),
+                &json!([
+                    {"name": "n1", "group": "group-0", "rack": "rack-a", "status": "Failed"},
+                    {"name": "n2", "group": "group-0", "rack": "rack-a", "status": "Failed"}
+                ]),
+                &json!([{"name": "group-0", "nodeCount": 2, "nodes": ["n1", "n2"],
+                         "reason": "iteration 1: pod OOMKilled"}]),
+                &json!([
+                    {"number": 1, "status": "Failed", "duration": "50s"},
+                    {"number": 2, "status": "Succeeded", "duration": "40s"}
+                ]),
+            )
+        );
+        let text = text(&r);
+        let card: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.contains("workloadrun/r"))
+            .take_while(|l| !l.starts_with('└'))
+            .collect();
+        assert_eq!(
+            card,
+            [
+                "│  workloadrun/r                                                 │",
+                "├────────────────────────────────────────────────────────────────┤",
+                "│  Status:    Failed                                             │",
+                "│  Runtime:   1m30s (across 2 iterations)                        │",
+                "│  Iterations:                                                   │",
+                "│      ✗  1   Failed     50s                                     │",
+                "│      ✓  2   Succeeded  40s                                     │",
+                "│  Scale:     full-scale                                         │",
+                "│  Nodes/Job: 2                                                  │",
+                "│  Jobs:      1                                                  │",
+                "│                                                                │",
+                "│  Failed Groups:                                                │",
+                "│      ✗  group-0 (2 nodes)                                      │",
+                "│         iteration 1: pod OOMKilled                             │",
+                "│           - n1                                                 │",
+                "│           - n2                                                 │",
+            ]
+        );
+    }
+
+    /// A run of one iteration has no iteration list, no `(across …)` and no lead on a group's
+    /// reason; a node of a passed group is Passed, without a rack when the placement has none.
+    #[test]
+    fn a_run_of_one_iteration_lists_no_iterations() {
+        let run: WorkloadRunResource = serde_json::from_value(json!({
+            "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "WorkloadRun",
+            "metadata": {"name": "r", "creationTimestamp": "2026-01-01T00:00:00Z"},
+            "spec": {"image": "i", "numNodes": 1, "framework": {"exec": {"command": ["x"]}}},
+            "status": {"conditions": [
+                {"type": "Failed", "status": "True", "reason": "WorkflowFailed",
+                 "message": "1 groups failed across 1 iterations", "lastTransitionTime": "2026-01-01T00:00:10Z"}]}
+        }))
+        .expect("run");
+        let workflow: WorkflowResource = serde_json::from_value(json!({
+            "apiVersion": "nvcre.nvidia.com/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": "r"},
+            "spec": {"jobTemplate": {}, "orchestration": {}},
+            "status": {"orchestration": {"totalNodes": 2, "nodesPerJob": 1, "totalGroups": 2, "currentIteration": 1,
+                    "iterationHistory": [{"iteration": 1, "succeededGroups": 1, "completionTime": "2026-01-01T00:00:10Z",
+                        "failedGroups": [{"name": "group-1", "reason": "JobFailed", "message": "exit 1"}]}],
+                    "groups": [
+                        {"name": "group-0", "phase": "Succeeded", "iteration": 1, "nodes": ["n1"]},
+                        {"name": "group-1", "phase": "Failed", "iteration": 1, "nodes": ["n2"], "message": "exit 1"}]}}
+        }))
+        .expect("workflow");
+        let r = build(&Inputs {
+            run: &run,
+            workflow: Some(&workflow),
+            failed_nodes_data: Some("n2: WorkloadFailed: exit 1"),
+            bandwidth: &[],
+            goodput: &[],
+            now_secs: 0,
+        });
+        let value = serde_json::to_value(&r).expect("json");
+        assert_eq!(
+            (
+                &value["nodeResults"],
+                &value["categories"][0]["failedGroups"],
+                value["categories"][0].get("iterations"),
+            ),
+            (
+                &json!([
+                    {"name": "n1", "group": "group-0", "status": "Passed"},
+                    {"name": "n2", "group": "group-1", "status": "Failed"}
+                ]),
+                &json!([{"name": "group-1", "nodeCount": 1, "nodes": ["n2"], "reason": "exit 1"}]),
+                None,
+            )
+        );
+        assert!(
+            text(&r).contains("│  Runtime:   10s                                                │"),
+            "{}",
+            text(&r)
+        );
     }
 
     #[test]

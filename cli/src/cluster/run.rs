@@ -994,6 +994,27 @@ async fn final_report(
         .map_err(|_| format!("reading the run took longer than {}", elapsed(budget)))?
 }
 
+/// The exit code of a run the watch saw succeed, and the warning when its report could not be
+/// read after it: the run succeeded, so a re-read that failed, or found the run already
+/// deleted, is a warning and the exit is 0.
+fn after_success<T>(name: &str, read: &Result<Option<T>, String>) -> (u8, Option<String>) {
+    match read {
+        Ok(Some(_)) => (0, None),
+        Ok(None) => (
+            0,
+            Some(format!(
+                "WorkloadRun \"{name}\" no longer exists; report unavailable"
+            )),
+        ),
+        Err(e) => (
+            0,
+            Some(format!(
+                "report unavailable: get workloadrun \"{name}\": {e}"
+            )),
+        ),
+    }
+}
+
 /// Prints the report (and writes the results file) and turns the outcome into the exit code.
 async fn finish(client: &Client, ns: &str, name: &str, outcome: Outcome, args: &RunArgs) -> u8 {
     let budget = match outcome {
@@ -1011,22 +1032,16 @@ async fn finish(client: &Client, ns: &str, name: &str, outcome: Outcome, args: &
         }
     };
     match outcome {
-        Outcome::Succeeded => match read {
-            Ok(Some((_, r))) => {
-                print(&r);
-                0
+        Outcome::Succeeded => {
+            if let Ok(Some((_, r))) = &read {
+                print(r);
             }
-            Ok(None) => {
-                error_line(&format!(
-                    "WorkloadRun \"{name}\" no longer exists; report unavailable"
-                ));
-                EXIT_USAGE
+            let (code, warning) = after_success(name, &read);
+            if let Some(w) = warning {
+                warning_line(&w);
             }
-            Err(e) => {
-                error_line(&format!("get workloadrun \"{name}\": {e}"));
-                EXIT_USAGE
-            }
-        },
+            code
+        }
         Outcome::Failed(message) => {
             if let Ok(Some((_, r))) = &read {
                 print(r);
@@ -1096,4 +1111,31 @@ fn hint_block(name: &str, ns: &str, after_timeout: bool) {
     stderr_line(&format!(
         "  Cancel:     nvcre-policy workloadrun cancel {name} -n {ns}"
     ));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_succeeded_run_whose_report_cannot_be_read_exits_0_with_a_warning() {
+        assert_eq!(after_success::<()>("r", &Ok(Some(()))), (0, None));
+        assert_eq!(
+            after_success::<()>("r", &Ok(None)),
+            (
+                0,
+                Some("WorkloadRun \"r\" no longer exists; report unavailable".to_string())
+            )
+        );
+        assert_eq!(
+            after_success::<()>("r", &Err("reading the run took longer than 30s".to_string())),
+            (
+                0,
+                Some(
+                    "report unavailable: get workloadrun \"r\": reading the run took longer than 30s"
+                        .to_string()
+                )
+            )
+        );
+    }
 }

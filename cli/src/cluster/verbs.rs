@@ -352,26 +352,34 @@ pub async fn report(args: &ReportArgs) -> u8 {
 }
 
 /// `workloadrun cancel NAME…`: deletes each run (the API server's garbage collector removes
-/// the Workflow, jobs and the pull Secret it owns). A missing run is a warning; any other
-/// failure is reported and makes the exit 2 once every name was tried.
+/// the Workflow, jobs and the pull Secret it owns), as the original does: a missing run prints
+/// `WorkloadRun "<n>" not found in namespace "<ns>"` on stderr and is not a failure; any other
+/// failure prints `Failed to cancel "<n>": <err>`, and once every name was tried the last one
+/// is the command's error (`Error: <err>`, exit 2, this tool's code for an API error).
 pub async fn cancel(args: &CancelArgs) -> u8 {
     let (conn, ns) = match connect_in_namespace(&args.kube).await {
         Ok(c) => c,
         Err(code) => return code,
     };
     let runs: Api<WorkloadRunResource> = Api::namespaced(conn.client.clone(), &ns);
-    let mut code = 0;
+    let mut last_error = None;
     for name in &args.names {
         match runs.delete(name, &DeleteParams::background()).await {
             Ok(_) => print_stdout(&format!("Cancelled {name}\n")),
             Err(e) if is_not_found(&e) => stderr_line(&format!(
-                "Warning: WorkloadRun \"{name}\" not found in namespace \"{ns}\""
+                "WorkloadRun \"{name}\" not found in namespace \"{ns}\""
             )),
             Err(e) => {
                 stderr_line(&format!("Failed to cancel \"{name}\": {e}"));
-                code = EXIT_USAGE;
+                last_error = Some(e.to_string());
             }
         }
     }
-    code
+    match last_error {
+        Some(e) => {
+            error_line(&e);
+            EXIT_USAGE
+        }
+        None => 0,
+    }
 }

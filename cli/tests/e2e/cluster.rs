@@ -561,7 +561,7 @@ async fn run_wait_succeeds_with_an_owned_pull_secret_and_reports() {
         (
             0,
             "",
-            "Warning: WorkloadRun \"nccl\" not found in namespace \"team-a\"\n"
+            "WorkloadRun \"nccl\" not found in namespace \"team-a\"\n"
         )
     );
     let status = nvcre(&c, &["workloadrun", "status", "nccl"]).await;
@@ -706,7 +706,7 @@ async fn run_wait_fails_with_the_failure_message_and_a_failed_report() {
         (
             0,
             "Cancelled broken\n",
-            "Warning: WorkloadRun \"ghost\" not found in namespace \"team-a\"\n"
+            "WorkloadRun \"ghost\" not found in namespace \"team-a\"\n"
         )
     );
     stop_controller(controller).await;

@@ -1525,6 +1525,30 @@ fn rules_lint_warns_about_override_rows_that_never_match() {
     );
 }
 
+/// `rules lint` of a whole set that loads but cannot render (its `gpu-defaults` table emptied
+/// of rows) reports the first failed trial render, `cannot-render`, an error: the set a
+/// controller would refuse.
+#[test]
+fn rules_lint_reports_a_set_that_cannot_render() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    copy_dir(&root().join("rules"), &dir.path().join("rules"));
+    let file = dir.path().join("rules/defaults/gpu-defaults.yaml");
+    let text = std::fs::read_to_string(&file).expect("read");
+    let at = text.find("entries:").expect("entries");
+    std::fs::write(&file, format!("{}entries: []\n", &text[..at])).expect("write");
+    let (code, stdout, _) = run(dir.path(), &["rules", "lint", "rules"]);
+    let errors: Vec<&str> = stdout.lines().filter(|l| l.contains(": error[")).collect();
+    assert_eq!(
+        (code, errors),
+        (
+            1,
+            vec![
+                "rules/defaults/gpu-defaults.yaml: error[cannot-render]: entry unknown: the set cannot serve: a trial render of a torch WorkloadRun (one GPU node without a product label or provider id) fails: table gpu-defaults: no row for an unknown architecture (gpuArchitecture: \"\") (the table has no rows)"
+            ]
+        )
+    );
+}
+
 /// A file named twice (by two spellings, or inside a directory also given) is read once: its
 /// findings are not reported, nor counted, twice.
 #[test]

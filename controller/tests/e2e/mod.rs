@@ -65,6 +65,11 @@ scenario!(
     scenarios::measured_goodput
 );
 scenario!(
+    the_gauges_of_a_deleted_measurement_are_dropped_on_the_fake_server,
+    the_gauges_of_a_deleted_measurement_are_dropped_on_a_real_cluster,
+    scenarios::deleted_measurement_gauges
+);
+scenario!(
     a_foreign_train_job_is_never_adopted_on_the_fake_server,
     a_foreign_train_job_is_never_adopted_on_a_real_cluster,
     scenarios::foreign_train_job

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use kube::api::{DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::{Api, ResourceExt};
 use nvcre_controller::apply::{train_job_resource, training_runtime_resource};
 use nvcre_controller::rules::RulesSource;
@@ -1568,6 +1568,77 @@ pub async fn measured_goodput(env: &Env) {
     })
     .await;
     assert!((controller.metric(ratio).await - 0.88558).abs() < 1e-6);
+
+    // Deleting the run deletes its measurements (owned by its Workflow): the kept ratio goes.
+    runs.delete("nccl", &DeleteParams::background())
+        .await
+        .expect("delete run");
+    eventually("the measurements to be deleted", || async {
+        let left = gms.list(&ListParams::default()).await.expect("list gms");
+        left.items.is_empty().then_some(())
+    })
+    .await;
+    // `eventually` fails the test when the gauge is still exported after its deadline.
+    eventually(
+        "the ratio gauge of the deleted measurement to be dropped",
+        || async { (controller.metric(ratio).await == 0.0).then_some(()) },
+    )
+    .await;
+    controller.stop().await.expect("graceful stop");
+}
+
+/// A run cancelled while its BandwidthMeasurements sample (fake server only, for the pod logs):
+/// the measurements are deleted with the run, and their gauges are dropped though they never
+/// completed.
+pub async fn deleted_measurement_gauges(env: &Env) {
+    let Some(fake) = env.fake.as_ref() else {
+        println!("skipped: pod logs are served only by the fake API server");
+        return;
+    };
+    for job in ["nccl-group-0", "nccl-group-1"] {
+        launcher_pod(env, job, "Running").await;
+    }
+    let line = "  8589934592    2147483648     float     sum      -1    47535  240.00  450.00      0    47743  239.00  449.00      0";
+    fake.append_pod_log(
+        &env.ns,
+        "nccl-group-0-launcher-0-0",
+        "node",
+        vec![(k8s_openapi::jiff::Timestamp::now(), line.to_string())],
+    );
+    let controller = env.start(env.config());
+    let runs: Api<WorkloadRunResource> = Api::namespaced(env.client.clone(), &env.ns);
+    let run = run_with(
+        env,
+        "nccl",
+        json!({"bandwidthMeasurement": {"logProfileRef": "nccl-bandwidth", "testType": "all_reduce", "sampleInterval": "1s"}}),
+    );
+    runs.create(&PostParams::default(), &run)
+        .await
+        .expect("create run");
+    let gauge = "nvcre_nccl_busbw_gbps{namespace=\"team-a\",measurement=\"nccl-group-0-bandwidth\",job=\"nccl-group-0\",workflow=\"nccl\",nccl_test=\"all_reduce\",message_size_bytes=\"8589934592\"}";
+    let value = eventually("the bus bandwidth gauge", || async {
+        let v = controller.metric(gauge).await;
+        (v > 0.0).then_some(v)
+    })
+    .await;
+    assert!((value - 450.0).abs() < 1e-9, "{value}");
+
+    runs.delete("nccl", &DeleteParams::background())
+        .await
+        .expect("delete run");
+    let bms: Api<nvcre_domain::measure::BandwidthMeasurementResource> =
+        Api::namespaced(env.client.clone(), &env.ns);
+    eventually("the measurements to be deleted", || async {
+        let left = bms.list(&ListParams::default()).await.expect("list bms");
+        left.items.is_empty().then_some(())
+    })
+    .await;
+    // `eventually` fails the test when the gauge is still exported after its deadline.
+    eventually(
+        "the gauge of the deleted measurement to be dropped",
+        || async { (controller.metric(gauge).await == 0.0).then_some(()) },
+    )
+    .await;
     controller.stop().await.expect("graceful stop");
 }
 
