@@ -85,6 +85,7 @@ mod files;
 mod finding;
 mod format;
 pub mod go_duration;
+pub mod go_regex;
 pub mod limits;
 mod lint;
 mod mapping;
