@@ -122,8 +122,7 @@ pub struct Translated {
 /// Go's error for a pattern Go refuses; [`TOO_LARGE`] or [`NESTING_DEPTH`] when the translated
 /// pattern exceeds the crate's limits.
 pub fn compile(go: &str) -> Result<regex::Regex, GoRegexError> {
-    let t = translate(go)?;
-    regex::Regex::new(&t.pattern).map_err(|e| build_error(go, &e))
+    translate(go)?.regex(go)
 }
 
 /// Compiles the Go pattern `go` for matching bytes; match it against [`go_utf8`] of the input
@@ -132,8 +131,26 @@ pub fn compile(go: &str) -> Result<regex::Regex, GoRegexError> {
 /// # Errors
 /// As [`compile`].
 pub fn compile_bytes(go: &str) -> Result<regex::bytes::Regex, GoRegexError> {
-    let t = translate(go)?;
-    regex::bytes::Regex::new(&t.pattern).map_err(|e| build_error(go, &e))
+    translate(go)?.bytes_regex(go)
+}
+
+impl Translated {
+    /// Compiles the translation for matching `&str`; `go` is the pattern it was translated
+    /// from, which an error quotes.
+    ///
+    /// # Errors
+    /// [`TOO_LARGE`] or [`NESTING_DEPTH`] past the crate's limits.
+    pub fn regex(&self, go: &str) -> Result<regex::Regex, GoRegexError> {
+        regex::Regex::new(&self.pattern).map_err(|e| build_error(go, &e))
+    }
+
+    /// Compiles the translation for matching bytes (see [`go_utf8`]).
+    ///
+    /// # Errors
+    /// As [`Translated::regex`].
+    pub fn bytes_regex(&self, go: &str) -> Result<regex::bytes::Regex, GoRegexError> {
+        regex::bytes::Regex::new(&self.pattern).map_err(|e| build_error(go, &e))
+    }
 }
 
 fn build_error(go: &str, e: &regex::Error) -> GoRegexError {

@@ -12,12 +12,11 @@
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use regex::bytes::Captures;
 
 use super::api::GoodputMeasurementStatus;
 use super::bandwidth::strip_prefix;
 use super::golayout::Undated;
-use super::profile::{CompiledPattern, CompiledProfile, PatternName, capture};
+use super::profile::{CompiledPattern, CompiledProfile, LineCaptures, PatternName, capture};
 
 /// Which events [`GoodputParser::feed_part`] reads from a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,11 +114,11 @@ struct Checkpoint {
     from_save: bool,
 }
 
-fn int(caps: &Captures<'_>, name: &str) -> Option<i64> {
+fn int(caps: &LineCaptures<'_>, name: &str) -> Option<i64> {
     capture(caps, name).map(|s| s.parse().unwrap_or(0))
 }
 
-fn float(caps: &Captures<'_>, name: &str) -> f64 {
+fn float(caps: &LineCaptures<'_>, name: &str) -> f64 {
     capture(caps, name)
         .and_then(|s| s.parse::<f64>().ok())
         .filter(|v| v.is_finite())
@@ -199,7 +198,7 @@ impl<'p> GoodputParser<'p> {
 
     /// The event's time: the kubelet time of its line when it has one (every event on such a
     /// line is on the kubelet's clock), else its `timestamp` capture parsed with the layout.
-    fn event_ts(&mut self, caps: &Captures<'_>, line_ts: Option<Timestamp>) -> Option<At> {
+    fn event_ts(&mut self, caps: &LineCaptures<'_>, line_ts: Option<Timestamp>) -> Option<At> {
         if let Some(ts) = line_ts {
             return Some((ts, Clock::Kubelet));
         }
@@ -359,7 +358,7 @@ impl<'p> GoodputParser<'p> {
         }
     }
 
-    fn step(&mut self, p: &CompiledPattern, caps: &Captures<'_>, text: &[u8], ts: Option<At>) {
+    fn step(&mut self, p: &CompiledPattern, caps: &LineCaptures<'_>, text: &[u8], ts: Option<At>) {
         let mut global = int(caps, "globalStep").unwrap_or(0);
         let iteration = int(caps, "iteration").unwrap_or(0);
         if global == 0 && iteration > 0 {
@@ -438,7 +437,7 @@ impl<'p> GoodputParser<'p> {
         self.prev_non_warmup = Some((global, ts));
     }
 
-    fn checkpoint_done(&mut self, p: &CompiledPattern, caps: &Captures<'_>, ts: Option<At>) {
+    fn checkpoint_done(&mut self, p: &CompiledPattern, caps: &LineCaptures<'_>, ts: Option<At>) {
         let step = int(caps, "step");
         let path = capture(caps, "path").map(|s| s.into_owned());
         if self.pending_save.is_none()
