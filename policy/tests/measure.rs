@@ -357,6 +357,8 @@ fn a_line_that_is_not_utf8_is_read_as_go_reads_it() {
     // U+FFFD, so the line matches and the byte is one character.
     let line = b"[2026-01-01T00:00:01Z] \xff\xfe progress step 7 \x80 took 1.5s";
     let caps = pattern.captures(line).expect("matches");
+    let read = nvcre_domain::measure::GoLine::new(line);
+    assert!(pattern.is_match_in(&read) && pattern.captures_in(&read).is_some());
     let text = |n| nvcre_domain::measure::capture(&caps, n).map(|s| s.into_owned());
     assert_eq!(text("globalStep").as_deref(), Some("7"));
     assert_eq!(text("iteration").as_deref(), Some("\u{FFFD}"));

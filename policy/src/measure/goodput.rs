@@ -16,7 +16,9 @@ use jiff::tz::TimeZone;
 use super::api::GoodputMeasurementStatus;
 use super::bandwidth::strip_prefix;
 use super::golayout::Undated;
-use super::profile::{CompiledPattern, CompiledProfile, LineCaptures, PatternName, capture};
+use super::profile::{
+    CompiledPattern, CompiledProfile, GoLine, LineCaptures, PatternName, capture,
+};
 
 /// Which events [`GoodputParser::feed_part`] reads from a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,6 +290,8 @@ impl<'p> GoodputParser<'p> {
     /// worker's log and training steps from the last worker's, fed merged by timestamp.
     pub fn feed_part(&mut self, line: &[u8], part: LogPart) {
         let (line_ts, text) = strip_prefix(line);
+        // Read as Go reads it once, for every pattern below.
+        let text = &GoLine::new(text);
         if line_ts.is_some() && !self.kubelet_times {
             // From here on only the lines' kubelet times set the window; an event's own time
             // seen before this line does not stay in it.
@@ -299,7 +303,7 @@ impl<'p> GoodputParser<'p> {
         let lifecycle = part != LogPart::Steps;
         if lifecycle
             && let Some(p) = self.pattern(PatternName::ApplicationStart)
-            && let Some(caps) = p.captures(text)
+            && let Some(caps) = p.captures_in(text)
         {
             let ts = self.event_ts(&caps, line_ts);
             // The first start with a time counts (every rank may print the line); it starts
@@ -311,7 +315,7 @@ impl<'p> GoodputParser<'p> {
         }
         if part != LogPart::Lifecycle
             && let Some(p) = self.pattern(PatternName::TrainingStep)
-            && let Some(caps) = p.captures(text)
+            && let Some(caps) = p.captures_in(text)
         {
             let ts = self.event_ts(&caps, line_ts);
             self.step(p, &caps, text, ts);
@@ -321,14 +325,14 @@ impl<'p> GoodputParser<'p> {
             return;
         }
         if let Some(p) = self.pattern(PatternName::CheckpointDone)
-            && let Some(caps) = p.captures(text)
+            && let Some(caps) = p.captures_in(text)
         {
             let ts = self.event_ts(&caps, line_ts);
             self.checkpoint_done(p, &caps, ts);
             return;
         }
         if let Some(p) = self.pattern(PatternName::CheckpointSave)
-            && let Some(caps) = p.captures(text)
+            && let Some(caps) = p.captures_in(text)
         {
             let ts = self.event_ts(&caps, line_ts);
             let step = int(&caps, "step");
@@ -342,7 +346,7 @@ impl<'p> GoodputParser<'p> {
             return;
         }
         if let Some(p) = self.pattern(PatternName::CheckpointRestore)
-            && let Some(caps) = p.captures(text)
+            && let Some(caps) = p.captures_in(text)
         {
             self.event_ts(&caps, line_ts);
             // A restore starts a new run: warmup counts from its first step again.
@@ -352,13 +356,19 @@ impl<'p> GoodputParser<'p> {
         // A loaded checkpoint only names the step and path of a restore already seen; alone
         // it starts nothing, so it does not re-arm warmup.
         if let Some(p) = self.pattern(PatternName::CheckpointLoaded)
-            && let Some(caps) = p.captures(text)
+            && let Some(caps) = p.captures_in(text)
         {
             self.event_ts(&caps, line_ts);
         }
     }
 
-    fn step(&mut self, p: &CompiledPattern, caps: &LineCaptures<'_>, text: &[u8], ts: Option<At>) {
+    fn step(
+        &mut self,
+        p: &CompiledPattern,
+        caps: &LineCaptures<'_>,
+        text: &GoLine<'_>,
+        ts: Option<At>,
+    ) {
         let mut global = int(caps, "globalStep").unwrap_or(0);
         let iteration = int(caps, "iteration").unwrap_or(0);
         if global == 0 && iteration > 0 {
@@ -376,7 +386,7 @@ impl<'p> GoodputParser<'p> {
         }
         let mut warmup = self
             .pattern(PatternName::WarmupStep)
-            .is_some_and(|w| w.is_match(text));
+            .is_some_and(|w| w.is_match_in(text));
         if self.warmup_steps > 0 {
             if self.need_base {
                 self.warmup_base = Some(global);

@@ -137,9 +137,18 @@ pub struct CompiledPattern {
 
 impl CompiledPattern {
     /// The captures of the first match in `line`, read as Go reads it (each byte that is not
-    /// part of valid UTF-8 is U+FFFD).
+    /// part of valid UTF-8 is U+FFFD). A caller matching one line against several patterns
+    /// reads it once with [`GoLine::new`] and calls [`CompiledPattern::captures_in`].
     pub fn captures<'a>(&'a self, line: &'a [u8]) -> Option<LineCaptures<'a>> {
-        let text = go_utf8(line);
+        self.captures_text(go_utf8(line))
+    }
+
+    /// The captures of the first match in `line`.
+    pub fn captures_in<'a>(&'a self, line: &'a GoLine<'_>) -> Option<LineCaptures<'a>> {
+        self.captures_text(Cow::Borrowed(&line.0))
+    }
+
+    fn captures_text<'a>(&'a self, text: Cow<'a, [u8]>) -> Option<LineCaptures<'a>> {
         let mut locs = self.regex.capture_locations();
         self.regex.captures_read(&mut locs, &text)?;
         Some(LineCaptures {
@@ -154,10 +163,28 @@ impl CompiledPattern {
         self.regex.is_match(&go_utf8(line))
     }
 
+    /// True when the regex matches `line`.
+    pub fn is_match_in(&self, line: &GoLine<'_>) -> bool {
+        self.regex.is_match(&line.0)
+    }
+
     /// `value` (a duration capture named `group`) in seconds, per the pattern's `units`
     /// (seconds when not listed).
     pub fn seconds(&self, group: &str, value: f64) -> f64 {
         self.units.get(group).map_or(value, |u| value * u.0)
+    }
+}
+
+/// A log line as Go's regexp reads it: the line itself when it is valid UTF-8, else a copy
+/// with each byte that is not part of valid UTF-8 replaced by U+FFFD
+/// ([`nvcre_engine::go_regex::go_utf8`]). Read once, matched by every pattern.
+#[derive(Debug, Clone)]
+pub struct GoLine<'a>(Cow<'a, [u8]>);
+
+impl<'a> GoLine<'a> {
+    /// `line` as Go reads it.
+    pub fn new(line: &'a [u8]) -> GoLine<'a> {
+        GoLine(go_utf8(line))
     }
 }
 
