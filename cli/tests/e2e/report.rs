@@ -1597,7 +1597,7 @@ fn the_kinds_of_our_api_group_are_each_checked_as_theirs() {
     let (code, _, err) = run(dir.path(), &["check", "broken.yaml"]);
     assert_eq!(code, 2);
     assert!(
-        err.starts_with("Error: broken.yaml:29:14: LogProfile \"nccl-bandwidth\": compiling bandwidthResult regex: error parsing regexp: invalid named capture"),
+        err.starts_with("Error: broken.yaml:30:14: LogProfile \"nccl-bandwidth\": compiling bandwidthResult regex: error parsing regexp: invalid named capture"),
         "{err}"
     );
     let (code, out, err) = run(dir.path(), &["check", "-o", "json", "runs.yaml"]);
