@@ -103,7 +103,9 @@ impl RowValidator {
             .get_or_init(|| {
                 jsonschema::options()
                     .should_validate_formats(true)
-                    .with_format(REGEX_FORMAT, |text: &str| regex::Regex::new(text).is_ok())
+                    .with_format(REGEX_FORMAT, |text: &str| {
+                        crate::go_regex::compile(text).is_ok()
+                    })
                     .build(&self.schema)
                     .map_err(|e| e.to_string())
             })
@@ -885,24 +887,22 @@ impl<'a> Instance<'a> {
     }
 }
 
-/// The JSON Schema `format` of a row field that holds a regular expression in the syntax of
-/// the `regex` crate (what the tables' patterns are compiled with): a row schema marks such a
-/// field with it, so a pattern that does not compile refuses the rule set at load.
-pub const REGEX_FORMAT: &str = "rust-regex";
+/// The JSON Schema `format` of a row field that holds a regular expression in Go's RE2 syntax
+/// (read with [`crate::go_regex`], as the tables' patterns are compiled): a row schema marks
+/// such a field with it, so a pattern Go would refuse refuses the rule set at load.
+pub const REGEX_FORMAT: &str = "go-regex";
 
-/// Why `text` is not a regular expression, on one line: `invalid regex "(": unclosed group`.
+/// Why `text` is not a regular expression as Go reads it, on one line:
+/// ``invalid regex "(": missing closing ): `(` `` (Go's error and the part it quotes).
 pub fn regex_problem(text: &str) -> String {
-    match regex::Regex::new(text) {
+    match crate::go_regex::compile(text) {
         Ok(_) => format!("{} is a valid regex", crate::quote::go_quote(text)),
-        Err(e) => {
-            let detail = e.to_string();
-            let last = detail.lines().last().unwrap_or_default();
-            format!(
-                "invalid regex {}: {}",
-                crate::quote::go_quote(text),
-                last.trim().strip_prefix("error: ").unwrap_or(last.trim())
-            )
-        }
+        Err(e) => format!(
+            "invalid regex {}: {}: `{}`",
+            crate::quote::go_quote(text),
+            e.code(),
+            e.expr()
+        ),
     }
 }
 

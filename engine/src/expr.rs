@@ -2503,12 +2503,13 @@ static REGEXES: LazyLock<Mutex<HashMap<String, Arc<regex::Regex>>>> =
 /// How many patterns [`REGEXES`] keeps before it starts over.
 const REGEX_CACHE_SIZE: usize = 512;
 
-/// `pattern`, compiled once.
-fn cached_regex(pattern: &str) -> Result<Arc<regex::Regex>, regex::Error> {
+/// `pattern`, read as Go reads it ([`crate::go_regex`]: CEL's regex functions are Go's RE2),
+/// translated and compiled once.
+fn cached_regex(pattern: &str) -> Result<Arc<regex::Regex>, crate::go_regex::GoRegexError> {
     if let Some(re) = REGEXES.lock().ok().and_then(|c| c.get(pattern).cloned()) {
         return Ok(re);
     }
-    let re = Arc::new(regex::Regex::new(pattern)?);
+    let re = Arc::new(crate::go_regex::compile(pattern)?);
     if let Ok(mut c) = REGEXES.lock() {
         if c.len() >= REGEX_CACHE_SIZE {
             c.clear();
@@ -3643,7 +3644,7 @@ mod tests {
             ("'ABC'.matches('^[a-z]+$')", Ok(json!(false))),
             (
                 "'a'.matches('(')",
-                Err("Error executing function 'matches': '(' not a valid regex:\nregex parse error:\n    (\n    ^\nerror: unclosed group".to_string()),
+                Err("Error executing function 'matches': '(' not a valid regex:\nerror parsing regexp: missing closing ): `(`".to_string()),
             ),
             (
                 "'a'.matches(1)",

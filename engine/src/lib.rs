@@ -25,6 +25,8 @@ them over JSON documents, applies patches and reports findings. The NVCRE domain
   ([`limits::Limits`]); an evaluation that spends one fails like any evaluation error (a rule
   error finding). [`lint`] warns about expressions whose estimated worst case exceeds the
   per-expression budget.
+- [`go_regex`] reads a regex as Go's RE2 does (CEL's `matches`, `find`, `findAll`, a table's
+  `go-regex` fields) and compiles it with the `regex` crate, or fails with Go's error.
 - [`walk_files`] / [`read_files`] list a directory the one way every reader does: path order,
   hidden entries skipped (so a mounted ConfigMap's files load once, by their visible names),
   symlinked files followed, symlink loops refused.
@@ -85,6 +87,7 @@ mod files;
 mod finding;
 mod format;
 pub mod go_duration;
+pub mod go_regex;
 pub mod limits;
 mod lint;
 mod mapping;

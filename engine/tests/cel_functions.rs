@@ -233,9 +233,35 @@ fn cases() -> Vec<(&'static str, Result<Value, String>)> {
         (
             "'a'.matches('(')",
             err(
-                "Error executing function 'matches': '(' not a valid regex:\nregex parse error:\n    (\n    ^\nerror: unclosed group",
+                "Error executing function 'matches': '(' not a valid regex:\nerror parsing regexp: missing closing ): `(`",
             ),
         ),
+        // Regexes are Go's RE2 (Kubernetes CEL compiles them with Go's regexp).
+        (r"'ste{,3}p'.matches('^ste{,3}p$')", ok(json!(true))),
+        (r"'(x) 7'.matches('^\\Q(x)\\E \\d$')", ok(json!(true))),
+        // \d is ASCII; \pL is Unicode.
+        ("'\u{663}'.matches('\\\\d')", ok(json!(false))),
+        (r"'café'.matches('^\\pL+$')", ok(json!(true))),
+        (r"'café'.matches('\\bcaf\\b')", ok(json!(true))),
+        (
+            "'a'.matches('a**')",
+            err(
+                "Error executing function 'matches': 'a**' not a valid regex:\nerror parsing regexp: invalid nested repetition operator: `**`",
+            ),
+        ),
+        (
+            r"'a'.find('\\u0041')",
+            err(
+                "Error executing function 'find': invalid regex: error parsing regexp: invalid escape sequence: `\\u`",
+            ),
+        ),
+        (
+            "'a'.findAll('x{1001}')",
+            err(
+                "Error executing function 'findAll': invalid regex: error parsing regexp: invalid repeat count: `{1001}`",
+            ),
+        ),
+        (r"'a1b22'.findAll('\\d+')", ok(json!(["1", "22"]))),
         // Named formats.
         (
             "format.labelValue().validate('ml').hasValue()",

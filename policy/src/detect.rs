@@ -263,7 +263,7 @@ pub(crate) struct GpuProductRow {
     #[serde(default)]
     rewrite: Option<RewriteRow>,
     #[serde(default, rename = "match")]
-    #[schemars(extend("format" = "rust-regex"))]
+    #[schemars(extend("format" = "go-regex"))]
     pattern: Option<String>,
     #[serde(default)]
     architecture: Option<String>,
@@ -272,7 +272,7 @@ pub(crate) struct GpuProductRow {
 #[derive(Debug, Clone, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RewriteRow {
-    #[schemars(extend("format" = "rust-regex"))]
+    #[schemars(extend("format" = "go-regex"))]
     pattern: String,
     replacement: String,
 }
@@ -294,7 +294,8 @@ pub fn gpu_products(rules: &RuleSet) -> Result<Arc<nodes::GpuProducts>, PolicyEr
 fn build_gpu_products(table: &Table) -> Result<nodes::GpuProducts, PolicyError> {
     let entry_error = |id: &str, message: String| PolicyError::table_entry(table, id, message);
     let compile = |id: &str, p: &str| {
-        regex::Regex::new(p).map_err(|_| entry_error(id, nvcre_engine::regex_problem(p)))
+        nvcre_engine::go_regex::compile(p)
+            .map_err(|_| entry_error(id, nvcre_engine::regex_problem(p)))
     };
     let mut rules_out = Vec::new();
     for (id, value) in table.render(&Value::Null)? {
@@ -794,7 +795,7 @@ mod gpu_product_tests {
                 .map(ToString::to_string)
                 .collect::<Vec<_>>(),
             [
-                "rule pack error: fixture.yaml:5:20: entry y: row does not match the schema of table \"gpu-products\": invalid regex \"(\": unclosed group"
+                "rule pack error: fixture.yaml:5:20: entry y: row does not match the schema of table \"gpu-products\": invalid regex \"(\": missing closing ): `(`"
             ]
         );
     }

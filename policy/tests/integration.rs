@@ -3,5 +3,6 @@
 
 mod measure;
 mod placement_props;
+mod rule_regexes;
 mod rule_suites;
 mod schemas;

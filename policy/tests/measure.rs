@@ -295,6 +295,79 @@ fn go_regex_classes_are_ascii() {
     assert!(!re.is_match("42\u{2003}abc".as_bytes()));
 }
 
+#[test]
+fn log_profile_regexes_are_read_as_go_reads_them() {
+    let go = |r: &str| nvcre_domain::measure::go_regex(r).map(|_| ());
+    // Go-valid regexes the regex crate's dialect refused.
+    for r in [
+        r"step \Q(x)\E (?P<iteration>\d+)",
+        r"ste{,3}p",
+        r"\pL",
+        r"\p{Greek}",
+        r"\PL",
+        r"[\p{L}]",
+        r"(?<iteration>\d+)",
+    ] {
+        assert_eq!(go(r), Ok(()), "{r}");
+    }
+    // Go-invalid regexes it accepted, refused in Go's words.
+    for (r, why) in [
+        (r"\d{1001}", "invalid repeat count: `{1001}`"),
+        (r"a++", "invalid nested repetition operator: `++`"),
+        (r"a**", "invalid nested repetition operator: `**`"),
+        (r"a*+", "invalid nested repetition operator: `*+`"),
+        (r"x{2}{3}", "invalid nested repetition operator: `{2}{3}`"),
+        (r"\u0041", "invalid escape sequence: `\\u`"),
+        (r"\U00000041", "invalid escape sequence: `\\U`"),
+        (r"(?P<a>x", "missing closing ): `(?P<a>x`"),
+    ] {
+        assert_eq!(go(r), Err(format!("error parsing regexp: {why}")), "{r}");
+    }
+    let re =
+        nvcre_domain::measure::go_regex(r"^step \Q(x)\E (?P<n>\d+) ste{,3}p \pL$").expect("go");
+    assert!(re.is_match("step (x) 12 ste{,3}p é".as_bytes()));
+    // At load, in the profile's message shape.
+    let text = format!(
+        "{HEAD}    trainingStep:\n      regex: 'step (?P<iteration>\\d{{1001}})'\n    bandwidthResult:\n      regex: '(?P<size>\\d+)++'\n"
+    );
+    assert_eq!(
+        load(&[("p.yaml", &text)]),
+        Err(vec![
+            "rule pack error: p.yaml:8:14: LogProfile \"bad\": pattern trainingStep: invalid regex: error parsing regexp: invalid repeat count: `{1001}`".to_string(),
+            "rule pack error: p.yaml:10:14: LogProfile \"bad\": compiling bandwidthResult regex: error parsing regexp: invalid nested repetition operator: `++`".to_string(),
+        ])
+    );
+}
+
+#[test]
+fn a_line_that_is_not_utf8_is_read_as_go_reads_it() {
+    let profile = "apiVersion: nvcre.nvidia.com/v1alpha1\nkind: LogProfile\nmetadata: {name: p}\nspec:\n  timestamp: {layout: '2006-01-02T15:04:05Z'}\n  patterns:\n    trainingStep:\n      regex: '^\\[(?P<timestamp>[^\\]]+)\\] .*step (?P<globalStep>\\d+) (?P<iteration>.) took (?P<stepTiming>[\\d.]+)s'\n";
+    let rules = RuleSet::load(
+        &[nvcre_engine::Source::new("p.yaml", profile)],
+        Some(&contract().expect("contract")),
+    )
+    .expect("loads");
+    let profiles = LogProfiles::from_rules(&rules).expect("compiles");
+    let pattern = profiles
+        .get("p")
+        .expect("profile")
+        .pattern(nvcre_domain::measure::PatternName::TrainingStep)
+        .expect("pattern");
+    // A stray byte before the step, and one where `.` reads a character: Go reads each as
+    // U+FFFD, so the line matches and the byte is one character.
+    let line = b"[2026-01-01T00:00:01Z] \xff\xfe progress step 7 \x80 took 1.5s";
+    let caps = pattern.captures(line).expect("matches");
+    let read = nvcre_domain::measure::GoLine::new(line);
+    assert!(pattern.is_match_in(&read) && pattern.captures_in(&read).is_some());
+    let text = |n| nvcre_domain::measure::capture(&caps, n).map(|s| s.into_owned());
+    assert_eq!(text("globalStep").as_deref(), Some("7"));
+    assert_eq!(text("iteration").as_deref(), Some("\u{FFFD}"));
+    assert_eq!(text("stepTiming").as_deref(), Some("1.5"));
+    // `.` is one character, as in Go, not one byte.
+    assert!(pattern.is_match("[t] step 7 \u{e9} took 1s".as_bytes()));
+    assert!(!pattern.is_match("[t] step 7 \u{e9}\u{e9} took 1s".as_bytes()));
+}
+
 fn thresholds(pairs: &[(&str, &str)]) -> Result<Thresholds, Vec<String>> {
     let map: BTreeMap<String, String> = pairs
         .iter()

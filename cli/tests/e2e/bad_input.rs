@@ -1858,7 +1858,7 @@ fn impossible_table_values_are_refused_at_load() {
             "defaults/gpu-products.yaml",
             "rewrite: {pattern: ' ', replacement: '-'}",
             "rewrite: {pattern: '(', replacement: '-'}",
-            "defaults/gpu-products.yaml:23:24: error[contract]: entry spaces-as-dashes: row does not match the schema of table \"gpu-products\": invalid regex \"(\": unclosed group",
+            "defaults/gpu-products.yaml:23:24: error[contract]: entry spaces-as-dashes: row does not match the schema of table \"gpu-products\": invalid regex \"(\": missing closing ): `(`",
         ),
     ] {
         let (_dir, rules) = rules_copy();

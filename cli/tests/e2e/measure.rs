@@ -200,7 +200,7 @@ fn a_rule_set_with_a_bad_profile_is_refused_whole() {
     assert_eq!(
         err,
         format!(
-            "Error: rule pack error: {}:30:14: LogProfile \"nccl-bandwidth\": compiling bandwidthResult regex: error parsing regexp: unclosed group: `^\\s*(?P<size>\\d+)\\s+\\d+\\s+[A-Za-z]\\w*\\s+(?:[A-Za-z]\\w*\\s+)?(?:-?\\d+\\s+)?\\d+(?:\\.\\d+)?\\s+(?P<algBW>\\d+(?:\\.\\d+)?|\\d(?:\\.\\d+)?[eE][+-]\\d+)\\s+(?P<busBW>\\d+\\.\\d+\\s+(?:\\d+|N/A|\\d(?:\\.\\d+)?[eE][+-]\\d+)(?:\\s|$)`\n",
+            "Error: rule pack error: {}:30:14: LogProfile \"nccl-bandwidth\": compiling bandwidthResult regex: error parsing regexp: missing closing ): `^\\s*(?P<size>\\d+)\\s+\\d+\\s+[A-Za-z]\\w*\\s+(?:[A-Za-z]\\w*\\s+)?(?:-?\\d+\\s+)?\\d+(?:\\.\\d+)?\\s+(?P<algBW>\\d+(?:\\.\\d+)?|\\d(?:\\.\\d+)?[eE][+-]\\d+)\\s+(?P<busBW>\\d+\\.\\d+\\s+(?:\\d+|N/A|\\d(?:\\.\\d+)?[eE][+-]\\d+)(?:\\s|$)`\n",
             rules.join("measure/nccl-bandwidth.yaml").display()
         )
     );

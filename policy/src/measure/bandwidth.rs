@@ -7,7 +7,7 @@ use jiff::Timestamp;
 
 use super::api::{BandwidthMeasurementStatus, BandwidthResult};
 use super::lines::kubelet_prefix;
-use super::profile::{CompiledPattern, CompiledProfile, PatternName, capture};
+use super::profile::{CompiledPattern, CompiledProfile, GoLine, PatternName, capture};
 
 /// At most this many distinct message sizes are kept (nccl-tests prints a few dozen); rows of
 /// further sizes are counted in [`BandwidthParser::dropped_rows`] and otherwise ignored, so a
@@ -101,7 +101,11 @@ impl<'p> BandwidthParser<'p> {
     /// number is not one [`BandwidthParser::data_point`] reads, e.g. `busBW "inf" is not a
     /// finite number`.
     pub fn row(&self, line: &[u8]) -> Option<Result<DataPoint, String>> {
-        let caps = self.result.captures(line)?;
+        self.row_in(&GoLine::new(line))
+    }
+
+    fn row_in(&self, line: &GoLine<'_>) -> Option<Result<DataPoint, String>> {
+        let caps = self.result.captures_in(line)?;
         let text = |name| capture(&caps, name).unwrap_or_default();
         // Captured text is untrusted: control characters escaped, a long number shortened.
         let shown = |v: &str| {
@@ -137,7 +141,11 @@ impl<'p> BandwidthParser<'p> {
     /// The transport named on `line` (prefix stripped), trimmed; `None` for no match or an
     /// empty name.
     pub fn transport(&self, line: &[u8]) -> Option<String> {
-        let caps = self.transport?.captures(line)?;
+        self.transport_in(&GoLine::new(line))
+    }
+
+    fn transport_in(&self, line: &GoLine<'_>) -> Option<String> {
+        let caps = self.transport?.captures_in(line)?;
         let name = capture(&caps, "transport")?;
         (!name.is_empty()).then(|| name.into_owned())
     }
@@ -149,7 +157,9 @@ impl<'p> BandwidthParser<'p> {
             self.first.get_or_insert(ts);
             self.last = Some(ts);
         }
-        match self.row(text) {
+        // Read as Go reads it once, for both patterns.
+        let text = &GoLine::new(text);
+        match self.row_in(text) {
             Some(Ok(p)) => self.add(p),
             Some(Err(why)) => self.unread(why),
             None => self.transport_line(text),
@@ -163,8 +173,8 @@ impl<'p> BandwidthParser<'p> {
         }
     }
 
-    fn transport_line(&mut self, text: &[u8]) {
-        if let Some(t) = self.transport(text) {
+    fn transport_line(&mut self, text: &GoLine<'_>) {
+        if let Some(t) = self.transport_in(text) {
             if self.transports.len() < MAX_TRANSPORTS || self.transports.contains(&t) {
                 self.transports.insert(t);
             } else {

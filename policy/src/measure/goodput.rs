@@ -12,12 +12,13 @@
 
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use regex::bytes::Captures;
 
 use super::api::GoodputMeasurementStatus;
 use super::bandwidth::strip_prefix;
 use super::golayout::Undated;
-use super::profile::{CompiledPattern, CompiledProfile, PatternName, capture};
+use super::profile::{
+    CompiledPattern, CompiledProfile, GoLine, LineCaptures, PatternName, capture,
+};
 
 /// Which events [`GoodputParser::feed_part`] reads from a line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -115,11 +116,11 @@ struct Checkpoint {
     from_save: bool,
 }
 
-fn int(caps: &Captures<'_>, name: &str) -> Option<i64> {
+fn int(caps: &LineCaptures<'_>, name: &str) -> Option<i64> {
     capture(caps, name).map(|s| s.parse().unwrap_or(0))
 }
 
-fn float(caps: &Captures<'_>, name: &str) -> f64 {
+fn float(caps: &LineCaptures<'_>, name: &str) -> f64 {
     capture(caps, name)
         .and_then(|s| s.parse::<f64>().ok())
         .filter(|v| v.is_finite())
@@ -199,7 +200,7 @@ impl<'p> GoodputParser<'p> {
 
     /// The event's time: the kubelet time of its line when it has one (every event on such a
     /// line is on the kubelet's clock), else its `timestamp` capture parsed with the layout.
-    fn event_ts(&mut self, caps: &Captures<'_>, line_ts: Option<Timestamp>) -> Option<At> {
+    fn event_ts(&mut self, caps: &LineCaptures<'_>, line_ts: Option<Timestamp>) -> Option<At> {
         if let Some(ts) = line_ts {
             return Some((ts, Clock::Kubelet));
         }
@@ -289,6 +290,8 @@ impl<'p> GoodputParser<'p> {
     /// worker's log and training steps from the last worker's, fed merged by timestamp.
     pub fn feed_part(&mut self, line: &[u8], part: LogPart) {
         let (line_ts, text) = strip_prefix(line);
+        // Read as Go reads it once, for every pattern below.
+        let text = &GoLine::new(text);
         if line_ts.is_some() && !self.kubelet_times {
             // From here on only the lines' kubelet times set the window; an event's own time
             // seen before this line does not stay in it.
@@ -300,7 +303,7 @@ impl<'p> GoodputParser<'p> {
         let lifecycle = part != LogPart::Steps;
         if lifecycle
             && let Some(p) = self.pattern(PatternName::ApplicationStart)
-            && let Some(caps) = p.captures(text)
+            && let Some(caps) = p.captures_in(text)
         {
             let ts = self.event_ts(&caps, line_ts);
             // The first start with a time counts (every rank may print the line); it starts
@@ -312,7 +315,7 @@ impl<'p> GoodputParser<'p> {
         }
         if part != LogPart::Lifecycle
             && let Some(p) = self.pattern(PatternName::TrainingStep)
-            && let Some(caps) = p.captures(text)
+            && let Some(caps) = p.captures_in(text)
         {
             let ts = self.event_ts(&caps, line_ts);
             self.step(p, &caps, text, ts);
@@ -322,14 +325,14 @@ impl<'p> GoodputParser<'p> {
             return;
         }
         if let Some(p) = self.pattern(PatternName::CheckpointDone)
-            && let Some(caps) = p.captures(text)
+            && let Some(caps) = p.captures_in(text)
         {
             let ts = self.event_ts(&caps, line_ts);
             self.checkpoint_done(p, &caps, ts);
             return;
         }
         if let Some(p) = self.pattern(PatternName::CheckpointSave)
-            && let Some(caps) = p.captures(text)
+            && let Some(caps) = p.captures_in(text)
         {
             let ts = self.event_ts(&caps, line_ts);
             let step = int(&caps, "step");
@@ -343,7 +346,7 @@ impl<'p> GoodputParser<'p> {
             return;
         }
         if let Some(p) = self.pattern(PatternName::CheckpointRestore)
-            && let Some(caps) = p.captures(text)
+            && let Some(caps) = p.captures_in(text)
         {
             self.event_ts(&caps, line_ts);
             // A restore starts a new run: warmup counts from its first step again.
@@ -353,13 +356,19 @@ impl<'p> GoodputParser<'p> {
         // A loaded checkpoint only names the step and path of a restore already seen; alone
         // it starts nothing, so it does not re-arm warmup.
         if let Some(p) = self.pattern(PatternName::CheckpointLoaded)
-            && let Some(caps) = p.captures(text)
+            && let Some(caps) = p.captures_in(text)
         {
             self.event_ts(&caps, line_ts);
         }
     }
 
-    fn step(&mut self, p: &CompiledPattern, caps: &Captures<'_>, text: &[u8], ts: Option<At>) {
+    fn step(
+        &mut self,
+        p: &CompiledPattern,
+        caps: &LineCaptures<'_>,
+        text: &GoLine<'_>,
+        ts: Option<At>,
+    ) {
         let mut global = int(caps, "globalStep").unwrap_or(0);
         let iteration = int(caps, "iteration").unwrap_or(0);
         if global == 0 && iteration > 0 {
@@ -377,7 +386,7 @@ impl<'p> GoodputParser<'p> {
         }
         let mut warmup = self
             .pattern(PatternName::WarmupStep)
-            .is_some_and(|w| w.is_match(text));
+            .is_some_and(|w| w.is_match_in(text));
         if self.warmup_steps > 0 {
             if self.need_base {
                 self.warmup_base = Some(global);
@@ -438,7 +447,7 @@ impl<'p> GoodputParser<'p> {
         self.prev_non_warmup = Some((global, ts));
     }
 
-    fn checkpoint_done(&mut self, p: &CompiledPattern, caps: &Captures<'_>, ts: Option<At>) {
+    fn checkpoint_done(&mut self, p: &CompiledPattern, caps: &LineCaptures<'_>, ts: Option<At>) {
         let step = int(caps, "step");
         let path = capture(caps, "path").map(|s| s.into_owned());
         if self.pending_save.is_none()

@@ -47,8 +47,8 @@ pub use golayout::{GoLayout, Undated};
 pub use goodput::{GoodputParser, LogPart, goodput_values};
 pub use lines::{MAX_LINE_BYTES, for_each_line, kubelet_prefix};
 pub use profile::{
-    CompiledPattern, CompiledProfile, LOG_PROFILE_KIND, LogProfiles, PatternName, ProfileProblem,
-    check_document, go_regex, profile_from_value,
+    CompiledPattern, CompiledProfile, GoLine, LOG_PROFILE_KIND, LineCaptures, LogProfiles,
+    PatternName, ProfileProblem, capture, check_document, go_regex, profile_from_value,
 };
 pub use text::{bandwidth_block, format_size, goodput_block};
 pub use threshold::{

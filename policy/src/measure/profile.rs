@@ -1,12 +1,14 @@
-//! LogProfiles compiled from rule data: every regex built with Go's ASCII classes, named
-//! groups and units checked, every `example` matched, the timestamp layout translated. The
+//! LogProfiles compiled from rule data: every regex read as Go reads it, named groups and units
+//! checked, every `example` matched, the timestamp layout translated. The
 //! same compile runs when a rule set loads (a bad profile refuses the set, with file, line and
 //! column) and when a measurement asks for a profile.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+use nvcre_engine::go_regex::{self, go_utf8};
 use nvcre_engine::{Document, DocumentProblem, RuleSet};
-use regex::bytes::{Captures, Regex, RegexBuilder};
+use regex::bytes::{CaptureLocations, Regex};
 use serde_json::Value;
 
 use super::api::{EventPattern, LogProfileSpec};
@@ -134,14 +136,36 @@ pub struct CompiledPattern {
 }
 
 impl CompiledPattern {
+    /// The captures of the first match in `line`, read as Go reads it (each byte that is not
+    /// part of valid UTF-8 is U+FFFD). A caller matching one line against several patterns
+    /// reads it once with [`GoLine::new`] and calls [`CompiledPattern::captures_in`].
+    pub fn captures<'a>(&'a self, line: &'a [u8]) -> Option<LineCaptures<'a>> {
+        self.captures_text(go_utf8(line))
+    }
+
     /// The captures of the first match in `line`.
-    pub fn captures<'l>(&self, line: &'l [u8]) -> Option<Captures<'l>> {
-        self.regex.captures(line)
+    pub fn captures_in<'a>(&'a self, line: &'a GoLine<'_>) -> Option<LineCaptures<'a>> {
+        self.captures_text(Cow::Borrowed(&line.0))
+    }
+
+    fn captures_text<'a>(&'a self, text: Cow<'a, [u8]>) -> Option<LineCaptures<'a>> {
+        let mut locs = self.regex.capture_locations();
+        self.regex.captures_read(&mut locs, &text)?;
+        Some(LineCaptures {
+            text,
+            locs,
+            regex: &self.regex,
+        })
+    }
+
+    /// True when the regex matches `line` (read as Go reads it).
+    pub fn is_match(&self, line: &[u8]) -> bool {
+        self.regex.is_match(&go_utf8(line))
     }
 
     /// True when the regex matches `line`.
-    pub fn is_match(&self, line: &[u8]) -> bool {
-        self.regex.is_match(line)
+    pub fn is_match_in(&self, line: &GoLine<'_>) -> bool {
+        self.regex.is_match(&line.0)
     }
 
     /// `value` (a duration capture named `group`) in seconds, per the pattern's `units`
@@ -151,13 +175,44 @@ impl CompiledPattern {
     }
 }
 
+/// A log line as Go's regexp reads it: the line itself when it is valid UTF-8, else a copy
+/// with each byte that is not part of valid UTF-8 replaced by U+FFFD
+/// ([`nvcre_engine::go_regex::go_utf8`]). Read once, matched by every pattern.
+#[derive(Debug, Clone)]
+pub struct GoLine<'a>(Cow<'a, [u8]>);
+
+impl<'a> GoLine<'a> {
+    /// `line` as Go reads it.
+    pub fn new(line: &'a [u8]) -> GoLine<'a> {
+        GoLine(go_utf8(line))
+    }
+}
+
+/// The groups of one match of a [`CompiledPattern`] on a line.
+#[derive(Debug)]
+pub struct LineCaptures<'a> {
+    /// The line as matched (valid UTF-8).
+    text: Cow<'a, [u8]>,
+    locs: CaptureLocations,
+    regex: &'a Regex,
+}
+
+impl LineCaptures<'_> {
+    /// What group `name` matched, when it took part in the match (the first group of that
+    /// name, as Go's `SubexpIndex` finds).
+    pub fn name(&self, name: &str) -> Option<&[u8]> {
+        let i = self.regex.capture_names().position(|n| n == Some(name))?;
+        let (start, end) = self.locs.get(i)?;
+        self.text.get(start..end)
+    }
+}
+
 /// The text of capture `name` (trimmed), when it took part in the match.
-pub fn capture<'c>(caps: &'c Captures<'_>, name: &str) -> Option<std::borrow::Cow<'c, str>> {
-    caps.name(name)
-        .map(|m| match String::from_utf8_lossy(m.as_bytes()) {
-            std::borrow::Cow::Borrowed(s) => std::borrow::Cow::Borrowed(s.trim()),
-            std::borrow::Cow::Owned(s) => std::borrow::Cow::Owned(s.trim().to_string()),
-        })
+pub fn capture<'c>(caps: &'c LineCaptures<'_>, name: &str) -> Option<Cow<'c, str>> {
+    caps.name(name).map(|m| match String::from_utf8_lossy(m) {
+        Cow::Borrowed(s) => Cow::Borrowed(s.trim()),
+        Cow::Owned(s) => Cow::Owned(s.trim().to_string()),
+    })
 }
 
 /// A LogProfile ready to parse lines.
@@ -242,63 +297,15 @@ impl CompiledProfile {
     }
 }
 
-/// Builds a regex with Go's semantics where Rust's differ: `\d`, `\s`, `\w` and `\b` are ASCII.
-/// Matching runs on bytes, so a line need not be UTF-8.
+/// Compiles a LogProfile regex as Go reads it ([`nvcre_engine::go_regex`]): Go's syntax and
+/// errors, ASCII `\d`, `\s`, `\w` and `\b`, Unicode classes and `.` over characters. Matching
+/// runs on bytes: match [`nvcre_engine::go_regex::go_utf8`] of a line (as
+/// [`CompiledPattern`] does), so a line need not be UTF-8.
 ///
 /// # Errors
-/// ``error parsing regexp: <what>: `<regex>` `` (the shape of Go's message; the wording is the
-/// Rust regex parser's).
+/// Go's message: ``error parsing regexp: <what>: `<fragment>` ``.
 pub fn go_regex(regex: &str) -> Result<Regex, String> {
-    RegexBuilder::new(regex)
-        .unicode(false)
-        .build()
-        .map_err(|e| {
-            let text = e.to_string();
-            let what = text
-                .lines()
-                .rev()
-                .find_map(|l| l.strip_prefix("error: "))
-                .unwrap_or(text.as_str())
-                .trim()
-                .to_string();
-            match what.as_str() {
-                // Go's one word for every malformed group name, quoting the group (to the end
-                // of the regex when it is not closed).
-                "empty capture group name"
-                | "invalid capture group character"
-                | "unclosed capture group name" => format!(
-                    "error parsing regexp: invalid named capture: `{}`",
-                    bad_group_name(regex).unwrap_or(regex)
-                ),
-                _ => format!("error parsing regexp: {what}: `{regex}`"),
-            }
-        })
-}
-
-/// The first named group of `regex` whose name is malformed: `(?P<name>` (or `(?<name>`) when
-/// the name is empty or holds a character other than a letter, digit or `_`; from the opener
-/// to the end of the regex when no `>` closes it.
-fn bad_group_name(regex: &str) -> Option<&str> {
-    let mut from = 0;
-    while let Some(i) = regex[from..].find("(?").map(|i| i + from) {
-        from = i + 2;
-        let rest = &regex[i..];
-        let Some(name_at) = ["(?P<", "(?<"]
-            .iter()
-            .find(|o| rest.starts_with(**o))
-            .map(|o| o.len())
-        else {
-            continue;
-        };
-        let Some(end) = rest[name_at..].find('>') else {
-            return Some(rest);
-        };
-        let name = &rest[name_at..name_at + end];
-        if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-            return Some(&rest[..name_at + end + 1]);
-        }
-    }
-    None
+    go_regex::compile_bytes(regex).map_err(|e| e.to_string())
 }
 
 /// What the CustomResourceDefinition's schema refuses beyond the types: an empty regex
@@ -376,7 +383,7 @@ fn compile_pattern(
     p: &EventPattern,
 ) -> Result<CompiledPattern, (String, String)> {
     let name = which.as_str();
-    let regex = go_regex(&p.regex).map_err(|e| {
+    let refused = |e: go_regex::GoRegexError| {
         (
             "regex".to_string(),
             match which {
@@ -386,7 +393,9 @@ fn compile_pattern(
                 _ => format!("pattern {name}: invalid regex: {e}"),
             },
         )
-    })?;
+    };
+    let translated = go_regex::translate(&p.regex).map_err(refused)?;
+    let regex = translated.bytes_regex(&p.regex).map_err(refused)?;
     // The example before the group checks: a regex that misses its own example says so first.
     if let Some(example) = &p.example
         && !regex.is_match(example.as_bytes())
@@ -399,7 +408,14 @@ fn compile_pattern(
             ),
         ));
     }
-    let groups: Vec<&str> = regex.capture_names().flatten().collect();
+    // The names as Go reads them (a repeated name, or one the regex crate cannot name, is
+    // still a named group to Go).
+    let groups: Vec<&str> = translated
+        .names
+        .iter()
+        .flatten()
+        .map(String::as_str)
+        .collect();
     let has = |g: &str| groups.contains(&g);
     match which {
         PatternName::BandwidthResult if !["size", "algBW", "busBW"].iter().all(|g| has(g)) => {
