@@ -520,7 +520,7 @@ mod tests {
         .expect_err("refused");
         assert_eq!(
             err,
-            "rule pack error: DIR/admission/workloadrun.yaml:22:1: rule trial-broken: the set cannot serve: a trial render of a torch WorkloadRun (one GPU node without a product label or provider id) fails: rule trial-broken could not be evaluated on document 1: No such key: nothing (expression: object.spec.nothing == 1) (a rule error, not a policy violation)"
+            "rule pack error: DIR/admission/workloadrun.yaml:29:1: rule trial-broken: the set cannot serve: a trial render of a torch WorkloadRun (one GPU node without a product label or provider id) fails: rule trial-broken could not be evaluated on document 1: No such key: nothing (expression: object.spec.nothing == 1) (a rule error, not a policy violation)"
         );
     }
 }
