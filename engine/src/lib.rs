@@ -124,7 +124,7 @@ pub use expr::{
 pub use files::{WalkOptions, read_files, walk_files, walk_files_noting};
 pub use finding::{Finding, Severity};
 pub use format::{label_key_problems, label_value_problems};
-pub use lint::{Lint, LintFinding, lint};
+pub use lint::{Lint, LintFinding, from_error as lint_finding_from_error, lint};
 pub use mapping::{MappingValue, plain_type_words, read_mapping, remove_entry_at, type_error};
 pub use pack::{
     CompiledPack, Prepared, PreparedSource, RULES_API_VERSION, Rule, RuleSet, Table, TableEntry,

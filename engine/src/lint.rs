@@ -333,8 +333,9 @@ fn ambiguous_ids(set: &RuleSet, out: &mut Vec<LintFinding>) {
     }
 }
 
-/// Turns an error of the loader into a finding of `lint`.
-pub(crate) fn from_error(lint: Lint, e: Error) -> LintFinding {
+/// Turns an error of the loader (or of a caller's own whole-set check) into a finding of
+/// `lint`, at the file, position and rule the error names.
+pub fn from_error(lint: Lint, e: Error) -> LintFinding {
     let (file, pos, rule, message) = match e {
         Error::Pack {
             file,

@@ -149,33 +149,7 @@ pub fn trial_render(rules: &RuleSet, place: &str) -> Result<(), Error> {
 
 /// A failure of [`trial_render`] as the `cannot-render` lint (an error), at the place it names.
 pub fn cannot_render_lint(e: Error) -> nvcre_engine::LintFinding {
-    let lint = nvcre_engine::Lint::CannotRender;
-    match e {
-        Error::Pack {
-            file,
-            pos,
-            rule,
-            message,
-        } => nvcre_engine::LintFinding {
-            lint,
-            severity: lint.severity(),
-            file,
-            pos,
-            rule,
-            message,
-        },
-        other => nvcre_engine::LintFinding {
-            lint,
-            severity: lint.severity(),
-            file: other
-                .location()
-                .map(|(f, _)| f.to_string())
-                .unwrap_or_default(),
-            pos: other.location().and_then(|(_, p)| p),
-            rule: None,
-            message: other.to_string(),
-        },
-    }
+    nvcre_engine::lint_finding_from_error(nvcre_engine::Lint::CannotRender, e)
 }
 
 /// One trial render. The admission stage runs on its own and its verdict is set aside, so that
@@ -437,9 +411,19 @@ mod tests {
         );
     }
 
+    /// The rule ids of `rules`, as `pack/id`, in load order.
+    fn rule_ids(rules: &RuleSet) -> Vec<String> {
+        rules
+            .rules()
+            .map(|(p, r)| format!("{}/{}", p.name, r.id))
+            .collect()
+    }
+
     #[test]
     fn the_shipped_directory_loads_whole() {
-        assert!(load_edited(|_, _| {}).is_ok());
+        let loaded = load_edited(|_, _| {}).expect("the shipped directory loads");
+        let embedded = crate::packs::load_rules(None).expect("the embedded set loads");
+        assert_eq!(rule_ids(&loaded), rule_ids(&embedded));
     }
 
     #[test]
@@ -502,7 +486,12 @@ mod tests {
                 );
             }
         });
-        assert!(rules.is_ok(), "{:?}", rules.err());
+        let rules = rules.expect("a verdict on the probe does not refuse the set");
+        assert!(
+            rule_ids(&rules).contains(&"workloadrun-admission/trial-no-runs".to_string()),
+            "{:?}",
+            rule_ids(&rules)
+        );
     }
 
     #[test]

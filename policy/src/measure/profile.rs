@@ -308,10 +308,16 @@ pub fn go_regex(regex: &str) -> Result<Regex, String> {
     go_regex::compile_bytes(regex).map_err(|e| e.to_string())
 }
 
+/// `workerStrategy.type`'s values, as the CRD's enum lists them.
+const WORKER_STRATEGY_TYPES: [&str; 2] = ["Single", "Multi"];
+/// `workerStrategy.lifecyclePod`'s and `trainingStepPod`'s values, as the CRD's enums list them.
+const WORKER_PODS: [&str; 2] = ["first", "last"];
+
 /// What the CustomResourceDefinition's schema refuses beyond the types: an empty regex
 /// (`minLength: 1`), a `workerStrategy` value outside its enum, a `warmupSteps` below 0 or a
 /// `logInterval` below 1; in the API server's words, each at its field.
 fn schema_problems(spec: &LogProfileSpec) -> Vec<ProfileProblem> {
+    // The schema's enums and minimums, as the CRD declares them (a test holds the two alike).
     let mut problems = Vec::new();
     let mut push = |path: String, message: String| {
         problems.push(ProfileProblem {
@@ -332,16 +338,12 @@ fn schema_problems(spec: &LogProfileSpec) -> Vec<ProfileProblem> {
     }
     if let Some(w) = &spec.worker_strategy {
         let fields: [(&str, Option<&str>, &[&str]); 3] = [
-            ("type", Some(w.type_.as_str()), &["Single", "Multi"]),
-            (
-                "lifecyclePod",
-                w.lifecycle_pod.as_deref(),
-                &["first", "last"],
-            ),
+            ("type", Some(w.type_.as_str()), &WORKER_STRATEGY_TYPES),
+            ("lifecyclePod", w.lifecycle_pod.as_deref(), &WORKER_PODS),
             (
                 "trainingStepPod",
                 w.training_step_pod.as_deref(),
-                &["first", "last"],
+                &WORKER_PODS,
             ),
         ];
         for (field, value, allowed) in fields {
@@ -593,5 +595,31 @@ impl LogProfiles {
     /// The profile names, sorted.
     pub fn names(&self) -> impl Iterator<Item = &str> {
         self.profiles.keys().map(String::as_str)
+    }
+}
+
+#[cfg(test)]
+mod schema_tests {
+    use super::*;
+
+    /// The values [`schema_problems`] allows are the ones the CRD's schema declares.
+    #[test]
+    fn the_checked_values_are_the_schemas() {
+        let schema = serde_json::to_value(schemars::schema_for!(LogProfileSpec)).expect("schema");
+        let defs = &schema["$defs"]["WorkerStrategySpec"]["properties"];
+        let values = |field: &str| -> Vec<String> {
+            let p = &defs[field];
+            let e = p.get("enum").or_else(|| {
+                p["anyOf"]
+                    .as_array()
+                    .and_then(|a| a.iter().find_map(|s| s.get("enum")))
+            });
+            serde_json::from_value(e.cloned().unwrap_or_default()).unwrap_or_default()
+        };
+        assert_eq!(values("type"), WORKER_STRATEGY_TYPES);
+        assert_eq!(values("lifecyclePod"), WORKER_PODS);
+        assert_eq!(values("trainingStepPod"), WORKER_PODS);
+        assert_eq!(schema["properties"]["warmupSteps"]["minimum"], 0);
+        assert_eq!(schema["properties"]["logInterval"]["minimum"], 1);
     }
 }
